@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `leasehook plan`: reads the files named on the command line, plans, renders.
+
+use std::fs::File;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use clap::{Args, ValueEnum};
+use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
+use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
+use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use leasehook_core::{example, metadata, render};
+
+/// Print the policy-routing plan for given metadata, leases and links, without
+/// touching the system.
+///
+/// Example: leasehook plan --metadata md.json --link eth0=02:00:00:00:00:01
+/// --link eth1=02:00:00:00:00:02 --lease eth0.env --lease eth1.env
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    /// Plan the built-in 3-NIC example instance instead of reading files.
+    #[arg(long, conflicts_with_all = ["metadata", "leases", "links"])]
+    example: bool,
+
+    /// Instance metadata: a JSON tree shaped like IMDS `meta-data/` (folders as
+    /// objects; leaves as strings, newline-separated for several values, or lists).
+    #[arg(long, value_name = "FILE", required_unless_present = "example")]
+    metadata: Option<PathBuf>,
+
+    /// A lease: a dhclient environment dump (`KEY=VALUE` lines, as `env` prints them),
+    /// or, prefixed with the interface name, a systemd-networkd lease file
+    /// (`eth1=/run/systemd/netif/leases/3`). Repeatable.
+    #[arg(long = "lease", value_name = "[IFNAME=]FILE")]
+    leases: Vec<String>,
+
+    /// The operating system's view of a link: its name and MAC, optionally the IPv6
+    /// router it learned from router advertisements. Repeatable.
+    #[arg(long = "link", value_name = "IFNAME=MAC[,ra=IPV6]")]
+    links: Vec<String>,
+
+    /// The routing scheme.
+    #[arg(long, value_enum, default_value_t = ProfileArg::Ec2NetUtils)]
+    profile: ProfileArg,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Ip)]
+    format: Format,
+
+    /// ec2-net-utils profile: table of device 0 on network card 0.
+    #[arg(long, value_name = "N", default_value_t = leasehook_core::constants::DEFAULT_TABLE_BASE)]
+    table_base: u32,
+
+    /// ec2-net-utils profile: rule priority of device 0 on network card 0 [default: the table base].
+    #[arg(long, value_name = "N")]
+    priority_base: Option<u32>,
+
+    /// ec2-net-utils profile: give the primary NIC rules too.
+    #[arg(long)]
+    primary_rules: bool,
+
+    /// ec2-net-utils profile: do not add the metadata's secondary addresses to links.
+    #[arg(long)]
+    no_secondary_addresses: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    /// amazon-ec2-net-utils' tables: 10000 + 100*network-card + device-number.
+    #[value(name = "ec2-net-utils")]
+    Ec2NetUtils,
+    /// cloud-init's EC2 netplan rendering: table 100 + position.
+    #[value(name = "cloud-init")]
+    CloudInit,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    /// `ip rule add` / `ip route add` lines.
+    Ip,
+    /// The plan as JSON (input to `leasehook apply --plan`).
+    Json,
+    /// A netplan v2 document.
+    Netplan,
+    /// systemd-networkd drop-ins.
+    Networkd,
+}
+
+/// The most we read of any input file: real ones are a few kilobytes.
+const MAX_INPUT: u64 = 4 * 1024 * 1024;
+
+fn read_input(path: &Path) -> anyhow::Result<String> {
+    let file = File::open(path).with_context(|| format!("failed to open {path:?}"))?;
+    let mut text = String::new();
+    file.take(MAX_INPUT + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("failed to read {path:?} (is it UTF-8 text?)"))?;
+    if text.len() as u64 > MAX_INPUT {
+        bail!("{path:?} is larger than {MAX_INPUT} bytes");
+    }
+    Ok(text)
+}
+
+pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<String> {
+    let cfg = PlanConfig {
+        profile: match args.profile {
+            ProfileArg::Ec2NetUtils => Profile::Ec2NetUtils,
+            ProfileArg::CloudInit => Profile::CloudInit,
+        },
+        table_base: args.table_base,
+        priority_base: args.priority_base,
+        primary_rules: args.primary_rules,
+        secondary_addresses: !args.no_secondary_addresses,
+    };
+    let (md, links, leases) = if args.example {
+        let md = metadata::parse_tree(&example::metadata())
+            .context("the built-in example is invalid")?;
+        (md, example::links(), example::leases())
+    } else {
+        inputs(args)?
+    };
+    let plan = plan(
+        &PlanInput {
+            metadata: &md,
+            links: &links,
+            leases: &leases,
+        },
+        &cfg,
+    )?;
+    Ok(match args.format {
+        Format::Ip => render::ip(&plan),
+        Format::Json => render::json(&plan) + "\n",
+        Format::Netplan => {
+            serde_saphyr::to_string(&render::netplan(&plan)).context("failed to write YAML")?
+        }
+        Format::Networkd => render::networkd(&plan)
+            .into_iter()
+            .map(|(name, body)| format!("# file: {name}\n{body}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    })
+}
+
+fn inputs(args: &PlanArgs) -> anyhow::Result<(InstanceNetwork, Vec<Link>, Vec<InterfaceLease>)> {
+    let Some(md_path) = &args.metadata else {
+        bail!("--metadata FILE is required (or use --example)")
+    };
+    let md = metadata::parse_json(&read_input(md_path)?)
+        .with_context(|| format!("bad metadata in {md_path:?}"))?;
+    let links = args
+        .links
+        .iter()
+        .map(|l| parse_link(l))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let leases = args
+        .leases
+        .iter()
+        .map(|l| read_lease(l))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((md, links, leases))
+}
+
+/// `IFNAME=MAC[,ra=IPV6]`.
+fn parse_link(arg: &str) -> anyhow::Result<Link> {
+    let (name, rest) = arg
+        .split_once('=')
+        .with_context(|| format!("--link {arg:?}: expected IFNAME=MAC"))?;
+    let name = IfName::try_new(name).map_err(|p| anyhow::anyhow!("--link {arg:?}: {p}"))?;
+    let (mac, ra) =
+        match rest.split_once(',') {
+            Some((mac, opt)) => {
+                let ra = opt.strip_prefix("ra=").with_context(|| {
+                    format!("--link {arg:?}: unknown option {opt:?} (expected ra=IPV6)")
+                })?;
+                (
+                    mac,
+                    Some(ra.parse().with_context(|| {
+                        format!("--link {arg:?}: {ra:?} is not an IPv6 address")
+                    })?),
+                )
+            }
+            None => (rest, None),
+        };
+    let mac: MacAddr = mac
+        .parse()
+        .map_err(|p| anyhow::anyhow!("--link {arg:?}: {p}"))?;
+    Ok(Link {
+        name,
+        mac,
+        ipv6_router: ra,
+    })
+}
+
+/// `[IFNAME=]FILE`: a dhclient environment dump or a networkd lease file.
+fn read_lease(arg: &str) -> anyhow::Result<InterfaceLease> {
+    let (ifname, path) = match arg.split_once('=') {
+        Some((n, p)) if IfName::try_new(n).is_ok() => (IfName::try_new(n).ok(), Path::new(p)),
+        _ => (None, Path::new(arg)),
+    };
+    let text = read_input(path)?;
+    let env: Env = parse_env_dump(&path.display().to_string(), &text)?;
+    if env.contains_key("reason") {
+        let event = dhclient::parse(&env)
+            .with_context(|| format!("bad dhclient environment in {path:?}"))?;
+        if let Some(n) = ifname.as_ref().filter(|n| **n != event.interface) {
+            bail!(
+                "--lease {arg:?}: the file is for interface {}, not {n}",
+                event.interface
+            );
+        }
+        let Some(lease) = event.new else {
+            bail!(
+                "--lease {arg:?}: reason {} carries no lease in force",
+                event.reason
+            );
+        };
+        Ok(InterfaceLease {
+            interface: event.interface,
+            lease,
+        })
+    } else if env.contains_key("ADDRESS") {
+        let Some(interface) = ifname else {
+            bail!(
+                "--lease {arg:?}: a networkd lease file does not name its interface; write IFNAME={arg}"
+            );
+        };
+        let lease = networkd::parse_lease_file(&text)
+            .with_context(|| format!("bad networkd lease file {path:?}"))?;
+        Ok(InterfaceLease { interface, lease })
+    } else {
+        bail!(
+            "--lease {arg:?}: neither a dhclient environment (no `reason=`) nor a networkd lease file (no `ADDRESS=`)"
+        )
+    }
+}

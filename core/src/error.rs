@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The one error type of `leasehook-core`.
+//!
+//! Callers must tell a bad DHCP option from a garbage metadata answer and both from a
+//! config mistake, so the variants follow the boundary where the input came in rather
+//! than the Rust type that failed to parse. Every message names the variable, key or
+//! file and shows the offending value escaped and shortened, so a hostile value can
+//! neither forge log lines nor flood them.
+
+use std::fmt;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the pure core.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A variable of a DHCP client's hook environment is missing or malformed.
+    #[error("{source_name} variable {var}: {problem}")]
+    Event {
+        /// Which event source (for example `dhclient`, `networkd`).
+        source_name: &'static str,
+        /// The variable name, for example `new_ip_address`.
+        var: String,
+        /// What is wrong with it.
+        problem: Problem,
+    },
+    /// A key of the instance metadata is missing or malformed.
+    #[error("metadata {key}: {problem}")]
+    Metadata {
+        /// The slash-separated key path, for example `network/interfaces/macs/<mac>/local-ipv4s`.
+        key: String,
+        /// What is wrong with it.
+        problem: Problem,
+    },
+    /// A command-line style argument is malformed.
+    #[error("argument {arg}: {problem}")]
+    Argument {
+        /// The argument name, for example `--link`.
+        arg: String,
+        /// What is wrong with it.
+        problem: Problem,
+    },
+    /// A document (JSON, lease file) could not be parsed at all.
+    #[error("{what}: {message}")]
+    Syntax {
+        /// What was being read.
+        what: String,
+        /// The parser's message.
+        message: String,
+    },
+}
+
+/// What is wrong with a value: a short reason and the value as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Why the value was refused, for example `not an IPv4 address`.
+    pub reason: String,
+    /// The value as received (`None` when it was missing).
+    pub value: Option<String>,
+}
+
+impl Problem {
+    /// A value that was present but refused.
+    pub fn bad(reason: impl Into<String>, value: &str) -> Self {
+        Self {
+            reason: reason.into(),
+            value: Some(value.to_owned()),
+        }
+    }
+
+    /// A value that was required but absent.
+    pub fn missing() -> Self {
+        Self {
+            reason: "missing".to_owned(),
+            value: None,
+        }
+    }
+}
+
+/// How many characters of a bad value an error message shows.
+const SHOWN_CHARS: usize = 64;
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            None => f.write_str(&self.reason),
+            Some(v) => {
+                let shown: String = v.chars().take(SHOWN_CHARS).collect();
+                // Debug formatting escapes control characters and quotes, so a value
+                // carrying a newline cannot start a fake log line.
+                write!(f, "{} (got {shown:?}", self.reason)?;
+                if v.chars().count() > SHOWN_CHARS {
+                    write!(f, "… {} chars in all", v.chars().count())?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_escape_and_shorten_values() {
+        let e = Error::Event {
+            source_name: "dhclient",
+            var: "interface".into(),
+            problem: Problem::bad("invalid interface name", "eth0\n; reboot"),
+        };
+        assert_eq!(
+            e.to_string(),
+            r#"dhclient variable interface: invalid interface name (got "eth0\n; reboot")"#
+        );
+        let long = "x".repeat(100);
+        let p = Problem::bad("too long", &long);
+        assert!(p.to_string().ends_with("… 100 chars in all)"));
+        assert_eq!(Problem::missing().to_string(), "missing");
+    }
+}

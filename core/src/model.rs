@@ -1,0 +1,706 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The data every other module speaks: leases, lease events, instance metadata, the
+//! operating system's view of links, and the policy-routing plan. Pure data, no IO.
+//!
+//! Every value is validated when it is built (an [`IfName`] cannot hold a `/`, a
+//! [`MacAddr`] is six bytes), so code further down never re-checks.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Problem;
+
+/// An IP address family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Family {
+    /// IPv4 (`ip -4`).
+    #[serde(rename = "ipv4")]
+    V4,
+    /// IPv6 (`ip -6`).
+    #[serde(rename = "ipv6")]
+    V6,
+}
+
+impl Family {
+    /// The family of an address.
+    pub fn of(ip: &IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(_) => Self::V4,
+            IpAddr::V6(_) => Self::V6,
+        }
+    }
+
+    /// The `ip` flag for this family: `-4` or `-6`.
+    pub fn ip_flag(self) -> &'static str {
+        match self {
+            Self::V4 => "-4",
+            Self::V6 => "-6",
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::V4 => "IPv4",
+            Self::V6 => "IPv6",
+        })
+    }
+}
+
+/// The longest interface name the kernel accepts (`IFNAMSIZ` minus the NUL).
+pub const IFNAME_MAX: usize = 15;
+
+/// A validated network interface name.
+///
+/// Accepts 1 to 15 characters from `A-Z a-z 0-9 - _ .`, and refuses `.` and `..`.
+/// The kernel itself allows more (anything but `/`, `:`, whitespace and NUL), but a
+/// name arriving from a DHCP client's environment is untrusted and will end up in
+/// file names and log lines: the narrow set covers every name udev, systemd and the
+/// clouds generate (`eth0`, `ens5`, `enp0s5`, `enX0`, `veth-a_1`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct IfName(String);
+
+impl IfName {
+    /// Validates `name`; the error says what is wrong.
+    pub fn try_new(name: &str) -> Result<Self, Problem> {
+        let reason = if name.is_empty() {
+            Some("empty interface name")
+        } else if name.len() > IFNAME_MAX {
+            Some("interface name longer than 15 bytes")
+        } else if name == "." || name == ".." {
+            Some("interface name may not be `.` or `..`")
+        } else if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            Some("interface name may only hold A-Z a-z 0-9 - _ .")
+        } else {
+            None
+        };
+        match reason {
+            Some(r) => Err(Problem::bad(r, name)),
+            None => Ok(Self(name.to_owned())),
+        }
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for IfName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::try_new(&s).map_err(|p| p.to_string())
+    }
+}
+
+impl From<IfName> for String {
+    fn from(n: IfName) -> String {
+        n.0
+    }
+}
+
+impl fmt::Display for IfName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An Ethernet MAC address, printed lower-case with colons (as IMDS and netplan do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct MacAddr([u8; 6]);
+
+impl MacAddr {
+    /// Builds a MAC from its six bytes.
+    pub fn new(bytes: [u8; 6]) -> Self {
+        Self(bytes)
+    }
+
+    /// The six bytes.
+    pub fn octets(self) -> [u8; 6] {
+        self.0
+    }
+}
+
+impl FromStr for MacAddr {
+    type Err = Problem;
+    /// Parses `aa:bb:cc:dd:ee:ff` (either case, exactly six two-digit groups).
+    fn from_str(s: &str) -> Result<Self, Problem> {
+        let bad = || Problem::bad("not a MAC address (aa:bb:cc:dd:ee:ff)", s);
+        let mut out = [0u8; 6];
+        let mut groups = s.split(':');
+        for byte in &mut out {
+            let g = groups.next().ok_or_else(bad)?;
+            if g.len() != 2 {
+                return Err(bad());
+            }
+            *byte = u8::from_str_radix(g, 16).map_err(|_| bad())?;
+        }
+        if groups.next().is_some() {
+            return Err(bad());
+        }
+        Ok(Self(out))
+    }
+}
+
+impl TryFrom<String> for MacAddr {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse().map_err(|p: Problem| p.to_string())
+    }
+}
+
+impl From<MacAddr> for String {
+    fn from(m: MacAddr) -> String {
+        m.to_string()
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [b0, b1, b2, b3, b4, b5] = self.0;
+        write!(f, "{b0:02x}:{b1:02x}:{b2:02x}:{b3:02x}:{b4:02x}:{b5:02x}")
+    }
+}
+
+/// Why a DHCP client ran its hook. DHCPv6 reasons are the same words; the family is
+/// carried next to the reason in [`LeaseEvent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reason {
+    /// A new lease was bound.
+    Bound,
+    /// The lease was renewed with its server.
+    Renew,
+    /// The lease was renewed with any server.
+    Rebind,
+    /// A remembered lease was confirmed at start.
+    Reboot,
+    /// The lease ran out.
+    Expire,
+    /// No lease could be had.
+    Fail,
+    /// The lease was given back.
+    Release,
+    /// The client stopped; the lease stays valid on the server.
+    Stop,
+    /// The client is about to start (`PREINIT`, `PREINIT6`).
+    Preinit,
+    /// Media selection (`MEDIUM`, BSD only).
+    Medium,
+    /// No server answered; a remembered lease is being tested.
+    Timeout,
+    /// A DHCPv6 address became deprecated (`DEPREF6`).
+    Depref,
+    /// An ARP check before binding (`ARPCHECK`, `ARPSEND`).
+    Arp,
+}
+
+/// What leasehook does for an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Plan and apply policy routing for the lease's family.
+    Apply,
+    /// Remove the family's rules, routes and secondary addresses for the interface.
+    Remove,
+    /// Nothing to do.
+    Ignore,
+}
+
+impl Reason {
+    /// The action SPEC §6.1 assigns to this reason.
+    pub fn action(self) -> Action {
+        match self {
+            Self::Bound | Self::Renew | Self::Rebind | Self::Reboot => Action::Apply,
+            Self::Expire | Self::Fail | Self::Release | Self::Stop => Action::Remove,
+            Self::Preinit | Self::Medium | Self::Timeout | Self::Depref | Self::Arp => {
+                Action::Ignore
+            }
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Bound => "bound",
+            Self::Renew => "renew",
+            Self::Rebind => "rebind",
+            Self::Reboot => "reboot",
+            Self::Expire => "expire",
+            Self::Fail => "fail",
+            Self::Release => "release",
+            Self::Stop => "stop",
+            Self::Preinit => "preinit",
+            Self::Medium => "medium",
+            Self::Timeout => "timeout",
+            Self::Depref => "depref",
+            Self::Arp => "arp",
+        })
+    }
+}
+
+/// One DHCP lease: what the DHCP server told the client about one address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The address family (a DHCPv6 lease is [`Family::V6`]).
+    pub family: Family,
+    /// The leased address.
+    pub address: IpAddr,
+    /// The prefix length of the leased address (DHCPv6 IA_NA addresses are `/128`).
+    pub prefix_len: u8,
+    /// The routers the server named (DHCPv4 option 3); always empty for DHCPv6, whose
+    /// router comes from router advertisements.
+    pub routers: Vec<IpAddr>,
+    /// The reason the client gave with this lease.
+    pub reason: Reason,
+}
+
+impl Lease {
+    /// The leased address with its prefix length, for example `10.0.1.20/24`.
+    pub fn interface_net(&self) -> Option<IpNet> {
+        IpNet::new(self.address, self.prefix_len).ok()
+    }
+}
+
+/// A DHCP client's event for one interface and one family.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseEvent {
+    /// The interface the client runs on.
+    pub interface: IfName,
+    /// The family of the client (dhclient `-4` or `-6`).
+    pub family: Family,
+    /// Why the client ran its hook.
+    pub reason: Reason,
+    /// The lease now in force (`new_*`), if any.
+    pub new: Option<Lease>,
+    /// The lease that was in force before (`old_*`), if any.
+    pub old: Option<Lease>,
+}
+
+impl LeaseEvent {
+    /// What leasehook does for this event.
+    pub fn action(&self) -> Action {
+        self.reason.action()
+    }
+}
+
+/// The metadata of one network interface (one IMDS `macs/<mac>/` folder). Keys IMDS
+/// did not serve are `None` or empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicMetadata {
+    /// The MAC (the folder name).
+    pub mac: MacAddr,
+    /// `device-number`: the attachment index on its network card.
+    pub device_number: Option<u32>,
+    /// `network-card`: the network card index (multi-card instance types only).
+    pub network_card: Option<u32>,
+    /// `local-ipv4s`: the private IPv4 addresses, primary first.
+    pub local_ipv4s: Vec<Ipv4Addr>,
+    /// `ipv6s`: the IPv6 addresses.
+    pub ipv6s: Vec<Ipv6Addr>,
+    /// `subnet-ipv4-cidr-block`: the IPv4 subnet (IMDS serves one).
+    pub subnet_ipv4_cidr_blocks: Vec<Ipv4Net>,
+    /// `subnet-ipv6-cidr-blocks`: the IPv6 subnets.
+    pub subnet_ipv6_cidr_blocks: Vec<Ipv6Net>,
+    /// `ipv4-prefix`: delegated IPv4 prefixes.
+    pub ipv4_prefixes: Vec<Ipv4Net>,
+    /// `ipv6-prefix`: delegated IPv6 prefixes.
+    pub ipv6_prefixes: Vec<Ipv6Net>,
+    /// `interface-id`: the ENI id, for logs.
+    pub interface_id: Option<String>,
+}
+
+impl NicMetadata {
+    /// An entry with only the MAC known.
+    pub fn empty(mac: MacAddr) -> Self {
+        Self {
+            mac,
+            device_number: None,
+            network_card: None,
+            local_ipv4s: Vec::new(),
+            ipv6s: Vec::new(),
+            subnet_ipv4_cidr_blocks: Vec::new(),
+            subnet_ipv6_cidr_blocks: Vec::new(),
+            ipv4_prefixes: Vec::new(),
+            ipv6_prefixes: Vec::new(),
+            interface_id: None,
+        }
+    }
+}
+
+/// The network part of the instance metadata: which MAC is primary, and each NIC.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InstanceNetwork {
+    /// The top-level `mac` key: the primary NIC.
+    pub primary_mac: Option<MacAddr>,
+    /// One entry per `macs/<mac>/` folder, sorted by MAC.
+    pub nics: Vec<NicMetadata>,
+}
+
+impl InstanceNetwork {
+    /// The metadata of the NIC with this MAC.
+    pub fn nic(&self, mac: MacAddr) -> Option<&NicMetadata> {
+        self.nics.iter().find(|n| n.mac == mac)
+    }
+}
+
+/// The operating system's view of one link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    /// The interface name.
+    pub name: IfName,
+    /// The link's MAC address.
+    pub mac: MacAddr,
+    /// The IPv6 default router the kernel learned from router advertisements, if any.
+    pub ipv6_router: Option<Ipv6Addr>,
+}
+
+/// Which rendering scheme the planner follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Profile {
+    /// amazon-ec2-net-utils' scheme (SPEC §3.2): table `10000 + 100*card + device`.
+    #[default]
+    #[serde(rename = "ec2-net-utils")]
+    Ec2NetUtils,
+    /// cloud-init's EC2 netplan scheme (SPEC §3.3): table `100 + position`.
+    #[serde(rename = "cloud-init")]
+    CloudInit,
+}
+
+impl FromStr for Profile {
+    type Err = Problem;
+    fn from_str(s: &str) -> Result<Self, Problem> {
+        match s {
+            "ec2-net-utils" => Ok(Self::Ec2NetUtils),
+            "cloud-init" => Ok(Self::CloudInit),
+            _ => Err(Problem::bad("expected ec2-net-utils or cloud-init", s)),
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Ec2NetUtils => "ec2-net-utils",
+            Self::CloudInit => "cloud-init",
+        })
+    }
+}
+
+/// `from PREFIX lookup TABLE [priority P]`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Rule {
+    /// The source prefix the rule matches.
+    pub from: IpNet,
+    /// The table it looks up.
+    pub table: u32,
+    /// Its priority; `None` lets the kernel (or networkd) choose.
+    pub priority: Option<u32>,
+}
+
+impl Rule {
+    /// The rule's family.
+    pub fn family(&self) -> Family {
+        Family::of(&self.from.addr())
+    }
+}
+
+impl fmt::Display for Rule {
+    /// `from 10.0.1.20/32 lookup 10001 priority 10001`, as `ip rule` reads it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "from {} lookup {}", self.from, self.table)?;
+        if let Some(p) = self.priority {
+            write!(f, " priority {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A route's scope, when it is not the default (universe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// `scope link`: the destination is on the link.
+    Link,
+}
+
+/// `DST [via GW] dev IF [scope link] [src SRC] table T`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Route {
+    /// The destination; `0.0.0.0/0` or `::/0` for a default route.
+    pub to: IpNet,
+    /// The gateway, if the destination is not on the link.
+    pub via: Option<IpAddr>,
+    /// The output interface.
+    pub dev: IfName,
+    /// The scope, when not universe.
+    pub scope: Option<Scope>,
+    /// The preferred source address.
+    pub src: Option<IpAddr>,
+    /// The table the route lives in.
+    pub table: u32,
+}
+
+impl Route {
+    /// The route's family.
+    pub fn family(&self) -> Family {
+        Family::of(&self.to.addr())
+    }
+}
+
+impl fmt::Display for Route {
+    /// `default via 10.0.1.1 dev eth1 table 10001`, as `ip route` reads it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.to.prefix_len() == 0 {
+            f.write_str("default")?;
+        } else {
+            write!(f, "{}", self.to)?;
+        }
+        if let Some(via) = self.via {
+            write!(f, " via {via}")?;
+        }
+        write!(f, " dev {}", self.dev)?;
+        if self.scope == Some(Scope::Link) {
+            f.write_str(" scope link")?;
+        }
+        if let Some(src) = self.src {
+            write!(f, " src {src}")?;
+        }
+        write!(f, " table {}", self.table)
+    }
+}
+
+/// An address to hold on a link: `ADDR/LEN dev IF`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Address {
+    /// The address with its prefix length.
+    pub addr: IpNet,
+    /// The link that holds it.
+    pub dev: IfName,
+}
+
+impl Address {
+    /// The address's family.
+    pub fn family(&self) -> Family {
+        Family::of(&self.addr.addr())
+    }
+}
+
+impl fmt::Display for Address {
+    /// `10.0.1.21/32 dev eth1`, as `ip address` reads it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} dev {}", self.addr, self.dev)
+    }
+}
+
+/// Something the metadata does not (yet) say, which kept the plan from being whole.
+///
+/// The hot-plug consistency wait re-fetches until the list is empty or the budget
+/// runs out; `leasehook plan` prints it as `# missing:` lines.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Missing {
+    /// The metadata has no folder for this MAC.
+    MacFolder,
+    /// The top-level `mac` key (which names the primary NIC) is absent.
+    PrimaryMac,
+    /// The NIC's `device-number` is absent.
+    DeviceNumber,
+    /// The NIC reads `device-number: 0` but is not the primary: IMDS has not
+    /// propagated the real number yet.
+    DeviceNumberNotPropagated,
+    /// The leased address is not (yet) in `local-ipv4s` / `ipv6s`.
+    LeaseAddress {
+        /// The address the DHCP server handed out.
+        address: IpAddr,
+    },
+    /// The family's subnet key (`subnet-ipv4-cidr-block`, `subnet-ipv6-cidr-blocks`)
+    /// is absent.
+    Subnet {
+        /// Which family's subnet.
+        family: Family,
+    },
+    /// The family's address list (`local-ipv4s`, `ipv6s`) is absent.
+    Addresses {
+        /// Which family's list.
+        family: Family,
+    },
+    /// No router is known for the family's default route (no DHCPv4 lease, or a lease
+    /// without option 3).
+    Router {
+        /// Which family's router.
+        family: Family,
+    },
+}
+
+impl Missing {
+    /// Whether waiting for the metadata service can fix this (a missing router cannot).
+    pub fn is_metadata(&self) -> bool {
+        !matches!(self, Self::Router { .. })
+    }
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::MacFolder => f.write_str("no metadata folder for this MAC"),
+            Self::PrimaryMac => f.write_str("top-level `mac` (the primary NIC) not known"),
+            Self::DeviceNumber => f.write_str("device-number not known"),
+            Self::DeviceNumberNotPropagated => {
+                f.write_str("device-number reads 0 on a secondary NIC (not propagated)")
+            }
+            Self::LeaseAddress { address } => write!(
+                f,
+                "leased address {address} not in {}",
+                match address {
+                    IpAddr::V4(_) => "local-ipv4s",
+                    IpAddr::V6(_) => "ipv6s",
+                }
+            ),
+            Self::Subnet { family: Family::V4 } => f.write_str("subnet-ipv4-cidr-block not known"),
+            Self::Subnet { family: Family::V6 } => f.write_str("subnet-ipv6-cidr-blocks not known"),
+            Self::Addresses { family: Family::V4 } => f.write_str("local-ipv4s not known"),
+            Self::Addresses { family: Family::V6 } => f.write_str("ipv6s not known"),
+            Self::Router { family } => write!(f, "no {family} router known"),
+        }
+    }
+}
+
+/// The plan for one interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfacePlan {
+    /// The interface.
+    pub name: IfName,
+    /// Its MAC.
+    pub mac: MacAddr,
+    /// Whether this is the primary NIC.
+    pub primary: bool,
+    /// The families this plan covers (those with a lease, in the default profile).
+    pub families: Vec<Family>,
+    /// The routing table of its rules and routes, when it has any.
+    pub table: Option<u32>,
+    /// The DHCP route metric to set (cloud-init profile only).
+    pub metric: Option<u32>,
+    /// Addresses to hold on the link besides the DHCP one.
+    pub addresses: Vec<Address>,
+    /// Routes in `table`.
+    pub routes: Vec<Route>,
+    /// Source rules into `table`.
+    pub rules: Vec<Rule>,
+    /// What kept this plan from being whole.
+    pub missing: Vec<Missing>,
+}
+
+/// The whole policy-routing plan: a value, rendered by [`crate::render`] and applied
+/// by diffing it against what the kernel holds ([`crate::diff`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The scheme the plan follows.
+    pub profile: Profile,
+    /// One entry per planned interface, in name order (cloud-init profile: NIC order).
+    pub interfaces: Vec<InterfacePlan>,
+}
+
+impl Plan {
+    /// Whether any interface's plan lacks something the metadata should say.
+    pub fn is_complete(&self) -> bool {
+        self.interfaces
+            .iter()
+            .all(|i| i.missing.iter().all(|m| !m.is_metadata()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ifname_validation() {
+        for ok in [
+            "eth0",
+            "ens5",
+            "enp0s5",
+            "enX0",
+            "veth-a_1",
+            "a.b",
+            "x23456789012345",
+        ] {
+            assert!(IfName::try_new(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "eth0/x",
+            "../etc",
+            "eth0\0",
+            "eth 0",
+            "eth0;reboot",
+            "$(id)",
+            "x234567890123456",
+            "eth0:1",
+            "é",
+        ] {
+            assert!(IfName::try_new(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn mac_round_trip() {
+        let m: MacAddr = "02:0A:00:00:00:ff".parse().unwrap();
+        assert_eq!(m.to_string(), "02:0a:00:00:00:ff");
+        for bad in [
+            "",
+            "02:00:00:00:00",
+            "02:00:00:00:00:00:00",
+            "2:00:00:00:00:00",
+            "zz:00:00:00:00:00",
+            "020000000000",
+        ] {
+            assert!(bad.parse::<MacAddr>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn reasons_map_to_actions() {
+        assert_eq!(Reason::Renew.action(), Action::Apply);
+        assert_eq!(Reason::Expire.action(), Action::Remove);
+        assert_eq!(Reason::Preinit.action(), Action::Ignore);
+    }
+
+    #[test]
+    fn displays_read_like_ip() {
+        let r = Route {
+            to: "10.0.1.0/24".parse().unwrap(),
+            via: None,
+            dev: IfName::try_new("eth1").unwrap(),
+            scope: Some(Scope::Link),
+            src: Some("10.0.1.20".parse().unwrap()),
+            table: 10001,
+        };
+        assert_eq!(
+            r.to_string(),
+            "10.0.1.0/24 dev eth1 scope link src 10.0.1.20 table 10001"
+        );
+        let rule = Rule {
+            from: "10.0.1.20/32".parse().unwrap(),
+            table: 10001,
+            priority: Some(10001),
+        };
+        assert_eq!(
+            rule.to_string(),
+            "from 10.0.1.20/32 lookup 10001 priority 10001"
+        );
+    }
+}

@@ -1,0 +1,491 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: (leases, instance metadata, links, config) → [`Plan`].
+//!
+//! Two schemes, chosen by [`Profile`]:
+//!
+//! * `ec2-net-utils` (default, SPEC §3.2): each secondary NIC gets table and rule
+//!   priority `base + 100 * network-card + device-number`, a default route via the
+//!   lease's router, the subnet route, and a `from` rule per address and delegated
+//!   prefix. Only families with a lease are planned: the lease is the proof that the
+//!   NIC is live in that family.
+//! * `cloud-init` (SPEC §3.3): cloud-init's EC2 netplan rendering, table `100 + i`
+//!   for the NIC at position `i` in (network-card, device-number, MAC) order.
+//!
+//! Where lease and metadata disagree, the plan keeps what the lease proves and lists
+//! what is missing ([`Missing`]) instead of guessing.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use serde::{Deserialize, Serialize};
+
+use crate::constants::{DEFAULT_TABLE_BASE, RESERVED_TABLES};
+use crate::error::{Error, Problem, Result};
+use crate::model::{
+    Address, Family, IfName, InstanceNetwork, InterfacePlan, Lease, Link, Missing, NicMetadata,
+    Plan, Profile, Route, Rule, Scope,
+};
+
+/// The planner's knobs (SPEC §7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlanConfig {
+    /// The scheme.
+    pub profile: Profile,
+    /// `ec2-net-utils`: table of device 0 on card 0.
+    pub table_base: u32,
+    /// `ec2-net-utils`: rule priority of device 0 on card 0 (defaults to `table_base`).
+    pub priority_base: Option<u32>,
+    /// `ec2-net-utils`: give the primary NIC rules too (off by default: rules on the
+    /// primary break return traffic to containers on docker0).
+    pub primary_rules: bool,
+    /// `ec2-net-utils`: hold secondary addresses from the metadata on the link.
+    pub secondary_addresses: bool,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            profile: Profile::Ec2NetUtils,
+            table_base: DEFAULT_TABLE_BASE,
+            priority_base: None,
+            primary_rules: false,
+            secondary_addresses: true,
+        }
+    }
+}
+
+/// A lease and the interface it was leased on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfaceLease {
+    /// The interface.
+    pub interface: IfName,
+    /// The lease in force on it.
+    pub lease: Lease,
+}
+
+/// Everything the planner reads.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// The instance's network metadata.
+    pub metadata: &'a InstanceNetwork,
+    /// The links the operating system has.
+    pub links: &'a [Link],
+    /// The leases in force, at most one per interface and family.
+    pub leases: &'a [InterfaceLease],
+}
+
+/// Computes the plan. Fails only on inputs that contradict each other (a lease on an
+/// interface with no link, two leases of one family on one interface) or on a table
+/// number that overflows or hits a reserved table.
+pub fn plan(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Plan> {
+    check_inputs(input)?;
+    let interfaces = match cfg.profile {
+        Profile::Ec2NetUtils => plan_ec2_net_utils(input, cfg)?,
+        Profile::CloudInit => plan_cloud_init(input),
+    };
+    Ok(Plan {
+        profile: cfg.profile,
+        interfaces,
+    })
+}
+
+fn check_inputs(input: &PlanInput<'_>) -> Result<()> {
+    let arg = |problem| Error::Argument {
+        arg: "lease".to_owned(),
+        problem,
+    };
+    let mut seen = BTreeSet::new();
+    for l in input.leases {
+        if !input.links.iter().any(|k| k.name == l.interface) {
+            return Err(arg(Problem::bad(
+                "no link with this name (and so no MAC)",
+                l.interface.as_str(),
+            )));
+        }
+        if !seen.insert((&l.interface, l.lease.family)) {
+            return Err(arg(Problem::bad(
+                format!("two {} leases for one interface", l.lease.family),
+                l.interface.as_str(),
+            )));
+        }
+    }
+    let mut names = BTreeSet::new();
+    for k in input.links {
+        if !names.insert(&k.name) {
+            return Err(Error::Argument {
+                arg: "link".to_owned(),
+                problem: Problem::bad("interface listed twice", k.name.as_str()),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn lease_for<'a>(input: &PlanInput<'a>, name: &IfName, family: Family) -> Option<&'a Lease> {
+    input
+        .leases
+        .iter()
+        .find(|l| &l.interface == name && l.lease.family == family)
+        .map(|l| &l.lease)
+}
+
+fn new_interface(link: &Link, primary: bool) -> InterfacePlan {
+    InterfacePlan {
+        name: link.name.clone(),
+        mac: link.mac,
+        primary,
+        families: Vec::new(),
+        table: None,
+        metric: None,
+        addresses: Vec::new(),
+        routes: Vec::new(),
+        rules: Vec::new(),
+        missing: Vec::new(),
+    }
+}
+
+/// `base + 100 * card + device`, refusing overflow and the kernel's reserved tables.
+pub fn table_number(base: u32, card: u32, device: u32) -> Result<u32> {
+    let n = card
+        .checked_mul(100)
+        .and_then(|c| c.checked_add(device))
+        .and_then(|o| o.checked_add(base));
+    let problem = |reason: &str| Error::Argument {
+        arg: "table_base".to_owned(),
+        problem: Problem::bad(reason, &format!("{base} + 100*{card} + {device}")),
+    };
+    match n {
+        None => Err(problem("table number overflows 32 bits")),
+        Some(t) if RESERVED_TABLES.contains(&t) => {
+            Err(problem("table number is reserved (0, 253, 254, 255)"))
+        }
+        Some(t) => Ok(t),
+    }
+}
+
+fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<InterfacePlan>> {
+    let mut out = Vec::new();
+    let mut links: Vec<&Link> = input.links.iter().collect();
+    links.sort_by(|a, b| a.name.cmp(&b.name));
+    for link in links {
+        let v4 = lease_for(input, &link.name, Family::V4);
+        let v6 = lease_for(input, &link.name, Family::V6);
+        if v4.is_none() && v6.is_none() {
+            continue;
+        }
+        let primary = input.metadata.primary_mac == Some(link.mac);
+        let mut ip = new_interface(link, primary);
+        ip.families = [v4.map(|_| Family::V4), v6.map(|_| Family::V6)]
+            .into_iter()
+            .flatten()
+            .collect();
+        if input.metadata.primary_mac.is_none() {
+            ip.missing.push(Missing::PrimaryMac);
+        }
+        let Some(nic) = input.metadata.nic(link.mac) else {
+            ip.missing.push(Missing::MacFolder);
+            out.push(ip);
+            continue;
+        };
+        // device-number 0 is the primary's; on any other MAC it is IMDS not having
+        // propagated the real number yet (SPEC §3.2).
+        let device = match nic.device_number {
+            None => {
+                ip.missing.push(Missing::DeviceNumber);
+                None
+            }
+            Some(0) if !primary => {
+                ip.missing.push(Missing::DeviceNumberNotPropagated);
+                None
+            }
+            Some(d) => Some(d),
+        };
+        let card = nic.network_card.unwrap_or(0);
+        let routed = (!primary || cfg.primary_rules)
+            .then_some(device)
+            .flatten()
+            .map(|d| -> Result<_> {
+                let table = table_number(cfg.table_base, card, d)?;
+                let priority = table_number(cfg.priority_base.unwrap_or(cfg.table_base), card, d)?;
+                Ok((table, priority))
+            })
+            .transpose()?;
+        ip.table = routed.map(|(t, _)| t);
+        if let Some(lease) = v4 {
+            plan_v4(&mut ip, link, nic, lease, routed, cfg);
+        }
+        if let Some(lease) = v6 {
+            plan_v6(&mut ip, link, nic, lease, routed, cfg);
+        }
+        ip.addresses.sort();
+        ip.addresses.dedup();
+        ip.rules.sort();
+        ip.rules.dedup();
+        out.push(ip);
+    }
+    Ok(out)
+}
+
+fn plan_v4(
+    ip: &mut InterfacePlan,
+    link: &Link,
+    nic: &NicMetadata,
+    lease: &Lease,
+    routed: Option<(u32, u32)>,
+    cfg: &PlanConfig,
+) {
+    let IpAddr::V4(leased) = lease.address else {
+        return;
+    };
+    if nic.local_ipv4s.is_empty() {
+        ip.missing.push(Missing::Addresses { family: Family::V4 });
+    } else if !nic.local_ipv4s.contains(&leased) {
+        ip.missing.push(Missing::LeaseAddress {
+            address: lease.address,
+        });
+    }
+    let subnet = if let Some(s) = nic.subnet_ipv4_cidr_blocks.first() {
+        s.trunc()
+    } else {
+        ip.missing.push(Missing::Subnet { family: Family::V4 });
+        // What the lease alone proves: the leased address and its netmask.
+        Ipv4Net::new(leased, lease.prefix_len).map_or_else(|_| Ipv4Net::from(leased), |n| n.trunc())
+    };
+    if let Some((table, priority)) = routed {
+        match lease.routers.first() {
+            Some(gateway) => ip.routes.push(Route {
+                to: IpNet::V4(Ipv4Net::default()),
+                via: Some(*gateway),
+                dev: link.name.clone(),
+                scope: None,
+                src: None,
+                table,
+            }),
+            None => ip.missing.push(Missing::Router { family: Family::V4 }),
+        }
+        ip.routes.push(Route {
+            to: IpNet::V4(subnet),
+            via: None,
+            dev: link.name.clone(),
+            scope: Some(Scope::Link),
+            src: Some(lease.address),
+            table,
+        });
+        let sources = nic
+            .local_ipv4s
+            .iter()
+            .chain([&leased])
+            .map(|a| IpNet::V4(Ipv4Net::from(*a)));
+        let prefixes = nic.ipv4_prefixes.iter().map(|p| IpNet::V4(p.trunc()));
+        ip.rules.extend(sources.chain(prefixes).map(|from| Rule {
+            from,
+            table,
+            priority: Some(priority),
+        }));
+    }
+    if cfg.secondary_addresses {
+        ip.addresses.extend(
+            nic.local_ipv4s
+                .iter()
+                .filter(|a| **a != leased)
+                .map(|a| Address {
+                    addr: IpNet::V4(Ipv4Net::from(*a)),
+                    dev: link.name.clone(),
+                }),
+        );
+    }
+}
+
+fn plan_v6(
+    ip: &mut InterfacePlan,
+    link: &Link,
+    nic: &NicMetadata,
+    lease: &Lease,
+    routed: Option<(u32, u32)>,
+    cfg: &PlanConfig,
+) {
+    let IpAddr::V6(leased) = lease.address else {
+        return;
+    };
+    if nic.ipv6s.is_empty() {
+        ip.missing.push(Missing::Addresses { family: Family::V6 });
+    } else if !nic.ipv6s.contains(&leased) {
+        ip.missing.push(Missing::LeaseAddress {
+            address: lease.address,
+        });
+    }
+    if nic.subnet_ipv6_cidr_blocks.is_empty() {
+        ip.missing.push(Missing::Subnet { family: Family::V6 });
+    }
+    if let Some((table, priority)) = routed {
+        // DHCPv6 names no router: the default comes from router advertisements,
+        // and only once the kernel has learned one.
+        if let Some(router) = link.ipv6_router {
+            ip.routes.push(Route {
+                to: IpNet::V6(Ipv6Net::default()),
+                via: Some(IpAddr::V6(router)),
+                dev: link.name.clone(),
+                scope: None,
+                src: None,
+                table,
+            });
+        }
+        ip.routes
+            .extend(nic.subnet_ipv6_cidr_blocks.iter().map(|s| Route {
+                to: IpNet::V6(s.trunc()),
+                via: None,
+                dev: link.name.clone(),
+                scope: None,
+                src: None,
+                table,
+            }));
+        let sources = nic
+            .ipv6s
+            .iter()
+            .chain([&leased])
+            .map(|a| IpNet::V6(Ipv6Net::from(*a)));
+        let prefixes = nic.ipv6_prefixes.iter().map(|p| IpNet::V6(p.trunc()));
+        ip.rules.extend(sources.chain(prefixes).map(|from| Rule {
+            from,
+            table,
+            priority: Some(priority),
+        }));
+    }
+    if cfg.secondary_addresses {
+        ip.addresses
+            .extend(nic.ipv6s.iter().filter(|a| **a != leased).map(|a| Address {
+                addr: IpNet::V6(Ipv6Net::from(*a)),
+                dev: link.name.clone(),
+            }));
+    }
+}
+
+/// cloud-init's NIC order: NICs present in both the OS and the metadata, sorted by
+/// (network-card, device-number, MAC) with absent keys last.
+pub fn cloud_init_order<'a>(input: &PlanInput<'a>) -> Vec<(&'a Link, &'a NicMetadata)> {
+    let mut present: Vec<_> = input
+        .links
+        .iter()
+        .filter_map(|l| input.metadata.nic(l.mac).map(|n| (l, n)))
+        .collect();
+    present.sort_by_key(|(l, n)| {
+        (
+            n.network_card.map_or(u64::MAX, u64::from),
+            n.device_number.map_or(u64::MAX, u64::from),
+            l.mac.to_string(),
+        )
+    });
+    present
+}
+
+fn plan_cloud_init(input: &PlanInput<'_>) -> Vec<InterfacePlan> {
+    let order = cloud_init_order(input);
+    let single = order.len() == 1;
+    let mut out = Vec::with_capacity(order.len());
+    for (idx, (link, nic)) in (0u32..).zip(order) {
+        let mut ip = new_interface(link, idx == 0);
+        let table = 100 + idx;
+        ip.metric = (!single).then_some(100 * (idx + 1));
+        ip.families.push(Family::V4);
+        if !nic.ipv6s.is_empty() {
+            ip.families.push(Family::V6);
+        }
+        if !single && idx != 0 && nic.device_number.is_some() {
+            cloud_init_pbr(&mut ip, input, link, nic, table);
+        }
+        cloud_init_addresses(&mut ip, link, nic);
+        out.push(ip);
+    }
+    out
+}
+
+fn cloud_init_pbr(
+    ip: &mut InterfacePlan,
+    input: &PlanInput<'_>,
+    link: &Link,
+    nic: &NicMetadata,
+    table: u32,
+) {
+    let route = |to: IpNet, via: Option<IpAddr>| Route {
+        to,
+        via,
+        dev: link.name.clone(),
+        scope: None,
+        src: None,
+        table,
+    };
+    if nic.subnet_ipv4_cidr_blocks.is_empty() || nic.local_ipv4s.is_empty() {
+        // cloud-init skips the whole family, default route included.
+        if nic.subnet_ipv4_cidr_blocks.is_empty() {
+            ip.missing.push(Missing::Subnet { family: Family::V4 });
+        }
+        if nic.local_ipv4s.is_empty() {
+            ip.missing.push(Missing::Addresses { family: Family::V4 });
+        }
+    } else {
+        ip.table = Some(table);
+        match lease_for(input, &link.name, Family::V4).and_then(|l| l.routers.first()) {
+            Some(router) => ip
+                .routes
+                .push(route(IpNet::V4(Ipv4Net::default()), Some(*router))),
+            None => ip.missing.push(Missing::Router { family: Family::V4 }),
+        }
+        ip.routes.extend(
+            nic.subnet_ipv4_cidr_blocks
+                .iter()
+                .map(|s| route(IpNet::V4(*s), None)),
+        );
+        ip.rules.extend(nic.local_ipv4s.iter().map(|a| Rule {
+            from: IpNet::V4(Ipv4Net::from(*a)),
+            table,
+            priority: None,
+        }));
+    }
+    if !nic.ipv6s.is_empty() {
+        if nic.subnet_ipv6_cidr_blocks.is_empty() {
+            ip.missing.push(Missing::Subnet { family: Family::V6 });
+        } else {
+            ip.table = Some(table);
+            ip.routes.extend(
+                nic.subnet_ipv6_cidr_blocks
+                    .iter()
+                    .map(|s| route(IpNet::V6(*s), None)),
+            );
+            ip.rules.extend(nic.ipv6s.iter().map(|a| Rule {
+                from: IpNet::V6(Ipv6Net::from(*a)),
+                table,
+                priority: None,
+            }));
+        }
+    }
+}
+
+/// cloud-init's secondary addresses: `local-ipv4s[1:]` with the subnet's prefix
+/// length (24 when unknown), `ipv6s[1:]` as /128, sorted as strings.
+fn cloud_init_addresses(ip: &mut InterfacePlan, link: &Link, nic: &NicMetadata) {
+    let v4_len = nic
+        .subnet_ipv4_cidr_blocks
+        .first()
+        .map_or(24, Ipv4Net::prefix_len);
+    let v4 = nic
+        .local_ipv4s
+        .iter()
+        .skip(1)
+        .filter_map(|a| Ipv4Net::new(*a, v4_len).ok().map(IpNet::V4));
+    let v6 = nic
+        .ipv6s
+        .iter()
+        .skip(1)
+        .map(|a| IpNet::V6(Ipv6Net::from(*a)));
+    let mut addrs: Vec<IpNet> = v4.chain(v6).collect();
+    addrs.sort_by_key(ToString::to_string);
+    ip.addresses = addrs
+        .into_iter()
+        .map(|addr| Address {
+            addr,
+            dev: link.name.clone(),
+        })
+        .collect();
+}
