@@ -1,8 +1,62 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Support code for leasehook's end-to-end and differential tests.
 
+#![allow(clippy::print_stderr)]
+
+use std::path::PathBuf;
+
 /// Whether the tests run in CI, where a missing prerequisite must fail the test
 /// instead of skipping it.
 pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")
+}
+
+/// The workspace root (the folder holding the root `Cargo.toml`).
+pub fn workspace_root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent().map_or(here.clone(), PathBuf::from)
+}
+
+/// A small deterministic random generator (`SplitMix64`), so generated test inputs
+/// are the same on every run and a failure names a reproducible case.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// True with probability `percent`/100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    /// Shuffles a slice in place (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = usize::try_from(self.below(i as u64 + 1)).unwrap_or(0);
+            items.swap(i, j);
+        }
+    }
 }

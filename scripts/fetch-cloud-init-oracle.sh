@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# fetch-cloud-init-oracle.sh -- provide cloud-init 25.1.4 (Debian trixie
+# 25.1.4-1+deb13u1) as an import-only "oracle" tree for the system python.
+#
+# * The .deb is fetched with a PRIVATE apt sources list / lists / cache under
+#   target/oracle/apt; the system apt configuration is never changed and the
+#   package is never installed -- only unpacked with `dpkg-deb -x` into
+#   target/oracle/cloud-init-25.1.4/root.
+# * The Debian python3 packages that /usr/bin/python3 needs to import
+#   cloudinit.sources.DataSourceEc2 and cloudinit.net.netplan from that tree
+#   are installed with apt-get (missing ones only).
+# * Idempotent: if the tree is present and importable it only re-verifies.
+#
+# Mirror URI is read at run time from the machine's own apt sources.
+# Usage: scripts/fetch-cloud-init-oracle.sh        (as root; paths relative to
+#        the repo root). Then:
+#   PYTHONPATH=target/oracle/cloud-init-25.1.4/root/usr/lib/python3/dist-packages \
+#     /usr/bin/python3 tests/oracle/ci_oracle.py CASES.json
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+readonly CI_DEB_VERSION="25.1.4-1+deb13u1"
+readonly CI_VERSION="25.1.4"
+readonly SUITE="trixie"
+readonly PY=/usr/bin/python3
+readonly KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+# Minimal set found by trial on Debian 12 without the cloud-init package:
+# python3-yaml (cloudinit.util), python3-requests (cloudinit.url_helper),
+# python3-configobj (cloudinit.net.dhcp, imported by DataSourceEc2).
+readonly PY_PKGS=(python3-yaml python3-requests python3-configobj)
+
+readonly ORACLE_DIR="$PWD/target/oracle"
+readonly APT_DIR="$ORACLE_DIR/apt"
+readonly DEB_DIR="$ORACLE_DIR/debs"
+readonly DEB_FILE="$DEB_DIR/cloud-init_${CI_DEB_VERSION}_all.deb"
+readonly TREE="$ORACLE_DIR/cloud-init-$CI_VERSION"
+readonly ROOT="$TREE/root"
+readonly PYDIR="$ROOT/usr/lib/python3/dist-packages"
+
+log() { printf 'fetch-cloud-init-oracle: %s\n' "$*" >&2; }
+die() {
+    printf 'fetch-cloud-init-oracle: ERROR: %s\n' "$*" >&2
+    exit 1
+}
+
+# Prints the cloud-init version importable from $PYDIR (and checks that the
+# package really comes from $PYDIR, not from a system-installed cloud-init).
+probe_oracle() {
+    [[ -f "$PYDIR/cloudinit/version.py" ]] || return 1
+    PYTHONPATH="$PYDIR" "$PY" -s - "$PYDIR" <<'EOF'
+import os, sys
+import cloudinit, cloudinit.version
+import cloudinit.net.dhcp, cloudinit.net.netplan
+import cloudinit.sources.DataSourceEc2
+want = os.path.realpath(sys.argv[1])
+got = os.path.realpath(os.path.dirname(os.path.dirname(cloudinit.__file__)))
+if got != want:
+    sys.exit("cloudinit imported from %s, not %s" % (got, want))
+print(cloudinit.version.version_string())
+EOF
+}
+
+# Quiet variant: import errors are not shown.
+oracle_version() { probe_oracle 2>/dev/null; }
+
+is_installed() {
+    [[ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null)" == "ii "* ]]
+}
+
+install_py_deps() {
+    local missing=() p
+    for p in "${PY_PKGS[@]}"; do
+        is_installed "$p" || missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    ((EUID == 0)) || die "must run as root to install: ${missing[*]}"
+    log "installing ${missing[*]}"
+    local apt=(apt-get -y -q --no-install-recommends -o DPkg::Lock::Timeout=120)
+    if ! DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "${missing[@]}" >&2; then
+        log "apt-get install failed; running a system 'apt-get update' once and retrying"
+        apt-get -q -o DPkg::Lock::Timeout=120 update >&2 ||
+            die "system 'apt-get update' failed"
+        DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "${missing[@]}" >&2 ||
+            die "apt-get install ${missing[*]} failed"
+    fi
+}
+
+# First Debian (non-security) mirror URI of this machine's apt sources.
+mirror_uri() {
+    local uri="" f
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [[ -f "$f" ]] || continue
+        uri=$(awk 'tolower($1) == "uris:" {
+                       for (i = 2; i <= NF; i++)
+                           if ($i !~ /security/) { print $i; exit }
+                   }' "$f")
+        [[ -n "$uri" ]] && break
+    done
+    if [[ -z "$uri" ]]; then
+        for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+            [[ -f "$f" ]] || continue
+            uri=$(awk '$1 == "deb" {
+                           for (i = 2; i <= NF; i++) {
+                               if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; continue }
+                               if ($i !~ /security/) print $i
+                               exit
+                           }
+                       }' "$f" | head -n1)
+            [[ -n "$uri" ]] && break
+        done
+    fi
+    [[ -n "$uri" ]] || die "no Debian mirror URI found in /etc/apt/sources.list{,.d}"
+    printf '%s\n' "${uri%/}"
+}
+
+deb_ok() {
+    [[ -f "$DEB_FILE" ]] &&
+        [[ "$(dpkg-deb -f "$DEB_FILE" Package 2>/dev/null)" == cloud-init ]] &&
+        [[ "$(dpkg-deb -f "$DEB_FILE" Version 2>/dev/null)" == "$CI_DEB_VERSION" ]]
+}
+
+download_deb() {
+    deb_ok && return 0
+    rm -f "$DEB_FILE"
+    local uri
+    uri=$(mirror_uri)
+    [[ -r "$KEYRING" ]] || die "$KEYRING missing (package debian-archive-keyring)"
+    mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$DEB_DIR"
+    printf 'deb [signed-by=%s target=Packages] %s %s main\n' \
+        "$KEYRING" "$uri" "$SUITE" >"$APT_DIR/sources.list"
+    # Everything apt writes (lists, pkgcache, lock) stays under $APT_DIR.
+    local aopt=(
+        -o "Dir::Etc::sourcelist=$APT_DIR/sources.list"
+        -o "Dir::Etc::sourceparts=-"
+        -o "Dir::State::Lists=$APT_DIR/lists"
+        -o "Dir::Cache=$APT_DIR/cache"
+        -o "Acquire::Languages=none"
+        -o "APT::Sandbox::User=root"
+    )
+    log "apt-get update (private list: $uri $SUITE main)"
+    apt-get -q --error-on=any "${aopt[@]}" update >&2 ||
+        die "private 'apt-get update' for $SUITE failed (mirror $uri)"
+    log "downloading cloud-init=$CI_DEB_VERSION"
+    (cd "$DEB_DIR" && apt-get -q "${aopt[@]}" download "cloud-init=$CI_DEB_VERSION" >&2) ||
+        die "apt-get download cloud-init=$CI_DEB_VERSION failed"
+    deb_ok || die "downloaded $DEB_FILE is not cloud-init $CI_DEB_VERSION"
+}
+
+extract_deb() {
+    local tmp="$TREE/root.tmp.$$"
+    rm -rf "$tmp" "$ROOT"
+    mkdir -p "$tmp"
+    log "extracting $(basename "$DEB_FILE") into ${ROOT#"$PWD"/}"
+    dpkg-deb -x "$DEB_FILE" "$tmp" || {
+        rm -rf "$tmp"
+        die "dpkg-deb -x $DEB_FILE failed"
+    }
+    mv "$tmp" "$ROOT"
+}
+
+report() {
+    printf 'cloud-init oracle: %s at %s\n' "$1" "$PYDIR"
+}
+
+main() {
+    [[ -x "$PY" ]] || die "$PY not found"
+    local v
+    # Fast path: nothing to do.
+    if v=$(oracle_version) && [[ "$v" == "$CI_VERSION" ]]; then
+        report "$v"
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+        die "apt-get/dpkg-deb not found (Debian host required)"
+    fi
+    mkdir -p "$ORACLE_DIR"
+    exec 9>"$ORACLE_DIR/.lock"
+    flock 9
+    install_py_deps
+    # The tree may be fine and only the python deps were missing.
+    if ! { v=$(oracle_version) && [[ "$v" == "$CI_VERSION" ]]; }; then
+        download_deb
+        extract_deb
+        v=$(probe_oracle) ||
+            die "cloud-init from $PYDIR is not importable by $PY (see above)"
+        [[ "$v" == "$CI_VERSION" ]] ||
+            die "extracted cloud-init reports version '$v', expected $CI_VERSION"
+    fi
+    report "$v"
+}
+
+main "$@"
