@@ -10,7 +10,14 @@
 //!
 //! `BLESS=1 cargo test -p leasehook-core --test plan_golden` rewrites `plan.txt`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 use std::fs;
 use std::path::Path;

@@ -30,6 +30,7 @@ use leasehook_tests::{Rng, workspace_root};
 use serde_json::{Map, Value, json};
 
 const CASES: u64 = 400;
+const CASES_USIZE: usize = 400;
 const SEED: u64 = 0x1ea5_e400_c0de;
 
 fn oracle_pythonpath() -> PathBuf {
@@ -324,7 +325,7 @@ fn cloud_init_profile_matches_cloud_init_25_1_4() {
     assert_eq!(mismatches, 0, "{report}");
     // The generator must actually exercise policy routing, not only trivial NICs.
     assert!(
-        with_rules > CASES as usize / 2,
+        with_rules > CASES_USIZE / 2,
         "only {with_rules} ethernets had rules"
     );
 }
