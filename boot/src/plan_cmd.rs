@@ -78,7 +78,7 @@ enum ProfileArg {
 enum Format {
     /// `ip rule add` / `ip route add` lines.
     Ip,
-    /// The plan as JSON (input to `leasehook apply --plan`).
+    /// The plan as JSON, which reads back into the same plan.
     Json,
     /// A netplan v2 document.
     Netplan,

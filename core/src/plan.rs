@@ -341,17 +341,25 @@ fn plan_v6(
                 src: None,
                 table,
             }));
-        let sources = nic
-            .ipv6s
+        // Without a route in the table the rules would only fall through to main:
+        // leave them out until IMDS names the subnet or an RA names a router.
+        if ip
+            .routes
             .iter()
-            .chain([&leased])
-            .map(|a| IpNet::V6(Ipv6Net::from(*a)));
-        let prefixes = nic.ipv6_prefixes.iter().map(|p| IpNet::V6(p.trunc()));
-        ip.rules.extend(sources.chain(prefixes).map(|from| Rule {
-            from,
-            table,
-            priority: Some(priority),
-        }));
+            .any(|r| r.table == table && r.family() == Family::V6)
+        {
+            let sources = nic
+                .ipv6s
+                .iter()
+                .chain([&leased])
+                .map(|a| IpNet::V6(Ipv6Net::from(*a)));
+            let prefixes = nic.ipv6_prefixes.iter().map(|p| IpNet::V6(p.trunc()));
+            ip.rules.extend(sources.chain(prefixes).map(|from| Rule {
+                from,
+                table,
+                priority: Some(priority),
+            }));
+        }
     }
     if cfg.secondary_addresses {
         ip.addresses
