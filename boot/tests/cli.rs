@@ -121,7 +121,7 @@ fn malformed_inputs_give_one_clear_line() {
     let dir = TempDir::new("bad");
     let md = dir.file("md.json", METADATA);
     let lease = dir.file("eth1.env", LEASE);
-    let link = "eth1=02:00:00:00:00:02";
+    let eth1_link = "eth1=02:00:00:00:00:02";
     let bad_lease = |name: &str, from: &str, to: &str| dir.file(name, &LEASE.replace(from, to));
     let bad_md = |name: &str, from: &str, to: &str| dir.file(name, &METADATA.replace(from, to));
     let cases: Vec<(Vec<String>, &str)> = vec![
@@ -213,7 +213,7 @@ fn malformed_inputs_give_one_clear_line() {
             "is not an IPv6 address",
         ),
         (
-            vec!["--link", link, "--lease", "/nonexistent/lease"],
+            vec!["--link", eth1_link, "--lease", "/nonexistent/lease"],
             "failed to open \"/nonexistent/lease\"",
         ),
         (

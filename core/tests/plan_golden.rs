@@ -86,7 +86,7 @@ fn run_scenario(dir: &Path) -> String {
         &cfg,
     )
     .unwrap();
-    // The JSON rendering must read back as the same plan (apply --plan relies on it).
+    // The JSON rendering must read back as the same plan (other tools read it back).
     assert_eq!(
         serde_json::from_str::<leasehook_core::model::Plan>(&render::json(&p)).unwrap(),
         p
