@@ -2,6 +2,7 @@
 //! `leasehook plan` as a user runs it: the example, real files, and every class of
 //! malformed input, each of which must give exactly one clear error line and exit 1.
 
+#![allow(clippy::too_many_lines)] // table-driven tests read best as one list
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -195,7 +196,7 @@ fn malformed_inputs_give_one_clear_line() {
             "--metadata",
             &files[0],
             "--link",
-            link,
+            eth1_link,
             "--lease",
             &files[1],
         ]);
@@ -234,7 +235,7 @@ fn malformed_inputs_give_one_clear_line() {
         "--table-base",
         "252",
         "--link",
-        link,
+        eth1_link,
         "--lease",
         &lease,
     ]);

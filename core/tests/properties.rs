@@ -2,6 +2,7 @@
 //! Property tests: parsers never panic on anything, and the planner keeps its
 //! promises for every generated instance.
 
+#![allow(clippy::too_many_lines)] // table-driven tests read best as one list
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
