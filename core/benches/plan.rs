@@ -1,1 +1,165 @@
-fn main() {}
+// SPDX-License-Identifier: Apache-2.0
+//! Benchmark: plan a large instance — 15 NICs, each with 50 IPv4 and 50 IPv6
+//! addresses and 2 delegated prefixes per family, leases in both families — and
+//! print the median and 90th percentile of each phase.
+//!
+//! Run: `cargo bench -p leasehook-core --bench plan`.
+
+#![allow(clippy::indexing_slicing)]
+#![allow(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_precision_loss
+)]
+
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
+
+use leasehook_core::diff::{State, diff};
+use leasehook_core::model::{Family, IfName, Lease, Link, MacAddr, Profile, Reason};
+use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use leasehook_core::{metadata, render};
+use serde_json::{Map, Value, json};
+
+const NICS: u8 = 15;
+const ADDRS: u16 = 50;
+const ROUNDS: usize = 301;
+
+fn instance() -> (String, Vec<Link>, Vec<InterfaceLease>) {
+    let mut macs = Map::new();
+    let mut links = Vec::new();
+    let mut leases = Vec::new();
+    for n in 0..NICS {
+        let mac = MacAddr::new([2, 0, 0, 0, 1, n]);
+        let v4: Vec<String> = (0..ADDRS)
+            .map(|k| format!("10.{n}.{}.{}", k / 200, 10 + k % 200))
+            .collect();
+        let v6: Vec<String> = (0..ADDRS)
+            .map(|k| format!("2600:1f18:0:{n:x}::{:x}", 0x100 + k))
+            .collect();
+        macs.insert(
+            mac.to_string(),
+            json!({
+                "device-number": n.to_string(), "network-card": "0",
+                "local-ipv4s": v4.join("\n"), "ipv6s": v6.join("\n"),
+                "subnet-ipv4-cidr-block": format!("10.{n}.0.0/16"),
+                "subnet-ipv6-cidr-blocks": format!("2600:1f18:0:{n:x}::/64"),
+                "ipv4-prefix": [format!("10.{n}.100.0/28"), format!("10.{n}.100.16/28")],
+                "ipv6-prefix": [format!("2600:1f18:0:{n:x}:8000::/80"), format!("2600:1f18:0:{n:x}:8001::/80")],
+            }),
+        );
+        let name = IfName::try_new(&format!("ens{}", 5 + u16::from(n))).unwrap();
+        links.push(Link {
+            name: name.clone(),
+            mac,
+            ipv6_router: Some("fe80::1".parse().unwrap()),
+        });
+        let lease = |address: IpAddr, prefix_len, routers| Lease {
+            family: Family::of(&address),
+            address,
+            prefix_len,
+            routers,
+            reason: Reason::Bound,
+        };
+        leases.push(InterfaceLease {
+            interface: name.clone(),
+            lease: lease(
+                IpAddr::V4(Ipv4Addr::new(10, n, 0, 10)),
+                16,
+                vec![IpAddr::V4(Ipv4Addr::new(10, n, 0, 1))],
+            ),
+        });
+        leases.push(InterfaceLease {
+            interface: name,
+            lease: lease(
+                IpAddr::V6(Ipv6Addr::new(
+                    0x2600,
+                    0x1f18,
+                    0,
+                    u16::from(n),
+                    0,
+                    0,
+                    0,
+                    0x100,
+                )),
+                128,
+                Vec::new(),
+            ),
+        });
+    }
+    let tree = json!({"mac": MacAddr::new([2, 0, 0, 0, 1, 0]).to_string(), "network": {"interfaces": {"macs": Value::Object(macs)}}});
+    (tree.to_string(), links, leases)
+}
+
+fn measure(name: &str, mut f: impl FnMut()) {
+    let mut times: Vec<Duration> = (0..ROUNDS)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "{name:<34} median {:>9.1} µs   p90 {:>9.1} µs   ({ROUNDS} rounds)",
+        us(times[ROUNDS / 2]),
+        us(times[ROUNDS * 9 / 10])
+    );
+}
+
+fn main() {
+    let (json_text, links, leases) = instance();
+    let md = metadata::parse_json(&json_text).unwrap();
+    let input = PlanInput {
+        metadata: &md,
+        links: &links,
+        leases: &leases,
+    };
+    let ec2 = PlanConfig::default();
+    let ci = PlanConfig {
+        profile: Profile::CloudInit,
+        ..PlanConfig::default()
+    };
+    let p = plan(&input, &ec2).unwrap();
+    let state = State::of_plan(&p);
+    println!(
+        "instance: {NICS} NICs x ({ADDRS} IPv4 + {ADDRS} IPv6 + 2+2 prefixes); plan: {} rules, {} routes, {} addresses",
+        state.rules.len(),
+        state.routes.len(),
+        state.addresses.len()
+    );
+    measure("parse metadata JSON", || {
+        black_box(metadata::parse_json(black_box(&json_text)).unwrap());
+    });
+    measure("plan (ec2-net-utils)", || {
+        black_box(plan(black_box(&input), &ec2).unwrap());
+    });
+    measure("plan (cloud-init)", || {
+        black_box(plan(black_box(&input), &ci).unwrap());
+    });
+    measure("diff against identical state", || {
+        black_box(diff(black_box(&p), &state));
+    });
+    measure("diff against empty state", || {
+        black_box(diff(black_box(&p), &State::default()));
+    });
+    measure("render ip text", || {
+        black_box(render::ip(black_box(&p)));
+    });
+    measure("parse + plan + diff (one event)", || {
+        let md = metadata::parse_json(&json_text).unwrap();
+        let p = plan(
+            &PlanInput {
+                metadata: &md,
+                links: &links,
+                leases: &leases,
+            },
+            &ec2,
+        )
+        .unwrap();
+        black_box(diff(&p, &state));
+    });
+}

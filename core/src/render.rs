@@ -3,7 +3,7 @@
 //!
 //! * [`ip`]: `ip rule add` / `ip route add` / `ip address add` lines in a stable
 //!   order, with `#` comment lines per interface; golden tests compare this text.
-//! * [`json`]: the plan itself; it deserialises back into the same [`Plan`].
+//! * [`json()`]: the plan itself; it deserialises back into the same [`Plan`].
 //! * [`netplan`]: a netplan v2 document (`routes`, `routing-policy`, `addresses` of
 //!   each ethernet, as cloud-init writes them); the caller serialises it as YAML.
 //! * [`networkd`]: systemd-networkd drop-ins (`[Address]`, `[Route]`,
