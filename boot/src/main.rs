@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `leasehook`: the boot stage and admin CLI. For now it offers `leasehook plan`,
-//! which prints the policy-routing plan for given metadata, leases and links without
-//! touching the system.
+//! `leasehook`: the boot stage and admin CLI. For now it offers `plan` (print the
+//! policy-routing plan for given metadata, leases and links, touching nothing),
+//! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again)
+//! and `status` (what is applied).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
 //! error (reported by clap).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod apply_cmd;
 mod plan_cmd;
 
 use std::process::ExitCode;
@@ -26,12 +28,18 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Plan(plan_cmd::PlanArgs),
+    Apply(apply_cmd::ApplyArgs),
+    Flush(apply_cmd::FlushArgs),
+    Status(apply_cmd::StatusArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(args) => plan_cmd::run(&args),
+        Command::Apply(args) => apply_cmd::apply(&args),
+        Command::Flush(args) => apply_cmd::flush(&args),
+        Command::Status(args) => apply_cmd::status(&args),
     };
     match result {
         Ok(out) => {

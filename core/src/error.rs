@@ -41,6 +41,35 @@ pub enum Error {
         /// What is wrong with it.
         problem: Problem,
     },
+    /// A plan cannot be applied as it is (a link it names does not exist, two
+    /// interfaces share a table, ...). Nothing was written.
+    #[error("invalid plan: {0}")]
+    InvalidPlan(String),
+    /// A netlink request failed. `object` is the operation as an `ip` command line.
+    #[error("{object}: {message}{}", rollback_note(*rolled_back, rollback_errors))]
+    Netlink {
+        /// The operation that failed, for example `ip -4 rule add from 10.0.1.20/32 lookup 10001`.
+        object: String,
+        /// The kernel's (or the netlink library's) answer.
+        message: String,
+        /// The kernel's errno, when it sent one.
+        errno: Option<i32>,
+        /// How many earlier changes of the same run were undone.
+        rolled_back: usize,
+        /// Changes that could not be undone.
+        rollback_errors: Vec<String>,
+    },
+    /// Tearing down went through every object; these ones failed.
+    #[error("{} object(s) could not be removed: {}", .0.len(), .0.join("; "))]
+    Teardown(Vec<String>),
+    /// A file or folder could not be read or written.
+    #[error("{path}: {message}")]
+    Io {
+        /// The path (already root-prefixed).
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A document (JSON, lease file) could not be parsed at all.
     #[error("{what}: {message}")]
     Syntax {
@@ -49,6 +78,27 @@ pub enum Error {
         /// The parser's message.
         message: String,
     },
+}
+
+fn rollback_note(rolled_back: usize, errors: &[String]) -> String {
+    match (rolled_back, errors.is_empty()) {
+        (0, true) => String::new(),
+        (n, true) => format!(" (rolled back the {n} change(s) made before it)"),
+        (n, false) => format!(
+            " (rolled back {n} change(s); could not undo: {})",
+            errors.join("; ")
+        ),
+    }
+}
+
+impl Error {
+    /// An IO error on `path`.
+    pub fn io(path: &std::path::Path, e: &std::io::Error) -> Self {
+        Self::Io {
+            path: format!("{path:?}"),
+            message: e.to_string(),
+        }
+    }
 }
 
 /// What is wrong with a value: a short reason and the value as received.

@@ -11,13 +11,16 @@
 //! * [`metadata`] parses an IMDS `meta-data/` tree into a [`model::InstanceNetwork`];
 //! * [`plan`] computes a [`model::Plan`] for the `ec2-net-utils` or `cloud-init` scheme;
 //! * [`diff`] compares a plan with the routing state the kernel holds;
-//! * [`render`] prints a plan as `ip` lines, JSON, netplan or networkd drop-ins.
+//! * [`render`] prints a plan as `ip` lines, JSON, netplan or networkd drop-ins;
+//! * [`apply`] writes a plan to the kernel over netlink, owned, diffed and rolled back.
 //!
-//! Every module here is pure: no files, sockets, clock or environment. IO lives in the
-//! binaries and, later, in the sources and the applier, behind seams they are handed.
+//! Every module but [`apply::netlink`] and [`apply::state`] is pure: no files,
+//! sockets, clock or environment. IO lives there and in the binaries, behind seams
+//! (the [`apply::Applier`] trait, a root prefix for every path).
 
 #![deny(missing_docs)]
 
+pub mod apply;
 pub mod constants;
 pub mod diff;
 pub mod error;

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `leasehook apply`, `leasehook flush` and `leasehook status`: the plan in the
+//! kernel, and the record of it under `<root>/run/leasehook/`.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, ValueEnum};
+use leasehook_core::apply::netlink::NetlinkApplier;
+use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
+use leasehook_core::apply::{self, Report};
+use leasehook_core::diff::Op;
+use leasehook_core::model::{Family, IfName, Plan};
+
+/// Apply a plan (the JSON of `leasehook plan --format json`) to the kernel over
+/// netlink.
+///
+/// Only what leasehook owns is touched: its rules, routes and addresses carry
+/// protocol number 176, and the run is limited to the interfaces and families the
+/// plan covers. What the kernel holds already is not written again, so applying the
+/// same plan twice makes no change. The whole plan is checked before the first
+/// write; if a write fails, what this run changed is undone.
+#[derive(Debug, Args)]
+pub(crate) struct ApplyArgs {
+    /// The plan: JSON as printed by `leasehook plan --format json`.
+    #[arg(long, value_name = "FILE")]
+    plan: PathBuf,
+
+    /// Prefix for every file leasehook reads or writes (state, locks).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+
+    /// Print every change as an `ip` command line.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+/// Remove leasehook's rules, routes and secondary addresses.
+///
+/// With --iface, only that interface's (also when the link is already gone: its
+/// rules are found through the recorded state); without, everything leasehook owns.
+/// Goes past failures and reports them all.
+#[derive(Debug, Args)]
+pub(crate) struct FlushArgs {
+    /// Only this interface.
+    #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
+    iface: Option<IfName>,
+
+    /// Only this family.
+    #[arg(long, value_enum)]
+    family: Option<FamilyArg>,
+
+    /// Prefix for every file leasehook reads or writes.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+
+    /// Print every change as an `ip` command line.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+/// Show what leasehook has applied, per interface.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+
+    /// Prefix for every file leasehook reads.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum FamilyArg {
+    /// IPv4.
+    #[value(name = "4")]
+    V4,
+    /// IPv6.
+    #[value(name = "6")]
+    V6,
+}
+
+fn parse_ifname(s: &str) -> Result<IfName, String> {
+    IfName::try_new(s).map_err(|p| p.to_string())
+}
+
+fn warn(msg: &str) {
+    eprintln!("leasehook: warning: {msg}");
+}
+
+/// Reads an interface's state; a bad file is logged and set aside, never fatal
+/// (the kernel, observed by protocol number, is the truth; the file only helps).
+fn recorded_state(paths: &Paths, name: &IfName) -> Option<InterfaceState> {
+    match state::read_state(paths, name) {
+        Ok(st) => st,
+        Err(e) => {
+            match state::set_aside(paths, name) {
+                Ok(to) => warn(&format!("{e}; set aside as {to:?}")),
+                Err(e2) => warn(&format!("{e}; could not set it aside: {e2}")),
+            }
+            None
+        }
+    }
+}
+
+fn summary(report: &Report, verbose: bool) -> String {
+    let added = report
+        .ops
+        .iter()
+        .filter(|o| matches!(o, Op::AddRule(_) | Op::AddRoute(_) | Op::AddAddress(_)))
+        .count();
+    let mut out = String::new();
+    if verbose {
+        for op in &report.ops {
+            let _ = writeln!(out, "{op}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{} change(s): {added} added, {} removed",
+        report.writes(),
+        report.writes() - added
+    );
+    out
+}
+
+pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(&args.plan)
+        .with_context(|| format!("failed to read {:?}", args.plan))?;
+    let plan: Plan = serde_json::from_str(&text)
+        .with_context(|| format!("{:?} is not a leasehook plan", args.plan))?;
+    let paths = Paths::new(&args.root);
+    let mut names: Vec<&IfName> = plan.interfaces.iter().map(|i| &i.name).collect();
+    names.sort();
+    names.dedup();
+    // Locks in name order, so two runs never wait on each other in a circle.
+    let _locks: Vec<InterfaceLock> = names
+        .iter()
+        .map(|n| state::lock_interface(&paths, n))
+        .collect::<Result<_, _>>()
+        .context("failed to lock")?;
+    let recorded: Vec<InterfaceState> = names
+        .iter()
+        .filter_map(|n| recorded_state(&paths, n))
+        .collect();
+    let mut applier = NetlinkApplier::try_new()?;
+    let report =
+        apply::apply_plan(&mut applier, &plan, &recorded).context("failed to apply the plan")?;
+    for ip in &plan.interfaces {
+        let previous = recorded.iter().find(|s| s.name == ip.name).cloned();
+        state::write_state(&paths, &InterfaceState::record(previous, ip, plan.profile))
+            .context("applied, but failed to record the state")?;
+    }
+    Ok(summary(&report, args.verbose))
+}
+
+pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
+    let paths = Paths::new(&args.root);
+    let family = args.family.map(|f| match f {
+        FamilyArg::V4 => Family::V4,
+        FamilyArg::V6 => Family::V6,
+    });
+    let mut applier = NetlinkApplier::try_new()?;
+    let mut report = Report::default();
+    let targets: Vec<IfName> = if let Some(i) = &args.iface {
+        vec![i.clone()]
+    } else {
+        let (states, errors) = state::list_states(&paths);
+        for e in errors {
+            warn(&e.to_string());
+        }
+        states.into_iter().map(|s| s.name).collect()
+    };
+    for name in &targets {
+        let _lock = state::lock_interface(&paths, name)?;
+        let recorded = recorded_state(&paths, name);
+        let r = apply::teardown(&mut applier, name, family, recorded.as_ref())?;
+        report.ops.extend(r.ops);
+        report
+            .errors
+            .extend(r.errors.iter().map(|e| format!("{name}: {e}")));
+        if let Some(mut st) = recorded {
+            if st.forget(family) {
+                state::remove_state(&paths, name)?;
+            } else {
+                state::write_state(&paths, &st)?;
+            }
+        }
+    }
+    if args.iface.is_none() && family.is_none() {
+        // Whatever is ours but recorded nowhere (a lost state file, a crash).
+        let r = apply::flush_all(&mut applier, &[])?;
+        report.ops.extend(r.ops);
+        report.errors.extend(r.errors);
+    }
+    if !report.errors.is_empty() {
+        bail!(
+            "{}{}",
+            summary(&report, args.verbose),
+            report.errors.join("\n")
+        );
+    }
+    Ok(summary(&report, args.verbose))
+}
+
+pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
+    let paths = Paths::new(&args.root);
+    let (states, errors) = state::list_states(&paths);
+    for e in &errors {
+        warn(&e.to_string());
+    }
+    if args.json {
+        return Ok(serde_json::to_string_pretty(&states)? + "\n");
+    }
+    let mut out = String::new();
+    if states.is_empty() {
+        out.push_str("no interface has an applied plan\n");
+    }
+    for st in &states {
+        let table = st
+            .table
+            .map_or_else(|| "no table".to_owned(), |t| format!("table {t}"));
+        let _ = writeln!(
+            out,
+            "{} {} ({}, profile {})",
+            st.name, st.mac, table, st.profile
+        );
+        for (fam, f) in &st.families {
+            let _ = writeln!(
+                out,
+                "  {fam}: {} rule(s), {} route(s), {} address(es)",
+                f.rules.len(),
+                f.routes.len(),
+                f.addresses.len()
+            );
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Applying a plan to the kernel: the [`Applier`] seam and the logic around it.
+//!
+//! The logic here is the same for every applier: validate the whole plan against the
+//! kernel's links before the first write, observe what leasehook owns, scope that to
+//! the interfaces and families the plan covers, diff, write in a safe order, and roll
+//! back what this run added if a write fails. Teardown is best effort: it goes through
+//! every object and reports every failure.
+//!
+//! Two appliers implement the seam: [`netlink::NetlinkApplier`] (performs IO:
+//! rtnetlink on a private current-thread tokio runtime) and
+//! [`record::RecordingApplier`] (an in-memory kernel for unit tests).
+
+pub mod netlink;
+pub mod record;
+pub mod state;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::diff::{Op, State, diff_states};
+use crate::error::{Error, Result};
+use crate::model::{Family, IfName, MacAddr, Plan};
+use state::InterfaceState;
+
+/// The protocol number leasehook puts on every route (`rtm_protocol`), rule
+/// (`FRA_PROTOCOL`) and address (`IFA_PROTO`) it adds; `ip` shows it as
+/// `proto 176` (or `proto leasehook` with the shipped `rt_protos.d` entry).
+pub const PROTOCOL: u8 = 176;
+
+/// A link as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelLink {
+    /// The interface index.
+    pub index: u32,
+    /// The interface name.
+    pub name: IfName,
+    /// The hardware address, for Ethernet-like links.
+    pub mac: Option<MacAddr>,
+}
+
+/// Interface name → index, for the links that exist now.
+pub type LinkIndex = BTreeMap<IfName, u32>;
+
+/// The seam between the apply logic and the kernel.
+pub trait Applier {
+    /// The kernel's links (`ip link show`). Links whose names leasehook would refuse
+    /// (see [`IfName`]) are left out: they are never managed.
+    fn links(&mut self) -> Result<Vec<KernelLink>>;
+
+    /// What leasehook owns (`ip rule` / `ip route show table all` / `ip address`
+    /// filtered to its protocol number): rules and routes carrying [`PROTOCOL`],
+    /// addresses carrying it as `IFA_PROTO`, plus any address in `recorded` that is
+    /// present on its link (kernels before 5.18 do not keep `IFA_PROTO`).
+    fn observe(
+        &mut self,
+        links: &LinkIndex,
+        recorded: &BTreeSet<crate::model::Address>,
+    ) -> Result<State>;
+
+    /// Performs one operation.
+    fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()>;
+}
+
+/// What one apply or teardown did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Report {
+    /// The writes made, in order.
+    pub ops: Vec<Op>,
+    /// Failures a teardown went past (empty for apply, which stops at the first).
+    pub errors: Vec<String>,
+}
+
+impl Report {
+    /// How many netlink writes were made.
+    pub fn writes(&self) -> usize {
+        self.ops.len()
+    }
+}
+
+fn index_of(links: &[KernelLink]) -> LinkIndex {
+    links.iter().map(|l| (l.name.clone(), l.index)).collect()
+}
+
+/// Checks a plan against the kernel's links before anything is written: every
+/// interface exists, no table is shared by two interfaces, every route and rule is
+/// consistent within itself.
+pub fn validate(plan: &Plan, links: &LinkIndex) -> Result<()> {
+    let bad = |msg: String| Err(Error::InvalidPlan(msg));
+    let mut table_owner: BTreeMap<u32, &IfName> = BTreeMap::new();
+    let mut names = BTreeSet::new();
+    for ip in &plan.interfaces {
+        if !names.insert(&ip.name) {
+            return bad(format!("interface {} appears twice", ip.name));
+        }
+        if !links.contains_key(&ip.name) {
+            return bad(format!("no link named {}", ip.name));
+        }
+        let tables = ip
+            .rules
+            .iter()
+            .map(|r| r.table)
+            .chain(ip.routes.iter().map(|r| r.table));
+        for t in tables {
+            if crate::constants::RESERVED_TABLES.contains(&t) {
+                return bad(format!("{}: table {t} is reserved", ip.name));
+            }
+            if let Some(other) = table_owner.insert(t, &ip.name).filter(|o| **o != ip.name) {
+                return bad(format!("table {t} is used by both {other} and {}", ip.name));
+            }
+        }
+        for r in &ip.routes {
+            if r.dev != ip.name {
+                return bad(format!("{}: route {r} names another device", ip.name));
+            }
+            let fam = r.family();
+            if r.via.is_some_and(|v| Family::of(&v) != fam)
+                || r.src.is_some_and(|s| Family::of(&s) != fam)
+            {
+                return bad(format!("{}: route {r} mixes address families", ip.name));
+            }
+            if !ip.families.contains(&fam) {
+                return bad(format!(
+                    "{}: route {r} is of a family the plan does not cover",
+                    ip.name
+                ));
+            }
+        }
+        for r in &ip.rules {
+            if !ip.families.contains(&r.family()) {
+                return bad(format!(
+                    "{}: rule {r} is of a family the plan does not cover",
+                    ip.name
+                ));
+            }
+        }
+        for a in &ip.addresses {
+            if a.dev != ip.name || !ip.families.contains(&a.family()) {
+                return bad(format!(
+                    "{}: address {a} does not belong to this interface's families",
+                    ip.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The interfaces and families a run may touch, and which interface each of our
+/// tables belongs to (rules are not bound to a device, so their table says whose
+/// they are).
+#[derive(Debug, Default)]
+struct Scope {
+    families: BTreeSet<(IfName, Family)>,
+    table_owner: BTreeMap<u32, IfName>,
+}
+
+impl Scope {
+    fn filter(&self, observed: &State) -> State {
+        let has = |dev: &IfName, fam: Family| self.families.contains(&(dev.clone(), fam));
+        State {
+            rules: observed
+                .rules
+                .iter()
+                .filter(|r| {
+                    self.table_owner
+                        .get(&r.table)
+                        .is_some_and(|dev| has(dev, r.family()))
+                })
+                .cloned()
+                .collect(),
+            routes: observed
+                .routes
+                .iter()
+                .filter(|r| has(&r.dev, r.family()))
+                .cloned()
+                .collect(),
+            addresses: observed
+                .addresses
+                .iter()
+                .filter(|a| has(&a.dev, a.family()))
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// Rules planned without a priority get one from the kernel; compare those
+/// without it so they are not re-added on every run.
+fn normalize(want: &State, mut have: State) -> State {
+    have.rules = have
+        .rules
+        .into_iter()
+        .map(|mut r| {
+            let mut bare = r.clone();
+            bare.priority = None;
+            if want.rules.contains(&bare) {
+                r.priority = None;
+            }
+            r
+        })
+        .collect();
+    have
+}
+
+fn inverse(op: &Op) -> Op {
+    match op.clone() {
+        Op::AddRule(r) => Op::DelRule(r),
+        Op::DelRule(r) => Op::AddRule(r),
+        Op::AddRoute(r) => Op::DelRoute(r),
+        Op::DelRoute(r) => Op::AddRoute(r),
+        Op::AddAddress(a) => Op::DelAddress(a),
+        Op::DelAddress(a) => Op::AddAddress(a),
+    }
+}
+
+/// Applies `plan`: validates it, observes what is owned for the plan's
+/// interfaces and families, and writes the difference. `recorded` is what earlier
+/// runs recorded (for rule ownership by table and the address fallback). A second
+/// run of the same plan writes nothing. If a write fails, every write of this run is
+/// undone in reverse order and the error names the object.
+pub fn apply_plan<A: Applier + ?Sized>(
+    applier: &mut A,
+    plan: &Plan,
+    recorded: &[InterfaceState],
+) -> Result<Report> {
+    let links = index_of(&applier.links()?);
+    validate(plan, &links)?;
+    let mut scope = Scope::default();
+    for ip in &plan.interfaces {
+        scope
+            .families
+            .extend(ip.families.iter().map(|f| (ip.name.clone(), *f)));
+        let tables = ip
+            .rules
+            .iter()
+            .map(|r| r.table)
+            .chain(ip.routes.iter().map(|r| r.table));
+        scope
+            .table_owner
+            .extend(tables.map(|t| (t, ip.name.clone())));
+    }
+    for st in recorded
+        .iter()
+        .filter(|st| plan.interfaces.iter().any(|ip| ip.name == st.name))
+    {
+        for t in st.tables() {
+            scope
+                .table_owner
+                .entry(t)
+                .or_insert_with(|| st.name.clone());
+        }
+    }
+    let recorded_addresses = recorded
+        .iter()
+        .flat_map(|st| st.objects().addresses)
+        .collect();
+    let want = State::of_plan(plan);
+    let have = normalize(
+        &want,
+        scope.filter(&applier.observe(&links, &recorded_addresses)?),
+    );
+    let ops = diff_states(&want, &have);
+    execute_all(applier, &ops, &links)
+}
+
+fn execute_all<A: Applier + ?Sized>(
+    applier: &mut A,
+    ops: &[Op],
+    links: &LinkIndex,
+) -> Result<Report> {
+    let mut done: Vec<Op> = Vec::with_capacity(ops.len());
+    for op in ops {
+        if let Err(e) = applier.execute(op, links) {
+            let rolled_back = done.len();
+            let mut rollback_errors = Vec::new();
+            for undo in done.iter().rev().map(inverse) {
+                if let Err(re) = applier.execute(&undo, links) {
+                    rollback_errors.push(re.to_string());
+                }
+            }
+            return Err(match e {
+                Error::Netlink {
+                    object,
+                    message,
+                    errno,
+                    ..
+                } => Error::Netlink {
+                    object,
+                    message,
+                    errno,
+                    rolled_back,
+                    rollback_errors,
+                },
+                other => Error::Netlink {
+                    object: op.to_string(),
+                    message: other.to_string(),
+                    errno: None,
+                    rolled_back,
+                    rollback_errors,
+                },
+            });
+        }
+        done.push(op.clone());
+    }
+    Ok(Report {
+        ops: done,
+        errors: Vec::new(),
+    })
+}
+
+/// Removes leasehook's rules, routes and addresses of one interface (one family, or
+/// both), also when the link is already gone: its rules are found by the tables
+/// `recorded` names and by the tables of its remaining routes. Goes past failures
+/// and reports them all; objects that vanished meanwhile are not failures.
+pub fn teardown<A: Applier + ?Sized>(
+    applier: &mut A,
+    iface: &IfName,
+    family: Option<Family>,
+    recorded: Option<&InterfaceState>,
+) -> Result<Report> {
+    let links = index_of(&applier.links()?);
+    let recorded_addresses = recorded
+        .map(|st| st.objects().addresses)
+        .unwrap_or_default();
+    let observed = applier.observe(&links, &recorded_addresses)?;
+    let fam_ok = |f: Family| family.is_none_or(|want| want == f);
+    let mut tables: BTreeSet<u32> = recorded.map(InterfaceState::tables).unwrap_or_default();
+    tables.extend(
+        observed
+            .routes
+            .iter()
+            .filter(|r| &r.dev == iface)
+            .map(|r| r.table),
+    );
+    let targets = State {
+        rules: observed
+            .rules
+            .iter()
+            .filter(|r| tables.contains(&r.table) && fam_ok(r.family()))
+            .cloned()
+            .collect(),
+        routes: observed
+            .routes
+            .iter()
+            .filter(|r| &r.dev == iface && fam_ok(r.family()))
+            .cloned()
+            .collect(),
+        addresses: observed
+            .addresses
+            .iter()
+            .filter(|a| &a.dev == iface && fam_ok(a.family()))
+            .cloned()
+            .collect(),
+    };
+    Ok(remove_all(applier, &targets, &links))
+}
+
+/// Removes everything leasehook owns, on every interface (`leasehook flush`).
+pub fn flush_all<A: Applier + ?Sized>(
+    applier: &mut A,
+    recorded: &[InterfaceState],
+) -> Result<Report> {
+    let links = index_of(&applier.links()?);
+    let recorded_addresses = recorded
+        .iter()
+        .flat_map(|st| st.objects().addresses)
+        .collect();
+    let observed = applier.observe(&links, &recorded_addresses)?;
+    Ok(remove_all(applier, &observed, &links))
+}
+
+fn remove_all<A: Applier + ?Sized>(applier: &mut A, targets: &State, links: &LinkIndex) -> Report {
+    let mut report = Report::default();
+    for op in diff_states(&State::default(), targets) {
+        match applier.execute(&op, links) {
+            Ok(()) => report.ops.push(op),
+            // Gone already (the kernel removes routes with their link or address).
+            Err(Error::Netlink { errno: Some(e), .. }) if is_gone(e) => {}
+            Err(e) => report.errors.push(e.to_string()),
+        }
+    }
+    report
+}
+
+/// ENOENT, ESRCH, ENODEV, EADDRNOTAVAIL: the object is not there any more.
+fn is_gone(errno: i32) -> bool {
+    matches!(errno, 2 | 3 | 19 | 99)
+}
+
+#[cfg(test)]
+mod tests;

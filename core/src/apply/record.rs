@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: an in-memory kernel implementing [`Applier`], for unit tests. It keeps
+//! leasehook's objects and foreign ones apart, records every write, answers like the
+//! kernel (EEXIST on a duplicate add, ENOENT on a missing delete, ENODEV for a link
+//! it does not have) and can be told to fail a given operation.
+
+use std::collections::BTreeSet;
+
+use super::{Applier, KernelLink, LinkIndex};
+use crate::diff::{Op, State};
+use crate::error::{Error, Result};
+use crate::model::Address;
+
+/// The in-memory kernel.
+#[derive(Debug, Clone, Default)]
+pub struct RecordingApplier {
+    /// The links it has.
+    pub links: Vec<KernelLink>,
+    /// Objects carrying leasehook's protocol number.
+    pub owned: State,
+    /// Objects someone else added (never reported by `observe`).
+    pub foreign: State,
+    /// Every successful write, in order.
+    pub writes: Vec<Op>,
+    /// Fail this operation (once) with this errno.
+    pub fail_on: Option<(Op, i32)>,
+}
+
+fn err(op: &Op, errno: i32, message: &str) -> Error {
+    Error::Netlink {
+        object: op.to_string(),
+        message: message.to_owned(),
+        errno: Some(errno),
+        rolled_back: 0,
+        rollback_errors: Vec::new(),
+    }
+}
+
+impl Applier for RecordingApplier {
+    fn links(&mut self) -> Result<Vec<KernelLink>> {
+        Ok(self.links.clone())
+    }
+
+    fn observe(&mut self, _links: &LinkIndex, recorded: &BTreeSet<Address>) -> Result<State> {
+        let mut s = self.owned.clone();
+        s.addresses
+            .extend(self.foreign.addresses.intersection(recorded).cloned());
+        Ok(s)
+    }
+
+    fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {
+        if let Some((_, errno)) = self.fail_on.take_if(|(o, _)| o == op) {
+            return Err(err(op, errno, "injected failure"));
+        }
+        let dev_missing = match op {
+            Op::AddRoute(r) | Op::DelRoute(r) => !links.contains_key(&r.dev),
+            Op::AddAddress(a) | Op::DelAddress(a) => !links.contains_key(&a.dev),
+            Op::AddRule(_) | Op::DelRule(_) => false,
+        };
+        if dev_missing {
+            return Err(err(op, 19, "No such device"));
+        }
+        let (owned, foreign) = (&mut self.owned, &self.foreign);
+        let done = match op {
+            Op::AddRule(r) => !foreign.rules.contains(r) && owned.rules.insert(r.clone()),
+            Op::AddRoute(r) => !foreign.routes.contains(r) && owned.routes.insert(r.clone()),
+            Op::AddAddress(a) => {
+                !foreign.addresses.contains(a) && owned.addresses.insert(a.clone())
+            }
+            Op::DelRule(r) => owned.rules.remove(r),
+            Op::DelRoute(r) => owned.routes.remove(r),
+            Op::DelAddress(a) => owned.addresses.remove(a),
+        };
+        if !done {
+            let adding = matches!(op, Op::AddRule(_) | Op::AddRoute(_) | Op::AddAddress(_));
+            return Err(if adding {
+                err(op, 17, "File exists")
+            } else {
+                err(op, 2, "No such file or directory")
+            });
+        }
+        self.writes.push(op.clone());
+        Ok(())
+    }
+}

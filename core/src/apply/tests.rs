@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The apply logic against the in-memory kernel.
+
+use super::record::RecordingApplier;
+use super::state::InterfaceState;
+use super::*;
+use crate::diff::Op;
+use crate::model::{Address, Plan, Profile, Rule};
+use crate::plan::{PlanConfig, PlanInput, plan};
+use crate::{example, metadata};
+
+fn example_plan() -> Plan {
+    let md = metadata::parse_tree(&example::metadata()).unwrap();
+    plan(
+        &PlanInput {
+            metadata: &md,
+            links: &example::links(),
+            leases: &example::leases(),
+        },
+        &PlanConfig::default(),
+    )
+    .unwrap()
+}
+
+fn kernel() -> RecordingApplier {
+    RecordingApplier {
+        links: example::links()
+            .into_iter()
+            .zip(2u32..)
+            .map(|(l, index)| KernelLink {
+                index,
+                name: l.name,
+                mac: Some(l.mac),
+            })
+            .collect(),
+        ..RecordingApplier::default()
+    }
+}
+
+#[test]
+fn apply_from_empty_then_reapply_writes_nothing() {
+    let p = example_plan();
+    let mut k = kernel();
+    let first = apply_plan(&mut k, &p, &[]).unwrap();
+    assert_eq!(
+        first.writes(),
+        State::of_plan(&p).rules.len()
+            + State::of_plan(&p).routes.len()
+            + State::of_plan(&p).addresses.len()
+    );
+    assert_eq!(k.owned, State::of_plan(&p));
+    let second = apply_plan(&mut k, &p, &[]).unwrap();
+    assert_eq!(second.writes(), 0);
+}
+
+#[test]
+fn changing_one_secondary_ip_replaces_exactly_one_rule() {
+    let mut p = example_plan();
+    let mut k = kernel();
+    apply_plan(&mut k, &p, &[]).unwrap();
+    let eth1 = p
+        .interfaces
+        .iter_mut()
+        .find(|i| i.name.as_str() == "eth1")
+        .unwrap();
+    let old = eth1
+        .rules
+        .iter()
+        .position(|r| r.from.to_string() == "10.98.1.21/32")
+        .unwrap();
+    let mut new_rule = eth1.rules[old].clone();
+    new_rule.from = "10.98.1.22/32".parse().unwrap();
+    let old_rule = std::mem::replace(&mut eth1.rules[old], new_rule.clone());
+    eth1.addresses = vec![Address {
+        addr: "10.98.1.22/32".parse().unwrap(),
+        dev: eth1.name.clone(),
+    }];
+    let old_addr = Address {
+        addr: "10.98.1.21/32".parse().unwrap(),
+        dev: eth1.name.clone(),
+    };
+    let report = apply_plan(&mut k, &p, &[]).unwrap();
+    assert_eq!(
+        report.ops,
+        vec![
+            Op::DelRule(old_rule),
+            Op::DelAddress(old_addr),
+            Op::AddAddress(p.interfaces[1].addresses[0].clone()),
+            Op::AddRule(new_rule)
+        ]
+    );
+}
+
+#[test]
+fn foreign_objects_survive_apply_and_teardown() {
+    let p = example_plan();
+    let mut k = kernel();
+    let foreign_rule = Rule {
+        from: "10.98.1.99/32".parse().unwrap(),
+        table: 10001,
+        priority: Some(10001),
+    };
+    k.foreign.rules.insert(foreign_rule.clone());
+    apply_plan(&mut k, &p, &[]).unwrap();
+    let eth1 = IfName::try_new("eth1").unwrap();
+    let report = teardown(&mut k, &eth1, None, None).unwrap();
+    assert!(report.errors.is_empty());
+    assert!(k.foreign.rules.contains(&foreign_rule));
+    assert!(k.owned.rules.iter().all(|r| r.table != 10001));
+    assert!(
+        k.owned.rules.iter().any(|r| r.table == 10101),
+        "eth2's rules stay"
+    );
+}
+
+#[test]
+fn a_failed_write_rolls_back_everything_this_run_added() {
+    let p = example_plan();
+    let mut k = kernel();
+    let ops = crate::diff::diff(&p, &State::default());
+    let victim = ops[ops.len() - 2].clone();
+    k.fail_on = Some((victim.clone(), 22));
+    let err = apply_plan(&mut k, &p, &[]).unwrap_err();
+    match &err {
+        Error::Netlink {
+            object,
+            rolled_back,
+            rollback_errors,
+            ..
+        } => {
+            assert_eq!(object, &victim.to_string());
+            assert_eq!(*rolled_back, ops.len() - 2);
+            assert!(rollback_errors.is_empty());
+        }
+        other => panic!("unexpected error {other}"),
+    }
+    assert!(err.to_string().contains("rolled back"), "{err}");
+    assert!(k.owned.is_empty(), "kernel left with {:?}", k.owned);
+}
+
+#[test]
+fn invalid_plans_write_nothing() {
+    let mut p = example_plan();
+    let mut k = kernel();
+    k.links.retain(|l| l.name.as_str() != "eth2");
+    let err = apply_plan(&mut k, &p, &[]).unwrap_err();
+    assert_eq!(err.to_string(), "invalid plan: no link named eth2");
+    assert!(k.writes.is_empty());
+    let mut k = kernel();
+    p.interfaces[2].rules[0].table = 10001;
+    p.interfaces[2].routes[0].table = 10001;
+    assert!(
+        apply_plan(&mut k, &p, &[])
+            .unwrap_err()
+            .to_string()
+            .contains("used by both eth1 and eth2")
+    );
+    assert!(k.writes.is_empty());
+}
+
+#[test]
+fn apply_of_one_family_leaves_the_other_alone() {
+    let p = example_plan();
+    let mut k = kernel();
+    apply_plan(&mut k, &p, &[]).unwrap();
+    // A DHCPv4 renew plans only IPv4 for eth1: its IPv6 objects must stay.
+    let mut v4_only = p.clone();
+    v4_only.interfaces.retain(|i| i.name.as_str() == "eth1");
+    let eth1 = &mut v4_only.interfaces[0];
+    eth1.families = vec![Family::V4];
+    eth1.rules.retain(|r| r.family() == Family::V4);
+    eth1.routes.retain(|r| r.family() == Family::V4);
+    eth1.addresses.retain(|a| a.family() == Family::V4);
+    assert_eq!(apply_plan(&mut k, &v4_only, &[]).unwrap().writes(), 0);
+    assert_eq!(k.owned, State::of_plan(&p));
+}
+
+#[test]
+fn teardown_after_the_link_vanished_removes_its_rules_by_recorded_table() {
+    let p = example_plan();
+    let mut k = kernel();
+    apply_plan(&mut k, &p, &[]).unwrap();
+    let eth1 = &p.interfaces[1];
+    let recorded = InterfaceState::record(None, eth1, Profile::Ec2NetUtils);
+    // The link goes; the kernel drops its routes and addresses, not its rules.
+    k.links.retain(|l| l.name != eth1.name);
+    k.owned.routes.retain(|r| r.dev != eth1.name);
+    k.owned.addresses.retain(|a| a.dev != eth1.name);
+    let report = teardown(&mut k, &eth1.name, None, Some(&recorded)).unwrap();
+    assert_eq!(report.writes(), eth1.rules.len());
+    assert!(k.owned.rules.iter().all(|r| r.table != 10001));
+}
+
+#[test]
+fn teardown_goes_past_errors_and_reports_them_all() {
+    let p = example_plan();
+    let mut k = kernel();
+    apply_plan(&mut k, &p, &[]).unwrap();
+    let eth1 = &p.interfaces[1];
+    k.fail_on = Some((Op::DelRule(eth1.rules[0].clone()), 1));
+    let report = teardown(&mut k, &eth1.name, Some(Family::V4), None).unwrap();
+    assert_eq!(report.errors.len(), 1);
+    assert!(report.errors[0].contains("injected failure"));
+    // Everything else of eth1's IPv4 went; its IPv6 stayed.
+    assert_eq!(
+        k.owned
+            .rules
+            .iter()
+            .filter(|r| r.table == 10001 && r.family() == Family::V4)
+            .count(),
+        1
+    );
+    assert!(
+        k.owned
+            .rules
+            .iter()
+            .any(|r| r.table == 10001 && r.family() == Family::V6)
+    );
+}
+
+#[test]
+fn state_records_families_and_tables() {
+    let p = example_plan();
+    let eth1 = &p.interfaces[1];
+    let mut st = InterfaceState::record(None, eth1, Profile::Ec2NetUtils);
+    assert_eq!(st.tables().into_iter().collect::<Vec<_>>(), vec![10001]);
+    assert_eq!(st.objects().rules.len(), eth1.rules.len());
+    assert!(!st.forget(Some(Family::V6)));
+    assert!(st.forget(Some(Family::V4)));
+}
