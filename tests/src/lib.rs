@@ -1,7 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Support code for leasehook's end-to-end and differential tests.
 
-#![allow(clippy::print_stderr)]
+// Test support: a panic is how a test reports failure, and `Value[..]` (serde_json)
+// yields Null instead of panicking.
+#![allow(
+    clippy::print_stderr,
+    clippy::panic,
+    clippy::missing_panics_doc,
+    clippy::indexing_slicing
+)]
+
+pub mod netns;
 
 use std::path::PathBuf;
 

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Throwaway network namespaces for tests that need a real kernel, and readers of
+//! `ip -j` output to check results independently of leasehook's own netlink code.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::Value;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Fails (never skips) when the test cannot run: these tests are compiled only with
+/// the `netns` feature, which says the caller has root and iproute2.
+pub fn require_root() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|u| u.split_whitespace().nth(1));
+    assert_eq!(
+        euid,
+        Some("0"),
+        "netns tests need root (they create network namespaces); run them as root"
+    );
+    assert!(
+        Command::new("ip")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "netns tests need iproute2's `ip`"
+    );
+}
+
+/// Runs a command and returns its output, panicking with its stderr when it fails.
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("failed to run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A named network namespace, deleted (with everything in it) when dropped.
+#[derive(Debug)]
+pub struct Netns {
+    /// The namespace's name (`ip netns` name).
+    pub name: String,
+}
+
+impl Netns {
+    /// Creates a namespace with a unique name and brings its loopback up.
+    pub fn new(tag: &str) -> Self {
+        require_root();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("lht-{}-{n}-{tag}", std::process::id());
+        run(Command::new("ip").args(["netns", "add", &name]));
+        let ns = Self { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Runs `ip -n NS ARGS...`.
+    pub fn ip(&self, args: &[&str]) -> String {
+        let out = run(Command::new("ip").arg("-n").arg(&self.name).args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `ip -j -n NS ARGS...` and parses the JSON.
+    pub fn ip_json(&self, args: &[&str]) -> Value {
+        let out = run(Command::new("ip")
+            .arg("-j")
+            .arg("-n")
+            .arg(&self.name)
+            .args(args));
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(Vec::new()))
+    }
+
+    /// A command that runs inside the namespace (`ip netns exec NS PROGRAM`).
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    /// Sets a sysctl inside the namespace.
+    pub fn sysctl(&self, key: &str, value: &str) {
+        run(self
+            .command("sysctl")
+            .args(["-q", "-w", &format!("{key}={value}")]));
+    }
+
+    /// Adds a veth pair `name` ⇄ `peer` inside this namespace, `name` with `mac`, both up.
+    pub fn veth(&self, name: &str, mac: &str, peer: &str) {
+        self.ip(&[
+            "link", "add", "name", name, "address", mac, "type", "veth", "peer", "name", peer,
+        ]);
+        self.ip(&["link", "set", name, "up"]);
+        self.ip(&["link", "set", peer, "up"]);
+    }
+
+    /// `ip -j rule` for both families, as `(priority, from, table, proto)` strings.
+    pub fn rules(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for fam in ["-4", "-6"] {
+            if let Value::Array(rules) = self.ip_json(&[fam, "rule"]) {
+                out.extend(rules.iter().map(|r| {
+                    let src = r["src"].as_str().unwrap_or("all");
+                    let len = r["srclen"]
+                        .as_u64()
+                        .map(|l| format!("/{l}"))
+                        .unwrap_or_default();
+                    format!(
+                        "{} from {src}{len} lookup {} proto {}",
+                        r["priority"],
+                        r["table"].as_str().unwrap_or("?"),
+                        r["protocol"].as_str().unwrap_or("-")
+                    )
+                }));
+            }
+        }
+        out
+    }
+
+    /// `ip -j route show table all` for both families, without the local table, one
+    /// line per route (`dst via dev scope src table proto`).
+    pub fn routes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for fam in ["-4", "-6"] {
+            if let Value::Array(routes) = self.ip_json(&[fam, "route", "show", "table", "all"]) {
+                out.extend(
+                    routes
+                        .iter()
+                        .filter(|r| {
+                            r["table"].as_str() != Some("local")
+                                && r["type"].as_str().is_none_or(|t| t == "unicast")
+                        })
+                        .map(|r| {
+                            format!(
+                                "{} via {} dev {} scope {} src {} table {} proto {}",
+                                r["dst"].as_str().unwrap_or("?"),
+                                r["gateway"].as_str().unwrap_or("-"),
+                                r["dev"].as_str().unwrap_or("?"),
+                                r["scope"].as_str().unwrap_or("-"),
+                                r["prefsrc"].as_str().unwrap_or("-"),
+                                r["table"].as_str().unwrap_or("main"),
+                                r["protocol"].as_str().unwrap_or("-")
+                            )
+                        }),
+                );
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// `ip -j address`, as `dev addr/len` lines (link-local IPv6 left out).
+    pub fn addresses(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Value::Array(links) = self.ip_json(&["address"]) {
+            for l in links {
+                let dev = l["ifname"].as_str().unwrap_or("?");
+                for a in l["addr_info"].as_array().into_iter().flatten() {
+                    if a["scope"].as_str() != Some("link") && a["scope"].as_str() != Some("host") {
+                        out.push(format!(
+                            "{dev} {}/{}",
+                            a["local"].as_str().unwrap_or("?"),
+                            a["prefixlen"]
+                        ));
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Rules, routes and addresses together: a snapshot to compare before/after.
+    pub fn snapshot(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
+        (self.rules(), self.routes(), self.addresses())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// The `leasehook` binary built beside the test executable (`target/<profile>/`),
+/// or `$LEASEHOOK_BIN`.
+pub fn leasehook_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("LEASEHOOK_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let profile_dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let bin = profile_dir.join("leasehook");
+    assert!(
+        bin.exists(),
+        "{bin:?} not found: build it first (`cargo build -p leasehook`) or set LEASEHOOK_BIN"
+    );
+    bin
+}
+
+/// A temporary folder, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new empty folder under the system's temporary folder.
+    pub fn new(tag: &str) -> Self {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let p =
+            std::env::temp_dir().join(format!("leasehook-test-{}-{n}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("failed to create {p:?}: {e}"));
+        Self(p)
+    }
+
+    /// Writes a file in the folder and returns its path.
+    pub fn file(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, body).unwrap_or_else(|e| panic!("failed to write {p:?}: {e}"));
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

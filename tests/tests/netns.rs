@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `leasehook apply` / `flush` against the real Linux routing code, each test in a
+//! fresh network namespace, checked independently through `ip -j`.
+//!
+//! Compiled only with the `netns` feature (`scripts/test.sh` turns it on); they need
+//! root and fail, never skip, without it.
+
+#![cfg(feature = "netns")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::too_many_lines
+)]
+
+use std::io::Read as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::Duration;
+
+use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, run};
+
+/// The example instance's three links, with the example's MACs and DHCP addresses.
+fn example_ns(tag: &str) -> Netns {
+    let ns = Netns::new(tag);
+    for i in 0..3 {
+        ns.veth(
+            &format!("eth{i}"),
+            &format!("02:00:00:00:00:0{}", i + 1),
+            &format!("peer{i}"),
+        );
+        ns.ip(&[
+            "address",
+            "add",
+            &format!("10.98.{i}.{}/24", 10 * (i + 1)),
+            "dev",
+            &format!("eth{i}"),
+        ]);
+    }
+    ns.ip(&[
+        "-6",
+        "address",
+        "add",
+        "2600:1f18:0:1::20/128",
+        "dev",
+        "eth1",
+        "nodad",
+    ]);
+    ns
+}
+
+fn leasehook(ns: &Netns, args: &[&str]) -> std::process::Output {
+    ns.command(leasehook_bin().to_str().unwrap())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "leasehook failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn plan_json(dir: &TempDir, args: &[&str]) -> String {
+    let out = run(Command::new(leasehook_bin())
+        .arg("plan")
+        .args(args)
+        .args(["--format", "json"]));
+    dir.file("plan.json", std::str::from_utf8(&out.stdout).unwrap())
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn apply(ns: &Netns, root: &TempDir, plan: &str) -> String {
+    ok(&leasehook(
+        ns,
+        &[
+            "apply",
+            "-v",
+            "--root",
+            root.0.to_str().unwrap(),
+            "--plan",
+            plan,
+        ],
+    ))
+}
+
+#[test]
+fn apply_from_empty_installs_the_plan() {
+    let ns = example_ns("empty");
+    let dir = TempDir::new("empty");
+    let plan = plan_json(&dir, &["--example"]);
+    let out = apply(&ns, &dir, &plan);
+    assert!(
+        out.ends_with("12 change(s): 12 added, 0 removed\n"),
+        "{out}"
+    );
+    let rules = ns.rules();
+    for want in [
+        "10001 from 10.98.1.20 lookup 10001 proto 176",
+        "10001 from 10.98.1.21 lookup 10001 proto 176",
+        "10001 from 10.98.1.64/28 lookup 10001 proto 176",
+        "10101 from 10.98.2.30 lookup 10101 proto 176",
+        "10001 from 2600:1f18:0:1::20 lookup 10001 proto 176",
+    ] {
+        assert!(
+            rules.iter().any(|r| r == want),
+            "missing rule {want:?} in {rules:#?}"
+        );
+    }
+    let routes = ns.routes();
+    for want in [
+        "default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176",
+        "10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176",
+        "default via 10.98.2.1 dev eth2 scope - src - table 10101 proto 176",
+        "default via fe80::1 dev eth1 scope - src - table 10001 proto 176",
+        "2600:1f18:0:1::/64 via - dev eth1 scope - src - table 10001 proto 176",
+    ] {
+        assert!(
+            routes.iter().any(|r| r == want),
+            "missing route {want:?} in {routes:#?}"
+        );
+    }
+    assert!(ns.addresses().contains(&"eth1 10.98.1.21/32".to_owned()));
+    // Lookups through the rules resolve (a rule without a lookup action would fail).
+    let get = ns.ip(&["route", "get", "192.0.2.9", "from", "10.98.1.21"]);
+    assert!(get.contains("via 10.98.1.1 dev eth1 table 10001"), "{get}");
+    // status reads the recorded state.
+    let status = ok(&leasehook(
+        &ns,
+        &["status", "--root", dir.0.to_str().unwrap()],
+    ));
+    assert!(
+        status.contains("eth1 02:00:00:00:00:02 (table 10001, profile ec2-net-utils)"),
+        "{status}"
+    );
+}
+
+#[test]
+fn reapplying_the_same_plan_changes_nothing() {
+    let ns = example_ns("again");
+    let dir = TempDir::new("again");
+    let plan = plan_json(&dir, &["--example"]);
+    // `ip monitor` sees every change to rules, routes and addresses: the first apply
+    // shows up in it, the second must not.
+    let watch = |f: &dyn Fn() -> String| -> (String, String) {
+        let mut mon = ns
+            .command("ip")
+            .args(["monitor", "rule", "route", "address"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        sleep(Duration::from_millis(300));
+        let out = f();
+        sleep(Duration::from_millis(300));
+        mon.kill().unwrap();
+        let mut seen = String::new();
+        mon.stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut seen)
+            .unwrap();
+        mon.wait().unwrap();
+        (out, seen)
+    };
+    let (first, seen_first) = watch(&|| apply(&ns, &dir, &plan));
+    assert!(first.ends_with("12 change(s): 12 added, 0 removed\n"));
+    assert!(
+        seen_first.contains("lookup 10001"),
+        "ip monitor saw nothing of the first apply: {seen_first}"
+    );
+    let before = ns.snapshot();
+    let (second, seen_second) = watch(&|| apply(&ns, &dir, &plan));
+    assert_eq!(second, "0 change(s): 0 added, 0 removed\n");
+    // The kernel itself may still be adding IPv6 link-local addresses (and their
+    // local routes) to the fresh links; those lines are not ours.
+    let ours: Vec<&str> = seen_second
+        .lines()
+        .filter(|l| {
+            (!l.contains("fe80:") || l.contains("proto 176"))
+                && !l.trim_start().starts_with("valid_lft")
+        })
+        .collect();
+    assert!(
+        ours.is_empty(),
+        "the second apply changed the kernel: {ours:#?}"
+    );
+    assert_eq!(ns.snapshot(), before);
+}
+
+#[test]
+fn changing_one_secondary_ip_replaces_one_rule() {
+    let ns = Netns::new("change");
+    ns.veth("eth0", "02:00:00:00:00:01", "peer0");
+    ns.veth("eth1", "02:00:00:00:00:02", "peer1");
+    ns.ip(&["address", "add", "10.0.1.20/24", "dev", "eth1"]);
+    let dir = TempDir::new("change");
+    let lease = dir.file("eth1.env", "reason=BOUND\ninterface=eth1\nnew_ip_address=10.0.1.20\nnew_subnet_mask=255.255.255.0\nnew_routers=10.0.1.1\n");
+    let md = |second: &str| {
+        format!(
+            r#"{{"mac": "02:00:00:00:00:01", "network": {{"interfaces": {{"macs": {{
+               "02:00:00:00:00:01": {{"device-number": "0", "local-ipv4s": "10.0.0.10"}},
+               "02:00:00:00:00:02": {{"device-number": "1", "local-ipv4s": "10.0.1.20\n{second}", "subnet-ipv4-cidr-block": "10.0.1.0/24"}}}}}}}}}}"#
+        )
+    };
+    let args = |md: &Path| {
+        vec![
+            "--metadata".to_owned(),
+            md.to_str().unwrap().to_owned(),
+            "--link".to_owned(),
+            "eth1=02:00:00:00:00:02".to_owned(),
+            "--lease".to_owned(),
+            lease.to_str().unwrap().to_owned(),
+        ]
+    };
+    let md1 = dir.file("md1.json", &md("10.0.1.21"));
+    let a1 = args(&md1);
+    let plan1 = plan_json(&dir, &a1.iter().map(String::as_str).collect::<Vec<_>>());
+    apply(&ns, &dir, &plan1);
+    let md2 = dir.file("md2.json", &md("10.0.1.22"));
+    let a2 = args(&md2);
+    let plan2 = plan_json(&dir, &a2.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = apply(&ns, &dir, &plan2);
+    assert_eq!(
+        out,
+        "ip -4 rule del from 10.0.1.21/32 lookup 10001 priority 10001\n\
+         ip -4 address del 10.0.1.21/32 dev eth1\n\
+         ip -4 address add 10.0.1.22/32 dev eth1\n\
+         ip -4 rule add from 10.0.1.22/32 lookup 10001 priority 10001\n\
+         4 change(s): 2 added, 2 removed\n"
+    );
+    let rules = ns.rules();
+    assert!(rules.contains(&"10001 from 10.0.1.22 lookup 10001 proto 176".to_owned()));
+    assert!(!rules.iter().any(|r| r.contains("10.0.1.21")));
+}
+
+#[test]
+fn foreign_rules_survive_apply_and_flush() {
+    let ns = example_ns("foreign");
+    let dir = TempDir::new("foreign");
+    ns.ip(&[
+        "rule",
+        "add",
+        "from",
+        "10.98.1.99",
+        "lookup",
+        "10001",
+        "priority",
+        "10001",
+    ]);
+    ns.ip(&[
+        "route",
+        "add",
+        "203.0.113.0/24",
+        "dev",
+        "eth1",
+        "table",
+        "10001",
+    ]);
+    let plan = plan_json(&dir, &["--example"]);
+    apply(&ns, &dir, &plan);
+    let out = ok(&leasehook(
+        &ns,
+        &["flush", "--root", dir.0.to_str().unwrap()],
+    ));
+    assert!(
+        out.ends_with("12 change(s): 0 added, 12 removed\n"),
+        "{out}"
+    );
+    let rules = ns.rules();
+    assert!(
+        rules.contains(&"10001 from 10.98.1.99 lookup 10001 proto -".to_owned())
+            || rules
+                .iter()
+                .any(|r| r.starts_with("10001 from 10.98.1.99 lookup 10001")),
+        "{rules:#?}"
+    );
+    assert!(
+        !rules.iter().any(|r| r.ends_with("proto 176")),
+        "{rules:#?}"
+    );
+    assert!(
+        ns.routes()
+            .iter()
+            .any(|r| r.starts_with("203.0.113.0/24 via - dev eth1")),
+        "foreign route gone"
+    );
+    assert!(!ns.routes().iter().any(|r| r.ends_with("proto 176")));
+    assert!(!ns.addresses().contains(&"eth1 10.98.1.21/32".to_owned()));
+}
+
+#[test]
+fn a_failed_write_leaves_the_namespace_as_before() {
+    let ns = example_ns("rollback");
+    let dir = TempDir::new("rollback");
+    let good = plan_json(&dir, &["--example"]);
+    // Break eth2's default route: its gateway is on no link, which the kernel refuses
+    // only after the addresses and eth1's routes went in.
+    let text = std::fs::read_to_string(&good)
+        .unwrap()
+        .replace("\"10.98.2.1\"", "\"192.0.2.1\"");
+    let bad = dir.file("bad.json", &text);
+    let before = ns.snapshot();
+    let out = leasehook(
+        &ns,
+        &[
+            "apply",
+            "--root",
+            dir.0.to_str().unwrap(),
+            "--plan",
+            bad.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("ip -4 route add default via 192.0.2.1 dev eth2 table 10101"),
+        "{err}"
+    );
+    assert!(err.contains("rolled back the"), "{err}");
+    assert_eq!(ns.snapshot(), before);
+    assert!(
+        !dir.0.join("run/leasehook/iface/eth1.json").exists(),
+        "state recorded for a failed apply"
+    );
+}
+
+#[test]
+fn flush_after_the_link_was_deleted_removes_its_rules() {
+    let ns = example_ns("gone");
+    let dir = TempDir::new("gone");
+    let plan = plan_json(&dir, &["--example"]);
+    apply(&ns, &dir, &plan);
+    ns.ip(&["link", "del", "eth1"]);
+    assert!(
+        ns.rules()
+            .iter()
+            .any(|r| r.contains("lookup 10001 proto 176")),
+        "rules are not bound to a device"
+    );
+    let out = ok(&leasehook(
+        &ns,
+        &[
+            "flush",
+            "-v",
+            "--root",
+            dir.0.to_str().unwrap(),
+            "--iface",
+            "eth1",
+        ],
+    ));
+    assert!(out.ends_with("4 change(s): 0 added, 4 removed\n"), "{out}");
+    assert!(!ns.rules().iter().any(|r| r.contains("lookup 10001")));
+    assert!(
+        ns.rules()
+            .iter()
+            .any(|r| r.contains("lookup 10101 proto 176")),
+        "eth2 untouched"
+    );
+    assert!(!dir.0.join("run/leasehook/iface/eth1.json").exists());
+}
+
+/// Two namespaces as an instance and its VPC router. The router drops packets whose
+/// source does not belong to the link they arrive on (`rp_filter=1`, as an ENI's
+/// source/destination check does), so a connection from the secondary address only
+/// works once policy routing sends it out of the secondary NIC.
+#[test]
+fn traffic_from_the_secondary_address_needs_the_plan() {
+    let router = Netns::new("vpc");
+    let inst = Netns::new("inst");
+    for (i, mac) in [(0, "02:00:00:00:00:01"), (1, "02:00:00:00:00:02")] {
+        let (gw, eth) = (format!("gw{i}"), format!("eth{i}"));
+        router.ip(&[
+            "link", "add", "name", &gw, "type", "veth", "peer", "name", &eth, "netns", &inst.name,
+        ]);
+        inst.ip(&["link", "set", &eth, "address", mac]);
+        router.ip(&["address", "add", &format!("10.98.{i}.1/24"), "dev", &gw]);
+        router.ip(&["link", "set", &gw, "up"]);
+        inst.ip(&["link", "set", &eth, "up"]);
+    }
+    inst.ip(&["address", "add", "10.98.0.10/24", "dev", "eth0"]);
+    inst.ip(&["address", "add", "10.98.1.20/24", "dev", "eth1"]);
+    inst.ip(&["route", "add", "default", "via", "10.98.0.1", "dev", "eth0"]);
+    router.ip(&["address", "add", "198.51.100.10/32", "dev", "lo"]);
+    for key in [
+        "net.ipv4.conf.all.rp_filter",
+        "net.ipv4.conf.gw0.rp_filter",
+        "net.ipv4.conf.gw1.rp_filter",
+    ] {
+        router.sysctl(key, "1");
+    }
+    // A listening socket completes handshakes by itself; no accept loop needed.
+    let mut server = router
+        .command("/usr/bin/python3")
+        .args(["-c", "import socket,time\ns=socket.socket()\ns.bind(('198.51.100.10',8080))\ns.listen(64)\nprint('ready',flush=True)\ntime.sleep(60)"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Keep the pipe open until the end: the server must not die of SIGPIPE.
+    let mut server_out = server.stdout.take().unwrap();
+    let mut ready = [0u8; 6];
+    server_out.read_exact(&mut ready).unwrap();
+    assert_eq!(&ready, b"ready\n");
+    let connect = |src: &str| {
+        inst.command("/usr/bin/python3")
+            .args(["-c", &format!("import socket\nsocket.create_connection(('198.51.100.10',8080),timeout=2,source_address=('{src}',0))")])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    let primary_ok = connect("10.98.0.10");
+    let secondary_before = connect("10.98.1.20");
+
+    let dir = TempDir::new("traffic");
+    let md = dir.file(
+        "md.json",
+        r#"{"mac": "02:00:00:00:00:01", "network": {"interfaces": {"macs": {
+            "02:00:00:00:00:01": {"device-number": "0", "local-ipv4s": "10.98.0.10", "subnet-ipv4-cidr-block": "10.98.0.0/24"},
+            "02:00:00:00:00:02": {"device-number": "1", "local-ipv4s": "10.98.1.20", "subnet-ipv4-cidr-block": "10.98.1.0/24"}}}}}"#,
+    );
+    let lease = dir.file("eth1.env", "reason=BOUND\ninterface=eth1\nnew_ip_address=10.98.1.20\nnew_subnet_mask=255.255.255.0\nnew_routers=10.98.1.1\n");
+    let plan = plan_json(
+        &dir,
+        &[
+            "--metadata",
+            md.to_str().unwrap(),
+            "--link",
+            "eth1=02:00:00:00:00:02",
+            "--lease",
+            lease.to_str().unwrap(),
+        ],
+    );
+    apply(&inst, &dir, &plan);
+    let secondary_after = connect("10.98.1.20");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    drop(server_out);
+    assert!(
+        primary_ok,
+        "the primary address cannot reach the server: the lab is broken"
+    );
+    assert!(
+        !secondary_before,
+        "the secondary address connected without policy routing: the lab does not check sources"
+    );
+    assert!(
+        secondary_after,
+        "the secondary address still cannot connect after `leasehook apply`"
+    );
+}
