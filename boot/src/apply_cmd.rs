@@ -149,9 +149,12 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
     let report =
         apply::apply_plan(&mut applier, &plan, &recorded).context("failed to apply the plan")?;
     for ip in &plan.interfaces {
-        let previous = recorded.iter().find(|s| s.name == ip.name).cloned();
-        state::write_state(&paths, &InterfaceState::record(previous, ip, plan.profile))
-            .context("applied, but failed to record the state")?;
+        let previous = recorded.iter().find(|s| s.name == ip.name);
+        let now = InterfaceState::record(previous.cloned(), ip, plan.profile);
+        // An unchanged plan writes no file either.
+        if previous != Some(&now) {
+            state::write_state(&paths, &now).context("applied, but failed to record the state")?;
+        }
     }
     Ok(summary(&report, args.verbose))
 }

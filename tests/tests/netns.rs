@@ -177,7 +177,11 @@ fn reapplying_the_same_plan_changes_nothing() {
         "ip monitor saw nothing of the first apply: {seen_first}"
     );
     let before = ns.snapshot();
+    let state_file = dir.0.join("run/leasehook/iface/eth1.json");
+    let written = std::fs::metadata(&state_file).unwrap().modified().unwrap();
+    sleep(Duration::from_millis(20));
     let (second, seen_second) = watch(&|| apply(&ns, &dir, &plan));
+    assert_eq!(std::fs::metadata(&state_file).unwrap().modified().unwrap(), written, "state file rewritten");
     assert_eq!(second, "0 change(s): 0 added, 0 removed\n");
     // The kernel itself may still be adding IPv6 link-local addresses (and their
     // local routes) to the fresh links; those lines are not ours.

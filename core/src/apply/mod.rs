@@ -59,6 +59,13 @@ pub trait Applier {
 
     /// Performs one operation.
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()>;
+
+    /// Performs operations in order and returns each one's result; a failure does
+    /// not stop the ones after it (the caller rolls back). The default runs them one
+    /// by one; the netlink applier pipelines them.
+    fn execute_many(&mut self, ops: &[Op], links: &LinkIndex) -> Vec<Result<()>> {
+        ops.iter().map(|op| self.execute(op, links)).collect()
+    }
 }
 
 /// What one apply or teardown did.
@@ -268,43 +275,52 @@ fn execute_all<A: Applier + ?Sized>(
     ops: &[Op],
     links: &LinkIndex,
 ) -> Result<Report> {
-    let mut done: Vec<Op> = Vec::with_capacity(ops.len());
-    for op in ops {
-        if let Err(e) = applier.execute(op, links) {
-            let rolled_back = done.len();
-            let mut rollback_errors = Vec::new();
-            for undo in done.iter().rev().map(inverse) {
-                if let Err(re) = applier.execute(&undo, links) {
-                    rollback_errors.push(re.to_string());
-                }
-            }
-            return Err(match e {
-                Error::Netlink {
-                    object,
-                    message,
-                    errno,
-                    ..
-                } => Error::Netlink {
-                    object,
-                    message,
-                    errno,
-                    rolled_back,
-                    rollback_errors,
-                },
-                other => Error::Netlink {
-                    object: op.to_string(),
-                    message: other.to_string(),
-                    errno: None,
-                    rolled_back,
-                    rollback_errors,
-                },
-            });
+    let results = applier.execute_many(ops, links);
+    let Some(first_failure) = results.iter().position(Result::is_err) else {
+        return Ok(Report {
+            ops: ops.to_vec(),
+            errors: Vec::new(),
+        });
+    };
+    // Undo every write that went through (pipelined writes after the failure too),
+    // newest first.
+    let done: Vec<&Op> = ops
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_ok())
+        .map(|(op, _)| op)
+        .collect();
+    let rolled_back = done.len();
+    let mut rollback_errors = Vec::new();
+    for undo in done.into_iter().rev().map(inverse) {
+        if let Err(re) = applier.execute(&undo, links) {
+            rollback_errors.push(re.to_string());
         }
-        done.push(op.clone());
     }
-    Ok(Report {
-        ops: done,
-        errors: Vec::new(),
+    let failed = results.into_iter().nth(first_failure).and_then(Result::err);
+    Err(match failed {
+        Some(Error::Netlink {
+            object,
+            message,
+            errno,
+            ..
+        }) => Error::Netlink {
+            object,
+            message,
+            errno,
+            rolled_back,
+            rollback_errors,
+        },
+        other => Error::Netlink {
+            object: ops
+                .get(first_failure)
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            message: other.map(|e| e.to_string()).unwrap_or_default(),
+            errno: None,
+            rolled_back,
+            rollback_errors,
+        },
     })
 }
 

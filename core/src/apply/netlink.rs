@@ -2,17 +2,21 @@
 //! Performs IO: the [`Applier`] that talks rtnetlink to the kernel of the current
 //! network namespace.
 //!
-//! rtnetlink is asynchronous; the runtime it needs is a current-thread tokio runtime
-//! private to [`NetlinkApplier`] (no thread is spawned), and every method blocks on
-//! it. Nothing of tokio appears in the API. The netlink socket belongs to the
-//! network namespace it was created in.
+//! Reading (links, rules, routes, addresses) goes through rtnetlink, which is
+//! asynchronous; the runtime it needs is a current-thread tokio runtime private to
+//! [`NetlinkApplier`] (no thread is spawned), and every method blocks on it. Nothing
+//! of tokio appears in the API. Writing goes through a plain netlink socket that
+//! packs many requests into one datagram (see `docs/performance.md`). Both sockets
+//! belong to the network namespace they were created in.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use futures_util::TryStreamExt as _;
 use ipnet::IpNet;
-use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_core::{
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
+};
 use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressMessage, AddressProtocol,
 };
@@ -21,6 +25,9 @@ use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope,
 };
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
+use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
+use rtnetlink::sys::protocols::NETLINK_ROUTE;
+use rtnetlink::sys::{Socket, SocketAddr};
 use rtnetlink::{AddressMessageBuilder, Handle, IpVersion, RouteMessageBuilder};
 
 use super::{Applier, KernelLink, LinkIndex, PROTOCOL};
@@ -39,6 +46,7 @@ fn owned_table(t: u32) -> bool {
 pub struct NetlinkApplier {
     rt: tokio::runtime::Runtime,
     handle: Handle,
+    writer: Writer,
 }
 
 fn nl_error(object: &str, e: &rtnetlink::Error) -> Error {
@@ -77,9 +85,11 @@ impl NetlinkApplier {
             tokio::spawn(conn);
             Ok::<_, std::io::Error>(handle)
         });
+        let writer = Writer::try_new().map_err(setup)?;
         Ok(Self {
             handle: handle.map_err(setup)?,
             rt,
+            writer,
         })
     }
 }
@@ -284,6 +294,153 @@ fn address_message(a: &Address, index: u32) -> AddressMessage {
     }
 }
 
+/// How many requests travel in one datagram: enough to save most system calls,
+/// few enough that the acknowledgements fit the socket's receive buffer.
+const BATCH: usize = 64;
+
+/// A plain (synchronous) netlink socket for writes, so that many requests share
+/// one `sendmsg`; rtnetlink sends one request per datagram.
+#[derive(Debug)]
+struct Writer {
+    socket: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+/// The kernel's answer to one request: `Ok`, or its message and errno.
+type Answer = std::result::Result<(), (String, Option<i32>)>;
+
+impl Writer {
+    fn try_new() -> std::io::Result<Self> {
+        let mut socket = Socket::new(NETLINK_ROUTE)?;
+        socket.bind_auto()?;
+        socket.connect(&SocketAddr::new(0, 0))?;
+        // Error acknowledgements without a copy of the request: smaller answers.
+        socket.set_cap_ack(true)?;
+        Ok(Self {
+            socket,
+            seq: 1,
+            buf: Vec::with_capacity(64 * 1024),
+        })
+    }
+
+    /// Sends `msgs` in one datagram and returns each one's answer, in order.
+    fn send_batch(&mut self, mut msgs: Vec<NetlinkMessage<RouteNetlinkMessage>>) -> Vec<Answer> {
+        let n = msgs.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        let first = self.seq;
+        self.seq = self.seq.wrapping_add(u32::try_from(n).unwrap_or(u32::MAX));
+        let mut out = Vec::new();
+        for (seq, msg) in (first..).zip(msgs.iter_mut()) {
+            msg.header.sequence_number = seq;
+            msg.finalize();
+            let start = out.len();
+            out.resize(start + msg.buffer_len().next_multiple_of(4), 0);
+            if let Some(slot) = out.get_mut(start..start + msg.buffer_len()) {
+                msg.serialize(slot);
+            }
+        }
+        let failed_all = |e: &std::io::Error| vec![Err((e.to_string(), e.raw_os_error())); n];
+        if let Err(e) = self.socket.send(&out, 0) {
+            return failed_all(&e);
+        }
+        let mut answers: Vec<Option<Answer>> = vec![None; n];
+        let mut pending = n;
+        while pending > 0 {
+            self.buf.clear();
+            if let Err(e) = self.socket.recv_from(&mut self.buf, 0) {
+                let mut all = failed_all(&e).into_iter();
+                return answers
+                    .into_iter()
+                    .map(|a| a.or_else(|| all.next()).unwrap_or(Ok(())))
+                    .collect();
+            }
+            let mut data = self.buf.as_slice();
+            while let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(data) {
+                let len = usize::try_from(msg.header.length)
+                    .unwrap_or(0)
+                    .next_multiple_of(4);
+                if let NetlinkPayload::Error(e) = &msg.payload {
+                    let idx = usize::try_from(msg.header.sequence_number.wrapping_sub(first))
+                        .unwrap_or(usize::MAX);
+                    if let Some(slot @ None) = answers.get_mut(idx) {
+                        *slot = Some(match e.code {
+                            None => Ok(()),
+                            Some(_) => Err((e.to_io().to_string(), e.raw_code().checked_neg())),
+                        });
+                        pending -= 1;
+                    }
+                }
+                match data.get(len..) {
+                    Some(rest) if len > 0 && !rest.is_empty() => data = rest,
+                    _ => break,
+                }
+            }
+        }
+        answers.into_iter().map(|a| a.unwrap_or(Ok(()))).collect()
+    }
+}
+
+/// Flags of an add request: `ip ... add` (create, fail if it exists).
+const ADD: u16 = NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE;
+/// Flags of a delete request.
+const DEL: u16 = NLM_F_REQUEST | NLM_F_ACK;
+
+/// The netlink request for one operation, flagged like `ip ... add` (create,
+/// exclusive) or `ip ... del`.
+fn request_for(op: &Op, links: &LinkIndex) -> Result<NetlinkMessage<RouteNetlinkMessage>> {
+    let object = || op.to_string();
+    let failed = |message: String, errno: Option<i32>| Error::Netlink {
+        object: object(),
+        message,
+        errno,
+        rolled_back: 0,
+        rollback_errors: Vec::new(),
+    };
+    let index = |dev: &IfName| {
+        links
+            .get(dev)
+            .copied()
+            .ok_or_else(|| failed(format!("no link named {dev}"), Some(19)))
+    };
+    let (payload, flags) = match op {
+        Op::AddRule(r) => (RouteNetlinkMessage::NewRule(rule_message(r)), ADD),
+        Op::DelRule(r) => (RouteNetlinkMessage::DelRule(rule_message(r)), DEL),
+        Op::AddRoute(r) => (
+            RouteNetlinkMessage::NewRoute(
+                route_message(r, index(&r.dev)?).map_err(|m| failed(m, None))?,
+            ),
+            ADD,
+        ),
+        Op::DelRoute(r) => (
+            RouteNetlinkMessage::DelRoute(
+                route_message(r, index(&r.dev)?).map_err(|m| failed(m, None))?,
+            ),
+            DEL,
+        ),
+        Op::AddAddress(a) => {
+            let mut msg = address_message(a, index(&a.dev)?);
+            msg.attributes
+                .push(AddressAttribute::Protocol(AddressProtocol::from(PROTOCOL)));
+            if a.addr.addr().is_ipv6() {
+                // The cloud assigned it; duplicate address detection only delays it.
+                msg.attributes
+                    .push(AddressAttribute::Flags(AddressFlags::Nodad));
+            }
+            (RouteNetlinkMessage::NewAddress(msg), ADD)
+        }
+        Op::DelAddress(a) => (
+            RouteNetlinkMessage::DelAddress(address_message(a, index(&a.dev)?)),
+            DEL,
+        ),
+    };
+    let mut req = NetlinkMessage::from(payload);
+    req.header.flags = flags;
+    Ok(req)
+}
+
 impl Applier for NetlinkApplier {
     fn links(&mut self) -> Result<Vec<KernelLink>> {
         let handle = self.handle.clone();
@@ -351,57 +508,48 @@ impl Applier for NetlinkApplier {
     }
 
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {
-        let object = op.to_string();
-        let index = |dev: &IfName| {
-            links.get(dev).copied().ok_or_else(|| Error::Netlink {
-                object: object.clone(),
-                message: format!("no link named {dev}"),
-                errno: Some(19),
-                rolled_back: 0,
-                rollback_errors: Vec::new(),
-            })
-        };
-        let invalid = |message: String| Error::Netlink {
-            object: object.clone(),
-            message,
-            errno: None,
-            rolled_back: 0,
-            rollback_errors: Vec::new(),
-        };
-        let handle = self.handle.clone();
-        let result = match op {
-            Op::AddRule(r) => {
-                let mut req = handle.rule().add();
-                *req.message_mut() = rule_message(r);
-                self.rt.block_on(req.execute())
+        self.execute_many(std::slice::from_ref(op), links)
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    /// Sends the requests in batches of up to [`BATCH`] netlink messages per
+    /// datagram (`sendmsg` once, then read the acknowledgements). The kernel handles
+    /// the messages of a datagram in order and answers each, failures included, so
+    /// an address still goes in before the route that uses it as source.
+    fn execute_many(&mut self, ops: &[Op], links: &LinkIndex) -> Vec<Result<()>> {
+        let mut results = Vec::with_capacity(ops.len());
+        for chunk in ops.chunks(BATCH) {
+            let requests: Vec<Result<NetlinkMessage<RouteNetlinkMessage>>> =
+                chunk.iter().map(|op| request_for(op, links)).collect();
+            let ready: Vec<NetlinkMessage<RouteNetlinkMessage>> = requests
+                .iter()
+                .filter_map(|r| r.as_ref().ok().cloned())
+                .collect();
+            let mut answers = self.writer.send_batch(ready).into_iter();
+            for (op, request) in chunk.iter().zip(requests) {
+                results.push(match request {
+                    Err(e) => Err(e),
+                    Ok(_) => match answers.next() {
+                        Some(Ok(())) => Ok(()),
+                        Some(Err((message, errno))) => Err(Error::Netlink {
+                            object: op.to_string(),
+                            message,
+                            errno,
+                            rolled_back: 0,
+                            rollback_errors: Vec::new(),
+                        }),
+                        None => Err(Error::Netlink {
+                            object: op.to_string(),
+                            message: "no answer from the kernel".to_owned(),
+                            errno: None,
+                            rolled_back: 0,
+                            rollback_errors: Vec::new(),
+                        }),
+                    },
+                });
             }
-            Op::DelRule(r) => self
-                .rt
-                .block_on(handle.rule().del(rule_message(r)).execute()),
-            Op::AddRoute(r) => {
-                let msg = route_message(r, index(&r.dev)?).map_err(invalid)?;
-                self.rt.block_on(handle.route().add(msg).execute())
-            }
-            Op::DelRoute(r) => {
-                let msg = route_message(r, index(&r.dev)?).map_err(invalid)?;
-                self.rt.block_on(handle.route().del(msg).execute())
-            }
-            Op::AddAddress(a) => {
-                let i = index(&a.dev)?;
-                let mut req = handle.address().add(i, a.addr.addr(), a.addr.prefix_len());
-                let attrs = &mut req.message_mut().attributes;
-                attrs.push(AddressAttribute::Protocol(AddressProtocol::from(PROTOCOL)));
-                if a.addr.addr().is_ipv6() {
-                    // The cloud assigned it; duplicate address detection only delays it.
-                    attrs.push(AddressAttribute::Flags(AddressFlags::Nodad));
-                }
-                self.rt.block_on(req.execute())
-            }
-            Op::DelAddress(a) => {
-                let msg = address_message(a, index(&a.dev)?);
-                self.rt.block_on(handle.address().del(msg).execute())
-            }
-        };
-        result.map_err(|e| nl_error(&object, &e))
+        }
+        results
     }
 }

@@ -242,11 +242,12 @@ pub fn set_aside(paths: &Paths, name: &IfName) -> Result<PathBuf> {
 
 /// Writes an interface's state file.
 pub fn write_state(paths: &Paths, st: &InterfaceState) -> Result<()> {
-    let json = serde_json::to_vec_pretty(st).map_err(|e| Error::Io {
-        path: format!("{:?}", paths.state_file(&st.name)),
+    let path = paths.state_file(&st.name);
+    let json = serde_json::to_vec(st).map_err(|e| Error::Io {
+        path: format!("{path:?}"),
         message: e.to_string(),
     })?;
-    write_atomic(&paths.state_file(&st.name), &json)
+    write_atomic(&path, &json)
 }
 
 /// Removes an interface's state file (missing is fine).
