@@ -73,7 +73,7 @@ fn recorded_dhclient_environments() {
                     }
                 }
                 Action::Remove if reason != "FAIL" => {
-                    assert!(ev.old.is_some(), "{name} has old_* values")
+                    assert!(ev.old.is_some(), "{name} has old_* values");
                 }
                 _ => {}
             }

@@ -181,7 +181,11 @@ fn reapplying_the_same_plan_changes_nothing() {
     let written = std::fs::metadata(&state_file).unwrap().modified().unwrap();
     sleep(Duration::from_millis(20));
     let (second, seen_second) = watch(&|| apply(&ns, &dir, &plan));
-    assert_eq!(std::fs::metadata(&state_file).unwrap().modified().unwrap(), written, "state file rewritten");
+    assert_eq!(
+        std::fs::metadata(&state_file).unwrap().modified().unwrap(),
+        written,
+        "state file rewritten"
+    );
     assert_eq!(second, "0 change(s): 0 added, 0 removed\n");
     // The kernel itself may still be adding IPv6 link-local addresses (and their
     // local routes) to the fresh links; those lines are not ours.
