@@ -11,10 +11,12 @@
 //! * [`metadata`] parses an IMDS `meta-data/` tree into a [`model::InstanceNetwork`];
 //! * [`plan`] computes a [`model::Plan`] for the `ec2-net-utils` or `cloud-init` scheme;
 //! * [`diff`] compares a plan with the routing state the kernel holds;
-//! * [`render`] prints a plan as `ip` lines, JSON, netplan or networkd drop-ins.
+//! * [`render`] prints a plan as `ip` lines, JSON, netplan or networkd drop-ins;
+//! * [`source`] fetches metadata: the EC2 IMDS client and its consistency wait.
 //!
-//! Every module here is pure: no files, sockets, clock or environment. IO lives in the
-//! binaries and, later, in the sources and the applier, behind seams they are handed.
+//! Every module but [`source`] is pure: no files, sockets, clock or environment. IO
+//! lives in the binaries, in the sources and, later, in the applier, behind seams
+//! they are handed (base URLs, root folder, clock).
 
 #![deny(missing_docs)]
 
@@ -27,5 +29,6 @@ pub mod metadata;
 pub mod model;
 pub mod plan;
 pub mod render;
+pub mod source;
 
 pub use error::{Error, Result};
