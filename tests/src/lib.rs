@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+pub mod emulator;
+
 /// Whether the tests run in CI, where a missing prerequisite must fail the test
 /// instead of skipping it.
 pub fn in_ci() -> bool {

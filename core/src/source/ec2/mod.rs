@@ -173,13 +173,13 @@ impl Ec2 {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(t) = held.as_ref()
             && t.is_fresh(now)
-            && Some(t) != stale
+            && !t.is_same(stale)
         {
             return Ok(Some(t.clone()));
         }
         // Another process may have fetched one already.
         if let Some(t) = self.cache.as_ref().and_then(|c| c.load(now))
-            && Some(&t) != stale
+            && !t.is_same(stale)
         {
             log::debug!(
                 "IMDS token from the cache, {} s left",
@@ -230,8 +230,14 @@ impl Ec2 {
                 )
                 .map_err(|reason| fail(ImdsErrorKind::Garbage { reason }))
             }
-            403 => Err(fail(ImdsErrorKind::Disabled)),
-            _ => Err(fail(http_error(&resp))),
+            403 => {
+                drain(&mut resp);
+                Err(fail(ImdsErrorKind::Disabled))
+            }
+            _ => {
+                drain(&mut resp);
+                Err(fail(http_error(&resp)))
+            }
         }
     }
 
@@ -314,12 +320,19 @@ impl Fetch for Ec2 {
                         .map(Some)
                         .map_err(fail);
                 }
-                404 => return Ok(None),
+                404 => {
+                    drain(&mut resp);
+                    return Ok(None);
+                }
                 401 if stale.is_none() && token.is_some() => {
+                    drain(&mut resp);
                     log::info!("IMDS GET {url}: 401, the token was refused; fetching a new one");
                     stale = token;
                 }
-                _ => return Err(fail(http_error(&resp))),
+                _ => {
+                    drain(&mut resp);
+                    return Err(fail(http_error(&resp)));
+                }
             }
         }
     }
@@ -374,6 +387,16 @@ fn read_body(resp: &mut Response<Body>, limit: u64) -> Result<String, ImdsErrorK
     String::from_utf8(bytes).map_err(|e| ImdsErrorKind::Garbage {
         reason: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
     })
+}
+
+/// Reads and drops an answer's body, so the connection can serve the next request
+/// (ureq closes a connection whose answer was not read to the end).
+fn drain(resp: &mut Response<Body>) {
+    let _ = resp
+        .body_mut()
+        .with_config()
+        .limit(IMDS_MAX_BODY_BYTES)
+        .read_to_vec();
 }
 
 /// An HTTP status that is an error, with a 503's `Retry-After` in seconds.

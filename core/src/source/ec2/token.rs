@@ -75,6 +75,12 @@ impl Token {
         &self.value
     }
 
+    /// Whether this is the same token as `other` (by value: the cache file keeps
+    /// the expiry in whole seconds only).
+    pub(crate) fn is_same(&self, other: Option<&Token>) -> bool {
+        other.is_some_and(|o| o.value == self.value)
+    }
+
     /// Whether the token is still good for a while at `now`.
     pub(crate) fn is_fresh(&self, now: SystemTime) -> bool {
         now.checked_add(IMDS_TOKEN_EXPIRY_MARGIN)
