@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! imds-emulator [--tree FILE] [--scenario FILE] [--bind ADDR:PORT]
-//!               [--require-token] [--log FILE]
+//!               [--require-token] [--log FILE] [--dump-tree]
 //! ```
 //!
 //! It serves the tree (default: a two-NIC sample instance), prints the address it
@@ -76,6 +76,9 @@ struct Args {
     /// Append one line per request to FILE.
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Print the tree that would be served (JSON) and exit.
+    #[arg(long)]
+    dump_tree: bool,
 }
 
 fn run(args: Args) -> Result<(), String> {
@@ -83,6 +86,11 @@ fn run(args: Args) -> Result<(), String> {
         Some(p) => read_json(p)?,
         None => sample_tree(),
     };
+    if args.dump_tree {
+        let text = serde_json::to_string_pretty(&tree).map_err(|e| e.to_string())?;
+        let mut out = std::io::stdout().lock();
+        return writeln!(out, "{text}").map_err(|e| format!("stdout: {e}"));
+    }
     let scenario = match &args.scenario {
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| format!("{p:?}: {e}"))?;
