@@ -324,6 +324,14 @@ mod tests {
             fs::write(cache.path(), body).unwrap();
             assert_eq!(cache.load(now()), None);
         }
+        // A FIFO planted there neither hangs the reader nor is read.
+        fs::remove_file(cache.path()).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(cache.path())
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert_eq!(cache.load(now()), None);
         // A folder where the file should be.
         fs::remove_file(cache.path()).unwrap();
         fs::create_dir(cache.path()).unwrap();
