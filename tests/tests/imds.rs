@@ -176,6 +176,14 @@ fn token_is_reused_across_client_instances() {
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&cache).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
+
+    // A client told not to cache neither reads nor writes the file.
+    let other = tempfile::tempdir().unwrap();
+    let c = client(other.path(), &emu).without_token_cache();
+    assert!(c.get("/latest/meta-data/mac").unwrap().is_some());
+    assert!(c.get("/latest/meta-data/mac").unwrap().is_some());
+    assert_eq!(emu.count("PUT", "/latest/api/token"), 2);
+    assert!(!other.path().join("run").exists());
 }
 
 #[test]
