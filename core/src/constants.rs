@@ -1,9 +1,69 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Numbers and paths every part of leasehook agrees on.
 
+use std::time::Duration;
+
 /// `ec2-net-utils` profile: table (and rule priority) of device 0 on card 0, as
 /// amazon-ec2-net-utils' `rule_base`.
 pub const DEFAULT_TABLE_BASE: u32 = 10_000;
 
 /// Tables the kernel reserves: unspec, default, main, local.
 pub const RESERVED_TABLES: [u32; 4] = [0, 253, 254, 255];
+
+// --- EC2 instance metadata service (SPEC §4.1) ---------------------------------------
+
+/// The IMDS base URLs, tried in this order: the IPv4 link-local address, then the
+/// IPv6 one (served on Nitro instances with `HttpProtocolIpv6=enabled`).
+pub const IMDS_ENDPOINTS: [&str; 2] = ["http://169.254.169.254", "http://[fd00:ec2::254]"];
+
+/// IMDSv2: the path a session token is `PUT` to.
+pub const IMDS_TOKEN_PATH: &str = "/latest/api/token";
+
+/// IMDSv2: the request header asking for a token of this many seconds.
+pub const IMDS_TOKEN_TTL_HEADER: &str = "X-aws-ec2-metadata-token-ttl-seconds";
+
+/// IMDSv2: the request header carrying the token on every `GET`.
+pub const IMDS_TOKEN_HEADER: &str = "X-aws-ec2-metadata-token";
+
+/// The lifetime we ask for, in seconds: six hours, the most IMDS grants.
+pub const IMDS_TOKEN_TTL_SECS: u64 = 21_600;
+
+/// A cached token this close to its expiry is not used any more, so a token cannot
+/// run out between being read from the cache and being sent.
+pub const IMDS_TOKEN_EXPIRY_MARGIN: Duration = Duration::from_secs(60);
+
+/// The root of the metadata tree.
+pub const IMDS_META_DATA: &str = "/latest/meta-data";
+
+/// Time to set up one TCP connection to IMDS.
+pub const IMDS_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Time for one whole IMDS request (connect, send, answer, body).
+pub const IMDS_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The largest IMDS answer body we read, in bytes. Metadata leaves and folder
+/// listings are a few hundred bytes; anything far bigger is not IMDS talking.
+pub const IMDS_MAX_BODY_BYTES: u64 = 64 * 1024;
+
+/// The largest IMDSv2 token we accept, in bytes (IMDS hands out about 56).
+pub const IMDS_MAX_TOKEN_BYTES: u64 = 1024;
+
+/// The consistency wait's total budget (SPEC §3.5).
+pub const IMDS_BUDGET: Duration = Duration::from_secs(30);
+
+/// The part of the budget a hook spends before it lets the DHCP client go
+/// (SPEC §3.5).
+pub const IMDS_SYNC_BUDGET: Duration = Duration::from_secs(3);
+
+/// The first pause between two rounds of the consistency wait; each pause doubles
+/// it, with jitter.
+pub const IMDS_BACKOFF_MIN: Duration = Duration::from_millis(100);
+
+/// The longest pause between two rounds of the consistency wait.
+pub const IMDS_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// leasehook's run-time state folder, relative to the root (`/run/leasehook`).
+pub const RUN_DIR: &str = "run/leasehook";
+
+/// The IMDSv2 token cache, relative to the root; shared by every leasehook process.
+pub const IMDS_TOKEN_CACHE: &str = "run/leasehook/imds-token";

@@ -70,6 +70,18 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A request to the EC2 instance metadata service failed. The message names the
+    /// URL (never the token: it travels in a header only); `kind` says what failed so
+    /// callers can tell a disabled IMDS from a slow one.
+    #[error("IMDS {method} {url}: {kind}")]
+    Imds {
+        /// `GET` or `PUT`.
+        method: &'static str,
+        /// The URL asked for, base and path.
+        url: String,
+        /// What went wrong.
+        kind: ImdsErrorKind,
+    },
     /// A document (JSON, lease file) could not be parsed at all.
     #[error("{what}: {message}")]
     Syntax {
@@ -97,6 +109,55 @@ impl Error {
         Self::Io {
             path: format!("{path:?}"),
             message: e.to_string(),
+        }
+    }
+}
+
+/// How an IMDS request failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ImdsErrorKind {
+    /// The token request was refused with 403: the instance's metadata endpoint is
+    /// switched off. Retrying does not help.
+    #[error("IMDS disabled (the token request was refused with HTTP 403)")]
+    Disabled,
+    /// No complete answer in time.
+    #[error("timed out ({phase})")]
+    Timeout {
+        /// Which timeout fired, for example `connect` or `whole request`.
+        phase: String,
+    },
+    /// An HTTP status that is neither data nor "not found".
+    #[error("HTTP {status}{}", retry_after.map(|d| format!(" (retry after {} s)", d.as_secs())).unwrap_or_default())]
+    Http {
+        /// The status code.
+        status: u16,
+        /// A 503's `Retry-After`, when it named a number of seconds.
+        retry_after: Option<std::time::Duration>,
+    },
+    /// The connection failed: refused, reset, unreachable.
+    #[error("{message}")]
+    Io {
+        /// The kind of the underlying IO error.
+        kind: std::io::ErrorKind,
+        /// Its message.
+        message: String,
+    },
+    /// The answer is not what IMDS sends: not HTTP, not UTF-8, too large, a bad token.
+    #[error("unusable answer: {reason}")]
+    Garbage {
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl ImdsErrorKind {
+    /// Whether asking again later may succeed: timeouts, connection errors, 5xx and
+    /// 429. A disabled endpoint, a refused request and garbage stay what they are.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Timeout { .. } | Self::Io { .. } => true,
+            Self::Http { status, .. } => *status >= 500 || *status == 429,
+            Self::Disabled | Self::Garbage { .. } => false,
         }
     }
 }

@@ -12,11 +12,13 @@
 //! * [`plan`] computes a [`model::Plan`] for the `ec2-net-utils` or `cloud-init` scheme;
 //! * [`diff`] compares a plan with the routing state the kernel holds;
 //! * [`render`] prints a plan as `ip` lines, JSON, netplan or networkd drop-ins;
-//! * [`apply`] writes a plan to the kernel over netlink, owned, diffed and rolled back.
+//! * [`apply`] writes a plan to the kernel over netlink, owned, diffed and rolled back;
+//! * [`source`] fetches metadata: the EC2 IMDS client and its consistency wait.
 //!
-//! Every module but [`apply::netlink`] and [`apply::state`] is pure: no files,
-//! sockets, clock or environment. IO lives there and in the binaries, behind seams
-//! (the [`apply::Applier`] trait, a root prefix for every path).
+//! Every module but [`source`], [`apply::netlink`] and [`apply::state`] is pure: no
+//! files, sockets, clock or environment. IO lives there and in the binaries, behind
+//! seams they are handed (the [`apply::Applier`] trait, base URLs, a root prefix for
+//! every path, a clock).
 
 #![deny(missing_docs)]
 
@@ -30,5 +32,6 @@ pub mod metadata;
 pub mod model;
 pub mod plan;
 pub mod render;
+pub mod source;
 
 pub use error::{Error, Result};

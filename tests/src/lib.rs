@@ -14,6 +14,8 @@ pub mod netns;
 
 use std::path::PathBuf;
 
+pub mod emulator;
+
 /// Whether the tests run in CI, where a missing prerequisite must fail the test
 /// instead of skipping it.
 pub fn in_ci() -> bool {

@@ -1,0 +1,545 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: the EC2 instance metadata service (IMDS) client, over HTTP, with its
+//! token cached under `<root>/run/leasehook/` (SPEC §4.1).
+//!
+//! * **IMDSv2.** A session token is `PUT` once (`/latest/api/token`, six hours) and
+//!   sent with every `GET`. It is cached on disk (`<root>/run/leasehook/imds-token`,
+//!   mode 0600, replaced atomically, never through a symlink) so the next hook
+//!   process reuses it, and it is replaced when IMDS answers 401. A 403 on the token request
+//!   means the instance's metadata endpoint is switched off:
+//!   [`ImdsErrorKind::Disabled`], and no IMDSv1 unless
+//!   [`Ec2::with_imdsv1_fallback`] asked for it.
+//! * **Endpoints.** `http://169.254.169.254`, then `http://[fd00:ec2::254]`
+//!   ([`IMDS_ENDPOINTS`]), or the list given to [`Ec2::with_endpoints`]. When one
+//!   cannot be connected to, the next is tried, and the one that answered is used
+//!   first from then on. Base URLs must name an IP literal: there is no DNS.
+//! * **One request.** Connect 1 s, whole request 2 s, one keep-alive connection
+//!   (one ureq agent), no proxy, no redirects, answers capped at 64 KiB and required
+//!   to be UTF-8. [`Ec2::get`] makes one attempt (plus one token refresh on 401);
+//!   waiting and retrying belong to the consistency wait ([`wait`]), which also
+//!   honours a 503's `Retry-After`.
+//! * **Minimal fetch.** [`nic`] decides which keys one NIC event needs, [`wait`]
+//!   fetches them until IMDS agrees with the lease.
+//!
+//! The token never appears in a log line or an error: it is only ever put in the
+//! request header.
+
+pub mod nic;
+mod resolver;
+mod token;
+pub mod wait;
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use ureq::http::Response;
+use ureq::unversioned::transport::DefaultConnector;
+use ureq::{Agent, Body};
+
+use crate::constants::{
+    IMDS_CONNECT_TIMEOUT, IMDS_ENDPOINTS, IMDS_MAX_BODY_BYTES, IMDS_MAX_TOKEN_BYTES,
+    IMDS_REQUEST_TIMEOUT, IMDS_TOKEN_HEADER, IMDS_TOKEN_PATH, IMDS_TOKEN_TTL_HEADER,
+    IMDS_TOKEN_TTL_SECS,
+};
+use crate::error::{Error, ImdsErrorKind, Problem, Result};
+
+pub use nic::NicEvent;
+pub use wait::{Clock, Outcome, SystemClock, WaitPolicy, wait_for_nic};
+
+use token::{Token, TokenCache};
+
+/// Reads one IMDS path: the seam between the consistency wait and the transport.
+pub trait Fetch {
+    /// `GET`s `path` (below the base URL, starting with `/`). `Ok(None)` is a 404:
+    /// IMDS does not (yet) have it.
+    fn get(&self, path: &str) -> Result<Option<String>>;
+}
+
+/// The EC2 IMDS client. One per process is enough; it is `Sync`.
+#[derive(Debug)]
+pub struct Ec2 {
+    endpoints: Vec<String>,
+    /// The endpoint that answered last, tried first.
+    active: AtomicUsize,
+    agent: Agent,
+    cache: Option<TokenCache>,
+    token: Mutex<Option<Token>>,
+    imdsv1_fallback: bool,
+    /// Set once the token request was refused and `imdsv1_fallback` allowed going on
+    /// without one.
+    v1: AtomicBool,
+}
+
+/// `GET` or `PUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Get,
+    Put,
+}
+
+impl Method {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "GET",
+            Self::Put => "PUT",
+        }
+    }
+}
+
+impl Ec2 {
+    /// A client for the default endpoints whose token cache lives under `root`
+    /// (`/` in production: `/run/leasehook/imds-token`).
+    pub fn try_new(root: impl AsRef<Path>) -> Result<Self> {
+        let endpoints = IMDS_ENDPOINTS.iter().map(|s| (*s).to_owned()).collect();
+        Ok(Self {
+            endpoints,
+            active: AtomicUsize::new(0),
+            agent: agent(IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT),
+            cache: Some(TokenCache::new(root.as_ref())),
+            token: Mutex::new(None),
+            imdsv1_fallback: false,
+            v1: AtomicBool::new(false),
+        })
+    }
+
+    /// Replaces the endpoint list (config `imds.endpoints`): `http://` base URLs
+    /// whose host is an IP literal, tried in order.
+    pub fn with_endpoints<I, S>(mut self, endpoints: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut list = Vec::new();
+        for e in endpoints {
+            list.push(check_endpoint(e.as_ref())?);
+        }
+        if list.is_empty() {
+            return Err(Error::Argument {
+                arg: "imds.endpoints".to_owned(),
+                problem: Problem::bad("at least one endpoint is needed", ""),
+            });
+        }
+        self.endpoints = list;
+        self.active = AtomicUsize::new(0);
+        Ok(self)
+    }
+
+    /// Allows plain IMDSv1 `GET`s when the token request is refused (config
+    /// `imdsv1_fallback`; off by default, SPEC §4.1).
+    #[must_use]
+    pub fn with_imdsv1_fallback(mut self, on: bool) -> Self {
+        self.imdsv1_fallback = on;
+        self
+    }
+
+    /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
+    #[must_use]
+    pub fn with_timeouts(mut self, connect: Duration, request: Duration) -> Self {
+        self.agent = agent(connect, request);
+        self
+    }
+
+    /// Keeps the token in memory only.
+    #[must_use]
+    pub fn without_token_cache(mut self) -> Self {
+        self.cache = None;
+        self
+    }
+
+    /// The base URLs, in the order they are tried.
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    /// The consistency wait for one NIC event, with the real clock: see
+    /// [`wait::wait_for_nic`].
+    pub fn wait_for_nic(&self, event: &NicEvent, policy: &WaitPolicy) -> Outcome {
+        wait_for_nic(self, event, policy, &SystemClock)
+    }
+
+    /// The token to send, fetching one when neither memory nor the cache file holds
+    /// a fresh one. `None` in IMDSv1 fallback mode. `stale` is a token IMDS just
+    /// refused: it is not taken again from the cache.
+    fn token(&self, stale: Option<&Token>) -> Result<Option<Token>> {
+        if self.v1.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let now = SystemTime::now();
+        let mut held = self
+            .token
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(t) = held.as_ref()
+            && t.is_fresh(now)
+            && !t.is_same(stale)
+        {
+            return Ok(Some(t.clone()));
+        }
+        // Another process may have fetched one already.
+        if let Some(t) = self.cache.as_ref().and_then(|c| c.load(now))
+            && !t.is_same(stale)
+        {
+            log::debug!(
+                "IMDS token from the cache, {} s left",
+                t.remaining_secs(now)
+            );
+            *held = Some(t.clone());
+            return Ok(Some(t));
+        }
+        match self.fetch_token() {
+            Ok(t) => {
+                log::info!(
+                    "IMDS: new IMDSv2 token, valid {} s",
+                    t.remaining_secs(SystemTime::now())
+                );
+                if let Some(c) = &self.cache {
+                    c.store(&t);
+                }
+                *held = Some(t.clone());
+                Ok(Some(t))
+            }
+            Err(Error::Imds { kind, url, .. }) if self.imdsv1_fallback && is_refusal(&kind) => {
+                log::warn!(
+                    "IMDS PUT {url}: {kind}; imdsv1_fallback is set, going on without a token (IMDSv1)"
+                );
+                self.v1.store(true, Ordering::Relaxed);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `PUT`s a token request.
+    fn fetch_token(&self) -> Result<Token> {
+        let (url, mut resp) = self.send(Method::Put, IMDS_TOKEN_PATH, None)?;
+        let status = resp.status().as_u16();
+        let fail = |kind| Error::Imds {
+            method: Method::Put.as_str(),
+            url: url.clone(),
+            kind,
+        };
+        match status {
+            200 => {
+                let body = read_body(&mut resp, IMDS_MAX_TOKEN_BYTES).map_err(&fail)?;
+                Token::try_new(
+                    &body,
+                    Duration::from_secs(IMDS_TOKEN_TTL_SECS),
+                    SystemTime::now(),
+                )
+                .map_err(|reason| fail(ImdsErrorKind::Garbage { reason }))
+            }
+            403 => {
+                drain(&mut resp);
+                Err(fail(ImdsErrorKind::Disabled))
+            }
+            _ => {
+                drain(&mut resp);
+                Err(fail(http_error(&resp)))
+            }
+        }
+    }
+
+    /// One request to the first endpoint that can be connected to, starting with
+    /// the one that answered last. Returns the URL asked and the answer.
+    fn send(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&Token>,
+    ) -> Result<(String, Response<Body>)> {
+        let n = self.endpoints.len();
+        let first = self.active.load(Ordering::Relaxed) % n.max(1);
+        let mut tried = 0;
+        loop {
+            let idx = (first + tried) % n.max(1);
+            let base = self.endpoints.get(idx).map_or("", String::as_str);
+            let url = format!("{base}{path}");
+            let answer = match method {
+                Method::Put => self
+                    .agent
+                    .put(&url)
+                    .header(IMDS_TOKEN_TTL_HEADER, IMDS_TOKEN_TTL_SECS.to_string())
+                    .send_empty(),
+                Method::Get => {
+                    let req = self.agent.get(&url);
+                    match token {
+                        Some(t) => req.header(IMDS_TOKEN_HEADER, t.secret()).call(),
+                        None => req.call(),
+                    }
+                }
+            };
+            tried += 1;
+            match answer {
+                Ok(resp) => {
+                    log::debug!("IMDS {} {url}: {}", method.as_str(), resp.status().as_u16());
+                    if idx != first {
+                        log::info!("IMDS: using endpoint {base}");
+                        self.active.store(idx, Ordering::Relaxed);
+                    }
+                    return Ok((url, resp));
+                }
+                Err(e) => {
+                    let kind = map_ureq_error(&e);
+                    if is_unreachable(&e) && tried < n {
+                        log::warn!(
+                            "IMDS {} {url}: {kind}; trying the next endpoint",
+                            method.as_str()
+                        );
+                        continue;
+                    }
+                    log::debug!("IMDS {} {url}: {kind}", method.as_str());
+                    return Err(Error::Imds {
+                        method: method.as_str(),
+                        url,
+                        kind,
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Fetch for Ec2 {
+    /// One `GET` with the token; on a 401 the token is replaced once and the `GET`
+    /// repeated. 200 is the body, 404 is `None`, anything else an error.
+    fn get(&self, path: &str) -> Result<Option<String>> {
+        let mut stale = None;
+        loop {
+            let token = self.token(stale.as_ref())?;
+            let (url, mut resp) = self.send(Method::Get, path, token.as_ref())?;
+            let fail = |kind| Error::Imds {
+                method: Method::Get.as_str(),
+                url: url.clone(),
+                kind,
+            };
+            match resp.status().as_u16() {
+                200 => {
+                    return read_body(&mut resp, IMDS_MAX_BODY_BYTES)
+                        .map(Some)
+                        .map_err(fail);
+                }
+                404 => {
+                    drain(&mut resp);
+                    return Ok(None);
+                }
+                401 if stale.is_none() && token.is_some() => {
+                    drain(&mut resp);
+                    log::info!("IMDS GET {url}: 401, the token was refused; fetching a new one");
+                    stale = token;
+                }
+                _ => {
+                    drain(&mut resp);
+                    return Err(fail(http_error(&resp)));
+                }
+            }
+        }
+    }
+}
+
+/// Builds the one agent a client uses: keep-alive, no proxy, no redirects, statuses
+/// as data, IP literals only.
+fn agent(connect: Duration, request: Duration) -> Agent {
+    let config = Agent::config_builder()
+        .timeout_connect(Some(connect))
+        .timeout_global(Some(request))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        // IMDS is link-local: never route it through $http_proxy.
+        .proxy(None)
+        .user_agent(concat!("leasehook/", env!("CARGO_PKG_VERSION")))
+        .build();
+    Agent::with_parts(config, DefaultConnector::new(), resolver::IpLiteral)
+}
+
+/// Checks one base URL: `http://`, an IP literal host, an optional port, no path.
+fn check_endpoint(url: &str) -> Result<String> {
+    let bad = |reason: &str| Error::Argument {
+        arg: "imds.endpoints".to_owned(),
+        problem: Problem::bad(reason, url),
+    };
+    let trimmed = url.trim_end_matches('/');
+    let uri: ureq::http::Uri = trimmed.parse().map_err(|_| bad("not a URL"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(bad("only http:// is supported (IMDS has no TLS)"));
+    }
+    if uri
+        .path_and_query()
+        .is_some_and(|p| p.as_str() != "/" && !p.as_str().is_empty())
+    {
+        return Err(bad("a base URL has no path"));
+    }
+    if resolver::socket_addr(&uri).is_none() {
+        return Err(bad("the host must be an IP address (no DNS is done)"));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// Reads a body of at most `limit` bytes as UTF-8.
+fn read_body(resp: &mut Response<Body>, limit: u64) -> Result<String, ImdsErrorKind> {
+    let bytes = resp
+        .body_mut()
+        .with_config()
+        .limit(limit)
+        .read_to_vec()
+        .map_err(|e| map_ureq_error(&e))?;
+    String::from_utf8(bytes).map_err(|e| ImdsErrorKind::Garbage {
+        reason: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+    })
+}
+
+/// Reads and drops an answer's body, so the connection can serve the next request
+/// (ureq closes a connection whose answer was not read to the end).
+fn drain(resp: &mut Response<Body>) {
+    let _ = resp
+        .body_mut()
+        .with_config()
+        .limit(IMDS_MAX_BODY_BYTES)
+        .read_to_vec();
+}
+
+/// An HTTP status that is an error, with a 503's `Retry-After` in seconds.
+fn http_error(resp: &Response<Body>) -> ImdsErrorKind {
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    ImdsErrorKind::Http {
+        status: resp.status().as_u16(),
+        retry_after,
+    }
+}
+
+/// Whether a token failure means "no tokens here" (so IMDSv1 may be tried), rather
+/// than "IMDS is not answering".
+fn is_refusal(kind: &ImdsErrorKind) -> bool {
+    match kind {
+        ImdsErrorKind::Disabled => true,
+        ImdsErrorKind::Http { status, .. } => (400..500).contains(status),
+        _ => false,
+    }
+}
+
+/// Whether the endpoint could not be reached at all, so the next one may answer.
+fn is_unreachable(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind as K;
+    match e {
+        ureq::Error::Timeout(ureq::Timeout::Connect) | ureq::Error::ConnectionFailed => true,
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            K::ConnectionRefused | K::NetworkUnreachable | K::HostUnreachable | K::AddrNotAvailable
+        ),
+        _ => false,
+    }
+}
+
+fn map_ureq_error(e: &ureq::Error) -> ImdsErrorKind {
+    match e {
+        ureq::Error::Timeout(t) => ImdsErrorKind::Timeout {
+            phase: match t {
+                ureq::Timeout::Connect => "connect".to_owned(),
+                ureq::Timeout::Global => "whole request".to_owned(),
+                other => format!("{other:?}").to_lowercase(),
+            },
+        },
+        ureq::Error::Io(io) => ImdsErrorKind::Io {
+            kind: io.kind(),
+            message: io.to_string(),
+        },
+        ureq::Error::Protocol(p) => ImdsErrorKind::Garbage {
+            reason: format!("not an HTTP answer ({p})"),
+        },
+        ureq::Error::BodyExceedsLimit(n) => ImdsErrorKind::Garbage {
+            reason: format!("answer larger than {n} bytes"),
+        },
+        other => ImdsErrorKind::Io {
+            kind: std::io::ErrorKind::Other,
+            message: other.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_must_be_http_ip_literals() {
+        let root = tempfile::tempdir().unwrap();
+        let ok = Ec2::try_new(root.path())
+            .unwrap()
+            .with_endpoints(["http://127.0.0.1:8080/", "http://[::1]:9"])
+            .unwrap();
+        assert_eq!(ok.endpoints(), ["http://127.0.0.1:8080", "http://[::1]:9"]);
+        for bad in [
+            "https://169.254.169.254",
+            "http://instance-data",
+            "http://169.254.169.254/latest",
+            "169.254.169.254",
+            "",
+        ] {
+            let e = Ec2::try_new(root.path())
+                .unwrap()
+                .with_endpoints([bad])
+                .unwrap_err();
+            assert!(e.to_string().starts_with("argument imds.endpoints"), "{e}");
+        }
+        assert!(
+            Ec2::try_new(root.path())
+                .unwrap()
+                .with_endpoints(Vec::<String>::new())
+                .is_err()
+        );
+        let default = Ec2::try_new(root.path()).unwrap();
+        assert_eq!(default.endpoints(), IMDS_ENDPOINTS);
+    }
+
+    #[test]
+    fn retryable_kinds() {
+        use ImdsErrorKind as K;
+        let http = |status| K::Http {
+            status,
+            retry_after: None,
+        };
+        assert!(http(503).is_retryable());
+        assert!(http(500).is_retryable());
+        assert!(http(429).is_retryable());
+        assert!(!http(400).is_retryable());
+        assert!(!K::Disabled.is_retryable());
+        assert!(
+            K::Timeout {
+                phase: "connect".into()
+            }
+            .is_retryable()
+        );
+        assert!(!K::Garbage { reason: "x".into() }.is_retryable());
+        assert!(is_refusal(&K::Disabled));
+        assert!(is_refusal(&http(405)));
+        assert!(!is_refusal(&http(503)));
+    }
+
+    #[test]
+    fn error_messages_name_the_url() {
+        let e = Error::Imds {
+            method: "GET",
+            url: "http://169.254.169.254/latest/meta-data/mac".into(),
+            kind: ImdsErrorKind::Http {
+                status: 503,
+                retry_after: Some(Duration::from_secs(2)),
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "IMDS GET http://169.254.169.254/latest/meta-data/mac: HTTP 503 (retry after 2 s)"
+        );
+        let d = Error::Imds {
+            method: "PUT",
+            url: "http://169.254.169.254/latest/api/token".into(),
+            kind: ImdsErrorKind::Disabled,
+        };
+        assert!(d.to_string().contains("IMDS disabled"), "{d}");
+    }
+}

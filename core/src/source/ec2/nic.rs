@@ -1,0 +1,698 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: what one NIC event needs from IMDS, what to ask for next, and whether the
+//! answers so far agree with the lease (the consistency decision of SPEC §3.5).
+//!
+//! # What is fetched
+//!
+//! Only the event's MAC folder, and within it only the keys the lease's family
+//! needs, plus the top-level `meta-data/mac` (which names the primary NIC). The MAC
+//! folder's listing (`macs/<mac>/`) is read first: a key it does not list is absent,
+//! so it costs no request, and a key it lists that then answers 404 is absent too,
+//! because the folder is known to exist.
+//!
+//! | key | needed for | required |
+//! |---|---|---|
+//! | `device-number` | every lease | yes: the table number; `0` only on the primary MAC |
+//! | `network-card` | every lease | no: absent on single-card instance types (card 0) |
+//! | `local-ipv4s` | DHCPv4 | yes: must hold the leased address |
+//! | `subnet-ipv4-cidr-block` | DHCPv4 | yes: the subnet route |
+//! | `ipv4-prefix` | DHCPv4 | no: only when prefixes are delegated |
+//! | `ipv6s` | DHCPv6 | yes: must hold the leased address |
+//! | `subnet-ipv6-cidr-blocks` | DHCPv6 | yes: the subnet routes |
+//! | `ipv6-prefix` | DHCPv6 | no: only when prefixes are delegated |
+//! | `interface-id` | every lease | no: for logs only |
+//!
+//! A required key that is absent, or that does not yet say what the lease proves,
+//! is asked for again in the next round (directly, without the listing); an
+//! optional key is read once.
+//!
+//! # When IMDS agrees
+//!
+//! The answers are parsed with the same parser as a whole metadata tree
+//! ([`parse_nic`], [`parse_tree`]) and handed to the planner with the event's own
+//! link and lease: what [`plan`] lists as [`Missing`] (and waiting can fix, see
+//! [`Missing::is_metadata`]) is what the wait is still waiting for. So the wait and
+//! the plan cannot disagree about what "complete" means.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use serde_json::{Map, Value, json};
+
+use crate::constants::IMDS_META_DATA;
+use crate::error::{Error, Problem, Result};
+use crate::metadata::{MACS_PATH, parse_nic, parse_tree};
+use crate::model::{Family, IfName, InstanceNetwork, Lease, Link, MacAddr, Missing, Profile};
+use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+
+/// A key of a MAC folder that leasehook reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NicKey {
+    /// `device-number`.
+    DeviceNumber,
+    /// `network-card`.
+    NetworkCard,
+    /// `local-ipv4s`.
+    LocalIpv4s,
+    /// `subnet-ipv4-cidr-block`.
+    SubnetIpv4,
+    /// `ipv4-prefix`.
+    Ipv4Prefix,
+    /// `ipv6s`.
+    Ipv6s,
+    /// `subnet-ipv6-cidr-blocks`.
+    SubnetIpv6,
+    /// `ipv6-prefix`.
+    Ipv6Prefix,
+    /// `interface-id`.
+    InterfaceId,
+}
+
+impl NicKey {
+    /// Every key, in the order they are asked for.
+    pub const ALL: [Self; 9] = [
+        Self::DeviceNumber,
+        Self::NetworkCard,
+        Self::LocalIpv4s,
+        Self::SubnetIpv4,
+        Self::Ipv4Prefix,
+        Self::Ipv6s,
+        Self::SubnetIpv6,
+        Self::Ipv6Prefix,
+        Self::InterfaceId,
+    ];
+
+    /// The key's name in the folder.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::DeviceNumber => "device-number",
+            Self::NetworkCard => "network-card",
+            Self::LocalIpv4s => "local-ipv4s",
+            Self::SubnetIpv4 => "subnet-ipv4-cidr-block",
+            Self::Ipv4Prefix => "ipv4-prefix",
+            Self::Ipv6s => "ipv6s",
+            Self::SubnetIpv6 => "subnet-ipv6-cidr-blocks",
+            Self::Ipv6Prefix => "ipv6-prefix",
+            Self::InterfaceId => "interface-id",
+        }
+    }
+
+    /// The family whose lease needs this key; `None` for keys every lease needs.
+    pub fn family(self) -> Option<Family> {
+        match self {
+            Self::LocalIpv4s | Self::SubnetIpv4 | Self::Ipv4Prefix => Some(Family::V4),
+            Self::Ipv6s | Self::SubnetIpv6 | Self::Ipv6Prefix => Some(Family::V6),
+            Self::DeviceNumber | Self::NetworkCard | Self::InterfaceId => None,
+        }
+    }
+
+    /// Whether the wait cannot be done without it (see the module docs' table).
+    pub fn is_required(self) -> bool {
+        matches!(
+            self,
+            Self::DeviceNumber
+                | Self::LocalIpv4s
+                | Self::SubnetIpv4
+                | Self::Ipv6s
+                | Self::SubnetIpv6
+        )
+    }
+}
+
+/// One request of the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Request {
+    /// The top-level `meta-data/mac`: the primary NIC.
+    PrimaryMac,
+    /// The MAC folder's listing, `macs/<mac>/`.
+    Listing,
+    /// One key of the MAC folder.
+    Key(NicKey),
+}
+
+impl Request {
+    /// The request's path below the base URL.
+    pub fn path(self, mac: MacAddr) -> String {
+        match self {
+            Self::PrimaryMac => format!("{IMDS_META_DATA}/mac"),
+            Self::Listing => format!("{IMDS_META_DATA}/{MACS_PATH}/{mac}/"),
+            Self::Key(k) => format!("{IMDS_META_DATA}/{MACS_PATH}/{mac}/{}", k.name()),
+        }
+    }
+}
+
+/// What a DHCP event asks about: one interface, its MAC, and the lease(s) in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicEvent {
+    interface: IfName,
+    mac: MacAddr,
+    leases: Vec<Lease>,
+}
+
+impl NicEvent {
+    /// An event with at least one lease and at most one per family.
+    pub fn try_new(interface: IfName, mac: MacAddr, leases: Vec<Lease>) -> Result<Self> {
+        let bad = |reason: &str| Error::Argument {
+            arg: "lease".to_owned(),
+            problem: Problem::bad(reason, interface.as_str()),
+        };
+        if leases.is_empty() {
+            return Err(bad("a NIC event needs a lease"));
+        }
+        let families: BTreeSet<Family> = leases.iter().map(|l| l.family).collect();
+        if families.len() != leases.len() {
+            return Err(bad("two leases of one family"));
+        }
+        if leases.iter().any(|l| Family::of(&l.address) != l.family) {
+            return Err(bad("a lease's address is not of its family"));
+        }
+        Ok(Self {
+            interface,
+            mac,
+            leases,
+        })
+    }
+
+    /// The interface.
+    pub fn interface(&self) -> &IfName {
+        &self.interface
+    }
+
+    /// The interface's MAC.
+    pub fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    /// The leases.
+    pub fn leases(&self) -> &[Lease] {
+        &self.leases
+    }
+
+    /// The keys this event reads: the family-neutral ones and those of its leases'
+    /// families, in [`NicKey::ALL`] order.
+    pub fn keys(&self) -> Vec<NicKey> {
+        NicKey::ALL
+            .into_iter()
+            .filter(|k| {
+                k.family()
+                    .is_none_or(|f| self.leases.iter().any(|l| l.family == f))
+            })
+            .collect()
+    }
+}
+
+/// One answer: a value, or absent (404, or not in the folder's listing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leaf {
+    /// IMDS does not have it.
+    Absent,
+    /// The body IMDS answered.
+    Value(String),
+}
+
+/// Everything fetched so far for one event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fetched {
+    primary_mac: Option<Leaf>,
+    listing: Listing,
+    keys: BTreeMap<NicKey, Leaf>,
+}
+
+/// What is known of the MAC folder.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum Listing {
+    /// Not asked yet.
+    #[default]
+    Unknown,
+    /// 404: IMDS has no folder for this MAC (yet).
+    NotFound,
+    /// The folder's entries, without the trailing `/` of subfolders.
+    Entries(BTreeSet<String>),
+}
+
+impl Fetched {
+    /// Nothing fetched yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records IMDS's answer to `request` (`None` for 404).
+    pub fn record(&mut self, request: Request, answer: Option<String>) {
+        match request {
+            Request::PrimaryMac => self.primary_mac = Some(leaf(answer)),
+            Request::Listing => {
+                self.listing = answer.map_or(Listing::NotFound, |body| {
+                    Listing::Entries(
+                        body.lines()
+                            .map(|l| l.trim().trim_end_matches('/'))
+                            .filter(|l| !l.is_empty())
+                            .map(str::to_owned)
+                            .collect(),
+                    )
+                });
+            }
+            Request::Key(k) => {
+                self.keys.insert(k, leaf(answer));
+            }
+        }
+    }
+
+    /// Whether the MAC folder is known to exist.
+    pub fn folder_exists(&self) -> bool {
+        matches!(self.listing, Listing::Entries(_))
+    }
+
+    fn is_listed(&self, key: NicKey) -> bool {
+        matches!(&self.listing, Listing::Entries(names) if names.contains(key.name()))
+    }
+}
+
+fn leaf(answer: Option<String>) -> Leaf {
+    answer.map_or(Leaf::Absent, Leaf::Value)
+}
+
+/// The consistency decision for what has been fetched so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assessment {
+    /// The metadata fetched so far: the primary MAC, and this NIC when its folder
+    /// exists.
+    pub network: InstanceNetwork,
+    /// What IMDS does not say yet; empty when it agrees with the lease.
+    pub missing: Vec<Missing>,
+}
+
+impl Assessment {
+    /// Whether IMDS agrees with the lease.
+    pub fn is_complete(&self) -> bool {
+        self.missing.is_empty()
+    }
+}
+
+/// Parses what was fetched and asks the planner (`ec2-net-utils` scheme) what it
+/// still lacks. Fails on a value that does not parse, naming its key.
+pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
+    let primary_mac = match &fetched.primary_mac {
+        Some(Leaf::Value(v)) => parse_tree(&json!({ "mac": v }))?.primary_mac,
+        _ => None,
+    };
+    let mut nics = Vec::new();
+    if fetched.folder_exists() {
+        let folder: Map<String, Value> = fetched
+            .keys
+            .iter()
+            .filter_map(|(k, leaf)| match leaf {
+                Leaf::Value(v) => Some((k.name().to_owned(), Value::String(v.clone()))),
+                Leaf::Absent => None,
+            })
+            .collect();
+        let path = format!("{MACS_PATH}/{}", event.mac);
+        nics.push(parse_nic(event.mac, &path, &folder)?);
+    }
+    let network = InstanceNetwork { primary_mac, nics };
+    let links = [Link {
+        name: event.interface.clone(),
+        mac: event.mac,
+        ipv6_router: None,
+    }];
+    let leases: Vec<InterfaceLease> = event
+        .leases
+        .iter()
+        .map(|l| InterfaceLease {
+            interface: event.interface.clone(),
+            lease: l.clone(),
+        })
+        .collect();
+    let cfg = PlanConfig {
+        profile: Profile::Ec2NetUtils,
+        ..PlanConfig::default()
+    };
+    let p = plan(
+        &PlanInput {
+            metadata: &network,
+            links: &links,
+            leases: &leases,
+        },
+        &cfg,
+    )?;
+    let mut missing: Vec<Missing> = p
+        .interfaces
+        .into_iter()
+        .flat_map(|i| i.missing)
+        .filter(Missing::is_metadata)
+        .collect();
+    missing.sort();
+    missing.dedup();
+    Ok(Assessment { network, missing })
+}
+
+/// The request that answers a missing item, if any.
+fn request_for(missing: &Missing) -> Option<Request> {
+    let by_family = |v4, v6, family| {
+        Some(Request::Key(match family {
+            Family::V4 => v4,
+            Family::V6 => v6,
+        }))
+    };
+    match missing {
+        Missing::MacFolder => Some(Request::Listing),
+        Missing::PrimaryMac => Some(Request::PrimaryMac),
+        Missing::DeviceNumber | Missing::DeviceNumberNotPropagated => {
+            Some(Request::Key(NicKey::DeviceNumber))
+        }
+        Missing::LeaseAddress { address } => by_family(
+            NicKey::LocalIpv4s,
+            NicKey::Ipv6s,
+            match address {
+                IpAddr::V4(_) => Family::V4,
+                IpAddr::V6(_) => Family::V6,
+            },
+        ),
+        Missing::Addresses { family } => by_family(NicKey::LocalIpv4s, NicKey::Ipv6s, *family),
+        Missing::Subnet { family } => by_family(NicKey::SubnetIpv4, NicKey::SubnetIpv6, *family),
+        Missing::Router { .. } => None,
+    }
+}
+
+/// The next request of a round, or `None` when the round is done.
+///
+/// `missing` is the assessment the round started from, `asked` what this round
+/// has asked already. Never-fetched things come first: the top-level `mac`, the
+/// MAC folder's listing, then each key the listing names. After that only what
+/// `missing` points at is asked again.
+pub fn next_request(
+    event: &NicEvent,
+    fetched: &Fetched,
+    missing: &[Missing],
+    asked: &BTreeSet<Request>,
+) -> Option<Request> {
+    let again: BTreeSet<Request> = missing.iter().filter_map(request_for).collect();
+    let due = |r: Request, needed: bool| needed && !asked.contains(&r);
+    if due(
+        Request::PrimaryMac,
+        fetched.primary_mac.is_none() || again.contains(&Request::PrimaryMac),
+    ) {
+        return Some(Request::PrimaryMac);
+    }
+    if !fetched.folder_exists() {
+        // Keys cannot be told absent before the folder exists.
+        return due(Request::Listing, true).then_some(Request::Listing);
+    }
+    event.keys().into_iter().map(Request::Key).find(|r| {
+        let Request::Key(k) = *r else { return false };
+        let needed = match fetched.keys.get(&k) {
+            None => fetched.is_listed(k) || again.contains(r),
+            Some(_) => again.contains(r),
+        };
+        due(*r, needed)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Reason;
+
+    const PRIMARY: &str = "02:00:00:00:00:01";
+    const SECONDARY: &str = "02:00:00:00:00:02";
+
+    fn lease(addr: &str) -> Lease {
+        let address: IpAddr = addr.parse().unwrap();
+        Lease {
+            family: Family::of(&address),
+            address,
+            prefix_len: if address.is_ipv4() { 24 } else { 128 },
+            routers: Vec::new(),
+            reason: Reason::Bound,
+        }
+    }
+
+    fn event(mac: &str, leases: &[&str]) -> NicEvent {
+        NicEvent::try_new(
+            IfName::try_new("eth1").unwrap(),
+            mac.parse().unwrap(),
+            leases.iter().map(|a| lease(a)).collect(),
+        )
+        .unwrap()
+    }
+
+    /// Runs one round against a fake folder; returns the requests made.
+    fn round(
+        ev: &NicEvent,
+        state: &mut Fetched,
+        missing: &[Missing],
+        tree: &BTreeMap<Request, Option<&str>>,
+    ) -> Vec<Request> {
+        let mut asked = BTreeSet::new();
+        let mut order = Vec::new();
+        while let Some(r) = next_request(ev, state, missing, &asked) {
+            asked.insert(r);
+            order.push(r);
+            state.record(r, tree.get(&r).copied().flatten().map(str::to_owned));
+        }
+        order
+    }
+
+    fn tree(entries: &[(Request, &'static str)]) -> BTreeMap<Request, Option<&'static str>> {
+        entries.iter().map(|(r, v)| (*r, Some(*v))).collect()
+    }
+
+    #[test]
+    fn keys_follow_the_lease_families() {
+        let names = |ev: &NicEvent| ev.keys().into_iter().map(NicKey::name).collect::<Vec<_>>();
+        assert_eq!(
+            names(&event(SECONDARY, &["10.0.1.20"])),
+            [
+                "device-number",
+                "network-card",
+                "local-ipv4s",
+                "subnet-ipv4-cidr-block",
+                "ipv4-prefix",
+                "interface-id"
+            ]
+        );
+        assert_eq!(
+            names(&event(SECONDARY, &["2600::20"])),
+            [
+                "device-number",
+                "network-card",
+                "ipv6s",
+                "subnet-ipv6-cidr-blocks",
+                "ipv6-prefix",
+                "interface-id"
+            ]
+        );
+        assert_eq!(
+            names(&event(SECONDARY, &["10.0.1.20", "2600::20"])).len(),
+            9
+        );
+        let ifname = IfName::try_new("eth1").unwrap();
+        let mac: MacAddr = SECONDARY.parse().unwrap();
+        assert!(NicEvent::try_new(ifname.clone(), mac, vec![]).is_err());
+        assert!(
+            NicEvent::try_new(
+                ifname.clone(),
+                mac,
+                vec![lease("10.0.0.1"), lease("10.0.0.2")]
+            )
+            .is_err()
+        );
+        let mut wrong = lease("10.0.0.1");
+        wrong.family = Family::V6;
+        assert!(NicEvent::try_new(ifname, mac, vec![wrong]).is_err());
+    }
+
+    #[test]
+    fn paths() {
+        let mac: MacAddr = SECONDARY.parse().unwrap();
+        assert_eq!(Request::PrimaryMac.path(mac), "/latest/meta-data/mac");
+        assert_eq!(
+            Request::Listing.path(mac),
+            "/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02/"
+        );
+        assert_eq!(
+            Request::Key(NicKey::SubnetIpv6).path(mac),
+            "/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02/subnet-ipv6-cidr-blocks"
+        );
+    }
+
+    #[test]
+    fn first_round_reads_only_listed_keys_of_the_family() {
+        let ev = event(SECONDARY, &["10.0.1.20"]);
+        let mut state = Fetched::new();
+        let start = assess(&ev, &state).unwrap();
+        assert_eq!(start.missing, [Missing::MacFolder, Missing::PrimaryMac]);
+        let t = tree(&[
+            (Request::PrimaryMac, PRIMARY),
+            (
+                Request::Listing,
+                "device-number\ninterface-id\nipv4-associations/\nlocal-ipv4s\nmac\nsubnet-ipv4-cidr-block\nipv6s\nsubnet-ipv6-cidr-blocks",
+            ),
+            (Request::Key(NicKey::DeviceNumber), "1"),
+            (Request::Key(NicKey::InterfaceId), "eni-2"),
+            (Request::Key(NicKey::LocalIpv4s), "10.0.1.20\n10.0.1.21"),
+            (Request::Key(NicKey::SubnetIpv4), "10.0.1.0/24"),
+        ]);
+        let asked = round(&ev, &mut state, &start.missing, &t);
+        assert_eq!(
+            asked,
+            [
+                Request::PrimaryMac,
+                Request::Listing,
+                Request::Key(NicKey::DeviceNumber),
+                Request::Key(NicKey::LocalIpv4s),
+                Request::Key(NicKey::SubnetIpv4),
+                Request::Key(NicKey::InterfaceId),
+            ]
+        );
+        let done = assess(&ev, &state).unwrap();
+        assert!(done.is_complete(), "{:?}", done.missing);
+        let nic = &done.network.nics[0];
+        assert_eq!(nic.device_number, Some(1));
+        assert_eq!(nic.local_ipv4s.len(), 2);
+        assert_eq!(nic.interface_id.as_deref(), Some("eni-2"));
+        // Nothing left to ask.
+        assert_eq!(
+            next_request(&ev, &state, &done.missing, &BTreeSet::new()),
+            None
+        );
+    }
+
+    #[test]
+    fn later_rounds_ask_only_for_what_is_missing() {
+        // DHCPv6 on a secondary: ipv6s not listed yet, device-number reads 0.
+        let ev = event(SECONDARY, &["2600::20"]);
+        let mut state = Fetched::new();
+        let t1 = tree(&[
+            (Request::PrimaryMac, PRIMARY),
+            (
+                Request::Listing,
+                "device-number\nipv6-prefix\nsubnet-ipv6-cidr-blocks",
+            ),
+            (Request::Key(NicKey::DeviceNumber), "0"),
+            (Request::Key(NicKey::SubnetIpv6), "2600::/64"),
+            (Request::Key(NicKey::Ipv6Prefix), "2600:0:0:0:8000::/80"),
+        ]);
+        let start = assess(&ev, &state).unwrap();
+        assert_eq!(round(&ev, &mut state, &start.missing, &t1).len(), 5);
+        let a1 = assess(&ev, &state).unwrap();
+        assert_eq!(
+            a1.missing,
+            [
+                Missing::DeviceNumberNotPropagated,
+                Missing::Addresses { family: Family::V6 }
+            ]
+        );
+        // Round 2: both still wrong; only those two keys are asked.
+        let t2 = tree(&[(Request::Key(NicKey::DeviceNumber), "0")]);
+        let asked = round(&ev, &mut state, &a1.missing, &t2);
+        assert_eq!(
+            asked,
+            [
+                Request::Key(NicKey::DeviceNumber),
+                Request::Key(NicKey::Ipv6s)
+            ]
+        );
+        let a2 = assess(&ev, &state).unwrap();
+        assert_eq!(a2.missing, a1.missing);
+        // Round 3: ipv6s appears, but without the leased address.
+        let t3 = tree(&[
+            (Request::Key(NicKey::DeviceNumber), "2"),
+            (Request::Key(NicKey::Ipv6s), "2600::99"),
+        ]);
+        round(&ev, &mut state, &a2.missing, &t3);
+        let a3 = assess(&ev, &state).unwrap();
+        assert_eq!(
+            a3.missing,
+            [Missing::LeaseAddress {
+                address: "2600::20".parse().unwrap()
+            }]
+        );
+        let t4 = tree(&[(Request::Key(NicKey::Ipv6s), "2600::99\n2600::20")]);
+        assert_eq!(
+            round(&ev, &mut state, &a3.missing, &t4),
+            [Request::Key(NicKey::Ipv6s)]
+        );
+        let a4 = assess(&ev, &state).unwrap();
+        assert!(a4.is_complete(), "{:?}", a4.missing);
+        assert_eq!(a4.network.nics[0].ipv6_prefixes.len(), 1);
+    }
+
+    #[test]
+    fn device_number_zero_is_fine_on_the_primary() {
+        let ev = event(PRIMARY, &["10.0.0.10"]);
+        let mut state = Fetched::new();
+        let t = tree(&[
+            (Request::PrimaryMac, PRIMARY),
+            (
+                Request::Listing,
+                "device-number\nlocal-ipv4s\nsubnet-ipv4-cidr-block",
+            ),
+            (Request::Key(NicKey::DeviceNumber), "0"),
+            (Request::Key(NicKey::LocalIpv4s), "10.0.0.10"),
+            (Request::Key(NicKey::SubnetIpv4), "10.0.0.0/24"),
+        ]);
+        round(&ev, &mut state, &[], &t);
+        assert!(assess(&ev, &state).unwrap().is_complete());
+    }
+
+    #[test]
+    fn missing_folder_then_listed_key_that_404s() {
+        let ev = event(SECONDARY, &["10.0.1.20"]);
+        let mut state = Fetched::new();
+        // Round 1: no folder yet; only mac and the listing are asked.
+        let t1 = tree(&[(Request::PrimaryMac, PRIMARY)]);
+        let start = assess(&ev, &state).unwrap();
+        assert_eq!(
+            round(&ev, &mut state, &start.missing, &t1),
+            [Request::PrimaryMac, Request::Listing]
+        );
+        let a1 = assess(&ev, &state).unwrap();
+        assert_eq!(a1.missing, [Missing::MacFolder]);
+        assert!(a1.network.nics.is_empty());
+        // Round 2: the folder lists the subnet and a prefix, both of which 404.
+        let t2 = tree(&[
+            (
+                Request::Listing,
+                "device-number\nlocal-ipv4s\nsubnet-ipv4-cidr-block\nipv4-prefix",
+            ),
+            (Request::Key(NicKey::DeviceNumber), "1"),
+            (Request::Key(NicKey::LocalIpv4s), "10.0.1.20"),
+        ]);
+        assert_eq!(
+            round(&ev, &mut state, &a1.missing, &t2),
+            [
+                Request::Listing,
+                Request::Key(NicKey::DeviceNumber),
+                Request::Key(NicKey::LocalIpv4s),
+                Request::Key(NicKey::SubnetIpv4),
+                Request::Key(NicKey::Ipv4Prefix),
+            ]
+        );
+        let a2 = assess(&ev, &state).unwrap();
+        assert_eq!(a2.missing, [Missing::Subnet { family: Family::V4 }]);
+        // Round 3: the required subnet is asked again, the optional prefix is not.
+        let t3 = tree(&[(Request::Key(NicKey::SubnetIpv4), "10.0.1.0/24")]);
+        assert_eq!(
+            round(&ev, &mut state, &a2.missing, &t3),
+            [Request::Key(NicKey::SubnetIpv4)]
+        );
+        assert!(assess(&ev, &state).unwrap().is_complete());
+    }
+
+    #[test]
+    fn garbage_values_fail_naming_the_key() {
+        let ev = event(SECONDARY, &["10.0.1.20"]);
+        let mut state = Fetched::new();
+        state.record(Request::Listing, Some("local-ipv4s".into()));
+        state.record(Request::Key(NicKey::LocalIpv4s), Some("10.0.1.999".into()));
+        let e = assess(&ev, &state).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("network/interfaces/macs/02:00:00:00:00:02/local-ipv4s"),
+            "{e}"
+        );
+        let mut state = Fetched::new();
+        state.record(Request::PrimaryMac, Some("not a mac".into()));
+        assert!(assess(&ev, &state).unwrap_err().to_string().contains("mac"));
+    }
+}

@@ -1,0 +1,563 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: the consistency wait's driver loop (SPEC §3.5). It fetches through
+//! the [`Fetch`] it is handed and sleeps on the [`Clock`] it is handed; every
+//! decision (what to ask, whether IMDS agrees) is made by the pure [`nic`] module.
+//!
+//! A round asks for what is still needed ([`nic::next_request`]), then
+//! [`nic::assess`]es the answers. Between rounds the loop sleeps with jittered
+//! exponential backoff: 100 ms doubling up to 2 s (backon's exponential backoff,
+//! whose jitter adds up to the same again, clamped to 2 s), or longer when a 503
+//! named a `Retry-After`. It stops when IMDS agrees with the lease, when an error
+//! cannot go away by waiting, or when the budget (30 s by default) is spent; a
+//! request under way when the budget runs out finishes, so the wait can overrun
+//! the budget by at most one request's timeout.
+//!
+//! **An IMDS error is never read as "empty".** The result is [`Outcome::Complete`],
+//! [`Outcome::Partial`] (IMDS answered, but did not say everything before the budget
+//! ran out) or [`Outcome::Failed`] (IMDS did not answer usefully). On `Failed`
+//! callers keep the state they applied last and change nothing.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+
+use super::Fetch;
+use super::nic::{self, Fetched, NicEvent};
+use crate::constants::{IMDS_BACKOFF_MAX, IMDS_BACKOFF_MIN, IMDS_BUDGET};
+use crate::error::{Error, ImdsErrorKind};
+use crate::model::{InstanceNetwork, Missing};
+
+/// The time source and sleeper of the wait; tests hand in a fake that advances
+/// time when asked to sleep.
+pub trait Clock {
+    /// The current instant.
+    fn now(&self) -> Instant;
+    /// Sleeps for `pause`.
+    fn sleep(&self, pause: Duration);
+}
+
+/// The real clock: [`Instant::now`] and [`std::thread::sleep`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep(&self, pause: Duration) {
+        std::thread::sleep(pause);
+    }
+}
+
+/// How long and how often the wait asks again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// The total time the wait may take (config `imds.budget_s`, default 30 s).
+    pub budget: Duration,
+    /// The first pause between rounds (100 ms).
+    pub min_delay: Duration,
+    /// The longest pause between rounds (2 s), `Retry-After` aside.
+    pub max_delay: Duration,
+    /// Whether pauses are jittered (default on).
+    pub jitter: bool,
+    /// The jitter's random seed, for reproducible tests; `None` seeds randomly.
+    pub jitter_seed: Option<u64>,
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        Self {
+            budget: IMDS_BUDGET,
+            min_delay: IMDS_BACKOFF_MIN,
+            max_delay: IMDS_BACKOFF_MAX,
+            jitter: true,
+            jitter_seed: None,
+        }
+    }
+}
+
+impl WaitPolicy {
+    /// The default policy with another budget.
+    #[must_use]
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    fn backoff(&self) -> impl Iterator<Item = Duration> + use<> {
+        let mut b = ExponentialBuilder::default()
+            .with_min_delay(self.min_delay)
+            .with_max_delay(self.max_delay)
+            .with_factor(2.0)
+            .without_max_times();
+        if self.jitter {
+            b = b.with_jitter();
+            if let Some(seed) = self.jitter_seed {
+                b = b.with_jitter_seed(seed);
+            }
+        }
+        let cap = self.max_delay;
+        b.build().map(move |d| d.min(cap))
+    }
+}
+
+/// The result of the wait. On [`Outcome::Failed`] callers keep the last applied
+/// state: an error says nothing about what IMDS holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Outcome {
+    /// IMDS agrees with the lease: the primary MAC and this NIC's metadata.
+    Complete(InstanceNetwork),
+    /// IMDS answered, but the budget ran out before it said everything; `network`
+    /// holds what it did say. Callers apply what the lease alone proves.
+    Partial {
+        /// What was fetched.
+        network: InstanceNetwork,
+        /// What IMDS still did not say.
+        missing: Vec<Missing>,
+    },
+    /// IMDS did not answer usefully (disabled, unreachable, errors until the budget
+    /// ran out, garbage). Callers change nothing.
+    Failed(Error),
+}
+
+/// Waits until IMDS agrees with `event`'s lease(s), fetching through `fetch` and
+/// sleeping on `clock`, within `policy.budget`.
+pub fn wait_for_nic(
+    fetch: &dyn Fetch,
+    event: &NicEvent,
+    policy: &WaitPolicy,
+    clock: &dyn Clock,
+) -> Outcome {
+    let start = clock.now();
+    let mut backoff = policy.backoff();
+    let mut state = Fetched::new();
+    let mut last = match nic::assess(event, &state) {
+        Ok(a) => a,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let mut rounds = 0u32;
+    let mut requests = 0u32;
+    let describe = |missing: &[Missing]| {
+        missing.iter().fold(String::new(), |mut s, m| {
+            let sep = if s.is_empty() { "" } else { "; " };
+            let _ = write!(s, "{sep}{m}");
+            s
+        })
+    };
+    loop {
+        rounds += 1;
+        let mut asked = BTreeSet::new();
+        let mut error = None;
+        while let Some(request) = nic::next_request(event, &state, &last.missing, &asked) {
+            asked.insert(request);
+            requests += 1;
+            match fetch.get(&request.path(event.mac())) {
+                Ok(answer) => state.record(request, answer),
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        let retry_after = match error {
+            Some(e) if !is_retryable(&e) => {
+                log::warn!("{}: {e}; keeping the last applied state", event.interface());
+                return Outcome::Failed(e);
+            }
+            Some(e) => {
+                log::debug!("{}: round {rounds}: {e}", event.interface());
+                let after = retry_after(&e);
+                error = Some(e);
+                after
+            }
+            None => {
+                match nic::assess(event, &state) {
+                    Ok(a) if a.is_complete() => {
+                        log::info!(
+                            "{}: IMDS agrees with the lease after {rounds} round(s), {requests} request(s), {} ms",
+                            event.interface(),
+                            clock.now().saturating_duration_since(start).as_millis()
+                        );
+                        return Outcome::Complete(a.network);
+                    }
+                    Ok(a) => {
+                        log::debug!(
+                            "{}: round {rounds}: IMDS does not say yet: {}",
+                            event.interface(),
+                            describe(&a.missing)
+                        );
+                        last = a;
+                    }
+                    Err(e) => {
+                        log::warn!("{}: {e}; keeping the last applied state", event.interface());
+                        return Outcome::Failed(e);
+                    }
+                }
+                None
+            }
+        };
+        let elapsed = clock.now().saturating_duration_since(start);
+        let remaining = policy.budget.saturating_sub(elapsed);
+        let pause = backoff
+            .next()
+            .unwrap_or(policy.max_delay)
+            .max(retry_after.unwrap_or_default());
+        if remaining.is_zero() || retry_after.is_some_and(|r| r > remaining) {
+            return give_up(event, error, last, elapsed, rounds, requests, &describe);
+        }
+        clock.sleep(pause.min(remaining));
+    }
+}
+
+fn give_up(
+    event: &NicEvent,
+    error: Option<Error>,
+    last: nic::Assessment,
+    elapsed: Duration,
+    rounds: u32,
+    requests: u32,
+    describe: &dyn Fn(&[Missing]) -> String,
+) -> Outcome {
+    if let Some(e) = error {
+        log::warn!(
+            "{}: IMDS still failing after {} ms ({rounds} rounds, {requests} requests): {e}; keeping the last applied state",
+            event.interface(),
+            elapsed.as_millis()
+        );
+        return Outcome::Failed(e);
+    }
+    log::warn!(
+        "{}: gave up waiting for IMDS after {} ms ({rounds} rounds, {requests} requests); missing: {}",
+        event.interface(),
+        elapsed.as_millis(),
+        describe(&last.missing)
+    );
+    Outcome::Partial {
+        network: last.network,
+        missing: last.missing,
+    }
+}
+
+fn is_retryable(e: &Error) -> bool {
+    matches!(e, Error::Imds { kind, .. } if kind.is_retryable())
+}
+
+fn retry_after(e: &Error) -> Option<Duration> {
+    match e {
+        Error::Imds {
+            kind: ImdsErrorKind::Http { retry_after, .. },
+            ..
+        } => *retry_after,
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::collections::BTreeMap;
+    use std::net::IpAddr;
+
+    use super::*;
+    use crate::error::Result;
+    use crate::model::{Family, IfName, Lease, Reason};
+
+    const MACS: &str = "/latest/meta-data/network/interfaces/macs";
+    const SECONDARY: &str = "02:00:00:00:00:02";
+
+    /// A fake clock: sleeping advances it.
+    struct FakeClock {
+        start: Instant,
+        elapsed: Cell<Duration>,
+        sleeps: RefCell<Vec<Duration>>,
+    }
+
+    impl FakeClock {
+        fn new() -> Self {
+            Self {
+                start: Instant::now(),
+                elapsed: Cell::new(Duration::ZERO),
+                sleeps: RefCell::new(Vec::new()),
+            }
+        }
+        fn t(&self) -> Duration {
+            self.elapsed.get()
+        }
+    }
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Instant {
+            self.start + self.elapsed.get()
+        }
+        fn sleep(&self, pause: Duration) {
+            self.sleeps.borrow_mut().push(pause);
+            self.elapsed.set(self.elapsed.get() + pause);
+        }
+    }
+
+    type Answer = Box<dyn Fn(Duration) -> Result<Option<String>>>;
+
+    /// A fake IMDS: per path, an answer that depends on the fake time; every
+    /// request is recorded with its time.
+    struct FakeImds<'c> {
+        clock: &'c FakeClock,
+        paths: BTreeMap<String, Answer>,
+        log: RefCell<Vec<(Duration, String)>>,
+    }
+
+    impl<'c> FakeImds<'c> {
+        fn new(clock: &'c FakeClock) -> Self {
+            Self {
+                clock,
+                paths: BTreeMap::new(),
+                log: RefCell::new(Vec::new()),
+            }
+        }
+        fn leaf(
+            mut self,
+            path: &str,
+            f: impl Fn(Duration) -> Result<Option<String>> + 'static,
+        ) -> Self {
+            self.paths.insert(path.to_owned(), Box::new(f));
+            self
+        }
+        fn value(self, path: &str, v: &'static str) -> Self {
+            self.leaf(path, move |_| Ok(Some(v.to_owned())))
+        }
+        fn requests(&self) -> Vec<String> {
+            self.log.borrow().iter().map(|(_, p)| p.clone()).collect()
+        }
+        fn count(&self, suffix: &str) -> usize {
+            self.requests()
+                .iter()
+                .filter(|p| p.ends_with(suffix))
+                .count()
+        }
+    }
+
+    impl Fetch for FakeImds<'_> {
+        fn get(&self, path: &str) -> Result<Option<String>> {
+            self.log
+                .borrow_mut()
+                .push((self.clock.t(), path.to_owned()));
+            // Each request takes 1 ms.
+            self.clock
+                .elapsed
+                .set(self.clock.t() + Duration::from_millis(1));
+            match self.paths.get(path) {
+                Some(f) => f(self.clock.t()),
+                None => Ok(None),
+            }
+        }
+    }
+
+    fn secondary(imds: FakeImds<'_>) -> FakeImds<'_> {
+        imds.value("/latest/meta-data/mac", "02:00:00:00:00:01")
+            .value(
+                &format!("{MACS}/{SECONDARY}/"),
+                "device-number\ninterface-id\nlocal-ipv4s\nsubnet-ipv4-cidr-block\nmac",
+            )
+            .value(&format!("{MACS}/{SECONDARY}/device-number"), "1")
+            .value(&format!("{MACS}/{SECONDARY}/interface-id"), "eni-2")
+            .value(&format!("{MACS}/{SECONDARY}/local-ipv4s"), "10.0.1.20")
+            .value(
+                &format!("{MACS}/{SECONDARY}/subnet-ipv4-cidr-block"),
+                "10.0.1.0/24",
+            )
+    }
+
+    fn event(addr: &str) -> NicEvent {
+        let address: IpAddr = addr.parse().unwrap();
+        NicEvent::try_new(
+            IfName::try_new("eth1").unwrap(),
+            SECONDARY.parse().unwrap(),
+            vec![Lease {
+                family: Family::of(&address),
+                address,
+                prefix_len: 24,
+                routers: vec!["10.0.1.1".parse().unwrap()],
+                reason: Reason::Bound,
+            }],
+        )
+        .unwrap()
+    }
+
+    fn policy(budget_ms: u64) -> WaitPolicy {
+        WaitPolicy {
+            jitter: false,
+            ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
+        }
+    }
+
+    fn http(status: u16, retry_after: Option<u64>) -> Error {
+        Error::Imds {
+            method: "GET",
+            url: "http://imds/x".into(),
+            kind: ImdsErrorKind::Http {
+                status,
+                retry_after: retry_after.map(Duration::from_secs),
+            },
+        }
+    }
+
+    #[test]
+    fn consistent_imds_takes_one_round() {
+        let clock = FakeClock::new();
+        let imds = secondary(FakeImds::new(&clock));
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let Outcome::Complete(net) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(net.nics[0].device_number, Some(1));
+        assert_eq!(imds.requests().len(), 6);
+        assert!(clock.sleeps.borrow().is_empty());
+    }
+
+    #[test]
+    fn backoff_doubles_to_the_cap_within_the_budget() {
+        // The subnet never appears: rounds at 0, 0.1, 0.3, 0.7, 1.5, 3.1, 5.1, ...
+        let clock = FakeClock::new();
+        let imds = secondary(FakeImds::new(&clock)).leaf(
+            &format!("{MACS}/{SECONDARY}/subnet-ipv4-cidr-block"),
+            |_| Ok(None),
+        );
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(6_000), &clock);
+        let Outcome::Partial { network, missing } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(missing, [Missing::Subnet { family: Family::V4 }]);
+        // What IMDS did say is kept.
+        assert_eq!(network.nics[0].local_ipv4s.len(), 1);
+        let ms: Vec<u128> = clock
+            .sleeps
+            .borrow()
+            .iter()
+            .map(Duration::as_millis)
+            .collect();
+        // Each round costs 1 ms per request in the fake; the last pause is cut to
+        // what is left of the budget.
+        assert_eq!(ms[..5], [100, 200, 400, 800, 1600]);
+        assert_eq!(ms[5], 2000);
+        assert!(ms[6] < 2000, "{ms:?}");
+        assert_eq!(ms.len(), 7);
+        // One full first round, then only the subnet, once per round.
+        assert_eq!(imds.count("subnet-ipv4-cidr-block"), 8);
+        assert_eq!(imds.requests().len(), 5 + 8, "{:?}", imds.requests());
+        assert!(clock.t() >= Duration::from_secs(6));
+    }
+
+    #[test]
+    fn jitter_stays_between_the_base_and_the_cap() {
+        let p = WaitPolicy {
+            jitter_seed: Some(7),
+            ..WaitPolicy::default()
+        };
+        let got: Vec<Duration> = p.backoff().take(12).collect();
+        let mut base = Duration::from_millis(100);
+        for d in got {
+            assert!(
+                d >= base.min(p.max_delay) && d <= p.max_delay,
+                "{d:?} {base:?}"
+            );
+            base = (base * 2).min(p.max_delay);
+        }
+        // Seeded: the same sequence every time.
+        let again: Vec<Duration> = p.backoff().take(12).collect();
+        assert_eq!(again, p.backoff().take(12).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn device_number_zero_on_a_secondary_is_waited_out() {
+        let clock = FakeClock::new();
+        let imds = secondary(FakeImds::new(&clock)).leaf(
+            &format!("{MACS}/{SECONDARY}/device-number"),
+            |t| {
+                Ok(Some(
+                    if t < Duration::from_secs(1) { "0" } else { "1" }.into(),
+                ))
+            },
+        );
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        // Rounds at ~0, 0.1, 0.3, 0.7 read 0; the one at ~1.5 s reads 1.
+        assert_eq!(imds.count("device-number"), 5);
+        assert_eq!(imds.requests().len(), 6 + 4);
+    }
+
+    #[test]
+    fn errors_are_retried_and_never_read_as_empty() {
+        // 500 until 0.5 s, then fine.
+        let clock = FakeClock::new();
+        let imds = secondary(FakeImds::new(&clock)).leaf("/latest/meta-data/mac", |t| {
+            if t < Duration::from_millis(500) {
+                Err(http(500, None))
+            } else {
+                Ok(Some("02:00:00:00:00:01".into()))
+            }
+        });
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        assert_eq!(imds.count("/mac"), 4);
+
+        // 500 for ever: Failed, with the error, not Partial with nothing in it.
+        let clock = FakeClock::new();
+        let imds = secondary(FakeImds::new(&clock))
+            .leaf("/latest/meta-data/mac", |_| Err(http(500, None)));
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(2_000), &clock);
+        assert_eq!(out, Outcome::Failed(http(500, None)));
+    }
+
+    #[test]
+    fn errors_that_waiting_cannot_fix_end_the_wait_at_once() {
+        let clock = FakeClock::new();
+        let disabled = Error::Imds {
+            method: "PUT",
+            url: "http://imds/latest/api/token".into(),
+            kind: ImdsErrorKind::Disabled,
+        };
+        let d2 = disabled.clone();
+        let imds = secondary(FakeImds::new(&clock))
+            .leaf("/latest/meta-data/mac", move |_| Err(d2.clone()));
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        assert_eq!(out, Outcome::Failed(disabled));
+        assert_eq!(imds.requests().len(), 1);
+        assert!(clock.sleeps.borrow().is_empty());
+
+        // A value that does not parse.
+        let clock = FakeClock::new();
+        let imds = secondary(FakeImds::new(&clock))
+            .value(&format!("{MACS}/{SECONDARY}/device-number"), "one");
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let Outcome::Failed(e) = out else {
+            panic!("{out:?}")
+        };
+        assert!(e.to_string().contains("device-number"), "{e}");
+    }
+
+    #[test]
+    fn retry_after_is_honoured_within_the_budget() {
+        let clock = FakeClock::new();
+        let imds = secondary(FakeImds::new(&clock)).leaf("/latest/meta-data/mac", |t| {
+            if t < Duration::from_millis(100) {
+                Err(http(503, Some(3)))
+            } else {
+                Ok(Some("02:00:00:00:00:01".into()))
+            }
+        });
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        assert_eq!(*clock.sleeps.borrow(), [Duration::from_secs(3)]);
+
+        // A Retry-After beyond the budget ends the wait now, with the error.
+        let clock = FakeClock::new();
+        let imds = secondary(FakeImds::new(&clock))
+            .leaf("/latest/meta-data/mac", |_| Err(http(503, Some(60))));
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(5_000), &clock);
+        assert_eq!(out, Outcome::Failed(http(503, Some(60))));
+        assert!(clock.sleeps.borrow().is_empty());
+    }
+}

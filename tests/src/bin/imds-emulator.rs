@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: `imds-emulator`, an EC2 instance metadata service emulator for
+//! tests and benchmarks (never for production).
+//!
+//! ```text
+//! imds-emulator [--tree FILE] [--scenario FILE] [--bind ADDR:PORT]
+//!               [--require-token] [--log FILE] [--dump-tree]
+//! ```
+//!
+//! It serves the tree (default: a two-NIC sample instance), prints the address it
+//! bound on stdout (useful with port 0) and runs until killed. The tree, scenario
+//! and log formats are described by `--help` and by the `leasehook_tests::emulator`
+//! module.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use leasehook_tests::emulator::{Config, Emulator, Scenario, read_json, sample_tree};
+
+const FORMATS: &str = "\
+TREE (--tree): a JSON object rooted at `/`, e.g. {\"latest\": {\"meta-data\": {...}}}.
+  An object is a folder (its listing: keys one per line, subfolders with a trailing
+  `/`); a string or number is a leaf; a list is a leaf of its items joined by
+  newlines; null is 404.
+
+IMDSv2: PUT /latest/api/token with X-aws-ec2-metadata-token-ttl-seconds: 1..21600
+  returns a token. A GET with an unknown or expired X-aws-ec2-metadata-token gets
+  401; with --require-token a GET without one gets 401 too.
+
+SCENARIO (--scenario): a JSON object with three optional lists. Times are seconds
+  since the FIRST REQUEST. Paths match by whole segments (a path and everything
+  below it).
+  {
+    \"appear\": [{\"path\": \"/latest/meta-data/network/interfaces/macs/MAC\", \"after\": 1.0},
+               {\"path\": \"/latest/meta-data/network/interfaces/macs/MAC/ipv6s\", \"after\": 2.0}],
+    \"values\": [{\"path\": \".../macs/MAC/device-number\", \"value\": \"0\", \"from\": 0, \"until\": 1.0}],
+    \"rules\":  [{\"path\": \"/latest/api/token\", \"method\": \"PUT\", \"status\": 503,
+                \"retry_after\": 1, \"count\": 1},
+               {\"path\": \"/latest/meta-data/mac\", \"status\": 500, \"from\": 0.5, \"until\": 1.5},
+               {\"path\": \"/latest/meta-data/instance-id\", \"delay\": 0.3},
+               {\"path\": \"/latest/meta-data/hostname\", \"action\": \"garbage\"}]
+  }
+  appear: absent (404, left out of listings) until `after`.
+  values: the leaf at exactly `path` reads `value` from `from` (default 0) until
+          `until` (default for ever).
+  rules:  the first matching rule (path, optional method, from/until window,
+          `count` = only the first N matches) waits `delay` seconds, then answers
+          `status` (+ `retry_after` seconds as Retry-After, + `body`), or does
+          `action`: drop (read, never answered: the client times out), garbage
+          (200, body not UTF-8), not-http (bytes that are not HTTP), huge (200 with
+          `size` bytes, default 1 MiB). Neither: only the delay.
+
+LOG (--log): one line per request, appended:  SECONDS PEER METHOD PATH STATUS
+  (STATUS is the HTTP status, or drop / not-http / garbage / huge). Tokens are
+  never logged.";
+
+/// An EC2 instance metadata service emulator for tests and benchmarks.
+#[derive(Debug, Parser)]
+#[command(name = "imds-emulator", version, after_long_help = FORMATS)]
+struct Args {
+    /// The metadata tree (JSON); default: a two-NIC sample instance.
+    #[arg(long, value_name = "FILE")]
+    tree: Option<PathBuf>,
+    /// Delays, windows and failures (JSON; see --help).
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Where to listen; port 0 picks a free port (printed on stdout).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:0")]
+    bind: SocketAddr,
+    /// Answer 401 to a GET without a token.
+    #[arg(long)]
+    require_token: bool,
+    /// Append one line per request to FILE.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Print the tree that would be served (JSON) and exit.
+    #[arg(long)]
+    dump_tree: bool,
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let tree = match &args.tree {
+        Some(p) => read_json(p)?,
+        None => sample_tree(),
+    };
+    if args.dump_tree {
+        let text = serde_json::to_string_pretty(&tree).map_err(|e| e.to_string())?;
+        let mut out = std::io::stdout().lock();
+        return writeln!(out, "{text}").map_err(|e| format!("stdout: {e}"));
+    }
+    let scenario = match &args.scenario {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{p:?}: {e}"))?;
+            Scenario::from_json(&text).map_err(|e| format!("{p:?}: {e}"))?
+        }
+        None => Scenario::default(),
+    };
+    let config = Config {
+        tree,
+        scenario,
+        require_token: args.require_token,
+        log_file: args.log,
+    };
+    let emulator =
+        Emulator::start(args.bind, config).map_err(|e| format!("binding {}: {e}", args.bind))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", emulator.addr())
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("stdout: {e}"))?;
+    drop(out);
+    emulator.wait();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            #[allow(clippy::print_stderr)] // the one place the binary reports an error
+            {
+                eprintln!("imds-emulator: {e}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,772 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: an EC2 instance metadata service emulator on `tiny_http`, for tests
+//! and benchmarks. It runs in-process ([`Emulator::start`], a thread on a loopback
+//! port) or as the `imds-emulator` binary.
+//!
+//! # Tree
+//!
+//! A JSON object rooted at `/` (`{"latest": {"meta-data": {...}}}`): an object is a
+//! folder, whose listing is its keys one per line, subfolders with a trailing `/`;
+//! a string or number is a leaf; a list is a leaf of its items joined by newlines;
+//! `null` is 404. A folder answers with and without the trailing `/`.
+//!
+//! # IMDSv2
+//!
+//! `PUT /latest/api/token` with `X-aws-ec2-metadata-token-ttl-seconds: 1..=21600`
+//! hands out a random token; a `GET` carrying an unknown or expired token gets 401,
+//! and with `require_token` a `GET` carrying none gets 401 too.
+//!
+//! # Scenario
+//!
+//! A JSON object with three optional lists. Times are seconds (fractions allowed)
+//! since the **first request** the emulator received, so a test's timeline does not
+//! depend on how long the process took to start. Paths match by whole segments: a
+//! path matches itself and everything below it (`/a/b` matches `/a/b`, `/a/b/` and
+//! `/a/b/c`, not `/a/bc`).
+//!
+//! ```json
+//! {
+//!   "appear": [
+//!     {"path": "/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02", "after": 1.0},
+//!     {"path": "/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02/ipv6s", "after": 2.0}
+//!   ],
+//!   "values": [
+//!     {"path": "/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02/device-number",
+//!      "value": "0", "from": 0, "until": 1.0}
+//!   ],
+//!   "rules": [
+//!     {"path": "/latest/api/token", "method": "PUT", "status": 503, "retry_after": 1, "count": 1},
+//!     {"path": "/latest/meta-data/mac", "status": 500, "from": 0.5, "until": 1.5},
+//!     {"path": "/latest/meta-data/mac", "status": 401, "count": 1},
+//!     {"path": "/latest/meta-data/instance-id", "delay": 0.3},
+//!     {"path": "/latest/meta-data/local-ipv4", "action": "drop"},
+//!     {"path": "/latest/meta-data/hostname", "action": "garbage"}
+//!   ]
+//! }
+//! ```
+//!
+//! * `appear`: the path and everything below it are absent (404, and left out of
+//!   their folder's listing) until `after` seconds.
+//! * `values`: the leaf at exactly `path` reads `value` (string, number or list)
+//!   from `from` (default 0) until `until` (default for ever).
+//! * `rules`: the first rule that matches a request decides its answer. A rule
+//!   matches by `path`, optional `method` (`GET`, `PUT`), the window `from`/`until`,
+//!   and `count` (only the first `count` requests it matches). It may wait `delay`
+//!   seconds, then answers `status` (with `retry_after` seconds as `Retry-After`,
+//!   and `body`), or does `action`: `drop` (the request is read and never
+//!   answered: the client times out, as when the network drops the reply),
+//!   `garbage` (200 with a body that is not UTF-8), `not-http` (bytes that are not
+//!   an HTTP response), `huge` (200 with `size` bytes, default 1 MiB). A rule with
+//!   neither only delays the normal answer.
+//!
+//! # Log
+//!
+//! Every request is logged, in memory ([`Emulator::log`]) and, when asked, to a file,
+//! one line per request: `SECONDS PEER METHOD PATH STATUS`, where `STATUS` is the
+//! HTTP status or the action (`drop`, `not-http`, `garbage`, `huge`). Tokens are not
+//! logged.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::hash::{BuildHasher, RandomState};
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The header a token request names its lifetime in.
+const TTL_HEADER: &str = "X-aws-ec2-metadata-token-ttl-seconds";
+/// The header a `GET` carries its token in.
+const TOKEN_HEADER: &str = "X-aws-ec2-metadata-token";
+/// The path tokens are `PUT` to.
+const TOKEN_PATH: &str = "/latest/api/token";
+/// The longest token lifetime IMDS grants, in seconds.
+const MAX_TTL: u64 = 21_600;
+/// The body size of a `huge` answer without `size`.
+const DEFAULT_HUGE: usize = 1024 * 1024;
+
+/// What makes the emulator misbehave, and when (see the module docs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Paths that appear late.
+    #[serde(default)]
+    pub appear: Vec<Appear>,
+    /// Leaves that read another value for a while.
+    #[serde(default)]
+    pub values: Vec<ValueWindow>,
+    /// Answers that override the normal ones.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+impl Scenario {
+    /// Parses a scenario document.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("scenario: {e}"))?;
+        Self::from_value(v)
+    }
+
+    /// Reads a scenario from parsed JSON.
+    pub fn from_value(v: Value) -> Result<Self, String> {
+        let s: Self = serde_json::from_value(v).map_err(|e| format!("scenario: {e}"))?;
+        for r in &s.rules {
+            if r.status.is_some() && r.action.is_some() {
+                return Err(format!(
+                    "scenario: rule for {:?} has both a status and an action",
+                    r.path
+                ));
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// A path that is absent until `after` seconds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Appear {
+    /// The path (and everything below it).
+    pub path: String,
+    /// When it appears.
+    pub after: f64,
+}
+
+/// A leaf that reads `value` in a time window.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValueWindow {
+    /// The leaf's exact path.
+    pub path: String,
+    /// What it reads meanwhile.
+    pub value: Value,
+    /// From when (default 0).
+    #[serde(default)]
+    pub from: f64,
+    /// Until when (default for ever).
+    pub until: Option<f64>,
+}
+
+/// What a rule does instead of a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Read the request, never answer it.
+    Drop,
+    /// 200 with a body that is not UTF-8.
+    Garbage,
+    /// Bytes that are not an HTTP response.
+    NotHttp,
+    /// 200 with a very large body.
+    Huge,
+}
+
+impl Action {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Drop => "drop",
+            Self::Garbage => "garbage",
+            Self::NotHttp => "not-http",
+            Self::Huge => "huge",
+        }
+    }
+}
+
+/// One answer override.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// The path (and everything below it).
+    pub path: String,
+    /// Only this method (`GET`, `PUT`); any when absent.
+    pub method: Option<String>,
+    /// From when (default 0).
+    #[serde(default)]
+    pub from: f64,
+    /// Until when (default for ever).
+    pub until: Option<f64>,
+    /// Only the first `count` matching requests.
+    pub count: Option<u64>,
+    /// Seconds to wait before answering.
+    #[serde(default)]
+    pub delay: f64,
+    /// The status to answer.
+    pub status: Option<u16>,
+    /// `Retry-After` seconds to send with it.
+    pub retry_after: Option<u64>,
+    /// The body to send with it.
+    pub body: Option<String>,
+    /// What to do instead of answering normally.
+    pub action: Option<Action>,
+    /// The body size of `huge`.
+    pub size: Option<usize>,
+}
+
+/// One logged request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogEntry {
+    /// Seconds since the first request.
+    pub t: f64,
+    /// The client's address and port (one port per connection).
+    pub peer: String,
+    /// `GET`, `PUT`, ...
+    pub method: String,
+    /// The path asked for.
+    pub path: String,
+    /// The status sent, or the action taken.
+    pub status: String,
+}
+
+impl LogEntry {
+    /// The line written to the log file.
+    pub fn line(&self) -> String {
+        format!(
+            "{:.3} {} {} {} {}",
+            self.t, self.peer, self.method, self.path, self.status
+        )
+    }
+
+    /// Parses a line of the log file.
+    pub fn parse(line: &str) -> Option<Self> {
+        let mut f = line.split(' ');
+        let e = Self {
+            t: f.next()?.parse().ok()?,
+            peer: f.next()?.to_owned(),
+            method: f.next()?.to_owned(),
+            path: f.next()?.to_owned(),
+            status: f.next()?.to_owned(),
+        };
+        f.next().is_none().then_some(e)
+    }
+}
+
+/// The emulator's configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The metadata tree, rooted at `/`.
+    pub tree: Value,
+    /// What misbehaves, and when.
+    pub scenario: Scenario,
+    /// Whether a `GET` without a token gets 401.
+    pub require_token: bool,
+    /// A file to append one line per request to.
+    pub log_file: Option<std::path::PathBuf>,
+}
+
+impl Config {
+    /// A configuration serving `tree`, nothing misbehaving, tokens optional.
+    pub fn new(tree: Value) -> Self {
+        Self {
+            tree,
+            scenario: Scenario::default(),
+            require_token: false,
+            log_file: None,
+        }
+    }
+}
+
+struct Shared {
+    config: Config,
+    rule_hits: Vec<AtomicU64>,
+    tokens: Mutex<HashMap<String, Instant>>,
+    token_seq: AtomicU64,
+    random: RandomState,
+    t0: OnceLock<Instant>,
+    log: Mutex<Vec<LogEntry>>,
+    log_file: Option<Mutex<File>>,
+}
+
+/// A running emulator; stops when dropped.
+pub struct Emulator {
+    server: Arc<tiny_http::Server>,
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Emulator {
+    /// Binds `bind` (use a loopback address: `127.0.0.1:0`, `[::1]:0`) and serves
+    /// on a thread.
+    pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
+        let server = tiny_http::Server::http(bind).map_err(io::Error::other)?;
+        let addr = server
+            .server_addr()
+            .to_ip()
+            .ok_or_else(|| io::Error::other("not an IP listener"))?;
+        let log_file = match &config.log_file {
+            Some(p) => Some(Mutex::new(
+                OpenOptions::new().create(true).append(true).open(p)?,
+            )),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            rule_hits: config
+                .scenario
+                .rules
+                .iter()
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            config,
+            tokens: Mutex::new(HashMap::new()),
+            token_seq: AtomicU64::new(0),
+            random: RandomState::new(),
+            t0: OnceLock::new(),
+            log: Mutex::new(Vec::new()),
+            log_file,
+        });
+        let server = Arc::new(server);
+        let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
+        let thread = std::thread::Builder::new()
+            .name("imds-emulator".into())
+            .spawn(move || {
+                for request in srv.incoming_requests() {
+                    let sh = Arc::clone(&sh);
+                    // One thread per request, so a delayed answer holds up nobody.
+                    std::thread::spawn(move || handle(&sh, request));
+                }
+            })?;
+        Ok(Self {
+            server,
+            shared,
+            addr,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR:PORT`, with brackets for IPv6.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request so far, in the order they were answered.
+    pub fn log(&self) -> Vec<LogEntry> {
+        self.shared
+            .log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many requests with this method asked for a path ending in `suffix`.
+    pub fn count(&self, method: &str, suffix: &str) -> usize {
+        self.log()
+            .iter()
+            .filter(|e| e.method == method && e.path.ends_with(suffix))
+            .count()
+    }
+
+    /// Every token handed out so far (for tests that check a token leaks nowhere).
+    pub fn issued_tokens(&self) -> Vec<String> {
+        self.shared
+            .tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Blocks until the server thread ends (it never does unless stopped): for the
+    /// binary.
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Whether `path` is `prefix` or below it, by whole segments.
+fn under(path: &str, prefix: &str) -> bool {
+    let p = path.trim_end_matches('/');
+    let q = prefix.trim_end_matches('/');
+    p == q || p.strip_prefix(q).is_some_and(|rest| rest.starts_with('/'))
+}
+
+fn in_window(t: f64, from: f64, until: Option<f64>) -> bool {
+    t >= from && until.is_none_or(|u| t < u)
+}
+
+fn handle(sh: &Shared, request: tiny_http::Request) {
+    let t = sh.t0.get_or_init(Instant::now).elapsed().as_secs_f64();
+    let method = request.method().as_str().to_owned();
+    let path = request
+        .url()
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let peer = request
+        .remote_addr()
+        .map_or_else(|| "-".to_owned(), ToString::to_string);
+    let rule = sh
+        .config
+        .scenario
+        .rules
+        .iter()
+        .zip(&sh.rule_hits)
+        .find(|(r, hits)| {
+            under(&path, &r.path)
+                && r.method
+                    .as_deref()
+                    .is_none_or(|m| m.eq_ignore_ascii_case(&method))
+                && in_window(t, r.from, r.until)
+                && r.count
+                    .is_none_or(|n| hits.fetch_add(1, Ordering::SeqCst) < n)
+        })
+        .map(|(r, _)| r);
+    if let Some(r) = rule
+        && r.delay > 0.0
+    {
+        std::thread::sleep(Duration::from_secs_f64(r.delay));
+    }
+    let reply = match rule {
+        Some(r) if r.status.is_some() || r.action.is_some() => rule_reply(r),
+        _ => {
+            let (status, body) = answer(sh, t, &method, &path, &request);
+            Reply::Text(text(status, &body), status)
+        }
+    };
+    // Log before answering: once the client has its answer, the log shows it.
+    let entry = LogEntry {
+        t,
+        peer,
+        method,
+        path,
+        status: reply.label(),
+    };
+    if let Some(f) = &sh.log_file {
+        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = writeln!(f, "{}", entry.line());
+        let _ = f.flush();
+    }
+    sh.log
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(entry);
+    reply.send(request);
+}
+
+type TextResponse = tiny_http::Response<io::Cursor<Vec<u8>>>;
+
+/// What to send back.
+enum Reply {
+    /// An HTTP answer and its status.
+    Text(TextResponse, u16),
+    /// An HTTP answer standing for an action (`garbage`, `huge`).
+    Body(TextResponse, Action),
+    /// `drop` or `not-http`: no HTTP answer at all.
+    Raw(Action),
+}
+
+impl Reply {
+    fn label(&self) -> String {
+        match self {
+            Self::Text(_, status) => status.to_string(),
+            Self::Body(_, a) | Self::Raw(a) => a.label().to_owned(),
+        }
+    }
+
+    fn send(self, request: tiny_http::Request) {
+        match self {
+            Self::Text(r, _) | Self::Body(r, _) => {
+                let _ = request.respond(r);
+            }
+            Self::Raw(Action::NotHttp) => {
+                let mut w = request.into_writer();
+                let _ = w.write_all(b"\x00\x01\x02 this is not HTTP \xff\r\n\r\n");
+                let _ = w.flush();
+            }
+            Self::Raw(_) => {
+                // Take the response writer and let it go without a byte: the client
+                // waits for an answer that never comes.
+                drop(request.into_writer());
+            }
+        }
+    }
+}
+
+fn text(status: u16, body: &str) -> TextResponse {
+    let mut r = tiny_http::Response::from_string(body).with_status_code(status);
+    if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", "text/plain") {
+        r.add_header(h);
+    }
+    r
+}
+
+fn rule_reply(rule: &Rule) -> Reply {
+    match (rule.action, rule.status) {
+        (Some(a @ (Action::Drop | Action::NotHttp)), _) => Reply::Raw(a),
+        (Some(Action::Garbage), _) => Reply::Body(
+            tiny_http::Response::from_data(vec![0xff, 0xfe, b'g', 0x80, b'x', 0xc3]),
+            Action::Garbage,
+        ),
+        (Some(Action::Huge), _) => Reply::Body(
+            tiny_http::Response::from_data(vec![b'x'; rule.size.unwrap_or(DEFAULT_HUGE)]),
+            Action::Huge,
+        ),
+        (None, status) => {
+            let status = status.unwrap_or(200);
+            let mut r = text(status, rule.body.as_deref().unwrap_or_default());
+            if let Some(s) = rule.retry_after
+                && let Ok(h) = tiny_http::Header::from_bytes("Retry-After", s.to_string())
+            {
+                r.add_header(h);
+            }
+            Reply::Text(r, status)
+        }
+    }
+}
+
+fn header<'r>(request: &'r tiny_http::Request, name: &'static str) -> Option<&'r str> {
+    request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv(name))
+        .map(|h| h.value.as_str())
+}
+
+fn answer(
+    sh: &Shared,
+    t: f64,
+    method: &str,
+    path: &str,
+    request: &tiny_http::Request,
+) -> (u16, String) {
+    let mut tokens = sh.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+    match method {
+        "PUT" if path == TOKEN_PATH => {
+            let ttl = header(request, TTL_HEADER).and_then(|v| v.trim().parse::<u64>().ok());
+            match ttl {
+                Some(ttl @ 1..=MAX_TTL) => {
+                    let token = new_token(sh);
+                    tokens.insert(token.clone(), Instant::now() + Duration::from_secs(ttl));
+                    (200, token)
+                }
+                _ => (400, "bad TTL".to_owned()),
+            }
+        }
+        "PUT" => (404, "not found".to_owned()),
+        "GET" => {
+            match header(request, TOKEN_HEADER) {
+                Some(tok) if tokens.get(tok).is_none_or(|exp| *exp < Instant::now()) => {
+                    return (401, "unauthorized".to_owned());
+                }
+                None if sh.config.require_token => return (401, "unauthorized".to_owned()),
+                _ => {}
+            }
+            drop(tokens);
+            lookup(sh, t, path).map_or((404, "not found".to_owned()), |b| (200, b))
+        }
+        _ => (405, "method not allowed".to_owned()),
+    }
+}
+
+fn new_token(sh: &Shared) -> String {
+    let n = sh.token_seq.fetch_add(1, Ordering::SeqCst);
+    let [a, b, c] = [0u64, 1, 2].map(|i| sh.random.hash_one((n, i)));
+    format!("{a:016x}{b:016x}{c:016x}")
+}
+
+fn hidden(sh: &Shared, t: f64, path: &str) -> bool {
+    sh.config
+        .scenario
+        .appear
+        .iter()
+        .any(|a| t < a.after && under(path, &a.path))
+}
+
+/// The body at `path` at time `t`, or `None` for 404.
+fn lookup(sh: &Shared, t: f64, path: &str) -> Option<String> {
+    if hidden(sh, t, path) {
+        return None;
+    }
+    let exact = path.trim_end_matches('/');
+    if let Some(v) = sh
+        .config
+        .scenario
+        .values
+        .iter()
+        .find(|v| v.path.trim_end_matches('/') == exact && in_window(t, v.from, v.until))
+    {
+        return leaf(&v.value);
+    }
+    let mut node = &sh.config.tree;
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        node = node.as_object()?.get(part)?;
+    }
+    match node {
+        Value::Object(folder) => {
+            let base = exact.to_owned();
+            let names: Vec<String> = folder
+                .iter()
+                .filter(|(k, _)| !hidden(sh, t, &format!("{base}/{k}")))
+                .map(|(k, v)| {
+                    if v.is_object() {
+                        format!("{k}/")
+                    } else {
+                        k.clone()
+                    }
+                })
+                .collect();
+            Some(names.join("\n"))
+        }
+        other => leaf(other),
+    }
+}
+
+fn leaf(v: &Value) -> Option<String> {
+    let one = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    };
+    match v {
+        Value::Array(items) => Some(items.iter().filter_map(one).collect::<Vec<_>>().join("\n")),
+        Value::Object(_) => None,
+        other => one(other),
+    }
+}
+
+/// Reads a tree or scenario file.
+pub fn read_json(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path:?}: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("{path:?}: {e}"))
+}
+
+/// The primary NIC of [`sample_tree`].
+pub const SAMPLE_PRIMARY: &str = "02:00:00:00:00:01";
+/// The secondary NIC of [`sample_tree`] (device 1, IPv4 and IPv6).
+pub const SAMPLE_SECONDARY: &str = "02:00:00:00:00:02";
+
+/// A two-NIC instance with the keys a real EC2 instance serves, for tests,
+/// benchmarks and the binary's default.
+pub fn sample_tree() -> Value {
+    let identity = json!({
+        "accountId": "123456789012", "architecture": "x86_64",
+        "availabilityZone": "eu-central-1a", "imageId": "ami-0a1b2c3d4e5f60718",
+        "instanceId": "i-0fedcba9876543210", "instanceType": "m6i.large",
+        "privateIp": "10.20.0.10", "region": "eu-central-1", "version": "2017-09-30"
+    });
+    let nic = |mac: &str, dev: &str, eni: &str, v4: Value, subnet: &str, extra: Value| {
+        let mut n = json!({
+            "device-number": dev, "interface-id": eni, "local-hostname": "ip-10-20-0-10.eu-central-1.compute.internal",
+            "local-ipv4s": v4, "mac": mac, "owner-id": "123456789012",
+            "security-group-ids": "sg-0123456789abcdef0", "security-groups": "default",
+            "subnet-id": "subnet-0123456789abcdef0", "subnet-ipv4-cidr-block": subnet,
+            "vpc-id": "vpc-0123456789abcdef0", "vpc-ipv4-cidr-block": "10.20.0.0/16",
+            "vpc-ipv4-cidr-blocks": "10.20.0.0/16"
+        });
+        if let (Some(n), Some(e)) = (n.as_object_mut(), extra.as_object()) {
+            n.extend(e.clone());
+        }
+        n
+    };
+    json!({"latest": {
+        "api": {},
+        "user-data": "#cloud-config\n{}\n",
+        "dynamic": {"instance-identity": {"document": identity.to_string()}},
+        "meta-data": {
+            "ami-id": "ami-0a1b2c3d4e5f60718", "ami-launch-index": "0",
+            "ami-manifest-path": "(unknown)",
+            "block-device-mapping": {"ami": "/dev/xvda", "root": "/dev/xvda"},
+            "events": {"maintenance": {"history": "[]", "scheduled": "[]"}},
+            "hostname": "ip-10-20-0-10.eu-central-1.compute.internal",
+            "identity-credentials": {"ec2": {"info": "{\"Code\":\"Success\"}"}},
+            "instance-action": "none", "instance-id": "i-0fedcba9876543210",
+            "instance-life-cycle": "on-demand", "instance-type": "m6i.large",
+            "local-hostname": "ip-10-20-0-10.eu-central-1.compute.internal",
+            "local-ipv4": "10.20.0.10", "mac": SAMPLE_PRIMARY,
+            "metrics": {"vhostmd": "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"},
+            "network": {"interfaces": {"macs": {
+                SAMPLE_PRIMARY: nic(SAMPLE_PRIMARY, "0", "eni-0000000000000000a",
+                    json!("10.20.0.10"), "10.20.0.0/24", json!({})),
+                SAMPLE_SECONDARY: nic(SAMPLE_SECONDARY, "1", "eni-0000000000000000b",
+                    json!(["10.20.1.20", "10.20.1.21"]), "10.20.1.0/24",
+                    json!({"ipv6s": "2a05:d014:0:1::20",
+                           "subnet-ipv6-cidr-blocks": "2a05:d014:0:1::/64",
+                           "vpc-ipv6-cidr-blocks": "2a05:d014::/56"}))
+            }}},
+            "placement": {"availability-zone": "eu-central-1a",
+                          "availability-zone-id": "euc1-az2", "region": "eu-central-1"},
+            "profile": "default-hvm", "public-keys": {"0": {"openssh-key": "ssh-ed25519 AAAAC3Nza test"}},
+            "reservation-id": "r-0123456789abcdef0", "security-groups": "default",
+            "services": {"domain": "amazonaws.com", "partition": "aws"},
+            "system": "nitro"
+        }
+    }})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_match_by_whole_segments() {
+        assert!(under("/a/b", "/a/b"));
+        assert!(under("/a/b/", "/a/b"));
+        assert!(under("/a/b/c", "/a/b/"));
+        assert!(!under("/a/bc", "/a/b"));
+        assert!(!under("/a", "/a/b"));
+    }
+
+    #[test]
+    fn leaves_and_log_lines() {
+        assert_eq!(leaf(&json!("x")).as_deref(), Some("x"));
+        assert_eq!(leaf(&json!(3)).as_deref(), Some("3"));
+        assert_eq!(leaf(&json!(["a", 1])).as_deref(), Some("a\n1"));
+        assert_eq!(leaf(&Value::Null), None);
+        let e = LogEntry {
+            t: 1.25,
+            peer: "127.0.0.1:5".into(),
+            method: "GET".into(),
+            path: "/latest/meta-data/mac".into(),
+            status: "404".into(),
+        };
+        assert_eq!(e.line(), "1.250 127.0.0.1:5 GET /latest/meta-data/mac 404");
+        assert_eq!(LogEntry::parse(&e.line()), Some(e));
+        assert_eq!(LogEntry::parse("1.0 a GET /x"), None);
+        assert_eq!(LogEntry::parse("x a GET /x 200"), None);
+    }
+
+    #[test]
+    fn scenarios_are_checked() {
+        assert!(Scenario::from_json("{}").is_ok());
+        assert!(
+            Scenario::from_json(r#"{"rules": [{"path": "/x", "status": 500, "action": "drop"}]}"#)
+                .is_err()
+        );
+        assert!(
+            Scenario::from_json(r#"{"rules": [{"path": "/x", "action": "explode"}]}"#).is_err()
+        );
+        assert!(Scenario::from_json(r#"{"appear": [{"path": "/x"}]}"#).is_err());
+        assert!(Scenario::from_json("[").is_err());
+    }
+}
