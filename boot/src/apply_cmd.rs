@@ -86,25 +86,6 @@ fn parse_ifname(s: &str) -> Result<IfName, String> {
     IfName::try_new(s).map_err(|p| p.to_string())
 }
 
-fn warn(msg: &str) {
-    eprintln!("leasehook: warning: {msg}");
-}
-
-/// Reads an interface's state; a bad file is logged and set aside, never fatal
-/// (the kernel, observed by protocol number, is the truth; the file only helps).
-fn recorded_state(paths: &Paths, name: &IfName) -> Option<InterfaceState> {
-    match state::read_state(paths, name) {
-        Ok(st) => st,
-        Err(e) => {
-            match state::set_aside(paths, name) {
-                Ok(to) => warn(&format!("{e}; set aside as {to:?}")),
-                Err(e2) => warn(&format!("{e}; could not set it aside: {e2}")),
-            }
-            None
-        }
-    }
-}
-
 fn summary(report: &Report, verbose: bool) -> String {
     let added = report
         .ops
@@ -143,7 +124,7 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
         .context("failed to lock")?;
     let recorded: Vec<InterfaceState> = names
         .iter()
-        .filter_map(|n| recorded_state(&paths, n))
+        .filter_map(|n| state::read_state_or_set_aside(&paths, n))
         .collect();
     let mut applier = NetlinkApplier::try_new()?;
     let report =
@@ -172,13 +153,13 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
     } else {
         let (states, errors) = state::list_states(&paths);
         for e in errors {
-            warn(&e.to_string());
+            log::warn!("{e}");
         }
         states.into_iter().map(|s| s.name).collect()
     };
     for name in &targets {
         let _lock = state::lock_interface(&paths, name)?;
-        let recorded = recorded_state(&paths, name);
+        let recorded = state::read_state_or_set_aside(&paths, name);
         let r = apply::teardown(&mut applier, name, family, recorded.as_ref())?;
         report.ops.extend(r.ops);
         report
@@ -212,7 +193,7 @@ pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
     let paths = Paths::new(&args.root);
     let (states, errors) = state::list_states(&paths);
     for e in &errors {
-        warn(&e.to_string());
+        log::warn!("{e}");
     }
     if args.json {
         return Ok(serde_json::to_string_pretty(&states)? + "\n");

@@ -35,6 +35,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    leasehook_core::logging::init(
+        "leasehook",
+        &leasehook_core::logging::Context::default(),
+        log::LevelFilter::Info,
+    );
     let result = match cli.command {
         Command::Plan(args) => plan_cmd::run(&args),
         Command::Apply(args) => apply_cmd::apply(&args),

@@ -28,6 +28,8 @@ pub mod diff;
 pub mod error;
 pub mod event;
 pub mod example;
+pub mod hook;
+pub mod logging;
 pub mod metadata;
 pub mod model;
 pub mod plan;

@@ -11,6 +11,7 @@
 )]
 
 pub mod netns;
+pub mod world;
 
 use std::path::PathBuf;
 

@@ -199,16 +199,22 @@ pub fn leasehook_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("LEASEHOOK_BIN") {
         return PathBuf::from(p);
     }
+    sibling_bin("leasehook")
+}
+
+/// A workspace binary built beside the test executable (`target/<profile>/NAME`);
+/// fails the test when it is missing (`cargo build --workspace --bins` first).
+pub fn sibling_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
-    let profile_dir = exe
-        .parent()
-        .and_then(std::path::Path::parent)
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let bin = profile_dir.join("leasehook");
+    // target/<profile>/deps/<test> for tests, target/<profile>/<bin> for binaries.
+    let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let bin = dir.join(name);
     assert!(
         bin.exists(),
-        "{bin:?} not found: build it first (`cargo build -p leasehook`) or set LEASEHOOK_BIN"
+        "{bin:?} not found: build it first (`cargo build --workspace --bins`)"
     );
     bin
 }

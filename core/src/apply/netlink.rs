@@ -94,6 +94,39 @@ impl NetlinkApplier {
     }
 }
 
+impl NetlinkApplier {
+    /// The IPv6 default router the kernel learned on link `index` from router
+    /// advertisements (`ip -6 route show default dev IF` in the main table).
+    pub fn ipv6_default_router(&mut self, index: u32) -> Result<Option<Ipv6Addr>> {
+        let handle = self.handle.clone();
+        self.rt.block_on(async move {
+            let routes: Vec<RouteMessage> = handle
+                .route()
+                .get(RouteMessageBuilder::<Ipv6Addr>::new().build())
+                .execute()
+                .try_collect()
+                .await
+                .map_err(|e| nl_error("ip -6 route show default", &e))?;
+            Ok(routes.iter().find_map(|m| {
+                let mut table = u32::from(m.header.table);
+                let (mut oif, mut gateway) = (None, None);
+                for a in &m.attributes {
+                    match a {
+                        RouteAttribute::Table(t) => table = *t,
+                        RouteAttribute::Oif(i) => oif = Some(*i),
+                        RouteAttribute::Gateway(RouteAddress::Inet6(g)) => gateway = Some(*g),
+                        _ => {}
+                    }
+                }
+                // RT_TABLE_MAIN
+                (m.header.destination_prefix_length == 0 && table == 254 && oif == Some(index))
+                    .then_some(gateway)
+                    .flatten()
+            }))
+        })
+    }
+}
+
 fn link_of(msg: &LinkMessage) -> Option<KernelLink> {
     let mut name = None;
     let mut mac = None;

@@ -231,6 +231,21 @@ fn read_state_file(path: &Path) -> Result<Option<InterfaceState>> {
     Ok(Some(st))
 }
 
+/// Reads an interface's state; a bad file is logged and set aside, never fatal:
+/// the kernel, observed by protocol number, is the truth, and the file only helps.
+pub fn read_state_or_set_aside(paths: &Paths, name: &IfName) -> Option<InterfaceState> {
+    match read_state(paths, name) {
+        Ok(st) => st,
+        Err(e) => {
+            match set_aside(paths, name) {
+                Ok(to) => log::warn!("{e}; set aside as {to:?}"),
+                Err(e2) => log::warn!("{e}; could not set it aside: {e2}"),
+            }
+            None
+        }
+    }
+}
+
 /// Renames a bad state file to `<name>.json.corrupt` so it is kept for inspection
 /// but no longer read.
 pub fn set_aside(paths: &Paths, name: &IfName) -> Result<PathBuf> {

@@ -1,0 +1,634 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: one DHCP event end to end, shared by every DHCP client's shim.
+//!
+//! A shim parses its client's event into a [`LeaseEvent`] and calls [`handle`]:
+//!
+//! 1. A newer event supersedes the interface's detached worker, if one is waiting:
+//!    it is stopped (SIGTERM) and its pending hand-over is discarded.
+//! 2. The interface's lock is taken and its event counter bumped.
+//! 3. *Remove* reasons tear down that family's rules, routes and secondary
+//!    addresses. *Apply* reasons ask IMDS for what the lease cannot tell and wait,
+//!    for at most the synchronous budget (3 s), until IMDS agrees with the lease.
+//! 4. If it does, the plan is applied. If not, the rest of the wait is handed to one
+//!    detached worker (the same shim, started again with `--worker IFNAME`) that
+//!    takes the lock, checks that no newer event came meanwhile, finishes the wait
+//!    within the total budget (30 s) and applies. The DHCP client is never held
+//!    longer than the synchronous budget.
+//!
+//! When the wait ends without IMDS agreeing, what the lease alone proves is applied
+//! if nothing was applied for that family before; otherwise the last applied state
+//! is kept. An IMDS error never removes anything.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::apply::netlink::NetlinkApplier;
+use crate::apply::state::{self, InterfaceState, Paths};
+use crate::apply::{self, Applier, Report};
+use crate::error::{Error, Result};
+use crate::model::{Action, IfName, LeaseEvent, Link, Profile};
+use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use crate::source::ec2::{Ec2, NicEvent, Outcome, WaitPolicy};
+
+/// What a shim needs to know besides the event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookConfig {
+    /// Prefix of every file path (`/` in production).
+    pub root: PathBuf,
+    /// The planner's knobs.
+    pub plan: PlanConfig,
+    /// IMDS base URLs, tried in order; empty means the defaults.
+    pub endpoints: Vec<String>,
+    /// Fall back to IMDSv1 when the token is refused.
+    pub imdsv1_fallback: bool,
+    /// How long the DHCP client may be held.
+    pub sync_budget: Duration,
+    /// How long the whole wait may take.
+    pub budget: Duration,
+}
+
+/// The environment variables a hook's configuration comes from (until the
+/// configuration files arrive they are the only source; dhclient passes them with
+/// `-e`, systemd units with `Environment=`).
+pub const ENV_VARS: &[(&str, &str)] = &[
+    ("LEASEHOOK_ROOT", "prefix of every file path (default /)"),
+    (
+        "LEASEHOOK_PROFILE",
+        "ec2-net-utils (hooks support no other yet)",
+    ),
+    (
+        "LEASEHOOK_TABLE_BASE",
+        "table of device 0 on card 0 (default 10000)",
+    ),
+    (
+        "LEASEHOOK_PRIORITY_BASE",
+        "rule priority of device 0 on card 0 (default: the table base)",
+    ),
+    (
+        "LEASEHOOK_PRIMARY_RULES",
+        "true: give the primary NIC rules too (default false)",
+    ),
+    (
+        "LEASEHOOK_SECONDARY_ADDRESSES",
+        "false: do not add secondary addresses (default true)",
+    ),
+    (
+        "LEASEHOOK_IMDS_ENDPOINTS",
+        "comma-separated IMDS base URLs (default http://169.254.169.254,http://[fd00:ec2::254])",
+    ),
+    (
+        "LEASEHOOK_IMDSV1_FALLBACK",
+        "true: use IMDSv1 when the token is refused (default false)",
+    ),
+    (
+        "LEASEHOOK_IMDS_SYNC_BUDGET_S",
+        "seconds the DHCP client may be held (default 3)",
+    ),
+    (
+        "LEASEHOOK_IMDS_BUDGET_S",
+        "seconds the whole wait may take (default 30)",
+    ),
+    (
+        "LEASEHOOK_LOG_LEVEL",
+        "error, warn, info (default) or debug",
+    ),
+];
+
+/// The `--help` section that lists [`ENV_VARS`].
+pub fn env_help() -> String {
+    let mut out = String::from("Configuration (environment; dhclient passes it with -e):\n");
+    for (var, what) in ENV_VARS {
+        let _ = writeln!(out, "  {var:<30} {what}");
+    }
+    out
+}
+
+impl HookConfig {
+    /// Reads the configuration from `LEASEHOOK_*` variables (see [`ENV_VARS`]);
+    /// unset ones take their defaults, a bad value is an error naming the variable.
+    pub fn from_env(env: &crate::event::Env) -> Result<Self> {
+        let bad = |var: &str, reason: &str, v: &str| Error::Event {
+            source_name: "configuration",
+            var: var.to_owned(),
+            problem: crate::error::Problem::bad(reason, v),
+        };
+        let get = |var: &str| env.get(var).map(String::as_str).filter(|v| !v.is_empty());
+        let flag = |var: &str, default: bool| -> Result<bool> {
+            match get(var) {
+                None => Ok(default),
+                Some("1" | "true" | "yes" | "on") => Ok(true),
+                Some("0" | "false" | "no" | "off") => Ok(false),
+                Some(v) => Err(bad(var, "expected true or false", v)),
+            }
+        };
+        let number = |var: &str| -> Result<Option<u32>> {
+            get(var)
+                .map(|v| {
+                    v.parse()
+                        .map_err(|_| bad(var, "expected a whole number", v))
+                })
+                .transpose()
+        };
+        let seconds = |var: &str, default: Duration| -> Result<Duration> {
+            match get(var) {
+                None => Ok(default),
+                Some(v) => v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 3600.0)
+                    .map(Duration::from_secs_f64)
+                    .ok_or_else(|| bad(var, "expected seconds between 0 and 3600", v)),
+            }
+        };
+        let defaults = PlanConfig::default();
+        let profile = match get("LEASEHOOK_PROFILE") {
+            None => defaults.profile,
+            Some(v) => v.parse().map_err(|p| Error::Event {
+                source_name: "configuration",
+                var: "LEASEHOOK_PROFILE".to_owned(),
+                problem: p,
+            })?,
+        };
+        let sync_budget = seconds(
+            "LEASEHOOK_IMDS_SYNC_BUDGET_S",
+            crate::constants::IMDS_SYNC_BUDGET,
+        )?;
+        let budget =
+            seconds("LEASEHOOK_IMDS_BUDGET_S", crate::constants::IMDS_BUDGET)?.max(sync_budget);
+        Ok(Self {
+            root: PathBuf::from(get("LEASEHOOK_ROOT").unwrap_or("/")),
+            plan: PlanConfig {
+                profile,
+                table_base: number("LEASEHOOK_TABLE_BASE")?.unwrap_or(defaults.table_base),
+                priority_base: number("LEASEHOOK_PRIORITY_BASE")?,
+                primary_rules: flag("LEASEHOOK_PRIMARY_RULES", defaults.primary_rules)?,
+                secondary_addresses: flag(
+                    "LEASEHOOK_SECONDARY_ADDRESSES",
+                    defaults.secondary_addresses,
+                )?,
+            },
+            endpoints: get("LEASEHOOK_IMDS_ENDPOINTS")
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|e| !e.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            imdsv1_fallback: flag("LEASEHOOK_IMDSV1_FALLBACK", false)?,
+            sync_budget,
+            budget,
+        })
+    }
+}
+
+/// What [`handle`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookOutcome {
+    /// The reason needs nothing (`PREINIT`, ...).
+    Ignored,
+    /// The plan was applied (complete: IMDS agreed with the lease).
+    Applied(Report),
+    /// The wait ended without IMDS agreeing: what the lease proves was applied.
+    AppliedPartial(Report),
+    /// The family's objects were removed.
+    Removed(Report),
+    /// The wait continues in a detached worker with this pid.
+    Deferred(u32),
+    /// Nothing changed; the reason is logged.
+    Kept(String),
+}
+
+/// A hand-over from a hook to its worker: `<root>/run/leasehook/pending/<ifname>.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Pending {
+    /// The interface's event counter when the hook handed over.
+    generation: u64,
+    /// The worker's pid, once started.
+    pid: Option<u32>,
+    /// The event.
+    event: LeaseEvent,
+    /// When the whole budget ends, in milliseconds since the Unix epoch.
+    deadline_ms: u64,
+}
+
+fn pending_file(paths: &Paths, name: &IfName) -> PathBuf {
+    paths.run_dir().join("pending").join(format!("{name}.json"))
+}
+
+fn generation_file(paths: &Paths, name: &IfName) -> PathBuf {
+    paths.run_dir().join("generation").join(name.as_str())
+}
+
+fn read_generation(paths: &Paths, name: &IfName) -> u64 {
+    fs::read_to_string(generation_file(paths, name))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn read_pending(paths: &Paths, name: &IfName) -> Option<Pending> {
+    let path = pending_file(paths, name);
+    let meta = fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    serde_json::from_slice(&fs::read(&path).ok()?).ok()
+}
+
+fn write_pending(paths: &Paths, name: &IfName, p: &Pending) -> Result<()> {
+    let path = pending_file(paths, name);
+    let json = serde_json::to_vec(p).map_err(|e| Error::Io {
+        path: format!("{path:?}"),
+        message: e.to_string(),
+    })?;
+    state::write_atomic(&path, &json)
+}
+
+fn remove_pending(paths: &Paths, name: &IfName) {
+    let _ = fs::remove_file(pending_file(paths, name));
+}
+
+/// Whether `pid` is a leasehook shim (so a recycled pid is never signalled).
+fn is_our_worker(pid: u32) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"--worker"))
+}
+
+/// Stops the interface's waiting worker, if any: a newer event supersedes it.
+fn supersede_worker(paths: &Paths, name: &IfName) {
+    let pid = read_pending(paths, name)
+        .and_then(|p| p.pid)
+        .filter(|pid| *pid != std::process::id() && is_our_worker(*pid));
+    if let Some((pid, p)) = pid.and_then(|pid| {
+        Some((
+            pid,
+            rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?,
+        ))
+    }) {
+        match rustix::process::kill_process(p, rustix::process::Signal::TERM) {
+            Ok(()) => log::info!("stopped the waiting worker {pid}: a newer event supersedes it"),
+            Err(e) => log::debug!("worker {pid} already gone ({e})"),
+        }
+    }
+    remove_pending(paths, name);
+}
+
+/// Handles one event from a shim. `worker` is the shim's own executable, started
+/// again with `--worker IFNAME` if the wait has to continue in the background.
+pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<HookOutcome> {
+    if event.action() == Action::Ignore {
+        return Ok(HookOutcome::Ignored);
+    }
+    if cfg.plan.profile != Profile::Ec2NetUtils {
+        return Err(Error::Argument {
+            arg: "profile".to_owned(),
+            problem: crate::error::Problem::bad(
+                "hooks plan one NIC at a time, which only the ec2-net-utils profile can (cloud-init's numbering needs every NIC)",
+                &cfg.plan.profile.to_string(),
+            ),
+        });
+    }
+    let started = now_ms();
+    let paths = Paths::new(&cfg.root);
+    supersede_worker(&paths, &event.interface);
+    let _lock = state::lock_interface(&paths, &event.interface)?;
+    let generation = read_generation(&paths, &event.interface) + 1;
+    state::write_atomic(
+        &generation_file(&paths, &event.interface),
+        generation.to_string().as_bytes(),
+    )?;
+    let mut applier = NetlinkApplier::try_new()?;
+    if event.action() == Action::Remove {
+        return remove(&mut applier, &paths, event).map(HookOutcome::Removed);
+    }
+    let link = find_link(&mut applier, &event.interface)?;
+    let ec2 = client(cfg)?;
+    let nic = nic_event(event, &link)?;
+    match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget)) {
+        Outcome::Complete(network) => {
+            apply_outcome(&mut applier, &paths, event, &link, &network, cfg, false)
+        }
+        Outcome::Failed(e) if !retryable(&e) => Ok(HookOutcome::Kept(unanswered(&e))),
+        Outcome::Partial { .. } | Outcome::Failed(_) if cfg.budget > cfg.sync_budget => {
+            let deadline_ms =
+                started.saturating_add(u64::try_from(cfg.budget.as_millis()).unwrap_or(u64::MAX));
+            let mut pending = Pending {
+                generation,
+                pid: None,
+                event: event.clone(),
+                deadline_ms,
+            };
+            write_pending(&paths, &event.interface, &pending)?;
+            let pid = spawn_worker(worker, &event.interface)?;
+            pending.pid = Some(pid);
+            write_pending(&paths, &event.interface, &pending)?;
+            log::info!("IMDS does not agree with the lease yet; worker {pid} finishes the wait");
+            Ok(HookOutcome::Deferred(pid))
+        }
+        Outcome::Partial { network, missing } => {
+            log_missing(&missing);
+            apply_outcome(&mut applier, &paths, event, &link, &network, cfg, true)
+        }
+        Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
+    }
+}
+
+/// Why nothing was applied when IMDS did not answer.
+fn unanswered(e: &Error) -> String {
+    format!(
+        "IMDS did not answer usefully ({e}): nothing applied, as the table cannot be known without \
+         device-number; whatever was applied before stays"
+    )
+}
+
+/// The worker: finishes the wait a hook handed over. Returns `Kept` when a newer
+/// event came meanwhile.
+pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
+    // Leave the DHCP client's session: a signal to its process group, or its
+    // terminal going away, must not stop the wait.
+    let _ = rustix::process::setsid();
+    let paths = Paths::new(&cfg.root);
+    let _lock = state::lock_interface(&paths, name)?;
+    let Some(pending) = read_pending(&paths, name) else {
+        return Ok(HookOutcome::Kept(
+            "no pending event (superseded)".to_owned(),
+        ));
+    };
+    if pending.generation != read_generation(&paths, name) {
+        return Ok(HookOutcome::Kept(
+            "a newer event superseded this one".to_owned(),
+        ));
+    }
+    let result = finish_wait(&paths, &pending, cfg);
+    remove_pending(&paths, name);
+    result
+}
+
+fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<HookOutcome> {
+    let event = &pending.event;
+    let left = Duration::from_millis(pending.deadline_ms.saturating_sub(now_ms()))
+        .max(Duration::from_millis(100));
+    let mut applier = NetlinkApplier::try_new()?;
+    let link = find_link(&mut applier, &event.interface)?;
+    let ec2 = client(cfg)?;
+    let nic = nic_event(event, &link)?;
+    match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left)) {
+        Outcome::Complete(network) => {
+            apply_outcome(&mut applier, paths, event, &link, &network, cfg, false)
+        }
+        Outcome::Partial { network, missing } => {
+            log_missing(&missing);
+            apply_outcome(&mut applier, paths, event, &link, &network, cfg, true)
+        }
+        Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
+    }
+}
+
+fn log_missing(missing: &[crate::model::Missing]) {
+    let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+    log::warn!(
+        "IMDS did not agree with the lease within the budget; missing: {}",
+        list.join("; ")
+    );
+}
+
+fn retryable(e: &Error) -> bool {
+    matches!(e, Error::Imds { kind, .. } if kind.is_retryable())
+}
+
+fn client(cfg: &HookConfig) -> Result<Ec2> {
+    let ec2 = Ec2::try_new(&cfg.root)?.with_imdsv1_fallback(cfg.imdsv1_fallback);
+    if cfg.endpoints.is_empty() {
+        Ok(ec2)
+    } else {
+        ec2.with_endpoints(cfg.endpoints.iter())
+    }
+}
+
+fn find_link(applier: &mut NetlinkApplier, name: &IfName) -> Result<(Link, u32)> {
+    let k = applier
+        .links()?
+        .into_iter()
+        .find(|l| &l.name == name)
+        .ok_or_else(|| Error::InvalidPlan(format!("no link named {name}")))?;
+    let mac = k
+        .mac
+        .ok_or_else(|| Error::InvalidPlan(format!("{name} has no MAC address")))?;
+    let ipv6_router = applier.ipv6_default_router(k.index)?;
+    Ok((
+        Link {
+            name: k.name,
+            mac,
+            ipv6_router,
+        },
+        k.index,
+    ))
+}
+
+fn nic_event(event: &LeaseEvent, link: &(Link, u32)) -> Result<NicEvent> {
+    let lease = event
+        .new
+        .clone()
+        .ok_or_else(|| Error::InvalidPlan(format!("{} event without a lease", event.reason)))?;
+    NicEvent::try_new(event.interface.clone(), link.0.mac, vec![lease])
+}
+
+fn apply_outcome<A: Applier>(
+    applier: &mut A,
+    paths: &Paths,
+    event: &LeaseEvent,
+    link: &(Link, u32),
+    network: &crate::model::InstanceNetwork,
+    cfg: &HookConfig,
+    partial: bool,
+) -> Result<HookOutcome> {
+    let recorded = state::read_state_or_set_aside(paths, &event.interface);
+    if partial
+        && recorded
+            .as_ref()
+            .is_some_and(|st| st.families.contains_key(&event.family))
+    {
+        return Ok(HookOutcome::Kept(format!(
+            "IMDS incomplete: keeping the {} state applied before",
+            event.family
+        )));
+    }
+    let lease = event
+        .new
+        .clone()
+        .ok_or_else(|| Error::InvalidPlan("no lease".to_owned()))?;
+    let leases = [InterfaceLease {
+        interface: event.interface.clone(),
+        lease,
+    }];
+    let links = [link.0.clone()];
+    let p = plan(
+        &PlanInput {
+            metadata: network,
+            links: &links,
+            leases: &leases,
+        },
+        &cfg.plan,
+    )?;
+    if partial {
+        match p.interfaces.first().and_then(|i| i.table) {
+            Some(t) => log::warn!("applying what the lease alone proves (table {t})"),
+            None => {
+                log::warn!("the table cannot be known (no valid device-number): applying no rules");
+            }
+        }
+    }
+    let report = apply::apply_plan(applier, &p, recorded.as_slice())?;
+    for ip in &p.interfaces {
+        let now = InterfaceState::record(recorded.clone(), ip, p.profile);
+        if recorded.as_ref() != Some(&now) {
+            state::write_state(paths, &now)?;
+        }
+    }
+    log::info!(
+        "{} change(s) for {} {}",
+        report.writes(),
+        event.interface,
+        event.family
+    );
+    Ok(if partial {
+        HookOutcome::AppliedPartial(report)
+    } else {
+        HookOutcome::Applied(report)
+    })
+}
+
+fn remove<A: Applier>(applier: &mut A, paths: &Paths, event: &LeaseEvent) -> Result<Report> {
+    let recorded = state::read_state_or_set_aside(paths, &event.interface);
+    let report = apply::teardown(
+        applier,
+        &event.interface,
+        Some(event.family),
+        recorded.as_ref(),
+    )?;
+    for e in &report.errors {
+        log::warn!("{e}");
+    }
+    if let Some(mut st) = recorded {
+        if st.forget(Some(event.family)) {
+            state::remove_state(paths, &event.interface)?;
+        } else {
+            state::write_state(paths, &st)?;
+        }
+    }
+    log::info!(
+        "removed {} object(s) of {} {}",
+        report.writes(),
+        event.interface,
+        event.family
+    );
+    Ok(report)
+}
+
+/// Starts the detached worker. Its standard input and output are closed; standard
+/// error stays the shim's (where the log goes when there is no journal or syslog).
+fn spawn_worker(exe: &Path, name: &IfName) -> Result<u32> {
+    let child = Command::new(exe)
+        .arg("--worker")
+        .arg(name.as_str())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| Error::io(exe, &e))?;
+    Ok(child.id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> crate::event::Env {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn config_defaults_and_overrides() {
+        let d = HookConfig::from_env(&env(&[])).unwrap();
+        assert_eq!(
+            (d.root.to_str(), d.sync_budget, d.budget),
+            (Some("/"), Duration::from_secs(3), Duration::from_secs(30))
+        );
+        assert_eq!(d.plan, PlanConfig::default());
+        let c = HookConfig::from_env(&env(&[
+            ("LEASEHOOK_ROOT", "/tmp/x"),
+            ("LEASEHOOK_TABLE_BASE", "20000"),
+            ("LEASEHOOK_PRIMARY_RULES", "yes"),
+            ("LEASEHOOK_SECONDARY_ADDRESSES", "false"),
+            (
+                "LEASEHOOK_IMDS_ENDPOINTS",
+                "http://127.0.0.1:8080, http://[::1]:8080",
+            ),
+            ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "0.5"),
+            ("LEASEHOOK_IMDS_BUDGET_S", "0.1"),
+        ]))
+        .unwrap();
+        assert_eq!(c.plan.table_base, 20000);
+        assert!(c.plan.primary_rules && !c.plan.secondary_addresses);
+        assert_eq!(c.endpoints, ["http://127.0.0.1:8080", "http://[::1]:8080"]);
+        // The total budget is never shorter than the synchronous one.
+        assert_eq!(
+            (c.sync_budget, c.budget),
+            (Duration::from_millis(500), Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn bad_config_values_name_the_variable() {
+        for (var, value, want) in [
+            (
+                "LEASEHOOK_TABLE_BASE",
+                "-1",
+                "configuration variable LEASEHOOK_TABLE_BASE: expected a whole number (got \"-1\")",
+            ),
+            (
+                "LEASEHOOK_PRIMARY_RULES",
+                "maybe",
+                "configuration variable LEASEHOOK_PRIMARY_RULES: expected true or false (got \"maybe\")",
+            ),
+            (
+                "LEASEHOOK_IMDS_BUDGET_S",
+                "NaN",
+                "configuration variable LEASEHOOK_IMDS_BUDGET_S: expected seconds between 0 and 3600 (got \"NaN\")",
+            ),
+            (
+                "LEASEHOOK_PROFILE",
+                "x",
+                "configuration variable LEASEHOOK_PROFILE: expected ec2-net-utils or cloud-init (got \"x\")",
+            ),
+        ] {
+            assert_eq!(
+                HookConfig::from_env(&env(&[(var, value)]))
+                    .unwrap_err()
+                    .to_string(),
+                want
+            );
+        }
+    }
+
+    #[test]
+    fn help_lists_every_variable() {
+        let help = env_help();
+        assert!(ENV_VARS.iter().all(|(v, _)| help.contains(v)));
+    }
+}

@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A throwaway two-namespace world for end-to-end tests and the demo: a VPC
+//! "router" namespace and an "instance" namespace joined by two veth pairs.
+//!
+//! * router: `gw0` 10.98.0.1/24 and `gw1` 10.98.1.1/24 (+ `fd00:98:1::1/64`), dnsmasq
+//!   serving both subnets with fixed leases per MAC (and DHCPv6 on `gw1`), the IMDS
+//!   emulator on 169.254.169.254:80, an echo host on 198.51.100.10:80 that answers
+//!   with the caller's address, and `rp_filter=1` (an ENI's source/destination
+//!   check: a packet whose source belongs to the other subnet is dropped).
+//! * instance: `eth0` (02:00:00:00:00:01, device-number 0, 10.98.0.10) and `eth1`
+//!   (02:00:00:00:00:02, device-number 1, 10.98.1.20 + 10.98.1.21, `fd00:98:1::20`),
+//!   where real `dhclient` runs with leasehook's exit hook. The hook is placed in
+//!   `/etc/netns/<instance>/dhcp/`, which `ip netns exec` mounts over `/etc/dhcp`
+//!   for that namespace only; the machine's own `/etc/dhcp` is never touched.
+//!
+//! Everything (processes, namespaces, `/etc/netns/<instance>`) goes when the
+//! [`World`] is dropped.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::netns::{Netns, TempDir, run, sibling_bin};
+
+/// The instance's MACs.
+pub const MAC0: &str = "02:00:00:00:00:01";
+/// The secondary NIC's MAC.
+pub const MAC1: &str = "02:00:00:00:00:02";
+
+/// The metadata tree of the world's instance (served by the emulator).
+pub fn default_tree() -> Value {
+    json!({"latest": {"api": {}, "meta-data": {
+        "instance-id": "i-0123456789abcdef0",
+        "local-ipv4": "10.98.0.10",
+        "mac": MAC0,
+        "placement": {"availability-zone": "us-east-1a", "region": "us-east-1"},
+        "network": {"interfaces": {"macs": {
+            MAC0: {"device-number": "0", "interface-id": "eni-0000000000000001",
+                   "local-ipv4s": "10.98.0.10", "subnet-ipv4-cidr-block": "10.98.0.0/24", "mac": MAC0},
+            MAC1: {"device-number": "1", "interface-id": "eni-0000000000000002",
+                   "local-ipv4s": "10.98.1.20\n10.98.1.21", "subnet-ipv4-cidr-block": "10.98.1.0/24",
+                   "ipv6s": "fd00:98:1::20", "subnet-ipv6-cidr-blocks": "fd00:98:1::/64", "mac": MAC1}
+        }}}
+    }}})
+}
+
+/// How to build a [`World`].
+#[derive(Debug, Clone)]
+pub struct WorldOptions {
+    /// The IMDS tree; `None` runs no IMDS at all (unreachable).
+    pub tree: Option<Value>,
+    /// The emulator's scenario (delays, windows, failures).
+    pub scenario: Value,
+    /// DHCPv4 renewal time T1 in seconds (dnsmasq's minimum lease is 2 min).
+    pub t1: Option<u32>,
+    /// Extra dnsmasq configuration lines (hostile options, ...).
+    pub dnsmasq_extra: Vec<String>,
+    /// `LEASEHOOK_IMDS_SYNC_BUDGET_S` for the hook.
+    pub sync_budget_s: f64,
+    /// `LEASEHOOK_IMDS_BUDGET_S` for the hook.
+    pub budget_s: f64,
+}
+
+impl Default for WorldOptions {
+    fn default() -> Self {
+        Self {
+            tree: Some(default_tree()),
+            scenario: json!({}),
+            t1: None,
+            dnsmasq_extra: Vec::new(),
+            sync_budget_s: 3.0,
+            budget_s: 30.0,
+        }
+    }
+}
+
+/// The running world.
+#[derive(Debug)]
+pub struct World {
+    /// The VPC side.
+    pub router: Netns,
+    /// The instance.
+    pub inst: Netns,
+    /// Files of this world (logs, leases, configuration).
+    pub dir: TempDir,
+    /// `LEASEHOOK_ROOT` of the hooks.
+    pub root: PathBuf,
+    etc: PathBuf,
+    services: Vec<Child>,
+    dhclients: BTreeMap<String, Child>,
+    hook_env: Vec<(String, String)>,
+}
+
+/// Polls `f` every 20 ms until it holds or `timeout` passes; whether it held.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// dnsmasq's configuration (a file, so hostile option values need no quoting).
+fn dnsmasq_conf(dir: &Path, opts: &WorldOptions) -> String {
+    let d = dir.display();
+    let mut conf = format!(
+        "port=0\nno-ping\nkeep-in-foreground\ninterface=gw0\ninterface=gw1\nbind-interfaces\nexcept-interface=lo\n\
+         dhcp-authoritative\nlog-dhcp\nlog-facility={d}/dnsmasq.log\ndhcp-leasefile={d}/dnsmasq.leases\n\
+         dhcp-range=set:n0,10.98.0.100,10.98.0.200,255.255.255.0,2m\n\
+         dhcp-range=set:n1,10.98.1.100,10.98.1.200,255.255.255.0,2m\n\
+         dhcp-range=set:n1v6,fd00:98:1::100,fd00:98:1::1ff,64,2m\n\
+         dhcp-host={MAC0},10.98.0.10\ndhcp-host={MAC1},10.98.1.20,[fd00:98:1::20]\n\
+         dhcp-option=tag:n0,option:router,10.98.0.1\ndhcp-option=tag:n1,option:router,10.98.1.1\n"
+    );
+    if let Some(t1) = opts.t1 {
+        let _ = write!(
+            conf,
+            "dhcp-option=option:T1,{t1}\ndhcp-option=option:T2,{}\n",
+            t1 * 3
+        );
+    }
+    for l in &opts.dnsmasq_extra {
+        let _ = writeln!(conf, "{l}");
+    }
+    conf
+}
+
+/// Puts the exit hook into `/etc/netns/<ns>/dhcp/`, which `ip netns exec` mounts
+/// over `/etc/dhcp` inside that namespace only; returns `/etc/netns/<ns>`.
+fn install_hook(ns: &str) -> PathBuf {
+    let etc = PathBuf::from("/etc/netns").join(ns);
+    let dhcp = etc.join("dhcp");
+    for sub in ["dhclient-exit-hooks.d", "dhclient-enter-hooks.d"] {
+        std::fs::create_dir_all(dhcp.join(sub)).unwrap_or_else(|e| panic!("{dhcp:?}: {e}"));
+    }
+    let _ = std::fs::write(etc.join("resolv.conf"), "");
+    std::fs::copy("/etc/dhcp/dhclient.conf", dhcp.join("dhclient.conf"))
+        .unwrap_or_else(|e| panic!("/etc/dhcp/dhclient.conf (is isc-dhcp-client installed?): {e}"));
+    let hook = crate::workspace_root().join("hooks/dhclient/leasehook");
+    std::fs::copy(&hook, dhcp.join("dhclient-exit-hooks.d/leasehook"))
+        .unwrap_or_else(|e| panic!("{hook:?}: {e}"));
+    etc
+}
+
+/// Starts `cmd` and waits for its first line on standard output (a "ready" line).
+fn start_ready(mut cmd: Command, what: &str) -> Child {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("failed to start {what}: {e}"));
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let mut reader = BufReader::new(out);
+        let _ = reader.read_line(&mut line);
+        // Keep draining in the background so the child never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    }
+    assert!(!line.is_empty(), "{what} did not start");
+    child
+}
+
+const ECHO_SERVER: &str = "\
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = self.client_address[0].encode()
+        self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers(); self.wfile.write(b)
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(('198.51.100.10', 80), H)
+print('ready', flush=True)
+s.serve_forever()
+";
+
+impl World {
+    /// Builds the world; panics (failing the test) when any part cannot start.
+    pub fn new(tag: &str, opts: &WorldOptions) -> Self {
+        let router = Netns::new(&format!("{tag}-r"));
+        let inst = Netns::new(&format!("{tag}-i"));
+        let dir = TempDir::new(tag);
+        let root = dir.0.join("root");
+        std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{root:?}: {e}"));
+        for key in [
+            "net.ipv6.conf.all.accept_dad",
+            "net.ipv6.conf.default.accept_dad",
+        ] {
+            inst.sysctl(key, "0");
+            router.sysctl(key, "0");
+        }
+        for (n, mac) in [(0, MAC0), (1, MAC1)] {
+            let (gw, eth) = (format!("gw{n}"), format!("eth{n}"));
+            router.ip(&[
+                "link", "add", "name", &gw, "type", "veth", "peer", "name", &eth, "netns",
+                &inst.name,
+            ]);
+            inst.ip(&["link", "set", &eth, "address", mac]);
+            router.ip(&["address", "add", &format!("10.98.{n}.1/24"), "dev", &gw]);
+            router.sysctl(&format!("net.ipv4.conf.{gw}.rp_filter"), "1");
+            router.ip(&["link", "set", &gw, "up"]);
+            inst.ip(&["link", "set", &eth, "up"]);
+        }
+        router.ip(&[
+            "-6",
+            "address",
+            "add",
+            "fd00:98:1::1/64",
+            "dev",
+            "gw1",
+            "nodad",
+        ]);
+        router.sysctl("net.ipv4.conf.all.rp_filter", "1");
+        router.ip(&["address", "add", "169.254.169.254/32", "dev", "lo"]);
+        router.ip(&["address", "add", "198.51.100.10/32", "dev", "lo"]);
+
+        let mut services = Vec::new();
+        let conf = dnsmasq_conf(&dir.0, opts);
+        let conf_path = dir.file("dnsmasq.conf", &conf);
+        let mut dnsmasq = router.command("dnsmasq");
+        dnsmasq
+            .arg(format!("--conf-file={}", conf_path.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        services.push(
+            dnsmasq
+                .spawn()
+                .unwrap_or_else(|e| panic!("failed to start dnsmasq (is it installed?): {e}")),
+        );
+
+        if let Some(tree) = &opts.tree {
+            let tree_path = dir.file("imds-tree.json", &tree.to_string());
+            let scenario_path = dir.file("imds-scenario.json", &opts.scenario.to_string());
+            let mut emu = router.command(sibling_bin("imds-emulator").to_str().unwrap_or_default());
+            emu.args(["--bind", "169.254.169.254:80", "--require-token"])
+                .arg("--tree")
+                .arg(&tree_path)
+                .arg("--scenario")
+                .arg(&scenario_path)
+                .arg("--log")
+                .arg(dir.0.join("imds.log"));
+            services.push(start_ready(emu, "imds-emulator"));
+        }
+        let mut echo = router.command("/usr/bin/python3");
+        echo.args(["-c", ECHO_SERVER]);
+        services.push(start_ready(echo, "echo host"));
+
+        let etc = install_hook(&inst.name);
+        let hook_env = vec![
+            (
+                "LEASEHOOK_DHCLIENT".to_owned(),
+                sibling_bin("leasehook-dhclient").display().to_string(),
+            ),
+            ("LEASEHOOK_ROOT".to_owned(), root.display().to_string()),
+            (
+                "LEASEHOOK_IMDS_SYNC_BUDGET_S".to_owned(),
+                opts.sync_budget_s.to_string(),
+            ),
+            (
+                "LEASEHOOK_IMDS_BUDGET_S".to_owned(),
+                opts.budget_s.to_string(),
+            ),
+            ("LEASEHOOK_LOG_LEVEL".to_owned(), "debug".to_owned()),
+        ];
+        Self {
+            router,
+            inst,
+            dir,
+            root,
+            etc,
+            services,
+            dhclients: BTreeMap::new(),
+            hook_env,
+        }
+    }
+
+    fn dhclient_args(&self, iface: &str, v6: bool) -> Vec<String> {
+        let tag = if v6 {
+            format!("{iface}-6")
+        } else {
+            iface.to_owned()
+        };
+        let mut args: Vec<String> = vec![if v6 { "-6" } else { "-4" }.to_owned()];
+        for (k, v) in &self.hook_env {
+            args.push("-e".to_owned());
+            args.push(format!("{k}={v}"));
+        }
+        for (flag, ext) in [("-lf", "leases"), ("-pf", "pid")] {
+            args.push(flag.to_owned());
+            args.push(
+                self.dir
+                    .0
+                    .join(format!("dhclient-{tag}.{ext}"))
+                    .display()
+                    .to_string(),
+            );
+        }
+        args
+    }
+
+    /// Starts `dhclient -d` (foreground, so it is this world's child) on `iface`;
+    /// its output and the hook's log go to `dhclient-<iface>[-6].log`.
+    pub fn dhclient_start(&mut self, iface: &str, v6: bool) {
+        let tag = if v6 {
+            format!("{iface}-6")
+        } else {
+            iface.to_owned()
+        };
+        let log = std::fs::File::create(self.dir.0.join(format!("dhclient-{tag}.log")))
+            .unwrap_or_else(|e| panic!("dhclient log: {e}"));
+        let mut cmd = self.inst.command("dhclient");
+        cmd.arg("-d")
+            .arg("-v")
+            .args(self.dhclient_args(iface, v6))
+            .arg(iface)
+            .stdout(Stdio::null())
+            .stderr(log);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to start dhclient: {e}"));
+        self.dhclients.insert(tag, child);
+    }
+
+    /// `dhclient -r` (RELEASE) or `dhclient -x` (STOP) on `iface`: the running
+    /// client is told through its pid file and the hook runs once more.
+    pub fn dhclient_end(&mut self, iface: &str, v6: bool, release: bool) {
+        let tag = if v6 {
+            format!("{iface}-6")
+        } else {
+            iface.to_owned()
+        };
+        let mut cmd = self.inst.command("timeout");
+        cmd.arg("30")
+            .arg("dhclient")
+            .arg(if release { "-r" } else { "-x" })
+            .args(self.dhclient_args(iface, v6))
+            .arg(iface);
+        run(&mut cmd);
+        if let Some(mut c) = self.dhclients.remove(&tag) {
+            let _ = c.wait();
+        }
+    }
+
+    /// The hook's and dhclient's log for `iface` so far.
+    pub fn log(&self, iface: &str, v6: bool) -> String {
+        let tag = if v6 {
+            format!("{iface}-6")
+        } else {
+            iface.to_owned()
+        };
+        std::fs::read_to_string(self.dir.0.join(format!("dhclient-{tag}.log"))).unwrap_or_default()
+    }
+
+    /// The requests the IMDS emulator logged.
+    pub fn imds_log(&self) -> String {
+        std::fs::read_to_string(self.dir.0.join("imds.log")).unwrap_or_default()
+    }
+
+    /// An HTTP GET to the echo host from `src` inside the instance; the address the
+    /// echo host saw, or `None` when the connection failed.
+    pub fn echo_from(&self, src: &str) -> Option<String> {
+        let code = format!(
+            "import socket\ns=socket.create_connection(('198.51.100.10',80),timeout=2,source_address=('{src}',0))\n\
+             s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nprint(s.makefile('rb').read().split(b'\\r\\n\\r\\n',1)[1].decode())"
+        );
+        let out = self
+            .inst
+            .command("/usr/bin/python3")
+            .args(["-c", &code])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// leasehook's own rules in the instance (`ip rule` lines with `proto 176`).
+    pub fn our_rules(&self) -> Vec<String> {
+        self.inst
+            .rules()
+            .into_iter()
+            .filter(|r| r.ends_with("proto 176"))
+            .collect()
+    }
+
+    /// leasehook's own routes in the instance.
+    pub fn our_routes(&self) -> Vec<String> {
+        self.inst
+            .routes()
+            .into_iter()
+            .filter(|r| r.ends_with("proto 176"))
+            .collect()
+    }
+
+    /// Whether a worker is still waiting for `iface`.
+    pub fn worker_pending(&self, iface: &str) -> bool {
+        self.root
+            .join("run/leasehook/pending")
+            .join(format!("{iface}.json"))
+            .exists()
+    }
+}
+
+/// Kills every process whose pid a pending hand-over names (detached workers are
+/// not our children).
+fn kill_workers(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root.join("run/leasehook/pending")) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let pid = std::fs::read_to_string(e.path())
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v["pid"].as_u64());
+        if let Some(pid) = pid {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for c in self.dhclients.values_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        kill_workers(&self.root);
+        for c in &mut self.services {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.etc);
+        let _ = std::fs::remove_dir("/etc/netns");
+    }
+}
+
+impl World {
+    /// Starts dhclient on `iface` and waits (up to 20 s) until the leased address
+    /// is on the link; fails the test with dhclient's log otherwise.
+    pub fn bind(&mut self, iface: &str, v6: bool) {
+        self.dhclient_start(iface, v6);
+        let want = match (iface, v6) {
+            ("eth0", false) => "10.98.0.10",
+            (_, false) => "10.98.1.20",
+            (_, true) => "fd00:98:1::20",
+        };
+        let fam = if v6 { "-6" } else { "-4" };
+        let ok = wait_until(Duration::from_secs(20), || {
+            self.inst.ip(&[fam, "addr", "show", iface]).contains(want)
+        });
+        assert!(ok, "{iface} got no lease:\n{}", self.log(iface, v6));
+    }
+
+    /// Waits (up to `secs`) until no worker is pending for `iface`.
+    pub fn wait_workers(&self, iface: &str, secs: u64) -> bool {
+        wait_until(Duration::from_secs(secs), || !self.worker_pending(iface))
+    }
+}

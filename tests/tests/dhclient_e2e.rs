@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The product working for real: ISC dhclient gets leases from dnsmasq, the
+//! unmodified `dhclient-script` sources leasehook's exit hook, and the shim asks the
+//! IMDS emulator and installs policy routing. Each test builds its own world
+//! (`leasehook_tests::world`); the hook goes through `/etc/netns/<ns>/dhcp/`.
+//!
+//! Compiled with the `netns` feature; needs root, isc-dhcp-client and dnsmasq, and
+//! fails, never skips, without them.
+
+#![cfg(feature = "netns")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::too_many_lines
+)]
+
+use std::io::Read as _;
+use std::process::Stdio;
+use std::time::Duration;
+
+use leasehook_tests::world::{World, WorldOptions, wait_until};
+use serde_json::json;
+
+const SECONDARY_RULES: [&str; 2] = [
+    "10001 from 10.98.1.20 lookup 10001 proto 176",
+    "10001 from 10.98.1.21 lookup 10001 proto 176",
+];
+
+fn bound(w: &World, rules: &[&str]) -> bool {
+    let have = w.our_rules();
+    rules.iter().all(|r| have.iter().any(|h| h == r))
+}
+
+#[test]
+fn bound_on_the_secondary_installs_policy_routing_and_traffic_flows() {
+    let mut w = World::new("bound", &WorldOptions::default());
+    w.dhclient_start("eth0", false);
+    assert!(
+        wait_until(Duration::from_secs(20), || w
+            .inst
+            .ip(&["-4", "addr", "show", "eth0"])
+            .contains("10.98.0.10")),
+        "eth0 got no lease:\n{}",
+        w.log("eth0", false)
+    );
+    w.dhclient_start("eth1", false);
+    assert!(
+        wait_until(Duration::from_secs(20), || bound(&w, &SECONDARY_RULES)),
+        "no rules after BOUND on eth1: {:#?}\n{}",
+        w.our_rules(),
+        w.log("eth1", false)
+    );
+    let routes = w.our_routes();
+    assert!(
+        routes.contains(
+            &"default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176".to_owned()
+        ),
+        "{routes:#?}"
+    );
+    assert!(
+        routes.contains(
+            &"10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176"
+                .to_owned()
+        ),
+        "{routes:#?}"
+    );
+    assert!(
+        w.inst
+            .addresses()
+            .contains(&"eth1 10.98.1.21/32".to_owned())
+    );
+    // The primary gets no rules (the default profile).
+    assert!(!w.our_rules().iter().any(|r| r.contains("10.98.0.")));
+    assert_eq!(
+        w.echo_from("10.98.1.20").as_deref(),
+        Some("10.98.1.20"),
+        "traffic from the secondary address"
+    );
+    assert_eq!(
+        w.echo_from("10.98.1.21").as_deref(),
+        Some("10.98.1.21"),
+        "traffic from the second secondary address"
+    );
+    assert_eq!(
+        w.echo_from("10.98.0.10").as_deref(),
+        Some("10.98.0.10"),
+        "traffic from the primary"
+    );
+    let log = w.log("eth1", false);
+    assert!(
+        log.contains("eth1 BOUND: "),
+        "every hook line names the interface and reason:\n{log}"
+    );
+}
+
+fn secondary_routes_ok(w: &World) -> bool {
+    let routes = w.our_routes();
+    routes
+        .contains(&"default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176".to_owned())
+        && routes.contains(
+            &"10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176"
+                .to_owned(),
+        )
+}
+
+/// Lines of `ip monitor` output that concern leasehook's objects.
+fn ours(monitor: &str) -> Vec<String> {
+    monitor
+        .lines()
+        .filter(|l| {
+            l.contains("proto 176") || l.contains("10.98.1.21") || l.contains("lookup 10001")
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn renew_with_unchanged_metadata_changes_nothing() {
+    let mut w = World::new(
+        "renew",
+        &WorldOptions {
+            t1: Some(3),
+            ..WorldOptions::default()
+        },
+    );
+    w.bind("eth0", false);
+    w.bind("eth1", false);
+    assert!(
+        wait_until(Duration::from_secs(10), || bound(&w, &SECONDARY_RULES)),
+        "{}",
+        w.log("eth1", false)
+    );
+    let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
+    let mut monitor = w
+        .inst
+        .command("ip")
+        .args(["monitor", "rule", "route", "address"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let renewed = wait_until(Duration::from_secs(20), || {
+        w.log("eth1", false).contains("eth1 RENEW: 0 change(s)")
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    monitor.kill().unwrap();
+    let mut seen = String::new();
+    monitor
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut seen)
+        .unwrap();
+    monitor.wait().unwrap();
+    assert!(renewed, "no RENEW within 20 s:\n{}", w.log("eth1", false));
+    assert_eq!(
+        ours(&seen),
+        Vec::<String>::new(),
+        "the renew changed leasehook's objects"
+    );
+    assert_eq!((w.our_rules(), w.our_routes(), w.inst.addresses()), before);
+}
+
+#[test]
+fn release_and_stop_remove_everything_of_the_interface() {
+    let mut w = World::new("release", &WorldOptions::default());
+    w.bind("eth0", false);
+    for release in [true, false] {
+        w.bind("eth1", false);
+        assert!(
+            wait_until(Duration::from_secs(10), || bound(&w, &SECONDARY_RULES)
+                && secondary_routes_ok(&w)),
+            "{}",
+            w.log("eth1", false)
+        );
+        w.dhclient_end("eth1", false, release);
+        let what = if release { "RELEASE" } else { "STOP" };
+        assert!(
+            w.our_rules().is_empty(),
+            "{what}: rules left {:#?}",
+            w.our_rules()
+        );
+        assert!(
+            w.our_routes().is_empty(),
+            "{what}: routes left {:#?}",
+            w.our_routes()
+        );
+        assert!(
+            !w.inst
+                .addresses()
+                .contains(&"eth1 10.98.1.21/32".to_owned()),
+            "{what}: secondary address left"
+        );
+        assert!(
+            !w.root.join("run/leasehook/iface/eth1.json").exists(),
+            "{what}: state file left"
+        );
+    }
+}
+
+#[test]
+fn hot_plug_race_ends_in_the_same_state_without_holding_dhclient() {
+    let mac = "/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02";
+    let opts = WorldOptions {
+        // IMDS lists the NIC but its address keys only appear 2 s after the first
+        // request, well past the 0.5 s the hook may hold dhclient-script.
+        scenario: json!({"appear": [{"path": format!("{mac}/local-ipv4s"), "after": 2.0},
+                                    {"path": format!("{mac}/ipv6s"), "after": 2.5}]}),
+        sync_budget_s: 0.5,
+        budget_s: 15.0,
+        ..WorldOptions::default()
+    };
+    let mut w = World::new("race", &opts);
+    // Only eth1: IMDS is reached through its default route, and the emulator's clock
+    // starts with this event's first request.
+    w.bind("eth1", false);
+    assert!(
+        wait_until(Duration::from_secs(15), || bound(&w, &SECONDARY_RULES)
+            && secondary_routes_ok(&w)),
+        "{}",
+        w.log("eth1", false)
+    );
+    assert!(w.wait_workers("eth1", 5), "the worker did not finish");
+    let log = w.log("eth1", false);
+    assert!(
+        log.contains("eth1 BOUND: IMDS does not agree with the lease yet; worker"),
+        "the hook did not hand over:\n{log}"
+    );
+    assert!(
+        log.contains("eth1 worker: eth1: IMDS agrees with the lease"),
+        "{log}"
+    );
+    assert!(
+        w.inst
+            .addresses()
+            .contains(&"eth1 10.98.1.21/32".to_owned())
+    );
+    assert_eq!(w.our_rules().len(), 2, "{:#?}", w.our_rules());
+}
+
+#[test]
+fn imds_unreachable_applies_nothing_and_says_why() {
+    let opts = WorldOptions {
+        tree: None,
+        sync_budget_s: 0.3,
+        budget_s: 1.5,
+        ..WorldOptions::default()
+    };
+    let mut w = World::new("noimds", &opts);
+    w.bind("eth0", false);
+    w.bind("eth1", false);
+    let said = "nothing applied, as the table cannot be known without device-number";
+    assert!(
+        wait_until(Duration::from_secs(10), || w
+            .log("eth1", false)
+            .contains(said)),
+        "{}",
+        w.log("eth1", false)
+    );
+    assert!(w.wait_workers("eth1", 5), "the worker did not finish");
+    assert!(w.our_rules().is_empty() && w.our_routes().is_empty());
+    // DHCP itself was not affected.
+    assert!(
+        w.inst
+            .ip(&["-4", "addr", "show", "eth1"])
+            .contains("10.98.1.20/24")
+    );
+}
+
+#[test]
+fn dhcpv6_bound6_adds_the_ipv6_rule_and_release6_removes_it() {
+    let mut w = World::new("dhcp6", &WorldOptions::default());
+    w.bind("eth0", false);
+    w.bind("eth1", true);
+    let rule = "10001 from fd00:98:1::20 lookup 10001 proto 176";
+    assert!(
+        wait_until(Duration::from_secs(10), || bound(&w, &[rule])),
+        "{:#?}\n{}",
+        w.our_rules(),
+        w.log("eth1", true)
+    );
+    assert!(
+        w.our_routes().contains(
+            &"fd00:98:1::/64 via - dev eth1 scope - src - table 10001 proto 176".to_owned()
+        ),
+        "{:#?}",
+        w.our_routes()
+    );
+    assert!(w.log("eth1", true).contains("eth1 BOUND6: "));
+    w.dhclient_end("eth1", true, true);
+    assert!(w.our_rules().is_empty(), "{:#?}", w.our_rules());
+    assert!(w.our_routes().is_empty(), "{:#?}", w.our_routes());
+}
+
+#[test]
+fn hostile_dhcp_options_reach_no_shell() {
+    let marker = std::env::temp_dir().join(format!("leasehook-pwned-{}", std::process::id()));
+    let m = marker.display().to_string();
+    let hex_with_newline: String = format!("x\n$(touch {m})\n")
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    let opts = WorldOptions {
+        dnsmasq_extra: vec![
+            format!("dhcp-option=option:domain-name,\"$(touch {m});`touch {m}`\""),
+            format!("dhcp-option=option:domain-search,a$(touch {m}).example"),
+            format!("dhcp-option=12,`touch {m}`;x"),
+            format!("dhcp-option=15,{hex_with_newline}"),
+        ],
+        ..WorldOptions::default()
+    };
+    let mut w = World::new("hostile", &opts);
+    w.bind("eth0", false);
+    w.bind("eth1", false);
+    assert!(
+        wait_until(Duration::from_secs(10), || bound(&w, &SECONDARY_RULES)),
+        "the hook stopped working:\n{}",
+        w.log("eth1", false)
+    );
+    assert!(!marker.exists(), "a hostile option reached a shell");
+}
+
+#[test]
+fn both_nics_at_once_and_repeated_renews_leave_exactly_the_plan() {
+    let mut w = World::new(
+        "busy",
+        &WorldOptions {
+            t1: Some(2),
+            ..WorldOptions::default()
+        },
+    );
+    w.dhclient_start("eth0", false);
+    w.dhclient_start("eth1", false);
+    assert!(
+        wait_until(Duration::from_secs(20), || bound(&w, &SECONDARY_RULES)
+            && secondary_routes_ok(&w)),
+        "{}",
+        w.log("eth1", false)
+    );
+    let renews = |w: &World| {
+        w.log("eth1", false)
+            .matches("eth1 RENEW: 0 change(s)")
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || renews(&w) >= 2),
+        "fewer than 2 renews:\n{}",
+        w.log("eth1", false)
+    );
+    let rules = w.our_rules();
+    assert_eq!(rules.len(), 2, "duplicate or missing rules: {rules:#?}");
+    assert!(bound(&w, &SECONDARY_RULES));
+    assert_eq!(w.our_routes().len(), 2, "{:#?}", w.our_routes());
+    assert!(!w.worker_pending("eth0") && !w.worker_pending("eth1"));
+}
