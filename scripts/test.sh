@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
 # Debian packages the tests run: iproute2 (`ip`, network namespaces), the system
-# python3 (lab servers and the cloud-init oracle).
+# python3 (lab servers and the cloud-init oracle), ISC dhclient and dnsmasq (the
+# end-to-end tests; dnsmasq-base is the binary without the system service), and
+# and ShellCheck for the hook files.
 ensure_packages() {
     local missing=() p
     for p in "$@"; do
@@ -24,12 +26,16 @@ ensure_packages() {
 }
 
 step "Debian packages"
-ensure_packages iproute2 python3
+ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base shellcheck
 
 # The cloud-init 25.1.4 oracle of the differential test (extracted, never
 # installed) and the Debian python3 packages it imports.
 step "cloud-init oracle"
 scripts/fetch-cloud-init-oracle.sh
+
+step "shellcheck"
+shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh
+shellcheck scripts/*.sh .ci/run
 
 step "cargo fmt --check"
 cargo fmt --all --check

@@ -334,10 +334,13 @@ fn both_nics_at_once_and_repeated_renews_leave_exactly_the_plan() {
     w.dhclient_start("eth0", false);
     w.dhclient_start("eth1", false);
     assert!(
-        wait_until(Duration::from_secs(20), || bound(&w, &SECONDARY_RULES)
+        wait_until(Duration::from_secs(40), || bound(&w, &SECONDARY_RULES)
             && secondary_routes_ok(&w)),
-        "{}",
-        w.log("eth1", false)
+        "rules {:#?}\nroutes {:#?}\n--- eth1\n{}\n--- eth0\n{}",
+        w.our_rules(),
+        w.our_routes(),
+        w.log("eth1", false),
+        w.log("eth0", false)
     );
     let renews = |w: &World| {
         w.log("eth1", false)
