@@ -342,7 +342,17 @@ impl World {
             .arg(if release { "-r" } else { "-x" })
             .args(self.dhclient_args(iface, v6))
             .arg(iface);
-        run(&mut cmd);
+        let out = run(&mut cmd);
+        // The hook's lines of this run go to the same log as the client's.
+        let log = self.dir.0.join(format!("dhclient-{tag}.log"));
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&log)
+        {
+            use std::io::Write as _;
+            let _ = f.write_all(&out.stderr);
+        }
         if let Some(mut c) = self.dhclients.remove(&tag) {
             let _ = c.wait();
         }

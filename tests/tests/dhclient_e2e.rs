@@ -358,3 +358,31 @@ fn both_nics_at_once_and_repeated_renews_leave_exactly_the_plan() {
     assert_eq!(w.our_routes().len(), 2, "{:#?}", w.our_routes());
     assert!(!w.worker_pending("eth0") && !w.worker_pending("eth1"));
 }
+
+#[test]
+fn a_newer_event_supersedes_the_waiting_worker() {
+    let mac = "/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02";
+    let opts = WorldOptions {
+        // The secondary's addresses never show up within the test: the worker waits.
+        scenario: json!({"appear": [{"path": format!("{mac}/local-ipv4s"), "after": 600.0}]}),
+        sync_budget_s: 0.3,
+        budget_s: 60.0,
+        ..WorldOptions::default()
+    };
+    let mut w = World::new("supersede", &opts);
+    w.bind("eth1", false);
+    assert!(
+        wait_until(Duration::from_secs(10), || w.worker_pending("eth1")),
+        "no worker:\n{}",
+        w.log("eth1", false)
+    );
+    // RELEASE while the worker waits: it is stopped, the release goes through at once.
+    w.dhclient_end("eth1", false, true);
+    let log = w.log("eth1", false);
+    assert!(
+        log.contains("eth1 RELEASE: stopped the waiting worker"),
+        "{log}"
+    );
+    assert!(!w.worker_pending("eth1"));
+    assert!(w.our_rules().is_empty() && w.our_routes().is_empty());
+}

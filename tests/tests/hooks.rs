@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The hook files as dhclient-script uses them: sourced inside a function, with
+//! dhclient's variables set. They must call the shim (by `LEASEHOOK_DHCLIENT` here),
+//! never exit the sourcing shell, leave its variables and options alone, and ignore
+//! the shim's status.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::process::Command;
+
+use leasehook_tests::netns::TempDir;
+use leasehook_tests::workspace_root;
+
+/// Runs `script` under `sh` with a fake shim that records its calls and fails.
+fn sh(script: &str) -> (String, String) {
+    let dir = TempDir::new("hooks");
+    let calls = dir.0.join("calls");
+    let shim = dir.file(
+        "shim",
+        &format!(
+            "#!/bin/sh\necho \"$reason $interface\" >> {}\nexit 3\n",
+            calls.display()
+        ),
+    );
+    Command::new("chmod")
+        .arg("755")
+        .arg(&shim)
+        .status()
+        .unwrap();
+    let hooks = workspace_root().join("hooks/dhclient");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .env("HOOKS", &hooks)
+        .env("LEASEHOOK_DHCLIENT", &shim)
+        .env("reason", "BOUND")
+        .env("interface", "eth1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        std::fs::read_to_string(&calls).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn debian_exit_hook_runs_the_shim_and_changes_nothing() {
+    // As dhclient-script's run_hook does it: sourced in a function, status kept.
+    let (out, calls) = sh(
+        "set -u; new_ip_address=10.0.1.20; run_hook() { exit_status=0; . \"$HOOKS/leasehook\"; echo \"status=$?\"; }; \
+         run_hook; echo \"after ip=$new_ip_address opts=$-\"",
+    );
+    assert_eq!(calls, "BOUND eth1\n");
+    assert!(
+        out.contains("status=0\n"),
+        "the shim's failure must not fail the hook: {out}"
+    );
+    assert!(out.contains("after ip=10.0.1.20 opts=u"), "{out}");
+}
+
+#[test]
+fn debian_exit_hook_skips_a_failed_dhclient_script() {
+    let (out, calls) = sh("exit_status=1; . \"$HOOKS/leasehook\"; echo ran-on");
+    assert_eq!(calls, "");
+    assert_eq!(out, "ran-on\n");
+}
+
+#[test]
+fn rhel_hook_functions_run_the_shim() {
+    let (out, calls) = sh(
+        ". \"$HOOKS/leasehook.sh\"; leasehook_config; echo \"c=$?\"; reason=RELEASE leasehook_restore; echo \"r=$?\"",
+    );
+    assert_eq!(out, "c=0\nr=0\n");
+    assert_eq!(calls, "BOUND eth1\nRELEASE eth1\n");
+}
+
+#[test]
+fn the_debian_hook_name_passes_run_parts() {
+    let out = Command::new("run-parts")
+        .arg("--list")
+        .arg(workspace_root().join("hooks/dhclient"))
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        listed.lines().any(|l| l.ends_with("/leasehook")),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains("leasehook.sh"),
+        "the RHEL file belongs in dhclient.d only"
+    );
+}
