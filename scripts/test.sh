@@ -11,8 +11,9 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # Debian packages the tests run: iproute2 (`ip`, network namespaces), the system
 # python3 (lab servers and the cloud-init oracle), ISC dhclient and dnsmasq (the
-# end-to-end tests; dnsmasq-base is the binary without the system service), and
-# and ShellCheck for the hook files.
+# end-to-end tests; dnsmasq-base is the binary without the system service),
+# systemd-networkd, networkd-dispatcher and dbus-daemon (the networkd end-to-end
+# tests run them in a namespace), and ShellCheck for the hook files.
 ensure_packages() {
     local missing=() p
     for p in "$@"; do
@@ -26,7 +27,7 @@ ensure_packages() {
 }
 
 step "Debian packages"
-ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base shellcheck
+ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-dispatcher dbus shellcheck
 
 # The cloud-init 25.1.4 oracle of the differential test (extracted, never
 # installed) and the Debian python3 packages it imports.
@@ -34,7 +35,7 @@ step "cloud-init oracle"
 scripts/fetch-cloud-init-oracle.sh
 
 step "shellcheck"
-shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh
+shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh hooks/networkd-dispatcher/50-leasehook
 shellcheck scripts/*.sh .ci/run
 
 step "cargo fmt --check"

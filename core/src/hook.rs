@@ -354,6 +354,15 @@ fn unanswered(e: &Error) -> String {
     )
 }
 
+/// The kernel's index of link `name` (`None` when there is no such link).
+pub fn link_index(name: &IfName) -> Result<Option<u32>> {
+    Ok(NetlinkApplier::try_new()?
+        .links()?
+        .into_iter()
+        .find(|l| &l.name == name)
+        .map(|l| l.index))
+}
+
 /// The worker: finishes the wait a hook handed over. Returns `Kept` when a newer
 /// event came meanwhile.
 pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {

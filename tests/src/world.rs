@@ -435,6 +435,181 @@ fn kill_workers(root: &Path) {
     }
 }
 
+/// A private, permissive D-Bus "system" bus for networkd and networkd-dispatcher
+/// (never the machine's bus).
+const BUS_CONF: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=@SOCK@</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+  </policy>
+</busconfig>
+"#;
+
+/// The instance side of a networkd world, run by `sh` inside the instance's
+/// network namespace and a private mount namespace: a tmpfs on `/run/systemd` (also
+/// bind-mounted under `LEASEHOOK_ROOT`, where the shim reads lease files) and on
+/// `/etc/systemd/network`, a read-only `/sys` (so networkd does not wait for udev),
+/// `.network` files for eth0 and eth1, networkd-dispatcher, then systemd-networkd.
+const NETWORKD_SUPERVISOR: &str = r#"
+set -e
+mount -t tmpfs tmpfs /run/systemd
+umount /sys 2>/dev/null || true
+mount -t sysfs -o ro sysfs /sys
+mkdir -p /run/systemd/netif/links /run/systemd/netif/leases /run/systemd/netif/lldp
+chown -R systemd-network:systemd-network /run/systemd/netif
+mkdir -p "$LEASEHOOK_ROOT/run/systemd"
+mount --bind /run/systemd "$LEASEHOOK_ROOT/run/systemd"
+mount -t tmpfs tmpfs /etc/systemd/network
+printf '[Match]
+Name=eth0
+[Network]
+DHCP=ipv4
+IPv6AcceptRA=no
+' > /etc/systemd/network/10-eth0.network
+printf '[Match]
+Name=eth1
+[Network]
+DHCP=ipv4
+IPv6AcceptRA=no
+[DHCPv4]
+RouteMetric=200
+' > /etc/systemd/network/10-eth1.network
+if [ -n "$NETWORKD_DROPIN" ]; then
+    mkdir -p /run/systemd/networkd.conf.d
+    cp "$NETWORKD_DROPIN" /run/systemd/networkd.conf.d/leasehook.conf
+fi
+/usr/bin/networkd-dispatcher -v -S "$SCRIPTS" > "$WORLD/networkd-dispatcher.log" 2>&1 &
+sleep 1
+echo ready
+# networkd is restarted whenever it stops (tests stop it to see what a restart does).
+set +e
+while :; do
+    SYSTEMD_LOG_LEVEL=info /lib/systemd/systemd-networkd >> "$WORLD/networkd.log" 2>&1
+    sleep 0.2
+done
+"#;
+
+impl World {
+    /// Runs real systemd-networkd and networkd-dispatcher in the instance (instead
+    /// of dhclient), with leasehook's dispatcher script in `routable.d`,
+    /// `degraded.d`, `no-carrier.d` and `off.d`, talking over a private D-Bus.
+    ///
+    /// With `dropin`, leasehook's `networkd.conf.d` drop-in
+    /// (`hooks/networkd/leasehook.conf`) is in place.
+    pub fn start_networkd(&mut self, dropin: bool) {
+        let scripts = self.dir.0.join("nd");
+        let shim = sibling_bin("leasehook-networkd").display().to_string();
+        let script = crate::workspace_root().join("hooks/networkd-dispatcher/50-leasehook");
+        for state in ["routable.d", "degraded.d", "no-carrier.d", "off.d"] {
+            let d = scripts.join(state);
+            std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{d:?}: {e}"));
+            std::fs::copy(&script, d.join("50-leasehook"))
+                .unwrap_or_else(|e| panic!("{script:?}: {e}"));
+        }
+        // networkd-dispatcher runs only scripts whose folder and file are exactly
+        // 0755 root:root.
+        run(Command::new("chmod").arg("-R").arg("755").arg(&scripts));
+        let sock = self.dir.0.join("bus.sock");
+        let conf = self.dir.file(
+            "bus.conf",
+            &BUS_CONF.replace("@SOCK@", &sock.display().to_string()),
+        );
+        let mut bus = Command::new("dbus-daemon");
+        bus.arg(format!("--config-file={}", conf.display()))
+            .arg("--nofork")
+            .arg("--print-address");
+        self.services.push(start_ready(bus, "dbus-daemon"));
+        let mut env = vec![
+            (
+                "PATH".to_owned(),
+                "/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
+            ),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+            (
+                "DBUS_SYSTEM_BUS_ADDRESS".to_owned(),
+                format!("unix:path={}", sock.display()),
+            ),
+            ("SCRIPTS".to_owned(), scripts.display().to_string()),
+            ("WORLD".to_owned(), self.dir.0.display().to_string()),
+            ("LEASEHOOK_NETWORKD".to_owned(), shim),
+            (
+                "NETWORKD_DROPIN".to_owned(),
+                if dropin {
+                    crate::workspace_root()
+                        .join("hooks/networkd/leasehook.conf")
+                        .display()
+                        .to_string()
+                } else {
+                    String::new()
+                },
+            ),
+        ];
+        env.extend(
+            self.hook_env
+                .iter()
+                .filter(|(k, _)| k != "LEASEHOOK_DHCLIENT")
+                .cloned(),
+        );
+        let mut cmd = self.inst.command("env");
+        cmd.arg("-i")
+            .args(env.iter().map(|(k, v)| format!("{k}={v}")))
+            .args(["sh", "-c", NETWORKD_SUPERVISOR]);
+        self.services.push(start_ready(cmd, "systemd-networkd"));
+    }
+
+    /// Stops systemd-networkd in the instance (the supervisor starts it again) and
+    /// waits until the new one runs.
+    pub fn restart_networkd(&self) {
+        let pids = |w: &Self| -> Vec<String> {
+            let out = Command::new("ip")
+                .args(["netns", "pids", &w.inst.name])
+                .output()
+                .map(|o| o.stdout)
+                .unwrap_or_default();
+            String::from_utf8_lossy(&out)
+                .split_whitespace()
+                .filter(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .is_ok_and(|c| c.trim() == "systemd-network")
+                })
+                .map(str::to_owned)
+                .collect()
+        };
+        let old = pids(self);
+        assert!(!old.is_empty(), "systemd-networkd is not running");
+        for p in &old {
+            let _ = Command::new("kill").arg(p).status();
+        }
+        assert!(
+            wait_until(Duration::from_secs(10), || pids(self)
+                .iter()
+                .any(|p| !old.contains(p))),
+            "networkd did not come back"
+        );
+    }
+
+    /// The networkd-dispatcher log (which holds the shim's lines).
+    pub fn dispatcher_log(&self) -> String {
+        std::fs::read_to_string(self.dir.0.join("networkd-dispatcher.log")).unwrap_or_default()
+    }
+}
+
+/// Kills every process left in network namespace `ns`.
+fn kill_namespace(ns: &str) {
+    if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
+        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            let _ = Command::new("kill").arg(pid).status();
+        }
+    }
+}
+
 impl Drop for World {
     fn drop(&mut self) {
         for c in self.dhclients.values_mut() {
@@ -446,6 +621,8 @@ impl Drop for World {
             let _ = c.kill();
             let _ = c.wait();
         }
+        kill_namespace(&self.inst.name);
+        kill_namespace(&self.router.name);
         let _ = std::fs::remove_dir_all(&self.etc);
         let _ = std::fs::remove_dir("/etc/netns");
     }

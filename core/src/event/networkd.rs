@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::{Env, Vars, parse_env_dump};
-use crate::error::{Error, Problem, Result};
+use crate::error::{Problem, Result};
 use crate::model::{Family, IfName, Lease, LeaseEvent, Reason};
 
 /// Parses a networkd DHCPv4 lease file (`ADDRESS`, `NETMASK`, `ROUTER`; other keys
@@ -97,32 +97,62 @@ pub fn parse_dispatcher(env: &Env) -> Result<DispatcherEvent> {
     })
 }
 
+/// What a dispatcher state change asks of leasehook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dispatch {
+    /// `routable`: apply the DHCPv4 lease (read from networkd's lease file).
+    ApplyLease,
+    /// Remove these families' policy routing (`off`, `no-carrier`; `degraded` once
+    /// the link has no IPv4 address left).
+    Remove(Vec<Family>),
+    /// Nothing to do for this state.
+    Ignore,
+}
+
 impl DispatcherEvent {
-    /// The lease event this state change stands for: `routable` applies the lease,
-    /// `off` and `no-carrier` remove the link's policy routing, any other state is
-    /// ignored. Applying needs the lease file's content; a routable link without a
-    /// DHCP lease is an error the caller logs and leaves alone.
-    pub fn lease_event(&self, lease: Option<Lease>) -> Result<LeaseEvent> {
-        let reason = match self.state.as_str() {
-            "routable" => Reason::Bound,
-            "off" | "no-carrier" => Reason::Stop,
-            _ => Reason::Preinit,
-        };
-        let new = match reason {
-            Reason::Bound => Some(lease.ok_or_else(|| Error::Event {
-                source_name: "networkd",
-                var: "lease file".to_owned(),
-                problem: Problem::bad("no DHCPv4 lease for a routable link", self.iface.as_str()),
-            })?),
-            _ => None,
-        };
-        Ok(LeaseEvent {
+    /// What this state change asks for (SPEC §6.2):
+    ///
+    /// * `routable`: the DHCPv4 lease is in force: apply it.
+    /// * `off`, `no-carrier`: the link is gone or unplugged: remove both families.
+    /// * `degraded` without an IPv4 address in `IP_ADDRS`: the DHCP address was lost
+    ///   (the lease expired or was released): remove IPv4, whose rules name an
+    ///   address the link no longer has. `degraded` with an IPv4 address left (only
+    ///   IPv6 went away, say) changes nothing.
+    /// * Any other state (carrier, dormant, the administrative states) is ignored.
+    pub fn dispatch(&self) -> Dispatch {
+        match self.state.as_str() {
+            "routable" => Dispatch::ApplyLease,
+            "off" | "no-carrier" => Dispatch::Remove(vec![Family::V4, Family::V6]),
+            "degraded" if self.ip_addrs.is_empty() => Dispatch::Remove(vec![Family::V4]),
+            _ => Dispatch::Ignore,
+        }
+    }
+
+    /// The lease event for applying `lease` (from the lease file) on this link.
+    pub fn bound(&self, lease: Lease) -> LeaseEvent {
+        LeaseEvent {
             interface: self.iface.clone(),
             family: Family::V4,
-            reason,
-            new,
+            reason: Reason::Bound,
+            new: Some(lease),
             old: None,
-        })
+        }
+    }
+
+    /// The lease event for removing `family` from this link.
+    pub fn removal(&self, family: Family) -> LeaseEvent {
+        let reason = if self.state == "degraded" {
+            Reason::Expire
+        } else {
+            Reason::Stop
+        };
+        LeaseEvent {
+            interface: self.iface.clone(),
+            family,
+            reason,
+            new: None,
+            old: None,
+        }
     }
 }
 
@@ -147,7 +177,7 @@ mod tests {
 
     #[test]
     fn dispatcher_states() {
-        let env: Env = [
+        let base: Env = [
             ("IFACE", "eth1"),
             ("STATE", "routable"),
             ("IP_ADDRS", "10.0.1.20 10.0.1.21"),
@@ -156,21 +186,79 @@ mod tests {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-        let ev = parse_dispatcher(&env).unwrap();
+        let with = |state: &str, ip_addrs: &str| {
+            let mut e = base.clone();
+            e.insert("STATE".into(), state.into());
+            e.insert("IP_ADDRS".into(), ip_addrs.into());
+            parse_dispatcher(&e).unwrap()
+        };
+        let ev = with("routable", "10.0.1.20 10.0.1.21");
         assert_eq!(ev.ip_addrs.len(), 2);
-        assert!(ev.lease_event(None).is_err());
-        let mut off = env.clone();
-        off.insert("STATE".into(), "off".into());
+        assert_eq!(ev.dispatch(), Dispatch::ApplyLease);
         assert_eq!(
-            parse_dispatcher(&off)
-                .unwrap()
-                .lease_event(None)
-                .unwrap()
-                .action(),
-            Action::Remove
+            with("off", "").dispatch(),
+            Dispatch::Remove(vec![Family::V4, Family::V6])
         );
-        let mut odd = env;
-        odd.insert("STATE".into(), "routable;id".into());
-        assert!(parse_dispatcher(&odd).is_err());
+        assert_eq!(
+            with("no-carrier", "10.0.1.20").dispatch(),
+            Dispatch::Remove(vec![Family::V4, Family::V6])
+        );
+        assert_eq!(
+            with("degraded", "").dispatch(),
+            Dispatch::Remove(vec![Family::V4])
+        );
+        assert_eq!(with("degraded", "10.0.1.20").dispatch(), Dispatch::Ignore);
+        assert_eq!(with("configured", "10.0.1.20").dispatch(), Dispatch::Ignore);
+        let removal = with("degraded", "").removal(Family::V4);
+        assert_eq!(
+            (removal.reason, removal.action()),
+            (Reason::Expire, Action::Remove)
+        );
+    }
+
+    #[test]
+    fn hostile_values_in_every_variable_are_refused() {
+        let good: Env = [
+            ("IFACE", "eth1"),
+            ("STATE", "routable"),
+            ("AdministrativeState", "configured"),
+            ("OperationalState", "routable"),
+            ("IP_ADDRS", "10.0.1.20"),
+            ("IP6_ADDRS", "2600::1"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        assert!(parse_dispatcher(&good).is_ok());
+        for var in [
+            "IFACE",
+            "STATE",
+            "AdministrativeState",
+            "OperationalState",
+            "IP_ADDRS",
+            "IP6_ADDRS",
+        ] {
+            for hostile in [
+                "$(touch /tmp/pwned)",
+                "`id`",
+                "eth1; reboot",
+                "routable\nSTATE=off",
+                "../../etc/passwd",
+            ] {
+                let mut env = good.clone();
+                env.insert(var.to_owned(), hostile.to_owned());
+                let err = parse_dispatcher(&env).unwrap_err().to_string();
+                assert!(
+                    err.starts_with(&format!("networkd-dispatcher variable {var}: ")),
+                    "{var}={hostile:?}: {err}"
+                );
+            }
+        }
+        for hostile in [
+            "ADDRESS=$(id)\nNETMASK=255.255.255.0\n",
+            "ADDRESS=10.0.1.20\nNETMASK=255.255.255.0\nROUTER=10.0.1.1;reboot\n",
+        ] {
+            assert!(parse_lease_file(hostile).is_err(), "{hostile:?}");
+        }
     }
 }
