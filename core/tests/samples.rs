@@ -91,6 +91,13 @@ fn recorded_networkd_dispatcher_environments() {
             assert_eq!(ev.iface.as_str(), env["IFACE"]);
             let ip_addrs: Vec<String> = ev.ip_addrs.iter().map(ToString::to_string).collect();
             assert_eq!(ip_addrs.join(" "), env["IP_ADDRS"], "{name}");
+            if dir == "networkd-dispatcher-real" && env["IFACE"] == "eth0" {
+                assert_eq!(
+                    ev.network_file.as_deref(),
+                    Some("/etc/systemd/network/10-eth0.network"),
+                    "{name}"
+                );
+            }
         }
     }
 }

@@ -79,7 +79,8 @@ fn run(env: &Env, cfg: &HookConfig) -> Result<Vec<HookOutcome>, (u8, String)> {
                 .join(index.to_string());
             match read_lease_file(&path).map_err(|e| (1, e))? {
                 None => Ok(vec![HookOutcome::Kept(format!(
-                    "not managed by DHCP (no lease file {path:?}); left alone"
+                    "not managed by DHCP (no lease file {path:?}; network file {}); left alone",
+                    ev.network_file.as_deref().unwrap_or("unknown")
                 ))]),
                 Some(text) => {
                     let lease =

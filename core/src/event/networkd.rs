@@ -47,6 +47,9 @@ pub struct DispatcherEvent {
     pub ip_addrs: Vec<IpAddr>,
     /// `IP6_ADDRS`: the link's global IPv6 addresses.
     pub ip6_addrs: Vec<std::net::Ipv6Addr>,
+    /// From `json` (networkctl's status of the link): the `.network` file networkd
+    /// configured the link with, for log lines.
+    pub network_file: Option<String>,
 }
 
 /// The states networkd reports (operational, then administrative).
@@ -94,7 +97,18 @@ pub fn parse_dispatcher(env: &Env) -> Result<DispatcherEvent> {
         operational_state: state_of("OperationalState")?,
         ip_addrs: vars.ipv4_list("IP_ADDRS")?,
         ip6_addrs: vars.ipv6_list("IP6_ADDRS")?,
+        network_file: vars.opt("json").and_then(network_file),
     })
+}
+
+/// The `Network File` networkctl reports in networkd-dispatcher's `json` variable
+/// (a list of one path). Informational only: a `json` that does not parse, or a
+/// value that is not a plain path, is ignored rather than refused.
+fn network_file(json: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let file = v.get("Network File")?.get(0)?.as_str()?;
+    (file.starts_with('/') && file.len() < 256 && file.chars().all(|c| !c.is_control()))
+        .then(|| file.to_owned())
 }
 
 /// What a dispatcher state change asks of leasehook.
@@ -194,6 +208,7 @@ mod tests {
         };
         let ev = with("routable", "10.0.1.20 10.0.1.21");
         assert_eq!(ev.ip_addrs.len(), 2);
+        assert_eq!(ev.network_file, None);
         assert_eq!(ev.dispatch(), Dispatch::ApplyLease);
         assert_eq!(
             with("off", "").dispatch(),
