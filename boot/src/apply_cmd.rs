@@ -11,6 +11,7 @@ use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
 use leasehook_core::apply::{self, Report};
 use leasehook_core::diff::Op;
+use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{Family, IfName, Plan};
 
 /// Apply a plan (the JSON of `leasehook plan --format json`) to the kernel over
@@ -60,6 +61,32 @@ pub(crate) struct FlushArgs {
     verbose: bool,
 }
 
+/// Re-check every interface with a recorded plan between leases.
+///
+/// For each interface leasehook applied a lease's plan to (or only --iface), ask
+/// IMDS again for that NIC's keys, plan from the recorded leases, and apply the
+/// difference: an address the operator added to the ENI gets its rule, a removed
+/// one loses it. Nothing changed means no netlink write and no state file written.
+/// An IMDS error or an incomplete answer changes nothing. A link that is gone takes
+/// its rules and state with it; a link found under another name by its MAC takes
+/// them over. Runs under the same per-interface lock as the DHCP hooks. The IMDS and
+/// planner settings come from the same LEASEHOOK_* variables as the hooks'.
+#[derive(Debug, Args)]
+pub(crate) struct RefreshArgs {
+    /// Only this interface.
+    #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
+    iface: Option<IfName>,
+
+    /// Prefix for every file leasehook reads or writes [default: the `LEASEHOOK_ROOT`
+    /// variable, else /].
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+
+    /// Print every change as an `ip` command line.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
 /// Show what leasehook has applied, per interface.
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
@@ -87,6 +114,12 @@ fn parse_ifname(s: &str) -> Result<IfName, String> {
 }
 
 fn summary(report: &Report, verbose: bool) -> String {
+    labelled(report, verbose, "")
+}
+
+/// The report's changes (as `ip` lines, when `verbose`), then one summary line
+/// starting with `label`.
+fn labelled(report: &Report, verbose: bool, label: &str) -> String {
     let added = report
         .ops
         .iter()
@@ -100,7 +133,7 @@ fn summary(report: &Report, verbose: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "{} change(s): {added} added, {} removed",
+        "{label}{} change(s): {added} added, {} removed",
         report.writes(),
         report.writes() - added
     );
@@ -133,9 +166,8 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
         let previous = recorded.iter().find(|s| s.name == ip.name);
         let now = InterfaceState::record(previous.cloned(), ip, plan.profile);
         // An unchanged plan writes no file either.
-        if previous != Some(&now) {
-            state::write_state(&paths, &now).context("applied, but failed to record the state")?;
-        }
+        state::save_if_changed(&paths, previous, now, state::unix_ms())
+            .context("applied, but failed to record the state")?;
     }
     Ok(summary(&report, args.verbose))
 }
@@ -189,14 +221,89 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
     Ok(summary(&report, args.verbose))
 }
 
+pub(crate) fn refresh(args: &RefreshArgs) -> anyhow::Result<String> {
+    let env: leasehook_core::event::Env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let mut cfg = HookConfig::from_env(&env)?;
+    if let Some(root) = &args.root {
+        cfg.root.clone_from(root);
+    }
+    let mut out = String::new();
+    for outcome in hook::refresh(args.iface.as_ref(), &cfg)? {
+        match outcome {
+            RefreshOutcome::Refreshed(name, report) => {
+                out.push_str(&labelled(&report, args.verbose, &format!("{name}: ")));
+            }
+            RefreshOutcome::LinkGone(name, report) => {
+                out.push_str(&labelled(
+                    &report,
+                    args.verbose,
+                    &format!("{name}: link gone; "),
+                ));
+            }
+            RefreshOutcome::Renamed { from, to, report } => {
+                out.push_str(&labelled(
+                    &report,
+                    args.verbose,
+                    &format!("{from}: now {to}; "),
+                ));
+            }
+            RefreshOutcome::Kept(name, why) => {
+                log::warn!("{name}: {why}");
+                let _ = writeln!(out, "{name}: unchanged ({why})");
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("no interface has a recorded plan\n");
+    }
+    Ok(out)
+}
+
+/// "12 s ago" for a time in milliseconds since the Unix epoch.
+fn ago(ms: u64, now: u64) -> String {
+    if ms == 0 {
+        return "never".to_owned();
+    }
+    let s = now.saturating_sub(ms) / 1000;
+    match s {
+        0..120 => format!("{s} s ago"),
+        120..7200 => format!("{} min ago", s / 60),
+        _ => format!("{} h ago", s / 3600),
+    }
+}
+
+fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
+    std::fs::metadata(hook::refresh_stamp(paths, name))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
     let paths = Paths::new(&args.root);
     let (states, errors) = state::list_states(&paths);
     for e in &errors {
         log::warn!("{e}");
     }
+    let now = state::unix_ms();
     if args.json {
-        return Ok(serde_json::to_string_pretty(&states)? + "\n");
+        let list: Vec<serde_json::Value> = states
+            .iter()
+            .map(|st| {
+                let mut v = serde_json::to_value(st).unwrap_or_default();
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert(
+                        "refreshed_at_ms".to_owned(),
+                        serde_json::json!(refreshed_ms(&paths, &st.name)),
+                    );
+                }
+                v
+            })
+            .collect();
+        return Ok(serde_json::to_string_pretty(&list)? + "\n");
     }
     let mut out = String::new();
     if states.is_empty() {
@@ -211,14 +318,26 @@ pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
             "{} {} ({}, profile {})",
             st.name, st.mac, table, st.profile
         );
+        let _ = writeln!(
+            out,
+            "  applied {}, refreshed {}",
+            ago(st.applied_at_ms, now),
+            ago(refreshed_ms(&paths, &st.name), now)
+        );
         for (fam, f) in &st.families {
+            let lease = f.lease.as_ref().map_or_else(String::new, |l| {
+                format!(", lease {}/{}", l.address, l.prefix_len)
+            });
             let _ = writeln!(
                 out,
-                "  {fam}: {} rule(s), {} route(s), {} address(es)",
+                "  {fam}: {} rule(s), {} route(s), {} address(es){lease}",
                 f.rules.len(),
                 f.routes.len(),
                 f.addresses.len()
             );
+        }
+        for m in &st.missing {
+            let _ = writeln!(out, "  IMDS still missing: {m}");
         }
     }
     Ok(out)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `leasehook`: the boot stage and admin CLI. For now it offers `plan` (print the
 //! policy-routing plan for given metadata, leases and links, touching nothing),
-//! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again)
-//! and `status` (what is applied).
+//! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again),
+//! `status` (what is applied) and `refresh` (re-check recorded plans against IMDS).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
 //! error (reported by clap).
@@ -31,6 +31,7 @@ enum Command {
     Apply(apply_cmd::ApplyArgs),
     Flush(apply_cmd::FlushArgs),
     Status(apply_cmd::StatusArgs),
+    Refresh(apply_cmd::RefreshArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         Command::Apply(args) => apply_cmd::apply(&args),
         Command::Flush(args) => apply_cmd::flush(&args),
         Command::Status(args) => apply_cmd::status(&args),
+        Command::Refresh(args) => apply_cmd::refresh(&args),
     };
     match result {
         Ok(out) => {

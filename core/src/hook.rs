@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -233,12 +233,6 @@ fn read_generation(paths: &Paths, name: &IfName) -> u64 {
         .unwrap_or(0)
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 fn read_pending(paths: &Paths, name: &IfName) -> Option<Pending> {
     let path = pending_file(paths, name);
     let meta = fs::symlink_metadata(&path).ok()?;
@@ -301,7 +295,7 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
             ),
         });
     }
-    let started = now_ms();
+    let started = state::unix_ms();
     let paths = Paths::new(&cfg.root);
     supersede_worker(&paths, &event.interface);
     let _lock = state::lock_interface(&paths, &event.interface)?;
@@ -363,6 +357,193 @@ pub fn link_index(name: &IfName) -> Result<Option<u32>> {
         .map(|l| l.index))
 }
 
+/// What `leasehook refresh` did for one interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefreshOutcome {
+    /// IMDS agrees with the recorded leases; the report holds the writes (none when
+    /// nothing changed).
+    Refreshed(IfName, Report),
+    /// No link has the recorded MAC any more: the interface's rules, routes and
+    /// state are gone.
+    LinkGone(IfName, Report),
+    /// The link with the recorded MAC has another name now: the policy routing moved
+    /// to it.
+    Renamed {
+        /// The recorded name.
+        from: IfName,
+        /// The link's name now.
+        to: IfName,
+        /// Removals under the old name and writes under the new one.
+        report: Report,
+    },
+    /// Nothing changed, and why (IMDS did not answer, said less than before, ...).
+    Kept(IfName, String),
+}
+
+/// `<root>/run/leasehook/refreshed/<ifname>`: its modification time is when the
+/// interface was last refreshed (the file stays empty; refreshing rewrites nothing).
+pub fn refresh_stamp(paths: &Paths, name: &IfName) -> PathBuf {
+    paths.run_dir().join("refreshed").join(name.as_str())
+}
+
+fn touch(path: &Path) {
+    let stamp = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        f.set_modified(std::time::SystemTime::now())
+    };
+    if let Err(e) = stamp() {
+        log::debug!("{path:?}: {e}");
+    }
+}
+
+/// Re-checks every interface with a recorded plan (or only `only`) between leases:
+/// asks IMDS again for that NIC's keys (one client, its token reused), plans from
+/// the recorded leases, and applies the difference. Unchanged → no netlink write and
+/// no state file written; an IMDS error or an incomplete answer changes nothing. A
+/// link that is gone takes its rules, routes and state with it; a link found under
+/// another name by its MAC takes them over. Each interface is handled under its lock,
+/// so a refresh never races a lease event.
+pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
+    let paths = Paths::new(&cfg.root);
+    let (states, errors) = state::list_states(&paths);
+    for e in errors {
+        log::warn!("{e}");
+    }
+    let names: Vec<IfName> = states
+        .into_iter()
+        .map(|s| s.name)
+        .filter(|n| only.is_none_or(|o| o == n))
+        .collect();
+    if let (Some(o), true) = (only, names.is_empty()) {
+        return Ok(vec![RefreshOutcome::Kept(
+            o.clone(),
+            "no recorded plan".to_owned(),
+        )]);
+    }
+    let mut applier = NetlinkApplier::try_new()?;
+    let ec2 = client(cfg)?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let _lock = state::lock_interface(&paths, &name)?;
+        let Some(st) = state::read_state_or_set_aside(&paths, &name) else {
+            continue;
+        };
+        out.push(refresh_one(&mut applier, &ec2, &paths, &st, cfg)?);
+    }
+    Ok(out)
+}
+
+fn refresh_one(
+    applier: &mut NetlinkApplier,
+    ec2: &Ec2,
+    paths: &Paths,
+    st: &InterfaceState,
+    cfg: &HookConfig,
+) -> Result<RefreshOutcome> {
+    let name = st.name.clone();
+    let links = applier.links()?;
+    let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
+        let report = apply::teardown(applier, &name, None, Some(st))?;
+        state::remove_state(paths, &name)?;
+        let _ = fs::remove_file(refresh_stamp(paths, &name));
+        log::info!(
+            "{name}: no link has {} any more; removed {} object(s)",
+            st.mac,
+            report.writes()
+        );
+        return Ok(RefreshOutcome::LinkGone(name, report));
+    };
+    let leases: Vec<crate::model::Lease> = st.leases();
+    if leases.is_empty() {
+        return Ok(RefreshOutcome::Kept(
+            name,
+            "no lease recorded (a plan applied by hand)".to_owned(),
+        ));
+    }
+    let to = k.name.clone();
+    let renamed = to != name;
+    // A lease event on the new name takes this lock too.
+    let _new_lock = if renamed {
+        Some(state::lock_interface(paths, &to)?)
+    } else {
+        None
+    };
+    let link = Link {
+        name: to.clone(),
+        mac: st.mac,
+        ipv6_router: applier.ipv6_default_router(k.index)?,
+    };
+    let nic = NicEvent::try_new(to.clone(), st.mac, leases.clone())?;
+    let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget));
+    touch(&refresh_stamp(paths, &to));
+    let network = match outcome {
+        Outcome::Complete(network) => network,
+        Outcome::Partial { missing, .. } => {
+            let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+            let why = format!(
+                "IMDS incomplete ({}); keeping the state applied before",
+                list.join("; ")
+            );
+            let mut now = st.clone();
+            now.missing = missing;
+            state::save_if_changed(paths, Some(st), now, state::unix_ms())?;
+            return Ok(RefreshOutcome::Kept(name, why));
+        }
+        Outcome::Failed(e) => return Ok(RefreshOutcome::Kept(name, unanswered(&e))),
+    };
+    let mut removed = Report::default();
+    let mut previous = Some(st.clone());
+    if renamed {
+        // Renamed (or re-added under another name), recognised by its MAC: the old
+        // name's rules go, the new name gets the plan.
+        removed = apply::teardown(applier, &name, None, Some(st))?;
+        state::remove_state(paths, &name)?;
+        let _ = fs::remove_file(refresh_stamp(paths, &name));
+        previous = None;
+        log::info!(
+            "{name}: its MAC {} is {to} now; moved its policy routing",
+            st.mac
+        );
+    }
+    let iface_leases: Vec<InterfaceLease> = leases
+        .iter()
+        .map(|l| InterfaceLease {
+            interface: to.clone(),
+            lease: l.clone(),
+        })
+        .collect();
+    let p = plan(
+        &PlanInput {
+            metadata: &network,
+            links: &[link],
+            leases: &iface_leases,
+        },
+        &cfg.plan,
+    )?;
+    let report = apply::apply_plan(applier, &p, previous.as_slice())?;
+    for ip in &p.interfaces {
+        let now = InterfaceState::record(previous.clone(), ip, p.profile).with_leases(&leases);
+        state::save_if_changed(paths, previous.as_ref(), now, state::unix_ms())?;
+    }
+    if renamed {
+        removed.ops.extend(report.ops);
+        Ok(RefreshOutcome::Renamed {
+            from: name,
+            to,
+            report: removed,
+        })
+    } else {
+        Ok(RefreshOutcome::Refreshed(to, report))
+    }
+}
+
 /// The worker: finishes the wait a hook handed over. Returns `Kept` when a newer
 /// event came meanwhile.
 pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
@@ -388,7 +569,7 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
 
 fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<HookOutcome> {
     let event = &pending.event;
-    let left = Duration::from_millis(pending.deadline_ms.saturating_sub(now_ms()))
+    let left = Duration::from_millis(pending.deadline_ms.saturating_sub(state::unix_ms()))
         .max(Duration::from_millis(100));
     let mut applier = NetlinkApplier::try_new()?;
     let link = find_link(&mut applier, &event.interface)?;
@@ -448,11 +629,7 @@ fn find_link(applier: &mut NetlinkApplier, name: &IfName) -> Result<(Link, u32)>
 }
 
 fn nic_event(event: &LeaseEvent, link: &(Link, u32)) -> Result<NicEvent> {
-    let lease = event
-        .new
-        .clone()
-        .ok_or_else(|| Error::InvalidPlan(format!("{} event without a lease", event.reason)))?;
-    NicEvent::try_new(event.interface.clone(), link.0.mac, vec![lease])
+    NicEvent::try_new(event.interface.clone(), link.0.mac, vec![lease_of(event)?])
 }
 
 fn apply_outcome<A: Applier>(
@@ -475,13 +652,9 @@ fn apply_outcome<A: Applier>(
             event.family
         )));
     }
-    let lease = event
-        .new
-        .clone()
-        .ok_or_else(|| Error::InvalidPlan("no lease".to_owned()))?;
     let leases = [InterfaceLease {
         interface: event.interface.clone(),
-        lease,
+        lease: lease_of(event)?,
     }];
     let links = [link.0.clone()];
     let p = plan(
@@ -502,10 +675,9 @@ fn apply_outcome<A: Applier>(
     }
     let report = apply::apply_plan(applier, &p, recorded.as_slice())?;
     for ip in &p.interfaces {
-        let now = InterfaceState::record(recorded.clone(), ip, p.profile);
-        if recorded.as_ref() != Some(&now) {
-            state::write_state(paths, &now)?;
-        }
+        let now = InterfaceState::record(recorded.clone(), ip, p.profile)
+            .with_leases(&[lease_of(event)?]);
+        state::save_if_changed(paths, recorded.as_ref(), now, state::unix_ms())?;
     }
     log::info!(
         "{} change(s) for {} {}",
@@ -518,6 +690,13 @@ fn apply_outcome<A: Applier>(
     } else {
         HookOutcome::Applied(report)
     })
+}
+
+fn lease_of(event: &LeaseEvent) -> Result<crate::model::Lease> {
+    event
+        .new
+        .clone()
+        .ok_or_else(|| Error::InvalidPlan(format!("{} event without a lease", event.reason)))
 }
 
 fn remove<A: Applier>(applier: &mut A, paths: &Paths, event: &LeaseEvent) -> Result<Report> {

@@ -92,6 +92,7 @@ pub struct World {
     pub root: PathBuf,
     etc: PathBuf,
     services: Vec<Child>,
+    imds: Option<Child>,
     dhclients: BTreeMap<String, Child>,
     hook_env: Vec<(String, String)>,
 }
@@ -108,6 +109,24 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Starts the IMDS emulator on 169.254.169.254:80 in the router namespace.
+fn start_imds(router: &Netns, dir: &Path, tree: &Value, scenario: &Value) -> Child {
+    let tree_path = dir.join("imds-tree.json");
+    let scenario_path = dir.join("imds-scenario.json");
+    std::fs::write(&tree_path, tree.to_string()).unwrap_or_else(|e| panic!("{tree_path:?}: {e}"));
+    std::fs::write(&scenario_path, scenario.to_string())
+        .unwrap_or_else(|e| panic!("{scenario_path:?}: {e}"));
+    let mut emu = router.command(sibling_bin("imds-emulator").to_str().unwrap_or_default());
+    emu.args(["--bind", "169.254.169.254:80", "--require-token"])
+        .arg("--tree")
+        .arg(&tree_path)
+        .arg("--scenario")
+        .arg(&scenario_path)
+        .arg("--log")
+        .arg(dir.join("imds.log"));
+    start_ready(emu, "imds-emulator")
 }
 
 /// dnsmasq's configuration (a file, so hostile option values need no quoting).
@@ -235,19 +254,10 @@ impl World {
                 .unwrap_or_else(|e| panic!("failed to start dnsmasq (is it installed?): {e}")),
         );
 
-        if let Some(tree) = &opts.tree {
-            let tree_path = dir.file("imds-tree.json", &tree.to_string());
-            let scenario_path = dir.file("imds-scenario.json", &opts.scenario.to_string());
-            let mut emu = router.command(sibling_bin("imds-emulator").to_str().unwrap_or_default());
-            emu.args(["--bind", "169.254.169.254:80", "--require-token"])
-                .arg("--tree")
-                .arg(&tree_path)
-                .arg("--scenario")
-                .arg(&scenario_path)
-                .arg("--log")
-                .arg(dir.0.join("imds.log"));
-            services.push(start_ready(emu, "imds-emulator"));
-        }
+        let imds = opts
+            .tree
+            .as_ref()
+            .map(|tree| start_imds(&router, &dir.0, tree, &opts.scenario));
         let mut echo = router.command("/usr/bin/python3");
         echo.args(["-c", ECHO_SERVER]);
         services.push(start_ready(echo, "echo host"));
@@ -276,6 +286,7 @@ impl World {
             root,
             etc,
             services,
+            imds,
             dhclients: BTreeMap::new(),
             hook_env,
         }
@@ -356,6 +367,22 @@ impl World {
         if let Some(mut c) = self.dhclients.remove(&tag) {
             let _ = c.wait();
         }
+    }
+
+    /// Replaces the IMDS emulator with one serving `tree` under `scenario` (an
+    /// operator changing the instance's metadata; the new emulator issues new tokens).
+    pub fn restart_imds(&mut self, tree: &Value, scenario: &Value) {
+        if let Some(mut old) = self.imds.take() {
+            let _ = old.kill();
+            let _ = old.wait();
+        }
+        self.imds = Some(start_imds(&self.router, &self.dir.0, tree, scenario));
+    }
+
+    /// The environment the hooks get (`LEASEHOOK_ROOT`, budgets, ...), for running
+    /// `leasehook` commands the way the hooks would.
+    pub fn hook_env(&self) -> &[(String, String)] {
+        &self.hook_env
     }
 
     /// The hook's and dhclient's log for `iface` so far.
@@ -617,7 +644,7 @@ impl Drop for World {
             let _ = c.wait();
         }
         kill_workers(&self.root);
-        for c in &mut self.services {
+        for c in self.services.iter_mut().chain(self.imds.as_mut()) {
             let _ = c.kill();
             let _ = c.wait();
         }

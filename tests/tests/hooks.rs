@@ -101,3 +101,31 @@ fn the_debian_hook_name_passes_run_parts() {
         "the RHEL file belongs in dhclient.d only"
     );
 }
+
+#[test]
+fn the_systemd_units_verify() {
+    // systemd-analyze checks that ExecStart= exists: point it at the built binary.
+    let dir = TempDir::new("units");
+    let units = workspace_root().join("hooks/systemd");
+    let bin = leasehook_tests::netns::leasehook_bin();
+    for name in ["leasehook-refresh.service", "leasehook-refresh.timer"] {
+        let text = std::fs::read_to_string(units.join(name))
+            .unwrap()
+            .replace("/usr/bin/leasehook", bin.to_str().unwrap());
+        dir.file(name, &text);
+    }
+    let out = Command::new("systemd-analyze")
+        .current_dir(&dir.0)
+        .args([
+            "verify",
+            "./leasehook-refresh.service",
+            "./leasehook-refresh.timer",
+        ])
+        .output()
+        .expect("systemd-analyze (package systemd) is needed");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::diff::State;
 use crate::error::{Error, Result};
-use crate::model::{Address, Family, IfName, InterfacePlan, MacAddr, Profile, Route, Rule};
+use crate::model::{
+    Address, Family, IfName, InterfacePlan, Lease, MacAddr, Missing, Profile, Route, Rule,
+};
 
 /// The version written into state files; a file of another version is refused.
 pub const STATE_VERSION: u32 = 1;
@@ -64,6 +66,10 @@ pub struct FamilyState {
     pub routes: Vec<Route>,
     /// Secondary addresses.
     pub addresses: Vec<Address>,
+    /// The lease the objects were planned from (kept so `leasehook refresh` can plan
+    /// again between leases); `None` for plans applied by hand.
+    #[serde(default)]
+    pub lease: Option<Lease>,
 }
 
 /// What is applied for one interface (the content of its state file).
@@ -81,12 +87,20 @@ pub struct InterfaceState {
     pub table: Option<u32>,
     /// What is applied, per family.
     pub families: BTreeMap<Family, FamilyState>,
+    /// What the metadata did not say when the state was last recorded (empty when
+    /// IMDS agreed with the leases).
+    #[serde(default)]
+    pub missing: Vec<Missing>,
+    /// When the state last changed, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub applied_at_ms: u64,
 }
 
 impl InterfaceState {
     /// Records `plan` (for the families it covers) over what `previous` recorded for
     /// the other families.
     pub fn record(previous: Option<Self>, plan: &InterfacePlan, profile: Profile) -> Self {
+        let previous_at = previous.as_ref().map_or(0, |p| p.applied_at_ms);
         let mut families = previous.map(|p| p.families).unwrap_or_default();
         for fam in &plan.families {
             families.insert(
@@ -110,6 +124,7 @@ impl InterfaceState {
                         .filter(|a| a.family() == *fam)
                         .cloned()
                         .collect(),
+                    lease: None,
                 },
             );
         }
@@ -120,7 +135,40 @@ impl InterfaceState {
             profile,
             table: plan.table,
             families,
+            missing: plan
+                .missing
+                .iter()
+                .filter(|m| m.is_metadata())
+                .cloned()
+                .collect(),
+            applied_at_ms: previous_at,
         }
+    }
+
+    /// Records the leases the plan was made from, per family.
+    #[must_use]
+    pub fn with_leases(mut self, leases: &[Lease]) -> Self {
+        for l in leases {
+            if let Some(f) = self.families.get_mut(&l.family) {
+                f.lease = Some(l.clone());
+            }
+        }
+        self
+    }
+
+    /// Whether two states hold the same content (the time they were written aside).
+    pub fn same_content(&self, other: &Self) -> bool {
+        let mut a = self.clone();
+        a.applied_at_ms = other.applied_at_ms;
+        a == *other
+    }
+
+    /// The leases recorded, per family.
+    pub fn leases(&self) -> Vec<Lease> {
+        self.families
+            .values()
+            .filter_map(|f| f.lease.clone())
+            .collect()
     }
 
     /// Forgets one family (or all); `true` when nothing is left.
@@ -253,6 +301,29 @@ pub fn set_aside(paths: &Paths, name: &IfName) -> Result<PathBuf> {
     let to = from.with_extension("json.corrupt");
     fs::rename(&from, &to).map_err(|e| io(&from, &e))?;
     Ok(to)
+}
+
+/// The current time in milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Writes `now` unless it holds the same content as `previous` (an unchanged plan
+/// writes no file), stamping the time it changed. Returns whether it wrote.
+pub fn save_if_changed(
+    paths: &Paths,
+    previous: Option<&InterfaceState>,
+    mut now: InterfaceState,
+    now_ms: u64,
+) -> Result<bool> {
+    if previous.is_some_and(|p| now.same_content(p)) {
+        return Ok(false);
+    }
+    now.applied_at_ms = now_ms;
+    write_state(paths, &now)?;
+    Ok(true)
 }
 
 /// Writes an interface's state file.

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `leasehook refresh` between leases, in the end-to-end world: the operator changes
+//! the instance's metadata (the IMDS emulator restarts with another tree), a link
+//! goes away, IMDS fails. Compiled with the `netns` feature; needs root.
+
+#![cfg(feature = "netns")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::too_many_lines
+)]
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use leasehook_tests::netns::leasehook_bin;
+use leasehook_tests::world::{MAC1, World, WorldOptions, default_tree, wait_until};
+use serde_json::{Value, json};
+
+fn tree_with_eth1_ips(ips: &str) -> Value {
+    let mut t = default_tree();
+    t["latest"]["meta-data"]["network"]["interfaces"]["macs"][MAC1]["local-ipv4s"] = json!(ips);
+    t
+}
+
+/// Runs `leasehook refresh -v` inside the instance with the hooks' environment.
+fn refresh(w: &World, extra: &[&str]) -> Output {
+    let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
+    cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    cmd.env("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1");
+    cmd.args(["refresh", "-v"]).args(extra);
+    cmd.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "refresh failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn bound_world(tag: &str) -> World {
+    let mut w = World::new(tag, &WorldOptions::default());
+    w.bind("eth0", false);
+    w.bind("eth1", false);
+    assert!(
+        wait_until(Duration::from_secs(10), || w.our_rules().len() == 2),
+        "{}",
+        w.log("eth1", false)
+    );
+    w
+}
+
+#[test]
+fn a_new_secondary_ip_gets_exactly_its_rule_and_address() {
+    let mut w = bound_world("refresh");
+    let state = w.root.join("run/leasehook/iface/eth1.json");
+    let mtime = || std::fs::metadata(&state).unwrap().modified().unwrap();
+
+    // Unchanged: no netlink write, no file written.
+    let before = mtime();
+    std::thread::sleep(Duration::from_millis(20));
+    let out = text(&refresh(&w, &[]));
+    assert!(out.contains("eth1: 0 change(s)"), "{out}");
+    assert_eq!(
+        mtime(),
+        before,
+        "an unchanged refresh rewrote the state file"
+    );
+
+    // The operator assigns 10.98.1.22 to the ENI.
+    w.restart_imds(
+        &tree_with_eth1_ips("10.98.1.20\n10.98.1.21\n10.98.1.22"),
+        &json!({}),
+    );
+    let out = text(&refresh(&w, &["--iface", "eth1"]));
+    assert_eq!(
+        out,
+        "ip -4 address add 10.98.1.22/32 dev eth1\nip -4 rule add from 10.98.1.22/32 lookup 10001 priority 10001\neth1: 2 change(s): 2 added, 0 removed\n"
+    );
+    assert!(
+        w.our_rules()
+            .contains(&"10001 from 10.98.1.22 lookup 10001 proto 176".to_owned())
+    );
+    assert_eq!(w.echo_from("10.98.1.22").as_deref(), Some("10.98.1.22"));
+
+    // ... and takes 10.98.1.21 and 10.98.1.22 away again.
+    w.restart_imds(&tree_with_eth1_ips("10.98.1.20"), &json!({}));
+    let out = text(&refresh(&w, &["--iface", "eth1"]));
+    assert!(
+        out.ends_with("eth1: 4 change(s): 0 added, 4 removed\n"),
+        "{out}"
+    );
+    assert_eq!(
+        w.our_rules(),
+        vec!["10001 from 10.98.1.20 lookup 10001 proto 176".to_owned()]
+    );
+    assert!(
+        !w.inst
+            .addresses()
+            .iter()
+            .any(|a| a.contains("10.98.1.21") || a.contains("10.98.1.22"))
+    );
+
+    let status = text(
+        &w.inst
+            .command(leasehook_bin().to_str().unwrap())
+            .args(["status", "--root", w.root.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        status.contains("refreshed 0 s ago") || status.contains("refreshed 1 s ago"),
+        "{status}"
+    );
+    assert!(status.contains("lease 10.98.1.20/24"), "{status}");
+}
+
+#[test]
+fn imds_failing_during_a_refresh_changes_nothing() {
+    let mut w = bound_world("refresh503");
+    let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
+    w.restart_imds(
+        &tree_with_eth1_ips("10.98.1.20"),
+        &json!({"rules": [{"path": "/latest/meta-data", "status": 503, "retry_after": 0}]}),
+    );
+    let t = Instant::now();
+    let o = refresh(&w, &[]);
+    let took = t.elapsed();
+    let out = text(&o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        out.contains("eth1: unchanged (IMDS did not answer usefully"),
+        "{out}"
+    );
+    assert_eq!((w.our_rules(), w.our_routes(), w.inst.addresses()), before);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("eth1"))
+        .collect();
+    assert!(!warnings.is_empty(), "no log line: {stderr}");
+    // Bounded by the budget (1 s here) plus one request's timeout; generous for a busy machine.
+    assert!(took < Duration::from_secs(20), "refresh took {took:?}");
+}
+
+#[test]
+fn a_deleted_link_loses_its_rules_on_refresh_and_through_the_udev_command() {
+    for by_udev in [false, true] {
+        let w = bound_world(if by_udev { "udev" } else { "gone" });
+        // The ENI is detached: the link vanishes, its `from` rules stay behind.
+        w.router.ip(&["link", "del", "gw1"]);
+        assert!(w.our_rules().len() == 2, "rules are not bound to a device");
+        if by_udev {
+            // What hooks/udev/90-leasehook.rules runs for a removed interface.
+            let rule = std::fs::read_to_string(
+                leasehook_tests::workspace_root().join("hooks/udev/90-leasehook.rules"),
+            )
+            .unwrap();
+            assert!(rule.contains("RUN+=\"/usr/bin/leasehook flush --iface $name\""));
+            let o = w
+                .inst
+                .command(leasehook_bin().to_str().unwrap())
+                .args([
+                    "flush",
+                    "--iface",
+                    "eth1",
+                    "--root",
+                    w.root.to_str().unwrap(),
+                ])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        } else {
+            let out = text(&refresh(&w, &[]));
+            assert!(
+                out.contains("eth1: link gone; 2 change(s): 0 added, 2 removed"),
+                "{out}"
+            );
+        }
+        assert!(w.our_rules().is_empty(), "{:#?}", w.our_rules());
+        assert!(!w.root.join("run/leasehook/iface/eth1.json").exists());
+    }
+}
+
+#[test]
+fn a_renamed_link_keeps_its_policy_routing_under_the_new_name() {
+    let w = bound_world("rename");
+    w.inst.ip(&["link", "set", "eth1", "down"]);
+    w.inst.ip(&["link", "set", "eth1", "name", "ens6"]);
+    w.inst.ip(&["link", "set", "ens6", "up"]);
+    // The link went down with its old name: put back what the kernel dropped.
+    let out = text(&refresh(&w, &[]));
+    assert!(out.contains("eth1: now ens6;"), "{out}");
+    let routes = w.our_routes();
+    assert!(
+        routes.contains(
+            &"default via 10.98.1.1 dev ens6 scope - src - table 10001 proto 176".to_owned()
+        ),
+        "{routes:#?}"
+    );
+    assert_eq!(w.our_rules().len(), 2);
+    assert!(
+        w.root.join("run/leasehook/iface/ens6.json").exists()
+            && !w.root.join("run/leasehook/iface/eth1.json").exists()
+    );
+    assert_eq!(w.echo_from("10.98.1.21").as_deref(), Some("10.98.1.21"));
+}
+
+/// Four NICs, one refresh: the requests it makes, counted in the emulator's log.
+#[test]
+fn requests_per_refresh_of_four_nics() {
+    let mut tree = default_tree();
+    let macs = &mut tree["latest"]["meta-data"]["network"]["interfaces"]["macs"];
+    for n in 2u8..4 {
+        let mac = format!("02:00:00:00:00:0{}", n + 1);
+        macs[&mac] = json!({"device-number": n.to_string(), "local-ipv4s": format!("10.98.{n}.20"),
+                            "subnet-ipv4-cidr-block": format!("10.98.{n}.0/24"), "mac": mac});
+    }
+    let mut w = World::new(
+        "refresh4",
+        &WorldOptions {
+            tree: Some(tree),
+            ..WorldOptions::default()
+        },
+    );
+    // eth2 and eth3 get their addresses by hand and a BOUND event from the shim.
+    for n in 2u8..4 {
+        let (gw, eth) = (format!("gw{n}"), format!("eth{n}"));
+        w.router.ip(&[
+            "link",
+            "add",
+            "name",
+            &gw,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &eth,
+            "netns",
+            &w.inst.name,
+        ]);
+        w.inst.ip(&[
+            "link",
+            "set",
+            &eth,
+            "address",
+            &format!("02:00:00:00:00:0{}", n + 1),
+        ]);
+        w.router
+            .ip(&["address", "add", &format!("10.98.{n}.1/24"), "dev", &gw]);
+        w.router.ip(&["link", "set", &gw, "up"]);
+        w.inst.ip(&["link", "set", &eth, "up"]);
+        w.inst
+            .ip(&["address", "add", &format!("10.98.{n}.20/24"), "dev", &eth]);
+    }
+    w.bind("eth0", false);
+    w.bind("eth1", false);
+    for n in 2u8..4 {
+        let mut cmd = w.inst.command(
+            leasehook_tests::netns::sibling_bin("leasehook-dhclient")
+                .to_str()
+                .unwrap(),
+        );
+        cmd.env_clear()
+            .envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .args::<[&str; 0], &str>([]);
+        cmd.env("reason", "BOUND")
+            .env("interface", format!("eth{n}"))
+            .env("new_ip_address", format!("10.98.{n}.20"))
+            .env("new_subnet_mask", "255.255.255.0")
+            .env("new_routers", format!("10.98.{n}.1"));
+        assert!(cmd.status().unwrap().success());
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || w.our_rules().len() == 4),
+        "{:#?}",
+        w.our_rules()
+    );
+    let before = w.imds_log().lines().count();
+    let out = text(&refresh(&w, &[]));
+    let requests = w.imds_log().lines().count() - before;
+    assert_eq!(out.matches(": 0 change(s)").count(), 4, "{out}");
+    println!("refresh of 4 NICs (eth0 primary, eth1-eth3 secondary): {requests} IMDS requests");
+    // Per NIC: meta-data/mac, the MAC's listing and the keys it lists for IPv4
+    // (device-number, local-ipv4s, subnet-ipv4-cidr-block, interface-id): at most 6.
+    assert!(requests <= 4 * 6, "{requests} requests for 4 NICs");
+}
