@@ -271,47 +271,22 @@ fn route_message(r: &Route, index: u32) -> std::result::Result<RouteMessage, Str
     } else {
         RouteScope::Universe
     };
-    let protocol = RouteProtocol::from(PROTOCOL);
-    match (r.to, r.via, r.src) {
-        (IpNet::V4(to), via, src) => {
-            let mut b = RouteMessageBuilder::<Ipv4Addr>::new()
-                .destination_prefix(to.addr(), to.prefix_len())
-                .output_interface(index)
-                .table_id(r.table)
-                .scope(scope)
-                .protocol(protocol);
-            match via {
-                Some(IpAddr::V4(g)) => b = b.gateway(g),
-                Some(IpAddr::V6(_)) => return Err("IPv6 gateway on an IPv4 route".to_owned()),
-                None => {}
-            }
-            match src {
-                Some(IpAddr::V4(s)) => b = b.pref_source(s),
-                Some(IpAddr::V6(_)) => return Err("IPv6 source on an IPv4 route".to_owned()),
-                None => {}
-            }
-            Ok(b.build())
-        }
-        (IpNet::V6(to), via, src) => {
-            let mut b = RouteMessageBuilder::<Ipv6Addr>::new()
-                .destination_prefix(to.addr(), to.prefix_len())
-                .output_interface(index)
-                .table_id(r.table)
-                .scope(scope)
-                .protocol(protocol);
-            match via {
-                Some(IpAddr::V6(g)) => b = b.gateway(g),
-                Some(IpAddr::V4(_)) => return Err("IPv4 gateway on an IPv6 route".to_owned()),
-                None => {}
-            }
-            match src {
-                Some(IpAddr::V6(s)) => b = b.pref_source(s),
-                Some(IpAddr::V4(_)) => return Err("IPv4 source on an IPv6 route".to_owned()),
-                None => {}
-            }
-            Ok(b.build())
-        }
+    // The IpAddr builder checks that gateway and source match the destination's
+    // family (a mismatch is an error, not a malformed message).
+    let mut b = RouteMessageBuilder::<IpAddr>::new()
+        .destination_prefix(r.to.addr(), r.to.prefix_len())
+        .map_err(|e| e.to_string())?
+        .output_interface(index)
+        .table_id(r.table)
+        .scope(scope)
+        .protocol(RouteProtocol::from(PROTOCOL));
+    if let Some(via) = r.via {
+        b = b.gateway(via).map_err(|e| e.to_string())?;
     }
+    if let Some(src) = r.src {
+        b = b.pref_source(src).map_err(|e| e.to_string())?;
+    }
+    Ok(b.build())
 }
 
 fn address_message(a: &Address, index: u32) -> AddressMessage {
