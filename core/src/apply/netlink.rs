@@ -513,7 +513,7 @@ impl Applier for NetlinkApplier {
             .unwrap_or(Ok(()))
     }
 
-    /// Sends the requests in batches of up to [`BATCH`] netlink messages per
+    /// Sends the requests in batches of up to `BATCH` netlink messages per
     /// datagram (`sendmsg` once, then read the acknowledgements). The kernel handles
     /// the messages of a datagram in order and answers each, failures included, so
     /// an address still goes in before the route that uses it as source.
