@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `leasehook`: the boot stage and admin CLI. For now it offers `plan` (print the
 //! policy-routing plan for given metadata, leases and links, touching nothing),
-//! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again)
-//! and `status` (what is applied).
+//! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again),
+//! `status` (what is applied) and `detect` (which datasources the instance has).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
 //! error (reported by clap).
@@ -10,6 +10,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod apply_cmd;
+mod detect_cmd;
 mod plan_cmd;
 
 use std::process::ExitCode;
@@ -31,6 +32,7 @@ enum Command {
     Apply(apply_cmd::ApplyArgs),
     Flush(apply_cmd::FlushArgs),
     Status(apply_cmd::StatusArgs),
+    Detect(detect_cmd::DetectArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Command::Apply(args) => apply_cmd::apply(&args),
         Command::Flush(args) => apply_cmd::flush(&args),
         Command::Status(args) => apply_cmd::status(&args),
+        Command::Detect(args) => detect_cmd::run(&args),
     };
     match result {
         Ok(out) => {
