@@ -15,6 +15,8 @@ pub mod detect;
 pub mod ec2;
 mod instance;
 mod kind;
+pub mod lxd;
+mod yaml;
 
 pub use instance::{InstanceData, REDACTED, SENSITIVE_KEYS, is_sensitive};
 pub use kind::{Check, Datasource, SourceKind, Verdict};

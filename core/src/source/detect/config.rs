@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::ConfigText;
 use crate::error::{Error, Result};
+use crate::source::yaml::{scalar_text, yaml};
 
 /// A setting and the file it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,27 +36,6 @@ pub(super) struct CloudConfig {
     pub(super) nocloud: Vec<(String, String)>,
     /// Files that were skipped, and why.
     pub(super) warnings: Vec<String>,
-}
-
-/// Parses YAML the way cloud-init (PyYAML) does: YAML 1.1 scalars, the last of
-/// repeated keys, `0644` as octal. The message never quotes the document.
-pub(crate) fn yaml(text: &str) -> std::result::Result<Value, String> {
-    let options = serde_saphyr::options! {
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
-        legacy_octal_numbers: true,
-        with_snippet: false,
-    };
-    serde_saphyr::from_str_with_options(text, options).map_err(|e| e.to_string())
-}
-
-/// A scalar as text (`true`, `3`, `Ec2`); `None` for lists, mappings and null.
-pub(crate) fn scalar_text(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Null | Value::Array(_) | Value::Object(_) => None,
-    }
 }
 
 impl CloudConfig {
@@ -393,16 +373,5 @@ mod tests {
             let want = want.map(|v| v.into_iter().map(str::to_owned).collect::<Vec<_>>());
             assert_eq!(cmdline_datasource_list(line), want, "{line}");
         }
-    }
-
-    #[test]
-    fn yaml_reads_like_pyyaml() {
-        let v = yaml("instance-id: a\nlocal-hostname: h\ninstance-id: b\nmode: 0644\nok: yes\n")
-            .unwrap();
-        assert_eq!(v["instance-id"], "b");
-        assert_eq!(v["mode"], 420);
-        assert_eq!(v["ok"], true);
-        let e = yaml("secret: [unclosed\n").unwrap_err();
-        assert!(!e.contains("secret"), "{e}");
     }
 }
