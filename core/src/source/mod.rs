@@ -13,9 +13,11 @@
 
 pub mod detect;
 pub mod ec2;
+mod files;
 mod instance;
 mod kind;
 pub mod lxd;
+pub mod nocloud;
 mod yaml;
 
 pub use instance::{InstanceData, REDACTED, SENSITIVE_KEYS, is_sensitive};

@@ -19,14 +19,14 @@ use crate::source::yaml::{scalar_text, yaml};
 
 /// A setting and the file it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Setting<T> {
+pub(crate) struct Setting<T> {
     pub(super) value: T,
     pub(super) path: String,
 }
 
 /// What the decision needs from cloud-init's configuration files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct CloudConfig {
+pub(crate) struct CloudConfig {
     /// `datasource_list`, from the last file that sets it.
     pub(super) datasource_list: Option<Setting<Vec<String>>>,
     /// `datasource: {Ec2: {strict_id: ...}}`, from the last file that sets it.
@@ -34,13 +34,15 @@ pub(super) struct CloudConfig {
     /// `datasource: {NoCloud: {...}}`, the files' keys merged (a later file wins a
     /// key), with the file that set each key.
     pub(super) nocloud: Vec<(String, String)>,
+    /// `datasource: {NoCloud: {...}}`'s values, merged the same way.
+    pub(crate) nocloud_values: Map<String, Value>,
     /// Files that were skipped, and why.
-    pub(super) warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl CloudConfig {
     /// Reads cloud-init's files in the order given (`cloud.cfg` first).
-    pub(super) fn parse(files: &[ConfigText]) -> Self {
+    pub(crate) fn parse(files: &[ConfigText]) -> Self {
         let mut c = Self::default();
         let mut nocloud: Map<String, Value> = Map::new();
         let mut nocloud_from: Vec<(String, String)> = Vec::new();
@@ -101,6 +103,7 @@ impl CloudConfig {
             }
         }
         c.nocloud = nocloud_from;
+        c.nocloud_values = nocloud;
         c
     }
 

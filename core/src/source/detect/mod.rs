@@ -32,7 +32,7 @@
 //! search and said so in `reasons`. Where leasehook deliberately differs from
 //! ds-identify, `docs/datasources.md` says how and why.
 
-mod config;
+pub(crate) mod config;
 pub mod read;
 
 use std::collections::BTreeMap;

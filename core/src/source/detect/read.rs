@@ -16,9 +16,8 @@
 //! Otherwise it is `unavailable`.
 
 use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
-use std::io::Read as _;
-use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+use std::fs;
+use std::os::unix::fs::FileTypeExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -28,9 +27,8 @@ use crate::constants::{
     LEASEHOOK_CONFIG, LXD_SOCKET, NOCLOUD_SEED_DIRS, UBUNTU_CORE_WRITABLE,
 };
 use crate::error::{Error, Result};
+use crate::source::files::{first_line, is_file, read_limited, read_text};
 
-/// The most bytes read from a sysfs or proc value.
-const VALUE_MAX_BYTES: u64 = 4096;
 /// The most bytes read from `proc/1/cmdline`.
 const CMDLINE_MAX_BYTES: u64 = 64 * 1024;
 /// The most entries read from one folder (virtio ports, labels, `cloud.cfg.d`).
@@ -87,17 +85,7 @@ pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
     let dmi_dir = at("sys/class/dmi/id");
     let dmi = |f: &str| first_line(&dmi_dir.join(f));
     let leasehook_config = leasehook_config(o)?;
-    let mut cloud_config = Vec::new();
-    if let Some(c) = config_file(&at(CLOUD_CFG), &mut warnings) {
-        cloud_config.push(c);
-    }
-    for p in sorted_entries(&at(CLOUD_CFG_D)) {
-        if p.extension().is_some_and(|e| e == "cfg")
-            && let Some(c) = config_file(&p, &mut warnings)
-        {
-            cloud_config.push(c);
-        }
-    }
+    let cloud_config = cloud_config_files(root, &mut warnings);
     Ok(Snapshot {
         root: o.root.clone(),
         virt,
@@ -179,6 +167,23 @@ fn virt(o: &ReadOptions, warnings: &mut Vec<String>) -> (String, String) {
     }
 }
 
+/// cloud-init's configuration files below `root`: `etc/cloud/cloud.cfg`, then
+/// `etc/cloud/cloud.cfg.d/*.cfg` in lexical order. Unreadable ones are warnings.
+pub(crate) fn cloud_config_files(root: &Path, warnings: &mut Vec<String>) -> Vec<ConfigText> {
+    let mut out = Vec::new();
+    if let Some(c) = config_file(&root.join(CLOUD_CFG), warnings) {
+        out.push(c);
+    }
+    for p in sorted_entries(&root.join(CLOUD_CFG_D)) {
+        if p.extension().is_some_and(|e| e == "cfg")
+            && let Some(c) = config_file(&p, warnings)
+        {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// leasehook's configuration: the `--config` file (which must be readable), else
 /// `<root>/etc/leasehook/config.yaml` when it is a file.
 fn leasehook_config(o: &ReadOptions) -> Result<Option<ConfigText>> {
@@ -239,58 +244,6 @@ fn seeds(root: &Path) -> Vec<Seed> {
             }
         })
         .collect()
-}
-
-/// Opens a file without blocking on a FIFO; `None` unless it is a regular file.
-fn open_file(path: &Path) -> std::result::Result<File, String> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    let meta = f.metadata().map_err(|e| e.to_string())?;
-    if meta.is_file() {
-        Ok(f)
-    } else {
-        Err("not a regular file".to_owned())
-    }
-}
-
-/// Up to `limit` bytes of a regular file.
-fn read_limited(path: &Path, limit: u64) -> Option<Vec<u8>> {
-    let f = open_file(path).ok()?;
-    let mut buf = Vec::new();
-    f.take(limit).read_to_end(&mut buf).ok()?;
-    Some(buf)
-}
-
-/// A text file of at most `limit` bytes.
-fn read_text(path: &Path, limit: u64) -> std::result::Result<String, String> {
-    let f = open_file(path)?;
-    let mut buf = Vec::new();
-    f.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| e.to_string())?;
-    if buf.len() as u64 > limit {
-        return Err(format!("larger than {limit} bytes"));
-    }
-    String::from_utf8(buf).map_err(|e| format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()))
-}
-
-/// The first line of a small file, blanks around it removed, bytes that are not
-/// UTF-8 replaced (as ds-identify's `read` sees a sysfs value).
-fn first_line(path: &Path) -> Option<String> {
-    let bytes = read_limited(path, VALUE_MAX_BYTES)?;
-    let line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
-    Some(
-        String::from_utf8_lossy(line)
-            .trim_matches([' ', '\t', '\r'])
-            .to_owned(),
-    )
-}
-
-fn is_file(path: &Path) -> bool {
-    fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
 /// What is at `path`, following symlinks as ds-identify's `[ -S ]` does.
