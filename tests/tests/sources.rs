@@ -20,7 +20,7 @@ use leasehook_core::source::ec2::identity::Ec2Source;
 use leasehook_core::source::ec2::{Ec2, WaitPolicy};
 use leasehook_core::source::lxd::Lxd;
 use leasehook_core::source::nocloud::NoCloud;
-use leasehook_core::source::{Check, Datasource, SourceKind};
+use leasehook_core::source::{Check, Datasource, NoneSource, SourceKind};
 use leasehook_tests::emulator::{
     Config, Emulator, SAMPLE_PRIMARY, SAMPLE_SECONDARY, Scenario, sample_tree,
 };
@@ -370,6 +370,7 @@ fn every_source_behind_one_trait() {
         Box::new(ec2(root, &emu)),
         Box::new(Lxd::new(root).with_virt("kvm")),
         Box::new(NoCloud::new(root).with_virt("kvm")),
+        Box::new(NoneSource),
     ];
     let snap = read_snapshot(&ReadOptions::new(root).with_virt("kvm")).unwrap();
     let found: Vec<(SourceKind, Check)> = sources
@@ -381,7 +382,8 @@ fn every_source_behind_one_trait() {
         [
             (SourceKind::Ec2, Check::Found),
             (SourceKind::Lxd, Check::NotFound),
-            (SourceKind::NoCloud, Check::Found)
+            (SourceKind::NoCloud, Check::Found),
+            (SourceKind::None, Check::NotFound),
         ]
     );
     let fetched: Vec<Result<String, String>> = sources
@@ -397,4 +399,5 @@ fn every_source_behind_one_trait() {
         "{fetched:?}"
     );
     assert_eq!(fetched[2], Ok("i".to_owned()));
+    assert_eq!(fetched[3], Ok("iid-datasource-none".to_owned()));
 }

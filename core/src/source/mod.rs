@@ -18,7 +18,9 @@ mod instance;
 mod kind;
 pub mod lxd;
 pub mod nocloud;
+mod none;
 mod yaml;
 
 pub use instance::{InstanceData, REDACTED, SENSITIVE_KEYS, is_sensitive};
 pub use kind::{Check, Datasource, SourceKind, Verdict};
+pub use none::{NONE_INSTANCE_ID, NoneSource};
