@@ -8,17 +8,13 @@
 //!
 //! # Running ds-identify against a fake root
 //!
-//! ds-identify honours `PATH_ROOT` for most of what it reads. It is sourced with
-//! `DI_MAIN=noop`, then the probes that would look at this machine rather than the
-//! root are pinned: `DI_VIRT` (else `systemd-detect-virt` of the host),
-//! `DI_BLKID_EXPORT_OUT` (else the host's `blkid`; it is built from the labels the
-//! scenario creates under `dev/disk/by-label/`), `is_socket_file` and `is_disabled`
-//! (ds-identify reads `/dev/lxd/sock` and `/etc/cloud/cloud-init.disabled` from the
-//! real `/`: the same tests, below the root), and `dmi_decode` (never the host's
-//! `dmidecode`). Then `main --force` runs, and `<root>/run/cloud-init/cloud.cfg` and
-//! `.ds-identify.result` hold the answer. `PATH_RUN` is pinned below the root too,
-//! and the test checks that ds-identify created files only in
-//! `<root>/run/cloud-init/` and that the real `/run/cloud-init` did not change.
+//! As `leasehook_tests::ds_identify` describes: sourced with `DI_MAIN=noop`, only the
+//! probes that read this machine instead of the root pinned (virtualisation, blkid's
+//! output — built here from the labels the scenario creates under
+//! `dev/disk/by-label/` —, the socket and disabled-marker tests moved below the
+//! root, no dmidecode), then `main --force`. The test checks that ds-identify
+//! created files only in `<root>/run/cloud-init/` and that the real
+//! `/run/cloud-init` did not change.
 //!
 //! # Comparing
 //!
@@ -47,23 +43,17 @@ use std::fmt::Write as _;
 use std::fs;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use leasehook_core::source::SourceKind;
 use leasehook_core::source::detect::{ReadOptions, detect};
-use leasehook_tests::workspace_root;
+use leasehook_tests::ds_identify::{
+    ROOT_FS_BLKID, command, ds_identify, oracle_root, write_harness,
+};
 
 /// What either side concluded: the list, `[]` for nothing found, or disabled.
 const DISABLED: &str = "<disabled>";
 
 const EC2_UUID: &str = "ec2e1916-9099-7caf-fd21-012345abcdef";
-
-fn oracle_root() -> PathBuf {
-    std::env::var_os("LEASEHOOK_CLOUDINIT_ROOT").map_or_else(
-        || workspace_root().join("target/oracle/cloud-init-25.1.4/root"),
-        PathBuf::from,
-    )
-}
 
 /// One fake root.
 struct Case {
@@ -302,33 +292,13 @@ fn build(case: &Case, root: &Path) -> Option<UnixListener> {
 
 /// blkid's `-o export` text for the scenario: the root file system and each label.
 fn blkid(case: &Case) -> String {
-    let mut out = "DEVNAME=/dev/vda1\nUUID=0f0e0d0c-0000-4000-8000-000000000001\nTYPE=ext4\nLABEL=cloudimg-rootfs\n".to_owned();
+    let mut out = ROOT_FS_BLKID.to_owned();
     for (i, label) in case.labels.iter().enumerate() {
         let dev = char::from(b'b' + u8::try_from(i).unwrap());
         let _ = write!(out, "\nDEVNAME=/dev/vd{dev}\nTYPE=iso9660\nLABEL={label}\n");
     }
     out
 }
-
-const HARNESS: &str = r#"
-PATH_ROOT=$1; export PATH_ROOT
-PATH_RUN="$PATH_ROOT/run"; PATH_RUN_CI="$PATH_ROOT/run/cloud-init"
-DI_LOG=stderr
-DEBUG_LEVEL=2
-DI_MAIN=noop
-. "$2"
-DI_VIRT=$3
-DI_BLKID_EXPORT_OUT=$4
-is_socket_file() { [ -S "${PATH_ROOT}$1" ]; }
-is_disabled() {
-    [ -f "${PATH_ROOT}/etc/cloud/cloud-init.disabled" ] && return 0
-    [ "${KERNEL_CMDLINE:-}" = "cloud-init=disabled" ] && return 0
-    case "$DI_KERNEL_CMDLINE" in *cloud-init=disabled*) return 0;; esac
-    return 1
-}
-dmi_decode() { return 1; }
-main --force
-"#;
 
 /// Every path below `dir` (not following symlinks), relative to it.
 fn walk(dir: &Path, base: &Path, out: &mut BTreeSet<PathBuf>) {
@@ -345,14 +315,7 @@ fn walk(dir: &Path, base: &Path, out: &mut BTreeSet<PathBuf>) {
 fn oracle(ds_identify: &Path, harness: &Path, case: &Case, root: &Path) -> (Vec<String>, String) {
     let mut before = BTreeSet::new();
     walk(root, root, &mut before);
-    let out = Command::new("/bin/sh")
-        .arg(harness)
-        .arg(root)
-        .arg(ds_identify)
-        .arg(case.virt)
-        .arg(blkid(case))
-        .env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    let out = command(harness, ds_identify, root, case.virt, &blkid(case))
         .output()
         .expect("failed to run /bin/sh");
     let log = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -446,9 +409,8 @@ fn real_run_state() -> Option<BTreeSet<PathBuf>> {
 
 #[test]
 fn detect_agrees_with_ds_identify_25_1_4() {
-    let oracle_root = oracle_root();
-    let ds_identify = oracle_root.join("usr/lib/cloud-init/ds-identify");
-    let version = oracle_root.join("usr/lib/python3/dist-packages/cloudinit/version.py");
+    let ds_identify = ds_identify();
+    let version = oracle_root().join("usr/lib/python3/dist-packages/cloudinit/version.py");
     assert!(
         ds_identify.is_file(),
         "cloud-init oracle not found at {ds_identify:?}: run scripts/fetch-cloud-init-oracle.sh \
@@ -462,8 +424,7 @@ fn detect_agrees_with_ds_identify_25_1_4() {
         "{version:?} is not cloud-init 25.1.4"
     );
     let work = tempfile::tempdir().unwrap();
-    let harness = work.path().join("ds-identify-harness.sh");
-    fs::write(&harness, HARNESS).unwrap();
+    let harness = write_harness(work.path()).unwrap();
     let real_run_before = real_run_state();
 
     let cases = scenarios();
