@@ -2,7 +2,8 @@
 //! `leasehook`: the boot stage and admin CLI. For now it offers `plan` (print the
 //! policy-routing plan for given metadata, leases and links, touching nothing),
 //! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again),
-//! `status` (what is applied) and `refresh` (re-check recorded plans against IMDS).
+//! `status` (what is applied), `refresh` (re-check recorded plans against IMDS) and
+//! `detect` (which datasources the instance has).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
 //! error (reported by clap).
@@ -10,6 +11,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod apply_cmd;
+mod detect_cmd;
 mod plan_cmd;
 
 use std::process::ExitCode;
@@ -32,6 +34,7 @@ enum Command {
     Flush(apply_cmd::FlushArgs),
     Status(apply_cmd::StatusArgs),
     Refresh(apply_cmd::RefreshArgs),
+    Detect(detect_cmd::DetectArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Flush(args) => apply_cmd::flush(&args),
         Command::Status(args) => apply_cmd::status(&args),
         Command::Refresh(args) => apply_cmd::refresh(&args),
+        Command::Detect(args) => detect_cmd::run(&args),
     };
     match result {
         Ok(out) => {

@@ -67,3 +67,66 @@ pub const RUN_DIR: &str = "run/leasehook";
 
 /// The IMDSv2 token cache, relative to the root; shared by every leasehook process.
 pub const IMDS_TOKEN_CACHE: &str = "run/leasehook/imds-token";
+
+// --- Datasources (SPEC §4, §5) --------------------------------------------------------
+// Paths are relative to the root folder (`/` in production), like `RUN_DIR`.
+
+/// IMDS: user-data.
+pub const IMDS_USER_DATA: &str = "/latest/user-data";
+
+/// IMDS: the instance identity document (JSON: `instanceId`, `region`,
+/// `availabilityZone`, ...).
+pub const IMDS_IDENTITY_DOCUMENT: &str = "/latest/dynamic/instance-identity/document";
+
+/// The largest user-data we read from IMDS, in bytes (EC2 allows 16 KiB; other
+/// clouds speaking the EC2 API may allow more).
+pub const IMDS_MAX_USER_DATA_BYTES: u64 = 1024 * 1024;
+
+/// LXD's dev-lxd socket (SPEC §4.2).
+pub const LXD_SOCKET: &str = "dev/lxd/sock";
+
+/// The dev-lxd API version leasehook speaks.
+pub const LXD_API_VERSION: &str = "1.0";
+
+/// How often a dev-lxd request answered with HTTP 500 is sent in all (LXD answers
+/// 500 while the instance is still starting).
+pub const LXD_500_ATTEMPTS: u32 = 30;
+
+/// The pause after a dev-lxd HTTP 500, before the request is sent again.
+pub const LXD_500_PAUSE: Duration = Duration::from_millis(100);
+
+/// Time for one whole dev-lxd request.
+pub const LXD_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest dev-lxd answer we read, in bytes (user-data lives in config keys).
+pub const LXD_MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The NoCloud seed folders, in the order they are read (SPEC §4.3).
+pub const NOCLOUD_SEED_DIRS: [&str; 2] = [
+    "var/lib/cloud/seed/nocloud",
+    "var/lib/cloud/seed/nocloud-net",
+];
+
+/// Ubuntu Core keeps `/var/lib/cloud` below this folder until it is bind-mounted.
+pub const UBUNTU_CORE_WRITABLE: &str = "writable/system-data";
+
+/// The largest NoCloud seed file we read, in bytes.
+pub const SEED_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// cloud-init's "do not run" marker.
+pub const CLOUD_INIT_DISABLED_MARKER: &str = "etc/cloud/cloud-init.disabled";
+
+/// cloud-init's main configuration file.
+pub const CLOUD_CFG: &str = "etc/cloud/cloud.cfg";
+
+/// cloud-init's configuration folder (`*.cfg`, read in lexical order).
+pub const CLOUD_CFG_D: &str = "etc/cloud/cloud.cfg.d";
+
+/// ds-identify's own configuration file (`datasource:`, `policy:`).
+pub const DS_IDENTIFY_CFG: &str = "etc/cloud/ds-identify.cfg";
+
+/// leasehook's configuration file (SPEC §7).
+pub const LEASEHOOK_CONFIG: &str = "etc/leasehook/config.yaml";
+
+/// The largest configuration file we read, in bytes.
+pub const CONFIG_MAX_BYTES: u64 = 1024 * 1024;

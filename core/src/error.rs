@@ -9,6 +9,8 @@
 
 use std::fmt;
 
+use crate::source::SourceKind;
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -89,6 +91,27 @@ pub enum Error {
         what: String,
         /// The parser's message.
         message: String,
+    },
+    /// A datasource answered, but not usefully: an HTTP error, an answer that is
+    /// not what the source sends (garbage JSON, YAML that is not a mapping), a seed
+    /// file that cannot be read. `what` names the request or the file.
+    #[error("{datasource} {what}: {problem}")]
+    Datasource {
+        /// Which datasource.
+        datasource: SourceKind,
+        /// The request (`GET http://lxd/1.0/config`) or file it concerns.
+        what: String,
+        /// What is wrong, with the offending value escaped and shortened.
+        problem: String,
+    },
+    /// A datasource is not there at all (its socket or seed is missing): callers
+    /// try the next one, or the cache.
+    #[error("{datasource} not found: {reason}")]
+    NotFound {
+        /// Which datasource.
+        datasource: SourceKind,
+        /// Why, naming the path or value that decided it.
+        reason: String,
     },
 }
 

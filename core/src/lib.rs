@@ -13,7 +13,9 @@
 //! * [`diff`] compares a plan with the routing state the kernel holds;
 //! * [`render`] prints a plan as `ip` lines, JSON, netplan or networkd drop-ins;
 //! * [`apply`] writes a plan to the kernel over netlink, owned, diffed and rolled back;
-//! * [`source`] fetches metadata: the EC2 IMDS client and its consistency wait.
+//! * [`source`] fetches metadata: the EC2 IMDS client and its consistency wait, and
+//!   the datasources (EC2, LXD, NoCloud) with [`source::detect`], which decides
+//!   without network which of them the instance has.
 //!
 //! Every module but [`source`], [`apply::netlink`] and [`apply::state`] is pure: no
 //! files, sockets, clock or environment. IO lives there and in the binaries, behind

@@ -15,6 +15,8 @@ pub mod world;
 
 use std::path::PathBuf;
 
+pub mod devlxd;
+pub mod ds_identify;
 pub mod emulator;
 
 /// Whether the tests run in CI, where a missing prerequisite must fail the test

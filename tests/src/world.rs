@@ -253,6 +253,17 @@ impl World {
                 .spawn()
                 .unwrap_or_else(|e| panic!("failed to start dnsmasq (is it installed?): {e}")),
         );
+        // A DISCOVER sent before dnsmasq listens is retried only seconds later:
+        // start clients only once dnsmasq has announced its DHCP ranges.
+        let log = dir.0.join("dnsmasq.log");
+        let ready = wait_until(Duration::from_secs(10), || {
+            std::fs::read_to_string(&log).is_ok_and(|l| l.matches("DHCP, IP range").count() >= 2)
+        });
+        assert!(
+            ready,
+            "dnsmasq did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
 
         let imds = opts
             .tree
@@ -656,7 +667,7 @@ impl Drop for World {
 }
 
 impl World {
-    /// Starts dhclient on `iface` and waits (up to 20 s) until the leased address
+    /// Starts dhclient on `iface` and waits (up to 40 s) until the leased address
     /// is on the link; fails the test with dhclient's log otherwise.
     pub fn bind(&mut self, iface: &str, v6: bool) {
         self.dhclient_start(iface, v6);
@@ -666,7 +677,7 @@ impl World {
             (_, true) => "fd00:98:1::20",
         };
         let fam = if v6 { "-6" } else { "-4" };
-        let ok = wait_until(Duration::from_secs(20), || {
+        let ok = wait_until(Duration::from_secs(40), || {
             self.inst.ip(&[fam, "addr", "show", iface]).contains(want)
         });
         assert!(ok, "{iface} got no lease:\n{}", self.log(iface, v6));

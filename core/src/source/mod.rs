@@ -1,10 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO: the metadata sources, which talk to the cloud (HTTP) and keep small
-//! caches under `<root>/run/leasehook/`.
+//! Performs IO: the metadata sources, which talk to the cloud (HTTP, the LXD unix
+//! socket), read seed files, and keep small caches under `<root>/run/leasehook/`.
 //!
 //! Each source keeps its transport apart from what it decides: [`ec2::nic`] decides
 //! what to ask IMDS next and whether its answers agree with a lease without doing any
 //! IO, and [`ec2::Ec2`] only moves bytes. Everything a source touches (base URLs, the
 //! root folder, the clock) is handed to it by the caller.
+//!
+//! The datasources are a closed set, [`SourceKind`]; each implements [`Datasource`]
+//! (detect from a snapshot of files, fetch [`InstanceData`], check the instance-id).
+//! [`detect`] decides, without network, which of them the instance has.
 
+pub mod detect;
 pub mod ec2;
+mod files;
+mod instance;
+mod kind;
+pub mod lxd;
+pub mod nocloud;
+mod none;
+mod yaml;
+
+pub use instance::{InstanceData, REDACTED, SENSITIVE_KEYS, is_sensitive};
+pub use kind::{Check, Datasource, SourceKind, Verdict};
+pub use none::{NONE_INSTANCE_ID, NoneSource};

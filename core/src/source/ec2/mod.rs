@@ -19,11 +19,13 @@
 //!   waiting and retrying belong to the consistency wait ([`wait`]), which also
 //!   honours a 503's `Retry-After`.
 //! * **Minimal fetch.** [`nic`] decides which keys one NIC event needs, [`wait`]
-//!   fetches them until IMDS agrees with the lease.
+//!   fetches them until IMDS agrees with the lease. [`identity`] fetches the
+//!   instance-level keys the boot stage needs (the EC2 datasource).
 //!
 //! The token never appears in a log line or an error: it is only ever put in the
 //! request header.
 
+pub mod identity;
 pub mod nic;
 mod resolver;
 mod token;
@@ -55,6 +57,13 @@ pub trait Fetch {
     /// `GET`s `path` (below the base URL, starting with `/`). `Ok(None)` is a 404:
     /// IMDS does not (yet) have it.
     fn get(&self, path: &str) -> Result<Option<String>>;
+
+    /// Like [`Fetch::get`], for an answer that need not be UTF-8 (user-data, often
+    /// gzip), of at most `limit` bytes.
+    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let _ = limit;
+        self.get(path).map(|a| a.map(String::into_bytes))
+    }
 }
 
 /// The EC2 IMDS client. One per process is enough; it is `Sync`.
@@ -151,6 +160,14 @@ impl Ec2 {
     /// The base URLs, in the order they are tried.
     pub fn endpoints(&self) -> &[String] {
         &self.endpoints
+    }
+
+    /// The base URL tried first: the one that answered last.
+    pub fn active_endpoint(&self) -> &str {
+        let n = self.endpoints.len().max(1);
+        self.endpoints
+            .get(self.active.load(Ordering::Relaxed) % n)
+            .map_or("", String::as_str)
     }
 
     /// The consistency wait for one NIC event, with the real clock: see
@@ -305,6 +322,23 @@ impl Fetch for Ec2 {
     /// One `GET` with the token; on a 401 the token is replaced once and the `GET`
     /// repeated. 200 is the body, 404 is `None`, anything else an error.
     fn get(&self, path: &str) -> Result<Option<String>> {
+        self.get_with(path, |resp| read_body(resp, IMDS_MAX_BODY_BYTES))
+    }
+
+    /// As [`Ec2::get`](Fetch::get), without requiring UTF-8, up to `limit` bytes.
+    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        self.get_with(path, |resp| read_bytes(resp, limit))
+    }
+}
+
+impl Ec2 {
+    /// The `GET` behind [`Fetch`]: a 200's body as `read` reads it, `None` for a
+    /// 404.
+    fn get_with<T>(
+        &self,
+        path: &str,
+        read: impl Fn(&mut Response<Body>) -> Result<T, ImdsErrorKind>,
+    ) -> Result<Option<T>> {
         let mut stale = None;
         loop {
             let token = self.token(stale.as_ref())?;
@@ -315,11 +349,7 @@ impl Fetch for Ec2 {
                 kind,
             };
             match resp.status().as_u16() {
-                200 => {
-                    return read_body(&mut resp, IMDS_MAX_BODY_BYTES)
-                        .map(Some)
-                        .map_err(fail);
-                }
+                200 => return read(&mut resp).map(Some).map_err(fail),
                 404 => {
                     drain(&mut resp);
                     return Ok(None);
@@ -376,14 +406,18 @@ fn check_endpoint(url: &str) -> Result<String> {
     Ok(trimmed.to_owned())
 }
 
-/// Reads a body of at most `limit` bytes as UTF-8.
-fn read_body(resp: &mut Response<Body>, limit: u64) -> Result<String, ImdsErrorKind> {
-    let bytes = resp
-        .body_mut()
+/// Reads a body of at most `limit` bytes.
+fn read_bytes(resp: &mut Response<Body>, limit: u64) -> Result<Vec<u8>, ImdsErrorKind> {
+    resp.body_mut()
         .with_config()
         .limit(limit)
         .read_to_vec()
-        .map_err(|e| map_ureq_error(&e))?;
+        .map_err(|e| map_ureq_error(&e))
+}
+
+/// Reads a body of at most `limit` bytes as UTF-8.
+fn read_body(resp: &mut Response<Body>, limit: u64) -> Result<String, ImdsErrorKind> {
+    let bytes = read_bytes(resp, limit)?;
     String::from_utf8(bytes).map_err(|e| ImdsErrorKind::Garbage {
         reason: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
     })

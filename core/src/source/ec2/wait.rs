@@ -87,7 +87,7 @@ impl WaitPolicy {
         self
     }
 
-    fn backoff(&self) -> impl Iterator<Item = Duration> + use<> {
+    pub(super) fn backoff(&self) -> impl Iterator<Item = Duration> + use<> {
         let mut b = ExponentialBuilder::default()
             .with_min_delay(self.min_delay)
             .with_max_delay(self.max_delay)
@@ -242,11 +242,11 @@ fn give_up(
     }
 }
 
-fn is_retryable(e: &Error) -> bool {
+pub(super) fn is_retryable(e: &Error) -> bool {
     matches!(e, Error::Imds { kind, .. } if kind.is_retryable())
 }
 
-fn retry_after(e: &Error) -> Option<Duration> {
+pub(super) fn retry_after(e: &Error) -> Option<Duration> {
     match e {
         Error::Imds {
             kind: ImdsErrorKind::Http { retry_after, .. },

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `leasehook detect`: decides, without network, which datasources the instance has
+//! (as cloud-init's ds-identify does) and prints the decision as JSON.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use leasehook_core::source::detect::{ReadOptions, detect};
+
+/// Decide which datasources this instance has, without network, and print the
+/// decision as JSON: `datasource_list` (what to try, in order, ending in `None`; empty
+/// when none was found), `checks` (each check that ran: found, maybe, not-found),
+/// `reasons` (why, per datasource), `list_from`, `virt`, `disabled`, `warnings`.
+///
+/// Example: leasehook detect --root /tmp/fakeroot --virt kvm
+#[derive(Debug, Args)]
+pub(crate) struct DetectArgs {
+    /// Read every path below DIR instead of / (the LXD socket and cloud-init's
+    /// disabled marker too).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+
+    /// Assume this virtualisation, as systemd-detect-virt names it (kvm, qemu, xen,
+    /// lxc, docker, none, ...), instead of detecting it. Below a root other than /
+    /// it is not detected: without --virt it is "unavailable".
+    #[arg(long, value_name = "NAME")]
+    virt: Option<String>,
+
+    /// leasehook's configuration file (YAML; detection reads its `datasource_list`)
+    /// [default: ROOT/etc/leasehook/config.yaml, when it exists].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: &DetectArgs) -> anyhow::Result<String> {
+    if !args.root.is_dir() {
+        bail!("--root {:?} is not a folder", args.root);
+    }
+    let mut options = ReadOptions::new(&args.root);
+    if let Some(virt) = &args.virt {
+        let plausible = !virt.is_empty()
+            && virt.len() <= 32
+            && virt
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !plausible {
+            bail!(
+                "--virt {virt:?} is not a virtualisation name (lower-case letters, digits and -, such as kvm or lxc)"
+            );
+        }
+        options = options.with_virt(virt);
+    }
+    if let Some(config) = &args.config {
+        options = options.with_config(config);
+    }
+    let detection = detect(&options).context("failed to detect the datasource")?;
+    let json = serde_json::to_string_pretty(&detection).context("failed to write JSON")?;
+    Ok(json + "\n")
+}

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `leasehook detect` as a user runs it: a fake root, the JSON it prints, and every
+//! class of bad input, each of which must give one clear error line and exit 1.
+//! (Agreement with cloud-init's own ds-identify is `tests/tests/ds_identify.rs`.)
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn leasehook(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_leasehook"))
+        .args(args)
+        .output()
+        .expect("failed to run leasehook")
+}
+
+struct Root(PathBuf);
+
+impl Root {
+    fn new(name: &str) -> Self {
+        let p =
+            std::env::temp_dir().join(format!("leasehook-detect-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+    fn write(&self, rel: &str, body: &str) -> &Self {
+        let p = self.0.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, body).unwrap();
+        self
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn error_line(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let err = String::from_utf8(out.stderr.clone()).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("leasehook: error: "), "{err}");
+    err
+}
+
+fn ec2_root(name: &str) -> Root {
+    let r = Root::new(name);
+    r.write(
+        "sys/class/dmi/id/product_uuid",
+        "ec2e1916-9099-7caf-fd21-012345abcdef\n",
+    )
+    .write("sys/class/dmi/id/sys_vendor", "Amazon EC2\n")
+    .write("proc/cmdline", "ro quiet\n");
+    r
+}
+
+#[test]
+fn prints_the_decision_as_json() {
+    let r = ec2_root("ec2");
+    let v = json(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
+    assert_eq!(v["datasource_list"], serde_json::json!(["Ec2", "None"]));
+    assert_eq!(v["checks"]["Ec2"], "found");
+    assert_eq!(v["checks"]["LXD"], "not-found");
+    assert_eq!(v["checks"]["NoCloud"], "not-found");
+    assert!(
+        v["reasons"]["Ec2"]
+            .as_str()
+            .unwrap()
+            .contains("product_uuid")
+    );
+    assert_eq!(v["virt"], "kvm (--virt)");
+    assert_eq!(v["disabled"], Value::Null);
+
+    // In a container EC2 is never found; without --virt below a fake root the
+    // virtualisation is unknown (the host's is not taken for the root's).
+    let v = json(&leasehook(&[
+        "detect",
+        "--root",
+        r.path(),
+        "--virt",
+        "docker",
+    ]));
+    assert_eq!(v["datasource_list"], serde_json::json!([]));
+    let v = json(&leasehook(&["detect", "--root", r.path()]));
+    assert!(
+        v["virt"].as_str().unwrap().starts_with("unavailable"),
+        "{v}"
+    );
+}
+
+#[test]
+fn lxd_socket_below_the_root() {
+    let r = Root::new("lxd");
+    fs::create_dir_all(r.0.join("dev/lxd")).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind(r.0.join("dev/lxd/sock")).unwrap();
+    let v = json(&leasehook(&["detect", "--root", r.path(), "--virt", "lxc"]));
+    assert_eq!(v["datasource_list"], serde_json::json!(["LXD", "None"]));
+    assert!(
+        v["reasons"]["LXD"]
+            .as_str()
+            .unwrap()
+            .contains("dev/lxd/sock is a socket")
+    );
+}
+
+#[test]
+fn config_file_sets_the_list() {
+    let r = ec2_root("config");
+    r.write(
+        "etc/leasehook/config.yaml",
+        "datasource_list: [NoCloud, Ec2]\n",
+    );
+    let v = json(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
+    assert_eq!(v["datasource_list"], serde_json::json!(["Ec2", "None"]));
+    assert_eq!(v["checks"]["NoCloud"], "not-found");
+    assert!(v["checks"].get("LXD").is_none(), "{v}");
+    assert!(
+        v["list_from"]
+            .as_str()
+            .unwrap()
+            .ends_with("etc/leasehook/config.yaml")
+    );
+
+    let other = r.0.join("single.yaml");
+    fs::write(&other, "datasource_list: [LXD]\n").unwrap();
+    let v = json(&leasehook(&[
+        "detect",
+        "--root",
+        r.path(),
+        "--virt",
+        "kvm",
+        "--config",
+        other.to_str().unwrap(),
+    ]));
+    assert_eq!(v["datasource_list"], serde_json::json!(["LXD"]));
+}
+
+#[test]
+fn bad_input_is_one_clear_error() {
+    let r = ec2_root("bad");
+    let missing = r.0.join("nope");
+    let e = error_line(&leasehook(&["detect", "--root", missing.to_str().unwrap()]));
+    assert!(e.contains("is not a folder"), "{e}");
+
+    let e = error_line(&leasehook(&[
+        "detect",
+        "--root",
+        r.path(),
+        "--virt",
+        "k v m",
+    ]));
+    assert!(e.contains("not a virtualisation name"), "{e}");
+
+    let e = error_line(&leasehook(&[
+        "detect",
+        "--root",
+        r.path(),
+        "--config",
+        missing.to_str().unwrap(),
+    ]));
+    assert!(e.contains("nope"), "{e}");
+
+    r.write(
+        "etc/leasehook/config.yaml",
+        "profile: x\ndatasource_list: Ec2\n",
+    );
+    let e = error_line(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
+    assert!(e.contains("config.yaml") && e.contains("line 2"), "{e}");
+
+    // cloud-init's own files are foreign: a broken one is a warning, not an error.
+    fs::remove_file(r.0.join("etc/leasehook/config.yaml")).unwrap();
+    r.write("etc/cloud/cloud.cfg", "datasource_list: [ LXD\n");
+    let v = json(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
+    assert_eq!(v["datasource_list"], serde_json::json!(["Ec2", "None"]));
+    assert!(
+        v["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("not valid YAML"),
+        "{v}"
+    );
+}
+
+#[test]
+fn odd_bytes_in_dmi_do_not_panic() {
+    let r = Root::new("odd");
+    for f in [
+        "product_uuid",
+        "product_serial",
+        "board_name",
+        "sys_vendor",
+        "chassis_asset_tag",
+        "product_name",
+    ] {
+        fs::create_dir_all(r.0.join("sys/class/dmi/id")).unwrap();
+        fs::write(
+            r.0.join("sys/class/dmi/id").join(f),
+            b"\xff\xfe\x00ec2\n\xc3",
+        )
+        .unwrap();
+    }
+    fs::write(r.0.join("sys/class/dmi/id/product_uuid"), b"").unwrap();
+    let v = json(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
+    assert_eq!(v["datasource_list"], serde_json::json!([]));
+    assert!(Path::new(r.path()).exists());
+}

@@ -1,0 +1,591 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Table tests of the pure decision: one snapshot per row, no files.
+
+#![allow(clippy::too_many_lines)]
+
+use super::*;
+use SourceKind::{Ec2, Lxd, NoCloud, None as NoneDs};
+
+fn base(virt: &str) -> Snapshot {
+    Snapshot {
+        root: PathBuf::from("/"),
+        virt: virt.to_owned(),
+        virt_from: "test".to_owned(),
+        proc_cmdline: Some("BOOT_IMAGE=/vmlinuz root=/dev/vda1 ro".to_owned()),
+        pid1_cmdline: Some("/sbin/init ".to_owned()),
+        ..Snapshot::default()
+    }
+}
+
+fn ec2(virt: &str) -> Snapshot {
+    let mut s = base(virt);
+    s.dmi.product_uuid = Some("ec2e1916-9099-7caf-fd21-012345abcdef".to_owned());
+    s.dmi.product_serial = Some("ec2e1916-9099-7caf-fd21-012345abcdef".to_owned());
+    s.dmi.sys_vendor = Some("Amazon EC2".to_owned());
+    s
+}
+
+fn seed(dir: &str, meta: bool, user: bool) -> Seed {
+    Seed {
+        dir: dir.to_owned(),
+        meta_data: meta,
+        user_data: user,
+    }
+}
+
+fn cfg(path: &str, text: &str) -> ConfigText {
+    ConfigText {
+        path: path.to_owned(),
+        text: text.to_owned(),
+    }
+}
+
+type Edit = fn(&mut Snapshot);
+
+#[test]
+fn decisions() {
+    let cases: Vec<(&str, Snapshot, Edit, Vec<SourceKind>)> = vec![
+        ("ec2 hvm", ec2("kvm"), |_| {}, vec![Ec2, NoneDs]),
+        (
+            "ec2 byte-swapped uuid",
+            base("kvm"),
+            |s| {
+                s.dmi.product_uuid = Some("AB232AEC-54BE-4843-8A2B-0123456789AB".into());
+            },
+            vec![Ec2, NoneDs],
+        ),
+        (
+            "ec2 upper-case uuid",
+            base("kvm"),
+            |s| {
+                s.dmi.product_uuid = Some("EC23AEF5-54BE-4843-8A2B-0123456789AB".into());
+            },
+            vec![Ec2, NoneDs],
+        ),
+        (
+            "ec2 xen hypervisor uuid",
+            base("xen"),
+            |s| {
+                s.hypervisor_uuid = Some("ec2c6e2f-5fac-4fc7-9c82-74127ec14bbb".into());
+            },
+            vec![Ec2, NoneDs],
+        ),
+        (
+            "hypervisor uuid is case-sensitive",
+            base("xen"),
+            |s| {
+                s.hypervisor_uuid = Some("EC2C6E2F-5FAC-4FC7-9C82-74127EC14BBB".into());
+            },
+            vec![],
+        ),
+        (
+            "ec2 serial alone is not EC2",
+            base("kvm"),
+            |s| {
+                s.dmi.product_serial = Some("ec2e1916-9099-7caf-fd21-012345abcdef".into());
+                s.dmi.product_uuid = Some("11111111-2222-3333-4444-555555555555".into());
+            },
+            vec![],
+        ),
+        ("ec2 in a container", ec2("docker"), |_| {}, vec![]),
+        ("ec2 in podman", ec2("podman"), |_| {}, vec![]),
+        (
+            "brightbox",
+            base("kvm"),
+            |s| {
+                s.dmi.product_serial = Some("srv-otuxg.gb1.brightbox.com".into());
+            },
+            vec![Ec2, NoneDs],
+        ),
+        (
+            "not brightbox",
+            base("kvm"),
+            |s| {
+                s.dmi.product_serial = Some("tricky-host.bobrightbox.com".into());
+            },
+            vec![],
+        ),
+        (
+            "odd DMI bytes",
+            base("kvm"),
+            |s| {
+                s.dmi.product_uuid = Some("\u{fffd}ec2\u{fffd}-\u{0}".into());
+                s.dmi.board_name = Some("\u{fffd}LXD".into());
+            },
+            vec![],
+        ),
+        (
+            "lxd socket",
+            base("lxc"),
+            |s| s.lxd_socket = Node::Socket,
+            vec![Lxd, NoneDs],
+        ),
+        (
+            "lxd socket on metal",
+            base("none"),
+            |s| s.lxd_socket = Node::Socket,
+            vec![Lxd, NoneDs],
+        ),
+        (
+            "lxd socket is a file",
+            base("lxc"),
+            |s| {
+                s.lxd_socket = Node::Other("regular file".into());
+            },
+            vec![],
+        ),
+        (
+            "lxd kvm board name",
+            base("kvm"),
+            |s| s.dmi.board_name = Some("LXD".into()),
+            vec![Lxd, NoneDs],
+        ),
+        (
+            "lxd qemu board name",
+            base("qemu"),
+            |s| s.dmi.board_name = Some("LXD".into()),
+            vec![Lxd, NoneDs],
+        ),
+        (
+            "lxd board name in a container",
+            base("lxc"),
+            |s| {
+                s.dmi.board_name = Some("LXD".into());
+            },
+            vec![],
+        ),
+        (
+            "lxd kvm virtio port",
+            base("kvm"),
+            |s| {
+                s.virtio_ports = vec![
+                    VirtioPort {
+                        port: "vport0p0".into(),
+                        name: None,
+                    },
+                    VirtioPort {
+                        port: "vport0p1".into(),
+                        name: Some("com.canonical.lxd".into()),
+                    },
+                ];
+            },
+            vec![Lxd, NoneDs],
+        ),
+        (
+            "lxd kvm legacy virtio port",
+            base("kvm"),
+            |s| {
+                s.virtio_ports = vec![VirtioPort {
+                    port: "p".into(),
+                    name: Some("org.linuxcontainers.lxd".into()),
+                }];
+            },
+            vec![Lxd, NoneDs],
+        ),
+        (
+            "wrong virtio name",
+            base("kvm"),
+            |s| {
+                s.virtio_ports = vec![VirtioPort {
+                    port: "p".into(),
+                    name: Some("some.other.serial".into()),
+                }];
+            },
+            vec![],
+        ),
+        (
+            "virtio port but not a VM",
+            base("none"),
+            |s| {
+                s.virtio_ports = vec![VirtioPort {
+                    port: "p".into(),
+                    name: Some("com.canonical.lxd".into()),
+                }];
+            },
+            vec![],
+        ),
+        (
+            "nocloud seed",
+            base("kvm"),
+            |s| {
+                s.seeds = vec![seed("var/lib/cloud/seed/nocloud", true, true)];
+            },
+            vec![NoCloud, NoneDs],
+        ),
+        (
+            "nocloud half seed",
+            base("kvm"),
+            |s| {
+                s.seeds = vec![
+                    seed("var/lib/cloud/seed/nocloud", true, false),
+                    seed("var/lib/cloud/seed/nocloud-net", false, true),
+                ];
+            },
+            vec![],
+        ),
+        (
+            "nocloud label",
+            base("kvm"),
+            |s| s.fs_labels = vec!["cloudimg-rootfs".into(), "CIDATA".into()],
+            vec![NoCloud, NoneDs],
+        ),
+        (
+            "nocloud label in a container",
+            base("lxc"),
+            |s| s.fs_labels = vec!["cidata".into()],
+            vec![],
+        ),
+        (
+            "nocloud dmi serial",
+            base("kvm"),
+            |s| {
+                s.dmi.product_serial = Some("ds=nocloud;s=http://10.0.0.1/".into());
+            },
+            vec![NoCloud, NoneDs],
+        ),
+        (
+            "nocloud dmi serial mid-word",
+            base("kvm"),
+            |s| {
+                s.dmi.product_serial = Some("xds=nocloud".into());
+            },
+            vec![],
+        ),
+        (
+            "nocloud seedfrom in cloud.cfg",
+            base("kvm"),
+            |s| {
+                s.cloud_config = vec![cfg(
+                    "/etc/cloud/cloud.cfg",
+                    "datasource:\n  NoCloud:\n    seedfrom: file:///srv/\n",
+                )];
+            },
+            vec![NoCloud, NoneDs],
+        ),
+        (
+            "ds=nocloud short-circuits",
+            ec2("kvm"),
+            |s| {
+                s.proc_cmdline = Some("ro ds=nocloud;s=file:///seed/ quiet".into());
+            },
+            vec![NoCloud, NoneDs],
+        ),
+        (
+            "ci.ds= and the last one wins",
+            base("kvm"),
+            |s| {
+                s.proc_cmdline = Some("ds=Ec2 ci.ds=lxd".into());
+            },
+            vec![Lxd, NoneDs],
+        ),
+        (
+            "ds= read from pid 1 in a container",
+            base("lxc"),
+            |s| {
+                s.proc_cmdline = Some("ds=Ec2".into());
+                s.pid1_cmdline = Some("/sbin/init ds=nocloud ".into());
+            },
+            vec![NoCloud, NoneDs],
+        ),
+        (
+            "ds= names a source we lack",
+            ec2("kvm"),
+            |s| {
+                s.proc_cmdline = Some("ds=Azure".into());
+            },
+            vec![],
+        ),
+        (
+            "ds=None",
+            ec2("kvm"),
+            |s| s.proc_cmdline = Some("ds=None".into()),
+            vec![NoneDs],
+        ),
+        (
+            "empty ds= names nothing",
+            ec2("kvm"),
+            |s| s.proc_cmdline = Some("ds=".into()),
+            vec![Ec2, NoneDs],
+        ),
+        (
+            "ds-identify.cfg datasource",
+            base("kvm"),
+            |s| {
+                s.ds_identify_config = Some("datasource: Ec2\n".into());
+            },
+            vec![Ec2, NoneDs],
+        ),
+        (
+            "single entry taken as is",
+            ec2("kvm"),
+            |s| {
+                s.cloud_config = vec![cfg(
+                    "/etc/cloud/cloud.cfg.d/99.cfg",
+                    "datasource_list: [ NoCloud ]\n",
+                )];
+            },
+            vec![NoCloud],
+        ),
+        (
+            "entry plus None without a check",
+            base("kvm"),
+            |s| {
+                s.cloud_config = vec![cfg(
+                    "/etc/cloud/cloud.cfg",
+                    "datasource_list: [ Ec2, None ]\n",
+                )];
+            },
+            vec![Ec2, NoneDs],
+        ),
+        (
+            "configured order",
+            ec2("kvm"),
+            |s| {
+                s.lxd_socket = Node::Socket;
+                s.seeds = vec![seed("var/lib/cloud/seed/nocloud", true, true)];
+                s.cloud_config = vec![cfg(
+                    "/etc/cloud/cloud.cfg",
+                    "datasource_list: [ LXD, Azure, Ec2, NoCloud, None ]\n",
+                )];
+            },
+            vec![Lxd, Ec2, NoCloud, NoneDs],
+        ),
+        (
+            "default order",
+            ec2("kvm"),
+            |s| {
+                s.lxd_socket = Node::Socket;
+                s.seeds = vec![seed("var/lib/cloud/seed/nocloud", true, true)];
+            },
+            vec![NoCloud, Ec2, Lxd, NoneDs],
+        ),
+        (
+            "multi-line list honoured",
+            ec2("kvm"),
+            |s| {
+                s.cloud_config = vec![cfg(
+                    "/etc/cloud/cloud.cfg",
+                    "datasource_list:\n  - LXD\n  - NoCloud\n  - None\n",
+                )];
+            },
+            vec![],
+        ),
+        (
+            "leasehook config beats cloud.cfg",
+            ec2("kvm"),
+            |s| {
+                s.lxd_socket = Node::Socket;
+                s.cloud_config = vec![cfg(
+                    "/etc/cloud/cloud.cfg",
+                    "datasource_list: [ Ec2, None ]\n",
+                )];
+                s.leasehook_config = Some(cfg(
+                    "/etc/leasehook/config.yaml",
+                    "datasource_list: [LXD, Ec2]\n",
+                ));
+            },
+            vec![Lxd, Ec2, NoneDs],
+        ),
+        (
+            "cc: on the command line beats config",
+            ec2("kvm"),
+            |s| {
+                s.proc_cmdline = Some("cc: datasource_list: [ LXD ] end_cc".into());
+                s.leasehook_config = Some(cfg(
+                    "/etc/leasehook/config.yaml",
+                    "datasource_list: [Ec2]\n",
+                ));
+            },
+            vec![Lxd],
+        ),
+        (
+            "disabled marker",
+            ec2("kvm"),
+            |s| s.disabled_marker = true,
+            vec![],
+        ),
+        (
+            "disabled on the command line",
+            ec2("kvm"),
+            |s| {
+                s.proc_cmdline = Some("ds=Ec2 cloud-init=disabled".into());
+            },
+            vec![],
+        ),
+        ("nothing", base("kvm"), |_| {}, vec![]),
+        (
+            "only sources we lack",
+            ec2("kvm"),
+            |s| {
+                s.cloud_config = vec![cfg(
+                    "/etc/cloud/cloud.cfg",
+                    "datasource_list: [ Azure, GCE ]\n",
+                )];
+            },
+            vec![],
+        ),
+        (
+            "repeated entries checked once",
+            ec2("kvm"),
+            |s| {
+                s.cloud_config = vec![cfg(
+                    "/etc/cloud/cloud.cfg",
+                    "datasource_list: [ Ec2, ec2, NoCloud ]\n",
+                )];
+            },
+            vec![Ec2, NoneDs],
+        ),
+    ];
+    for (name, mut snapshot, edit, want) in cases {
+        edit(&mut snapshot);
+        let d = decide(&snapshot).unwrap();
+        assert_eq!(d.datasource_list, want, "{name}: {d:#?}");
+        // Every check that ran has a reason.
+        for kind in d.checks.keys() {
+            assert!(d.reasons.contains_key(kind.name()), "{name}: {d:#?}");
+        }
+    }
+}
+
+#[test]
+fn checks_and_reasons_say_why() {
+    let mut s = base("kvm");
+    s.seeds = vec![seed("var/lib/cloud/seed/nocloud", true, false)];
+    let d = decide(&s).unwrap();
+    assert_eq!(
+        d.list_from,
+        "ds-identify's built-in list (nothing configured)"
+    );
+    assert_eq!(
+        d.checks,
+        BTreeMap::from([
+            (Ec2, Check::NotFound),
+            (Lxd, Check::NotFound),
+            (NoCloud, Check::NotFound)
+        ])
+    );
+    assert!(
+        d.reasons["Ec2"].contains("strict_id is true (the default)"),
+        "{d:#?}"
+    );
+    assert!(
+        d.reasons["LXD"].contains("/dev/lxd/sock is not a socket"),
+        "{d:#?}"
+    );
+    assert!(
+        d.reasons["NoCloud"].contains("/var/lib/cloud/seed/nocloud holds only one of"),
+        "{d:#?}"
+    );
+    assert_eq!(d.virt, "kvm (test)");
+
+    // strict_id off: Ec2 is "maybe", reported but not listed.
+    for (edit, from) in [
+        (
+            (|s: &mut Snapshot| s.proc_cmdline = Some("ci.datasource.ec2.strict_id=warn,5".into()))
+                as Edit,
+            "kernel command line",
+        ),
+        (
+            |s: &mut Snapshot| {
+                s.cloud_config = vec![cfg(
+                    "/etc/cloud/cloud.cfg.d/ec2.cfg",
+                    "datasource:\n  Ec2:\n    strict_id: false\n",
+                )];
+            },
+            "/etc/cloud/cloud.cfg.d/ec2.cfg",
+        ),
+        (
+            |s: &mut Snapshot| {
+                s.ds_identify_config = Some("ci.datasource.ec2.strict_id: warn\n".into());
+            },
+            "/etc/cloud/ds-identify.cfg",
+        ),
+    ] {
+        let mut s = base("kvm");
+        edit(&mut s);
+        let d = decide(&s).unwrap();
+        assert_eq!(d.checks[&Ec2], Check::Maybe, "{d:#?}");
+        assert!(d.reasons["Ec2"].contains(from), "{d:#?}");
+        assert!(d.datasource_list.is_empty());
+    }
+    let mut s = base("kvm");
+    s.proc_cmdline = Some("ci.datasource.ec2.strict_id=bogus".into());
+    let d = decide(&s).unwrap();
+    assert_eq!(d.checks[&Ec2], Check::NotFound);
+    assert!(
+        d.reasons["Ec2"].contains("\"bogus\", which is not valid"),
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn unimplemented_names_and_disabling_are_explained() {
+    let mut s = ec2("kvm");
+    s.cloud_config = vec![cfg(
+        "/etc/cloud/cloud.cfg",
+        "datasource_list: [ Azure, Ec2, None ]\n",
+    )];
+    let d = decide(&s).unwrap();
+    assert!(d.reasons["Azure"].contains("does not implement"), "{d:#?}");
+    assert!(!d.checks.contains_key(&NoCloud));
+    assert_eq!(d.list_from, "datasource_list in /etc/cloud/cloud.cfg");
+
+    let mut s = ec2("kvm");
+    s.root = PathBuf::from("/tmp/fake");
+    s.disabled_marker = true;
+    let d = decide(&s).unwrap();
+    assert_eq!(
+        d.disabled.as_deref(),
+        Some("/tmp/fake/etc/cloud/cloud-init.disabled exists")
+    );
+    assert!(d.checks.is_empty());
+}
+
+#[test]
+fn foreign_config_problems_are_warnings_and_ours_are_errors() {
+    let mut s = ec2("kvm");
+    s.cloud_config = vec![cfg("/etc/cloud/cloud.cfg", "datasource_list: [ LXD\n")];
+    let d = decide(&s).unwrap();
+    assert_eq!(d.datasource_list, vec![Ec2, NoneDs]);
+    assert!(
+        d.warnings.iter().any(|w| w.contains("not valid YAML")),
+        "{d:#?}"
+    );
+
+    s.leasehook_config = Some(cfg("/etc/leasehook/config.yaml", "datasource_list: LXD\n"));
+    let e = decide(&s).unwrap_err().to_string();
+    assert!(
+        e.contains("/etc/leasehook/config.yaml") && e.contains("line 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn per_source_checks_match_the_decision() {
+    let mut s = ec2("kvm");
+    s.lxd_socket = Node::Socket;
+    assert_eq!(check(Ec2, &s).check, Check::Found);
+    assert_eq!(check(Lxd, &s).check, Check::Found);
+    assert_eq!(check(NoCloud, &s).check, Check::NotFound);
+    assert_eq!(check(NoneDs, &s).check, Check::NotFound);
+    assert_eq!(ec2_platform(&s).map(|p| p.0), Some(Ec2Platform::Aws));
+    let mut b = base("kvm");
+    b.dmi.chassis_asset_tag = Some("123.zstack.io".into());
+    assert_eq!(ec2_platform(&b).map(|p| p.0.cloud_name()), Some("zstack"));
+}
+
+#[test]
+fn detection_serialises_as_documented() {
+    let d = decide(&ec2("kvm")).unwrap();
+    let v = serde_json::to_value(&d).unwrap();
+    assert_eq!(v["datasource_list"], serde_json::json!(["Ec2", "None"]));
+    assert_eq!(v["checks"]["Ec2"], "found");
+    assert_eq!(v["checks"]["LXD"], "not-found");
+    assert!(
+        v["reasons"]["Ec2"]
+            .as_str()
+            .unwrap()
+            .starts_with("platform aws: DMI product_uuid")
+    );
+    assert_eq!(v["disabled"], serde_json::Value::Null);
+}

@@ -1,0 +1,559 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: the EC2 datasource — the instance-level data the boot stage needs,
+//! fetched key by key with the same client (token, cache, endpoints) as the
+//! hot-plug wait, never by crawling the tree (SPEC §4.1).
+//!
+//! | request | for |
+//! |---|---|
+//! | `dynamic/instance-identity/document` | instance-id, region, availability zone (JSON) |
+//! | `meta-data/instance-id`, `meta-data/placement/availability-zone`, `meta-data/placement/region` | only when there is no identity document (EC2-API clouds other than AWS) |
+//! | `meta-data/local-hostname` | local-hostname (404: none) |
+//! | `meta-data/mac` | the primary NIC |
+//! | `meta-data/network/interfaces/macs/` and, per MAC, its listing | which NICs, which keys |
+//! | per MAC, each key of [`NicKey`] its listing names | device-number, network-card, addresses, subnets, prefixes |
+//! | `user-data` | user-data, as bytes (404: none) |
+//!
+//! A request that fails in a way waiting can fix (a timeout, a refused connection,
+//! 5xx, 429) is sent again with the hot-plug wait's jittered backoff, honouring a
+//! 503's `Retry-After`, within one budget for the whole fetch (30 s by default).
+//! What the answers mean is pure ([`assemble`]); the network part is checked with
+//! the same parser as every other metadata tree.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use super::nic::{NicKey, Request};
+use super::wait::{Clock, SystemClock, WaitPolicy, is_retryable, retry_after};
+use super::{Ec2, Fetch};
+use crate::constants::{
+    IMDS_IDENTITY_DOCUMENT, IMDS_MAX_USER_DATA_BYTES, IMDS_META_DATA, IMDS_USER_DATA,
+};
+use crate::error::{Error, Problem, Result};
+use crate::metadata::{MACS_PATH, parse_tree};
+use crate::model::MacAddr;
+use crate::source::detect::{Snapshot, check};
+use crate::source::{Datasource, InstanceData, SourceKind, Verdict};
+
+/// The most NICs read (the largest instance types have far fewer).
+const MAX_NICS: usize = 64;
+
+/// What IMDS answered, before it is interpreted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answers {
+    /// `dynamic/instance-identity/document`.
+    pub identity_document: Option<String>,
+    /// `meta-data/instance-id` (only read without a document).
+    pub instance_id: Option<String>,
+    /// `meta-data/placement/availability-zone` (only read without a document).
+    pub availability_zone: Option<String>,
+    /// `meta-data/placement/region` (only read without a document).
+    pub region: Option<String>,
+    /// `meta-data/local-hostname`.
+    pub local_hostname: Option<String>,
+    /// `meta-data/mac`.
+    pub mac: Option<String>,
+    /// Per MAC, each key read and its value.
+    pub nics: BTreeMap<String, BTreeMap<String, String>>,
+    /// `user-data`.
+    pub user_data: Option<Vec<u8>>,
+}
+
+/// Sends a request again while it fails in a way waiting can fix, within the
+/// budget of the whole fetch.
+struct Retrying<'a> {
+    fetch: &'a dyn Fetch,
+    policy: &'a WaitPolicy,
+    clock: &'a dyn Clock,
+    start: Instant,
+    requests: Cell<u32>,
+}
+
+impl Retrying<'_> {
+    fn retry<T>(&self, path: &str, op: impl Fn() -> Result<T>) -> Result<T> {
+        let mut backoff = self.policy.backoff();
+        loop {
+            self.requests.set(self.requests.get() + 1);
+            let e = match op() {
+                Ok(v) => return Ok(v),
+                Err(e) if is_retryable(&e) => e,
+                Err(e) => return Err(e),
+            };
+            let elapsed = self.clock.now().saturating_duration_since(self.start);
+            let remaining = self.policy.budget.saturating_sub(elapsed);
+            let after = retry_after(&e);
+            if remaining.is_zero() || after.is_some_and(|a| a > remaining) {
+                return Err(e);
+            }
+            let pause = backoff
+                .next()
+                .unwrap_or(self.policy.max_delay)
+                .max(after.unwrap_or_default())
+                .min(remaining);
+            log::debug!("EC2 {path}: {e}; again in {} ms", pause.as_millis());
+            self.clock.sleep(pause);
+        }
+    }
+
+    fn get(&self, path: &str) -> Result<Option<String>> {
+        self.retry(path, || self.fetch.get(path))
+    }
+
+    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        self.retry(path, || self.fetch.get_bytes(path, limit))
+    }
+}
+
+fn listing(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.trim().trim_end_matches('/').to_owned())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Fetches the keys of the module docs' table, sending each request again while
+/// waiting can fix its failure.
+pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
+    let r = Retrying {
+        fetch,
+        policy,
+        clock,
+        start: clock.now(),
+        requests: Cell::new(0),
+    };
+    let md = |key: &str| format!("{IMDS_META_DATA}/{key}");
+    let mut a = Answers {
+        identity_document: r.get(IMDS_IDENTITY_DOCUMENT)?,
+        ..Answers::default()
+    };
+    if a.identity_document.is_none() {
+        a.instance_id = r.get(&md("instance-id"))?;
+        a.availability_zone = r.get(&md("placement/availability-zone"))?;
+        a.region = r.get(&md("placement/region"))?;
+    }
+    a.local_hostname = r.get(&md("local-hostname"))?;
+    a.mac = r.get(&md("mac"))?;
+    let macs = r
+        .get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?
+        .unwrap_or_default();
+    for name in listing(&macs).into_iter().take(MAX_NICS) {
+        // The name goes into the next URLs: only a MAC may.
+        let mac: MacAddr = name.parse().map_err(|problem| Error::Metadata {
+            key: MACS_PATH.to_owned(),
+            problem,
+        })?;
+        let Some(keys) = r.get(&Request::Listing.path(mac))? else {
+            continue;
+        };
+        let keys = listing(&keys);
+        let mut folder = BTreeMap::new();
+        for k in NicKey::ALL {
+            if keys.iter().any(|l| l == k.name())
+                && let Some(v) = r.get(&Request::Key(k).path(mac))?
+            {
+                folder.insert(k.name().to_owned(), v);
+            }
+        }
+        a.nics.insert(name, folder);
+    }
+    a.user_data = r.get_bytes(IMDS_USER_DATA, IMDS_MAX_USER_DATA_BYTES)?;
+    log::debug!(
+        "EC2: instance data in {} request(s), {} ms",
+        r.requests.get(),
+        clock.now().saturating_duration_since(r.start).as_millis()
+    );
+    Ok(a)
+}
+
+fn bad_document(problem: String) -> Error {
+    Error::Metadata {
+        key: "dynamic/instance-identity/document".to_owned(),
+        problem: Problem::bad(problem, ""),
+    }
+}
+
+/// Interprets the answers: `endpoint` is the base URL that gave them, `cloud_name`
+/// the platform detection identified (`aws`, `brightbox`, ...).
+pub fn assemble(a: &Answers, endpoint: &str, cloud_name: &str) -> Result<InstanceData> {
+    let doc: Option<Map<String, Value>> = match &a.identity_document {
+        None => None,
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => Some(m),
+            Ok(_) => return Err(bad_document("not a JSON object".to_owned())),
+            Err(e) => return Err(bad_document(format!("not JSON ({e})"))),
+        },
+    };
+    let from_doc = |k: &str| {
+        doc.as_ref()
+            .and_then(|d| d.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .filter(|s| !s.is_empty())
+    };
+    let trimmed = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let instance_id = from_doc("instanceId")
+        .or_else(|| trimmed(&a.instance_id))
+        .ok_or_else(|| Error::Metadata {
+            key: "instance-id".to_owned(),
+            problem: Problem::missing(),
+        })?;
+    let availability_zone = from_doc("availabilityZone").or_else(|| trimmed(&a.availability_zone));
+    // cloud-init: the document's region, else the zone without its letter.
+    let region = from_doc("region")
+        .or_else(|| trimmed(&a.region))
+        .or_else(|| {
+            availability_zone
+                .as_deref()
+                .and_then(|z| z.strip_suffix(|c: char| c.is_ascii_lowercase()))
+                .map(str::to_owned)
+        });
+    let mut md = Map::new();
+    md.insert("instance-id".to_owned(), json!(instance_id));
+    if let Some(h) = trimmed(&a.local_hostname) {
+        md.insert("local-hostname".to_owned(), json!(h));
+    }
+    if let Some(m) = trimmed(&a.mac) {
+        md.insert("mac".to_owned(), json!(m));
+    }
+    if let Some(z) = &availability_zone {
+        md.insert(
+            "placement".to_owned(),
+            json!({"availability-zone": z, "region": region}),
+        );
+    }
+    let macs: Map<String, Value> = a
+        .nics
+        .iter()
+        .map(|(mac, keys)| (mac.clone(), json!(keys)))
+        .collect();
+    md.insert("network".to_owned(), json!({"interfaces": {"macs": macs}}));
+    let md_value = Value::Object(md);
+    // The same parser as every metadata tree: a garbage value is an error naming
+    // its key, here rather than later in the plan.
+    parse_tree(&md_value)?;
+    let Value::Object(meta_data) = md_value.clone() else {
+        unreachable!("built as an object above")
+    };
+    let mut ds = json!({"_metadata_api_version": "latest", "meta-data": md_value});
+    if let (Some(d), Some(obj)) = (&doc, ds.as_object_mut()) {
+        obj.insert(
+            "dynamic".to_owned(),
+            json!({"instance-identity": {"document": d}}),
+        );
+    }
+    Ok(InstanceData {
+        datasource: SourceKind::Ec2,
+        local_hostname: meta_data
+            .get("local-hostname")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        instance_id,
+        cloud_name: cloud_name.to_owned(),
+        platform: "ec2".to_owned(),
+        subplatform: format!("metadata ({endpoint})"),
+        region,
+        availability_zone,
+        meta_data,
+        user_data: a.user_data.clone(),
+        vendor_data: None,
+        network_config: None,
+        ds,
+    })
+}
+
+/// The EC2 datasource: an IMDS client, the platform detection identified, and the
+/// retry budget.
+#[derive(Debug)]
+pub struct Ec2Source {
+    client: Ec2,
+    cloud_name: String,
+    policy: WaitPolicy,
+}
+
+impl Ec2Source {
+    /// The datasource behind `client`, on AWS.
+    pub fn new(client: Ec2) -> Self {
+        Self {
+            client,
+            cloud_name: "aws".to_owned(),
+            policy: WaitPolicy::default(),
+        }
+    }
+
+    /// The cloud detection identified ([`crate::source::detect::Ec2Platform`]).
+    #[must_use]
+    pub fn with_cloud_name(mut self, cloud_name: impl Into<String>) -> Self {
+        self.cloud_name = cloud_name.into();
+        self
+    }
+
+    /// How long and how often failing requests are sent again.
+    #[must_use]
+    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The IMDS client.
+    pub fn client(&self) -> &Ec2 {
+        &self.client
+    }
+}
+
+impl Datasource for Ec2Source {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Ec2
+    }
+
+    fn detect(&self, snapshot: &Snapshot) -> Verdict {
+        check(SourceKind::Ec2, snapshot)
+    }
+
+    fn fetch(&self) -> Result<InstanceData> {
+        let answers = fetch_answers(&self.client, &self.policy, &SystemClock)?;
+        assemble(&answers, self.client.active_endpoint(), &self.cloud_name)
+    }
+
+    /// One request, `meta-data/instance-id` (plus the token when none is cached).
+    fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
+        let r = Retrying {
+            fetch: &self.client,
+            policy: &self.policy,
+            clock: &SystemClock,
+            start: SystemClock.now(),
+            requests: Cell::new(0),
+        };
+        let id = r
+            .get(&format!("{IMDS_META_DATA}/instance-id"))?
+            .map(|s| s.trim().to_owned())
+            .ok_or_else(|| Error::Metadata {
+                key: "instance-id".to_owned(),
+                problem: Problem::missing(),
+            })?;
+        Ok(id == cached.instance_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::ImdsErrorKind;
+
+    /// IMDS as a map of paths; a path with a queue of errors fails those first.
+    struct Script {
+        answers: BTreeMap<String, String>,
+        failures: RefCell<BTreeMap<String, Vec<Error>>>,
+        asked: RefCell<Vec<String>>,
+    }
+
+    impl Fetch for Script {
+        fn get(&self, path: &str) -> Result<Option<String>> {
+            self.asked.borrow_mut().push(path.to_owned());
+            if let Some(q) = self.failures.borrow_mut().get_mut(path)
+                && !q.is_empty()
+            {
+                return Err(q.remove(0));
+            }
+            Ok(self.answers.get(path).cloned())
+        }
+    }
+
+    struct FakeClock {
+        start: Instant,
+        slept: Cell<Duration>,
+    }
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Instant {
+            self.start + self.slept.get()
+        }
+        fn sleep(&self, pause: Duration) {
+            self.slept.set(self.slept.get() + pause);
+        }
+    }
+
+    const MACS: &str = "/latest/meta-data/network/interfaces/macs";
+
+    fn aws() -> BTreeMap<String, String> {
+        let doc = r#"{"instanceId": "i-0abc", "region": "eu-central-1", "availabilityZone": "eu-central-1a", "accountId": "1"}"#;
+        [
+            ("/latest/dynamic/instance-identity/document", doc),
+            ("/latest/meta-data/local-hostname", "ip-10-0-0-10.eu-central-1.compute.internal"),
+            ("/latest/meta-data/mac", "02:00:00:00:00:01"),
+            ("/latest/meta-data/network/interfaces/macs/", "02:00:00:00:00:01/\n02:00:00:00:00:02/"),
+            ("/latest/meta-data/network/interfaces/macs/02:00:00:00:00:01/", "device-number\nlocal-ipv4s\nsubnet-ipv4-cidr-block\nowner-id"),
+            ("/latest/meta-data/network/interfaces/macs/02:00:00:00:00:01/device-number", "0"),
+            ("/latest/meta-data/network/interfaces/macs/02:00:00:00:00:01/local-ipv4s", "10.0.0.10"),
+            ("/latest/meta-data/network/interfaces/macs/02:00:00:00:00:01/subnet-ipv4-cidr-block", "10.0.0.0/24"),
+            ("/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02/", "device-number\nipv6s"),
+            ("/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02/device-number", "1"),
+            ("/latest/meta-data/network/interfaces/macs/02:00:00:00:00:02/ipv6s", "2600:1f18::20"),
+            ("/latest/user-data", "#cloud-config\n{}\n"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
+    fn script(answers: BTreeMap<String, String>) -> Script {
+        Script {
+            answers,
+            failures: RefCell::new(BTreeMap::new()),
+            asked: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn clock() -> FakeClock {
+        FakeClock {
+            start: Instant::now(),
+            slept: Cell::new(Duration::ZERO),
+        }
+    }
+
+    fn policy() -> WaitPolicy {
+        WaitPolicy {
+            jitter: false,
+            ..WaitPolicy::default()
+        }
+    }
+
+    #[test]
+    fn fetches_keys_not_the_tree() {
+        let s = script(aws());
+        let a = fetch_answers(&s, &policy(), &clock()).unwrap();
+        let asked = s.asked.borrow().clone();
+        // Never a folder but the MAC listings, never a key the listing lacks
+        // (owner-id is listed but not needed).
+        assert_eq!(asked.len(), 12, "{asked:#?}");
+        assert!(
+            !asked
+                .iter()
+                .any(|p| p.ends_with("/owner-id") || p == "/latest/meta-data/")
+        );
+        assert!(!asked.iter().any(|p| p.ends_with("/instance-id")));
+        let d = assemble(&a, "http://169.254.169.254", "aws").unwrap();
+        assert_eq!(d.instance_id, "i-0abc");
+        assert_eq!(d.region.as_deref(), Some("eu-central-1"));
+        assert_eq!(d.availability_zone.as_deref(), Some("eu-central-1a"));
+        assert_eq!(d.subplatform, "metadata (http://169.254.169.254)");
+        assert_eq!(
+            d.ds["meta-data"]["network"]["interfaces"]["macs"]["02:00:00:00:00:02"]["ipv6s"],
+            "2600:1f18::20"
+        );
+        assert_eq!(
+            d.ds["dynamic"]["instance-identity"]["document"]["accountId"],
+            "1"
+        );
+        let net = parse_tree(&d.ds["meta-data"]).unwrap();
+        assert_eq!(net.nics.len(), 2);
+        assert_eq!(net.primary_mac, Some("02:00:00:00:00:01".parse().unwrap()));
+        assert_eq!(d.user_data.as_deref(), Some(&b"#cloud-config\n{}\n"[..]));
+    }
+
+    #[test]
+    fn without_a_document_the_meta_data_keys_are_read() {
+        let mut m = aws();
+        m.remove("/latest/dynamic/instance-identity/document");
+        m.remove("/latest/user-data");
+        m.insert(
+            "/latest/meta-data/instance-id".into(),
+            "i-brightbox\n".into(),
+        );
+        m.insert(
+            "/latest/meta-data/placement/availability-zone".into(),
+            "gb1-a".into(),
+        );
+        let a = fetch_answers(&script(m), &policy(), &clock()).unwrap();
+        let d = assemble(&a, "http://169.254.169.254", "brightbox").unwrap();
+        assert_eq!(d.instance_id, "i-brightbox");
+        assert_eq!(d.availability_zone.as_deref(), Some("gb1-a"));
+        // cloud-init's rule: the zone without its last letter.
+        assert_eq!(d.region.as_deref(), Some("gb1-"));
+        assert!(d.user_data.is_none());
+        assert!(d.ds.get("dynamic").is_none());
+        assert_eq!(d.cloud_name, "brightbox");
+    }
+
+    #[test]
+    fn transient_errors_are_retried_with_backoff_and_others_are_not() {
+        let s = script(aws());
+        let http = |status| Error::Imds {
+            method: "GET",
+            url: "u".into(),
+            kind: ImdsErrorKind::Http {
+                status,
+                retry_after: None,
+            },
+        };
+        s.failures.borrow_mut().insert(
+            "/latest/meta-data/mac".into(),
+            vec![http(503), http(500), http(429)],
+        );
+        let c = clock();
+        assert!(fetch_answers(&s, &policy(), &c).is_ok());
+        assert_eq!(c.slept.get().as_millis(), 100 + 200 + 400);
+
+        let s = script(aws());
+        s.failures
+            .borrow_mut()
+            .insert("/latest/meta-data/mac".into(), vec![http(403)]);
+        let e = fetch_answers(&s, &policy(), &clock()).unwrap_err();
+        assert!(e.to_string().contains("HTTP 403"), "{e}");
+
+        let s = script(aws());
+        s.failures.borrow_mut().insert(
+            "/latest/meta-data/mac".into(),
+            (0..1000).map(|_| http(503)).collect(),
+        );
+        let c = clock();
+        let e = fetch_answers(&s, &policy().with_budget(Duration::from_secs(5)), &c).unwrap_err();
+        assert!(e.to_string().contains("HTTP 503"), "{e}");
+        assert_eq!(c.slept.get().as_millis(), 5000);
+    }
+
+    #[test]
+    fn garbage_is_a_clear_error() {
+        let cases = [
+            (
+                "/latest/dynamic/instance-identity/document",
+                "not json",
+                "not JSON",
+            ),
+            (
+                "/latest/dynamic/instance-identity/document",
+                "[1]",
+                "not a JSON object",
+            ),
+            (
+                "/latest/dynamic/instance-identity/document",
+                "{}",
+                "instance-id: missing",
+            ),
+            (
+                &format!("{MACS}/02:00:00:00:00:01/device-number"),
+                "zero",
+                "device-number",
+            ),
+            (&format!("{MACS}/"), "not-a-mac/", "network/interfaces/macs"),
+        ];
+        for (path, body, want) in cases {
+            let mut m = aws();
+            m.insert(path.to_owned(), body.to_owned());
+            let e = fetch_answers(&script(m), &policy(), &clock())
+                .and_then(|a| assemble(&a, "e", "aws"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{path}: {e}");
+        }
+    }
+}

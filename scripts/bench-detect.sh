@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# bench-detect.sh -- deciding the datasource on a fake root: leasehook's detect
+# (in process and as a process) side by side with cloud-init 25.1.4's own
+# ds-identify on the same roots (tests/benches/detect.rs). Prints numbers;
+# asserts nothing.
+#
+# Usage: scripts/bench-detect.sh
+# Needs what scripts/test.sh needs (it runs scripts/fetch-cloud-init-oracle.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/fetch-cloud-init-oracle.sh >/dev/null
+cargo build --release --locked --quiet -p leasehook --bin leasehook
+LEASEHOOK_BIN="$PWD/target/release/leasehook" \
+    cargo bench --locked --quiet -p leasehook-tests --bench detect

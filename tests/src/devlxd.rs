@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: an LXD dev-lxd emulator on `tiny_http` over a unix socket, for tests
+//! and benchmarks. It runs in-process ([`Devlxd::start`], a thread) or as the
+//! `devlxd-emulator` binary.
+//!
+//! It serves what an instance sees at `/dev/lxd/sock` (API 1.0):
+//!
+//! * `GET /1.0` — `{"api_version": "1.0", ...}`;
+//! * `GET /1.0/meta-data` — the meta-data text, as given (duplicate keys and all);
+//! * `GET /1.0/config` — a JSON list of `/1.0/config/<key>` routes, in the order the
+//!   keys were given to [`Config::key`] (LXD does not sort them; a JSON config file
+//!   lists them sorted);
+//! * `GET /1.0/config/<key>` — the value, or 404;
+//! * `GET /1.0/devices` — the devices JSON, or 404 when there are none (LXD 4.0);
+//! * anything else: 404.
+//!
+//! **Rules** make it misbehave: the first rule whose `path` equals the request's
+//! path (and whose `count`, when set, is not used up) answers `status` with `body`
+//! instead. `{"path": "/1.0/meta-data", "status": 500, "count": 3}` answers 500
+//! three times, then normally; `{"path": "/1.0/config", "status": 200, "body":
+//! "<html>"}` answers something that is not JSON.
+//!
+//! Every request is logged (`METHOD PATH STATUS`, [`Devlxd::log`]).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// One answer override (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// The exact path.
+    pub path: String,
+    /// The status to answer.
+    pub status: u16,
+    /// The body to answer.
+    #[serde(default)]
+    pub body: String,
+    /// Only the first `count` matching requests.
+    pub count: Option<u64>,
+}
+
+/// What the emulator serves.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `/1.0/meta-data`.
+    #[serde(rename = "meta-data")]
+    pub meta_data: String,
+    /// The config keys and their values, in the order `/1.0/config` lists them.
+    #[serde(default, deserialize_with = "ordered_pairs")]
+    pub config: Vec<(String, String)>,
+    /// `/1.0/devices`; `None` answers 404.
+    #[serde(default)]
+    pub devices: Option<Value>,
+    /// Answer overrides.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+/// Reads a JSON object of strings as key/value pairs.
+fn ordered_pairs<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<(String, String)>, D::Error> {
+    let map = serde_json::Map::<String, Value>::deserialize(d)?;
+    map.into_iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k, s)),
+            other => Err(serde::de::Error::custom(format!(
+                "config value of {k:?} must be a string, not {other}"
+            ))),
+        })
+        .collect()
+}
+
+impl Config {
+    /// Serves `meta_data`, no config keys, no devices.
+    pub fn new(meta_data: &str) -> Self {
+        Self {
+            meta_data: meta_data.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a config key.
+    #[must_use]
+    pub fn key(mut self, key: &str, value: &str) -> Self {
+        self.config.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Serves these devices.
+    #[must_use]
+    pub fn devices(mut self, devices: Value) -> Self {
+        self.devices = Some(devices);
+        self
+    }
+
+    /// Adds an answer override.
+    #[must_use]
+    pub fn rule(mut self, path: &str, status: u16, body: &str, count: Option<u64>) -> Self {
+        self.rules.push(Rule {
+            path: path.to_owned(),
+            status,
+            body: body.to_owned(),
+            count,
+        });
+        self
+    }
+
+    /// Parses a configuration document (JSON, the fields above; `meta-data` is
+    /// required).
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        serde_json::from_str(text).map_err(|e| format!("devlxd config: {e}"))
+    }
+}
+
+struct Shared {
+    config: Config,
+    hits: Vec<AtomicU64>,
+    log: Mutex<Vec<String>>,
+}
+
+/// A running emulator; stops (and removes its socket) when dropped.
+pub struct Devlxd {
+    server: Arc<tiny_http::Server>,
+    shared: Arc<Shared>,
+    path: PathBuf,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Devlxd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Devlxd")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Devlxd {
+    /// Binds a unix socket at `path` (its folder must exist) and serves on a
+    /// thread.
+    pub fn start(path: &Path, config: Config) -> io::Result<Self> {
+        let server = tiny_http::Server::http_unix(path).map_err(io::Error::other)?;
+        let shared = Arc::new(Shared {
+            hits: config.rules.iter().map(|_| AtomicU64::new(0)).collect(),
+            config,
+            log: Mutex::new(Vec::new()),
+        });
+        let server = Arc::new(server);
+        let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
+        let thread = std::thread::Builder::new()
+            .name("devlxd-emulator".into())
+            .spawn(move || {
+                for request in srv.incoming_requests() {
+                    let sh = Arc::clone(&sh);
+                    std::thread::spawn(move || handle(&sh, request));
+                }
+            })?;
+        Ok(Self {
+            server,
+            shared,
+            path: path.to_owned(),
+            thread: Some(thread),
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every request so far: `METHOD PATH STATUS`.
+    pub fn log(&self) -> Vec<String> {
+        self.shared
+            .log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many requests asked for exactly `path`.
+    pub fn count(&self, path: &str) -> usize {
+        self.log()
+            .iter()
+            .filter(|l| l.split(' ').nth(1) == Some(path))
+            .count()
+    }
+
+    /// Blocks until the server thread ends (never, unless stopped): for the binary.
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Devlxd {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn handle(sh: &Shared, request: tiny_http::Request) {
+    let method = request.method().as_str().to_owned();
+    let path = request
+        .url()
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let rule = sh
+        .config
+        .rules
+        .iter()
+        .zip(&sh.hits)
+        .find(|(r, hits)| {
+            r.path == path
+                && r.count
+                    .is_none_or(|n| hits.fetch_add(1, Ordering::SeqCst) < n)
+        })
+        .map(|(r, _)| r);
+    let (status, body, json_body) = match rule {
+        Some(r) => (r.status, r.body.clone(), false),
+        None if method != "GET" => (405, "method not allowed".to_owned(), false),
+        None => answer(&sh.config, &path),
+    };
+    sh.log
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(format!("{method} {path} {status}"));
+    let mut resp = tiny_http::Response::from_string(body).with_status_code(status);
+    let kind = if json_body {
+        "application/json"
+    } else {
+        "text/plain"
+    };
+    if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", kind) {
+        resp.add_header(h);
+    }
+    let _ = request.respond(resp);
+}
+
+/// The normal answer: status, body, whether the body is JSON.
+fn answer(c: &Config, path: &str) -> (u16, String, bool) {
+    let not_found = (404, "not found".to_owned(), false);
+    match path.trim_end_matches('/') {
+        "/1.0" => (
+            200,
+            json!({"api_version": "1.0", "instance_type": "container", "location": "none", "state": "Started"})
+                .to_string(),
+            true,
+        ),
+        "/1.0/meta-data" => (200, c.meta_data.clone(), false),
+        "/1.0/config" => {
+            let routes: Vec<String> = c
+                .config
+                .iter()
+                .map(|(k, _)| format!("/1.0/config/{k}"))
+                .collect();
+            (200, json!(routes).to_string(), true)
+        }
+        "/1.0/devices" => c
+            .devices
+            .as_ref()
+            .map_or(not_found.clone(), |d| (200, d.to_string(), true)),
+        other => match other.strip_prefix("/1.0/config/") {
+            Some(key) => c
+                .config
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or(not_found, |(_, v)| (200, v.clone(), false)),
+            None => not_found,
+        },
+    }
+}
+
+/// Meta-data as LXD serves it when the user set `user.meta-data`: its own keys,
+/// then the user's appended, so `instance-id` and `local-hostname` appear twice.
+pub const SAMPLE_META_DATA: &str = "#cloud-config\ninstance-id: c1\nlocal-hostname: c1\ninstance-id: i-87018aed\nlocal-hostname: myhost.internal\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_parse_in_order() {
+        let c = Config::from_json(
+            r#"{"meta-data": "instance-id: i\n", "config": {"user.b": "2", "user.a": "1"},
+                "devices": {"eth0": {"type": "nic"}}, "rules": [{"path": "/1.0/meta-data", "status": 500, "count": 2}]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.config.len(), 2);
+        assert_eq!(c.rules[0].count, Some(2));
+        assert!(Config::from_json(r#"{"config": {}}"#).is_err());
+        assert!(Config::from_json(r#"{"meta-data": "", "config": {"user.a": 1}}"#).is_err());
+        assert!(Config::from_json(r#"{"meta-data": "", "oops": 1}"#).is_err());
+        let (status, body, _) = answer(&c, "/1.0/config");
+        assert_eq!((status, body.contains("/1.0/config/user.a")), (200, true));
+        assert_eq!(answer(&c, "/1.0/config/user.c").0, 404);
+        assert_eq!(answer(&c, "/1.0/config/user.a").1, "1");
+        assert_eq!(answer(&Config::new("x"), "/1.0/devices").0, 404);
+    }
+}
