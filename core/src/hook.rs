@@ -50,6 +50,8 @@ pub struct HookConfig {
     pub sync_budget: Duration,
     /// How long the whole wait may take.
     pub budget: Duration,
+    /// Send each NIC's IMDS requests through that NIC, from its leased address.
+    pub imds_bind_interface: bool,
 }
 
 /// The environment variables a hook's configuration comes from (until the
@@ -182,6 +184,7 @@ impl HookConfig {
                 })
                 .unwrap_or_default(),
             imdsv1_fallback: flag("LEASEHOOK_IMDSV1_FALLBACK", false)?,
+            imds_bind_interface: flag("LEASEHOOK_IMDS_BIND_INTERFACE", true)?,
             sync_budget,
             budget,
         })
@@ -309,7 +312,7 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
         return remove(&mut applier, &paths, event).map(HookOutcome::Removed);
     }
     let link = find_link(&mut applier, &event.interface)?;
-    let ec2 = client(cfg)?;
+    let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link)?;
     match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget)) {
         Outcome::Complete(network) => {
@@ -428,21 +431,19 @@ pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOut
         )]);
     }
     let mut applier = NetlinkApplier::try_new()?;
-    let ec2 = client(cfg)?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let _lock = state::lock_interface(&paths, &name)?;
         let Some(st) = state::read_state_or_set_aside(&paths, &name) else {
             continue;
         };
-        out.push(refresh_one(&mut applier, &ec2, &paths, &st, cfg)?);
+        out.push(refresh_one(&mut applier, &paths, &st, cfg)?);
     }
     Ok(out)
 }
 
 fn refresh_one(
     applier: &mut NetlinkApplier,
-    ec2: &Ec2,
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
@@ -481,6 +482,8 @@ fn refresh_one(
         ipv6_router: applier.ipv6_default_router(k.index)?,
     };
     let nic = NicEvent::try_new(to.clone(), st.mac, leases.clone())?;
+    // One client per NIC, bound to it; the token comes from the shared cache.
+    let ec2 = nic_client(cfg, &to, &leases)?;
     let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget));
     touch(&refresh_stamp(paths, &to));
     let network = match outcome {
@@ -573,7 +576,7 @@ fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<Hoo
         .max(Duration::from_millis(100));
     let mut applier = NetlinkApplier::try_new()?;
     let link = find_link(&mut applier, &event.interface)?;
-    let ec2 = client(cfg)?;
+    let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link)?;
     match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left)) {
         Outcome::Complete(network) => {
@@ -597,6 +600,20 @@ fn log_missing(missing: &[crate::model::Missing]) {
 
 fn retryable(e: &Error) -> bool {
     matches!(e, Error::Imds { kind, .. } if kind.is_retryable())
+}
+
+/// The IMDS client for one NIC's requests: bound to that NIC and its IPv4 lease
+/// address (unless configured off).
+fn nic_client(cfg: &HookConfig, iface: &IfName, leases: &[crate::model::Lease]) -> Result<Ec2> {
+    let ec2 = client(cfg)?;
+    if !cfg.imds_bind_interface {
+        return Ok(ec2);
+    }
+    let source = leases
+        .iter()
+        .map(|l| l.address)
+        .find(std::net::IpAddr::is_ipv4);
+    Ok(ec2.with_interface(iface.as_str(), source))
 }
 
 fn client(cfg: &HookConfig) -> Result<Ec2> {

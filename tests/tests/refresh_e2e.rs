@@ -282,7 +282,30 @@ fn requests_per_refresh_of_four_nics() {
     );
     let before = w.imds_log().lines().count();
     let out = text(&refresh(&w, &[]));
-    let requests = w.imds_log().lines().count() - before;
+    let log = w.imds_log();
+    let requests = log.lines().count() - before;
+    // Each NIC's requests leave through that NIC, from its own address (IMDS
+    // throttles per ENI): the emulator logs the peer of every request.
+    for n in 0u8..4 {
+        let mac = format!("macs/02:00:00:00:00:0{}/", n + 1);
+        let peers: std::collections::BTreeSet<&str> = log
+            .lines()
+            .skip(before)
+            .filter(|l| l.contains(&mac))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .nth(1)?
+                    .rsplit_once(':')
+                    .map(|(ip, _port)| ip)
+            })
+            .collect();
+        let own = format!("10.98.{n}.{}", if n == 0 { 10 } else { 20 });
+        assert_eq!(
+            peers.into_iter().collect::<Vec<_>>(),
+            vec![own.as_str()],
+            "requests for eth{n}'s keys"
+        );
+    }
     assert_eq!(out.matches(": 0 change(s)").count(), 4, "{out}");
     println!("refresh of 4 NICs (eth0 primary, eth1-eth3 secondary): {requests} IMDS requests");
     // Per NIC: meta-data/mac, the MAC's listing and the keys it lists for IPv4

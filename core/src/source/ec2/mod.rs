@@ -25,6 +25,7 @@
 //! The token never appears in a log line or an error: it is only ever put in the
 //! request header.
 
+mod bind;
 pub mod identity;
 pub mod nic;
 mod resolver;
@@ -73,6 +74,10 @@ pub struct Ec2 {
     /// The endpoint that answered last, tried first.
     active: AtomicUsize,
     agent: Agent,
+    /// Connect and whole-request timeouts the agent was built with.
+    timeouts: (Duration, Duration),
+    /// The interface requests are bound to, if any.
+    binding: Option<bind::Binding>,
     cache: Option<TokenCache>,
     token: Mutex<Option<Token>>,
     imdsv1_fallback: bool,
@@ -105,7 +110,9 @@ impl Ec2 {
         Ok(Self {
             endpoints,
             active: AtomicUsize::new(0),
-            agent: agent(IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT),
+            agent: agent(IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT, None),
+            timeouts: (IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT),
+            binding: None,
             cache: Some(TokenCache::new(root.as_ref())),
             token: Mutex::new(None),
             imdsv1_fallback: false,
@@ -146,7 +153,22 @@ impl Ec2 {
     /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
     #[must_use]
     pub fn with_timeouts(mut self, connect: Duration, request: Duration) -> Self {
-        self.agent = agent(connect, request);
+        self.timeouts = (connect, request);
+        self.agent = agent(connect, request, self.binding.as_ref());
+        self
+    }
+
+    /// Sends every request through interface `device`, from `source` (that NIC's
+    /// leased address) where the endpoint's family matches: IMDS throttles per
+    /// ENI, and the answer is about this NIC anyway. See the `bind` module.
+    #[must_use]
+    pub fn with_interface(mut self, device: &str, source: Option<std::net::IpAddr>) -> Self {
+        let binding = bind::Binding {
+            device: device.to_owned(),
+            source,
+        };
+        self.agent = agent(self.timeouts.0, self.timeouts.1, Some(&binding));
+        self.binding = Some(binding);
         self
     }
 
@@ -370,7 +392,7 @@ impl Ec2 {
 
 /// Builds the one agent a client uses: keep-alive, no proxy, no redirects, statuses
 /// as data, IP literals only.
-fn agent(connect: Duration, request: Duration) -> Agent {
+fn agent(connect: Duration, request: Duration, binding: Option<&bind::Binding>) -> Agent {
     let config = Agent::config_builder()
         .timeout_connect(Some(connect))
         .timeout_global(Some(request))
@@ -380,7 +402,10 @@ fn agent(connect: Duration, request: Duration) -> Agent {
         .proxy(None)
         .user_agent(concat!("leasehook/", env!("CARGO_PKG_VERSION")))
         .build();
-    Agent::with_parts(config, DefaultConnector::new(), resolver::IpLiteral)
+    match binding {
+        Some(b) => Agent::with_parts(config, bind::BoundConnector(b.clone()), resolver::IpLiteral),
+        None => Agent::with_parts(config, DefaultConnector::new(), resolver::IpLiteral),
+    }
 }
 
 /// Checks one base URL: `http://`, an IP literal host, an optional port, no path.
