@@ -61,11 +61,24 @@ fn a_new_secondary_ip_gets_exactly_its_rule_and_address() {
     let state = w.root.join("run/leasehook/iface/eth1.json");
     let mtime = || std::fs::metadata(&state).unwrap().modified().unwrap();
 
-    // Unchanged: no netlink write, no file written.
+    // Unchanged: no netlink write (ip monitor sees nothing), no file written.
     let before = mtime();
-    std::thread::sleep(Duration::from_millis(20));
+    let mut monitor = w
+        .inst
+        .command("ip")
+        .args(["monitor", "rule", "route", "address"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
     let out = text(&refresh(&w, &[]));
+    std::thread::sleep(Duration::from_millis(200));
+    monitor.kill().unwrap();
+    let mut seen = String::new();
+    std::io::Read::read_to_string(&mut monitor.stdout.take().unwrap(), &mut seen).unwrap();
+    monitor.wait().unwrap();
     assert!(out.contains("eth1: 0 change(s)"), "{out}");
+    assert_eq!(seen, "", "an unchanged refresh changed the kernel");
     assert_eq!(
         mtime(),
         before,
