@@ -13,7 +13,10 @@ step() { printf '\n==> %s\n' "$*"; }
 # python3 (lab servers and the cloud-init oracle), ISC dhclient and dnsmasq (the
 # end-to-end tests; dnsmasq-base is the binary without the system service),
 # systemd-networkd, networkd-dispatcher and dbus-daemon (the networkd end-to-end
-# tests run them in a namespace), and ShellCheck for the hook files.
+# tests run them in a namespace), NetworkManager, dhcpcd and busybox's udhcpc
+# (each client's end-to-end test runs the real one in a namespace; network-manager
+# ships systemd units only, and policy-rc.d keeps the udev it pulls in from
+# starting), and ShellCheck for the hook files.
 ensure_packages() {
     local missing=() p
     for p in "$@"; do
@@ -27,7 +30,7 @@ ensure_packages() {
 }
 
 step "Debian packages"
-ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-dispatcher dbus shellcheck
+ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-dispatcher dbus shellcheck network-manager dhcpcd-base udhcpc
 
 # The cloud-init 25.1.4 oracle of the differential test (extracted, never
 # installed) and the Debian python3 packages it imports.
@@ -35,7 +38,8 @@ step "cloud-init oracle"
 scripts/fetch-cloud-init-oracle.sh
 
 step "shellcheck"
-shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh hooks/networkd-dispatcher/50-leasehook
+shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh hooks/networkd-dispatcher/50-leasehook \
+    hooks/networkmanager/90-leasehook hooks/dhcpcd/90-leasehook hooks/udhcpc/leasehook.script
 shellcheck scripts/*.sh .ci/run
 
 step "cargo fmt --check"

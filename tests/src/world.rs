@@ -90,11 +90,11 @@ pub struct World {
     pub dir: TempDir,
     /// `LEASEHOOK_ROOT` of the hooks.
     pub root: PathBuf,
-    etc: PathBuf,
-    services: Vec<Child>,
+    pub(crate) etc: PathBuf,
+    pub(crate) services: Vec<Child>,
     imds: Option<Child>,
-    dhclients: BTreeMap<String, Child>,
-    hook_env: Vec<(String, String)>,
+    pub(crate) dhclients: BTreeMap<String, Child>,
+    pub(crate) hook_env: Vec<(String, String)>,
 }
 
 /// Polls `f` every 20 ms until it holds or `timeout` passes; whether it held.
@@ -172,7 +172,7 @@ fn install_hook(ns: &str) -> PathBuf {
 }
 
 /// Starts `cmd` and waits for its first line on standard output (a "ready" line).
-fn start_ready(mut cmd: Command, what: &str) -> Child {
+pub(crate) fn start_ready(mut cmd: Command, what: &str) -> Child {
     let mut child = cmd
         .stdout(Stdio::piped())
         .spawn()
@@ -475,7 +475,7 @@ fn kill_workers(root: &Path) {
 
 /// A private, permissive D-Bus "system" bus for networkd and networkd-dispatcher
 /// (never the machine's bus).
-const BUS_CONF: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+pub(crate) const BUS_CONF: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>system</type>
@@ -639,11 +639,28 @@ impl World {
     }
 }
 
-/// Kills every process left in network namespace `ns`.
+/// Kills every process left in network namespace `ns`: SIGTERM, then SIGKILL for
+/// what is left after 2 s (dhcpcd's privilege-separation helpers catch SIGTERM to
+/// pass it on to their main process, which may be gone already).
 fn kill_namespace(ns: &str) {
-    if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
-        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-            let _ = Command::new("kill").arg(pid).status();
+    let pids = || -> Vec<String> {
+        Command::new("ip")
+            .args(["netns", "pids", ns])
+            .output()
+            .map(|out| {
+                String::from_utf8_lossy(&out.stdout)
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for pid in pids() {
+        let _ = Command::new("kill").arg(pid).status();
+    }
+    if !wait_until(Duration::from_secs(2), || pids().is_empty()) {
+        for pid in pids() {
+            let _ = Command::new("kill").arg("-KILL").arg(pid).status();
         }
     }
 }

@@ -9,7 +9,10 @@
 //! [`LeaseEvent`]: crate::model::LeaseEvent
 
 pub mod dhclient;
+pub mod dhcpcd;
 pub mod networkd;
+pub mod nm;
+pub mod udhcpc;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `leasehook-dhcpcd`: run by leasehook's dhcpcd hook (`hooks/dhcpcd/90-leasehook`,
+//! sourced by `dhcpcd-run-hooks`) with dhcpcd's environment — `reason`, `interface`,
+//! `new_*` and `old_*` — which it reads itself: nothing passes through a shell. It
+//! turns them into lease events (`leasehook_core::event::dhcpcd`) and then does what
+//! the other shims do, with the same code (`leasehook_core::hook::run_shim`): lock,
+//! IMDS wait, worker, logging.
+//!
+//! dhcpcd clears the environment of its hooks: configuration (`LEASEHOOK_*`, `--help`
+//! lists them) reaches the shim only through dhcpcd's `-e`/`env` option.
+//!
+//! Exit codes: 0 done, 1 a runtime error, 2 a malformed event or configuration. The
+//! hook ignores the status: a lease never fails because of leasehook.
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory as _, FromArgMatches as _, Parser};
+use leasehook_core::event::dhcpcd;
+use leasehook_core::hook::{self, Shim};
+
+/// Source policy routing for the DHCP lease in dhcpcd-run-hooks' environment.
+///
+/// Run by the dhcpcd hook, not by hand. Exit status: 0 done, 1 runtime error, 2
+/// malformed environment or configuration (the hook ignores it).
+#[derive(Debug, Parser)]
+#[command(name = "leasehook-dhcpcd", version)]
+struct Cli {
+    /// Finish the IMDS wait a hook handed over for this interface (started by the
+    /// shim itself).
+    #[arg(long, value_name = "IFNAME", hide = true)]
+    worker: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let matches = Cli::command()
+        .after_long_help(hook::env_help())
+        .get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let env = hook::process_env();
+    let shim = Shim {
+        program: "leasehook-dhcpcd",
+        worker: cli.worker.as_deref(),
+        context: hook::log_context(
+            env.get("interface").map(String::as_str),
+            env.get("reason").map(String::as_str),
+            dhcpcd::is_reason,
+        ),
+    };
+    hook::run_shim(&shim, &env, |_| dhcpcd::parse(&env))
+}
