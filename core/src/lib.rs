@@ -25,16 +25,19 @@
 #![deny(missing_docs)]
 
 pub mod apply;
+pub mod boot;
 pub mod constants;
 pub mod diff;
 pub mod error;
 pub mod event;
 pub mod example;
 pub mod hook;
+pub mod instance_data;
 pub mod logging;
 pub mod metadata;
 pub mod model;
 pub mod plan;
+pub mod query;
 pub mod render;
 pub mod source;
 
