@@ -3,7 +3,7 @@
 //! tells the network stage what it already found, so nothing is crawled twice and
 //! no failed check is repeated, and what `leasehook status` shows.
 //!
-//! The types are pure; [`read`] and [`write`] perform IO (through
+//! The types are pure; [`read()`] and [`write()`] perform IO (through
 //! [`super::nofollow`], the file replaced atomically, mode 0644: it holds no
 //! secret). `/run` is a tmpfs, so a verdict lives for one boot; it also records the
 //! kernel's boot id, and a verdict of another boot is ignored.
