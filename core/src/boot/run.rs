@@ -197,14 +197,11 @@ struct StageRun<'a> {
 
 impl StageRun<'_> {
     fn source(&mut self, kind: SourceKind) -> Result<&dyn Datasource> {
-        if !self.built.contains_key(&kind) {
-            let s = self.sources.source(kind)?;
-            self.built.insert(kind, s);
-        }
-        self.built
-            .get(&kind)
-            .map(AsRef::as_ref)
-            .ok_or_else(|| Error::InvalidPlan("unreachable: source just built".to_owned()))
+        let s = match self.built.entry(kind) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(self.sources.source(kind)?),
+        };
+        Ok(&**s)
     }
 
     fn record(&mut self, datasource: SourceKind, result: Tried, detail: impl Into<String>) {
