@@ -87,7 +87,8 @@ pub(crate) struct RefreshArgs {
     verbose: bool,
 }
 
-/// Show what leasehook has applied, per interface.
+/// Show the datasource in use (and whether it came from the cache, since when) and
+/// what leasehook has applied, per interface.
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
     /// Print JSON instead of text.
@@ -303,9 +304,13 @@ pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
                 v
             })
             .collect();
-        return Ok(serde_json::to_string_pretty(&list)? + "\n");
+        let all = serde_json::json!({
+            "datasource": crate::boot_status::json(&args.root),
+            "interfaces": list,
+        });
+        return Ok(serde_json::to_string_pretty(&all)? + "\n");
     }
-    let mut out = String::new();
+    let mut out = crate::boot_status::text(&args.root);
     if states.is_empty() {
         out.push_str("no interface has an applied plan\n");
     }

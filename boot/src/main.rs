@@ -2,17 +2,21 @@
 //! `leasehook`: the boot stage and admin CLI. For now it offers `plan` (print the
 //! policy-routing plan for given metadata, leases and links, touching nothing),
 //! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again),
-//! `status` (what is applied), `refresh` (re-check recorded plans against IMDS) and
-//! `detect` (which datasources the instance has).
+//! `status` (what is applied), `refresh` (re-check recorded plans against IMDS),
+//! `detect` (which datasources the instance has), `init` (the boot stages: find
+//! the datasource, cache it, write instance-data) and `query` (read instance-data).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
-//! error (reported by clap).
+//! error (reported by clap), 3 (`init`) no datasource and no usable cache.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod apply_cmd;
+mod boot_status;
 mod detect_cmd;
+mod init_cmd;
 mod plan_cmd;
+mod query_cmd;
 
 use std::process::ExitCode;
 
@@ -35,6 +39,8 @@ enum Command {
     Status(apply_cmd::StatusArgs),
     Refresh(apply_cmd::RefreshArgs),
     Detect(detect_cmd::DetectArgs),
+    Init(init_cmd::InitArgs),
+    Query(query_cmd::QueryArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,18 +50,21 @@ fn main() -> ExitCode {
         &leasehook_core::logging::Context::default(),
         log::LevelFilter::Info,
     );
+    let ok = |out: anyhow::Result<String>| out.map(|s| (s, ExitCode::SUCCESS));
     let result = match cli.command {
-        Command::Plan(args) => plan_cmd::run(&args),
-        Command::Apply(args) => apply_cmd::apply(&args),
-        Command::Flush(args) => apply_cmd::flush(&args),
-        Command::Status(args) => apply_cmd::status(&args),
-        Command::Refresh(args) => apply_cmd::refresh(&args),
-        Command::Detect(args) => detect_cmd::run(&args),
+        Command::Plan(args) => ok(plan_cmd::run(&args)),
+        Command::Apply(args) => ok(apply_cmd::apply(&args)),
+        Command::Flush(args) => ok(apply_cmd::flush(&args)),
+        Command::Status(args) => ok(apply_cmd::status(&args)),
+        Command::Refresh(args) => ok(apply_cmd::refresh(&args)),
+        Command::Detect(args) => ok(detect_cmd::run(&args)),
+        Command::Init(args) => init_cmd::run(&args),
+        Command::Query(args) => ok(query_cmd::run(&args)),
     };
     match result {
-        Ok(out) => {
+        Ok((out, code)) => {
             print!("{out}");
-            ExitCode::SUCCESS
+            code
         }
         Err(e) => {
             eprintln!("leasehook: error: {e:#}");

@@ -130,3 +130,38 @@ pub const LEASEHOOK_CONFIG: &str = "etc/leasehook/config.yaml";
 
 /// The largest configuration file we read, in bytes.
 pub const CONFIG_MAX_BYTES: u64 = 1024 * 1024;
+
+// --- The boot stage (SPEC §5) -------------------------------------------------------
+// Relative to the root folder, like `RUN_DIR`.
+
+/// The folder holding leasehook's cache folder. Everything up to it is trusted
+/// (symlinks there are followed, as on any system); below it, nothing is.
+pub const CACHE_PARENT: &str = "var/lib";
+
+/// leasehook's cache folder, below [`CACHE_PARENT`] (`/var/lib/leasehook`).
+pub const CACHE_NAME: &str = "leasehook";
+
+/// The folder holding leasehook's run-time folder (`RUN_DIR` is `run/leasehook`).
+pub const RUN_PARENT: &str = "run";
+
+/// The run-time folder's name below [`RUN_PARENT`].
+pub const RUN_NAME: &str = "leasehook";
+
+/// The boot stages' verdict, in the run-time folder.
+pub const BOOT_STATE: &str = "boot.json";
+
+/// World-readable instance data (sensitive values redacted), in the run-time folder.
+pub const INSTANCE_DATA: &str = "instance-data.json";
+
+/// Root-only instance data, in the run-time folder.
+pub const INSTANCE_DATA_SENSITIVE: &str = "instance-data-sensitive.json";
+
+/// The kernel's id of the running boot: a verdict of another boot is stale.
+pub const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
+
+/// What `data/previous-instance-id` holds on an instance's first boot
+/// (cloud-init's spelling).
+pub const NO_PREVIOUS_INSTANCE_ID: &str = "NO_PREVIOUS_INSTANCE_ID";
+
+/// The largest cache record read, in bytes (user-data lives in it).
+pub const CACHE_MAX_BYTES: u64 = 64 * 1024 * 1024;

@@ -113,6 +113,15 @@ pub enum Error {
         /// Why, naming the path or value that decided it.
         reason: String,
     },
+    /// An instance-data key path (`leasehook query`) is malformed, or names what
+    /// the instance data does not hold.
+    #[error("instance-data key {path}: {reason}")]
+    Query {
+        /// The path as written.
+        path: String,
+        /// What is wrong, naming the segment.
+        reason: String,
+    },
 }
 
 fn rollback_note(rolled_back: usize, errors: &[String]) -> String {

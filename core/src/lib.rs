@@ -15,9 +15,11 @@
 //! * [`apply`] writes a plan to the kernel over netlink, owned, diffed and rolled back;
 //! * [`source`] fetches metadata: the EC2 IMDS client and its consistency wait, and
 //!   the datasources (EC2, LXD, NoCloud) with [`source::detect`], which decides
-//!   without network which of them the instance has.
+//!   without network which of them the instance has;
+//! * [`boot`] runs the boot stages: the datasource cache, the fallback to it, and
+//!   [`instance_data`], which [`query`] reads.
 //!
-//! Every module but [`source`], [`apply::netlink`] and [`apply::state`] is pure: no
+//! Every module but [`source`], [`boot`], [`apply::netlink`] and [`apply::state`] is pure: no
 //! files, sockets, clock or environment. IO lives there and in the binaries, behind
 //! seams they are handed (the [`apply::Applier`] trait, base URLs, a root prefix for
 //! every path, a clock).
@@ -25,16 +27,19 @@
 #![deny(missing_docs)]
 
 pub mod apply;
+pub mod boot;
 pub mod constants;
 pub mod diff;
 pub mod error;
 pub mod event;
 pub mod example;
 pub mod hook;
+pub mod instance_data;
 pub mod logging;
 pub mod metadata;
 pub mod model;
 pub mod plan;
+pub mod query;
 pub mod render;
 pub mod source;
 

@@ -371,8 +371,16 @@ fn a_newer_event_supersedes_the_waiting_worker() {
     };
     let mut w = World::new("supersede", &opts);
     w.bind("eth1", false);
+    // Wait until the hook has handed over (the pending file names the worker's pid)
+    // and dhclient-script has returned, so dhclient has written its lease file:
+    // `dhclient -r` releases only a lease it has on file.
+    let handed_over = || {
+        std::fs::read_to_string(w.root.join("run/leasehook/pending/eth1.json"))
+            .is_ok_and(|t| t.contains("\"pid\":") && !t.contains("\"pid\":null"))
+    };
     assert!(
-        wait_until(Duration::from_secs(10), || w.worker_pending("eth1")),
+        wait_until(Duration::from_secs(10), || handed_over()
+            && w.log("eth1", false).contains("bound to 10.98.1.20")),
         "no worker:\n{}",
         w.log("eth1", false)
     );

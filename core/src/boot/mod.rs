@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The boot stage: `leasehook init --local` and `leasehook init` find the
+//! instance's datasource, cache it, fall back to the cache when no datasource
+//! answers, and write instance-data (SPEC §5).
+//!
+//! * [`decide`] (pure): which stage tries which datasource, whether the cache may
+//!   stand in, and why not;
+//! * [`record`] (pure): the versioned cache record;
+//! * [`config`] (pure): the boot stage's configuration keys;
+//! * [`nofollow`] (performs IO): files below leasehook's folders, never through a
+//!   symlink, written atomically;
+//! * [`cache`] (performs IO): `/var/lib/leasehook` — records, the `instance` link,
+//!   `data/instance-id`, `data/previous-instance-id`;
+//! * [`state`] (performs IO): `/run/leasehook/boot.json`, the verdict the local
+//!   stage hands to the network stage;
+//! * [`run`] (performs IO): one stage end to end.
+//!
+//! What goes into instance-data is [`crate::instance_data`] (pure); how
+//! `leasehook query` reads it is [`crate::query`] (pure).
+
+pub mod cache;
+pub mod config;
+pub mod decide;
+pub mod nofollow;
+pub mod record;
+pub mod run;
+pub mod state;
+
+pub use decide::{Origin, Stage};

@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: files and folders below a trusted folder, reached one name at a time
+//! through folder descriptors, never following a symlink.
+//!
+//! The cache (`/var/lib/leasehook`) and the run-time folder (`/run/leasehook`) hold
+//! what the next boot trusts. Everything up to `/var/lib` and `/run` is the
+//! system's (followed as usual); from leasehook's own folder down, every name is
+//! opened relative to its folder's descriptor with `O_NOFOLLOW`, so a symlink
+//! planted anywhere below — at a folder or at a file — is met, reported and set
+//! aside, never followed, and a folder swapped between two calls cannot redirect
+//! the next one.
+//!
+//! Writes are atomic: a new file (`O_CREAT | O_EXCL | O_NOFOLLOW`, created with its
+//! final mode) in the same folder, written, fsynced, renamed over the name (which
+//! replaces a symlink there rather than following it), and the folder fsynced.
+//! A bad entry is never deleted: [`Dir::set_aside`] renames it to `NAME.corrupt`
+//! (`NAME.corrupt.1`, ... when that is taken).
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStringExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{
+    AtFlags, CWD, FileType, Mode, OFlags, RenameFlags, fchmod, fstat, fsync, mkdirat, openat,
+    readlinkat, renameat, renameat_with, statat, symlinkat,
+};
+use rustix::io::Errno;
+
+use crate::error::Error;
+
+/// What is at a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// Nothing.
+    Missing,
+    /// A regular file.
+    File,
+    /// A folder.
+    Dir,
+    /// A symlink (never followed).
+    Symlink,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Missing => "nothing",
+            Self::File => "a file",
+            Self::Dir => "a folder",
+            Self::Symlink => "a symlink",
+            Self::Other => "a special file",
+        })
+    }
+}
+
+/// Why a name could not be used.
+#[derive(Debug)]
+pub enum Problem {
+    /// A symlink stands there.
+    Symlink,
+    /// Something other than what was wanted stands there.
+    Wrong(Entry),
+    /// Larger than the limit.
+    TooLarge(u64),
+    /// Another error.
+    Io(io::Error),
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Symlink => f.write_str("is a symlink, which is never followed"),
+            Self::Wrong(e) => write!(f, "is {e}"),
+            Self::TooLarge(n) => write!(f, "is larger than {n} bytes"),
+            Self::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<Errno> for Problem {
+    fn from(e: Errno) -> Self {
+        Self::Io(e.into())
+    }
+}
+
+/// A folder, held open.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+/// Names temporary files apart within one process.
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn kind_of(mode: u32) -> Entry {
+    match FileType::from_raw_mode(mode) {
+        FileType::RegularFile => Entry::File,
+        FileType::Directory => Entry::Dir,
+        FileType::Symlink => Entry::Symlink,
+        _ => Entry::Other,
+    }
+}
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+impl Dir {
+    /// Opens the trusted folder `path` (symlinks in it followed, as the system's
+    /// own paths are), creating it and its parents (mode 0755) when `create`.
+    /// `Ok(None)` when it is missing and not to be created.
+    pub fn open_trusted(path: &Path, create: bool) -> Result<Option<Self>, Error> {
+        if create {
+            std::fs::create_dir_all(path).map_err(|e| Error::io(path, &e))?;
+        }
+        match openat(
+            CWD,
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => Ok(Some(Self {
+                fd,
+                path: path.to_owned(),
+            })),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(Error::io(path, &e.into())),
+        }
+    }
+
+    /// The folder's path, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A name's path, for messages.
+    pub fn shown(&self, name: &str) -> String {
+        self.path.join(name).display().to_string()
+    }
+
+    /// An error about `name` in this folder.
+    pub fn error(&self, name: &str, p: &Problem) -> Error {
+        Error::Io {
+            path: format!("{:?}", self.path.join(name)),
+            message: p.to_string(),
+        }
+    }
+
+    /// What is at `name` (not following a symlink).
+    pub fn entry(&self, name: &str) -> Result<Entry, Problem> {
+        match statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(kind_of(st.st_mode)),
+            Err(Errno::NOENT) => Ok(Entry::Missing),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Opens the folder `name`; `Ok(None)` when nothing is there.
+    pub fn child(&self, name: &str) -> Result<Option<Self>, Problem> {
+        match openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => Ok(Some(Self {
+                fd,
+                path: self.path.join(name),
+            })),
+            Err(Errno::NOENT) => Ok(None),
+            Err(Errno::LOOP) => Err(Problem::Symlink),
+            Err(Errno::NOTDIR) => Err(match self.entry(name)? {
+                Entry::Symlink => Problem::Symlink,
+                other => Problem::Wrong(other),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Opens the folder `name`, creating it with `mode` when missing. A symlink or
+    /// anything else standing there is set aside (logged) and a folder made.
+    pub fn child_for_write(&self, name: &str, mode: u32) -> Result<Self, Error> {
+        match self.child(name) {
+            Ok(Some(d)) => return Ok(d),
+            Ok(None) => {}
+            Err(p @ (Problem::Symlink | Problem::Wrong(_))) => {
+                let to = self.set_aside(name).map_err(|e| self.error(name, &e))?;
+                log::warn!(
+                    "{} {p}; set aside as {to} and replaced by a folder",
+                    self.shown(name)
+                );
+            }
+            Err(p) => return Err(self.error(name, &p)),
+        }
+        match mkdirat(&self.fd, name, Mode::from_raw_mode(mode)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(self.error(name, &e.into())),
+        }
+        // Opened again without following: a symlink raced in is refused here.
+        match self.child(name) {
+            Ok(Some(d)) => Ok(d),
+            Ok(None) => Err(self.error(name, &Problem::Wrong(Entry::Missing))),
+            Err(p) => Err(self.error(name, &p)),
+        }
+    }
+
+    /// A regular file's bytes, up to `limit`; `Ok(None)` when nothing is there.
+    /// Opened with `O_NOFOLLOW | O_NONBLOCK`: a symlink is refused, a FIFO does not
+    /// block.
+    pub fn read(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>, Problem> {
+        use std::io::Read as _;
+        let fd = match openat(
+            &self.fd,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => return Err(Problem::Symlink),
+            Err(e) => return Err(e.into()),
+        };
+        let st = fstat(&fd)?;
+        let kind = kind_of(st.st_mode);
+        if kind != Entry::File {
+            return Err(Problem::Wrong(kind));
+        }
+        let mut buf = Vec::new();
+        std::fs::File::from(fd)
+            .take(limit + 1)
+            .read_to_end(&mut buf)
+            .map_err(Problem::Io)?;
+        if buf.len() as u64 > limit {
+            return Err(Problem::TooLarge(limit));
+        }
+        Ok(Some(buf))
+    }
+
+    /// A small text file's first line, trimmed; `None` when missing, unreadable or
+    /// not a file (problems logged).
+    pub fn read_line(&self, name: &str) -> Option<String> {
+        match self.read(name, 4096) {
+            Ok(Some(b)) => Some(
+                String::from_utf8_lossy(&b)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned(),
+            ),
+            Ok(None) => None,
+            Err(p) => {
+                log::warn!("{} {p}; ignored", self.shown(name));
+                None
+            }
+        }
+    }
+
+    /// A fresh temporary name next to `name`.
+    fn temp_name(name: &str) -> String {
+        let n = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        format!(".{name}.{}.{n}.{nanos:08x}.tmp", std::process::id())
+    }
+
+    /// Replaces `name` with `bytes` atomically, the file having exactly `mode` from
+    /// its first byte on (see the module docs).
+    pub fn write_atomic(&self, name: &str, bytes: &[u8], mode: u32) -> Result<(), Error> {
+        use std::io::Write as _;
+        let fail = |p: Problem| self.error(name, &p);
+        let (tmp, fd) = loop {
+            let tmp = Self::temp_name(name);
+            match openat(
+                &self.fd,
+                tmp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(mode),
+            ) {
+                Ok(fd) => break (tmp, fd),
+                Err(Errno::EXIST) => {}
+                Err(e) => return Err(fail(e.into())),
+            }
+        };
+        let result = (|| -> Result<(), Problem> {
+            // The umask may have taken bits away (0644 under umask 077): set them.
+            fchmod(&fd, Mode::from_raw_mode(mode))?;
+            let mut f = std::fs::File::from(fd);
+            f.write_all(bytes).map_err(Problem::Io)?;
+            f.sync_all().map_err(Problem::Io)?;
+            drop(f);
+            renameat(&self.fd, tmp.as_str(), &self.fd, name)?;
+            fsync(&self.fd)?;
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = rustix::fs::unlinkat(&self.fd, tmp.as_str(), AtFlags::empty());
+        }
+        result.map_err(fail)
+    }
+
+    /// The target of the symlink `name`: `Ok(None)` when nothing is there, an error
+    /// when something other than a symlink is.
+    pub fn read_link(&self, name: &str) -> Result<Option<String>, Problem> {
+        match readlinkat(&self.fd, name, Vec::new()) {
+            Ok(target) => Ok(Some(
+                OsString::from_vec(target.into_bytes())
+                    .to_string_lossy()
+                    .into_owned(),
+            )),
+            Err(Errno::NOENT) => Ok(None),
+            Err(Errno::INVAL) => Err(Problem::Wrong(self.entry(name)?)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Points the symlink `name` at `target` atomically (a new link renamed over
+    /// it). Anything but a symlink standing there is set aside first.
+    pub fn replace_symlink(&self, name: &str, target: &str) -> Result<(), Error> {
+        match self.entry(name) {
+            Ok(Entry::Missing | Entry::Symlink) => {}
+            Ok(other) => {
+                let to = self.set_aside(name).map_err(|e| self.error(name, &e))?;
+                log::warn!(
+                    "{} is {other}, not a symlink; set aside as {to}",
+                    self.shown(name)
+                );
+            }
+            Err(p) => return Err(self.error(name, &p)),
+        }
+        let tmp = loop {
+            let tmp = Self::temp_name(name);
+            match symlinkat(target, &self.fd, tmp.as_str()) {
+                Ok(()) => break tmp,
+                Err(Errno::EXIST) => {}
+                Err(e) => return Err(self.error(name, &e.into())),
+            }
+        };
+        renameat(&self.fd, tmp.as_str(), &self.fd, name)
+            .and_then(|()| fsync(&self.fd))
+            .map_err(|e| {
+                let _ = rustix::fs::unlinkat(&self.fd, tmp.as_str(), AtFlags::empty());
+                self.error(name, &e.into())
+            })
+    }
+
+    /// Renames `name` to `name.corrupt` (or `.corrupt.1`, ... when taken), never
+    /// replacing anything. Returns the new path.
+    pub fn set_aside(&self, name: &str) -> Result<String, Problem> {
+        for n in 0..100 {
+            let to = if n == 0 {
+                format!("{name}.corrupt")
+            } else {
+                format!("{name}.corrupt.{n}")
+            };
+            match renameat_with(
+                &self.fd,
+                name,
+                &self.fd,
+                to.as_str(),
+                RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => {
+                    let _ = fsync(&self.fd);
+                    return Ok(self.shown(&to));
+                }
+                Err(Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Problem::Io(io::Error::other(
+            "100 set-aside copies exist already",
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::{PermissionsExt as _, symlink};
+
+    fn base() -> (tempfile::TempDir, Dir) {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open_trusted(t.path(), false).unwrap().unwrap();
+        (t, d)
+    }
+
+    #[test]
+    fn writes_are_atomic_with_exact_modes() {
+        let (t, d) = base();
+        // A restrictive umask must not change the public file's mode.
+        let old = rustix::process::umask(Mode::from_raw_mode(0o077));
+        d.write_atomic("public", b"one", 0o644).unwrap();
+        d.write_atomic("secret", b"two", 0o600).unwrap();
+        rustix::process::umask(old);
+        let mode = |n: &str| fs::metadata(t.path().join(n)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode("public"), 0o644);
+        assert_eq!(mode("secret"), 0o600);
+        d.write_atomic("public", b"three", 0o644).unwrap();
+        assert_eq!(d.read("public", 10).unwrap().unwrap(), b"three");
+        let names: Vec<_> = fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "no temporary files left: {names:?}");
+    }
+
+    #[test]
+    fn symlinks_are_never_followed() {
+        let (t, d) = base();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("target"), b"outside").unwrap();
+        symlink(outside.path().join("target"), t.path().join("file")).unwrap();
+        symlink(outside.path(), t.path().join("folder")).unwrap();
+        assert!(matches!(d.read("file", 100), Err(Problem::Symlink)));
+        assert!(matches!(d.child("folder"), Err(Problem::Symlink)));
+        assert_eq!(d.entry("file").unwrap(), Entry::Symlink);
+        // Writing over a symlink replaces the link, not its target.
+        d.write_atomic("file", b"inside", 0o600).unwrap();
+        assert_eq!(fs::read(outside.path().join("target")).unwrap(), b"outside");
+        assert_eq!(d.entry("file").unwrap(), Entry::File);
+        // A symlinked folder is set aside and a real one made.
+        let sub = d.child_for_write("folder", 0o755).unwrap();
+        sub.write_atomic("x", b"y", 0o600).unwrap();
+        assert!(!outside.path().join("x").exists());
+        assert_eq!(d.entry("folder").unwrap(), Entry::Dir);
+        assert_eq!(d.entry("folder.corrupt").unwrap(), Entry::Symlink);
+        // A folder where a file is wanted, a FIFO, a size limit.
+        assert!(matches!(
+            d.read("folder", 100),
+            Err(Problem::Wrong(Entry::Dir))
+        ));
+        assert!(matches!(d.child("file"), Err(Problem::Wrong(Entry::File))));
+        let ok = std::process::Command::new("mkfifo")
+            .arg(t.path().join("fifo"))
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        assert!(matches!(
+            d.read("fifo", 100),
+            Err(Problem::Wrong(Entry::Other))
+        ));
+        assert!(matches!(d.read("file", 3), Err(Problem::TooLarge(3))));
+        assert_eq!(d.read("missing", 3).unwrap(), None);
+    }
+
+    #[test]
+    fn links_and_setting_aside() {
+        let (t, d) = base();
+        assert_eq!(d.read_link("instance").unwrap(), None);
+        d.replace_symlink("instance", "instances/a").unwrap();
+        d.replace_symlink("instance", "instances/b").unwrap();
+        assert_eq!(
+            d.read_link("instance").unwrap().as_deref(),
+            Some("instances/b")
+        );
+        fs::write(t.path().join("plain"), b"x").unwrap();
+        assert!(matches!(
+            d.read_link("plain"),
+            Err(Problem::Wrong(Entry::File))
+        ));
+        // A file where the link goes is set aside, not deleted.
+        d.replace_symlink("plain", "instances/c").unwrap();
+        assert_eq!(fs::read(t.path().join("plain.corrupt")).unwrap(), b"x");
+        fs::remove_file(t.path().join("plain")).unwrap();
+        fs::write(t.path().join("plain"), b"y").unwrap();
+        let to = d.set_aside("plain").unwrap();
+        assert!(to.ends_with("plain.corrupt.1"), "{to}");
+        assert_eq!(fs::read(t.path().join("plain.corrupt")).unwrap(), b"x");
+        assert!(matches!(d.set_aside("nothing"), Err(Problem::Io(_))));
+    }
+}

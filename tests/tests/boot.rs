@@ -1,0 +1,632 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The boot stages as a machine runs them: `leasehook init --local` then `leasehook
+//! init`, each a process, on a temporary root, against the IMDS emulator on
+//! loopback and the devlxd emulator on a unix socket in the root. A "reboot" empties
+//! `<root>/run` (a tmpfs on a real machine) and keeps `<root>/var/lib`.
+//!
+//! Seed 000's scenario end to end (IMDS disabled, the LXD socket switched off after
+//! the first boot), a cache no longer configured, bad caches of every kind, the
+//! network stage asking nothing after the local stage fetched, instance-data modes,
+//! `leasehook query` as root and as `nobody` (root only: behind the `netns`
+//! feature), and the systemd units.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt as _, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use leasehook_tests::devlxd::{self, Devlxd, SAMPLE_META_DATA};
+use leasehook_tests::emulator::{self, Emulator, Scenario, sample_tree};
+use leasehook_tests::netns::{TempDir, leasehook_bin};
+use leasehook_tests::workspace_root;
+use serde_json::{Value, json};
+
+const EC2_ID: &str = "i-0fedcba9876543210";
+const LXD_ID: &str = "i-87018aed";
+const REDACTED: &str = "redacted for non-root user";
+
+/// A fake root.
+struct Root {
+    dir: TempDir,
+}
+
+impl Root {
+    fn new(tag: &str) -> Self {
+        Self {
+            dir: TempDir::new(tag),
+        }
+    }
+    fn path(&self) -> &Path {
+        &self.dir.0
+    }
+    fn s(&self) -> &str {
+        self.path().to_str().unwrap()
+    }
+    fn write(&self, rel: &str, body: &str) {
+        let p = self.path().join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, body).unwrap();
+    }
+    fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.path().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+    fn json(&self, rel: &str) -> Value {
+        serde_json::from_str(&self.read(rel)).unwrap()
+    }
+    fn mode(&self, rel: &str) -> u32 {
+        fs::metadata(self.path().join(rel))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    }
+    /// `/run` is a tmpfs: a reboot empties it.
+    fn reboot(&self) {
+        let _ = fs::remove_dir_all(self.path().join("run"));
+    }
+    fn cache(&self) -> PathBuf {
+        self.path().join("var/lib/leasehook")
+    }
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn from(out: &Output) -> Self {
+        Self {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+    fn ok(&self) -> &Self {
+        assert_eq!(
+            self.code, 0,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+    fn has(&self, needle: &str) -> &Self {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout lacks {needle:?}:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+    fn logs(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.contains(needle),
+            "log lacks {needle:?}:\n{}",
+            self.stderr
+        );
+        self
+    }
+}
+
+fn leasehook(args: &[&str]) -> Run {
+    Run::from(
+        &Command::new(leasehook_bin())
+            .args(args)
+            .env_remove("LEASEHOOK_IMDS_ENDPOINTS")
+            .output()
+            .unwrap(),
+    )
+}
+
+fn init(root: &Root, local: bool, virt: &str) -> Run {
+    let mut args = vec!["init", "--root", root.s(), "--virt", virt];
+    if local {
+        args.push("--local");
+    }
+    leasehook(&args)
+}
+
+/// Both stages, as one boot.
+fn boot(root: &Root, virt: &str) -> (Run, Run) {
+    (init(root, true, virt), init(root, false, virt))
+}
+
+// --- EC2 -------------------------------------------------------------------------
+
+fn imds(scenario: &Value) -> Emulator {
+    let mut cfg = emulator::Config::new(sample_tree());
+    cfg.scenario = Scenario::from_value(scenario.clone()).unwrap();
+    cfg.require_token = true;
+    Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap()
+}
+
+/// An EC2 instance (Nitro DMI) whose IMDS is `emu`.
+fn ec2_root(tag: &str, emu: &Emulator) -> Root {
+    let r = Root::new(tag);
+    r.write(
+        "sys/class/dmi/id/product_uuid",
+        "ec2e1916-9099-7caf-fd21-012345abcdef\n",
+    );
+    r.write("sys/class/dmi/id/sys_vendor", "Amazon EC2\n");
+    r.write("proc/cmdline", "ro quiet\n");
+    point_at(&r, emu);
+    r
+}
+
+fn point_at(r: &Root, emu: &Emulator) {
+    r.write(
+        "etc/leasehook/config.yaml",
+        &format!("imds:\n  endpoints: [\"{}\"]\n", emu.base_url()),
+    );
+}
+
+#[test]
+fn seed_000_imds_disabled_after_the_first_boot_keeps_the_instance() {
+    let emu = imds(&json!({}));
+    let root = ec2_root("imds-off", &emu);
+
+    // First boot: the local stage leaves EC2 to the network stage, which fetches.
+    let local = init(&root, true, "kvm");
+    local
+        .ok()
+        .has("local stage: left to the network stage: Ec2")
+        .has("tried: Ec2 (local stage): left to the network stage: IMDS needs the network");
+    assert!(emu.log().is_empty(), "the local stage asked IMDS");
+    let net = init(&root, false, "kvm");
+    net.ok()
+        .has(&format!(
+            "network stage: datasource Ec2 \"{EC2_ID}\", fetched"
+        ))
+        .has("a new instance");
+    let record = root
+        .cache()
+        .join(format!("instances/{EC2_ID}/datasource.json"));
+    assert!(record.is_file());
+    assert_eq!(
+        fs::read_link(root.cache().join("instance")).unwrap(),
+        Path::new(&format!("instances/{EC2_ID}"))
+    );
+    assert_eq!(
+        root.read("var/lib/leasehook/data/previous-instance-id"),
+        "NO_PREVIOUS_INSTANCE_ID\n"
+    );
+    let doc = root.json("run/leasehook/instance-data.json");
+    assert_eq!(doc["v1"]["instance_id"], EC2_ID);
+    assert_eq!(doc["leasehook"]["restored_from_cache"], false);
+    drop(emu);
+
+    // Second boot: the instance's metadata endpoint is switched off (403 on the token).
+    root.reboot();
+    let emu = imds(&json!({"rules": [
+        {"path": "/latest/api/token", "method": "PUT", "status": 403}
+    ]}));
+    point_at(&root, &emu);
+    let (local, net) = boot(&root, "kvm");
+    local.ok();
+    net.ok()
+        .has(&format!(
+            "network stage: datasource Ec2 \"{EC2_ID}\", restored from the cache (fallback)"
+        ))
+        .has("tried: Ec2 (network stage): instance-id check failed: IMDS PUT ")
+        .has("IMDS disabled (the token request was refused with HTTP 403)")
+        .has("tried: LXD (local stage): not detected")
+        .has("tried: NoCloud (local stage): not detected")
+        .has("cache: used: no configured datasource answered")
+        .has("not a new instance");
+    // The log names every datasource tried and why the cache was used.
+    net.logs("no configured datasource answered (tried: LXD (local stage): not detected")
+        .logs("Ec2 (network stage): instance-id check failed")
+        .logs(&format!("using the cached Ec2 \"{EC2_ID}\""));
+    // One refused token request, and nothing asked again after it.
+    let asked: Vec<String> = emu
+        .log()
+        .iter()
+        .map(|e| format!("{} {} {}", e.method, e.path, e.status))
+        .collect();
+    assert_eq!(asked, ["PUT /latest/api/token 403"]);
+    // Not a new instance.
+    assert_eq!(
+        root.read("var/lib/leasehook/data/previous-instance-id"),
+        format!("{EC2_ID}\n")
+    );
+    assert_eq!(
+        root.read("var/lib/leasehook/data/instance-id"),
+        format!("{EC2_ID}\n")
+    );
+    let doc = root.json("run/leasehook/instance-data.json");
+    assert_eq!(doc["v1"]["instance_id"], EC2_ID);
+    assert_eq!(doc["leasehook"]["restored_from_cache"], true);
+    assert_eq!(doc["leasehook"]["origin"], "cache-fallback");
+    assert_eq!(doc["userdata"], REDACTED);
+    leasehook(&["status", "--root", root.s()])
+        .ok()
+        .has(&format!(
+            "datasource: Ec2 \"{EC2_ID}\": restored from the cache (fallback); in use since "
+        ))
+        .has("from the cache: data fetched ");
+    let sj: Value =
+        serde_json::from_str(&leasehook(&["status", "--json", "--root", root.s()]).stdout).unwrap();
+    assert_eq!(sj["datasource"]["from_cache"], true);
+    assert_eq!(sj["datasource"]["datasource"], "Ec2");
+    assert!(sj["datasource"]["since_ms"].as_u64().unwrap() > 0);
+    assert_eq!(sj["interfaces"], json!([]));
+
+    // Third boot: IMDS is back, and one request confirms the instance-id.
+    root.reboot();
+    let emu = imds(&json!({}));
+    point_at(&root, &emu);
+    let (_, net) = boot(&root, "kvm");
+    net.ok()
+        .has("restored from the cache (instance-id confirmed)")
+        .has("tried: Ec2 (network stage): instance-id matches the cache");
+    let paths: Vec<String> = emu.log().iter().map(|e| e.path.clone()).collect();
+    assert_eq!(
+        paths,
+        ["/latest/api/token", "/latest/meta-data/instance-id"]
+    );
+}
+
+// --- LXD -------------------------------------------------------------------------
+
+fn lxd_config() -> devlxd::Config {
+    devlxd::Config::new(SAMPLE_META_DATA)
+        .key("user.user-data", "#cloud-config\npassword: hunter2\n")
+        .key(
+            "cloud-init.vendor-data",
+            "#cloud-config\nvendor: secret-v\n",
+        )
+        .key("user.tag", "blue")
+}
+
+fn lxd_root(tag: &str) -> (Root, Devlxd) {
+    let r = Root::new(tag);
+    fs::create_dir_all(r.path().join("dev/lxd")).unwrap();
+    let d = Devlxd::start(&r.path().join("dev/lxd/sock"), lxd_config()).unwrap();
+    (r, d)
+}
+
+/// `security.devlxd=false`: the socket is gone.
+fn switch_off(root: &Root, d: Devlxd) {
+    drop(d);
+    let _ = fs::remove_file(root.path().join("dev/lxd/sock"));
+    assert!(fs::symlink_metadata(root.path().join("dev/lxd/sock")).is_err());
+}
+
+#[test]
+fn local_lxd_fetch_means_zero_socket_requests_in_the_network_stage() {
+    let (root, d) = lxd_root("lxd-net");
+    init(&root, true, "lxc").ok().has(&format!(
+        "local stage: datasource LXD \"{LXD_ID}\", fetched"
+    ));
+    let after_local = d.log().len();
+    assert!(after_local >= 3, "{:?}", d.log());
+    init(&root, false, "lxc")
+        .ok()
+        .has("decided earlier this boot by the local stage; no datasource asked again");
+    assert_eq!(d.log().len(), after_local, "{:?}", d.log());
+    // Run again: still nothing.
+    init(&root, false, "lxc").ok();
+    assert_eq!(d.log().len(), after_local);
+}
+
+#[test]
+fn seed_000_lxd_socket_switched_off_keeps_the_instance() {
+    let (root, d) = lxd_root("lxd-off");
+    boot(&root, "lxc").0.ok();
+    switch_off(&root, d);
+    root.reboot();
+    let (local, net) = boot(&root, "lxc");
+    local
+        .ok()
+        .has(&format!(
+            "local stage: datasource LXD \"{LXD_ID}\", restored from the cache (fallback)"
+        ))
+        .has("tried: LXD (local stage): not detected: ")
+        .has("dev/lxd/sock does not exist")
+        .has("cache: used: no configured datasource answered")
+        .has("not a new instance");
+    local.logs("using the cached LXD");
+    net.ok().has("decided earlier this boot by the local stage");
+    assert_eq!(
+        root.read("var/lib/leasehook/data/previous-instance-id"),
+        format!("{LXD_ID}\n")
+    );
+    let doc = root.json("run/leasehook/instance-data.json");
+    assert_eq!(doc["leasehook"]["restored_from_cache"], true);
+    assert_eq!(doc["ds"]["config"]["user.tag"], "blue");
+    assert_eq!(doc["ds"]["config"]["user.user-data"], REDACTED);
+}
+
+#[test]
+fn a_cache_no_longer_configured_is_not_used_and_the_log_says_so() {
+    let (root, d) = lxd_root("lxd-unconf");
+    boot(&root, "lxc").0.ok();
+    switch_off(&root, d);
+    root.reboot();
+    root.write(
+        "etc/leasehook/config.yaml",
+        "datasource_list: [NoCloud, None]\n",
+    );
+    let local = init(&root, true, "lxc");
+    assert_eq!(local.code, 3, "{}\n{}", local.stdout, local.stderr);
+    local
+        .has("no datasource answered and the cache cannot stand in: datasource None")
+        .has("tried: NoCloud (local stage): not found")
+        .has("the cached datasource LXD is no longer configured (configured: [NoCloud, None])");
+    local.logs("the cache is not used: the cached datasource LXD is no longer configured");
+    // The network stage has nothing left to try and says the same.
+    let net = init(&root, false, "lxc");
+    assert_eq!(net.code, 3);
+    let q = leasehook(&["query", "--root", root.s(), "v1.instance_id"]);
+    assert_eq!(q.ok().stdout, "\"iid-datasource-none\"\n");
+    // The last good state is kept.
+    assert_eq!(
+        root.read("var/lib/leasehook/data/instance-id"),
+        format!("{LXD_ID}\n")
+    );
+    assert!(
+        root.cache()
+            .join(format!("instances/{LXD_ID}/datasource.json"))
+            .is_file()
+    );
+}
+
+/// Spoils a cache folder.
+type Spoil = Box<dyn Fn(&Path)>;
+
+#[test]
+#[allow(clippy::type_complexity)]
+fn bad_caches_are_logged_set_aside_never_followed_never_lost() {
+    let outside = TempDir::new("outside");
+    let secret = outside.file("secret", "do not read or overwrite\n");
+    let rec = format!("instances/{LXD_ID}/datasource.json");
+    let (r1, r2, r3, r4) = (rec.clone(), rec.clone(), rec.clone(), rec.clone());
+    let s1 = secret.clone();
+    let cases: Vec<(&str, Spoil, &str, &str)> = vec![
+        (
+            "corrupt",
+            Box::new(move |c| fs::write(c.join(&r1), "\u{0}\u{1} garbage").unwrap()),
+            "corrupt (not JSON",
+            "instances/i-87018aed/datasource.json.corrupt",
+        ),
+        (
+            "truncated",
+            Box::new(move |c| {
+                let t = fs::read(c.join(&r2)).unwrap();
+                fs::write(c.join(&r2), t.get(..t.len() / 2).unwrap()).unwrap();
+            }),
+            "corrupt (truncated",
+            "instances/i-87018aed/datasource.json.corrupt",
+        ),
+        (
+            "future",
+            Box::new(move |c| {
+                let t = fs::read_to_string(c.join(&r3)).unwrap();
+                fs::write(c.join(&r3), t.replace("\"version\": 1", "\"version\": 7")).unwrap();
+            }),
+            "unknown cache version (version 7, written by a newer leasehook",
+            "instances/i-87018aed/datasource.json.corrupt",
+        ),
+        (
+            "symlinked-record",
+            Box::new(move |c| {
+                fs::remove_file(c.join(&r4)).unwrap();
+                symlink(&s1, c.join(&r4)).unwrap();
+            }),
+            "datasource.json is a symlink, which is never followed",
+            "instances/i-87018aed/datasource.json.corrupt",
+        ),
+        (
+            "link-outside",
+            Box::new(move |c| {
+                fs::remove_file(c.join("instance")).unwrap();
+                symlink("/etc", c.join("instance")).unwrap();
+            }),
+            "points at \"/etc\", outside",
+            "instance.corrupt",
+        ),
+    ];
+    for (tag, spoil, want, set_aside) in cases {
+        let (root, d) = lxd_root(tag);
+        boot(&root, "lxc").0.ok();
+        switch_off(&root, d);
+        root.reboot();
+        spoil(&root.cache());
+        let local = init(&root, true, "lxc");
+        assert_eq!(local.code, 3, "{tag}: {}\n{}", local.stdout, local.stderr);
+        local.has(want).has("set aside as");
+        local.logs(want);
+        assert!(
+            fs::symlink_metadata(root.cache().join(set_aside)).is_ok(),
+            "{tag}: {set_aside} missing"
+        );
+        // Nothing else lost: the instance's data files are still there.
+        assert_eq!(
+            root.read("var/lib/leasehook/data/instance-id"),
+            format!("{LXD_ID}\n"),
+            "{tag}"
+        );
+        assert_eq!(
+            fs::read_to_string(&secret).unwrap(),
+            "do not read or overwrite\n",
+            "{tag}"
+        );
+    }
+}
+
+#[test]
+fn init_and_query_refuse_bad_input_with_one_line() {
+    let root = Root::new("bad-input");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["init", "--root", "/nonexistent/x"], "is not a folder"),
+        (vec!["init", "--root", root.s(), "--virt", "KVM;"], "--virt"),
+        (
+            vec!["query", "--root", root.s(), "v1"],
+            "has `leasehook init` run",
+        ),
+        (vec!["query", "--root", root.s(), "ds..x"], "empty segment"),
+        (
+            vec!["query", "--root", root.s(), "ds[0]"],
+            "bracket segments",
+        ),
+    ];
+    for (args, want) in cases {
+        let r = leasehook(&args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "{args:?}");
+        let errors: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("leasehook: error: "))
+            .collect();
+        assert_eq!(errors.len(), 1, "{args:?}: {}", r.stderr);
+        assert!(errors[0].contains(want), "{args:?}: {}", r.stderr);
+    }
+    root.write("etc/leasehook/config.yaml", "fallback: sometimes\n");
+    let r = init(&root, true, "kvm");
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("config.yaml") && r.stderr.contains("line 1"),
+        "{}",
+        r.stderr
+    );
+    assert!(leasehook(&["query", "--root", root.s()]).code == 2);
+}
+
+#[test]
+fn query_reads_paths_with_quoted_keys() {
+    let (root, _d) = lxd_root("query");
+    init(&root, true, "lxc").ok();
+    assert_eq!(root.mode("run/leasehook/instance-data.json"), 0o644);
+    assert_eq!(
+        root.mode("run/leasehook/instance-data-sensitive.json"),
+        0o600
+    );
+    let q = |args: &[&str]| {
+        let mut all = vec!["query", "--root", root.s()];
+        all.extend_from_slice(args);
+        let r = leasehook(&all);
+        r.ok();
+        serde_json::from_str::<Value>(&r.stdout).unwrap()
+    };
+    // These tests run as root: the sensitive file.
+    assert_eq!(
+        q(&[r#"ds.config."user.user-data""#]),
+        "#cloud-config\npassword: hunter2\n"
+    );
+    assert_eq!(q(&["userdata"]), "#cloud-config\npassword: hunter2\n");
+    assert_eq!(q(&["v1.cloud_name"]), "lxd");
+    assert_eq!(
+        q(&["--list-keys", "ds.config"]),
+        json!(["cloud-init.vendor-data", "user.tag", "user.user-data"])
+    );
+    assert_eq!(q(&["--all"])["v1"]["instance-id"], LXD_ID);
+    let missing = leasehook(&["query", "--root", root.s(), "ds.config.user"]);
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing
+            .stderr
+            .contains(r#"ds.config has no key "user" (its keys: "cloud-init.vendor-data", "user.tag", "user.user-data")"#),
+        "{}",
+        missing.stderr
+    );
+}
+
+#[cfg(feature = "netns")]
+#[test]
+fn query_as_nobody_sees_only_redacted_secrets() {
+    leasehook_tests::netns::require_root();
+    let (root, _d) = lxd_root("nobody");
+    init(&root, true, "lxc").ok();
+    let as_nobody = |args: &[&str]| {
+        Run::from(
+            &Command::new("setpriv")
+                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                .arg(leasehook_bin())
+                .args(args)
+                .output()
+                .expect("setpriv (util-linux) is needed"),
+        )
+    };
+    let all = as_nobody(&["query", "--root", root.s(), "--all"]);
+    all.ok();
+    assert!(!all.stdout.contains("hunter2"), "{}", all.stdout);
+    assert!(!all.stdout.contains("secret-v"), "{}", all.stdout);
+    let doc: Value = serde_json::from_str(&all.stdout).unwrap();
+    assert_eq!(doc["userdata"], REDACTED);
+    assert_eq!(doc["vendordata"], REDACTED);
+    assert_eq!(doc["ds"]["config"]["user.user-data"], REDACTED);
+    assert_eq!(doc["ds"]["config"]["cloud-init.vendor-data"], REDACTED);
+    assert_eq!(doc["ds"]["config"]["user.tag"], "blue");
+    assert_eq!(doc["v1"]["instance_id"], LXD_ID);
+    let ud = as_nobody(&["query", "--root", root.s(), "userdata"]);
+    ud.ok();
+    assert_eq!(ud.stdout, format!("\"{REDACTED}\"\n"));
+    // The sensitive file itself is out of reach.
+    let cat = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat"])
+        .arg(
+            root.path()
+                .join("run/leasehook/instance-data-sensitive.json"),
+        )
+        .output()
+        .unwrap();
+    assert!(!cat.status.success());
+    assert!(
+        String::from_utf8_lossy(&cat.stderr).contains("Permission denied"),
+        "{cat:?}"
+    );
+    // Root reads the secrets.
+    let root_ud = leasehook(&["query", "--root", root.s(), "userdata"]);
+    assert!(root_ud.ok().stdout.contains("hunter2"));
+}
+
+// --- systemd units ---------------------------------------------------------------
+
+#[test]
+fn the_boot_units_verify_and_order_around_the_network() {
+    let dir = TempDir::new("boot-units");
+    let units = workspace_root().join("hooks/systemd");
+    let bin = leasehook_bin();
+    let names = ["leasehook-local.service", "leasehook.service"];
+    for name in names {
+        let text = fs::read_to_string(units.join(name))
+            .unwrap()
+            .replace("/usr/bin/leasehook", bin.to_str().unwrap());
+        dir.file(name, &text);
+    }
+    let out = Command::new("systemd-analyze")
+        .current_dir(&dir.0)
+        .arg("verify")
+        .args(names.map(|n| format!("./{n}")))
+        .output()
+        .expect("systemd-analyze (package systemd) is needed");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let local = fs::read_to_string(units.join("leasehook-local.service")).unwrap();
+    let net = fs::read_to_string(units.join("leasehook.service")).unwrap();
+    for (unit, line) in [
+        (&local, "Before=network-pre.target"),
+        (&local, "Type=oneshot"),
+        (&local, "ExecStart=/usr/bin/leasehook init --local"),
+        (&net, "After=network-online.target"),
+        (&net, "Type=oneshot"),
+        (&net, "ExecStart=/usr/bin/leasehook init\n"),
+    ] {
+        assert!(unit.contains(line), "{line}");
+    }
+    // The local stage must still reach the LXD socket under /dev.
+    assert!(!local.contains("PrivateDevices=yes"));
+}
