@@ -75,10 +75,10 @@ fuzz_target!(|data: &[u8]| {
     for (i, nic) in md.nics.iter().take(8).enumerate() {
         let name = format!("nic{i}");
         links.extend(link(&name, nic.mac));
-        let prefix = nic
-            .subnet_ipv4_cidr_blocks
-            .first()
-            .map_or(24, |n| n.prefix_len());
+        let prefix = match nic.subnet_ipv4_cidr_blocks.first() {
+            Some(net) => net.prefix_len(),
+            None => 24,
+        };
         if let Some(v4) = nic.local_ipv4s.first() {
             leases.extend(lease(&name, IpAddr::V4(*v4), prefix, vec![IpAddr::V4(*v4)]));
         }
