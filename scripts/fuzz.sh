@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-#: Runs every fuzz target of fuzz/ for a fixed time each; exits non-zero on a crash.
+# fuzz.sh -- runs every fuzz target of fuzz/ for a fixed time each; exits non-zero
+# on a crash.
 #
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 #
