@@ -64,7 +64,7 @@ if ((${#crashed[@]})); then
     echo
     for t in "${crashed[@]}"; do
         echo "!! $t crashed; see fuzz/logs/$t.log"
-        sed -n 's|^.*Test unit written to \(.*\)$|   crash file: fuzz/\1|p' "logs/$t.log"
+        sed -n 's|^.*Test unit written to \(.*\)$|   crash file: \1|p' "logs/$t.log"
         grep -m 1 -A 3 "panicked at" "logs/$t.log" | sed 's/^/   /' || true
     done
     exit 1
