@@ -18,7 +18,9 @@ const MAX_BYTES: u64 = 128 * 1024 * 1024;
 /// Print instance data written by `leasehook init`, as JSON.
 ///
 /// KEY is a dotted path (`v1.instance_id`, `ds.meta-data.mac`); a key holding dots
-/// is written in double quotes: `ds.config."user.user-data"`. Root reads
+/// is written in double quotes, `ds.config."user.user-data"`, or in brackets with
+/// or without quotes: `ds.config["user.user-data"]`, `ds[1.0].config`; `[0]` picks
+/// a list item. Root reads
 /// instance-data-sensitive.json; other users read instance-data.json, where
 /// user-data, vendor-data and other sensitive values read "redacted for non-root
 /// user".
