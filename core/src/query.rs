@@ -408,6 +408,70 @@ pub fn list_keys(v: &Value, shown: &str) -> Result<Vec<String>> {
     }
 }
 
+/// A key's template alias: `-`, `.` and `/` become `_` (cloud-init's
+/// `get_jinja_variable_alias`); `None` when the key has none of them.
+pub fn alias(key: &str) -> Option<String> {
+    key.contains(['-', '.', '/'])
+        .then(|| key.replace(['-', '.', '/'], "_"))
+}
+
+/// Whether a top-level key is a versioned section (`v1`, `v2`, ...).
+fn versioned(key: &str) -> bool {
+    key.strip_prefix('v')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Adds each key's alias beside it, walking mappings and lists.
+fn with_aliases(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut out: serde_json::Map<String, Value> = map
+                .iter()
+                .map(|(k, v)| (k.clone(), with_aliases(v)))
+                .collect();
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            for k in keys {
+                if let Some(a) = alias(k)
+                    && !out.contains_key(&a)
+                    && let Some(v) = out.get(k).cloned()
+                {
+                    out.insert(a, v);
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(with_aliases).collect()),
+        other => other.clone(),
+    }
+}
+
+/// What a `--format` template sees: the document with cloud-init's conveniences
+/// (`convert_jinja_instance_data`). Each key holding `-`, `.` or `/` also has an
+/// alias with `_` in their place (`local_hostname`, `ds.meta_data`,
+/// `ds["1.0"].config.user_user_data`), and the keys of each versioned section
+/// (`v1`) are also at the top level (`{{ platform }}`, `{{ instance_id }}`).
+///
+/// Unlike cloud-init, neither ever replaces a key of the document: a real key wins
+/// over an alias and over a `v1` key of the same name (cloud-init lets whichever
+/// comes later in sorted order win); when two keys share an alias (`a-b`, `a.b`),
+/// the first in sorted order has it. Lists are walked too.
+pub fn template_data(doc: &Value) -> Value {
+    let mut out = with_aliases(doc);
+    if let Value::Object(top) = &mut out {
+        let lifted: Vec<(String, Value)> = top
+            .iter()
+            .filter(|(k, _)| versioned(k))
+            .filter_map(|(_, v)| v.as_object())
+            .flat_map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .collect();
+        for (k, v) in lifted {
+            top.entry(k).or_insert(v);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -679,6 +743,43 @@ mod tests {
             nearest("user", ["user.tag", "user.user-data", "x"]),
             ["user.tag", "user.user-data"]
         );
+    }
+
+    #[test]
+    fn templates_see_v1_at_the_top_and_aliases() {
+        let mut lxd = lxd_doc();
+        lxd["platform"] = json!("a real top-level key");
+        let t = template_data(&lxd);
+        // v1 at the top level, with its own aliases; a real key wins.
+        assert_eq!(t["subplatform"], "LXD socket API v. 1.0 (/dev/lxd/sock)");
+        assert_eq!(t["platform"], "a real top-level key");
+        assert_eq!(t["v1"]["platform"], "lxd");
+        assert_eq!(t["local_hostname"], "myhost");
+        assert_eq!(t["local-hostname"], "myhost");
+        // Aliases at every depth, through lists.
+        assert_eq!(t["ds"]["meta_data"], t["ds"]["meta-data"]);
+        assert_eq!(t["ds"]["1_0"]["config"]["user_tag"], "blue");
+        assert_eq!(
+            t["ds"]["1.0"]["config"]["user_user_data"],
+            "#cloud-config\n"
+        );
+        let ec2 = template_data(&json!({
+            "v1": {"availability-zone": "us-east-1a"},
+            "ds": {"items": [{"device-number": "0"}], "a-b": 1, "a.b": 2, "a_c": 3, "a-c": 4},
+        }));
+        assert_eq!(ec2["availability_zone"], "us-east-1a");
+        assert_eq!(ec2["ds"]["items"][0]["device_number"], "0");
+        assert_eq!(
+            ec2["ds"]["a_b"], 1,
+            "the first in sorted order has the alias"
+        );
+        assert_eq!(ec2["ds"]["a_c"], 3, "a real key wins over an alias");
+        assert_eq!(alias("plain"), None);
+        assert_eq!(
+            alias("user.user-data/x").as_deref(),
+            Some("user_user_data_x")
+        );
+        assert!(versioned("v1") && versioned("v12") && !versioned("v") && !versioned("vendordata"));
     }
 
     #[test]
