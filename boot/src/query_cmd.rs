@@ -50,15 +50,15 @@ pub(crate) struct QueryArgs {
     key: Option<String>,
 
     /// Print everything.
-    #[arg(long, conflicts_with_all = ["key", "list_keys"])]
+    #[arg(short, long, conflicts_with_all = ["key", "list_keys"])]
     all: bool,
 
     /// Print the keys of KEY's mapping (of the top level without KEY), sorted.
-    #[arg(long)]
+    #[arg(short, long)]
     list_keys: bool,
 
     /// `json`, `yaml`, `raw`, or a Jinja template over all the instance data.
-    #[arg(long, value_name = "json|yaml|raw|TEMPLATE")]
+    #[arg(short, long, value_name = "json|yaml|raw|TEMPLATE")]
     format: Option<String>,
 
     /// Read below DIR instead of /.
