@@ -17,6 +17,7 @@ mod detect_cmd;
 mod init_cmd;
 mod plan_cmd;
 mod query_cmd;
+mod template;
 
 use std::process::ExitCode;
 

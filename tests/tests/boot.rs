@@ -8,7 +8,8 @@
 //! the first boot), a cache no longer configured, bad caches of every kind, the
 //! network stage asking nothing after the local stage fetched, instance-data modes,
 //! `leasehook query` as root and as `nobody` (root only: behind the `netns`
-//! feature), and the systemd units.
+//! feature) — key paths in every form, templates, json/yaml/raw, seed 003's
+//! commands as written — and the systemd units.
 
 #![allow(
     clippy::unwrap_used,
@@ -475,8 +476,8 @@ fn init_and_query_refuse_bad_input_with_one_line() {
         ),
         (vec!["query", "--root", root.s(), "ds..x"], "empty segment"),
         (
-            vec!["query", "--root", root.s(), "ds[0]"],
-            "bracket segments",
+            vec!["query", "--root", root.s(), "ds[1.0"],
+            "a [ is not closed",
         ),
     ];
     for (args, want) in cases {
@@ -629,4 +630,367 @@ fn the_boot_units_verify_and_order_around_the_network() {
     }
     // The local stage must still reach the LXD socket under /dev.
     assert!(!local.contains("PrivateDevices=yes"));
+}
+
+// --- query: paths, templates, formats (issue 13) -----------------------------------
+
+/// Instance data as cloud-init's LXD datasource shapes it (seed 003): the config
+/// under the API version `1.0`, meta-data beside it.
+fn lxd_cloud_init_doc() -> Value {
+    json!({
+        "_doc": "LXD-shaped instance data, as in seed 003",
+        "v1": {
+            "_beta_keys": ["subplatform"],
+            "availability-zone": null, "availability_zone": null,
+            "cloud-name": "lxd", "cloud_name": "lxd", "cloud_id": "lxd",
+            "instance-id": LXD_ID, "instance_id": LXD_ID,
+            "local-hostname": "myhost.internal", "local_hostname": "myhost.internal",
+            "platform": "lxd", "region": null,
+            "subplatform": "LXD socket API v. 1.0 (/dev/lxd/sock)"
+        },
+        "ds": {
+            "_doc": "EXPERIMENTAL",
+            "1.0": {
+                "config": {
+                    "user.meta-data": "instance-id: i-87018aed\nlocal-hostname: myhost.internal",
+                    "user.user-data": "#cloud-config\nruncmd:\n - echo 'hi' > /root/hi",
+                    "user.vendor-data": "#cloud-config\nbootcmd:\n - echo 'hi from vendor' > /var/tmp/vendor",
+                    "user.tag": "blue"
+                },
+                "meta-data": "#cloud-config\ninstance-id: i-87018aed\nlocal-hostname: myhost.internal"
+            },
+            "meta-data": "#cloud-config\ninstance-id: i-87018aed\nlocal-hostname: myhost.internal",
+            "network-config": {"version": 1, "config": [
+                {"type": "physical", "name": "eth0", "subnets": [{"type": "dhcp"}]},
+                {"type": "physical", "name": "eth1", "subnets": [{"type": "dhcp6"}]}
+            ]}
+        },
+        "userdata": "#cloud-config\nruncmd:\n - echo 'hi' > /root/hi",
+        "vendordata": "#cloud-config\nbootcmd:\n - echo 'hi from vendor' > /var/tmp/vendor"
+    })
+}
+
+/// A root whose `run/leasehook` holds `doc` as `leasehook init` writes it: the
+/// sensitive file 0600, the redacted one 0644.
+fn written_root(tag: &str, doc: &Value) -> Root {
+    let r = Root::new(tag);
+    r.write(
+        "run/leasehook/instance-data-sensitive.json",
+        &serde_json::to_string_pretty(doc).unwrap(),
+    );
+    r.write(
+        "run/leasehook/instance-data.json",
+        &serde_json::to_string_pretty(&leasehook_core::instance_data::redact(doc)).unwrap(),
+    );
+    for (rel, mode) in [
+        ("run", 0o755),
+        ("run/leasehook", 0o755),
+        ("run/leasehook/instance-data-sensitive.json", 0o600),
+        ("run/leasehook/instance-data.json", 0o644),
+    ] {
+        fs::set_permissions(r.path().join(rel), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    r
+}
+
+fn query(root: &Root, args: &[&str]) -> Run {
+    let mut all = vec!["query", "--root", root.s()];
+    all.extend_from_slice(args);
+    leasehook(&all)
+}
+
+/// `query` printing one line of JSON that is `want`.
+fn json_at(root: &Root, args: &[&str]) -> Value {
+    let r = query(root, args);
+    r.ok();
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", r.stdout))
+}
+
+/// One `leasehook: error:` line on stderr holding `want`, nothing on stdout, exit 1.
+fn fails_with(r: &Run, want: &str) {
+    assert_eq!(r.code, 1, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    let errors: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("leasehook: error: "))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", r.stderr);
+    assert!(errors[0].contains(want), "want {want:?} in {}", r.stderr);
+}
+
+/// An EC2 instance booted against the IMDS emulator: real instance data.
+fn ec2_booted(tag: &str) -> (Root, Emulator) {
+    let emu = imds(&json!({}));
+    let root = ec2_root(tag, &emu);
+    boot(&root, "kvm").1.ok();
+    (root, emu)
+}
+
+#[test]
+fn query_paths_in_every_form_on_lxd_and_ec2_instance_data() {
+    let lxd = written_root("paths-lxd", &lxd_cloud_init_doc());
+    let tag_forms = [
+        r#"ds."1.0".config."user.tag""#,
+        r#"ds["1.0"].config["user.tag"]"#,
+        "ds['1.0'].config['user.tag']",
+        "ds[1.0].config[user.tag]",
+        r#"ds[1.0]["config"]."user.tag""#,
+    ];
+    for p in tag_forms {
+        assert_eq!(json_at(&lxd, &[p]), "blue", "{p}");
+    }
+    assert_eq!(json_at(&lxd, &["ds.network-config.config[1].name"]), "eth1");
+    assert_eq!(
+        json_at(&lxd, &["--list-keys", "ds[1.0].config"]),
+        json!([
+            "user.meta-data",
+            "user.tag",
+            "user.user-data",
+            "user.vendor-data"
+        ])
+    );
+    // Scripts: raw strings and one key a line; YAML.
+    assert_eq!(
+        query(&lxd, &["--format", "raw", "ds[1.0].config[user.tag]"])
+            .ok()
+            .stdout,
+        "blue\n"
+    );
+    assert_eq!(
+        query(&lxd, &["--format", "raw", "--list-keys", "ds[1.0]"])
+            .ok()
+            .stdout,
+        "config\nmeta-data\n"
+    );
+    assert_eq!(
+        query(&lxd, &["--format", "raw", "ds.network-config.version"])
+            .ok()
+            .stdout,
+        "1\n"
+    );
+    let yaml = query(&lxd, &["--format", "yaml", "ds.network-config"]);
+    let back: Value = serde_saphyr::from_str(&yaml.ok().stdout).unwrap();
+    assert_eq!(back, lxd_cloud_init_doc()["ds"]["network-config"]);
+    // Misses name the path, the keys there and the nearest ones.
+    fails_with(
+        &query(&lxd, &["ds[1.1].config"]),
+        r#"instance-data key ds."1.1".config: ds has no key "1.1" (its keys: "1.0", _doc, meta-data, network-config); nearest: "1.0""#,
+    );
+    fails_with(&query(&lxd, &["ds.meta_data"]), "nearest: meta-data");
+    fails_with(
+        &query(&lxd, &["ds.network-config.config[2]"]),
+        "ds.network-config.config is a list of 2 item(s): [2] is past its end",
+    );
+    fails_with(
+        &query(&lxd, &["--format", "yaml"]),
+        "--format yaml needs KEY",
+    );
+    fails_with(
+        &query(&lxd, &["--format", "{{ platform }}", "v1"]),
+        "a --format template renders all the instance data",
+    );
+
+    // EC2, booted for real against the emulator.
+    let (ec2, _emu) = ec2_booted("paths-ec2");
+    let mac = emulator::SAMPLE_SECONDARY;
+    for p in [
+        format!(r#"ds.meta-data.network.interfaces.macs."{mac}".device-number"#),
+        format!("ds.meta-data.network.interfaces.macs.{mac}.device-number"),
+        format!(r#"ds["meta-data"].network.interfaces.macs["{mac}"]["device-number"]"#),
+        format!("ds[meta-data][network].interfaces.macs['{mac}'].device-number"),
+    ] {
+        assert_eq!(json_at(&ec2, &[&p]), "1", "{p}");
+    }
+    assert_eq!(
+        json_at(&ec2, &["ds.meta-data.placement[availability-zone]"]),
+        "eu-central-1a"
+    );
+    assert_eq!(
+        json_at(&ec2, &["--list-keys", "ds.meta-data.placement"]),
+        json!(["availability-zone", "region"])
+    );
+    fails_with(
+        &query(&ec2, &["v1.instance-idd"]),
+        "v1 has no key \"instance-idd\"",
+    );
+    fails_with(
+        &query(&ec2, &["v1.instance-idd"]),
+        "nearest: instance-id, instance_id",
+    );
+}
+
+#[test]
+fn query_templates_with_v1_keys_aliases_loops_and_conditionals() {
+    let lxd = written_root("tmpl-lxd", &lxd_cloud_init_doc());
+    let render = |root: &Root, t: &str| query(root, &["--format", t]).ok().stdout.clone();
+    let cases = [
+        ("{{ v1.local_hostname }}", "myhost.internal\n"),
+        ("{{ local_hostname }}", "myhost.internal\n"),
+        ("{{ v1.cloud_name }}/{{ cloud_name }}", "lxd/lxd\n"),
+        ("{{ ds['1.0'].config.user_tag }}", "blue\n"),
+        (
+            "{{ ('instance-id: ' ~ instance_id) in ds.meta_data }}",
+            "True\n",
+        ),
+        (
+            "{% for i in ds.network_config.config %}{{ i.name }}={{ i.subnets[0].type }} {% endfor %}",
+            "eth0=dhcp eth1=dhcp6 \n",
+        ),
+        (
+            "{% if availability_zone %}{{ availability_zone }}{% else %}no zone{% endif %}",
+            "no zone\n",
+        ),
+        ("{{ region | default('none', true) }}", "none\n"),
+    ];
+    for (t, want) in cases {
+        assert_eq!(render(&lxd, t), want, "{t}");
+    }
+    let (ec2, _emu) = ec2_booted("tmpl-ec2");
+    let ec2_cases = [
+        (
+            "{{ availability_zone }} {{ region }}",
+            "eu-central-1a eu-central-1\n",
+        ),
+        ("{{ v1.availability_zone }}", "eu-central-1a\n"),
+        (
+            "{{ instance_id }} {{ cloud_name }}",
+            &format!("{EC2_ID} aws\n"),
+        ),
+        (
+            "{% for mac, nic in ds.meta_data.network.interfaces.macs | items %}{{ nic.device_number }}:{{ nic.interface_id }};{% endfor %}",
+            "0:eni-0000000000000000a;1:eni-0000000000000000b;",
+        ),
+        (
+            "{% if v1.cloud_name == 'aws' %}in {{ ds.meta_data.placement.availability_zone }}{% endif %}",
+            "in eu-central-1a\n",
+        ),
+    ];
+    for (t, want) in ec2_cases {
+        let got = render(&ec2, t);
+        assert_eq!(got.trim_end(), want.trim_end(), "{t}");
+    }
+    // Malformed or naming what is not there: one clear line, exit 1, no output.
+    fails_with(
+        &query(&lxd, &["--format", "{{ platform "]),
+        "the template: syntax error: unexpected end of input",
+    );
+    fails_with(
+        &query(&lxd, &["--format", "{% for x in v1 %}{{ x }}"]),
+        "syntax error",
+    );
+    fails_with(
+        &query(&lxd, &["--format", "{{ platform | nosuch }}"]),
+        "unknown filter",
+    );
+    fails_with(
+        &query(&lxd, &["--format", "{{ v1.platfrom }}"]),
+        r#"undefined value (in --format:1): instance-data key v1.platfrom: v1 has no key "platfrom""#,
+    );
+    fails_with(
+        &query(&lxd, &["--format", "{{ v1.platfrom }}"]),
+        "nearest: platform",
+    );
+}
+
+/// Seed 003's commands, with `leasehook` for `cloud-init` (and `--root` for the
+/// test's root), through a shell as written.
+#[test]
+fn seed_003_query_examples_run_as_written() {
+    let root = written_root("seed-003", &lxd_cloud_init_doc());
+    let sh = |cmd: &str| {
+        let line = cmd.replacen(
+            "cloud-init query",
+            &format!("{} query --root {}", leasehook_bin().display(), root.s()),
+            1,
+        );
+        // An empty folder: a bracket glob like ds[1.0] matches nothing, as in a
+        // fresh login shell's home.
+        Run::from(
+            &Command::new("sh")
+                .arg("-c")
+                .arg(&line)
+                .current_dir(root.path().join("run/leasehook"))
+                .output()
+                .unwrap(),
+        )
+    };
+    let ds: Value = serde_json::from_str(&sh("cloud-init query ds").ok().stdout).unwrap();
+    assert_eq!(ds["1.0"]["config"]["user.tag"], "blue");
+    sh(r#"cloud-init query --format "{{platform}} {{subplatform}}""#)
+        .ok()
+        .has("lxd LXD socket API v. 1.0 (/dev/lxd/sock)\n");
+    let config: Value =
+        serde_json::from_str(&sh("cloud-init query ds[1.0].config").ok().stdout).unwrap();
+    assert_eq!(config, lxd_cloud_init_doc()["ds"]["1.0"]["config"]);
+    let md: Value = serde_json::from_str(
+        &sh(r#"cloud-init query 'ds["1.0"]["meta-data"]'"#)
+            .ok()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        md.as_str()
+            .unwrap()
+            .contains("local-hostname: myhost.internal")
+    );
+    // The thread's `cloud-init query -a`, as root: the secrets are there.
+    let all: Value = serde_json::from_str(&sh("cloud-init query -a").ok().stdout).unwrap();
+    assert_eq!(
+        all["ds"]["1.0"]["config"]["user.user-data"],
+        "#cloud-config\nruncmd:\n - echo 'hi' > /root/hi"
+    );
+}
+
+#[cfg(feature = "netns")]
+#[test]
+fn query_templates_and_paths_as_nobody_see_only_redacted_secrets() {
+    leasehook_tests::netns::require_root();
+    let root = written_root("tmpl-nobody", &lxd_cloud_init_doc());
+    let as_nobody = |args: &[&str]| {
+        Run::from(
+            &Command::new("setpriv")
+                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                .arg(leasehook_bin())
+                .args(["query", "--root", root.s()])
+                .args(args)
+                .output()
+                .expect("setpriv (util-linux) is needed"),
+        )
+    };
+    let secrets = ["echo 'hi'", "hi from vendor"];
+    let template = "{{ userdata }}|{{ vendordata }}|{{ ds['1.0'].config['user.user-data'] }}|{{ ds['1.0'].config.user_user_data }}|{{ ds['1.0'].config.user_vendor_data }}|{{ ds['1.0'].config['user.tag'] }}";
+    let redacted = as_nobody(&["--format", template]);
+    redacted.ok();
+    assert_eq!(
+        redacted.stdout,
+        format!("{REDACTED}|{REDACTED}|{REDACTED}|{REDACTED}|{REDACTED}|blue\n")
+    );
+    for args in [
+        vec!["--all", "--format", "yaml"],
+        vec!["ds[1.0].config"],
+        vec!["--format", "raw", r#"ds["1.0"].config["user.meta-data"]"#],
+        vec![
+            "--format",
+            "{% for k, v in ds['1.0'].config | items %}{{ k }}={{ v }};{% endfor %}",
+        ],
+    ] {
+        let r = as_nobody(&args);
+        r.ok();
+        for s in secrets {
+            assert!(!r.stdout.contains(s), "{args:?} shows {s:?}: {}", r.stdout);
+        }
+        assert!(r.stdout.contains(REDACTED), "{args:?}: {}", r.stdout);
+    }
+    // Root renders the same template with the secrets.
+    let as_root = query(&root, &["--format", template]);
+    assert!(
+        as_root
+            .ok()
+            .stdout
+            .starts_with("#cloud-config\nruncmd:\n - echo 'hi' > /root/hi|"),
+        "{}",
+        as_root.stdout
+    );
+    assert!(!as_root.stdout.contains(REDACTED), "{}", as_root.stdout);
 }
