@@ -243,27 +243,33 @@ impl World {
         let mut services = Vec::new();
         let conf = dnsmasq_conf(&dir.0, opts);
         let conf_path = dir.file("dnsmasq.conf", &conf);
+        let err_path = dir.0.join("dnsmasq.err");
+        let err = std::fs::File::create(&err_path).unwrap_or_else(|e| panic!("{err_path:?}: {e}"));
         let mut dnsmasq = router.command("dnsmasq");
         dnsmasq
             .arg(format!("--conf-file={}", conf_path.display()))
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        services.push(
-            dnsmasq
-                .spawn()
-                .unwrap_or_else(|e| panic!("failed to start dnsmasq (is it installed?): {e}")),
-        );
+            .stderr(err);
+        let mut child = dnsmasq
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to start dnsmasq (is it installed?): {e}"));
         // A DISCOVER sent before dnsmasq listens is retried only seconds later:
         // start clients only once dnsmasq has announced its DHCP ranges.
         let log = dir.0.join("dnsmasq.log");
-        let ready = wait_until(Duration::from_secs(10), || {
-            std::fs::read_to_string(&log).is_ok_and(|l| l.matches("DHCP, IP range").count() >= 2)
+        let mut exited = None;
+        let ready = wait_until(Duration::from_secs(30), || {
+            exited = child.try_wait().ok().flatten();
+            exited.is_some()
+                || std::fs::read_to_string(&log)
+                    .is_ok_and(|l| l.matches("DHCP, IP range").count() >= 2)
         });
         assert!(
-            ready,
-            "dnsmasq did not start: {}",
+            ready && exited.is_none(),
+            "dnsmasq did not start (exit {exited:?}): {}{}",
+            std::fs::read_to_string(&err_path).unwrap_or_default(),
             std::fs::read_to_string(&log).unwrap_or_default()
         );
+        services.push(child);
 
         let imds = opts
             .tree
