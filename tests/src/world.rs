@@ -135,6 +135,7 @@ fn dnsmasq_conf(dir: &Path, opts: &WorldOptions) -> String {
     let mut conf = format!(
         "port=0\nno-ping\nkeep-in-foreground\ninterface=gw0\ninterface=gw1\nbind-interfaces\nexcept-interface=lo\n\
          dhcp-authoritative\nlog-dhcp\nlog-facility={d}/dnsmasq.log\ndhcp-leasefile={d}/dnsmasq.leases\n\
+         pid-file={d}/dnsmasq.pid\n\
          dhcp-range=set:n0,10.98.0.100,10.98.0.200,255.255.255.0,2m\n\
          dhcp-range=set:n1,10.98.1.100,10.98.1.200,255.255.255.0,2m\n\
          dhcp-range=set:n1v6,fd00:98:1::100,fd00:98:1::1ff,64,2m\n\
@@ -473,7 +474,13 @@ fn kill_workers(root: &Path) {
             .ok()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .and_then(|v| v["pid"].as_u64());
-        if let Some(pid) = pid {
+        // Only a live leasehook worker: never a process that got a finished
+        // worker's pid (say, another world's dnsmasq).
+        let ours = |pid: u64| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"--worker"))
+        };
+        if let Some(pid) = pid.filter(|p| ours(*p)) {
             let _ = Command::new("kill").arg(pid.to_string()).status();
         }
     }
