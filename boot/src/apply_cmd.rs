@@ -223,10 +223,7 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn refresh(args: &RefreshArgs) -> anyhow::Result<String> {
-    let env: leasehook_core::event::Env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
-    let mut cfg = HookConfig::from_env(&env)?;
+    let mut cfg = HookConfig::from_env(&hook::process_env())?;
     if let Some(root) = &args.root {
         cfg.root.clone_from(root);
     }

@@ -14,9 +14,9 @@
 //! written here contains it.
 
 use std::fmt;
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -200,21 +200,6 @@ impl TokenCache {
     }
 
     fn write(&self, token: &Token) -> Result<(), String> {
-        let dir = self
-            .path
-            .parent()
-            .ok_or_else(|| "no parent folder".to_owned())?;
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir)
-            .map_err(|e| format!("creating {dir:?}: {e}"))?;
-        let meta = fs::symlink_metadata(dir).map_err(|e| format!("{dir:?}: {e}"))?;
-        if !meta.is_dir() {
-            return Err(format!(
-                "{dir:?} is not a folder (a symlink is never followed)"
-            ));
-        }
         let body = serde_json::to_string(&CacheFile {
             expires_at: token
                 .expires_at
@@ -223,27 +208,17 @@ impl TokenCache {
             token: token.value.clone(),
         })
         .map_err(|e| e.to_string())?;
-        // tempfile creates the file with mode 0600 and O_EXCL, in the same folder, so
-        // the rename below is atomic and replaces a symlink rather than following it.
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".imds-token.")
-            .tempfile_in(dir)
-            .map_err(|e| format!("temporary file in {dir:?}: {e}"))?;
-        tmp.write_all(body.as_bytes())
-            .and_then(|()| tmp.as_file().sync_all())
-            .map_err(|e| format!("writing a temporary file: {e}"))?;
-        tmp.persist(&self.path)
-            .map_err(|e| format!("renaming into place: {}", e.error))?;
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| format!("syncing {dir:?}: {e}"))?;
-        Ok(())
+        // The shared atomic write: a 0600 temporary file in the same folder (which
+        // must not be a symlink), fsync, rename over the name (replacing a symlink
+        // rather than following it), fsync of the folder.
+        crate::apply::state::write_atomic(&self.path, body.as_bytes()).map_err(|e| e.to_string())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     const SECRET: &str = "AQAEAExampleTokenValue-0123456789abcdefABCDEF==";
 
