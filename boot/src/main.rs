@@ -49,10 +49,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // log_level from the configuration below LEASEHOOK_ROOT (or /); a bad
+    // configuration is reported by the command that reads it.
+    let level = leasehook_core::config::load(&leasehook_core::config::Sources::from_env(
+        leasehook_core::hook::process_env(),
+    ))
+    .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
     leasehook_core::logging::init(
         "leasehook",
         &leasehook_core::logging::Context::default(),
-        log::LevelFilter::Info,
+        level,
     );
     let ok = |out: anyhow::Result<String>| out.map(|s| (s, ExitCode::SUCCESS));
     let result = match cli.command {

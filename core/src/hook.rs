@@ -202,21 +202,29 @@ fn supersede_worker(paths: &Paths, name: &IfName) {
     remove_pending(paths, name);
 }
 
+/// The hooks and `refresh` plan one NIC at a time, which only the ec2-net-utils
+/// profile can: cloud-init's numbering needs every NIC (planned alone, a NIC
+/// would get no rules, and its applied ones would be removed).
+fn check_profile(cfg: &HookConfig) -> Result<()> {
+    if cfg.plan.profile == Profile::Ec2NetUtils {
+        return Ok(());
+    }
+    Err(Error::Argument {
+        arg: "profile".to_owned(),
+        problem: crate::error::Problem::bad(
+            "hooks and refresh plan one NIC at a time, which only the ec2-net-utils profile can (cloud-init's numbering needs every NIC); nothing changed",
+            &cfg.plan.profile.to_string(),
+        ),
+    })
+}
+
 /// Handles one event from a shim. `worker` is the shim's own executable, started
 /// again with `--worker IFNAME` if the wait has to continue in the background.
 pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<HookOutcome> {
     if event.action() == Action::Ignore {
         return Ok(HookOutcome::Ignored);
     }
-    if cfg.plan.profile != Profile::Ec2NetUtils {
-        return Err(Error::Argument {
-            arg: "profile".to_owned(),
-            problem: crate::error::Problem::bad(
-                "hooks plan one NIC at a time, which only the ec2-net-utils profile can (cloud-init's numbering needs every NIC)",
-                &cfg.plan.profile.to_string(),
-            ),
-        });
-    }
+    check_profile(cfg)?;
     if !cfg.unmanaged.is_empty() {
         let mac = NetlinkApplier::try_new()?
             .links()?
@@ -347,6 +355,7 @@ fn touch(path: &Path) {
 /// another name by its MAC takes them over. Each interface is handled under its lock,
 /// so a refresh never races a lease event.
 pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
+    check_profile(cfg)?;
     let paths = Paths::new(&cfg.root);
     let (states, errors) = state::list_states(&paths);
     for e in errors {

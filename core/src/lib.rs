@@ -19,10 +19,15 @@
 //! * [`boot`] runs the boot stages: the datasource cache, the fallback to it, and
 //!   [`instance_data`], which [`query`] reads.
 //!
-//! Every module but [`source`], [`boot`], [`apply::netlink`] and [`apply::state`] is pure: no
-//! files, sockets, clock or environment. IO lives there and in the binaries, behind
-//! seams they are handed (the [`apply::Applier`] trait, base URLs, a root prefix for
-//! every path, a clock).
+//! * [`config`] merges the configuration files, environment and flags;
+//! * [`hook`] runs one DHCP event end to end for every client's shim, and
+//!   [`logging`] sends the binaries' lines to the journal, syslog or stderr.
+//!
+//! The parsers, the planner, the diff and the renderers are pure: no files,
+//! sockets, clock or environment. IO lives in [`source`], [`boot`],
+//! [`apply::netlink`], [`apply::state`], [`hook`], [`logging`] and [`config::load`],
+//! and in the binaries, behind seams they are handed (the [`apply::Applier`] trait,
+//! base URLs, a root prefix for every path, a clock).
 
 #![deny(missing_docs)]
 

@@ -2,9 +2,12 @@
 //! Performs IO: where the binaries' log lines go. The library itself only uses the
 //! `log` facade; a binary calls [`init`] once.
 //!
-//! Lines go to the systemd journal when it runs (with `IFACE` and `REASON` fields
-//! for hooks, so `journalctl IFACE=eth1` finds them), else to syslog (`/dev/log`),
-//! else to standard error. Every line starts with the context given to [`init`]
+//! Lines go to the systemd journal when standard error is connected to it (a
+//! systemd service, or networkd-dispatcher's children: `JOURNAL_STREAM`), with
+//! `IFACE` and `REASON` fields for hooks so `journalctl IFACE=eth1` finds them;
+//! else to syslog (`/dev/log`, which journald also serves: dhclient, dhcpcd and
+//! NetworkManager clear their hooks' environment, so their lines arrive this way,
+//! found by `journalctl -t leasehook-dhclient`); else to standard error. Every line starts with the context given to [`init`]
 //! (for a hook, the interface and reason: `eth1 BOUND:`); no timestamp is added,
 //! since journald and syslog add their own.
 

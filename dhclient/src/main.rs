@@ -5,8 +5,8 @@
 //! shim does, with the same code (`leasehook_core::hook::run_shim`): lock, IMDS
 //! wait, plan, apply, detached worker, logging.
 //!
-//! Configuration comes from `LEASEHOOK_*` variables (`--help` lists them; dhclient
-//! passes them with `-e`). Logs go to the journal, else syslog, else standard
+//! Configuration comes from /etc/leasehook/config.yaml and config.d, then
+//! `LEASEHOOK_*` variables (`--help` lists them; dhclient passes them with `-e`). Logs go to the journal, else syslog, else standard
 //! error, with the interface and reason on every line.
 //!
 //! Exit codes: 0 done (applied, removed, ignored, handed to the worker, or nothing

@@ -325,3 +325,20 @@ fn requests_per_refresh_of_four_nics() {
     // (device-number, local-ipv4s, subnet-ipv4-cidr-block, interface-id): at most 6.
     assert!(requests <= 4 * 6, "{requests} requests for 4 NICs");
 }
+
+#[test]
+fn refresh_refuses_the_cloud_init_profile_and_changes_nothing() {
+    let w = bound_world("refreshci");
+    let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
+    let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
+    cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    cmd.env("LEASEHOOK_PROFILE", "cloud-init");
+    let o = cmd.args(["refresh", "-v"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("only the ec2-net-utils profile can") && stderr.contains("cloud-init"),
+        "{stderr}"
+    );
+    assert_eq!((w.our_rules(), w.our_routes(), w.inst.addresses()), before);
+}
