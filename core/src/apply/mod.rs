@@ -298,19 +298,33 @@ fn execute_all<A: Applier + ?Sized>(
         }
     }
     let failed = results.into_iter().nth(first_failure).and_then(Result::err);
+    let adding = matches!(
+        ops.get(first_failure),
+        Some(Op::AddRule(_) | Op::AddRoute(_) | Op::AddAddress(_))
+    );
     Err(match failed {
         Some(Error::Netlink {
             object,
-            message,
+            mut message,
             errno,
             ..
-        }) => Error::Netlink {
-            object,
-            message,
-            errno,
-            rolled_back,
-            rollback_errors,
-        },
+        }) => {
+            // EEXIST on an add: observation lists only what carries our protocol, so
+            // what is in the way is someone else's. It is never adopted or replaced
+            // (docs/faults.md): say so, so the operator knows what to remove.
+            if adding && errno == Some(17) {
+                message.push_str(
+                    ": something leasehook does not own (another protocol) is in the way; it is left alone",
+                );
+            }
+            Error::Netlink {
+                object,
+                message,
+                errno,
+                rolled_back,
+                rollback_errors,
+            }
+        }
         other => Error::Netlink {
             object: ops
                 .get(first_failure)
