@@ -23,7 +23,8 @@
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing,
-    clippy::too_many_lines
+    clippy::too_many_lines,
+    clippy::print_stderr
 )]
 
 use std::collections::BTreeMap;
@@ -169,7 +170,7 @@ struct Seen {
     kernel_after: Option<Snap>,
     elapsed: Duration,
     /// Namespaces, folders, mounts and processes, released after the checks.
-    _keep: Vec<Box<dyn std::any::Any>>,
+    keep: Vec<Box<dyn std::any::Any>>,
 }
 
 /// Rules, routes and secondary addresses.
@@ -357,7 +358,7 @@ matrix! {
         log: "nothing changed: IMDS did not answer usefully",
         not_in_log: "",
         max_secs: 3.0,
-        run: || imds_renew(Imds::Down, None),
+        run: || imds_renew(&Imds::Down, None),
     };
     #[cfg(feature = "netns")]
     imds_slow => Row {
@@ -370,7 +371,7 @@ matrix! {
         log: "nothing changed: IMDS incomplete: keeping the IPv4 state applied before",
         not_in_log: "",
         max_secs: 3.0,
-        run: || imds_renew(Imds::Scenario(json!({"rules": [{"path": "/latest", "delay": 0.5}]})), None),
+        run: || imds_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest", "delay": 0.5}]})), None),
     };
     #[cfg(feature = "netns")]
     imds_hangs => Row {
@@ -383,7 +384,7 @@ matrix! {
         log: "timed out (whole request)",
         not_in_log: "",
         max_secs: 4.0,
-        run: || imds_renew(Imds::Scenario(json!({"rules": [{"path": "/latest", "action": "drop"}]})), None),
+        run: || imds_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest", "action": "drop"}]})), None),
     };
     #[cfg(feature = "netns")]
     imds_5xx => Row {
@@ -396,7 +397,7 @@ matrix! {
         log: "HTTP 500; keeping the last applied state",
         not_in_log: "",
         max_secs: 3.0,
-        run: || imds_renew(Imds::Scenario(json!({"rules": [{"path": "/latest", "status": 500}]})), None),
+        run: || imds_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest", "status": 500}]})), None),
     };
     #[cfg(feature = "netns")]
     imds_401_mid_run => Row {
@@ -418,7 +419,7 @@ matrix! {
         not_in_log: "",
         max_secs: 3.0,
         run: || imds_renew(
-            Imds::Scenario(json!({"rules": [
+            &Imds::Scenario(json!({"rules": [
                 {"path": "/latest/meta-data/network", "method": "GET", "status": 401, "count": 1}
             ]})),
             Some("10.98.1.20\n10.98.1.21\n10.98.1.22"),
@@ -436,7 +437,7 @@ matrix! {
         not_in_log: "",
         max_secs: 2.0,
         run: || imds_renew(
-            Imds::Scenario(json!({"rules": [{"path": "/latest/api/token", "method": "PUT", "status": 403}]})),
+            &Imds::Scenario(json!({"rules": [{"path": "/latest/api/token", "method": "PUT", "status": 403}]})),
             None,
         ),
     };
@@ -468,7 +469,7 @@ matrix! {
         log: "unusable answer: not UTF-8",
         not_in_log: "",
         max_secs: 2.0,
-        run: || imds_renew(Imds::Scenario(json!({"rules": [{"path": "/latest/meta-data", "action": "garbage"}]})), None),
+        run: || imds_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest/meta-data", "action": "garbage"}]})), None),
     };
     #[cfg(feature = "netns")]
     imds_reset => Row {
@@ -481,7 +482,7 @@ matrix! {
         log: "Connection reset by peer",
         not_in_log: "",
         max_secs: 3.0,
-        run: || imds_renew(Imds::Reset, None),
+        run: || imds_renew(&Imds::Reset, None),
     };
 
     // --- LXD, through `leasehook init --local` --------------------------------------
@@ -964,7 +965,7 @@ impl Instance {
             kernel_before: Some(before),
             kernel_after: Some(snap(&self.ns)),
             elapsed,
-            _keep: vec![Box::new(self)],
+            keep: vec![Box::new(self)],
         }
     }
 }
@@ -979,12 +980,12 @@ fn tree_with_eth1_ips(ips: Option<&str>) -> Value {
 
 /// A good BOUND, then a RENEW while IMDS misbehaves (serving `ips` as eth1's
 /// addresses when it answers at all).
-fn imds_renew(how: Imds, ips: Option<&str>) -> Seen {
+fn imds_renew(how: &Imds, ips: Option<&str>) -> Seen {
     let mut i = Instance::new("fimds");
     i.bound();
     let before = snap(&i.ns);
     let files = files_under(&i.root);
-    let url = i.start_imds(&tree_with_eth1_ips(ips), &how);
+    let url = i.start_imds(&tree_with_eth1_ips(ips), how);
     let (out, elapsed) = i.shim("RENEW", &url);
     i.seen(&out, elapsed, before, files)
 }
@@ -1108,12 +1109,11 @@ fn run_link_deleted_before_apply() -> Seen {
         };
         let paths = state::Paths::new(&root);
         // What the hook does: apply, then record only what went in.
-        apply::apply_plan(&mut applier, &plan, &[]).map(|report| {
+        apply::apply_plan(&mut applier, &plan, &[]).inspect(|_| {
             for ip in &plan.interfaces {
                 let st = state::InterfaceState::record(None, ip, plan.profile);
                 state::write_state(&paths, &st).unwrap();
             }
-            report
         })
     });
     let elapsed = t.elapsed();
@@ -1129,7 +1129,7 @@ fn run_link_deleted_before_apply() -> Seen {
         kernel_before: Some(before),
         kernel_after: Some(snap(&i.ns)),
         elapsed,
-        _keep: vec![Box::new(i)],
+        keep: vec![Box::new(i)],
     }
 }
 
@@ -1188,7 +1188,7 @@ fn run_disk_full_state() -> Seen {
     let (out, elapsed) = i.shim("RENEW", &url);
     let mut seen = i.seen(&out, elapsed, before, files);
     // The mount goes first, then the namespace and folder.
-    seen._keep.insert(0, Box::new(fs));
+    seen.keep.insert(0, Box::new(fs));
     seen
 }
 
@@ -1254,7 +1254,7 @@ impl BootRoot {
             kernel_before: None,
             kernel_after: None,
             elapsed,
-            _keep: keep,
+            keep,
         }
     }
 }
@@ -1265,6 +1265,7 @@ fn lxd_config() -> devlxd::Config {
         .key("user.tag", "blue")
 }
 
+#[derive(Clone, Copy)]
 enum LxdFault {
     SocketGone,
     Http500,
@@ -1294,6 +1295,7 @@ fn run_lxd_not_json() -> Seen {
     r.seen(&out, elapsed, files, vec![Box::new(d)])
 }
 
+#[derive(Clone, Copy)]
 enum Spoil {
     Corrupt,
     Truncated,
