@@ -141,6 +141,10 @@ pub fn wait_for_nic(
     };
     let mut rounds = 0u32;
     let mut requests = 0u32;
+    // The error the previous round ended with: a round the budget cuts short
+    // before it errs says nothing new, and errors until the budget ends are a
+    // failure, never `Partial`.
+    let mut previous_error: Option<Error> = None;
     let describe = |missing: &[Missing]| {
         missing.iter().fold(String::new(), |mut s, m| {
             let sep = if s.is_empty() { "" } else { "; " };
@@ -152,6 +156,7 @@ pub fn wait_for_nic(
         rounds += 1;
         let mut asked = BTreeSet::new();
         let mut error = None;
+        let mut cut = false;
         while let Some(request) = nic::next_request(event, &state, &last.missing, &asked) {
             // A slow IMDS (each answer in time, but many of them) must not hold the
             // caller past the budget: once it is spent, the request under way was
@@ -162,6 +167,7 @@ pub fn wait_for_nic(
                     event.interface(),
                     asked.len()
                 );
+                cut = true;
                 break;
             }
             asked.insert(request);
@@ -173,6 +179,9 @@ pub fn wait_for_nic(
                     break;
                 }
             }
+        }
+        if cut && error.is_none() {
+            error = previous_error.take();
         }
         let retry_after = match error {
             Some(e) if !is_retryable(&e) => {
@@ -221,6 +230,7 @@ pub fn wait_for_nic(
             return give_up(event, error, last, elapsed, rounds, requests, &describe);
         }
         clock.sleep(pause.min(remaining));
+        previous_error = error;
     }
 }
 
@@ -502,6 +512,23 @@ mod tests {
             clock.t()
         );
         assert!(clock.sleeps.borrow().is_empty());
+    }
+
+    #[test]
+    fn errors_until_a_slow_budget_ends_still_fail() {
+        // Each answer takes 0.3 s and local-ipv4s always fails: the last round,
+        // cut short by the budget before it reaches local-ipv4s, must not turn
+        // the errors into `Partial`.
+        let clock = FakeClock::new();
+        let imds = SlowImds {
+            inner: secondary(FakeImds::new(&clock))
+                .leaf(&format!("{MACS}/{SECONDARY}/local-ipv4s"), |_| {
+                    Err(http(500, None))
+                }),
+            each: Duration::from_millis(300),
+        };
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(2_000), &clock);
+        assert_eq!(out, Outcome::Failed(http(500, None)));
     }
 
     #[test]
