@@ -170,13 +170,32 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
     let mut applier = NetlinkApplier::try_new()?;
     let report =
         apply::apply_plan(&mut applier, &plan, &recorded).context("failed to apply the plan")?;
-    for ip in &plan.interfaces {
-        let previous = recorded.iter().find(|s| s.name == ip.name);
-        let now = InterfaceState::record(previous.cloned(), ip, plan.profile);
-        // An unchanged plan writes no file either.
-        state::save_if_changed(&paths, previous, now, state::unix_ms())
-            .context("applied, but failed to record the state")?;
-    }
+    // The kernel and the state files must agree: when a state file cannot be
+    // written, the run's writes are undone and the files written before it are put
+    // back.
+    apply::record_or_roll_back(&mut applier, &report, || {
+        let mut written: Vec<(&IfName, Option<&InterfaceState>)> = Vec::new();
+        for ip in &plan.interfaces {
+            let previous = recorded.iter().find(|s| s.name == ip.name);
+            let now = InterfaceState::record(previous.cloned(), ip, plan.profile);
+            // An unchanged plan writes no file either.
+            match state::save_if_changed(&paths, previous, now, state::unix_ms()) {
+                Ok(true) => written.push((&ip.name, previous)),
+                Ok(false) => {}
+                Err(e) => {
+                    for (name, prev) in written {
+                        let _ = match prev {
+                            Some(st) => state::write_state(&paths, st),
+                            None => state::remove_state(&paths, name),
+                        };
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    })
+    .context("failed to record the state")?;
     Ok(summary(&report, args.verbose))
 }
 

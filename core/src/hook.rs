@@ -479,10 +479,13 @@ fn refresh_one(
         &cfg.plan,
     )?;
     let report = apply::apply_plan(applier, &p, previous.as_slice())?;
-    for ip in &p.interfaces {
-        let now = InterfaceState::record(previous.clone(), ip, p.profile).with_leases(&leases);
-        state::save_if_changed(paths, previous.as_ref(), now, state::unix_ms())?;
-    }
+    apply::record_or_roll_back(applier, &report, || {
+        for ip in &p.interfaces {
+            let now = InterfaceState::record(previous.clone(), ip, p.profile).with_leases(&leases);
+            state::save_if_changed(paths, previous.as_ref(), now, state::unix_ms())?;
+        }
+        Ok(())
+    })?;
     if renamed {
         removed.ops.extend(report.ops);
         Ok(RefreshOutcome::Renamed {
@@ -638,12 +641,16 @@ fn apply_outcome<A: Applier>(
             }
         }
     }
+    let lease = lease_of(event)?;
     let report = apply::apply_plan(applier, &p, recorded.as_slice())?;
-    for ip in &p.interfaces {
-        let now = InterfaceState::record(recorded.clone(), ip, p.profile)
-            .with_leases(&[lease_of(event)?]);
-        state::save_if_changed(paths, recorded.as_ref(), now, state::unix_ms())?;
-    }
+    apply::record_or_roll_back(applier, &report, || {
+        for ip in &p.interfaces {
+            let now = InterfaceState::record(recorded.clone(), ip, p.profile)
+                .with_leases(std::slice::from_ref(&lease));
+            state::save_if_changed(paths, recorded.as_ref(), now, state::unix_ms())?;
+        }
+        Ok(())
+    })?;
     log::info!(
         "{} change(s) for {} {}",
         report.writes(),

@@ -65,6 +65,12 @@
 //! one line per request: `SECONDS PEER METHOD PATH STATUS`, where `STATUS` is the
 //! HTTP status or the action (`drop`, `not-http`, `garbage`, `huge`). Tokens are not
 //! logged.
+//!
+//! # Connection resets
+//!
+//! [`Resetter`] (the binary's `--reset`) stands in for an IMDS that resets every
+//! connection: it reads each request and answers with a TCP RST; the log line's
+//! `STATUS` is `reset`.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -397,6 +403,116 @@ impl Emulator {
 impl Drop for Emulator {
     fn drop(&mut self) {
         self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A listener that resets every connection: it reads the request, then closes
+/// the socket with `SO_LINGER` 0, so the client gets a TCP RST instead of an
+/// answer (an IMDS that crashes mid-request, a middlebox killing the flow).
+/// `tiny_http` cannot do this, so it is a listener of its own; each reset is
+/// logged like an emulator request, with status `reset`.
+pub struct Resetter {
+    addr: SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    log: Arc<Mutex<Vec<LogEntry>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Resetter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resetter")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resetter {
+    /// Binds `bind` (a loopback address) and resets on a thread; `log_file`, when
+    /// given, gets one line per reset connection.
+    pub fn start(bind: SocketAddr, log_file: Option<&Path>) -> io::Result<Self> {
+        let listener = std::net::TcpListener::bind(bind)?;
+        let addr = listener.local_addr()?;
+        let mut file = match log_file {
+            Some(p) => Some(OpenOptions::new().create(true).append(true).open(p)?),
+            None => None,
+        };
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, log2) = (Arc::clone(&stop), Arc::clone(&log));
+        let thread = std::thread::Builder::new()
+            .name("imds-resetter".into())
+            .spawn(move || {
+                let t0 = Instant::now();
+                for conn in listener.incoming() {
+                    if stop2.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(mut conn) = conn else { continue };
+                    let peer = conn
+                        .peer_addr()
+                        .map_or_else(|_| "-".to_owned(), |a| a.to_string());
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut buf = [0u8; 4096];
+                    let n = io::Read::read(&mut conn, &mut buf).unwrap_or(0);
+                    let head = String::from_utf8_lossy(buf.get(..n).unwrap_or_default());
+                    let mut words = head.split_whitespace();
+                    let entry = LogEntry {
+                        t: t0.elapsed().as_secs_f64(),
+                        peer,
+                        method: words.next().unwrap_or("-").to_owned(),
+                        path: words.next().unwrap_or("-").to_owned(),
+                        status: "reset".to_owned(),
+                    };
+                    if let Some(f) = file.as_mut() {
+                        let _ = writeln!(f, "{}", entry.line());
+                        let _ = f.flush();
+                    }
+                    log2.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(entry);
+                    // Linger 0: close() sends RST, not FIN.
+                    let sock = socket2::Socket::from(conn);
+                    let _ = sock.set_linger(Some(Duration::ZERO));
+                    drop(sock);
+                }
+            })?;
+        Ok(Self {
+            addr,
+            stop,
+            log,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every connection reset so far.
+    pub fn log(&self) -> Vec<LogEntry> {
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Blocks until the thread ends (it never does unless stopped): for the binary.
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Resetter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees `stop`.
+        let _ = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

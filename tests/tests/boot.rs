@@ -5,7 +5,8 @@
 //! `<root>/run` (a tmpfs on a real machine) and keeps `<root>/var/lib`.
 //!
 //! Seed 000's scenario end to end (IMDS disabled, the LXD socket switched off after
-//! the first boot), a cache no longer configured, bad caches of every kind, the
+//! the first boot), a cache no longer configured (bad caches of every kind are rows
+//! of the fault matrix, `tests/tests/faults.rs`), the
 //! network stage asking nothing after the local stage fetched, instance-data modes,
 //! `leasehook query` as root and as `nobody` (root only: behind the `netns`
 //! feature) — key paths in every form, templates, json/yaml/raw, seed 003's
@@ -19,7 +20,7 @@
 )]
 
 use std::fs;
-use std::os::unix::fs::{PermissionsExt as _, symlink};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -379,89 +380,6 @@ fn a_cache_no_longer_configured_is_not_used_and_the_log_says_so() {
             .join(format!("instances/{LXD_ID}/datasource.json"))
             .is_file()
     );
-}
-
-/// Spoils a cache folder.
-type Spoil = Box<dyn Fn(&Path)>;
-
-#[test]
-#[allow(clippy::type_complexity)]
-fn bad_caches_are_logged_set_aside_never_followed_never_lost() {
-    let outside = TempDir::new("outside");
-    let secret = outside.file("secret", "do not read or overwrite\n");
-    let rec = format!("instances/{LXD_ID}/datasource.json");
-    let (r1, r2, r3, r4) = (rec.clone(), rec.clone(), rec.clone(), rec.clone());
-    let s1 = secret.clone();
-    let cases: Vec<(&str, Spoil, &str, &str)> = vec![
-        (
-            "corrupt",
-            Box::new(move |c| fs::write(c.join(&r1), "\u{0}\u{1} garbage").unwrap()),
-            "corrupt (not JSON",
-            "instances/i-87018aed/datasource.json.corrupt",
-        ),
-        (
-            "truncated",
-            Box::new(move |c| {
-                let t = fs::read(c.join(&r2)).unwrap();
-                fs::write(c.join(&r2), t.get(..t.len() / 2).unwrap()).unwrap();
-            }),
-            "corrupt (truncated",
-            "instances/i-87018aed/datasource.json.corrupt",
-        ),
-        (
-            "future",
-            Box::new(move |c| {
-                let t = fs::read_to_string(c.join(&r3)).unwrap();
-                fs::write(c.join(&r3), t.replace("\"version\": 1", "\"version\": 7")).unwrap();
-            }),
-            "unknown cache version (version 7, written by a newer leasehook",
-            "instances/i-87018aed/datasource.json.corrupt",
-        ),
-        (
-            "symlinked-record",
-            Box::new(move |c| {
-                fs::remove_file(c.join(&r4)).unwrap();
-                symlink(&s1, c.join(&r4)).unwrap();
-            }),
-            "datasource.json is a symlink, which is never followed",
-            "instances/i-87018aed/datasource.json.corrupt",
-        ),
-        (
-            "link-outside",
-            Box::new(move |c| {
-                fs::remove_file(c.join("instance")).unwrap();
-                symlink("/etc", c.join("instance")).unwrap();
-            }),
-            "points at \"/etc\", outside",
-            "instance.corrupt",
-        ),
-    ];
-    for (tag, spoil, want, set_aside) in cases {
-        let (root, d) = lxd_root(tag);
-        boot(&root, "lxc").0.ok();
-        switch_off(&root, d);
-        root.reboot();
-        spoil(&root.cache());
-        let local = init(&root, true, "lxc");
-        assert_eq!(local.code, 3, "{tag}: {}\n{}", local.stdout, local.stderr);
-        local.has(want).has("set aside as");
-        local.logs(want);
-        assert!(
-            fs::symlink_metadata(root.cache().join(set_aside)).is_ok(),
-            "{tag}: {set_aside} missing"
-        );
-        // Nothing else lost: the instance's data files are still there.
-        assert_eq!(
-            root.read("var/lib/leasehook/data/instance-id"),
-            format!("{LXD_ID}\n"),
-            "{tag}"
-        );
-        assert_eq!(
-            fs::read_to_string(&secret).unwrap(),
-            "do not read or overwrite\n",
-            "{tag}"
-        );
-    }
 }
 
 #[test]

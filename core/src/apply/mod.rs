@@ -298,19 +298,33 @@ fn execute_all<A: Applier + ?Sized>(
         }
     }
     let failed = results.into_iter().nth(first_failure).and_then(Result::err);
+    let adding = matches!(
+        ops.get(first_failure),
+        Some(Op::AddRule(_) | Op::AddRoute(_) | Op::AddAddress(_))
+    );
     Err(match failed {
         Some(Error::Netlink {
             object,
-            message,
+            mut message,
             errno,
             ..
-        }) => Error::Netlink {
-            object,
-            message,
-            errno,
-            rolled_back,
-            rollback_errors,
-        },
+        }) => {
+            // EEXIST on an add: observation lists only what carries our protocol, so
+            // what is in the way is someone else's. It is never adopted or replaced
+            // (docs/faults.md): say so, so the operator knows what to remove.
+            if adding && errno == Some(17) {
+                message.push_str(
+                    ": something leasehook does not own (another protocol) is in the way; it is left alone",
+                );
+            }
+            Error::Netlink {
+                object,
+                message,
+                errno,
+                rolled_back,
+                rollback_errors,
+            }
+        }
         other => Error::Netlink {
             object: ops
                 .get(first_failure)
@@ -320,6 +334,57 @@ fn execute_all<A: Applier + ?Sized>(
             errno: None,
             rolled_back,
             rollback_errors,
+        },
+    })
+}
+
+/// Records what a run applied with `save`; if that fails (a full or read-only
+/// `/run`), undoes the run's writes, newest first, so the kernel and the record
+/// keep agreeing on the last state that was both applied and recorded. The error
+/// is `save`'s, naming the file, with what was rolled back.
+pub fn record_or_roll_back<A: Applier + ?Sized>(
+    applier: &mut A,
+    report: &Report,
+    save: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let Err(e) = save() else {
+        return Ok(());
+    };
+    if report.ops.is_empty() {
+        return Err(e);
+    }
+    let mut errors = Vec::new();
+    match applier.links() {
+        Ok(links) => {
+            let links = index_of(&links);
+            for undo in report.ops.iter().rev().map(inverse) {
+                if let Err(re) = applier.execute(&undo, &links) {
+                    errors.push(re.to_string());
+                }
+            }
+        }
+        Err(le) => errors.push(le.to_string()),
+    }
+    let note = if errors.is_empty() {
+        format!(
+            "the state could not be recorded, so the {} change(s) of this run were rolled back",
+            report.ops.len()
+        )
+    } else {
+        format!(
+            "the state could not be recorded; rolling back the {} change(s) of this run failed: {}",
+            report.ops.len(),
+            errors.join("; ")
+        )
+    };
+    Err(match e {
+        Error::Io { path, message } => Error::Io {
+            path,
+            message: format!("{message} ({note})"),
+        },
+        other => Error::Io {
+            path: "state".to_owned(),
+            message: format!("{other} ({note})"),
         },
     })
 }

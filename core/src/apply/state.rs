@@ -237,9 +237,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         message: "no parent folder".to_owned(),
     })?;
     ensure_dir(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(dir, &e))?;
-    tmp.write_all(bytes).map_err(|e| io(tmp.path(), &e))?;
-    tmp.as_file().sync_all().map_err(|e| io(tmp.path(), &e))?;
+    // Errors name `path`, the file the user knows, not the temporary one (which
+    // is removed when `tmp` is dropped on the error path).
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(path, &e))?;
+    tmp.as_file_mut()
+        .write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| io(path, &e))?;
     tmp.persist(path).map_err(|e| io(path, &e.error))?;
     File::open(dir)
         .and_then(|d| d.sync_all())

@@ -230,3 +230,33 @@ fn state_records_families_and_tables() {
     assert!(!st.forget(Some(Family::V6)));
     assert!(st.forget(Some(Family::V4)));
 }
+
+#[test]
+fn a_state_that_cannot_be_recorded_rolls_the_run_back() {
+    // Disk full on /run: the kernel must not keep what no state file records
+    // (fault matrix row `disk_full_state`).
+    let p = example_plan();
+    let mut k = kernel();
+    let report = apply_plan(&mut k, &p, &[]).unwrap();
+    assert!(report.writes() > 0);
+    let err = record_or_roll_back(&mut k, &report, || {
+        Err(Error::Io {
+            path: "\"/run/leasehook/iface/eth1.json\"".to_owned(),
+            message: "No space left on device (os error 28)".to_owned(),
+        })
+    })
+    .unwrap_err();
+    assert_eq!(k.owned, State::default());
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "\"/run/leasehook/iface/eth1.json\": No space left on device (os error 28) (the state could not be recorded, so the {} change(s) of this run were rolled back)",
+            report.writes()
+        )
+    );
+    // Recorded: nothing to undo.
+    let mut k = kernel();
+    let report = apply_plan(&mut k, &p, &[]).unwrap();
+    record_or_roll_back(&mut k, &report, || Ok(())).unwrap();
+    assert_eq!(k.owned, State::of_plan(&p));
+}

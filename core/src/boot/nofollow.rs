@@ -78,7 +78,9 @@ impl fmt::Display for Problem {
             Self::Symlink => f.write_str("is a symlink, which is never followed"),
             Self::Wrong(e) => write!(f, "is {e}"),
             Self::TooLarge(n) => write!(f, "is larger than {n} bytes"),
-            Self::Io(e) => write!(f, "{e}"),
+            // Shown after the name when reading: "…/datasource.json cannot be
+            // read: Permission denied" (`Dir::error` shows the bare error).
+            Self::Io(e) => write!(f, "cannot be read: {e}"),
         }
     }
 }
@@ -150,7 +152,11 @@ impl Dir {
     pub fn error(&self, name: &str, p: &Problem) -> Error {
         Error::Io {
             path: format!("{:?}", self.path.join(name)),
-            message: p.to_string(),
+            // After `path: ` the bare error reads right, reading or writing.
+            message: match p {
+                Problem::Io(e) => e.to_string(),
+                other => other.to_string(),
+            },
         }
     }
 

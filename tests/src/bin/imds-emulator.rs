@@ -5,6 +5,7 @@
 //! ```text
 //! imds-emulator [--tree FILE] [--scenario FILE] [--bind ADDR:PORT]
 //!               [--require-token] [--log FILE] [--dump-tree]
+//! imds-emulator --reset [--bind ADDR:PORT] [--log FILE]
 //! ```
 //!
 //! It serves the tree (default: a two-NIC sample instance), prints the address it
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use leasehook_tests::emulator::{Config, Emulator, Scenario, read_json, sample_tree};
+use leasehook_tests::emulator::{Config, Emulator, Resetter, Scenario, read_json, sample_tree};
 
 const FORMATS: &str = "\
 TREE (--tree): a JSON object rooted at `/`, e.g. {\"latest\": {\"meta-data\": {...}}}.
@@ -54,8 +55,11 @@ SCENARIO (--scenario): a JSON object with three optional lists. Times are second
           `size` bytes, default 1 MiB). Neither: only the delay.
 
 LOG (--log): one line per request, appended:  SECONDS PEER METHOD PATH STATUS
-  (STATUS is the HTTP status, or drop / not-http / garbage / huge). Tokens are
-  never logged.";
+  (STATUS is the HTTP status, or drop / not-http / garbage / huge / reset). Tokens
+  are never logged.
+
+RESET (--reset): serve nothing; read each request and reset the connection (TCP
+  RST), as an IMDS that crashes mid-request would.";
 
 /// An EC2 instance metadata service emulator for tests and benchmarks.
 #[derive(Debug, Parser)]
@@ -79,9 +83,23 @@ struct Args {
     /// Print the tree that would be served (JSON) and exit.
     #[arg(long)]
     dump_tree: bool,
+    /// Serve nothing: read each request and reset the connection (TCP RST).
+    #[arg(long, conflicts_with_all = ["tree", "scenario", "require_token", "dump_tree"])]
+    reset: bool,
 }
 
 fn run(args: Args) -> Result<(), String> {
+    if args.reset {
+        let r = Resetter::start(args.bind, args.log.as_deref())
+            .map_err(|e| format!("binding {}: {e}", args.bind))?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", r.addr())
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("stdout: {e}"))?;
+        drop(out);
+        r.wait();
+        return Ok(());
+    }
     let tree = match &args.tree {
         Some(p) => read_json(p)?,
         None => sample_tree(),

@@ -8,9 +8,9 @@
 //! exponential backoff: 100 ms doubling up to 2 s (backon's exponential backoff,
 //! whose jitter adds up to the same again, clamped to 2 s), or longer when a 503
 //! named a `Retry-After`. It stops when IMDS agrees with the lease, when an error
-//! cannot go away by waiting, or when the budget (30 s by default) is spent; a
-//! request under way when the budget runs out finishes, so the wait can overrun
-//! the budget by at most one request's timeout.
+//! cannot go away by waiting, or when the budget (30 s by default) is spent, also
+//! in the middle of a round; a request under way when the budget runs out
+//! finishes, so the wait can overrun the budget by at most one request's timeout.
 //!
 //! **An IMDS error is never read as "empty".** The result is [`Outcome::Complete`],
 //! [`Outcome::Partial`] (IMDS answered, but did not say everything before the budget
@@ -141,6 +141,10 @@ pub fn wait_for_nic(
     };
     let mut rounds = 0u32;
     let mut requests = 0u32;
+    // The error the previous round ended with: a round the budget cuts short
+    // before it errs says nothing new, and errors until the budget ends are a
+    // failure, never `Partial`.
+    let mut previous_error: Option<Error> = None;
     let describe = |missing: &[Missing]| {
         missing.iter().fold(String::new(), |mut s, m| {
             let sep = if s.is_empty() { "" } else { "; " };
@@ -152,7 +156,20 @@ pub fn wait_for_nic(
         rounds += 1;
         let mut asked = BTreeSet::new();
         let mut error = None;
+        let mut cut = false;
         while let Some(request) = nic::next_request(event, &state, &last.missing, &asked) {
+            // A slow IMDS (each answer in time, but many of them) must not hold the
+            // caller past the budget: once it is spent, the request under way was
+            // the last one.
+            if !asked.is_empty() && clock.now().saturating_duration_since(start) >= policy.budget {
+                log::debug!(
+                    "{}: round {rounds}: budget spent after {} request(s) of the round",
+                    event.interface(),
+                    asked.len()
+                );
+                cut = true;
+                break;
+            }
             asked.insert(request);
             requests += 1;
             match fetch.get(&request.path(event.mac())) {
@@ -162,6 +179,9 @@ pub fn wait_for_nic(
                     break;
                 }
             }
+        }
+        if cut && error.is_none() {
+            error = previous_error.take();
         }
         let retry_after = match error {
             Some(e) if !is_retryable(&e) => {
@@ -210,6 +230,7 @@ pub fn wait_for_nic(
             return give_up(event, error, last, elapsed, rounds, requests, &describe);
         }
         clock.sleep(pause.min(remaining));
+        previous_error = error;
     }
 }
 
@@ -448,6 +469,66 @@ mod tests {
         assert_eq!(imds.count("subnet-ipv4-cidr-block"), 8);
         assert_eq!(imds.requests().len(), 5 + 8, "{:?}", imds.requests());
         assert!(clock.t() >= Duration::from_secs(6));
+    }
+
+    /// A fake IMDS whose every answer takes `each` of fake time.
+    struct SlowImds<'c> {
+        inner: FakeImds<'c>,
+        each: Duration,
+    }
+
+    impl Fetch for SlowImds<'_> {
+        fn get(&self, path: &str) -> Result<Option<String>> {
+            let c = self.inner.clock;
+            c.elapsed.set(c.t() + self.each);
+            self.inner.get(path)
+        }
+    }
+
+    #[test]
+    fn a_slow_imds_is_cut_off_mid_round_at_the_budget() {
+        // Every answer is in time (0.5 s), but a round of six takes 3 s: the wait
+        // must stop asking once the 1 s budget is spent, not finish the round.
+        // Found by the fault matrix (tests/tests/faults.rs, row `imds_slow`).
+        let clock = FakeClock::new();
+        let imds = SlowImds {
+            inner: secondary(FakeImds::new(&clock)),
+            each: Duration::from_millis(500),
+        };
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(1_000), &clock);
+        let Outcome::Partial { missing, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert!(!missing.is_empty());
+        assert_eq!(
+            imds.inner.requests().len(),
+            2,
+            "{:?}",
+            imds.inner.requests()
+        );
+        assert!(
+            clock.t() <= Duration::from_millis(1_000 + 502),
+            "{:?}",
+            clock.t()
+        );
+        assert!(clock.sleeps.borrow().is_empty());
+    }
+
+    #[test]
+    fn errors_until_a_slow_budget_ends_still_fail() {
+        // Each answer takes 0.3 s and local-ipv4s always fails: the last round,
+        // cut short by the budget before it reaches local-ipv4s, must not turn
+        // the errors into `Partial`.
+        let clock = FakeClock::new();
+        let imds = SlowImds {
+            inner: secondary(FakeImds::new(&clock))
+                .leaf(&format!("{MACS}/{SECONDARY}/local-ipv4s"), |_| {
+                    Err(http(500, None))
+                }),
+            each: Duration::from_millis(300),
+        };
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(2_000), &clock);
+        assert_eq!(out, Outcome::Failed(http(500, None)));
     }
 
     #[test]

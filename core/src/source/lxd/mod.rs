@@ -239,7 +239,15 @@ impl Lxd {
                 .read_to_vec()
                 .map_err(|e| fail(describe(&e)))?;
             if status == 500 && attempt < self.attempts {
-                log::warn!(
+                // One warning, not one per attempt: a socket that keeps failing
+                // would otherwise fill the boot log with 29 identical lines.
+                let level = if attempt == 1 {
+                    log::Level::Warn
+                } else {
+                    log::Level::Debug
+                };
+                log::log!(
+                    level,
                     "LXD GET {url} ({}): HTTP 500, sending it again ({} more time(s) at most)",
                     self.socket.display(),
                     self.attempts - attempt

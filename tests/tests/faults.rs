@@ -1,0 +1,1359 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The fault matrix (issue 10, item 2): one table, [`ROWS`], of every fault
+//! leasehook must survive, with what it does, the kernel state and the files it
+//! leaves, and the log line a user sees. `docs/faults.md` is the same table;
+//! `docs_list_every_row_exactly` checks that each row appears there word for word.
+//!
+//! Each row runs the real binaries where it can — `leasehook-dhclient` with a
+//! synthetic dhclient environment in a network namespace of the test's own, its
+//! IMDS emulator inside that namespace on 127.0.0.1; `leasehook init` on a
+//! temporary root against the devlxd emulator — and the library where a fault has
+//! to fall between two steps (a link deleted after the plan was validated). The
+//! common checker ([`check`]) asserts, for every row: the exit status, the log
+//! substring, the kernel (through `ip -j` in the row's namespace), the files under
+//! the root, no temporary file left anywhere under the root, and that the run did
+//! not outlast its budget.
+//!
+//! Rows that need root (namespaces, mounts, dropping capabilities) carry
+//! `#[cfg(feature = "netns")]`; without the feature they are not compiled into
+//! tests, and with it they fail, never skip, when root is missing.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::too_many_lines,
+    clippy::print_stderr
+)]
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::fs::{PermissionsExt as _, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use leasehook_tests::devlxd::{self, Devlxd, SAMPLE_META_DATA};
+use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, run, sibling_bin};
+use leasehook_tests::workspace_root;
+use leasehook_tests::world::{MAC0, MAC1, default_tree};
+use serde_json::{Value, json};
+
+// --- The table ---------------------------------------------------------------------
+
+/// One fault: how to cause it, and what must come of it.
+struct Row {
+    /// The test's name.
+    name: &'static str,
+    /// The fault (doc column 1).
+    fault: &'static str,
+    /// What leasehook does (doc column 2; the exit status is appended).
+    does: &'static str,
+    /// The exit status of the binary (`None`: a library call, no process).
+    exit: Option<i32>,
+    /// The kernel state afterwards.
+    kernel: Kernel,
+    /// The files afterwards, relative to the root.
+    files: &'static [FileWant],
+    /// A substring of the log (the binary's standard error; for library rows, the
+    /// error) a user would see.
+    log: &'static str,
+    /// A substring the log must not hold (`""`: no such check), e.g. a warning
+    /// repeated once per retry.
+    not_in_log: &'static str,
+    /// The faulted run may take at most this long (budget plus one request).
+    max_secs: f64,
+    /// Sets up, injects the fault, runs, and reports what it saw.
+    run: fn() -> Seen,
+}
+
+/// The kernel state a row must leave.
+enum Kernel {
+    /// No kernel involved (the boot stage).
+    NotInvolved,
+    /// Exactly what it was before the fault: the last applied plan.
+    AsBefore,
+    /// Exactly these rules and routes in tables ≥ 10000 (anyone's), and these /32
+    /// and /128 addresses, as `ip -j` shows them.
+    Exactly {
+        rules: &'static [&'static str],
+        routes: &'static [&'static str],
+        addresses: &'static [&'static str],
+    },
+}
+
+/// What a file must be afterwards (paths relative to the root).
+enum FileWant {
+    /// Byte for byte what it was before the fault.
+    Unchanged(&'static str),
+    /// Not there.
+    Absent(&'static str),
+    /// There (file, folder or symlink), holding this text when it is a file.
+    Holds(&'static str, &'static str),
+}
+
+impl Kernel {
+    fn describe(&self) -> String {
+        match self {
+            Self::NotInvolved => "— (no netlink)".to_owned(),
+            Self::AsBefore => "as before the fault (the last applied plan)".to_owned(),
+            Self::Exactly {
+                rules,
+                routes,
+                addresses,
+            } => {
+                let list = |what: &str, items: &[&str]| {
+                    if items.is_empty() {
+                        format!("no {what}")
+                    } else {
+                        format!(
+                            "{what} {}",
+                            items
+                                .iter()
+                                .map(|i| format!("`{i}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                };
+                format!(
+                    "{}; {}; {}",
+                    list("rules", rules),
+                    list("routes", routes),
+                    list("addresses", addresses)
+                )
+            }
+        }
+    }
+}
+
+impl FileWant {
+    fn describe(&self) -> String {
+        match self {
+            Self::Unchanged(p) => format!("`{p}` unchanged"),
+            Self::Absent(p) => format!("no `{p}`"),
+            Self::Holds(p, "") => format!("`{p}` there"),
+            Self::Holds(p, s) => format!("`{p}` holds `{s}`"),
+        }
+    }
+}
+
+impl Row {
+    /// The row as a line of `docs/faults.md`'s table.
+    fn doc_line(&self) -> String {
+        let mut files: Vec<String> = self.files.iter().map(FileWant::describe).collect();
+        files.push("no temporary file".to_owned());
+        let exit = self
+            .exit
+            .map_or_else(|| "library call".to_owned(), |c| format!("exit {c}"));
+        format!(
+            "| {} | {} ({exit}) | {} | {} | `{}` |",
+            self.fault,
+            self.does,
+            self.kernel.describe(),
+            files.join("; "),
+            self.log
+        )
+    }
+}
+
+/// What a row's run saw.
+struct Seen {
+    exit: Option<i32>,
+    log: String,
+    root: PathBuf,
+    files_before: BTreeMap<PathBuf, Vec<u8>>,
+    kernel_before: Option<Snap>,
+    kernel_after: Option<Snap>,
+    elapsed: Duration,
+    /// Namespaces, folders, mounts and processes, released after the checks.
+    keep: Vec<Box<dyn std::any::Any>>,
+}
+
+/// Rules, routes and secondary addresses.
+type Snap = (Vec<String>, Vec<String>, Vec<String>);
+
+fn snap(ns: &Netns) -> Snap {
+    let ours = |table: &str| table.parse::<u32>().is_ok_and(|t| t >= 10_000);
+    let rules = ns
+        .rules()
+        .into_iter()
+        .filter(|r| {
+            r.split(" lookup ")
+                .nth(1)
+                .is_some_and(|t| ours(t.split(' ').next().unwrap_or("")))
+        })
+        .collect();
+    let routes = ns
+        .routes()
+        .into_iter()
+        .filter(|r| {
+            r.split(" table ")
+                .nth(1)
+                .is_some_and(|t| ours(t.split(' ').next().unwrap_or("")))
+        })
+        .collect();
+    let addresses = ns
+        .addresses()
+        .into_iter()
+        .filter(|a| a.ends_with("/32") || a.ends_with("/128"))
+        .collect();
+    (rules, routes, addresses)
+}
+
+/// Every file under `root` (not following symlinks), with its bytes.
+fn files_under(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(m) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(p);
+            } else if m.is_file() {
+                let rel = p.strip_prefix(root).unwrap_or(&p).to_path_buf();
+                out.insert(rel, std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// The common checks of every row.
+fn check(row: &Row) {
+    let seen = (row.run)();
+    let ctx = format!("row {:?}\nlog:\n{}", row.name, seen.log);
+    // Shown with --nocapture: what a user would read.
+    eprintln!(
+        "{} ({:?}, exit {:?}):\n{}",
+        row.name, seen.elapsed, seen.exit, seen.log
+    );
+    assert_eq!(seen.exit, row.exit, "exit status; {ctx}");
+    assert!(seen.log.contains(row.log), "log lacks {:?}; {ctx}", row.log);
+    assert!(
+        row.not_in_log.is_empty() || !seen.log.contains(row.not_in_log),
+        "log holds {:?}; {ctx}",
+        row.not_in_log
+    );
+    assert!(
+        seen.elapsed.as_secs_f64() <= row.max_secs,
+        "took {:?}, more than {} s; {ctx}",
+        seen.elapsed,
+        row.max_secs
+    );
+    match &row.kernel {
+        Kernel::NotInvolved => assert!(seen.kernel_after.is_none(), "{ctx}"),
+        Kernel::AsBefore => {
+            let before = seen.kernel_before.as_ref().expect("a kernel snapshot");
+            assert!(
+                !before.0.is_empty(),
+                "no plan was applied before the fault; {ctx}"
+            );
+            assert_eq!(seen.kernel_after.as_ref(), Some(before), "kernel; {ctx}");
+        }
+        Kernel::Exactly {
+            rules,
+            routes,
+            addresses,
+        } => {
+            let after = seen.kernel_after.as_ref().expect("a kernel snapshot");
+            let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+            assert_eq!(after.0, own(rules), "rules; {ctx}");
+            assert_eq!(after.1, own(routes), "routes; {ctx}");
+            assert_eq!(after.2, own(addresses), "addresses; {ctx}");
+        }
+    }
+    let now = files_under(&seen.root);
+    for want in row.files {
+        match want {
+            FileWant::Unchanged(p) => {
+                let before = seen.files_before.get(Path::new(p));
+                assert!(
+                    before.is_some(),
+                    "{p} did not exist before the fault; {ctx}"
+                );
+                assert_eq!(now.get(Path::new(p)), before, "{p} changed; {ctx}");
+            }
+            FileWant::Absent(p) => assert!(
+                std::fs::symlink_metadata(seen.root.join(p)).is_err(),
+                "{p} exists; {ctx}"
+            ),
+            FileWant::Holds(p, text) => {
+                assert!(
+                    std::fs::symlink_metadata(seen.root.join(p)).is_ok(),
+                    "{p} missing; {ctx}"
+                );
+                if !text.is_empty() {
+                    let body = String::from_utf8_lossy(
+                        now.get(Path::new(p))
+                            .unwrap_or_else(|| panic!("{p} is not a readable file; {ctx}")),
+                    )
+                    .into_owned();
+                    assert!(body.contains(text), "{p} lacks {text:?}: {body}; {ctx}");
+                }
+            }
+        }
+    }
+    let temps: Vec<&PathBuf> = now
+        .keys()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".tmp"))
+        })
+        .collect();
+    assert!(temps.is_empty(), "temporary files left: {temps:?}; {ctx}");
+}
+
+/// Declares the rows once: the table ([`ROWS`], for the doc check) and one test per
+/// row (with the row's attributes, such as the `netns` gate).
+macro_rules! matrix {
+    ($($(#[$attr:meta])* $name:ident => $row:expr;)*) => {
+        const ROWS: &[Row] = &[$($row),*];
+        $(
+            #[test]
+            $(#[$attr])*
+            fn $name() {
+                let row = $row;
+                assert_eq!(row.name, stringify!($name));
+                check(&row);
+            }
+        )*
+    };
+}
+
+/// The plan leasehook applies for eth1's DHCPv4 lease with the world's metadata.
+const BASE_RULES: &[&str] = &[
+    "10001 from 10.98.1.20 lookup 10001 proto 176",
+    "10001 from 10.98.1.21 lookup 10001 proto 176",
+];
+const BASE_ROUTES: &[&str] = &[
+    "10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176",
+    "default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176",
+];
+const STATE: &str = "run/leasehook/iface/eth1.json";
+const TOKEN: &str = "run/leasehook/imds-token";
+const RECORD: &str = "var/lib/leasehook/instances/i-87018aed/datasource.json";
+const INSTANCE_ID: &str = "var/lib/leasehook/data/instance-id";
+const INSTANCE_DATA: &str = "run/leasehook/instance-data.json";
+
+matrix! {
+    // --- IMDS, through leasehook-dhclient (RENEW after a good BOUND) --------------
+    #[cfg(feature = "netns")]
+    imds_down => Row {
+        name: "imds_down",
+        fault: "IMDS down (connection refused)",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE), FileWant::Unchanged(TOKEN)],
+        log: "nothing changed: IMDS did not answer usefully",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || imds_renew(&Imds::Down, None),
+    };
+    #[cfg(feature = "netns")]
+    imds_slow => Row {
+        name: "imds_slow",
+        fault: "IMDS slow: every answer takes 0.5 s, the budget is 1 s",
+        does: "stops asking when the budget is spent (overrun: at most the request under way); IMDS said too little, so keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "nothing changed: IMDS incomplete: keeping the IPv4 state applied before",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || imds_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest", "delay": 0.5}]})), None),
+    };
+    #[cfg(feature = "netns")]
+    imds_hangs => Row {
+        name: "imds_hangs",
+        fault: "IMDS never answers (request read, no reply)",
+        does: "each request times out after 2 s; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "timed out (whole request)",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || imds_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest", "action": "drop"}]})), None),
+    };
+    #[cfg(feature = "netns")]
+    imds_5xx => Row {
+        name: "imds_5xx",
+        fault: "IMDS answers 500 to everything",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE), FileWant::Unchanged(TOKEN)],
+        log: "HTTP 500; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || imds_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest", "status": 500}]})), None),
+    };
+    #[cfg(feature = "netns")]
+    imds_401_mid_run => Row {
+        name: "imds_401_mid_run",
+        fault: "IMDS restarted (cached token refused) and refuses the new token once mid-run (401)",
+        does: "fetches a new token and repeats the request, each time; applies the new address",
+        exit: Some(0),
+        kernel: Kernel::Exactly {
+            rules: &[
+                "10001 from 10.98.1.20 lookup 10001 proto 176",
+                "10001 from 10.98.1.21 lookup 10001 proto 176",
+                "10001 from 10.98.1.22 lookup 10001 proto 176",
+            ],
+            routes: BASE_ROUTES,
+            addresses: &["eth1 10.98.1.21/32", "eth1 10.98.1.22/32"],
+        },
+        files: &[FileWant::Holds(STATE, "10.98.1.22/32"), FileWant::Holds(TOKEN, "expires")],
+        log: "401, the token was refused; fetching a new one",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || imds_renew(
+            &Imds::Scenario(json!({"rules": [
+                {"path": "/latest/meta-data/network", "method": "GET", "status": 401, "count": 1}
+            ]})),
+            Some("10.98.1.20\n10.98.1.21\n10.98.1.22"),
+        ),
+    };
+    #[cfg(feature = "netns")]
+    imds_403 => Row {
+        name: "imds_403",
+        fault: "IMDS disabled (403 on the token)",
+        does: "fails the source at once, no retry, no IMDSv1; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "IMDS disabled (the token request was refused with HTTP 403)",
+        not_in_log: "",
+        max_secs: 2.0,
+        run: || imds_renew(
+            &Imds::Scenario(json!({"rules": [{"path": "/latest/api/token", "method": "PUT", "status": 403}]})),
+            None,
+        ),
+    };
+    #[cfg(feature = "netns")]
+    imds_partial => Row {
+        name: "imds_partial",
+        fault: "partial propagation: a new ENI whose subnet key IMDS never serves (BOUND)",
+        does: "waits the budget, then applies what the lease alone proves and records what is missing",
+        exit: Some(0),
+        kernel: Kernel::Exactly {
+            rules: BASE_RULES,
+            routes: BASE_ROUTES,
+            addresses: &["eth1 10.98.1.21/32"],
+        },
+        files: &[FileWant::Holds(STATE, "\"missing\":[{")],
+        log: "applying what the lease alone proves (table 10001)",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: run_imds_partial,
+    };
+    #[cfg(feature = "netns")]
+    imds_garbage => Row {
+        name: "imds_garbage",
+        fault: "IMDS answers garbage (200, body not UTF-8)",
+        does: "fails at once (waiting cannot fix garbage); keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "unusable answer: not UTF-8",
+        not_in_log: "",
+        max_secs: 2.0,
+        run: || imds_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest/meta-data", "action": "garbage"}]})), None),
+    };
+    #[cfg(feature = "netns")]
+    imds_reset => Row {
+        name: "imds_reset",
+        fault: "IMDS resets every connection (TCP RST)",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE), FileWant::Unchanged(TOKEN)],
+        log: "Connection reset by peer",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || imds_renew(&Imds::Reset, None),
+    };
+
+    // --- LXD, through `leasehook init --local` --------------------------------------
+    lxd_socket_missing => Row {
+        name: "lxd_socket_missing",
+        fault: "LXD socket missing on a later boot (`security.devlxd=false`)",
+        does: "warns, uses the cached datasource: the same instance",
+        exit: Some(0),
+        kernel: Kernel::NotInvolved,
+        files: &[
+            FileWant::Unchanged(RECORD),
+            FileWant::Unchanged(INSTANCE_ID),
+            FileWant::Holds(INSTANCE_DATA, "\"restored_from_cache\": true"),
+        ],
+        log: "using the cached LXD \"i-87018aed\"",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: || lxd_second_boot(LxdFault::SocketGone),
+    };
+    lxd_500 => Row {
+        name: "lxd_500",
+        fault: "LXD socket answers 500 to everything on a later boot",
+        does: "retries 30 × 100 ms, then the check fails and the cached datasource stands in",
+        exit: Some(0),
+        kernel: Kernel::NotInvolved,
+        files: &[
+            FileWant::Unchanged(RECORD),
+            FileWant::Unchanged(INSTANCE_ID),
+            FileWant::Holds(INSTANCE_DATA, "\"restored_from_cache\": true"),
+        ],
+        log: "HTTP 500 (got \"broken\")",
+        not_in_log: "(28 more time(s) at most)",
+        max_secs: 8.0,
+        run: || lxd_second_boot(LxdFault::Http500),
+    };
+    lxd_not_json => Row {
+        name: "lxd_not_json",
+        fault: "LXD socket answers HTML to `GET /1.0/config` on the first boot",
+        does: "a clear error; no datasource, nothing cached (exit 3: datasource None)",
+        exit: Some(3),
+        kernel: Kernel::NotInvolved,
+        files: &[
+            FileWant::Absent("var/lib/leasehook/instances"),
+            FileWant::Holds(INSTANCE_DATA, "iid-datasource-none"),
+        ],
+        log: "LXD GET http://lxd/1.0/config: expected JSON, found something else",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: run_lxd_not_json,
+    };
+
+    // --- The boot cache, on a later boot with no datasource -------------------------
+    cache_corrupt => Row {
+        name: "cache_corrupt",
+        fault: "boot cache corrupt (not JSON)",
+        does: "sets the record aside, boots with datasource None; the instance's data stays",
+        exit: Some(3),
+        kernel: Kernel::NotInvolved,
+        files: &[
+            FileWant::Holds("var/lib/leasehook/instances/i-87018aed/datasource.json.corrupt", "garbage"),
+            FileWant::Unchanged(INSTANCE_ID),
+        ],
+        log: "corrupt (not JSON",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: || spoiled_cache(Spoil::Corrupt),
+    };
+    cache_truncated => Row {
+        name: "cache_truncated",
+        fault: "boot cache truncated (half the record)",
+        does: "sets the record aside, boots with datasource None; the instance's data stays",
+        exit: Some(3),
+        kernel: Kernel::NotInvolved,
+        files: &[
+            FileWant::Holds("var/lib/leasehook/instances/i-87018aed/datasource.json.corrupt", "\"version\""),
+            FileWant::Unchanged(INSTANCE_ID),
+        ],
+        log: "corrupt (truncated",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: || spoiled_cache(Spoil::Truncated),
+    };
+    cache_future_version => Row {
+        name: "cache_future_version",
+        fault: "boot cache written by a newer leasehook (version 7)",
+        does: "refuses to guess, sets it aside, boots with datasource None",
+        exit: Some(3),
+        kernel: Kernel::NotInvolved,
+        files: &[
+            FileWant::Holds("var/lib/leasehook/instances/i-87018aed/datasource.json.corrupt", "\"version\": 7"),
+            FileWant::Unchanged(INSTANCE_ID),
+        ],
+        log: "unknown cache version (version 7, written by a newer leasehook",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: || spoiled_cache(Spoil::Future),
+    };
+    #[cfg(feature = "netns")]
+    cache_unreadable => Row {
+        name: "cache_unreadable",
+        fault: "boot cache unreadable (mode 000, no `CAP_DAC_OVERRIDE`)",
+        does: "logs why, boots with datasource None; the record is kept where it is",
+        exit: Some(3),
+        kernel: Kernel::NotInvolved,
+        files: &[FileWant::Holds(RECORD, ""), FileWant::Unchanged(INSTANCE_ID)],
+        log: "datasource.json cannot be read: Permission denied (os error 13)",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: || spoiled_cache(Spoil::Unreadable),
+    };
+    cache_symlinked => Row {
+        name: "cache_symlinked",
+        fault: "boot cache record replaced by a symlink to another file",
+        does: "never follows it: sets the link aside, boots with datasource None; the target is neither read nor written",
+        exit: Some(3),
+        kernel: Kernel::NotInvolved,
+        files: &[
+            FileWant::Holds("var/lib/leasehook/instances/i-87018aed/datasource.json.corrupt", ""),
+            FileWant::Unchanged("outside/secret"),
+            FileWant::Unchanged(INSTANCE_ID),
+        ],
+        log: "datasource.json is a symlink, which is never followed",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: || spoiled_cache(Spoil::Symlink),
+    };
+    cache_link_outside => Row {
+        name: "cache_link_outside",
+        fault: "the cache's `instance` link points outside the cache (`/etc`)",
+        does: "never follows it: sets it aside, boots with datasource None",
+        exit: Some(3),
+        kernel: Kernel::NotInvolved,
+        files: &[
+            FileWant::Holds("var/lib/leasehook/instance.corrupt", ""),
+            FileWant::Unchanged(RECORD),
+            FileWant::Unchanged(INSTANCE_ID),
+        ],
+        log: "points at \"/etc\", outside",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: || spoiled_cache(Spoil::LinkOutside),
+    };
+
+    // --- Disk full ------------------------------------------------------------------
+    #[cfg(feature = "netns")]
+    disk_full_state => Row {
+        name: "disk_full_state",
+        fault: "disk full on the state folder (`run/leasehook/iface`, a full tmpfs) at a RENEW that adds an address",
+        does: "the state cannot be recorded, so the kernel changes of the run are rolled back; an error names the file",
+        exit: Some(1),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "run/leasehook/iface/eth1.json\": No space left on device",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: run_disk_full_state,
+    };
+    #[cfg(feature = "netns")]
+    disk_full_cache => Row {
+        name: "disk_full_cache",
+        fault: "disk full on the cache folder (`var/lib/leasehook`, a full tmpfs) at the first boot",
+        does: "the datasource is used and instance-data written; the cache write fails with an error naming the folder",
+        exit: Some(0),
+        kernel: Kernel::NotInvolved,
+        files: &[
+            FileWant::Absent(RECORD),
+            FileWant::Holds(INSTANCE_DATA, "\"instance_id\": \"i-87018aed\""),
+        ],
+        log: "No space left on device",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: run_disk_full_cache,
+    };
+
+    // --- The kernel -----------------------------------------------------------------
+    #[cfg(feature = "netns")]
+    link_deleted_before_apply => Row {
+        name: "link_deleted_before_apply",
+        fault: "link deleted between plan (validated) and apply",
+        does: "the first write fails; every write of the run that went through is undone; nothing recorded",
+        exit: None,
+        kernel: Kernel::Exactly { rules: &[], routes: &[], addresses: &[] },
+        files: &[FileWant::Absent(STATE)],
+        log: "ip -4 address add 10.98.1.21/32 dev eth1: No such device (os error 19)",
+        not_in_log: "",
+        max_secs: 5.0,
+        run: run_link_deleted_before_apply,
+    };
+    #[cfg(feature = "netns")]
+    foreign_rule_same_but_protocol => Row {
+        name: "foreign_rule_same_but_protocol",
+        fault: "someone else's rule identical to leasehook's but for its protocol (`proto static`)",
+        does: "the kernel keys rules by protocol too (no EEXIST): leasehook adds its own beside it and never touches the foreign one",
+        exit: Some(0),
+        kernel: Kernel::Exactly {
+            rules: &[
+                "10001 from 10.98.1.20 lookup 10001 proto static",
+                "10001 from 10.98.1.20 lookup 10001 proto 176",
+                "10001 from 10.98.1.21 lookup 10001 proto 176",
+            ],
+            routes: BASE_ROUTES,
+            addresses: &["eth1 10.98.1.21/32"],
+        },
+        files: &[FileWant::Holds(STATE, "10.98.1.20/32")],
+        log: "5 change(s) for eth1 IPv4",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || foreign_then_bound(&["rule", "add", "from", "10.98.1.20", "lookup", "10001", "priority", "10001", "proto", "static"]),
+    };
+    #[cfg(feature = "netns")]
+    foreign_route_eexist => Row {
+        name: "foreign_route_eexist",
+        fault: "EEXIST: someone else's route in leasehook's table, identical but for its protocol",
+        does: "refuses to adopt or replace it: the run's writes are undone, nothing recorded, the error names the route and says it is not leasehook's",
+        exit: Some(1),
+        kernel: Kernel::Exactly {
+            rules: &[],
+            routes: &["10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto static"],
+            addresses: &[],
+        },
+        files: &[FileWant::Absent(STATE)],
+        log: "ip -4 route add 10.98.1.0/24 dev eth1 scope link src 10.98.1.20 table 10001: File exists (os error 17): something leasehook does not own (another protocol) is in the way",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || foreign_then_bound(&["route", "add", "10.98.1.0/24", "dev", "eth1", "table", "10001", "proto", "static", "scope", "link", "src", "10.98.1.20"]),
+    };
+}
+
+#[test]
+fn docs_list_every_row_exactly() {
+    let path = workspace_root().join("docs/faults.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let mut missing = String::new();
+    for row in ROWS {
+        let line = row.doc_line();
+        if !doc.lines().any(|l| l == line) {
+            let _ = writeln!(missing, "{line}");
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/faults.md lacks these rows (or has them worded otherwise):\n{missing}"
+    );
+    let table_rows = doc
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| fault ") && !l.starts_with("|---"))
+        .count();
+    assert_eq!(
+        table_rows,
+        ROWS.len(),
+        "docs/faults.md has rows the test does not"
+    );
+}
+
+// --- Processes and logs ----------------------------------------------------------
+
+/// A child process, killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` and reads its first line (the address it bound).
+fn start_with_addr(mut cmd: Command, what: &str) -> (Proc, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("failed to start {what}: {e}"));
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let mut reader = BufReader::new(out);
+        let _ = reader.read_line(&mut line);
+        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    }
+    let proc = Proc(child);
+    assert!(!line.trim().is_empty(), "{what} did not start");
+    (proc, line.trim().to_owned())
+}
+
+/// The argument prefix that makes a binary log to standard error: the logger
+/// prefers syslog when `/dev/log` exists, so the command runs in a private mount
+/// namespace where `/dev/log` is `/dev/null` (connecting to it fails). Empty when
+/// there is no `/dev/log`.
+fn log_to_stderr() -> Vec<OsString> {
+    if !Path::new("/dev/log").exists() {
+        return Vec::new();
+    }
+    [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "mount --bind /dev/null /dev/log && exec \"$@\"",
+        "sh",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect()
+}
+
+/// A command running `program` with the log on standard error, inside `ns` when
+/// given, under `wrap` (`setpriv ...`), with exactly the environment `env` when
+/// given (dhclient-script's is clean).
+fn command(
+    ns: Option<&Netns>,
+    env: Option<&[(String, String)]>,
+    wrap: &[&str],
+    program: &Path,
+) -> Command {
+    let mut argv: Vec<OsString> = Vec::new();
+    if let Some(ns) = ns {
+        argv.extend(["ip", "netns", "exec", ns.name.as_str()].map(OsString::from));
+    }
+    argv.extend(log_to_stderr());
+    argv.extend(wrap.iter().map(OsString::from));
+    if let Some(env) = env {
+        argv.push("env".into());
+        argv.push("-i".into());
+        argv.extend(env.iter().map(|(k, v)| OsString::from(format!("{k}={v}"))));
+    }
+    argv.push(program.into());
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    cmd
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+// --- IMDS rows -------------------------------------------------------------------
+
+/// A namespace with the instance's two NICs, addressed as dhclient leaves them
+/// (eth0 10.98.0.10/24 primary, eth1 10.98.1.20/24 secondary), and a root.
+struct Instance {
+    imds: Option<Proc>,
+    ns: Netns,
+    dir: TempDir,
+    root: PathBuf,
+}
+
+/// How IMDS misbehaves in the faulted run.
+enum Imds {
+    /// Not running: connections are refused.
+    Down,
+    /// The emulator with this scenario.
+    Scenario(Value),
+    /// Every connection reset.
+    Reset,
+}
+
+impl Instance {
+    fn new(tag: &str) -> Self {
+        let ns = Netns::new(tag);
+        for (n, mac) in [(0, MAC0), (1, MAC1)] {
+            let eth = format!("eth{n}");
+            ns.veth(&eth, mac, &format!("vpc{n}"));
+            ns.ip(&[
+                "address",
+                "add",
+                &format!("10.98.{n}.{}/24", 10 * (n + 1)),
+                "dev",
+                &eth,
+            ]);
+        }
+        let dir = TempDir::new(tag);
+        let root = dir.0.join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        Self {
+            imds: None,
+            ns,
+            dir,
+            root,
+        }
+    }
+
+    /// (Re)starts IMDS inside the namespace; returns its base URL.
+    fn start_imds(&mut self, tree: &Value, how: &Imds) -> String {
+        self.imds = None;
+        let log = self.dir.0.join("imds.log");
+        let mut cmd = self
+            .ns
+            .command(sibling_bin("imds-emulator").to_str().unwrap());
+        cmd.args(["--bind", "127.0.0.1:0", "--log"]).arg(&log);
+        match how {
+            Imds::Down => return "http://127.0.0.1:9".to_owned(),
+            Imds::Reset => {
+                cmd.arg("--reset");
+            }
+            Imds::Scenario(s) => {
+                let t = self.dir.file("tree.json", &tree.to_string());
+                let sc = self.dir.file("scenario.json", &s.to_string());
+                cmd.arg("--require-token")
+                    .arg("--tree")
+                    .arg(t)
+                    .arg("--scenario")
+                    .arg(sc);
+            }
+        }
+        let (p, addr) = start_with_addr(cmd, "imds-emulator");
+        self.imds = Some(p);
+        format!("http://{addr}")
+    }
+
+    /// Runs `leasehook-dhclient` for eth1's lease with `reason`, as dhclient-script
+    /// would (a clean environment), against IMDS at `endpoint`.
+    fn shim(&self, reason: &str, endpoint: &str) -> (Output, Duration) {
+        let mut env: Vec<(String, String)> = [
+            ("reason", reason),
+            ("interface", "eth1"),
+            ("new_ip_address", "10.98.1.20"),
+            ("new_subnet_mask", "255.255.255.0"),
+            ("new_routers", "10.98.1.1"),
+            ("new_network_number", "10.98.1.0"),
+            ("new_broadcast_address", "10.98.1.255"),
+            ("LEASEHOOK_IMDS_ENDPOINTS", endpoint),
+            ("LEASEHOOK_IMDS_BIND_INTERFACE", "false"),
+            ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1"),
+            ("LEASEHOOK_IMDS_BUDGET_S", "1"),
+            ("LEASEHOOK_LOG_LEVEL", "info"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        env.push(("LEASEHOOK_ROOT".to_owned(), self.root.display().to_string()));
+        if reason == "RENEW" {
+            for (k, v) in [
+                ("old_ip_address", "10.98.1.20"),
+                ("old_subnet_mask", "255.255.255.0"),
+                ("old_routers", "10.98.1.1"),
+            ] {
+                env.push((k.to_owned(), v.to_owned()));
+            }
+        }
+        let t = Instant::now();
+        let out = command(
+            Some(&self.ns),
+            Some(&env),
+            &[],
+            &sibling_bin("leasehook-dhclient"),
+        )
+        .output()
+        .unwrap();
+        (out, t.elapsed())
+    }
+
+    /// BOUND with a healthy IMDS: the last good state every fault starts from.
+    fn bound(&mut self) {
+        let url = self.start_imds(&default_tree(), &Imds::Scenario(json!({})));
+        let (out, _) = self.shim("BOUND", &url);
+        assert!(out.status.success(), "BOUND failed: {}", text(&out));
+        assert_eq!(
+            snap(&self.ns).0,
+            BASE_RULES,
+            "BOUND did not apply the plan: {}",
+            text(&out)
+        );
+        assert!(self.root.join(STATE).is_file());
+        self.imds = None;
+    }
+
+    fn seen(
+        self,
+        out: &Output,
+        elapsed: Duration,
+        before: Snap,
+        files: BTreeMap<PathBuf, Vec<u8>>,
+    ) -> Seen {
+        Seen {
+            exit: out.status.code(),
+            log: text(out),
+            root: self.root.clone(),
+            files_before: files,
+            kernel_before: Some(before),
+            kernel_after: Some(snap(&self.ns)),
+            elapsed,
+            keep: vec![Box::new(self)],
+        }
+    }
+}
+
+fn tree_with_eth1_ips(ips: Option<&str>) -> Value {
+    let mut t = default_tree();
+    if let Some(ips) = ips {
+        t["latest"]["meta-data"]["network"]["interfaces"]["macs"][MAC1]["local-ipv4s"] = json!(ips);
+    }
+    t
+}
+
+/// A good BOUND, then a RENEW while IMDS misbehaves (serving `ips` as eth1's
+/// addresses when it answers at all).
+fn imds_renew(how: &Imds, ips: Option<&str>) -> Seen {
+    let mut i = Instance::new("fimds");
+    i.bound();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&tree_with_eth1_ips(ips), how);
+    let (out, elapsed) = i.shim("RENEW", &url);
+    i.seen(&out, elapsed, before, files)
+}
+
+fn run_imds_partial() -> Seen {
+    let mut i = Instance::new("fpart");
+    let mut tree = default_tree();
+    tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][MAC1]["subnet-ipv4-cidr-block"] =
+        Value::Null;
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&tree, &Imds::Scenario(json!({})));
+    let (out, elapsed) = i.shim("BOUND", &url);
+    i.seen(&out, elapsed, before, files)
+}
+
+// --- Kernel rows -------------------------------------------------------------------
+
+/// Someone else adds `ip ARGS` in the namespace, then a BOUND with a healthy IMDS.
+fn foreign_then_bound(args: &[&str]) -> Seen {
+    let mut i = Instance::new("fforeign");
+    i.ns.ip(args);
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
+    let (out, elapsed) = i.shim("BOUND", &url);
+    i.seen(&out, elapsed, before, files)
+}
+
+/// Runs `f` on a thread that entered `ns` first (setns(2) is per thread, and a
+/// netlink socket belongs to the namespace it was created in).
+fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = PathBuf::from("/run/netns").join(&ns.name);
+    std::thread::spawn(move || {
+        let fd = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&fd),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap_or_else(|e| panic!("setns {path:?}: {e}"));
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+/// An applier that deletes eth1 right before the first write: after the plan was
+/// validated against the links, before anything was written.
+struct DeleteLinkFirst {
+    inner: leasehook_core::apply::netlink::NetlinkApplier,
+    ns: String,
+    done: bool,
+}
+
+impl leasehook_core::apply::Applier for DeleteLinkFirst {
+    fn links(&mut self) -> leasehook_core::error::Result<Vec<leasehook_core::apply::KernelLink>> {
+        self.inner.links()
+    }
+    fn observe(
+        &mut self,
+        links: &leasehook_core::apply::LinkIndex,
+        recorded: &std::collections::BTreeSet<leasehook_core::model::Address>,
+    ) -> leasehook_core::error::Result<leasehook_core::diff::State> {
+        self.inner.observe(links, recorded)
+    }
+    fn execute(
+        &mut self,
+        op: &leasehook_core::diff::Op,
+        links: &leasehook_core::apply::LinkIndex,
+    ) -> leasehook_core::error::Result<()> {
+        self.execute_many(std::slice::from_ref(op), links)
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+    fn execute_many(
+        &mut self,
+        ops: &[leasehook_core::diff::Op],
+        links: &leasehook_core::apply::LinkIndex,
+    ) -> Vec<leasehook_core::error::Result<()>> {
+        if !self.done {
+            self.done = true;
+            run(Command::new("ip").args(["-n", &self.ns, "link", "del", "eth1"]));
+        }
+        self.inner.execute_many(ops, links)
+    }
+}
+
+fn run_link_deleted_before_apply() -> Seen {
+    use leasehook_core::apply::{self, state};
+    let i = Instance::new("flink");
+    // The plan, as the hook makes it: eth1's lease and the world's metadata.
+    let plan_out = run(Command::new(leasehook_bin())
+        .arg("plan")
+        .arg("--metadata")
+        .arg(i.dir.file(
+            "md.json",
+            &default_tree()["latest"]["meta-data"].to_string(),
+        ))
+        .args(["--link", &format!("eth0={MAC0}"), "--link", &format!("eth1={MAC1}")])
+        .arg("--lease")
+        .arg(i.dir.file(
+            "eth1.env",
+            "reason=BOUND\ninterface=eth1\nnew_ip_address=10.98.1.20\nnew_subnet_mask=255.255.255.0\nnew_routers=10.98.1.1\n",
+        ))
+        .args(["--format", "json"]));
+    let plan: leasehook_core::model::Plan = serde_json::from_slice(&plan_out.stdout).unwrap();
+    assert!(
+        plan.interfaces.iter().any(|p| !p.rules.is_empty()),
+        "the plan has no rules: {}",
+        String::from_utf8_lossy(&plan_out.stdout)
+    );
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let (ns, root) = (i.ns.name.clone(), i.root.clone());
+    let t = Instant::now();
+    let result = in_netns(&i.ns, move || {
+        let mut applier = DeleteLinkFirst {
+            inner: apply::netlink::NetlinkApplier::try_new().unwrap(),
+            ns,
+            done: false,
+        };
+        let paths = state::Paths::new(&root);
+        // What the hook does: apply, then record only what went in.
+        apply::apply_plan(&mut applier, &plan, &[]).inspect(|_| {
+            for ip in &plan.interfaces {
+                let st = state::InterfaceState::record(None, ip, plan.profile);
+                state::write_state(&paths, &st).unwrap();
+            }
+        })
+    });
+    let elapsed = t.elapsed();
+    let log = match &result {
+        Ok(r) => format!("applied {} change(s)", r.writes()),
+        Err(e) => e.to_string(),
+    };
+    Seen {
+        exit: None,
+        log,
+        root: i.root.clone(),
+        files_before: files,
+        kernel_before: Some(before),
+        kernel_after: Some(snap(&i.ns)),
+        elapsed,
+        keep: vec![Box::new(i)],
+    }
+}
+
+// --- Disk full ---------------------------------------------------------------------
+
+/// A small tmpfs mounted on a test-owned folder, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Self {
+        std::fs::create_dir_all(at).unwrap();
+        run(Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "leasehook-fault",
+            ])
+            .arg(at));
+        Self(at.to_path_buf())
+    }
+
+    /// Writes a filler file until the file system is full.
+    fn fill(&self) {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        let block = [0u8; 4096];
+        loop {
+            match f.write_all(&block).and_then(|()| f.sync_all()) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(28) => break,
+                Err(e) => panic!("filling {:?}: {e}", self.0),
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn run_disk_full_state() -> Seen {
+    let mut i = Instance::new("fdisk");
+    let fs = Tmpfs::mount(&i.root.join("run/leasehook/iface"), "64k");
+    i.bound();
+    fs.fill();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(
+        &tree_with_eth1_ips(Some("10.98.1.20\n10.98.1.21\n10.98.1.22")),
+        &Imds::Scenario(json!({})),
+    );
+    let (out, elapsed) = i.shim("RENEW", &url);
+    let mut seen = i.seen(&out, elapsed, before, files);
+    // The mount goes first, then the namespace and folder.
+    seen.keep.insert(0, Box::new(fs));
+    seen
+}
+
+// --- LXD and the boot cache ------------------------------------------------------
+
+/// A fake root for the boot stage.
+struct BootRoot {
+    dir: TempDir,
+}
+
+impl BootRoot {
+    fn new(tag: &str) -> Self {
+        Self {
+            dir: TempDir::new(tag),
+        }
+    }
+    fn path(&self) -> &Path {
+        &self.dir.0
+    }
+    fn socket(&self) -> PathBuf {
+        self.path().join("dev/lxd/sock")
+    }
+    fn lxd(&self, config: devlxd::Config) -> Devlxd {
+        std::fs::create_dir_all(self.path().join("dev/lxd")).unwrap();
+        Devlxd::start(&self.socket(), config).unwrap()
+    }
+    /// `leasehook init --local` on an LXD container.
+    fn init(&self, wrap: &[&str]) -> (Output, Duration) {
+        let mut cmd = command(None, None, wrap, &leasehook_bin());
+        cmd.args(["init", "--local", "--virt", "lxc", "--root"])
+            .arg(self.path())
+            .env_remove("LEASEHOOK_IMDS_ENDPOINTS");
+        let t = Instant::now();
+        let out = cmd.output().unwrap();
+        (out, t.elapsed())
+    }
+    /// The first boot with a healthy socket, which is then switched off; then the
+    /// reboot empties `run/`.
+    fn first_boot_then_socket_off(&self) {
+        let d = self.lxd(lxd_config());
+        let (out, _) = self.init(&[]);
+        assert!(out.status.success(), "first boot: {}", text(&out));
+        assert!(self.path().join(RECORD).is_file());
+        drop(d);
+        let _ = std::fs::remove_file(self.socket());
+        let _ = std::fs::remove_dir_all(self.path().join("run"));
+    }
+    fn seen(
+        self,
+        out: &Output,
+        elapsed: Duration,
+        files: BTreeMap<PathBuf, Vec<u8>>,
+        keep: Vec<Box<dyn std::any::Any>>,
+    ) -> Seen {
+        let mut keep = keep;
+        let root = self.path().to_path_buf();
+        keep.push(Box::new(self));
+        Seen {
+            exit: out.status.code(),
+            log: text(out),
+            root,
+            files_before: files,
+            kernel_before: None,
+            kernel_after: None,
+            elapsed,
+            keep,
+        }
+    }
+}
+
+fn lxd_config() -> devlxd::Config {
+    devlxd::Config::new(SAMPLE_META_DATA)
+        .key("user.user-data", "#cloud-config\n{}\n")
+        .key("user.tag", "blue")
+}
+
+#[derive(Clone, Copy)]
+enum LxdFault {
+    SocketGone,
+    Http500,
+}
+
+fn lxd_second_boot(fault: LxdFault) -> Seen {
+    let r = BootRoot::new("flxd");
+    r.first_boot_then_socket_off();
+    let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
+    if let LxdFault::Http500 = fault {
+        let mut cfg = lxd_config();
+        for p in ["/1.0", "/1.0/meta-data", "/1.0/config", "/1.0/devices"] {
+            cfg = cfg.rule(p, 500, "broken", None);
+        }
+        keep.push(Box::new(r.lxd(cfg)));
+    }
+    let files = files_under(r.path());
+    let (out, elapsed) = r.init(&[]);
+    r.seen(&out, elapsed, files, keep)
+}
+
+fn run_lxd_not_json() -> Seen {
+    let r = BootRoot::new("fljson");
+    let d = r.lxd(lxd_config().rule("/1.0/config", 200, "<html>oops</html>", None));
+    let files = files_under(r.path());
+    let (out, elapsed) = r.init(&[]);
+    r.seen(&out, elapsed, files, vec![Box::new(d)])
+}
+
+#[derive(Clone, Copy)]
+enum Spoil {
+    Corrupt,
+    Truncated,
+    Future,
+    Unreadable,
+    Symlink,
+    LinkOutside,
+}
+
+fn spoiled_cache(spoil: Spoil) -> Seen {
+    let r = BootRoot::new("fcache");
+    r.first_boot_then_socket_off();
+    let rec = r.path().join(RECORD);
+    let cache = r.path().join("var/lib/leasehook");
+    let mut wrap: Vec<&str> = Vec::new();
+    match spoil {
+        Spoil::Corrupt => std::fs::write(&rec, "\u{0}\u{1} garbage").unwrap(),
+        Spoil::Truncated => {
+            let t = std::fs::read(&rec).unwrap();
+            std::fs::write(&rec, &t[..t.len() / 2]).unwrap();
+        }
+        Spoil::Future => {
+            let t = std::fs::read_to_string(&rec).unwrap();
+            assert!(t.contains("\"version\": 1"), "{t}");
+            std::fs::write(&rec, t.replace("\"version\": 1", "\"version\": 7")).unwrap();
+        }
+        Spoil::Unreadable => {
+            std::fs::set_permissions(&rec, std::fs::Permissions::from_mode(0o000)).unwrap();
+            // Root reads anything; without these capabilities, mode 000 holds.
+            wrap = vec![
+                "setpriv",
+                "--inh-caps=-all",
+                "--bounding-set=-dac_override,-dac_read_search",
+            ];
+        }
+        Spoil::Symlink => {
+            let outside = r.path().join("outside");
+            std::fs::create_dir_all(&outside).unwrap();
+            std::fs::write(outside.join("secret"), "do not read or overwrite\n").unwrap();
+            std::fs::remove_file(&rec).unwrap();
+            symlink(outside.join("secret"), &rec).unwrap();
+        }
+        Spoil::LinkOutside => {
+            std::fs::remove_file(cache.join("instance")).unwrap();
+            symlink("/etc", cache.join("instance")).unwrap();
+        }
+    }
+    let files = files_under(r.path());
+    let (out, elapsed) = r.init(&wrap);
+    r.seen(&out, elapsed, files, Vec::new())
+}
+
+fn run_disk_full_cache() -> Seen {
+    let r = BootRoot::new("fdiskc");
+    let fs = Tmpfs::mount(&r.path().join("var/lib/leasehook"), "16k");
+    fs.fill();
+    let d = r.lxd(lxd_config());
+    let files = files_under(r.path());
+    let (out, elapsed) = r.init(&[]);
+    r.seen(&out, elapsed, files, vec![Box::new(fs), Box::new(d)])
+}
