@@ -72,6 +72,7 @@ pub(crate) struct FlushArgs {
 /// them over. Runs under the same per-interface lock as the DHCP hooks. The IMDS and
 /// planner settings come from the same LEASEHOOK_* variables as the hooks'.
 #[derive(Debug, Args)]
+#[command(after_long_help = leasehook_core::hook::env_help())]
 pub(crate) struct RefreshArgs {
     /// Only this interface.
     #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
