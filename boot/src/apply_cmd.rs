@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
 use leasehook_core::apply::{self, Report};
+use leasehook_core::config::{self, Sources};
 use leasehook_core::diff::Op;
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{Family, IfName, Plan};
@@ -70,7 +71,8 @@ pub(crate) struct FlushArgs {
 /// An IMDS error or an incomplete answer changes nothing. A link that is gone takes
 /// its rules and state with it; a link found under another name by its MAC takes
 /// them over. Runs under the same per-interface lock as the DHCP hooks. The IMDS and
-/// planner settings come from the same LEASEHOOK_* variables as the hooks'.
+/// planner settings are the hooks' (the configuration files, then LEASEHOOK_*
+/// variables); NICs listed in `unmanaged` are left alone.
 #[derive(Debug, Args)]
 #[command(after_long_help = leasehook_core::hook::env_help())]
 pub(crate) struct RefreshArgs {
@@ -82,6 +84,11 @@ pub(crate) struct RefreshArgs {
     /// variable, else /].
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+
+    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
+    /// config.d (/dev/null: none).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 
     /// Print every change as an `ip` command line.
     #[arg(long, short)]
@@ -224,10 +231,10 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn refresh(args: &RefreshArgs) -> anyhow::Result<String> {
-    let mut cfg = HookConfig::from_env(&hook::process_env())?;
-    if let Some(root) = &args.root {
-        cfg.root.clone_from(root);
-    }
+    let sources = Sources::from_env(hook::process_env())
+        .with_root(args.root.clone())
+        .with_file(args.config.clone());
+    let cfg = HookConfig::from_settings(&config::load(&sources)?.settings);
     let mut out = String::new();
     for outcome in hook::refresh(args.iface.as_ref(), &cfg)? {
         match outcome {

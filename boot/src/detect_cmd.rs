@@ -35,8 +35,8 @@ pub(crate) struct DetectArgs {
     #[arg(long, value_name = "NAME")]
     virt: Option<String>,
 
-    /// leasehook's configuration file (YAML; detection reads its `datasource_list`)
-    /// [default: ROOT/etc/leasehook/config.yaml, when it exists].
+    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
+    /// config.d (detection reads its `datasource_list`; /dev/null: none).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
 }
@@ -45,18 +45,9 @@ pub(crate) fn run(args: &DetectArgs) -> anyhow::Result<String> {
     if !args.root.is_dir() {
         bail!("--root {:?} is not a folder", args.root);
     }
-    let mut options = ReadOptions::new(&args.root);
+    let mut options = ReadOptions::new(&args.root).with_env(leasehook_core::hook::process_env());
     if let Some(virt) = &args.virt {
-        let plausible = !virt.is_empty()
-            && virt.len() <= 32
-            && virt
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if !plausible {
-            bail!(
-                "--virt {virt:?} is not a virtualisation name (lower-case letters, digits and -, such as kvm or lxc)"
-            );
-        }
+        crate::init_cmd::check_virt(virt)?;
         options = options.with_virt(virt);
     }
     if let Some(config) = &args.config {

@@ -33,10 +33,10 @@ pub(crate) const NO_DATASOURCE: u8 = 3;
 /// datasource answered and no usable cache (instance-data then says datasource
 /// None); 1 an error (bad configuration, unwritable state); 2 bad usage.
 ///
-/// Configuration (ROOT/etc/leasehook/config.yaml or --config): `datasource_list`,
-/// `fallback`, `datasource.<Name>.fallback`, `imds.endpoints`, `imds.budget_s`,
-/// `imdsv1_fallback`; `LEASEHOOK_IMDS_ENDPOINTS` (comma-separated) overrides
-/// `imds.endpoints`.
+/// Configuration (ROOT/etc/leasehook/config.yaml and config.d, or --config; then
+/// LEASEHOOK_* variables): `datasource_list`, `fallback`,
+/// `datasource.<Name>.fallback`, `imds.endpoints`, `imds.budget_s`,
+/// `imdsv1_fallback`. `leasehook config show` prints what is in effect.
 #[derive(Debug, Args)]
 pub(crate) struct InitArgs {
     /// Run the local stage (before networking).
@@ -52,8 +52,8 @@ pub(crate) struct InitArgs {
     #[arg(long, value_name = "NAME")]
     virt: Option<String>,
 
-    /// leasehook's configuration file [default: ROOT/etc/leasehook/config.yaml,
-    /// when it exists].
+    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
+    /// config.d (/dev/null: none).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
 }
@@ -156,19 +156,9 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<(String, ExitCode)> {
         root: args.root.clone(),
         virt: args.virt.clone(),
         config: args.config.clone(),
+        env: leasehook_core::hook::process_env(),
     };
-    let mut ctx = Context::gather(&options).context("failed to read the configuration")?;
-    if let Ok(list) = std::env::var("LEASEHOOK_IMDS_ENDPOINTS")
-        && !list.trim().is_empty()
-    {
-        ctx.config.imds_endpoints = Some(
-            list.split(',')
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        );
-    }
+    let ctx = Context::gather(&options).context("failed to read the configuration")?;
     let sources = RealSources::new(&ctx);
     let report =
         run::run(stage, &ctx, &sources).with_context(|| format!("the {stage} stage failed"))?;

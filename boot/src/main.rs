@@ -4,7 +4,8 @@
 //! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again),
 //! `status` (what is applied), `refresh` (re-check recorded plans against IMDS),
 //! `detect` (which datasources the instance has), `init` (the boot stages: find
-//! the datasource, cache it, write instance-data) and `query` (read instance-data).
+//! the datasource, cache it, write instance-data), `query` (read instance-data)
+//! and `config show` (the merged configuration and where each value came from).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
 //! error (reported by clap), 3 (`init`) no datasource and no usable cache.
@@ -13,6 +14,7 @@
 
 mod apply_cmd;
 mod boot_status;
+mod config_cmd;
 mod detect_cmd;
 mod generate_cmd;
 mod init_cmd;
@@ -61,6 +63,7 @@ enum Command {
     Detect(detect_cmd::DetectArgs),
     Init(init_cmd::InitArgs),
     Query(query_cmd::QueryArgs),
+    Config(config_cmd::ConfigArgs),
 }
 
 /// `leasehook generate WHAT --out DIR`: the manual pages and completion scripts,
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         Command::Detect(args) => ok(detect_cmd::run(&args)),
         Command::Init(args) => init_cmd::run(&args),
         Command::Query(args) => ok(query_cmd::run(&args)),
+        Command::Config(args) => ok(config_cmd::run(&args)),
     };
     report(result)
 }

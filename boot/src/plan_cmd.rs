@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
+use leasehook_core::config::{self, Sources};
 use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
 use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
 use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
@@ -14,6 +15,11 @@ use leasehook_core::{example, metadata, render};
 
 /// Print the policy-routing plan for given metadata, leases and links, without
 /// touching the system.
+///
+/// The planner's settings (`profile`, `table_base`, `priority_base`,
+/// `primary_rules`, `secondary_addresses`) come from the configuration
+/// (ROOT/etc/leasehook/config.yaml and config.d, or --config; then `LEASEHOOK_*`
+/// variables); the flags below win.
 ///
 /// Example: leasehook plan --metadata md.json --link eth0=02:00:00:00:00:01
 /// --link eth1=02:00:00:00:00:02 --lease eth0.env --lease eth1.env
@@ -39,19 +45,21 @@ pub(crate) struct PlanArgs {
     #[arg(long = "link", value_name = "IFNAME=MAC[,ra=IPV6]")]
     links: Vec<String>,
 
-    /// The routing scheme.
-    #[arg(long, value_enum, default_value_t = ProfileArg::Ec2NetUtils)]
-    profile: ProfileArg,
+    /// The routing scheme [default: the configured profile, else ec2-net-utils].
+    #[arg(long, value_enum)]
+    profile: Option<ProfileArg>,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Ip)]
     format: Format,
 
-    /// ec2-net-utils profile: table of device 0 on network card 0.
-    #[arg(long, value_name = "N", default_value_t = leasehook_core::constants::DEFAULT_TABLE_BASE)]
-    table_base: u32,
+    /// ec2-net-utils profile: table of device 0 on network card 0 [default: the
+    /// configured `table_base`, else 10000].
+    #[arg(long, value_name = "N")]
+    table_base: Option<u32>,
 
-    /// ec2-net-utils profile: rule priority of device 0 on network card 0 [default: the table base].
+    /// ec2-net-utils profile: rule priority of device 0 on network card 0 [default:
+    /// the configured `priority_base`, else the table base].
     #[arg(long, value_name = "N")]
     priority_base: Option<u32>,
 
@@ -62,6 +70,15 @@ pub(crate) struct PlanArgs {
     /// ec2-net-utils profile: do not add the metadata's secondary addresses to links.
     #[arg(long)]
     no_secondary_addresses: bool,
+
+    /// Read the configuration below DIR [default: the `LEASEHOOK_ROOT` variable, else /].
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+
+    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
+    /// config.d (/dev/null: none, the built-in defaults).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -101,17 +118,41 @@ fn read_input(path: &Path) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// The configuration with the planner flags on top.
+fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
+    let profile = args.profile.map(|p| match p {
+        ProfileArg::Ec2NetUtils => Profile::Ec2NetUtils,
+        ProfileArg::CloudInit => Profile::CloudInit,
+    });
+    let sources = Sources::from_env(leasehook_core::hook::process_env())
+        .with_root(args.root.clone())
+        .with_file(args.config.clone())
+        .with_flag("profile", "--profile", profile.map(|p| p.to_string()))
+        .with_flag(
+            "table_base",
+            "--table-base",
+            args.table_base.map(|n| n.to_string()),
+        )
+        .with_flag(
+            "priority_base",
+            "--priority-base",
+            args.priority_base.map(|n| n.to_string()),
+        )
+        .with_flag(
+            "primary_rules",
+            "--primary-rules",
+            args.primary_rules.then(|| "true".to_owned()),
+        )
+        .with_flag(
+            "secondary_addresses",
+            "--no-secondary-addresses",
+            args.no_secondary_addresses.then(|| "false".to_owned()),
+        );
+    Ok(config::load(&sources)?.settings.plan)
+}
+
 pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<String> {
-    let cfg = PlanConfig {
-        profile: match args.profile {
-            ProfileArg::Ec2NetUtils => Profile::Ec2NetUtils,
-            ProfileArg::CloudInit => Profile::CloudInit,
-        },
-        table_base: args.table_base,
-        priority_base: args.priority_base,
-        primary_rules: args.primary_rules,
-        secondary_addresses: !args.no_secondary_addresses,
-    };
+    let cfg = plan_config(args)?;
     let (md, links, leases) = if args.example {
         let md = metadata::parse_tree(&example::metadata())
             .context("the built-in example is invalid")?;

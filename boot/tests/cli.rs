@@ -242,3 +242,70 @@ fn malformed_inputs_give_one_clear_line() {
     assert!(line.contains("table number is reserved"), "{line}");
     assert!(Path::new(&md).exists());
 }
+
+#[test]
+fn config_show_merges_files_environment_and_names_origins() {
+    let t = TempDir::new("config");
+    fs::create_dir_all(t.0.join("etc/leasehook/config.d")).unwrap();
+    t.file(
+        "etc/leasehook/config.yaml",
+        "table_base: 20000\nprofile: cloud-init\n",
+    );
+    t.file(
+        "etc/leasehook/config.d/10-site.yaml",
+        "\nprofile: ec2-net-utils\n",
+    );
+    let root = t.0.to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehook"))
+        .args(["config", "show", "--root", root])
+        .env("LEASEHOOK_PRIMARY_RULES", "true")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "table_base: 20000",
+        "etc/leasehook/config.yaml line 1",
+        "profile: \"ec2-net-utils\"",
+        "config.d/10-site.yaml line 2",
+        "primary_rules: true",
+        "environment LEASEHOOK_PRIMARY_RULES",
+        "priority_base: null",
+    ] {
+        assert!(text.contains(want), "{want:?} missing in\n{text}");
+    }
+    // The output is a configuration file giving the same settings.
+    let shown = t.file("shown.yaml", &text);
+    let again = leasehook(&["config", "show", "--config", &shown, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(v["settings"]["table_base"], 20_000);
+    assert_eq!(v["settings"]["primary_rules"], true);
+
+    // The configuration reaches `plan`; its flags win.
+    let md = t.file("md.json", METADATA);
+    let lease = t.file("eth1.env", LEASE);
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["plan", "--root", root, "--metadata", &md, "--lease", &lease];
+        args.extend_from_slice(&[
+            "--link",
+            "eth0=02:00:00:00:00:01",
+            "--link",
+            "eth1=02:00:00:00:00:02",
+        ]);
+        args.extend_from_slice(extra);
+        String::from_utf8(leasehook(&args).stdout).unwrap()
+    };
+    assert!(plan(&[]).contains("lookup 20001"), "{}", plan(&[]));
+    assert!(plan(&["--table-base", "30000"]).contains("lookup 30001"));
+
+    // A bad file is one line naming the file, line and key; exit status 1.
+    t.file(
+        "etc/leasehook/config.d/20-typo.yaml",
+        "imds:\n  endpoints: [\"http://imds.example\"]\n",
+    );
+    let e = one_error_line(&["config", "show", "--root", root]);
+    assert!(
+        e.contains("20-typo.yaml line 2: imds.endpoints: ") && e.contains("IP address"),
+        "{e}"
+    );
+}

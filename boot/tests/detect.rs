@@ -143,7 +143,7 @@ fn config_file_sets_the_list() {
         v["list_from"]
             .as_str()
             .unwrap()
-            .ends_with("etc/leasehook/config.yaml")
+            .ends_with("etc/leasehook/config.yaml line 1")
     );
 
     let other = r.0.join("single.yaml");
@@ -189,8 +189,15 @@ fn bad_input_is_one_clear_error() {
         "etc/leasehook/config.yaml",
         "profile: x\ndatasource_list: Ec2\n",
     );
+    // The whole file is checked, not only the key detection reads.
     let e = error_line(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
-    assert!(e.contains("config.yaml") && e.contains("line 2"), "{e}");
+    assert!(e.contains("config.yaml line 1: profile: "), "{e}");
+    r.write("etc/leasehook/config.yaml", "datasource_list: Ec2\n");
+    let e = error_line(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
+    assert!(
+        e.contains("config.yaml line 1: datasource_list: expected a list"),
+        "{e}"
+    );
 
     // cloud-init's own files are foreign: a broken one is a warning, not an error.
     fs::remove_file(r.0.join("etc/leasehook/config.yaml")).unwrap();

@@ -128,6 +128,10 @@ pub const DS_IDENTIFY_CFG: &str = "etc/cloud/ds-identify.cfg";
 /// leasehook's configuration file (SPEC §7).
 pub const LEASEHOOK_CONFIG: &str = "etc/leasehook/config.yaml";
 
+/// leasehook's configuration drop-ins, `*.yaml` read in lexical order after
+/// [`LEASEHOOK_CONFIG`].
+pub const LEASEHOOK_CONFIG_D: &str = "etc/leasehook/config.d";
+
 /// The largest configuration file we read, in bytes.
 pub const CONFIG_MAX_BYTES: u64 = 1024 * 1024;
 

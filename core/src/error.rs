@@ -113,6 +113,19 @@ pub enum Error {
         /// Why, naming the path or value that decided it.
         reason: String,
     },
+    /// A configuration value is refused: a file's key (the origin names the file
+    /// and line), an environment variable or a flag. An empty `key` means the file
+    /// as a whole (not YAML, an unknown key: the message says which).
+    #[error("configuration {origin}: {}{message}", key_prefix(key))]
+    Config {
+        /// Where the value came from (`/etc/leasehook/config.yaml line 3`,
+        /// `environment LEASEHOOK_TABLE_BASE`, `flag --table-base`).
+        origin: String,
+        /// The key (`imds.budget_s`), or empty.
+        key: String,
+        /// What is wrong, with the value escaped and shortened.
+        message: String,
+    },
     /// An instance-data key path (`leasehook query`) is malformed, or names what
     /// the instance data does not hold.
     #[error("instance-data key {path}: {reason}")]
@@ -122,6 +135,14 @@ pub enum Error {
         /// What is wrong, naming the segment.
         reason: String,
     },
+}
+
+fn key_prefix(key: &str) -> String {
+    if key.is_empty() {
+        String::new()
+    } else {
+        format!("{key}: ")
+    }
 }
 
 fn rollback_note(rolled_back: usize, errors: &[String]) -> String {

@@ -30,12 +30,14 @@ use serde::{Deserialize, Serialize};
 use crate::apply::netlink::NetlinkApplier;
 use crate::apply::state::{self, InterfaceState, Paths};
 use crate::apply::{self, Applier, Report};
+use crate::config::{self, Settings, Sources, Unmanaged};
 use crate::error::{Error, Result};
-use crate::model::{Action, IfName, LeaseEvent, Link, Profile};
+use crate::model::{Action, IfName, LeaseEvent, Link, MacAddr, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use crate::source::ec2::{Ec2, NicEvent, Outcome, WaitPolicy};
 
-/// What a shim needs to know besides the event.
+/// What a shim needs to know besides the event: the hook's part of the
+/// [configuration](crate::config).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookConfig {
     /// Prefix of every file path (`/` in production).
@@ -52,142 +54,57 @@ pub struct HookConfig {
     pub budget: Duration,
     /// Send each NIC's IMDS requests through that NIC, from its leased address.
     pub imds_bind_interface: bool,
+    /// NICs left alone.
+    pub unmanaged: Vec<Unmanaged>,
 }
 
-/// The environment variables a hook's configuration comes from (until the
-/// configuration files arrive they are the only source; dhclient passes them with
-/// `-e`, systemd units with `Environment=`).
-pub const ENV_VARS: &[(&str, &str)] = &[
-    ("LEASEHOOK_ROOT", "prefix of every file path (default /)"),
-    (
-        "LEASEHOOK_PROFILE",
-        "ec2-net-utils (hooks support no other yet)",
-    ),
-    (
-        "LEASEHOOK_TABLE_BASE",
-        "table of device 0 on card 0 (default 10000)",
-    ),
-    (
-        "LEASEHOOK_PRIORITY_BASE",
-        "rule priority of device 0 on card 0 (default: the table base)",
-    ),
-    (
-        "LEASEHOOK_PRIMARY_RULES",
-        "true: give the primary NIC rules too (default false)",
-    ),
-    (
-        "LEASEHOOK_SECONDARY_ADDRESSES",
-        "false: do not add secondary addresses (default true)",
-    ),
-    (
-        "LEASEHOOK_IMDS_ENDPOINTS",
-        "comma-separated IMDS base URLs (default http://169.254.169.254,http://[fd00:ec2::254])",
-    ),
-    (
-        "LEASEHOOK_IMDSV1_FALLBACK",
-        "true: use IMDSv1 when the token is refused (default false)",
-    ),
-    (
-        "LEASEHOOK_IMDS_SYNC_BUDGET_S",
-        "seconds the DHCP client may be held (default 3)",
-    ),
-    (
-        "LEASEHOOK_IMDS_BUDGET_S",
-        "seconds the whole wait may take (default 30)",
-    ),
-    (
-        "LEASEHOOK_LOG_LEVEL",
-        "error, warn, info (default) or debug",
-    ),
-];
-
-/// The `--help` section that lists [`ENV_VARS`].
+/// The `--help` section on where a hook's settings come from, listing every
+/// `LEASEHOOK_*` variable.
 pub fn env_help() -> String {
-    let mut out = String::from("Configuration (environment; dhclient passes it with -e):\n");
-    for (var, what) in ENV_VARS {
-        let _ = writeln!(out, "  {var:<30} {what}");
+    let mut out = String::from(
+        "Configuration: /etc/leasehook/config.yaml, then /etc/leasehook/config.d/*.yaml,\n\
+         then these environment variables (`leasehook config show` prints the result):\n",
+    );
+    let sources = [
+        (config::ROOT_ENV, "prefix of every file path (default /)"),
+        (
+            config::CONFIG_ENV,
+            "read this file instead of config.yaml and config.d",
+        ),
+    ];
+    let keys = config::KEYS.iter().filter_map(|k| Some((k.env?, k.help)));
+    for (var, help) in sources.into_iter().chain(keys) {
+        let _ = writeln!(out, "  {var:<30} {help}");
     }
     out
 }
 
 impl HookConfig {
-    /// Reads the configuration from `LEASEHOOK_*` variables (see [`ENV_VARS`]);
-    /// unset ones take their defaults, a bad value is an error naming the variable.
-    pub fn from_env(env: &crate::event::Env) -> Result<Self> {
-        let bad = |var: &str, reason: &str, v: &str| Error::Event {
-            source_name: "configuration",
-            var: var.to_owned(),
-            problem: crate::error::Problem::bad(reason, v),
-        };
-        let get = |var: &str| env.get(var).map(String::as_str).filter(|v| !v.is_empty());
-        let flag = |var: &str, default: bool| -> Result<bool> {
-            match get(var) {
-                None => Ok(default),
-                Some("1" | "true" | "yes" | "on") => Ok(true),
-                Some("0" | "false" | "no" | "off") => Ok(false),
-                Some(v) => Err(bad(var, "expected true or false", v)),
-            }
-        };
-        let number = |var: &str| -> Result<Option<u32>> {
-            get(var)
-                .map(|v| {
-                    v.parse()
-                        .map_err(|_| bad(var, "expected a whole number", v))
-                })
-                .transpose()
-        };
-        let seconds = |var: &str, default: Duration| -> Result<Duration> {
-            match get(var) {
-                None => Ok(default),
-                Some(v) => v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 3600.0)
-                    .map(Duration::from_secs_f64)
-                    .ok_or_else(|| bad(var, "expected seconds between 0 and 3600", v)),
-            }
-        };
-        let defaults = PlanConfig::default();
-        let profile = match get("LEASEHOOK_PROFILE") {
-            None => defaults.profile,
-            Some(v) => v.parse().map_err(|p| Error::Event {
-                source_name: "configuration",
-                var: "LEASEHOOK_PROFILE".to_owned(),
-                problem: p,
-            })?,
-        };
-        let sync_budget = seconds(
-            "LEASEHOOK_IMDS_SYNC_BUDGET_S",
-            crate::constants::IMDS_SYNC_BUDGET,
-        )?;
-        let budget =
-            seconds("LEASEHOOK_IMDS_BUDGET_S", crate::constants::IMDS_BUDGET)?.max(sync_budget);
-        Ok(Self {
-            root: PathBuf::from(get("LEASEHOOK_ROOT").unwrap_or("/")),
-            plan: PlanConfig {
-                profile,
-                table_base: number("LEASEHOOK_TABLE_BASE")?.unwrap_or(defaults.table_base),
-                priority_base: number("LEASEHOOK_PRIORITY_BASE")?,
-                primary_rules: flag("LEASEHOOK_PRIMARY_RULES", defaults.primary_rules)?,
-                secondary_addresses: flag(
-                    "LEASEHOOK_SECONDARY_ADDRESSES",
-                    defaults.secondary_addresses,
-                )?,
-            },
-            endpoints: get("LEASEHOOK_IMDS_ENDPOINTS")
-                .map(|v| {
-                    v.split(',')
-                        .map(str::trim)
-                        .filter(|e| !e.is_empty())
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default(),
-            imdsv1_fallback: flag("LEASEHOOK_IMDSV1_FALLBACK", false)?,
-            imds_bind_interface: flag("LEASEHOOK_IMDS_BIND_INTERFACE", true)?,
-            sync_budget,
-            budget,
-        })
+    /// The hook's part of merged settings.
+    pub fn from_settings(s: &Settings) -> Self {
+        Self {
+            root: s.root.clone(),
+            plan: s.plan.clone(),
+            endpoints: s.imds.endpoints.clone().unwrap_or_default(),
+            imdsv1_fallback: s.imdsv1_fallback,
+            sync_budget: s.imds.sync_budget,
+            // The whole wait is never shorter than the part the client waits for.
+            budget: s.imds.budget.max(s.imds.sync_budget),
+            imds_bind_interface: s.imds.bind_interface,
+            unmanaged: s.unmanaged.clone(),
+        }
+    }
+
+    /// Reads the configuration files below `LEASEHOOK_ROOT` (or `/`) and the
+    /// `LEASEHOOK_*` variables of `env`; a bad value is an error naming the file
+    /// and line, or the variable.
+    pub fn load(env: &crate::event::Env) -> Result<Self> {
+        config::load(&Sources::from_env(env.clone())).map(|l| Self::from_settings(&l.settings))
+    }
+
+    /// Whether the NIC `name` (MAC `mac`, when known) is listed in `unmanaged`.
+    pub fn is_unmanaged(&self, name: &IfName, mac: Option<MacAddr>) -> bool {
+        self.unmanaged.iter().any(|u| u.matches(name, mac))
     }
 }
 
@@ -206,6 +123,8 @@ pub enum HookOutcome {
     Deferred(u32),
     /// Nothing changed; the reason is logged.
     Kept(String),
+    /// The interface is listed in `unmanaged`: nothing was done.
+    Unmanaged,
 }
 
 /// A hand-over from a hook to its worker: `<root>/run/leasehook/pending/<ifname>.json`.
@@ -297,6 +216,20 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
                 &cfg.plan.profile.to_string(),
             ),
         });
+    }
+    if !cfg.unmanaged.is_empty() {
+        let mac = NetlinkApplier::try_new()?
+            .links()?
+            .into_iter()
+            .find(|l| l.name == event.interface)
+            .and_then(|l| l.mac);
+        if cfg.is_unmanaged(&event.interface, mac) {
+            log::info!(
+                "{} is unmanaged (configuration key unmanaged): left alone",
+                event.interface
+            );
+            return Ok(HookOutcome::Unmanaged);
+        }
     }
     let started = state::unix_ms();
     let paths = Paths::new(&cfg.root);
@@ -449,6 +382,12 @@ fn refresh_one(
     cfg: &HookConfig,
 ) -> Result<RefreshOutcome> {
     let name = st.name.clone();
+    if cfg.is_unmanaged(&name, Some(st.mac)) {
+        return Ok(RefreshOutcome::Kept(
+            name,
+            "unmanaged (configuration key unmanaged): left alone".to_owned(),
+        ));
+    }
     let links = applier.links()?;
     let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
         let report = apply::teardown(applier, &name, None, Some(st))?;
@@ -794,8 +733,8 @@ pub fn log_context(
 }
 
 /// Everything a shim does after reading its command line, shared by every DHCP
-/// client's shim: sets up logging (`LEASEHOOK_LOG_LEVEL`), reads
-/// the configuration ([`HookConfig::from_env`]), and then either finishes a worker's
+/// client's shim: reads the configuration ([`config::load`]: files, then
+/// `LEASEHOOK_*` variables), sets up logging at its `log_level`, and then either finishes a worker's
 /// wait ([`run_worker`]) or turns the client's event into lease events with `parse`
 /// (which may read files under the configured root, as networkd's lease file) and
 /// [`handle`]s each, in order.
@@ -813,15 +752,15 @@ pub fn run_shim(
         Some(w) => log_context(Some(w), Some("worker"), |_| true),
         None => shim.context.clone(),
     };
-    let level = env
-        .get("LEASEHOOK_LOG_LEVEL")
-        .and_then(|l| l.parse().ok())
-        .unwrap_or(log::LevelFilter::Info);
+    let loaded = config::load(&Sources::from_env(env.clone()));
+    let level = loaded
+        .as_ref()
+        .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
     crate::logging::init(shim.program, &context, level);
-    let cfg = match HookConfig::from_env(env) {
-        Ok(c) => c,
+    let cfg = match loaded {
+        Ok(l) => HookConfig::from_settings(&l.settings),
         Err(e) => {
-            log::error!("{e}");
+            log::error!("{e}; nothing done");
             return ExitCode::from(2);
         }
     };
@@ -880,14 +819,14 @@ mod tests {
 
     #[test]
     fn config_defaults_and_overrides() {
-        let d = HookConfig::from_env(&env(&[])).unwrap();
+        let d = HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null")])).unwrap();
         assert_eq!(
             (d.root.to_str(), d.sync_budget, d.budget),
             (Some("/"), Duration::from_secs(3), Duration::from_secs(30))
         );
         assert_eq!(d.plan, PlanConfig::default());
-        let c = HookConfig::from_env(&env(&[
-            ("LEASEHOOK_ROOT", "/tmp/x"),
+        let c = HookConfig::load(&env(&[
+            ("LEASEHOOK_ROOT", "/nonexistent/leasehook-test"),
             ("LEASEHOOK_TABLE_BASE", "20000"),
             ("LEASEHOOK_PRIMARY_RULES", "yes"),
             ("LEASEHOOK_SECONDARY_ADDRESSES", "false"),
@@ -897,11 +836,14 @@ mod tests {
             ),
             ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "0.5"),
             ("LEASEHOOK_IMDS_BUDGET_S", "0.1"),
+            ("LEASEHOOK_UNMANAGED", "eth7"),
         ]))
         .unwrap();
+        assert_eq!(c.root.to_str(), Some("/nonexistent/leasehook-test"));
         assert_eq!(c.plan.table_base, 20000);
         assert!(c.plan.primary_rules && !c.plan.secondary_addresses);
         assert_eq!(c.endpoints, ["http://127.0.0.1:8080", "http://[::1]:8080"]);
+        assert!(c.is_unmanaged(&IfName::try_new("eth7").unwrap(), None));
         // The total budget is never shorter than the synchronous one.
         assert_eq!(
             (c.sync_budget, c.budget),
@@ -915,26 +857,26 @@ mod tests {
             (
                 "LEASEHOOK_TABLE_BASE",
                 "-1",
-                "configuration variable LEASEHOOK_TABLE_BASE: expected a whole number (got \"-1\")",
+                "configuration environment LEASEHOOK_TABLE_BASE: table_base: expected a whole number from 0 to 4294967295 (got \"-1\")",
             ),
             (
                 "LEASEHOOK_PRIMARY_RULES",
                 "maybe",
-                "configuration variable LEASEHOOK_PRIMARY_RULES: expected true or false (got \"maybe\")",
+                "configuration environment LEASEHOOK_PRIMARY_RULES: primary_rules: expected true or false (got \"maybe\")",
             ),
             (
                 "LEASEHOOK_IMDS_BUDGET_S",
                 "NaN",
-                "configuration variable LEASEHOOK_IMDS_BUDGET_S: expected seconds between 0 and 3600 (got \"NaN\")",
+                "configuration environment LEASEHOOK_IMDS_BUDGET_S: imds.budget_s: expected seconds from 0 to 3600 (got \"NaN\")",
             ),
             (
                 "LEASEHOOK_PROFILE",
                 "x",
-                "configuration variable LEASEHOOK_PROFILE: expected ec2-net-utils or cloud-init (got \"x\")",
+                "configuration environment LEASEHOOK_PROFILE: profile: expected ec2-net-utils or cloud-init (got \"x\")",
             ),
         ] {
             assert_eq!(
-                HookConfig::from_env(&env(&[(var, value)]))
+                HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null"), (var, value)]))
                     .unwrap_err()
                     .to_string(),
                 want
@@ -945,6 +887,12 @@ mod tests {
     #[test]
     fn help_lists_every_variable() {
         let help = env_help();
-        assert!(ENV_VARS.iter().all(|(v, _)| help.contains(v)));
+        assert!(
+            config::KEYS
+                .iter()
+                .filter_map(|k| k.env)
+                .all(|v| help.contains(v))
+        );
+        assert!(help.contains("LEASEHOOK_ROOT") && help.contains("LEASEHOOK_CONFIG"));
     }
 }

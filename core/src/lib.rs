@@ -28,6 +28,7 @@
 
 pub mod apply;
 pub mod boot;
+pub mod config;
 pub mod constants;
 pub mod diff;
 pub mod error;

@@ -394,3 +394,67 @@ fn a_newer_event_supersedes_the_waiting_worker() {
     assert!(!w.worker_pending("eth1"));
     assert!(w.our_rules().is_empty() && w.our_routes().is_empty());
 }
+
+#[test]
+fn configuration_files_below_the_root_reach_the_hook() {
+    let mut w = World::new("config", &WorldOptions::default());
+    let etc = w.root.join("etc/leasehook");
+    std::fs::create_dir_all(etc.join("config.d")).unwrap();
+    // The main file moves the tables; a drop-in, read after it, leaves eth1 alone
+    // by its MAC.
+    std::fs::write(etc.join("config.yaml"), "table_base: 20000\n").unwrap();
+    let mac = w.inst.ip(&["-j", "link", "show", "eth1"]);
+    let mac: serde_json::Value = serde_json::from_str(&mac).unwrap();
+    let mac = mac[0]["address"].as_str().unwrap().to_owned();
+    std::fs::write(
+        etc.join("config.d/50-unmanaged.yaml"),
+        format!("unmanaged: [\"{mac}\"]\n"),
+    )
+    .unwrap();
+    w.bind("eth0", false);
+    w.bind("eth1", false);
+    let said = "eth1 is unmanaged (configuration key unmanaged): left alone";
+    assert!(
+        wait_until(Duration::from_secs(10), || w
+            .log("eth1", false)
+            .contains(said)),
+        "{}",
+        w.log("eth1", false)
+    );
+    assert!(w.our_rules().is_empty(), "{:#?}", w.our_rules());
+
+    // Managed again: the main file's table_base applies.
+    std::fs::remove_file(etc.join("config.d/50-unmanaged.yaml")).unwrap();
+    w.dhclient_end("eth1", false, true);
+    w.bind("eth1", false);
+    assert!(
+        wait_until(Duration::from_secs(10), || bound(
+            &w,
+            &["20001 from 10.98.1.20 lookup 20001 proto 176"]
+        )),
+        "{:#?}\n{}",
+        w.our_rules(),
+        w.log("eth1", false)
+    );
+
+    // A bad file: the hook says which file, line and key, changes nothing, and
+    // DHCP is not affected.
+    std::fs::write(
+        etc.join("config.d/60-typo.yaml"),
+        "\nimds:\n  budget_s: soon\n",
+    )
+    .unwrap();
+    let before = w.our_rules();
+    w.dhclient_end("eth1", false, true);
+    w.bind("eth1", false);
+    let said = "60-typo.yaml line 3: imds.budget_s: expected seconds from 0 to 3600";
+    assert!(
+        wait_until(Duration::from_secs(10), || w
+            .log("eth1", false)
+            .contains(said)),
+        "{}",
+        w.log("eth1", false)
+    );
+    // RELEASE could not remove anything either: the last applied state stays.
+    assert_eq!(w.our_rules(), before);
+}

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::cache::{Cache, Loaded};
-use super::config::{self, BootConfig};
+use super::config::BootConfig;
 use super::decide::{self, Attempt, CacheView, Origin, Role, Stage, Tried};
 use super::record::CacheRecord;
 use super::state::{self, BOOT_STATE_VERSION, BootState, Verdict};
@@ -38,7 +38,7 @@ use crate::constants::{INSTANCE_DATA, INSTANCE_DATA_SENSITIVE};
 use crate::error::{Error, Result};
 use crate::instance_data::{self, Provenance};
 use crate::source::detect::{
-    Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot,
+    Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot_with,
 };
 use crate::source::ec2::identity::Ec2Source;
 use crate::source::ec2::{Ec2, WaitPolicy};
@@ -55,6 +55,8 @@ pub struct Options {
     pub virt: Option<String>,
     /// leasehook's configuration file (`--config`); default below the root.
     pub config: Option<PathBuf>,
+    /// The environment (`LEASEHOOK_*` settings are read from it).
+    pub env: crate::event::Env,
 }
 
 /// Everything a stage decides from, gathered before it starts.
@@ -88,12 +90,14 @@ impl Context {
         if let Some(c) = &o.config {
             ro = ro.with_config(c);
         }
-        let snapshot = read_snapshot(&ro)?;
+        let loaded = crate::config::load(
+            &crate::config::Sources::from_env(o.env.clone())
+                .with_root(Some(o.root.clone()))
+                .with_file(o.config.clone()),
+        )?;
+        let snapshot = read_snapshot_with(&ro, &loaded)?;
         let detection = decide_list(&snapshot)?;
-        let config = match &snapshot.leasehook_config {
-            Some(file) => config::parse(file)?,
-            None => BootConfig::default(),
-        };
+        let config = BootConfig::from_config(&loaded);
         Ok(Self {
             root: o.root.clone(),
             config,

@@ -13,7 +13,7 @@
 
 pub mod detect;
 pub mod ec2;
-mod files;
+pub(crate) mod files;
 mod instance;
 mod kind;
 pub mod lxd;

@@ -1,20 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Pure: the configuration the decision reads — `datasource_list`, EC2's
 //! `strict_id` and NoCloud's seed settings from cloud-init's YAML files,
-//! `datasource_list` from leasehook's own file, ds-identify.cfg's `key: value` lines,
+//! ds-identify.cfg's `key: value` lines,
 //! and the `cc: ... end_cc` form of the kernel command line.
 //!
 //! cloud-init's files are read as YAML 1.1 the way PyYAML reads them (serde-saphyr;
 //! a repeated key keeps its last value), so a list written over several lines counts
 //! (ds-identify only sees one-line `[...]` lists). They are foreign files: one that
-//! does not parse is a warning and is skipped. leasehook's own file is strict: a
-//! mistake is an error naming the file and line.
+//! does not parse is a warning and is skipped. leasehook's own `datasource_list`
+//! comes from [`crate::config`], which is strict.
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::ConfigText;
-use crate::error::{Error, Result};
 use crate::source::yaml::{scalar_text, yaml};
 
 /// A setting and the file it came from.
@@ -134,45 +132,6 @@ impl CloudConfig {
 /// A YAML list of scalars as names.
 fn names(v: &Value) -> Option<Vec<String>> {
     v.as_array()?.iter().map(scalar_text).collect()
-}
-
-/// leasehook's own configuration, as far as detection reads it.
-#[derive(Debug, Deserialize)]
-struct LeasehookConfig {
-    /// The datasources to check, in order.
-    #[serde(default)]
-    datasource_list: Option<Vec<String>>,
-}
-
-/// `datasource_list` from leasehook's configuration file; `None` when the file does
-/// not set it. Other keys are left to the configuration system.
-pub(super) fn leasehook_datasource_list(file: &ConfigText) -> Result<Option<Vec<String>>> {
-    let options = serde_saphyr::options! {
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
-        with_snippet: false,
-    };
-    let bad = |message: String| Error::Syntax {
-        what: format!("leasehook configuration {}", file.path),
-        message,
-    };
-    let cfg: Option<LeasehookConfig> = serde_saphyr::from_str_with_options(&file.text, options)
-        .map_err(|e| {
-            bad(format!(
-                "{e} (datasource_list must be a list of datasource names)"
-            ))
-        })?;
-    match cfg.and_then(|c| c.datasource_list) {
-        Some(list) if list.is_empty() => Err(bad("datasource_list is empty".to_owned())),
-        Some(list) => {
-            if let Some(blank) = list.iter().find(|n| n.trim().is_empty()) {
-                return Err(bad(format!(
-                    "datasource_list holds an empty name ({blank:?})"
-                )));
-            }
-            Ok(Some(list))
-        }
-        None => Ok(None),
-    }
 }
 
 /// The value of `key` in a ds-identify.cfg-style text (`key: value` lines, `#`
@@ -305,40 +264,6 @@ mod tests {
             both.nocloud_configured().as_deref(),
             Some("datasource.NoCloud holds user-data (a) and meta-data (b)")
         );
-    }
-
-    #[test]
-    fn leasehook_config_is_strict() {
-        let ok = leasehook_datasource_list(&file(
-            "c.yaml",
-            "datasource_list: [LXD, None]\nprofile: cloud-init\n",
-        ));
-        assert_eq!(ok.unwrap(), Some(vec!["LXD".to_owned(), "None".to_owned()]));
-        assert_eq!(
-            leasehook_datasource_list(&file("c.yaml", "profile: x\n")).unwrap(),
-            None
-        );
-        assert_eq!(
-            leasehook_datasource_list(&file("c.yaml", "")).unwrap(),
-            None
-        );
-        for (text, needle) in [
-            ("datasource_list: Ec2\n", "line 1"),
-            ("datasource_list: [Ec2\n", "line 1"),
-            ("datasource_list: []\n", "empty"),
-            ("datasource_list: ['']\n", "empty name"),
-            ("- Ec2\n", "line 1"),
-            ("datasource_list: [Ec2]\ndatasource_list: [LXD]\n", "line 2"),
-        ] {
-            let e =
-                leasehook_datasource_list(&file("/etc/leasehook/config.yaml", text)).unwrap_err();
-            let msg = e.to_string();
-            assert!(
-                msg.starts_with("leasehook configuration /etc/leasehook/config.yaml: ")
-                    && msg.contains(needle),
-                "{text:?}: {msg}"
-            );
-        }
     }
 
     #[test]

@@ -44,7 +44,7 @@ use self::config::{CloudConfig, Setting};
 use super::kind::{Check, SourceKind, Verdict};
 use crate::error::Result;
 
-pub use self::read::{ReadOptions, detect, read_snapshot};
+pub use self::read::{ReadOptions, detect, read_snapshot, read_snapshot_with};
 
 /// Virtualisation types that are containers: systemd-detect-virt's container names
 /// (ds-identify's list, plus `podman`, `openvz`, `wsl`, `proot` and `pouch`, which
@@ -106,14 +106,34 @@ pub struct Snapshot {
     pub fs_labels: Vec<String>,
     /// Whether `etc/cloud/cloud-init.disabled` is a file.
     pub disabled_marker: bool,
-    /// leasehook's configuration file, when there is one.
-    pub leasehook_config: Option<ConfigText>,
+    /// `datasource_list` from leasehook's configuration, when it sets one.
+    pub leasehook_datasource_list: Option<ConfiguredList>,
     /// `etc/cloud/cloud.cfg`, then `etc/cloud/cloud.cfg.d/*.cfg` in lexical order.
     pub cloud_config: Vec<ConfigText>,
     /// `etc/cloud/ds-identify.cfg`.
     pub ds_identify_config: Option<String>,
     /// Problems met while reading (an unreadable file, ...).
     pub warnings: Vec<String>,
+}
+
+/// leasehook's `datasource_list` setting and where it came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfiguredList {
+    /// The names, as written.
+    pub names: Vec<String>,
+    /// Where the setting came from (`/etc/leasehook/config.yaml line 2`,
+    /// `environment LEASEHOOK_DATASOURCE_LIST`).
+    pub from: String,
+}
+
+impl ConfiguredList {
+    /// The setting in merged configuration, when it is set.
+    pub fn from_config(loaded: &crate::config::Loaded) -> Option<Self> {
+        loaded.settings.datasource_list.as_ref().map(|names| Self {
+            names: names.clone(),
+            from: loaded.origin("datasource_list").to_string(),
+        })
+    }
 }
 
 /// The DMI (SMBIOS) values the checks read, from `sys/class/dmi/id/`.
@@ -284,7 +304,7 @@ pub fn decide(s: &Snapshot) -> Result<Detection> {
     // 3. The list to check.
     let cloud = CloudConfig::parse(&s.cloud_config);
     d.warnings.extend(cloud.warnings.iter().cloned());
-    let (names, from) = list_to_check(s, cmdline, &cloud)?;
+    let (names, from) = list_to_check(s, cmdline, &cloud);
     d.list_from = from;
 
     // 4. One entry, or one entry and None: taken as is.
@@ -396,26 +416,24 @@ fn list_to_check(
     s: &Snapshot,
     cmdline: Option<&str>,
     cloud: &CloudConfig,
-) -> Result<(Vec<String>, String)> {
+) -> (Vec<String>, String) {
     if let Some(list) = cmdline.and_then(config::cmdline_datasource_list) {
-        return Ok((
+        return (
             list,
             "datasource_list in cc: on the kernel command line".to_owned(),
-        ));
+        );
     }
-    if let Some(file) = &s.leasehook_config
-        && let Some(list) = config::leasehook_datasource_list(file)?
-    {
-        return Ok((list, format!("datasource_list in {}", file.path)));
+    if let Some(c) = &s.leasehook_datasource_list {
+        return (c.names.clone(), format!("datasource_list in {}", c.from));
     }
     match &cloud.datasource_list {
         Some(Setting { value, path }) if !value.is_empty() => {
-            Ok((value.clone(), format!("datasource_list in {path}")))
+            (value.clone(), format!("datasource_list in {path}"))
         }
-        _ => Ok((
+        _ => (
             DEFAULT_LIST.iter().map(|k| k.name().to_owned()).collect(),
             "ds-identify's built-in list (nothing configured)".to_owned(),
-        )),
+        ),
     }
 }
 

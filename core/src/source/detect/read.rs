@@ -21,12 +21,12 @@ use std::os::unix::fs::FileTypeExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{ConfigText, Detection, Dmi, Node, Seed, Snapshot, VirtioPort, decide};
+use super::{ConfigText, ConfiguredList, Detection, Dmi, Node, Seed, Snapshot, VirtioPort, decide};
 use crate::constants::{
     CLOUD_CFG, CLOUD_CFG_D, CLOUD_INIT_DISABLED_MARKER, CONFIG_MAX_BYTES, DS_IDENTIFY_CFG,
-    LEASEHOOK_CONFIG, LXD_SOCKET, NOCLOUD_SEED_DIRS, UBUNTU_CORE_WRITABLE,
+    LXD_SOCKET, NOCLOUD_SEED_DIRS, UBUNTU_CORE_WRITABLE,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::source::files::{first_line, is_file, read_limited, read_text};
 
 /// The most bytes read from `proc/1/cmdline`.
@@ -42,8 +42,11 @@ pub struct ReadOptions {
     /// The virtualisation to assume instead of detecting it (`--virt`).
     pub virt: Option<String>,
     /// leasehook's configuration file (`--config`), taken as given (not below the
-    /// root). Without it, `<root>/etc/leasehook/config.yaml` when it exists.
+    /// root). Without it, `<root>/etc/leasehook/config.yaml` and `config.d`.
     pub config: Option<PathBuf>,
+    /// The environment leasehook's configuration reads (`LEASEHOOK_*`); empty by
+    /// default.
+    pub env: crate::event::Env,
 }
 
 impl ReadOptions {
@@ -53,7 +56,15 @@ impl ReadOptions {
             root: root.into(),
             virt: None,
             config: None,
+            env: crate::event::Env::new(),
         }
+    }
+
+    /// Reads `LEASEHOOK_*` settings from this environment.
+    #[must_use]
+    pub fn with_env(mut self, env: crate::event::Env) -> Self {
+        self.env = env;
+        self
     }
 
     /// Assumes this virtualisation (`kvm`, `lxc`, `none`, ...).
@@ -76,15 +87,25 @@ pub fn detect(options: &ReadOptions) -> Result<Detection> {
     decide(&read_snapshot(options)?)
 }
 
-/// Reads every file the decision needs (see the module docs).
+/// Reads leasehook's configuration (the files below the root, or `--config`, and
+/// the `LEASEHOOK_*` variables in `o.env`) and every file the decision needs (see
+/// the module docs).
 pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
+    let sources = crate::config::Sources::from_env(o.env.clone())
+        .with_root(Some(o.root.clone()))
+        .with_file(o.config.clone());
+    read_snapshot_with(o, &crate::config::load(&sources)?)
+}
+
+/// Reads every file the decision needs, with leasehook's configuration already
+/// loaded.
+pub fn read_snapshot_with(o: &ReadOptions, config: &crate::config::Loaded) -> Result<Snapshot> {
     let root = o.root.as_path();
     let at = |rel: &str| root.join(rel);
     let mut warnings = Vec::new();
     let (virt, virt_from) = virt(o, &mut warnings);
     let dmi_dir = at("sys/class/dmi/id");
     let dmi = |f: &str| first_line(&dmi_dir.join(f));
-    let leasehook_config = leasehook_config(o)?;
     let cloud_config = cloud_config_files(root, &mut warnings);
     Ok(Snapshot {
         root: o.root.clone(),
@@ -116,7 +137,7 @@ pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
             .map(|p| file_name(p))
             .collect(),
         disabled_marker: is_file(&at(CLOUD_INIT_DISABLED_MARKER)),
-        leasehook_config,
+        leasehook_datasource_list: ConfiguredList::from_config(config),
         cloud_config,
         ds_identify_config: config_file(&at(DS_IDENTIFY_CFG), &mut warnings).map(|c| c.text),
         warnings,
@@ -182,28 +203,6 @@ pub(crate) fn cloud_config_files(root: &Path, warnings: &mut Vec<String>) -> Vec
         }
     }
     out
-}
-
-/// leasehook's configuration: the `--config` file (which must be readable), else
-/// `<root>/etc/leasehook/config.yaml` when it is a file.
-fn leasehook_config(o: &ReadOptions) -> Result<Option<ConfigText>> {
-    let (path, required) = match &o.config {
-        Some(p) => (p.clone(), true),
-        None => (o.root.join(LEASEHOOK_CONFIG), false),
-    };
-    if !required && !path.exists() {
-        return Ok(None);
-    }
-    match read_text(&path, CONFIG_MAX_BYTES) {
-        Ok(text) => Ok(Some(ConfigText {
-            path: path.display().to_string(),
-            text,
-        })),
-        Err(message) => Err(Error::Io {
-            path: format!("{path:?}"),
-            message,
-        }),
-    }
 }
 
 /// A foreign configuration file, when it is a file; problems are warnings.
@@ -401,7 +400,7 @@ mod tests {
             "{:?}",
             s.warnings
         );
-        assert_eq!(s.leasehook_config, None);
+        assert_eq!(s.leasehook_datasource_list, None);
 
         let s = read_snapshot(&ReadOptions::new(root).with_virt("lxc")).unwrap();
         assert_eq!((s.virt.as_str(), s.virt_from.as_str()), ("lxc", "--virt"));
@@ -455,9 +454,22 @@ mod tests {
         let d = detect(&ReadOptions::new(root).with_virt("kvm")).unwrap();
         assert_eq!(d.datasource_list, [SourceKind::Lxd]);
         assert!(
-            d.list_from.ends_with("etc/leasehook/config.yaml"),
+            d.list_from.ends_with("etc/leasehook/config.yaml line 1"),
             "{}",
             d.list_from
+        );
+        write(
+            root,
+            "etc/leasehook/config.d/50-nocloud.yaml",
+            b"datasource_list: [NoCloud]\n",
+        );
+        let d = detect(&ReadOptions::new(root).with_virt("kvm")).unwrap();
+        assert_eq!(d.datasource_list, [SourceKind::NoCloud]);
+        let env = [("LEASEHOOK_DATASOURCE_LIST".to_owned(), "Ec2".to_owned())].into();
+        let d = detect(&ReadOptions::new(root).with_virt("kvm").with_env(env)).unwrap();
+        assert_eq!(
+            d.list_from,
+            "datasource_list in environment LEASEHOOK_DATASOURCE_LIST"
         );
 
         let other = root.join("other.yaml");

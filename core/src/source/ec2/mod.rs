@@ -409,7 +409,7 @@ fn agent(connect: Duration, request: Duration, binding: Option<&bind::Binding>) 
 }
 
 /// Checks one base URL: `http://`, an IP literal host, an optional port, no path.
-fn check_endpoint(url: &str) -> Result<String> {
+pub(crate) fn check_endpoint(url: &str) -> Result<String> {
     let bad = |reason: &str| Error::Argument {
         arg: "imds.endpoints".to_owned(),
         problem: Problem::bad(reason, url),

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: every configuration key, its environment variable, how a value of it is
+//! checked and stored, and how it is shown. One table, so the file, the
+//! environment, the flags, `config show` and `--help` cannot disagree.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Settings, Unmanaged, datasource_kind};
+use crate::constants::IMDS_ENDPOINTS;
+
+/// A value as a layer gives it: typed YAML from a file, text from the environment
+/// or a flag.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Raw<'a> {
+    Yaml(&'a Value),
+    Text(&'a str),
+}
+
+type Setter = fn(&mut Settings, &Raw<'_>) -> Result<(), String>;
+
+/// One configuration key.
+#[derive(Debug)]
+pub struct Key {
+    /// The key as a file writes it, dotted for nested keys (`imds.budget_s`).
+    pub name: &'static str,
+    /// The environment variable that sets it, if any.
+    pub env: Option<&'static str>,
+    /// What it does and its default, for `--help` and `config show`.
+    pub help: &'static str,
+    pub(super) set: Setter,
+    pub(super) show: fn(&Settings) -> Value,
+}
+
+/// Every key but `datasource.<Name>.fallback` (one per datasource, set in files
+/// only) and `root` (see the module docs).
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "profile",
+        env: Some("LEASEHOOK_PROFILE"),
+        help: "table numbering: ec2-net-utils or cloud-init (default ec2-net-utils; the hooks plan ec2-net-utils only)",
+        set: |s, r| {
+            let v = word(r)?;
+            s.plan.profile = v
+                .parse()
+                .map_err(|p: crate::error::Problem| p.to_string())?;
+            Ok(())
+        },
+        show: |s| json!(s.plan.profile.to_string()),
+    },
+    Key {
+        name: "table_base",
+        env: Some("LEASEHOOK_TABLE_BASE"),
+        help: "table of device 0 on card 0 (default 10000)",
+        set: |s, r| {
+            s.plan.table_base = whole(r)?;
+            Ok(())
+        },
+        show: |s| json!(s.plan.table_base),
+    },
+    Key {
+        name: "priority_base",
+        env: Some("LEASEHOOK_PRIORITY_BASE"),
+        help: "rule priority of device 0 on card 0 (default: the table base)",
+        set: |s, r| {
+            s.plan.priority_base = Some(whole(r)?);
+            Ok(())
+        },
+        show: |s| json!(s.plan.priority_base),
+    },
+    Key {
+        name: "primary_rules",
+        env: Some("LEASEHOOK_PRIMARY_RULES"),
+        help: "give the primary NIC source rules too (default false)",
+        set: |s, r| {
+            s.plan.primary_rules = boolean(r)?;
+            Ok(())
+        },
+        show: |s| json!(s.plan.primary_rules),
+    },
+    Key {
+        name: "secondary_addresses",
+        env: Some("LEASEHOOK_SECONDARY_ADDRESSES"),
+        help: "add the secondary IPs and prefixes IMDS lists to their NIC (default true)",
+        set: |s, r| {
+            s.plan.secondary_addresses = boolean(r)?;
+            Ok(())
+        },
+        show: |s| json!(s.plan.secondary_addresses),
+    },
+    Key {
+        name: "unmanaged",
+        env: Some("LEASEHOOK_UNMANAGED"),
+        help: "NICs left alone, by interface name or MAC (comma-separated in the environment; default none)",
+        set: |s, r| {
+            s.unmanaged = list(r)?
+                .iter()
+                .map(|e| e.parse::<Unmanaged>().map_err(|p| format!("{e:?}: {p}")))
+                .collect::<Result<_, _>>()?;
+            Ok(())
+        },
+        show: |s| {
+            json!(
+                s.unmanaged
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+            )
+        },
+    },
+    Key {
+        name: "imds.endpoints",
+        env: Some("LEASEHOOK_IMDS_ENDPOINTS"),
+        help: "IMDS base URLs, tried in order (comma-separated in the environment; default http://169.254.169.254,http://[fd00:ec2::254])",
+        set: |s, r| {
+            let urls = list(r)?;
+            if urls.is_empty() {
+                return Err("the list is empty".to_owned());
+            }
+            for url in &urls {
+                crate::source::ec2::check_endpoint(url).map_err(|e| e.to_string())?;
+            }
+            s.imds.endpoints = Some(urls);
+            Ok(())
+        },
+        show: |s| match &s.imds.endpoints {
+            Some(list) => json!(list),
+            None => json!(IMDS_ENDPOINTS),
+        },
+    },
+    Key {
+        name: "imds.sync_budget_s",
+        env: Some("LEASEHOOK_IMDS_SYNC_BUDGET_S"),
+        help: "seconds a DHCP client may be held while IMDS catches up (default 3)",
+        set: |s, r| {
+            s.imds.sync_budget = seconds(r)?;
+            Ok(())
+        },
+        show: |s| json!(s.imds.sync_budget.as_secs_f64()),
+    },
+    Key {
+        name: "imds.budget_s",
+        env: Some("LEASEHOOK_IMDS_BUDGET_S"),
+        help: "seconds the whole IMDS wait may take, at least the sync budget (default 30)",
+        set: |s, r| {
+            s.imds.budget = seconds(r)?;
+            Ok(())
+        },
+        show: |s| json!(s.imds.budget.as_secs_f64()),
+    },
+    Key {
+        name: "imds.bind_interface",
+        env: Some("LEASEHOOK_IMDS_BIND_INTERFACE"),
+        help: "send a NIC's IMDS requests through that NIC, from its leased address (default true)",
+        set: |s, r| {
+            s.imds.bind_interface = boolean(r)?;
+            Ok(())
+        },
+        show: |s| json!(s.imds.bind_interface),
+    },
+    Key {
+        name: "imdsv1_fallback",
+        env: Some("LEASEHOOK_IMDSV1_FALLBACK"),
+        help: "use IMDSv1 when IMDS refuses a session token (default false)",
+        set: |s, r| {
+            s.imdsv1_fallback = boolean(r)?;
+            Ok(())
+        },
+        show: |s| json!(s.imdsv1_fallback),
+    },
+    Key {
+        name: "datasource_list",
+        env: Some("LEASEHOOK_DATASOURCE_LIST"),
+        help: "datasources init and detect consider, in order (comma-separated in the environment; default: what detection finds)",
+        set: |s, r| {
+            let names = list(r)?;
+            if names.is_empty() {
+                return Err("the list is empty".to_owned());
+            }
+            s.datasource_list = Some(names);
+            Ok(())
+        },
+        show: |s| json!(s.datasource_list),
+    },
+    Key {
+        name: "fallback",
+        env: Some("LEASEHOOK_FALLBACK"),
+        help: "use the cached datasource when none answers at boot (default true)",
+        set: |s, r| {
+            s.fallback.global = Some(boolean(r)?);
+            Ok(())
+        },
+        show: |s| json!(s.fallback.global.unwrap_or(true)),
+    },
+    Key {
+        name: "log_level",
+        env: Some("LEASEHOOK_LOG_LEVEL"),
+        help: "error, warn, info or debug (default info)",
+        set: |s, r| {
+            let v = word(r)?;
+            s.log_level = match v.as_str() {
+                "error" => log::LevelFilter::Error,
+                "warn" => log::LevelFilter::Warn,
+                "info" => log::LevelFilter::Info,
+                "debug" => log::LevelFilter::Debug,
+                _ => return Err(bad("expected error, warn, info or debug", &v)),
+            };
+            Ok(())
+        },
+        show: |s| json!(s.log_level.as_str().to_ascii_lowercase()),
+    },
+];
+
+/// `datasource.<name>.fallback`.
+pub(super) fn set_datasource_fallback(
+    s: &mut Settings,
+    name: &str,
+    r: &Raw<'_>,
+) -> Result<(), String> {
+    let Some(kind) = datasource_kind(name) else {
+        return Err(format!(
+            "{name:?} is not a datasource leasehook implements (Ec2, LXD, NoCloud)"
+        ));
+    };
+    s.fallback.per_datasource.insert(kind, boolean(r)?);
+    Ok(())
+}
+
+/// The value shown in a message: escaped and shortened.
+fn bad(reason: &str, value: &str) -> String {
+    crate::error::Problem::bad(reason, value).to_string()
+}
+
+/// A YAML value in a message: the text of a string, else its JSON form; escaped
+/// and shortened like every value in a message.
+fn shown(v: &Value) -> String {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    let short: String = text.chars().take(64).collect();
+    format!("{short:?}")
+}
+
+fn word(r: &Raw<'_>) -> Result<String, String> {
+    match r {
+        Raw::Text(t) => Ok((*t).to_owned()),
+        Raw::Yaml(Value::String(s)) => Ok(s.clone()),
+        Raw::Yaml(v) => Err(format!("expected a word, got {}", shown(v))),
+    }
+}
+
+fn boolean(r: &Raw<'_>) -> Result<bool, String> {
+    match r {
+        Raw::Yaml(Value::Bool(b)) => Ok(*b),
+        Raw::Text(t) => match *t {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" => Ok(false),
+            _ => Err(bad("expected true or false", t)),
+        },
+        Raw::Yaml(v) => Err(format!("expected true or false, got {}", shown(v))),
+    }
+}
+
+fn whole(r: &Raw<'_>) -> Result<u32, String> {
+    let reason = "expected a whole number from 0 to 4294967295";
+    match r {
+        Raw::Yaml(Value::Number(n)) => n
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| bad(reason, &n.to_string())),
+        Raw::Text(t) => t.parse().map_err(|_| bad(reason, t)),
+        Raw::Yaml(v) => Err(format!("{reason}, got {}", shown(v))),
+    }
+}
+
+fn seconds(r: &Raw<'_>) -> Result<Duration, String> {
+    let reason = "expected seconds from 0 to 3600";
+    let (n, text) = match r {
+        Raw::Yaml(Value::Number(n)) => (n.as_f64(), n.to_string()),
+        Raw::Text(t) => (t.parse::<f64>().ok(), (*t).to_owned()),
+        Raw::Yaml(v) => return Err(format!("{reason}, got {}", shown(v))),
+    };
+    n.filter(|s| s.is_finite() && (0.0..=3600.0).contains(s))
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| bad(reason, &text))
+}
+
+/// A list of words: a YAML sequence of strings, or comma-separated text (blanks
+/// around items dropped, empty items refused).
+fn list(r: &Raw<'_>) -> Result<Vec<String>, String> {
+    let items: Vec<String> = match r {
+        Raw::Text(t) => t.split(',').map(|i| i.trim().to_owned()).collect(),
+        Raw::Yaml(Value::Array(a)) => a
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.trim().to_owned()),
+                v => Err(format!(
+                    "expected a list of words, got the item {}",
+                    shown(v)
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Raw::Yaml(v) => return Err(format!("expected a list, got {}", shown(v))),
+    };
+    if let Some(blank) = items.iter().find(|i| i.is_empty()) {
+        return Err(bad("the list holds an empty item", blank));
+    }
+    Ok(items)
+}

@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: Apache-2.0
+//! leasehook's configuration (SPEC §7): `/etc/leasehook/config.yaml`, then
+//! `/etc/leasehook/config.d/*.yaml` in lexical order, then `LEASEHOOK_*`
+//! environment variables, then command-line flags; a later layer wins a key. Every
+//! value remembers where it came from ([`Origin`]), which `leasehook config show`
+//! prints.
+//!
+//! Parsing a file ([`parse_file`]) and merging layers are pure; [`load`] reads the
+//! files. Files are read strictly: an unknown key, a repeated key or a bad value is
+//! an error naming the file, the line and the key, and nothing is used (a hook then
+//! changes nothing; the boot stage stops).
+//!
+//! `root` (the prefix of every path, for tests) is not a file key: it decides where
+//! the files are read from, so only `--root` and `LEASEHOOK_ROOT` set it.
+//! `--config FILE` (or `LEASEHOOK_CONFIG`) reads that one file instead of
+//! `config.yaml` and `config.d` (`/dev/null`: no file, the defaults).
+
+mod keys;
+mod show;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_saphyr::Spanned;
+
+use crate::boot::decide::FallbackPolicy;
+use crate::constants::{CONFIG_MAX_BYTES, LEASEHOOK_CONFIG, LEASEHOOK_CONFIG_D};
+use crate::error::{Error, Result};
+use crate::event::Env;
+use crate::model::{IfName, MacAddr};
+use crate::plan::PlanConfig;
+use crate::source::SourceKind;
+
+pub use keys::{KEYS, Key};
+pub use show::{show_json, show_yaml};
+
+/// The environment variable that names the prefix of every path.
+pub const ROOT_ENV: &str = "LEASEHOOK_ROOT";
+/// The environment variable that names one configuration file to read instead of
+/// `config.yaml` and `config.d`.
+pub const CONFIG_ENV: &str = "LEASEHOOK_CONFIG";
+
+/// Every setting, merged, with defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Prefix of every file path (`/` in production).
+    pub root: PathBuf,
+    /// `profile`, `table_base`, `priority_base`, `primary_rules`, `secondary_addresses`.
+    pub plan: PlanConfig,
+    /// `unmanaged`: NICs leasehook leaves alone.
+    pub unmanaged: Vec<Unmanaged>,
+    /// `imds.*`.
+    pub imds: ImdsSettings,
+    /// `imdsv1_fallback`.
+    pub imdsv1_fallback: bool,
+    /// `datasource_list` (`None`: what detection finds).
+    pub datasource_list: Option<Vec<String>>,
+    /// `fallback` and `datasource.<Name>.fallback`.
+    pub fallback: FallbackPolicy,
+    /// `log_level`.
+    pub log_level: log::LevelFilter,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            root: PathBuf::from("/"),
+            plan: PlanConfig::default(),
+            unmanaged: Vec::new(),
+            imds: ImdsSettings::default(),
+            imdsv1_fallback: false,
+            datasource_list: None,
+            fallback: FallbackPolicy::default(),
+            log_level: log::LevelFilter::Info,
+        }
+    }
+}
+
+/// `imds.*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImdsSettings {
+    /// `imds.endpoints` (`None`: [`crate::constants::IMDS_ENDPOINTS`]).
+    pub endpoints: Option<Vec<String>>,
+    /// `imds.sync_budget_s`: how long a DHCP client may be held.
+    pub sync_budget: Duration,
+    /// `imds.budget_s`: how long the whole wait may take (a hook's is never less
+    /// than its synchronous budget); how long the boot stage retries EC2.
+    pub budget: Duration,
+    /// `imds.bind_interface`: send a NIC's requests through that NIC.
+    pub bind_interface: bool,
+}
+
+impl Default for ImdsSettings {
+    fn default() -> Self {
+        Self {
+            endpoints: None,
+            sync_budget: crate::constants::IMDS_SYNC_BUDGET,
+            budget: crate::constants::IMDS_BUDGET,
+            bind_interface: true,
+        }
+    }
+}
+
+/// One `unmanaged` entry: a NIC named by its interface name or its MAC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unmanaged {
+    /// An interface name.
+    Name(IfName),
+    /// A MAC address.
+    Mac(MacAddr),
+}
+
+impl Unmanaged {
+    /// Whether this entry names the NIC `name` with MAC `mac`.
+    pub fn matches(&self, name: &IfName, mac: Option<MacAddr>) -> bool {
+        match self {
+            Self::Name(n) => n == name,
+            Self::Mac(m) => mac == Some(*m),
+        }
+    }
+}
+
+impl fmt::Display for Unmanaged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Name(n) => n.fmt(f),
+            Self::Mac(m) => m.fmt(f),
+        }
+    }
+}
+
+impl std::str::FromStr for Unmanaged {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.contains(':') {
+            return s
+                .parse()
+                .map(Self::Mac)
+                .map_err(|p| format!("{p} (a MAC is six two-digit hex groups)"));
+        }
+        IfName::try_new(s)
+            .map(Self::Name)
+            .map_err(|p| format!("{p} (an interface name or a MAC)"))
+    }
+}
+
+impl Settings {
+    /// Whether the NIC `name` (MAC `mac`, when known) is listed in `unmanaged`.
+    pub fn is_unmanaged(&self, name: &IfName, mac: Option<MacAddr>) -> bool {
+        self.unmanaged.iter().any(|u| u.matches(name, mac))
+    }
+}
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Nothing set it.
+    Default,
+    /// A configuration file, at this line.
+    File {
+        /// The file, as it was read (root included).
+        path: String,
+        /// The line of the value (1-based; 0 when the parser did not say).
+        line: u64,
+    },
+    /// An environment variable.
+    Env(String),
+    /// A command-line flag.
+    Flag(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Default => f.write_str("default"),
+            Self::File { path, line: 0 } => f.write_str(path),
+            Self::File { path, line } => write!(f, "{path} line {line}"),
+            Self::Env(var) => write!(f, "environment {var}"),
+            Self::Flag(flag) => write!(f, "flag {flag}"),
+        }
+    }
+}
+
+/// A command-line flag that sets a key (its value as text, as an environment
+/// variable would give it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flag {
+    /// The key, as in the file (`table_base`, `imds.budget_s`).
+    pub key: &'static str,
+    /// The flag as the user wrote it (`--table-base`).
+    pub flag: &'static str,
+    /// The value.
+    pub value: String,
+}
+
+/// Where to read from: what the command line and the environment say.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// `--root` (wins over `LEASEHOOK_ROOT`).
+    pub root: Option<PathBuf>,
+    /// `--config FILE` (wins over `LEASEHOOK_CONFIG`): read only this file, as given
+    /// (not below the root).
+    pub file: Option<PathBuf>,
+    /// The environment (`LEASEHOOK_*` are read).
+    pub env: Env,
+    /// Flags that set keys; they win over everything.
+    pub flags: Vec<Flag>,
+}
+
+impl Sources {
+    /// Reading with this environment and nothing from the command line.
+    pub fn from_env(env: Env) -> Self {
+        Self {
+            env,
+            ..Self::default()
+        }
+    }
+
+    /// The root flag (`--root DIR`), when given.
+    #[must_use]
+    pub fn with_root(mut self, root: Option<PathBuf>) -> Self {
+        self.root = root;
+        self
+    }
+
+    /// The configuration file flag (`--config FILE`), when given.
+    #[must_use]
+    pub fn with_file(mut self, file: Option<PathBuf>) -> Self {
+        self.file = file;
+        self
+    }
+
+    /// A flag that sets `key`, when given.
+    #[must_use]
+    pub fn with_flag(
+        mut self,
+        key: &'static str,
+        flag: &'static str,
+        value: Option<String>,
+    ) -> Self {
+        if let Some(value) = value {
+            self.flags.push(Flag { key, flag, value });
+        }
+        self
+    }
+
+    fn env_value(&self, var: &str) -> Option<&str> {
+        self.env
+            .get(var)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The root: `--root`, else `LEASEHOOK_ROOT`, else `/`, and where it came from.
+    pub fn resolve_root(&self) -> (PathBuf, Origin) {
+        if let Some(r) = &self.root {
+            return (r.clone(), Origin::Flag("--root".to_owned()));
+        }
+        match self.env_value(ROOT_ENV) {
+            Some(r) => (PathBuf::from(r), Origin::Env(ROOT_ENV.to_owned())),
+            None => (PathBuf::from("/"), Origin::Default),
+        }
+    }
+
+    /// The files to read, in order, and whether each must exist. `--config
+    /// /dev/null` reads none.
+    pub fn files(&self, root: &Path) -> Result<Vec<(PathBuf, bool)>> {
+        let explicit = self
+            .file
+            .clone()
+            .or_else(|| self.env_value(CONFIG_ENV).map(PathBuf::from));
+        if let Some(f) = explicit {
+            if f == Path::new("/dev/null") {
+                return Ok(Vec::new());
+            }
+            return Ok(vec![(f, true)]);
+        }
+        let mut out = vec![(root.join(LEASEHOOK_CONFIG), false)];
+        let dir = root.join(LEASEHOOK_CONFIG_D);
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => {
+                let mut names: Vec<PathBuf> = entries
+                    .filter_map(std::result::Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                            !n.starts_with('.')
+                                && Path::new(n).extension().is_some_and(|e| e == "yaml")
+                        })
+                    })
+                    .collect();
+                names.sort();
+                out.extend(names.into_iter().map(|p| (p, true)));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&dir, &e)),
+        }
+        Ok(out)
+    }
+}
+
+/// The merged settings and where each value came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Loaded {
+    /// The settings.
+    pub settings: Settings,
+    /// Each key that was set (`imds.budget_s`, `datasource.Ec2.fallback`) and where
+    /// its value came from; keys not listed are defaults.
+    pub origins: BTreeMap<String, Origin>,
+    /// The files read, in order.
+    pub files: Vec<String>,
+}
+
+impl Loaded {
+    /// Where `key`'s value came from.
+    pub fn origin(&self, key: &str) -> Origin {
+        self.origins.get(key).cloned().unwrap_or(Origin::Default)
+    }
+}
+
+/// One parsed configuration file: each key it sets, the value and its line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layer {
+    /// The file.
+    pub path: String,
+    /// `(key, value, line)` in the order of [`KEYS`]; `datasource.<Name>.fallback`
+    /// after them.
+    pub values: Vec<(String, Value, u64)>,
+}
+
+/// Reads every layer and merges them (see the module docs).
+pub fn load(sources: &Sources) -> Result<Loaded> {
+    let (root, root_origin) = sources.resolve_root();
+    let mut layers = Vec::new();
+    for (path, required) in sources.files(&root)? {
+        if !required && !path.exists() {
+            continue;
+        }
+        let text = crate::source::files::read_text(&path, CONFIG_MAX_BYTES).map_err(|message| {
+            Error::Io {
+                path: format!("{path:?}"),
+                message,
+            }
+        })?;
+        layers.push(parse_file(&path.display().to_string(), &text)?);
+    }
+    merge(&root, root_origin, &layers, sources)
+}
+
+/// Merges parsed files, then the environment, then flags, over the defaults.
+pub fn merge(
+    root: &Path,
+    root_origin: Origin,
+    layers: &[Layer],
+    sources: &Sources,
+) -> Result<Loaded> {
+    let mut loaded = Loaded::default();
+    loaded.settings.root = root.to_path_buf();
+    if root_origin != Origin::Default {
+        loaded.origins.insert("root".to_owned(), root_origin);
+    }
+    for layer in layers {
+        loaded.files.push(layer.path.clone());
+        for (key, value, line) in &layer.values {
+            let origin = Origin::File {
+                path: layer.path.clone(),
+                line: *line,
+            };
+            set(&mut loaded, key, &keys::Raw::Yaml(value), origin)?;
+        }
+    }
+    for key in KEYS {
+        if let Some(var) = key.env
+            && let Some(v) = sources.env_value(var)
+        {
+            set(
+                &mut loaded,
+                key.name,
+                &keys::Raw::Text(v),
+                Origin::Env(var.to_owned()),
+            )?;
+        }
+    }
+    for f in &sources.flags {
+        set(
+            &mut loaded,
+            f.key,
+            &keys::Raw::Text(&f.value),
+            Origin::Flag(f.flag.to_owned()),
+        )?;
+    }
+    Ok(loaded)
+}
+
+fn set(loaded: &mut Loaded, key: &str, raw: &keys::Raw<'_>, origin: Origin) -> Result<()> {
+    let result = match key
+        .strip_prefix("datasource.")
+        .and_then(|k| k.strip_suffix(".fallback"))
+    {
+        Some(name) => keys::set_datasource_fallback(&mut loaded.settings, name, raw),
+        None => match KEYS.iter().find(|k| k.name == key) {
+            Some(k) => (k.set)(&mut loaded.settings, raw),
+            None => Err("not a key leasehook knows".to_owned()),
+        },
+    };
+    result.map_err(|message| Error::Config {
+        origin: origin.to_string(),
+        key: key.to_owned(),
+        message,
+    })?;
+    loaded.origins.insert(key.to_owned(), origin);
+    Ok(())
+}
+
+/// The keys of a file, as written: every field a spanned leaf, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDoc {
+    profile: Option<Spanned<Value>>,
+    table_base: Option<Spanned<Value>>,
+    priority_base: Option<Spanned<Value>>,
+    primary_rules: Option<Spanned<Value>>,
+    secondary_addresses: Option<Spanned<Value>>,
+    unmanaged: Option<Spanned<Value>>,
+    imds: Option<ImdsDoc>,
+    imdsv1_fallback: Option<Spanned<Value>>,
+    datasource_list: Option<Spanned<Value>>,
+    fallback: Option<Spanned<Value>>,
+    datasource: Option<BTreeMap<String, PerSourceDoc>>,
+    log_level: Option<Spanned<Value>>,
+    root: Option<Spanned<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImdsDoc {
+    endpoints: Option<Spanned<Value>>,
+    sync_budget_s: Option<Spanned<Value>>,
+    budget_s: Option<Spanned<Value>>,
+    bind_interface: Option<Spanned<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PerSourceDoc {
+    fallback: Option<Spanned<Value>>,
+}
+
+/// Parses one configuration file (pure). `path` is only used in messages.
+pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
+    let options = serde_saphyr::options! {
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
+        with_snippet: false,
+    };
+    let doc: Option<FileDoc> =
+        serde_saphyr::from_str_with_options(text, options).map_err(|e| Error::Config {
+            origin: path.to_owned(),
+            key: String::new(),
+            message: format!("{e}; see docs/configuration.md for the keys"),
+        })?;
+    let doc = doc.unwrap_or_default();
+    if let Some(root) = &doc.root {
+        return Err(Error::Config {
+            origin: format!("{path} line {}", root.referenced.line()),
+            key: "root".to_owned(),
+            message:
+                "set only by --root or LEASEHOOK_ROOT (it decides where this file is read from)"
+                    .to_owned(),
+        });
+    }
+    let mut values = Vec::new();
+    let mut put = |key: &str, v: Option<Spanned<Value>>| {
+        if let Some(v) = v {
+            values.push((key.to_owned(), v.value, v.referenced.line()));
+        }
+    };
+    let imds = doc.imds.unwrap_or_default();
+    put("profile", doc.profile);
+    put("table_base", doc.table_base);
+    put("priority_base", doc.priority_base);
+    put("primary_rules", doc.primary_rules);
+    put("secondary_addresses", doc.secondary_addresses);
+    put("unmanaged", doc.unmanaged);
+    put("imds.endpoints", imds.endpoints);
+    put("imds.sync_budget_s", imds.sync_budget_s);
+    put("imds.budget_s", imds.budget_s);
+    put("imds.bind_interface", imds.bind_interface);
+    put("imdsv1_fallback", doc.imdsv1_fallback);
+    put("datasource_list", doc.datasource_list);
+    put("fallback", doc.fallback);
+    put("log_level", doc.log_level);
+    for (name, per) in doc.datasource.unwrap_or_default() {
+        put(&format!("datasource.{name}.fallback"), per.fallback);
+    }
+    Ok(Layer {
+        path: path.to_owned(),
+        values,
+    })
+}
+
+/// A datasource name as the configuration writes it, when leasehook implements it.
+fn datasource_kind(name: &str) -> Option<SourceKind> {
+    SourceKind::from_name(name).filter(|k| *k != SourceKind::None)
+}

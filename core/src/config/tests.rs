@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: Apache-2.0
+use std::time::Duration;
+
+use super::*;
+use crate::model::Profile;
+
+fn env(pairs: &[(&str, &str)]) -> Env {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn merged(files: &[(&str, &str)], sources: &Sources) -> Result<Loaded> {
+    let layers = files
+        .iter()
+        .map(|(p, t)| parse_file(p, t))
+        .collect::<Result<Vec<_>>>()?;
+    merge(Path::new("/"), Origin::Default, &layers, sources)
+}
+
+#[test]
+fn empty_files_give_the_defaults() {
+    for text in ["", "# nothing\n", "---\n", "~\n"] {
+        let l = merged(&[("/c.yaml", text)], &Sources::default()).unwrap();
+        assert_eq!(l.settings, Settings::default(), "{text:?}");
+        assert!(l.origins.is_empty());
+    }
+}
+
+#[test]
+fn the_shipped_file_is_all_defaults() {
+    let text = include_str!("../../../hooks/config/config.yaml");
+    let l = merged(&[("/etc/leasehook/config.yaml", text)], &Sources::default()).unwrap();
+    assert_eq!(l.settings, Settings::default());
+    // Uncommented, every key it shows parses and still gives the defaults.
+    // `#key: value` and `#  nested: value` are keys; `# text` and `#  # text`
+    // are comments.
+    let uncommented: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .filter(|l| {
+            let t = l.trim_start();
+            !t.is_empty() && !t.starts_with('#') && (!l.starts_with(' ') || l.starts_with("  "))
+        })
+        .fold(String::new(), |mut out, l| {
+            out.push_str(l);
+            out.push('\n');
+            out
+        });
+    let l = merged(&[("/u.yaml", &uncommented)], &Sources::default()).unwrap();
+    let mut want = Settings::default();
+    want.plan.priority_base = Some(10_000);
+    want.imds.endpoints = Some(
+        crate::constants::IMDS_ENDPOINTS
+            .iter()
+            .map(|e| (*e).to_owned())
+            .collect(),
+    );
+    want.datasource_list = Some(vec![
+        "Ec2".into(),
+        "LXD".into(),
+        "NoCloud".into(),
+        "None".into(),
+    ]);
+    want.fallback.global = Some(true);
+    want.fallback.per_datasource.insert(SourceKind::Ec2, true);
+    assert_eq!(l.settings, want, "{uncommented}");
+}
+
+#[test]
+fn later_layers_win_and_say_where_from() {
+    let files = [
+        (
+            "/etc/leasehook/config.yaml",
+            "table_base: 20000\nprofile: cloud-init\nimds:\n  budget_s: 10\n  endpoints: [\"http://127.0.0.1:8080\"]\nunmanaged: [eth9, \"02:00:00:00:00:09\"]\n",
+        ),
+        (
+            "/etc/leasehook/config.d/50-x.yaml",
+            "# over\ntable_base: 30000\ndatasource:\n  Ec2:\n    fallback: false\n",
+        ),
+    ];
+    let sources = Sources::from_env(env(&[
+        ("LEASEHOOK_IMDS_BUDGET_S", "12.5"),
+        ("LEASEHOOK_PRIMARY_RULES", "yes"),
+        ("LEASEHOOK_FALLBACK", ""),
+    ]))
+    .with_flag("profile", "--profile", Some("ec2-net-utils".into()));
+    let l = merged(&files, &sources).unwrap();
+    let s = &l.settings;
+    assert_eq!(s.plan.table_base, 30_000);
+    assert_eq!(s.plan.profile, Profile::Ec2NetUtils);
+    assert!(s.plan.primary_rules);
+    assert_eq!(s.imds.budget, Duration::from_millis(12_500));
+    assert_eq!(
+        s.fallback.per_datasource.get(&SourceKind::Ec2),
+        Some(&false)
+    );
+    assert_eq!(s.fallback.global, None, "an empty variable is unset");
+    assert_eq!(s.unmanaged.len(), 2);
+    let name = IfName::try_new("eth9").unwrap();
+    assert!(s.is_unmanaged(&name, None));
+    assert!(s.is_unmanaged(
+        &IfName::try_new("ens5").unwrap(),
+        Some("02:00:00:00:00:09".parse().unwrap())
+    ));
+    assert!(!s.is_unmanaged(&IfName::try_new("ens5").unwrap(), None));
+    assert_eq!(
+        l.origin("table_base").to_string(),
+        "/etc/leasehook/config.d/50-x.yaml line 2"
+    );
+    assert_eq!(
+        l.origin("imds.endpoints").to_string(),
+        "/etc/leasehook/config.yaml line 5"
+    );
+    assert_eq!(
+        l.origin("datasource.Ec2.fallback").to_string(),
+        "/etc/leasehook/config.d/50-x.yaml line 5"
+    );
+    assert_eq!(
+        l.origin("imds.budget_s").to_string(),
+        "environment LEASEHOOK_IMDS_BUDGET_S"
+    );
+    assert_eq!(l.origin("profile").to_string(), "flag --profile");
+    assert_eq!(l.origin("priority_base"), Origin::Default);
+}
+
+#[test]
+fn mistakes_name_the_file_line_and_key() {
+    let cases = [
+        (
+            "tabel_base: 1\n",
+            "configuration /c.yaml: ",
+            "unknown field `tabel_base`",
+        ),
+        (
+            "table_base: -1\n",
+            "configuration /c.yaml line 1: table_base: ",
+            "whole number",
+        ),
+        (
+            "\n\ntable_base: x\n",
+            "configuration /c.yaml line 3: table_base: ",
+            "\"x\"",
+        ),
+        (
+            "profile: azure\n",
+            "configuration /c.yaml line 1: profile: ",
+            "ec2-net-utils or cloud-init",
+        ),
+        (
+            "primary_rules: maybe\n",
+            "configuration /c.yaml line 1: primary_rules: ",
+            "true or false",
+        ),
+        (
+            "imds:\n  budget_s: 4000\n",
+            "configuration /c.yaml line 2: imds.budget_s: ",
+            "0 to 3600",
+        ),
+        (
+            "imds:\n  endpoints: []\n",
+            "line 2: imds.endpoints: ",
+            "empty",
+        ),
+        (
+            "imds:\n  endpoints: [\"http://imds.example\"]\n",
+            "imds.endpoints: ",
+            "IP address",
+        ),
+        (
+            "imds:\n  timeout: 3\n",
+            "configuration /c.yaml: ",
+            "unknown field `timeout`",
+        ),
+        (
+            "unmanaged: [\"eth0; reboot\"]\n",
+            "line 1: unmanaged: ",
+            "interface name",
+        ),
+        (
+            "unmanaged: eth0\n",
+            "line 1: unmanaged: ",
+            "expected a list",
+        ),
+        ("datasource_list: []\n", "datasource_list: ", "empty"),
+        (
+            "datasource:\n  Azure: {fallback: false}\n",
+            "line 2: datasource.Azure.fallback: ",
+            "not a datasource",
+        ),
+        (
+            "datasource:\n  Ec2: {strict: false}\n",
+            "configuration /c.yaml: ",
+            "unknown field `strict`",
+        ),
+        (
+            "log_level: loud\n",
+            "log_level: ",
+            "error, warn, info or debug",
+        ),
+        (
+            "root: /tmp\n",
+            "configuration /c.yaml line 1: root: ",
+            "--root",
+        ),
+        (
+            "table_base: 1\ntable_base: 2\n",
+            "configuration /c.yaml: ",
+            "line 2",
+        ),
+        ("- a\n", "configuration /c.yaml: ", "line 1"),
+        ("table_base: [1\n", "configuration /c.yaml: ", ""),
+    ];
+    for (text, prefix, want) in cases {
+        let e = merged(&[("/c.yaml", text)], &Sources::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("configuration /c.yaml") && e.contains(prefix) && e.contains(want),
+            "{text:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn bad_environment_and_flags_name_themselves() {
+    let e = merged(
+        &[],
+        &Sources::from_env(env(&[("LEASEHOOK_TABLE_BASE", "-1")])),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with(
+            "configuration environment LEASEHOOK_TABLE_BASE: table_base: expected a whole number"
+        ),
+        "{e}"
+    );
+    let e = merged(
+        &[],
+        &Sources::default().with_flag("imds.budget_s", "--budget", Some("NaN".into())),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("configuration flag --budget: imds.budget_s: "),
+        "{e}"
+    );
+    let e = merged(
+        &[],
+        &Sources::from_env(env(&[("LEASEHOOK_UNMANAGED", "eth0,,eth1")])),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("empty item"), "{e}");
+}
+
+#[test]
+fn hostile_values_are_escaped_in_messages() {
+    let e = merged(
+        &[("/c.yaml", "profile: \"x\\n<13>fake: line\"\n")],
+        &Sources::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!e.contains('\n'), "{e}");
+}
+
+#[test]
+fn load_reads_config_d_in_lexical_order_below_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let etc = dir.path().join("etc/leasehook");
+    std::fs::create_dir_all(etc.join("config.d")).unwrap();
+    std::fs::write(etc.join("config.yaml"), "table_base: 1\n").unwrap();
+    std::fs::write(etc.join("config.d/20-b.yaml"), "table_base: 3\n").unwrap();
+    std::fs::write(
+        etc.join("config.d/10-a.yaml"),
+        "table_base: 2\nprofile: cloud-init\n",
+    )
+    .unwrap();
+    std::fs::write(etc.join("config.d/30-c.yaml.dpkg-old"), "table_base: x\n").unwrap();
+    std::fs::write(etc.join("config.d/.hidden.yaml"), "table_base: x\n").unwrap();
+    let sources = Sources::default().with_root(Some(dir.path().to_path_buf()));
+    let l = load(&sources).unwrap();
+    assert_eq!(l.settings.plan.table_base, 3);
+    assert_eq!(l.settings.plan.profile, Profile::CloudInit);
+    assert_eq!(l.settings.root, dir.path());
+    assert_eq!(l.files.len(), 3);
+    assert!(l.files[1].ends_with("config.d/10-a.yaml"));
+    // --config reads that one file only.
+    let only = dir.path().join("only.yaml");
+    std::fs::write(&only, "table_base: 7\n").unwrap();
+    let l = load(&sources.clone().with_file(Some(only.clone()))).unwrap();
+    assert_eq!((l.settings.plan.table_base, l.files.len()), (7, 1));
+    // ... and it must exist.
+    let e = load(
+        &sources
+            .clone()
+            .with_file(Some(dir.path().join("nope.yaml"))),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("nope.yaml"), "{e}");
+    // LEASEHOOK_ROOT is the root when --root is not given.
+    let mut s = Sources::from_env(env(&[(ROOT_ENV, dir.path().to_str().unwrap())]));
+    assert_eq!(load(&s).unwrap().settings.plan.table_base, 3);
+    s.env.insert(CONFIG_ENV.into(), only.display().to_string());
+    assert_eq!(load(&s).unwrap().settings.plan.table_base, 7);
+}
+
+#[test]
+fn show_prints_every_key_with_its_origin() {
+    let l = merged(
+        &[(
+            "/etc/leasehook/config.yaml",
+            "table_base: 20000\ndatasource:\n  LXD: {fallback: false}\n",
+        )],
+        &Sources::from_env(env(&[("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1")])),
+    )
+    .unwrap();
+    let y = show_yaml(&l);
+    for key in KEYS {
+        let leaf = key.name.rsplit('.').next().unwrap();
+        assert!(
+            y.contains(&format!("{leaf}: ")),
+            "{} missing in\n{y}",
+            key.name
+        );
+    }
+    assert!(y.contains("/etc/leasehook/config.yaml line 1"), "{y}");
+    assert!(
+        y.contains("environment LEASEHOOK_IMDS_SYNC_BUDGET_S"),
+        "{y}"
+    );
+    // What it prints is itself a configuration that gives the same settings.
+    let again = merged(&[("/shown.yaml", &y)], &Sources::default()).unwrap();
+    let mut want = l.settings.clone();
+    want.plan.priority_base = None;
+    let mut got = again.settings.clone();
+    got.plan.priority_base = None;
+    got.imds.endpoints = None;
+    got.fallback.global = None;
+    assert_eq!(got, want, "{y}");
+    let j = show_json(&l);
+    assert_eq!(j["settings"]["table_base"], 20_000);
+    assert_eq!(j["settings"]["imds"]["sync_budget_s"], 1.0);
+    assert_eq!(j["settings"]["datasource"]["LXD"]["fallback"], false);
+    assert_eq!(
+        j["origins"]["table_base"],
+        "/etc/leasehook/config.yaml line 1"
+    );
+    assert_eq!(
+        j["origins"]["datasource.LXD.fallback"],
+        "/etc/leasehook/config.yaml line 3"
+    );
+}
