@@ -134,16 +134,22 @@ pub(crate) fn man_pages(cmd: clap::Command) -> anyhow::Result<Vec<(String, Vec<u
     // names its page.
     cmd.build();
     let version = cmd.get_version().unwrap_or_default().to_owned();
-    let subs: Vec<clap::Command> = cmd
-        .get_subcommands()
-        .filter(|s| !s.is_hide_set())
-        .cloned()
-        .collect();
+    // Every visible subcommand at any depth (`config show` too), parents first.
+    let mut subs: Vec<clap::Command> = Vec::new();
+    let mut todo: Vec<clap::Command> = visible(&cmd);
+    todo.reverse();
+    while let Some(sub) = todo.pop() {
+        let mut children = visible(&sub);
+        children.reverse();
+        todo.extend(children);
+        subs.push(sub);
+    }
     let sub_names: Vec<String> = subs.iter().map(page_name).collect();
 
     let mut pages = Vec::with_capacity(subs.len() + 1);
     let mut extra = Roff::new();
     exit_status(&mut extra);
+    environment(&mut extra);
     extra.control("SH", ["FILES"]);
     for (path, what) in FILES {
         extra
@@ -165,6 +171,14 @@ pub(crate) fn man_pages(cmd: clap::Command) -> anyhow::Result<Vec<(String, Vec<u
         pages.push(page(sub, &extra, &version)?);
     }
     Ok(pages)
+}
+
+/// A command's visible subcommands (never clap's own `help`).
+fn visible(cmd: &clap::Command) -> Vec<clap::Command> {
+    cmd.get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        .cloned()
+        .collect()
 }
 
 /// `leasehook-plan` for the `plan` subcommand, `leasehook` for the top.
@@ -219,13 +233,21 @@ fn exit_status(roff: &mut Roff) {
     }
 }
 
-/// The `LEASEHOOK_*` variables `refresh` reads, as the hooks do.
+/// The `LEASEHOOK_*` variables, which override the configuration files (for
+/// every command, and the hooks).
 fn environment(roff: &mut Roff) {
+    use leasehook_core::config;
     roff.control("SH", ["ENVIRONMENT"]);
-    for (var, what) in leasehook_core::hook::ENV_VARS {
-        roff.control("TP", [])
-            .text([bold(*var)])
-            .text([roman(*what)]);
+    let sources = [
+        (config::ROOT_ENV, "Prefix of every file path (default /)."),
+        (
+            config::CONFIG_ENV,
+            "Read this file instead of /etc/leasehook/config.yaml and config.d.",
+        ),
+    ];
+    let keys = config::KEYS.iter().filter_map(|k| Some((k.env?, k.help)));
+    for (var, what) in sources.into_iter().chain(keys) {
+        roff.control("TP", []).text([bold(var)]).text([roman(what)]);
     }
 }
 
@@ -304,13 +326,21 @@ mod tests {
     fn one_page_per_visible_subcommand_and_none_for_generate() {
         let names: Vec<String> = pages().into_iter().map(|(n, _)| n).collect();
         let mut want = vec!["leasehook.1".to_owned()];
-        want.extend(
-            crate::Cli::command()
-                .get_subcommands()
-                .filter(|s| !s.is_hide_set())
-                .map(|s| format!("leasehook-{}.1", s.get_name())),
-        );
+        for s in crate::Cli::command()
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+        {
+            want.push(format!("leasehook-{}.1", s.get_name()));
+            for nested in s.get_subcommands().filter(|n| !n.is_hide_set()) {
+                want.push(format!(
+                    "leasehook-{}-{}.1",
+                    s.get_name(),
+                    nested.get_name()
+                ));
+            }
+        }
         assert_eq!(names, want);
+        assert!(names.iter().any(|n| n == "leasehook-config-show.1"));
         assert!(names.iter().any(|n| n == "leasehook-plan.1"));
         assert!(!names.iter().any(|n| n.contains("generate")));
     }

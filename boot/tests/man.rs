@@ -55,22 +55,34 @@ fn tool(cmd: &mut Command, what: &str) -> Output {
     })
 }
 
-/// The subcommands `leasehook --help` lists (the help subcommand aside).
-fn subcommands() -> Vec<String> {
+/// The subcommands `leasehook ARGS --help` lists (the help subcommand aside).
+fn commands_of(args: &[&str]) -> Vec<String> {
     let o = Command::new(env!("CARGO_BIN_EXE_leasehook"))
+        .args(args)
         .arg("--help")
         .output()
         .unwrap();
     let help = String::from_utf8(o.stdout).unwrap();
     help.split("Commands:\n")
         .nth(1)
-        .unwrap()
+        .unwrap_or_default()
         .lines()
         .take_while(|l| l.starts_with("  "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|s| *s != "help")
         .map(str::to_owned)
         .collect()
+}
+
+/// Every subcommand path as its page names it: `plan`, ..., `config-show`.
+fn subcommands() -> Vec<String> {
+    let mut out = Vec::new();
+    for sub in commands_of(&[]) {
+        let nested = commands_of(&[&sub]);
+        out.push(sub.clone());
+        out.extend(nested.into_iter().map(|n| format!("{sub}-{n}")));
+    }
+    out
 }
 
 #[test]
@@ -190,7 +202,7 @@ fn bash_loads_the_completion_and_it_completes_subcommands() {
         let files = generate(shell, &dir.0);
         assert_eq!(files, vec![dir.0.join(name)]);
         let text = std::fs::read_to_string(&files[0]).unwrap();
-        for s in subcommands() {
+        for s in commands_of(&[]).into_iter().chain(commands_of(&["config"])) {
             assert!(text.contains(&s), "{shell} completion lacks {s}");
         }
     }

@@ -73,6 +73,8 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/share/man/man1/leasehook-detect.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-init.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-query.1.gz", 0o644),
+    ("/usr/share/man/man1/leasehook-config.1.gz", 0o644),
+    ("/usr/share/man/man1/leasehook-config-show.1.gz", 0o644),
     ("/usr/share/bash-completion/completions/leasehook", 0o644),
     ("/usr/share/zsh/vendor-completions/_leasehook", 0o644),
     ("/usr/share/fish/vendor_completions.d/leasehook.fish", 0o644),
@@ -304,7 +306,16 @@ fn check_man_and_completion() {
         .env("MANWIDTH", "200")
         .env("LC_ALL", "C.UTF-8"));
     for sub in [
-        "plan", "apply", "flush", "status", "refresh", "detect", "init", "query",
+        "plan",
+        "apply",
+        "flush",
+        "status",
+        "refresh",
+        "detect",
+        "init",
+        "query",
+        "config",
+        "config-show",
     ] {
         assert!(
             top.contains(&format!("leasehook-{sub}(1)")),
