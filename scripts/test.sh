@@ -30,7 +30,8 @@ ensure_packages() {
 }
 
 step "Debian packages"
-ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-dispatcher dbus shellcheck network-manager dhcpcd-base udhcpc
+ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-dispatcher dbus shellcheck network-manager dhcpcd-base udhcpc \
+    make gzip groff-base man-db bash-completion
 
 # The cloud-init 25.1.4 oracle of the differential test (extracted, never
 # installed) and the Debian python3 packages it imports.
@@ -41,12 +42,13 @@ step "shellcheck"
 shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh hooks/networkd-dispatcher/50-leasehook \
     hooks/networkmanager/90-leasehook hooks/dhcpcd/90-leasehook hooks/udhcpc/leasehook.script
 shellcheck scripts/*.sh .ci/run
+shellcheck -s sh packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm
 
 step "cargo fmt --check"
 cargo fmt --all --check
 
 step "cargo clippy"
-cargo clippy --workspace --all-targets --locked --features leasehook-tests/netns -- -D warnings
+cargo clippy --workspace --all-targets --locked --features leasehook-tests/netns,leasehook-tests/package -- -D warnings
 
 step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
@@ -56,3 +58,18 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 step "cargo test (with the netns tests)"
 cargo build --workspace --locked --bins
 cargo test --workspace --locked --features leasehook-tests/netns
+
+# The Debian package, last: it installs into this machine's /etc and /usr, where
+# the other clients' end-to-end tests would see its networkd drop-in and its
+# dhcpcd and NetworkManager hooks. Builds it (`make deb`), installs it, checks
+# every file, runs dhclient against the installed hook and purges it.
+step "Debian package: make deb, dpkg -i, dhclient end to end, dpkg --purge"
+# build-deb.sh's (cargo-deb's) last line on standard output is the .deb's path.
+deb=$(make -s deb | tail -n 1)
+ls -l "$deb"
+if LEASEHOOK_DEB="$deb" cargo test -p leasehook-tests --locked --features package --test package; then
+    echo "package test: PASSED (installed, checked, dhclient end to end, purged clean)"
+else
+    echo "package test: FAILED" >&2
+    exit 1
+fi

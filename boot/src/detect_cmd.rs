@@ -9,9 +9,17 @@ use clap::Args;
 use leasehook_core::source::detect::{ReadOptions, detect};
 
 /// Decide which datasources this instance has, without network, and print the
-/// decision as JSON: `datasource_list` (what to try, in order, ending in `None`; empty
-/// when none was found), `checks` (each check that ran: found, maybe, not-found),
-/// `reasons` (why, per datasource), `list_from`, `virt`, `disabled`, `warnings`.
+/// decision as JSON.
+///
+/// Decides the way cloud-init's ds-identify does: EC2 from DMI (`product_uuid` or
+/// /sys/hypervisor/uuid starting with `ec2`, also byte-swapped), LXD from
+/// /dev/lxd/sock or, under kvm/qemu, DMI `board_name` and virtio port names,
+/// NoCloud from seed folders, a `cidata` filesystem, the kernel command line or the
+/// DMI serial; `datasource_list` from the configuration and `ds=` on the kernel
+/// command line are honoured. The JSON holds `datasource_list` (what to try, in
+/// order, ending in `None`; empty when none was found), `checks` (each check that
+/// ran: found, maybe, not-found), `reasons` (why, per datasource), `list_from`,
+/// `virt`, `disabled` and `warnings`.
 ///
 /// Example: leasehook detect --root /tmp/fakeroot --virt kvm
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ mod apply_cmd;
 mod boot_status;
 mod config_cmd;
 mod detect_cmd;
+mod generate_cmd;
 mod init_cmd;
 mod plan_cmd;
 mod query_cmd;
@@ -23,12 +24,30 @@ mod template;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// Source policy routing for multi-NIC cloud instances, installed the moment a DHCP
 /// lease arrives.
+///
+/// When a DHCP client binds a lease on a secondary NIC, leasehook's hook in the
+/// client's hook folder asks the instance metadata service only for what
+/// DHCP cannot tell (device-number, network card, secondary addresses, delegated
+/// prefixes, IPv6 subnets) and installs source rules and a routing table for the NIC:
+/// table 10000 + 100 × network-card + device-number (amazon-ec2-net-utils' scheme),
+/// or cloud-init's EC2 netplan rendering with `profile: cloud-init`. Everything
+/// leasehook adds carries protocol 176 (`proto 176` in `ip rule` and `ip route`), and
+/// it never touches what does not.
+///
+/// This command is the boot stage and the administrator's tool: `init` finds the
+/// instance's datasource at boot (EC2 IMDS, LXD's dev-lxd socket, NoCloud seeds) and
+/// falls back to the cached one when none answers; `detect` shows which datasources
+/// the instance has; `query` reads the instance data `init` wrote; `plan` prints the
+/// policy routing for given metadata and leases without touching anything; `apply`,
+/// `flush`, `status` and `refresh` put a plan into the kernel, take it out, show it
+/// and re-check it against the metadata service. `leasehook SUBCOMMAND --help` (or
+/// the leasehook-SUBCOMMAND(1) manual page) describes each.
 #[derive(Debug, Parser)]
-#[command(name = "leasehook", version, about, long_about = None)]
+#[command(name = "leasehook", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -47,7 +66,24 @@ enum Command {
     Config(config_cmd::ConfigArgs),
 }
 
+/// `leasehook generate WHAT --out DIR`: the manual pages and completion scripts,
+/// for the package build. Parsed apart from [`Cli`] so that neither `--help`, the
+/// man pages nor the completions offer it (`clap_complete` lists hidden subcommands
+/// too).
+#[derive(Debug, Parser)]
+#[command(name = "leasehook generate")]
+struct GenerateCli {
+    #[command(flatten)]
+    args: generate_cmd::GenerateArgs,
+}
+
 fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "generate") {
+        let generate = GenerateCli::parse_from(std::env::args_os().skip(1));
+        return report(
+            generate_cmd::run(&generate.args, Cli::command()).map(|s| (s, ExitCode::SUCCESS)),
+        );
+    }
     let cli = Cli::parse();
     // log_level from the configuration below LEASEHOOK_ROOT (or /); a bad
     // configuration is reported by the command that reads it.
@@ -72,6 +108,11 @@ fn main() -> ExitCode {
         Command::Query(args) => ok(query_cmd::run(&args)),
         Command::Config(args) => ok(config_cmd::run(&args)),
     };
+    report(result)
+}
+
+/// Prints a command's output, or its error on one line; the exit code.
+fn report(result: anyhow::Result<(String, ExitCode)>) -> ExitCode {
     match result {
         Ok((out, code)) => {
             print!("{out}");
@@ -91,5 +132,68 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         super::Cli::command().debug_assert();
+        super::GenerateCli::command().debug_assert();
+    }
+
+    /// Every visible (sub)command's arguments, recursively, with the command's path.
+    fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+        out.push((path.to_owned(), cmd.clone()));
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            walk(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    /// `--help` and the man pages are made from these texts: a command, argument or
+    /// value without one would show up as a bare name.
+    #[test]
+    fn every_command_argument_and_value_has_help_text() {
+        let mut cmd = super::Cli::command();
+        cmd.build();
+        let mut all = Vec::new();
+        walk(&cmd, "leasehook", &mut all);
+        assert!(all.len() >= 9, "subcommands went missing: {}", all.len());
+        let mut missing = Vec::new();
+        for (path, c) in &all {
+            if c.get_about()
+                .is_none_or(|a| a.to_string().trim().is_empty())
+            {
+                missing.push(format!("{path}: no about"));
+            }
+            for arg in c.get_arguments().filter(|a| !a.is_hide_set()) {
+                let id = arg.get_id().as_str();
+                let help = arg.get_help().or(arg.get_long_help());
+                if help.is_none_or(|h| h.to_string().trim().is_empty()) {
+                    missing.push(format!("{path} {id}: no help"));
+                }
+                for value in arg
+                    .get_possible_values()
+                    .iter()
+                    .filter(|v| !v.is_hide_set())
+                {
+                    // Boolean flags list true/false: those need no words.
+                    if matches!(value.get_name(), "true" | "false") {
+                        continue;
+                    }
+                    if value.get_help().is_none() {
+                        missing.push(format!("{path} {id}={}: no help", value.get_name()));
+                    }
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "help text missing:\n{}",
+            missing.join("\n")
+        );
+    }
+
+    /// The long help of the top level names every visible subcommand.
+    #[test]
+    fn top_level_help_lists_every_subcommand() {
+        let help = super::Cli::command().render_long_help().to_string();
+        for sub in super::Cli::command().get_subcommands() {
+            let listed = help.contains(&format!("  {} ", sub.get_name()));
+            assert_eq!(listed, !sub.is_hide_set(), "{}:\n{help}", sub.get_name());
+        }
     }
 }

@@ -12,6 +12,11 @@
 //!   where real `dhclient` runs with leasehook's exit hook. The hook is placed in
 //!   `/etc/netns/<instance>/dhcp/`, which `ip netns exec` mounts over `/etc/dhcp`
 //!   for that namespace only; the machine's own `/etc/dhcp` is never touched.
+//!   With [`WorldOptions::installed`] (the Debian package test) there is no such
+//!   folder: dhclient sees the machine's `/etc/dhcp` and the hook and shim the
+//!   package installed there, with the real root `/`. Either way
+//!   `/etc/netns/<instance>/resolv.conf` takes the place of `/etc/resolv.conf`, so
+//!   dhclient-script never writes the machine's.
 //!
 //! Everything (processes, namespaces, `/etc/netns/<instance>`) goes when the
 //! [`World`] is dropped.
@@ -64,6 +69,12 @@ pub struct WorldOptions {
     pub sync_budget_s: f64,
     /// `LEASEHOOK_IMDS_BUDGET_S` for the hook.
     pub budget_s: f64,
+    /// Run the hook and shim the Debian package installed
+    /// (`/etc/dhcp/dhclient-exit-hooks.d/leasehook`,
+    /// `/usr/libexec/leasehook/leasehook-dhclient`) with the real root `/`, instead
+    /// of the workspace's hook (in `/etc/netns/<instance>/dhcp/`), the shim built
+    /// beside the tests and a private root.
+    pub installed: bool,
 }
 
 impl Default for WorldOptions {
@@ -75,6 +86,7 @@ impl Default for WorldOptions {
             dnsmasq_extra: Vec::new(),
             sync_budget_s: 3.0,
             budget_s: 30.0,
+            installed: false,
         }
     }
 }
@@ -156,9 +168,16 @@ fn dnsmasq_conf(dir: &Path, opts: &WorldOptions) -> String {
 }
 
 /// Puts the exit hook into `/etc/netns/<ns>/dhcp/`, which `ip netns exec` mounts
-/// over `/etc/dhcp` inside that namespace only; returns `/etc/netns/<ns>`.
-fn install_hook(ns: &str) -> PathBuf {
+/// over `/etc/dhcp` inside that namespace only (unless `installed`: then the
+/// namespace sees the machine's `/etc/dhcp`), and an empty resolv.conf that takes
+/// the place of `/etc/resolv.conf`; returns `/etc/netns/<ns>`.
+fn install_hook(ns: &str, installed: bool) -> PathBuf {
     let etc = PathBuf::from("/etc/netns").join(ns);
+    if installed {
+        std::fs::create_dir_all(&etc).unwrap_or_else(|e| panic!("{etc:?}: {e}"));
+        std::fs::write(etc.join("resolv.conf"), "").unwrap_or_else(|e| panic!("{etc:?}: {e}"));
+        return etc;
+    }
     let dhcp = etc.join("dhcp");
     for sub in ["dhclient-exit-hooks.d", "dhclient-enter-hooks.d"] {
         std::fs::create_dir_all(dhcp.join(sub)).unwrap_or_else(|e| panic!("{dhcp:?}: {e}"));
@@ -187,6 +206,35 @@ pub(crate) fn start_ready(mut cmd: Command, what: &str) -> Child {
     }
     assert!(!line.is_empty(), "{what} did not start");
     child
+}
+
+/// The root the hooks use and the environment dhclient passes them (`-e`): the
+/// shim built beside the tests and the world's private root, or, for the
+/// installed package, neither (its own shim path and `/`).
+fn hook_env(opts: &WorldOptions, root: PathBuf) -> (PathBuf, Vec<(String, String)>) {
+    let mut hook_env = Vec::new();
+    let root = if opts.installed {
+        PathBuf::from("/")
+    } else {
+        hook_env.push((
+            "LEASEHOOK_DHCLIENT".to_owned(),
+            sibling_bin("leasehook-dhclient").display().to_string(),
+        ));
+        hook_env.push(("LEASEHOOK_ROOT".to_owned(), root.display().to_string()));
+        root
+    };
+    hook_env.extend([
+        (
+            "LEASEHOOK_IMDS_SYNC_BUDGET_S".to_owned(),
+            opts.sync_budget_s.to_string(),
+        ),
+        (
+            "LEASEHOOK_IMDS_BUDGET_S".to_owned(),
+            opts.budget_s.to_string(),
+        ),
+        ("LEASEHOOK_LOG_LEVEL".to_owned(), "debug".to_owned()),
+    ]);
+    (root, hook_env)
 }
 
 const ECHO_SERVER: &str = "\
@@ -280,23 +328,8 @@ impl World {
         echo.args(["-c", ECHO_SERVER]);
         services.push(start_ready(echo, "echo host"));
 
-        let etc = install_hook(&inst.name);
-        let hook_env = vec![
-            (
-                "LEASEHOOK_DHCLIENT".to_owned(),
-                sibling_bin("leasehook-dhclient").display().to_string(),
-            ),
-            ("LEASEHOOK_ROOT".to_owned(), root.display().to_string()),
-            (
-                "LEASEHOOK_IMDS_SYNC_BUDGET_S".to_owned(),
-                opts.sync_budget_s.to_string(),
-            ),
-            (
-                "LEASEHOOK_IMDS_BUDGET_S".to_owned(),
-                opts.budget_s.to_string(),
-            ),
-            ("LEASEHOOK_LOG_LEVEL".to_owned(), "debug".to_owned()),
-        ];
+        let etc = install_hook(&inst.name, opts.installed);
+        let (root, hook_env) = hook_env(opts, root);
         Self {
             router,
             inst,

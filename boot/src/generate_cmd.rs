@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `leasehook generate` (hidden): the manual pages and shell completion scripts,
+//! made from the same clap definitions that parse the command line, so they cannot
+//! drift from `--help`. The Debian package build (`make deb`) runs it on the
+//! binary it packages. [`man_pages`] and [`completion`] are pure; [`run`] writes
+//! their output into a folder.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use clap_complete::Shell;
+use roff::{Roff, bold, italic, roman};
+
+/// Write leasehook's manual pages or a shell completion script (used when the
+/// package is built).
+#[derive(Debug, Args)]
+pub(crate) struct GenerateArgs {
+    /// What to write.
+    #[arg(value_enum)]
+    what: What,
+
+    /// The folder to write into (created when missing).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum What {
+    /// leasehook.1 and a leasehook-SUBCOMMAND.1 page per subcommand.
+    Man,
+    /// The bash completion script, leasehook.bash.
+    Bash,
+    /// The zsh completion function, _leasehook.
+    Zsh,
+    /// The fish completion script, leasehook.fish.
+    Fish,
+}
+
+/// The program name every page and script is made for.
+const BIN: &str = "leasehook";
+
+/// Exit codes of every subcommand (`init` adds 3, see its page).
+const EXIT_STATUS: &[(&str, &str)] = &[
+    ("0", "Success."),
+    (
+        "1",
+        "A runtime error: an unreadable or malformed file, a netlink or IMDS failure, bad input. One line on standard error says what.",
+    ),
+    ("2", "Bad usage (reported by the argument parser)."),
+    (
+        "3",
+        "init only: no datasource answered and no usable cache stood in.",
+    ),
+];
+
+/// The files the top-level page lists.
+const FILES: &[(&str, &str)] = &[
+    (
+        "/etc/leasehook/config.yaml",
+        "Settings; every key is listed there, commented out at its default.",
+    ),
+    (
+        "/etc/leasehook/config.d/*.yaml",
+        "More settings, read after config.yaml in lexical order.",
+    ),
+    (
+        "/run/leasehook/",
+        "Run-time state: the applied plan per interface (iface/), per-interface locks (lock/), pending hand-overs to a worker (pending/), the IMDS token cache, boot.json, instance-data.json (0644) and instance-data-sensitive.json (0600).",
+    ),
+    (
+        "/var/lib/leasehook/",
+        "The datasource cache: instances/INSTANCE-ID/datasource.json, the instance link, data/instance-id and data/previous-instance-id.",
+    ),
+    (
+        "/usr/libexec/leasehook/",
+        "The DHCP client shims leasehook-dhclient, leasehook-networkd, leasehook-nm, leasehook-dhcpcd, leasehook-udhcpc and the udhcpc script.",
+    ),
+    (
+        "/etc/dhcp/dhclient-exit-hooks.d/leasehook",
+        "The ISC dhclient exit hook (sourced by dhclient-script).",
+    ),
+    (
+        "/usr/lib/networkd-dispatcher/*.d/50-leasehook",
+        "The networkd-dispatcher scripts (routable.d, degraded.d, no-carrier.d, off.d).",
+    ),
+    (
+        "/usr/lib/systemd/networkd.conf.d/leasehook.conf",
+        "Keeps systemd-networkd from removing leasehook's rules and routes.",
+    ),
+    (
+        "/etc/NetworkManager/dispatcher.d/90-leasehook",
+        "The NetworkManager dispatcher script; its settings come from /etc/default/leasehook.",
+    ),
+    (
+        "/usr/lib/dhcpcd/dhcpcd-hooks/90-leasehook",
+        "The dhcpcd hook.",
+    ),
+    (
+        "/usr/lib/systemd/system/leasehook-local.service, leasehook.service",
+        "The boot stages (leasehook init --local, leasehook init).",
+    ),
+    (
+        "/usr/lib/systemd/system/leasehook-refresh.timer",
+        "Runs leasehook refresh every minute.",
+    ),
+    (
+        "/usr/lib/udev/rules.d/90-leasehook.rules",
+        "Flushes an interface's rules when its link is removed.",
+    ),
+    (
+        "/usr/share/doc/leasehook/",
+        "The documentation (the planner, apply, the clients, the boot stage).",
+    ),
+];
+
+/// Other pages the top-level page points to, after the subcommands' own.
+const SEE_ALSO_EXTERNAL: &[(&str, &str)] = &[
+    ("ip-rule", "8"),
+    ("ip-route", "8"),
+    ("dhclient-script", "8"),
+    ("networkd-dispatcher", "8"),
+    ("NetworkManager-dispatcher", "8"),
+    ("dhcpcd-run-hooks", "8"),
+    ("udhcpc", "8"),
+];
+
+/// One manual page per visible command: `(file name, roff)`, the top-level page
+/// first. Pure.
+pub(crate) fn man_pages(cmd: clap::Command) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let mut cmd = cmd.name(BIN).disable_help_subcommand(true);
+    // Building gives each subcommand its display name (`leasehook-plan`), which
+    // names its page.
+    cmd.build();
+    let version = cmd.get_version().unwrap_or_default().to_owned();
+    // Every visible subcommand at any depth (`config show` too), parents first.
+    let mut subs: Vec<clap::Command> = Vec::new();
+    let mut todo: Vec<clap::Command> = visible(&cmd);
+    todo.reverse();
+    while let Some(sub) = todo.pop() {
+        let mut children = visible(&sub);
+        children.reverse();
+        todo.extend(children);
+        subs.push(sub);
+    }
+    let sub_names: Vec<String> = subs.iter().map(page_name).collect();
+
+    let mut pages = Vec::with_capacity(subs.len() + 1);
+    let mut extra = Roff::new();
+    exit_status(&mut extra);
+    environment(&mut extra);
+    extra.control("SH", ["FILES"]);
+    for (path, what) in FILES {
+        extra
+            .control("TP", [])
+            .text([bold(*path)])
+            .text([roman(*what)]);
+    }
+    let mut see: Vec<(&str, &str)> = sub_names.iter().map(|n| (n.as_str(), "1")).collect();
+    see.extend_from_slice(SEE_ALSO_EXTERNAL);
+    see_also(&mut extra, &see);
+    pages.push(page(&cmd, &extra, &version)?);
+
+    for sub in &subs {
+        let mut extra = Roff::new();
+        if sub.get_name() == "refresh" {
+            environment(&mut extra);
+        }
+        see_also(&mut extra, &[(BIN, "1")]);
+        pages.push(page(sub, &extra, &version)?);
+    }
+    Ok(pages)
+}
+
+/// A command's visible subcommands (never clap's own `help`).
+fn visible(cmd: &clap::Command) -> Vec<clap::Command> {
+    cmd.get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        .cloned()
+        .collect()
+}
+
+/// `leasehook-plan` for the `plan` subcommand, `leasehook` for the top.
+fn page_name(cmd: &clap::Command) -> String {
+    cmd.get_display_name()
+        .unwrap_or_else(|| cmd.get_name())
+        .to_owned()
+}
+
+/// One page: `clap_mangen`'s sections, then `extra`, then the version.
+fn page(cmd: &clap::Command, extra: &Roff, version: &str) -> anyhow::Result<(String, Vec<u8>)> {
+    let man = clap_mangen::Man::new(cmd.clone())
+        .title(page_name(cmd).to_uppercase())
+        .source(format!("{BIN} {version}"))
+        .manual("leasehook manual");
+    let mut out = Vec::new();
+    man.render_title(&mut out)?;
+    man.render_name_section(&mut out)?;
+    man.render_synopsis_section(&mut out)?;
+    man.render_description_section(&mut out)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(&mut out)?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        man.render_subcommands_section(&mut out)?;
+    }
+    out.extend_from_slice(extra.to_roff().as_bytes());
+    man.render_version_section(&mut out)?;
+    Ok((man.get_filename(), ascii(&out)))
+}
+
+/// `roff` with every non-ASCII character written as a groff escape (`\[u00D7]`),
+/// so the page renders the same with or without preconv and in any locale.
+fn ascii(roff: &[u8]) -> Vec<u8> {
+    let mut out = String::with_capacity(roff.len());
+    for c in String::from_utf8_lossy(roff).chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let _ = write!(out, "\\[u{:04X}]", u32::from(c));
+        }
+    }
+    out.into_bytes()
+}
+
+fn exit_status(roff: &mut Roff) {
+    roff.control("SH", ["EXIT STATUS"]);
+    for (code, what) in EXIT_STATUS {
+        roff.control("TP", [])
+            .text([bold(*code)])
+            .text([roman(*what)]);
+    }
+}
+
+/// The `LEASEHOOK_*` variables, which override the configuration files (for
+/// every command, and the hooks).
+fn environment(roff: &mut Roff) {
+    use leasehook_core::config;
+    roff.control("SH", ["ENVIRONMENT"]);
+    let sources = [
+        (config::ROOT_ENV, "Prefix of every file path (default /)."),
+        (
+            config::CONFIG_ENV,
+            "Read this file instead of /etc/leasehook/config.yaml and config.d.",
+        ),
+    ];
+    let keys = config::KEYS.iter().filter_map(|k| Some((k.env?, k.help)));
+    for (var, what) in sources.into_iter().chain(keys) {
+        roff.control("TP", []).text([bold(var)]).text([roman(what)]);
+    }
+}
+
+fn see_also(roff: &mut Roff, pages: &[(&str, &str)]) {
+    roff.control("SH", ["SEE ALSO"]);
+    // Page names are neither hyphenated nor spread out.
+    roff.control("nh", []);
+    roff.control("ad", ["l"]);
+    let mut line = Vec::new();
+    for (i, (name, section)) in pages.iter().enumerate() {
+        if i > 0 {
+            line.push(roman(", "));
+        }
+        line.push(bold(*name));
+        line.push(roman(format!("({section})")));
+    }
+    roff.text(line);
+    roff.control("PP", []);
+    roff.text([
+        roman("The documentation in "),
+        italic("/usr/share/doc/leasehook/"),
+        roman("."),
+    ]);
+}
+
+/// The completion script for `shell`: `(file name, script)`. Pure.
+pub(crate) fn completion(cmd: clap::Command, shell: Shell) -> (String, Vec<u8>) {
+    let mut cmd = cmd.name(BIN);
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, BIN, &mut out);
+    let name = match shell {
+        Shell::Bash => format!("{BIN}.bash"),
+        Shell::Zsh => format!("_{BIN}"),
+        Shell::Fish => format!("{BIN}.fish"),
+        other => format!("{BIN}.{other}"),
+    };
+    (name, out)
+}
+
+/// Writes what `args` asks for into its folder; the files written, one a line.
+pub(crate) fn run(args: &GenerateArgs, cmd: clap::Command) -> anyhow::Result<String> {
+    let files = match args.what {
+        What::Man => man_pages(cmd)?,
+        What::Bash => vec![completion(cmd, Shell::Bash)],
+        What::Zsh => vec![completion(cmd, Shell::Zsh)],
+        What::Fish => vec![completion(cmd, Shell::Fish)],
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("failed to create {:?}", args.out))?;
+    let mut written = String::new();
+    for (name, body) in files {
+        let path = Path::new(&args.out).join(&name);
+        std::fs::write(&path, body).with_context(|| format!("failed to write {path:?}"))?;
+        let _ = writeln!(written, "{}", path.display());
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    fn pages() -> Vec<(String, String)> {
+        man_pages(crate::Cli::command())
+            .unwrap()
+            .into_iter()
+            .map(|(n, b)| (n, String::from_utf8(b).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn one_page_per_visible_subcommand_and_none_for_generate() {
+        let names: Vec<String> = pages().into_iter().map(|(n, _)| n).collect();
+        let mut want = vec!["leasehook.1".to_owned()];
+        for s in crate::Cli::command()
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+        {
+            want.push(format!("leasehook-{}.1", s.get_name()));
+            for nested in s.get_subcommands().filter(|n| !n.is_hide_set()) {
+                want.push(format!(
+                    "leasehook-{}-{}.1",
+                    s.get_name(),
+                    nested.get_name()
+                ));
+            }
+        }
+        assert_eq!(names, want);
+        assert!(names.iter().any(|n| n == "leasehook-config-show.1"));
+        assert!(names.iter().any(|n| n == "leasehook-plan.1"));
+        assert!(!names.iter().any(|n| n.contains("generate")));
+    }
+
+    #[test]
+    fn pages_hold_every_section_and_every_option() {
+        for (name, roff) in pages() {
+            for section in [
+                ".SH NAME",
+                ".SH SYNOPSIS",
+                ".SH DESCRIPTION",
+                ".SH \"SEE ALSO\"",
+                ".SH VERSION",
+            ] {
+                assert!(roff.contains(section), "{name}: no {section}");
+            }
+            assert!(roff.contains(".TH LEASEHOOK"), "{name}: no title");
+            assert!(roff.is_ascii(), "{name}: not ASCII");
+        }
+        let all = pages();
+        let top = &all[0].1;
+        for section in [".SH SUBCOMMANDS", ".SH \"EXIT STATUS\"", ".SH FILES"] {
+            assert!(top.contains(section), "leasehook.1: no {section}");
+        }
+        assert!(top.contains("leasehook\\-plan(1)") || top.contains("leasehook\\-plan"));
+        let plan = &all.iter().find(|(n, _)| n == "leasehook-plan.1").unwrap().1;
+        for opt in [
+            "metadata",
+            "lease",
+            "link",
+            "profile",
+            "format",
+            "table\\-base",
+        ] {
+            assert!(
+                plan.contains(&format!("\\-\\-{opt}")),
+                "plan page lacks --{opt}"
+            );
+        }
+        let refresh = &all
+            .iter()
+            .find(|(n, _)| n == "leasehook-refresh.1")
+            .unwrap()
+            .1;
+        assert!(
+            refresh.contains(".SH ENVIRONMENT") && refresh.contains("LEASEHOOK_IMDS_ENDPOINTS")
+        );
+    }
+
+    #[test]
+    fn non_ascii_characters_become_groff_escapes() {
+        assert_eq!(
+            ascii("100 \u{d7} card \u{2014} x".as_bytes()),
+            b"100 \\[u00D7] card \\[u2014] x"
+        );
+    }
+
+    #[test]
+    fn completions_know_every_subcommand_but_generate() {
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let (_, script) = completion(crate::Cli::command(), shell);
+            let script = String::from_utf8(script).unwrap();
+            for sub in crate::Cli::command()
+                .get_subcommands()
+                .filter(|s| !s.is_hide_set())
+            {
+                assert!(
+                    script.contains(sub.get_name()),
+                    "{shell}: {}",
+                    sub.get_name()
+                );
+            }
+            assert!(
+                !script.contains("generate"),
+                "{shell} offers the hidden subcommand"
+            );
+        }
+    }
+}

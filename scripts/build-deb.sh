@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the Debian package into target/debian/ (`make deb`; docs/packaging.md):
+# installs the pinned cargo-deb when that version is missing, builds the release
+# binaries, makes the man pages and shell completions with the `leasehook` just
+# built (`leasehook generate`), and packages it all with cargo-deb.
+#
+# cargo-deb prints the path of the .deb on the last line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Pinned: the package layout (maintainer-script snippets, conffiles, compression)
+# is cargo-deb's; a new version is a reviewed change.
+CARGO_DEB_VERSION=3.8.0
+if ! cargo install --list | grep -qx "cargo-deb v${CARGO_DEB_VERSION}:"; then
+    cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked
+fi
+
+target=$(cargo metadata --format-version 1 --no-deps --locked |
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+[ -n "$target" ] || { echo "build-deb: cannot find cargo's target folder" >&2; exit 1; }
+
+cargo build --release --locked -p leasehook -p leasehook-dhclient -p leasehook-networkd \
+    -p leasehook-nm -p leasehook-dhcpcd -p leasehook-udhcpc
+
+gen="$target/release/pkg"
+rm -rf "$gen"
+"$target/release/leasehook" generate man --out "$gen/man" >/dev/null
+# -n: no name or time stamp in the gzip header, so the same pages give the same
+# bytes (reproducible packages).
+gzip -9n "$gen"/man/*.1
+for shell in bash zsh fish; do
+    "$target/release/leasehook" generate "$shell" --out "$gen/completions" >/dev/null
+done
+
+rm -f "$target"/debian/leasehook_*.deb
+cargo deb -p leasehook --no-build --output "$target/debian/"
