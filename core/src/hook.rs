@@ -379,6 +379,13 @@ pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOut
         let Some(st) = state::read_state_or_set_aside(&paths, &name) else {
             continue;
         };
+        if cfg.is_unmanaged(&name, Some(st.mac)) {
+            out.push(RefreshOutcome::Kept(
+                name,
+                "unmanaged (configuration key unmanaged): left alone".to_owned(),
+            ));
+            continue;
+        }
         out.push(refresh_one(&mut applier, &paths, &st, cfg)?);
     }
     Ok(out)
@@ -391,12 +398,6 @@ fn refresh_one(
     cfg: &HookConfig,
 ) -> Result<RefreshOutcome> {
     let name = st.name.clone();
-    if cfg.is_unmanaged(&name, Some(st.mac)) {
-        return Ok(RefreshOutcome::Kept(
-            name,
-            "unmanaged (configuration key unmanaged): left alone".to_owned(),
-        ));
-    }
     let links = applier.links()?;
     let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
         let report = apply::teardown(applier, &name, None, Some(st))?;

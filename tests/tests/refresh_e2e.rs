@@ -327,8 +327,8 @@ fn requests_per_refresh_of_four_nics() {
 }
 
 #[test]
-fn refresh_refuses_the_cloud_init_profile_and_changes_nothing() {
-    let w = bound_world("refreshci");
+fn refresh_refuses_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
+    let mut w = bound_world("refreshci");
     let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
     let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
     cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -340,5 +340,15 @@ fn refresh_refuses_the_cloud_init_profile_and_changes_nothing() {
         stderr.contains("only the ec2-net-utils profile can") && stderr.contains("cloud-init"),
         "{stderr}"
     );
+    assert_eq!((w.our_rules(), w.our_routes(), w.inst.addresses()), before);
+
+    // An unmanaged NIC is left as it is, even when IMDS no longer lists its
+    // secondary address.
+    w.restart_imds(&tree_with_eth1_ips("10.98.1.20"), &json!({}));
+    let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
+    cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    cmd.env("LEASEHOOK_UNMANAGED", "eth1");
+    let out = text(&cmd.args(["refresh", "-v"]).output().unwrap());
+    assert!(out.contains("eth1: unchanged (unmanaged"), "{out}");
     assert_eq!((w.our_rules(), w.our_routes(), w.inst.addresses()), before);
 }
