@@ -178,7 +178,8 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
         let mut written: Vec<(&IfName, Option<&InterfaceState>)> = Vec::new();
         for ip in &plan.interfaces {
             let previous = recorded.iter().find(|s| s.name == ip.name);
-            let now = InterfaceState::record(previous.cloned(), ip, plan.profile);
+            let now =
+                InterfaceState::record(previous.cloned(), &report.owned_part(ip), plan.profile);
             // An unchanged plan writes no file either.
             match state::save_if_changed(&paths, previous, now, state::unix_ms()) {
                 Ok(true) => written.push((&ip.name, previous)),

@@ -482,7 +482,8 @@ fn refresh_one(
     let report = apply::apply_plan(applier, &p, previous.as_slice())?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
-            let now = InterfaceState::record(previous.clone(), ip, p.profile).with_leases(&leases);
+            let now = InterfaceState::record(previous.clone(), &report.owned_part(ip), p.profile)
+                .with_leases(&leases);
             state::save_if_changed(paths, previous.as_ref(), now, state::unix_ms())?;
         }
         Ok(())
@@ -646,7 +647,7 @@ fn apply_outcome<A: Applier>(
     let report = apply::apply_plan(applier, &p, recorded.as_slice())?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
-            let now = InterfaceState::record(recorded.clone(), ip, p.profile)
+            let now = InterfaceState::record(recorded.clone(), &report.owned_part(ip), p.profile)
                 .with_leases(std::slice::from_ref(&lease));
             state::save_if_changed(paths, recorded.as_ref(), now, state::unix_ms())?;
         }

@@ -709,6 +709,19 @@ matrix! {
         max_secs: 3.0,
         run: || foreign_then_bound(&["route", "add", "10.98.1.0/24", "dev", "eth1", "table", "10001", "proto", "static", "scope", "link", "src", "10.98.1.20"]),
     };
+    #[cfg(feature = "netns")]
+    foreign_secondary_address => Row {
+        name: "foreign_secondary_address",
+        fault: "a secondary address another tool already put on the link (`ip address add 10.98.1.21/32 dev eth1`), then BOUND and RELEASE",
+        does: "BOUND applies the rules and routes and leaves the address to its owner (not added, not recorded); RELEASE removes leasehook's objects and not the address",
+        exit: Some(0),
+        kernel: Kernel::Exactly { rules: &[], routes: &[], addresses: &["eth1 10.98.1.21/32"] },
+        files: &[],
+        log: "10.98.1.21/32 on eth1 is already there and not leasehook's: left to its owner",
+        not_in_log: "File exists",
+        max_secs: 3.0,
+        run: foreign_address_bound_then_released,
+    };
 }
 
 #[test]
@@ -1015,6 +1028,27 @@ fn foreign_then_bound(args: &[&str]) -> Seen {
     i.seen(&out, elapsed, before, files)
 }
 
+/// Another tool's secondary address on eth1, then BOUND (checked here: leasehook's
+/// rules and routes are in, the state does not claim the address) and RELEASE;
+/// the row checks BOUND's log and the kernel after RELEASE.
+fn foreign_address_bound_then_released() -> Seen {
+    let mut i = Instance::new("faddr");
+    i.ns.ip(&["address", "add", "10.98.1.21/32", "dev", "eth1"]);
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
+    let (bound, elapsed) = i.shim("BOUND", &url);
+    let (rules, routes, _) = snap(&i.ns);
+    assert_eq!(rules.len(), 2, "{rules:?}\n{}", text(&bound));
+    assert_eq!(routes.len(), 2, "{routes:?}");
+    let state = std::fs::read_to_string(i.root.join(STATE)).unwrap();
+    // The rule from the address is leasehook's; the address is not.
+    assert!(state.contains("\"addresses\":[]"), "{state}");
+    let (released, _) = i.shim("RELEASE", &url);
+    assert_eq!(released.status.code(), Some(0), "{}", text(&released));
+    i.seen(&bound, elapsed, before, files)
+}
+
 /// Runs `f` on a thread that entered `ns` first (setns(2) is per thread, and a
 /// netlink socket belongs to the namespace it was created in).
 fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -1050,6 +1084,14 @@ impl leasehook_core::apply::Applier for DeleteLinkFirst {
         recorded: &std::collections::BTreeSet<leasehook_core::model::Address>,
     ) -> leasehook_core::error::Result<leasehook_core::diff::State> {
         self.inner.observe(links, recorded)
+    }
+    fn foreign_addresses(
+        &mut self,
+        links: &leasehook_core::apply::LinkIndex,
+        recorded: &std::collections::BTreeSet<leasehook_core::model::Address>,
+    ) -> leasehook_core::error::Result<std::collections::BTreeSet<leasehook_core::model::Address>>
+    {
+        self.inner.foreign_addresses(links, recorded)
     }
     fn execute(
         &mut self,

@@ -57,6 +57,15 @@ pub trait Applier {
         recorded: &BTreeSet<crate::model::Address>,
     ) -> Result<State>;
 
+    /// Addresses on `links` that leasehook does not own: neither carrying
+    /// [`PROTOCOL`] nor in `recorded` (another tool's: netplan, cloud-init, an
+    /// operator).
+    fn foreign_addresses(
+        &mut self,
+        links: &LinkIndex,
+        recorded: &BTreeSet<crate::model::Address>,
+    ) -> Result<BTreeSet<crate::model::Address>>;
+
     /// Performs one operation.
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()>;
 
@@ -75,12 +84,22 @@ pub struct Report {
     pub ops: Vec<Op>,
     /// Failures a teardown went past (empty for apply, which stops at the first).
     pub errors: Vec<String>,
+    /// Addresses the plan wants that another tool already put on the link: left
+    /// to their owner, neither added nor recorded (so never removed by leasehook).
+    pub foreign: BTreeSet<crate::model::Address>,
 }
 
 impl Report {
     /// How many netlink writes were made.
     pub fn writes(&self) -> usize {
         self.ops.len()
+    }
+
+    /// `ip` without the addresses left to another tool: what to record as applied.
+    pub fn owned_part(&self, ip: &crate::model::InterfacePlan) -> crate::model::InterfacePlan {
+        let mut ip = ip.clone();
+        ip.addresses.retain(|a| !self.foreign.contains(a));
+        ip
     }
 }
 
@@ -261,13 +280,34 @@ pub fn apply_plan<A: Applier + ?Sized>(
         .iter()
         .flat_map(|st| st.objects().addresses)
         .collect();
-    let want = State::of_plan(plan);
+    let mut want = State::of_plan(plan);
+    // A wanted address someone else already holds is theirs: adding it would fail
+    // (EEXIST) and recording it would let a teardown remove it.
+    let foreign: BTreeSet<_> = if want.addresses.is_empty() {
+        BTreeSet::new()
+    } else {
+        applier
+            .foreign_addresses(&links, &recorded_addresses)?
+            .intersection(&want.addresses)
+            .cloned()
+            .collect()
+    };
+    for a in &foreign {
+        log::info!(
+            "{} on {} is already there and not leasehook's: left to its owner",
+            a.addr,
+            a.dev
+        );
+        want.addresses.remove(a);
+    }
     let have = normalize(
         &want,
         scope.filter(&applier.observe(&links, &recorded_addresses)?),
     );
     let ops = diff_states(&want, &have);
-    execute_all(applier, &ops, &links)
+    let mut report = execute_all(applier, &ops, &links)?;
+    report.foreign = foreign;
+    Ok(report)
 }
 
 fn execute_all<A: Applier + ?Sized>(
@@ -279,7 +319,7 @@ fn execute_all<A: Applier + ?Sized>(
     let Some(first_failure) = results.iter().position(Result::is_err) else {
         return Ok(Report {
             ops: ops.to_vec(),
-            errors: Vec::new(),
+            ..Report::default()
         });
     };
     // Undo every write that went through (pipelined writes after the failure too),

@@ -515,6 +515,31 @@ impl Applier for NetlinkApplier {
         })
     }
 
+    fn foreign_addresses(
+        &mut self,
+        links: &LinkIndex,
+        recorded: &BTreeSet<Address>,
+    ) -> Result<BTreeSet<Address>> {
+        let names: std::collections::BTreeMap<u32, IfName> =
+            links.iter().map(|(n, i)| (*i, n.clone())).collect();
+        let handle = self.handle.clone();
+        self.rt.block_on(async move {
+            let addrs: Vec<AddressMessage> = handle
+                .address()
+                .get()
+                .execute()
+                .try_collect()
+                .await
+                .map_err(|e| nl_error("ip address show", &e))?;
+            Ok(addrs
+                .iter()
+                .filter_map(|m| address_of(m, &names))
+                .filter(|(a, owned)| !*owned && !recorded.contains(a))
+                .map(|(a, _)| a)
+                .collect())
+        })
+    }
+
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {
         self.execute_many(std::slice::from_ref(op), links)
             .pop()

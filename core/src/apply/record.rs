@@ -48,6 +48,20 @@ impl Applier for RecordingApplier {
         Ok(s)
     }
 
+    fn foreign_addresses(
+        &mut self,
+        links: &LinkIndex,
+        recorded: &BTreeSet<Address>,
+    ) -> Result<BTreeSet<Address>> {
+        Ok(self
+            .foreign
+            .addresses
+            .iter()
+            .filter(|a| links.contains_key(&a.dev) && !recorded.contains(a))
+            .cloned()
+            .collect())
+    }
+
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {
         if let Some((_, errno)) = self.fail_on.take_if(|(o, _)| o == op) {
             return Err(err(op, errno, "injected failure"));

@@ -114,6 +114,38 @@ fn foreign_objects_survive_apply_and_teardown() {
 }
 
 #[test]
+fn a_wanted_address_someone_else_holds_is_left_to_them() {
+    let p = example_plan();
+    let mut k = kernel();
+    let theirs = State::of_plan(&p)
+        .addresses
+        .into_iter()
+        .next()
+        .expect("the example has secondary addresses");
+    k.foreign.addresses.insert(theirs.clone());
+    let report = apply_plan(&mut k, &p, &[]).unwrap();
+    assert_eq!(report.foreign, [theirs.clone()].into());
+    assert!(!report.ops.contains(&Op::AddAddress(theirs.clone())));
+    assert!(!k.owned.addresses.contains(&theirs));
+    // What is recorded leaves it out, so a teardown never removes it.
+    let ip = p
+        .interfaces
+        .iter()
+        .find(|ip| ip.name == theirs.dev)
+        .unwrap();
+    let recorded = InterfaceState::record(None, &report.owned_part(ip), Profile::Ec2NetUtils);
+    assert!(!recorded.objects().addresses.contains(&theirs));
+    teardown(&mut k, &theirs.dev, None, Some(&recorded)).unwrap();
+    assert!(k.foreign.addresses.contains(&theirs));
+    // Once recorded as leasehook's (it added it earlier), it is not foreign.
+    let mut k = kernel();
+    let first = apply_plan(&mut k, &p, &[]).unwrap();
+    assert!(first.foreign.is_empty());
+    let mine = InterfaceState::record(None, ip, Profile::Ec2NetUtils);
+    assert_eq!(apply_plan(&mut k, &p, &[mine]).unwrap().writes(), 0);
+}
+
+#[test]
 fn a_failed_write_rolls_back_everything_this_run_added() {
     let p = example_plan();
     let mut k = kernel();
