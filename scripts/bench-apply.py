@@ -15,8 +15,12 @@ and prints the medians of wall time and of CPU time (user + system of the
 process: the work it does, steadier than wall time on a busy 2-core machine),
 and their ratios. Needs root. Run: scripts/bench-apply.py [--rounds N] (builds
 the release binary first with cargo).
+
+With LEASEHOOK_BENCH_JSON naming a file, the numbers are also appended to it as
+one JSON line (for bench/run). SIGINT and SIGTERM stop it; the namespace and the
+temporary folder are removed on the way out.
 """
-import argparse, json, os, resource, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, resource, signal, statistics, subprocess, sys, tempfile, time
 
 NICS, ADDRS = 15, 50
 
@@ -76,7 +80,22 @@ def plan_args(lh, md, links, leases):
         args += ["--lease", l]
     return args
 
+def pct(xs, p):
+    """The sample at (n - 1) * p / 100 of the sorted values (as the Rust benches pick)."""
+    xs = sorted(xs)
+    return xs[(len(xs) - 1) * p // 100]
+
+def summary(xs, i):
+    """Median and p90 of field i (0 wall, 1 CPU) of (wall, CPU) pairs, in ms."""
+    return {"median_ms": pct([x[i] for x in xs], 50) * 1000, "p90_ms": pct([x[i] for x in xs], 90) * 1000}
+
+def stop(signum, _frame):
+    # Unwind through the finally clauses: the namespace and folder go.
+    raise SystemExit(128 + signum)
+
 def main():
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--bin", help="leasehook binary (default: build target/release/leasehook)")
@@ -92,6 +111,7 @@ def main():
         args = plan_args(lh, md, links, leases)
         plan = os.path.join(tmp, "plan.json")
         open(plan, "w").write(sh(*args, "--format", "json").stdout)
+        plan_bytes = os.path.getsize(plan)
         # `ip -batch` lines take no -4/-6, and `rule add` needs the family: one
         # batch file per family, run as `ip -4 -batch` and `ip -6 -batch`.
         lines = [l[3:] for l in sh(*args, "--format", "ip").stdout.splitlines() if l.startswith("ip ")]
@@ -126,5 +146,17 @@ def main():
     print("leasehook apply, unchanged  : %7.1f / %7.1f (0 writes)" % (wall(again), work(again)))
     print("ip -batch, from empty       : %7.1f / %7.1f (ip -4 -batch + ip -6 -batch)" % (wall(ipb), work(ipb)))
     print("ratio apply/ip-batch        : %.2f wall, %.2f CPU" % (wall(first) / wall(ipb), work(first) / work(ipb)))
+    out = os.environ.get("LEASEHOOK_BENCH_JSON")
+    if out:
+        kinds = [l.split()[1] for l in lines]
+        res = {"bench": "apply", "rounds": a.rounds, "nics": len(links),
+               "objects": {"lines": len(lines), "rules": kinds.count("rule"),
+                           "routes": kinds.count("route"), "addresses": kinds.count("address")},
+               "writes": int(writes),
+               "plan_json_bytes": plan_bytes}
+        for key, xs in (("apply_empty", first), ("apply_same", again), ("ip_batch", ipb)):
+            res[key] = {"n": len(xs), "wall": summary(xs, 0), "cpu": summary(xs, 1)}
+        with open(out, "a") as f:
+            f.write(json.dumps(res) + "\n")
 
 main()

@@ -7,6 +7,9 @@
 #
 # Usage: scripts/bench-boot.sh
 # Needs what scripts/test.sh needs (it runs scripts/fetch-cloud-init-oracle.sh).
+# With LEASEHOOK_BENCH_JSON naming a file, the numbers are also appended to it as
+# a JSON line (for bench/run). Built with the netns feature as bench/run builds
+# the benches, so one build serves both.
 # Traffic goes to 127.0.0.1 and a unix socket in a temporary folder only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +21,4 @@ pydir=$(scripts/fetch-cloud-init-oracle.sh | sed -n 's/^cloud-init oracle: .* at
 }
 cargo build --release --locked --quiet -p leasehook --bin leasehook
 LEASEHOOK_BIN="$PWD/target/release/leasehook" LEASEHOOK_BENCH_CLOUD_INIT="$pydir" \
-    cargo bench --locked --quiet -p leasehook-tests --bench boot
+    cargo bench --locked --quiet -p leasehook-tests --features netns --bench boot

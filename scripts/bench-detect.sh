@@ -6,10 +6,13 @@
 #
 # Usage: scripts/bench-detect.sh
 # Needs what scripts/test.sh needs (it runs scripts/fetch-cloud-init-oracle.sh).
+# With LEASEHOOK_BENCH_JSON naming a file, the numbers are also appended to it as
+# a JSON line (for bench/run). Built with the netns feature as bench/run builds
+# the benches, so one build serves both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/fetch-cloud-init-oracle.sh >/dev/null
 cargo build --release --locked --quiet -p leasehook --bin leasehook
 LEASEHOOK_BIN="$PWD/target/release/leasehook" \
-    cargo bench --locked --quiet -p leasehook-tests --bench detect
+    cargo bench --locked --quiet -p leasehook-tests --features netns --bench detect

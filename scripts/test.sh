@@ -44,6 +44,13 @@ shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh hooks/netw
 shellcheck scripts/*.sh .ci/run
 shellcheck -s sh packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm
 
+# The benchmark report's renderer and template against a recorded run: cheap, so
+# the report cannot rot silently. (The benchmarks themselves run only through
+# bench/run, never here: times are not test assertions.)
+step "bench report renderer (smoke)"
+python3 -m unittest discover -s bench -p 'test_*.py'
+python3 bench/report.py --check bench/testdata/results.json
+
 step "cargo fmt --check"
 cargo fmt --all --check
 

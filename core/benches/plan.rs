@@ -4,16 +4,24 @@
 //! print the median and 90th percentile of each phase.
 //!
 //! Run: `cargo bench -p leasehook-core --bench plan`.
+//!
+//! For `bench/run`: with `LEASEHOOK_BENCH_JSON` set it also appends one JSON line
+//! with every number to that file, and with `LEASEHOOK_BENCH_CASE` set it writes
+//! the instance as a case of cloud-init's converter (`scripts/cloud-init-ec2-convert.py`,
+//! the format of `tests/oracle/ci_oracle.py`): the same metadata, the OS view of
+//! the NICs and the DHCPv4 routers.
 
 #![allow(clippy::indexing_slicing)]
 #![allow(
     clippy::print_stdout,
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::cast_precision_loss
+    clippy::cast_precision_loss,
+    clippy::panic
 )]
 
 use std::hint::black_box;
+use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
@@ -93,7 +101,9 @@ fn instance() -> (String, Vec<Link>, Vec<InterfaceLease>) {
     (tree.to_string(), links, leases)
 }
 
-fn measure(name: &str, mut f: impl FnMut()) {
+/// Times `f` for `ROUNDS` rounds, prints the median and 90th percentile and
+/// records them under `key` in `out`.
+fn measure(out: &mut Map<String, Value>, key: &str, name: &str, mut f: impl FnMut()) {
     let mut times: Vec<Duration> = (0..ROUNDS)
         .map(|_| {
             let t = Instant::now();
@@ -103,11 +113,52 @@ fn measure(name: &str, mut f: impl FnMut()) {
         .collect();
     times.sort();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    println!(
-        "{name:<34} median {:>9.1} µs   p90 {:>9.1} µs   ({ROUNDS} rounds)",
-        us(times[ROUNDS / 2]),
-        us(times[ROUNDS * 9 / 10])
+    // The sample at (n - 1) * p / 100, as tests/src/bench.rs picks it.
+    let (median, p90) = (
+        us(times[(ROUNDS - 1) / 2]),
+        us(times[(ROUNDS - 1) * 9 / 10]),
     );
+    println!("{name:<34} median {median:>9.1} µs   p90 {p90:>9.1} µs   ({ROUNDS} rounds)");
+    out.insert(
+        key.to_owned(),
+        json!({"n": ROUNDS, "median_us": median, "p90_us": p90}),
+    );
+}
+
+/// The instance as a case of cloud-init's converter (`tests/oracle/ci_oracle.py`
+/// format): metadata, MAC -> interface name, interface -> DHCPv4 router.
+fn converter_case(tree: &str, links: &[Link], leases: &[InterfaceLease]) -> Value {
+    let macs_to_nics: Map<String, Value> = links
+        .iter()
+        .map(|l| (l.mac.to_string(), json!(l.name.to_string())))
+        .collect();
+    let gateways: Map<String, Value> = leases
+        .iter()
+        .filter_map(|l| {
+            let router = l.lease.routers.first()?;
+            router
+                .is_ipv4()
+                .then(|| (l.interface.to_string(), json!(router.to_string())))
+        })
+        .collect();
+    let metadata: Value = serde_json::from_str(tree).unwrap();
+    json!([{"id": 0, "metadata": metadata, "macs_to_nics": macs_to_nics, "gateways": gateways}])
+}
+
+/// Appends `{"bench": "plan", ...}` to `$LEASEHOOK_BENCH_JSON` when it is set.
+fn emit(fields: Map<String, Value>) {
+    let Some(path) = std::env::var_os("LEASEHOOK_BENCH_JSON") else {
+        return;
+    };
+    let mut line = Map::new();
+    line.insert("bench".to_owned(), json!("plan"));
+    line.extend(fields);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    writeln!(f, "{}", Value::Object(line)).unwrap_or_else(|e| panic!("{path:?}: {e}"));
 }
 
 fn main() {
@@ -123,6 +174,10 @@ fn main() {
         profile: Profile::CloudInit,
         ..PlanConfig::default()
     };
+    if let Some(path) = std::env::var_os("LEASEHOOK_BENCH_CASE") {
+        let case = converter_case(&json_text, &links, &leases);
+        std::fs::write(&path, case.to_string()).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    }
     let p = plan(&input, &ec2).unwrap();
     let state = State::of_plan(&p);
     println!(
@@ -131,25 +186,39 @@ fn main() {
         state.routes.len(),
         state.addresses.len()
     );
-    measure("parse metadata JSON", || {
+    let mut out = Map::new();
+    out.insert(
+        "instance".to_owned(),
+        json!({
+            "nics": NICS, "ipv4_per_nic": ADDRS, "ipv6_per_nic": ADDRS, "prefixes_per_family": 2,
+            "metadata_bytes": json_text.len(),
+            "rules": state.rules.len(), "routes": state.routes.len(), "addresses": state.addresses.len(),
+        }),
+    );
+    measure(&mut out, "parse", "parse metadata JSON", || {
         black_box(metadata::parse_json(black_box(&json_text)).unwrap());
     });
-    measure("plan (ec2-net-utils)", || {
+    measure(&mut out, "plan_ec2", "plan (ec2-net-utils)", || {
         black_box(plan(black_box(&input), &ec2).unwrap());
     });
-    measure("plan (cloud-init)", || {
+    measure(&mut out, "plan_cloud_init", "plan (cloud-init)", || {
         black_box(plan(black_box(&input), &ci).unwrap());
     });
-    measure("diff against identical state", || {
-        black_box(diff(black_box(&p), &state));
-    });
-    measure("diff against empty state", || {
+    measure(
+        &mut out,
+        "diff_same",
+        "diff against identical state",
+        || {
+            black_box(diff(black_box(&p), &state));
+        },
+    );
+    measure(&mut out, "diff_empty", "diff against empty state", || {
         black_box(diff(black_box(&p), &State::default()));
     });
-    measure("render ip text", || {
+    measure(&mut out, "render_ip", "render ip text", || {
         black_box(render::ip(black_box(&p)));
     });
-    measure("parse + plan + diff (one event)", || {
+    measure(&mut out, "event", "parse + plan + diff (one event)", || {
         let md = metadata::parse_json(&json_text).unwrap();
         let p = plan(
             &PlanInput {
@@ -162,4 +231,5 @@ fn main() {
         .unwrap();
         black_box(diff(&p, &state));
     });
+    emit(out);
 }

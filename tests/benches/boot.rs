@@ -22,7 +22,9 @@
 //! Run: `scripts/bench-boot.sh` (builds the release binary, fetches the oracle),
 //! or `cargo bench -p leasehook-tests --bench boot` with `LEASEHOOK_BIN` naming a
 //! `leasehook` binary and `LEASEHOOK_BENCH_CLOUD_INIT` the oracle's
-//! `dist-packages` folder (without it cloud-init is not run).
+//! `dist-packages` folder (without it cloud-init is not run). With
+//! `LEASEHOOK_BENCH_JSON` set, the numbers are also appended to that file as one
+//! JSON line (for `bench/run`).
 
 #![allow(
     clippy::print_stdout,
@@ -37,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use leasehook_tests::bench::{self, Stop, Summary};
 use leasehook_tests::devlxd::{self, Devlxd, SAMPLE_META_DATA};
 use leasehook_tests::emulator::{self, Emulator, Scenario, sample_tree};
 use leasehook_tests::netns::leasehook_bin;
@@ -51,13 +54,8 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn pct(sorted: &[f64], p: usize) -> f64 {
-    sorted[(sorted.len() - 1) * p / 100]
-}
-
-fn stats(mut v: Vec<f64>) -> String {
-    v.sort_by(f64::total_cmp);
-    format!("median {:6.2} p90 {:6.2}", pct(&v, 50), pct(&v, 90))
+fn stats(s: &Summary) -> String {
+    format!("median {:6.2} p90 {:6.2}", s.median_ms, s.p90_ms)
 }
 
 /// One stage as a process; panics unless it exits with `want`.
@@ -95,12 +93,18 @@ impl Times {
             requests: Vec::new(),
         }
     }
-    fn report(self, name: &str) {
+    /// Prints one line and returns the numbers as JSON.
+    fn report(self, name: &str) -> Value {
         let (lo, hi) = (
             self.requests.iter().min().copied().unwrap_or(0),
             self.requests.iter().max().copied().unwrap_or(0),
         );
         let n = self.both.len();
+        let (local, net, both) = (
+            Summary::of_ms(&self.local),
+            Summary::of_ms(&self.net),
+            Summary::of_ms(&self.both),
+        );
         println!(
             "leasehook {name:<13} requests={:<5} local {} | network {} | both {} ms (n={n})",
             if lo == hi {
@@ -108,15 +112,21 @@ impl Times {
             } else {
                 format!("{lo}-{hi}")
             },
-            stats(self.local),
-            stats(self.net),
-            stats(self.both),
+            stats(&local),
+            stats(&net),
+            stats(&both),
         );
+        json!({
+            "scenario": name,
+            "requests": bench::requests_json(&self.requests),
+            "local": local.json(), "network": net.json(), "both": both.json(),
+        })
     }
 }
 
 /// One boot: empties `run/` (and the cache when `fresh`), runs both stages.
 fn one_boot(
+    stop: &Stop,
     bin: &Path,
     root: &Path,
     virt: &str,
@@ -124,6 +134,7 @@ fn one_boot(
     count: &dyn Fn() -> usize,
     t: &mut Times,
 ) {
+    stop.check();
     let _ = fs::remove_dir_all(root.join("run"));
     if fresh {
         let _ = fs::remove_dir_all(root.join("var/lib/leasehook"));
@@ -169,7 +180,8 @@ fn imds(tree: &Value, scenario: Value, log: Option<PathBuf>) -> Emulator {
     Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap()
 }
 
-fn bench_root(bin: &Path, parent: &Path, tree: &Value) {
+/// Every scenario with roots under `parent`; the numbers as JSON.
+fn bench_root(stop: &Stop, bin: &Path, parent: &Path, tree: &Value) -> Value {
     println!("-- roots under {parent:?}");
     let emu = imds(tree, json!({}), None);
     let count = || emu.log().len();
@@ -177,11 +189,10 @@ fn bench_root(bin: &Path, parent: &Path, tree: &Value) {
     let mut first = Times::new();
     let mut reboot = Times::new();
     for _ in 0..ROUNDS {
-        one_boot(bin, root.path(), "kvm", true, &count, &mut first);
-        one_boot(bin, root.path(), "kvm", false, &count, &mut reboot);
+        one_boot(stop, bin, root.path(), "kvm", true, &count, &mut first);
+        one_boot(stop, bin, root.path(), "kvm", false, &count, &mut reboot);
     }
-    first.report("ec2-first");
-    reboot.report("ec2-reboot");
+    let mut scenarios = vec![first.report("ec2-first"), reboot.report("ec2-reboot")];
 
     let off = imds(
         tree,
@@ -196,9 +207,17 @@ fn bench_root(bin: &Path, parent: &Path, tree: &Value) {
     let count_off = || off.log().len();
     let mut fallback = Times::new();
     for _ in 0..ROUNDS {
-        one_boot(bin, root.path(), "kvm", false, &count_off, &mut fallback);
+        one_boot(
+            stop,
+            bin,
+            root.path(),
+            "kvm",
+            false,
+            &count_off,
+            &mut fallback,
+        );
     }
-    fallback.report("ec2-imds-off");
+    scenarios.push(fallback.report("ec2-imds-off"));
 
     let root = tempfile::tempdir_in(parent).unwrap();
     fs::create_dir_all(root.path().join("dev/lxd")).unwrap();
@@ -213,14 +232,16 @@ fn bench_root(bin: &Path, parent: &Path, tree: &Value) {
     let mut first = Times::new();
     let mut reboot = Times::new();
     for _ in 0..ROUNDS {
-        one_boot(bin, root.path(), "lxc", true, &count, &mut first);
-        one_boot(bin, root.path(), "lxc", false, &count, &mut reboot);
+        one_boot(stop, bin, root.path(), "lxc", true, &count, &mut first);
+        one_boot(stop, bin, root.path(), "lxc", false, &count, &mut reboot);
     }
-    first.report("lxd-first");
-    reboot.report("lxd-reboot");
+    scenarios.push(first.report("lxd-first"));
+    scenarios.push(reboot.report("lxd-reboot"));
+    json!({"root_dir": parent, "scenarios": scenarios})
 }
 
-fn cloud_init(pydir: &Path, tree: &Value) {
+/// cloud-init's `get_data()` in process and as a whole process; the numbers as JSON.
+fn cloud_init(stop: &Stop, pydir: &Path, tree: &Value) -> Value {
     let log = tempfile::NamedTempFile::new().unwrap();
     let emu = imds(tree, json!({}), Some(log.path().to_owned()));
     let script = workspace_root().join("scripts/cloud-init-ec2-get-data.py");
@@ -241,6 +262,7 @@ fn cloud_init(pydir: &Path, tree: &Value) {
         );
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
+    stop.check();
     let r = run(CLOUD_INIT_ROUNDS);
     let walls: Vec<f64> = r["wall_ms"]
         .as_array()
@@ -254,25 +276,35 @@ fn cloud_init(pydir: &Path, tree: &Value) {
         .iter()
         .filter_map(Value::as_u64)
         .collect();
+    let in_process = Summary::of_ms(&walls);
     println!(
         "cloud-init {} DataSourceEc2.get_data() in process: requests={} {} ms (n={}); import {:.1} ms",
         r["version"].as_str().unwrap_or("?"),
         reqs.iter().max().copied().unwrap_or(0),
-        stats(walls),
+        stats(&in_process),
         reqs.len(),
         r["import_ms"].as_f64().unwrap_or(0.0)
     );
     let mut procs = Vec::new();
     for _ in 0..CLOUD_INIT_PROCESSES {
+        stop.check();
         let t = Instant::now();
         run(1);
         procs.push(ms(t.elapsed()));
     }
+    let process = Summary::of_ms(&procs);
     println!(
         "cloud-init one process (python start, import, get_data): {} ms (n={})",
-        stats(procs),
+        stats(&process),
         CLOUD_INIT_PROCESSES
     );
+    json!({
+        "version": r["version"],
+        "import_ms": r["import_ms"],
+        "requests": {"min": reqs.iter().min(), "max": reqs.iter().max()},
+        "in_process": in_process.json(),
+        "process": process.json(),
+    })
 }
 
 fn main() {
@@ -292,11 +324,24 @@ fn main() {
             .filter(|p| p.is_dir())
             .collect(),
     };
-    for p in &parents {
-        bench_root(&bin, p, &tree);
-    }
-    match std::env::var_os("LEASEHOOK_BENCH_CLOUD_INIT") {
-        Some(pydir) => cloud_init(Path::new(&pydir), &tree),
-        None => println!("cloud-init: not run (set LEASEHOOK_BENCH_CLOUD_INIT)"),
-    }
+    let stop = Stop::install();
+    let roots: Vec<Value> = parents
+        .iter()
+        .map(|p| bench_root(&stop, &bin, p, &tree))
+        .collect();
+    let ci = if let Some(pydir) = std::env::var_os("LEASEHOOK_BENCH_CLOUD_INIT") {
+        cloud_init(&stop, Path::new(&pydir), &tree)
+    } else {
+        println!("cloud-init: not run (set LEASEHOOK_BENCH_CLOUD_INIT)");
+        Value::Null
+    };
+    bench::emit(
+        "boot",
+        json!({
+            "rounds": ROUNDS,
+            "bin_bytes": fs::metadata(&bin).map_or(0, |m| m.len()),
+            "roots": roots,
+            "cloud_init": ci,
+        }),
+    );
 }

@@ -12,7 +12,8 @@
 //!
 //! Run: `scripts/bench-detect.sh` (builds the release binary and fetches the
 //! oracle), or `cargo bench -p leasehook-tests --bench detect` with
-//! `LEASEHOOK_BIN` naming a `leasehook` binary.
+//! `LEASEHOOK_BIN` naming a `leasehook` binary. With `LEASEHOOK_BENCH_JSON` set,
+//! the numbers are also appended to that file as one JSON line (for `bench/run`).
 
 #![allow(
     clippy::print_stdout,
@@ -29,10 +30,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use leasehook_core::source::detect::{ReadOptions, detect};
+use leasehook_tests::bench::{self, Stop, Summary};
 use leasehook_tests::ds_identify::{
     ROOT_FS_BLKID, command, ds_identify, oracle_root, write_harness,
 };
 use leasehook_tests::workspace_root;
+use serde_json::{Value, json};
 
 const IN_PROCESS: usize = 2000;
 const PROCESSES: usize = 300;
@@ -85,23 +88,19 @@ fn lxd_root(root: &Path) -> UnixListener {
     UnixListener::bind(root.join("dev/lxd/sock")).unwrap()
 }
 
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
-    sorted[(sorted.len() - 1) * p / 100]
-}
-
-fn report(name: &str, mut walls: Vec<Duration>) {
-    walls.sort();
+fn report(name: &str, walls: &[Duration]) -> Value {
+    let s = Summary::of(walls);
     println!(
         "{name:<40} wall_ms median={:>8.3} p90={:>8.3} (n={})",
-        percentile(&walls, 50).as_secs_f64() * 1e3,
-        percentile(&walls, 90).as_secs_f64() * 1e3,
-        walls.len()
+        s.median_ms, s.p90_ms, s.n
     );
+    s.json()
 }
 
-fn time(n: usize, mut f: impl FnMut()) -> Vec<Duration> {
+fn time(stop: &Stop, n: usize, mut f: impl FnMut()) -> Vec<Duration> {
     (0..n)
         .map(|_| {
+            stop.check();
             let t = Instant::now();
             f();
             t.elapsed()
@@ -117,36 +116,35 @@ fn leasehook_bin() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
-fn bench_root(name: &str, root: &Path, virt: &str, harness: Option<&Path>) {
+/// Times one root three ways; the numbers as JSON.
+fn bench_root(stop: &Stop, name: &str, root: &Path, virt: &str, harness: Option<&Path>) -> Value {
     let d = detect(&ReadOptions::new(root).with_virt(virt)).unwrap();
-    println!(
-        "-- {name}: leasehook lists {:?}",
-        d.datasource_list
-            .iter()
-            .map(|k| k.name())
-            .collect::<Vec<_>>()
-    );
-    report(
+    let list: Vec<&str> = d.datasource_list.iter().map(|k| k.name()).collect();
+    println!("-- {name}: leasehook lists {list:?}");
+    let mut out = json!({"root": name, "virt": virt, "leasehook_list": list});
+    out["in_process"] = report(
         &format!("{name}: detect() in process"),
-        time(IN_PROCESS, || {
+        &time(stop, IN_PROCESS, || {
             std::hint::black_box(detect(&ReadOptions::new(root).with_virt(virt)).unwrap());
         }),
     );
     match leasehook_bin() {
-        Some(bin) => report(
-            &format!("{name}: leasehook detect (process)"),
-            time(PROCESSES, || {
-                let ok = Command::new(&bin)
-                    .args(["detect", "--root"])
-                    .arg(root)
-                    .args(["--virt", virt])
-                    .stdout(Stdio::null())
-                    .status()
-                    .unwrap()
-                    .success();
-                assert!(ok);
-            }),
-        ),
+        Some(bin) => {
+            out["process"] = report(
+                &format!("{name}: leasehook detect (process)"),
+                &time(stop, PROCESSES, || {
+                    let ok = Command::new(&bin)
+                        .args(["detect", "--root"])
+                        .arg(root)
+                        .args(["--virt", virt])
+                        .stdout(Stdio::null())
+                        .status()
+                        .unwrap()
+                        .success();
+                    assert!(ok);
+                }),
+            );
+        }
         None => println!(
             "{name}: leasehook detect (process): no release binary; run scripts/bench-detect.sh"
         ),
@@ -154,16 +152,17 @@ fn bench_root(name: &str, root: &Path, virt: &str, harness: Option<&Path>) {
     match harness {
         Some(h) => {
             let di = ds_identify();
-            let out = command(h, &di, root, virt, ROOT_FS_BLKID).output().unwrap();
+            let out_di = command(h, &di, root, virt, ROOT_FS_BLKID).output().unwrap();
             let cfg = fs::read_to_string(root.join("run/cloud-init/cloud.cfg")).unwrap_or_default();
+            let first = cfg.lines().next().unwrap_or_default().to_owned();
             println!(
-                "-- {name}: ds-identify exits {:?} and writes {:?}",
-                out.status.code(),
-                cfg.lines().next().unwrap_or_default()
+                "-- {name}: ds-identify exits {:?} and writes {first:?}",
+                out_di.status.code(),
             );
-            report(
+            out["ds_identify_writes"] = json!(first);
+            out["ds_identify"] = report(
                 &format!("{name}: ds-identify 25.1.4 (process)"),
-                time(ORACLE_RUNS, || {
+                &time(stop, ORACLE_RUNS, || {
                     let status = command(h, &di, root, virt, ROOT_FS_BLKID)
                         .env("DEBUG_LEVEL", "0")
                         .stdout(Stdio::null())
@@ -176,23 +175,44 @@ fn bench_root(name: &str, root: &Path, virt: &str, harness: Option<&Path>) {
         }
         None => println!("{name}: ds-identify: no oracle; run scripts/fetch-cloud-init-oracle.sh"),
     }
+    out
 }
 
 fn main() {
+    let stop = Stop::install();
     let work = tempfile::tempdir().unwrap();
     let harness = ds_identify()
         .is_file()
         .then(|| write_harness(work.path()).unwrap());
-    report(
+    let true_start = report(
         "/bin/true (process start)",
-        time(PROCESSES, || {
+        &time(&stop, PROCESSES, || {
             assert!(Command::new("/bin/true").status().unwrap().success());
         }),
     );
     let ec2 = work.path().join("ec2");
     ec2_root(&ec2);
-    bench_root("debian-ec2", &ec2, "kvm", harness.as_deref());
+    let mut ec2_json = bench_root(&stop, "debian-ec2", &ec2, "kvm", harness.as_deref());
+    ec2_json["cloud_cfg_bytes"] =
+        json!(fs::metadata(ec2.join("etc/cloud/cloud.cfg")).map_or(0, |m| m.len()));
+    ec2_json["dpkg_list_sources"] = json!(dpkg_list_len());
     let lxd = work.path().join("lxd");
     let _socket = lxd_root(&lxd);
-    bench_root("lxd-container", &lxd, "lxc", harness.as_deref());
+    let lxd_json = bench_root(&stop, "lxd-container", &lxd, "lxc", harness.as_deref());
+    bench::emit(
+        "detect",
+        json!({
+            "bin_true": true_start,
+            "bin_bytes": leasehook_bin().and_then(|b| fs::metadata(b).ok()).map(|m| m.len()),
+            "roots": [ec2_json, lxd_json],
+        }),
+    );
+}
+
+/// How many sources Debian's `90_dpkg.cfg` names.
+fn dpkg_list_len() -> usize {
+    DPKG_LIST
+        .split_once('[')
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map_or(0, |(list, _)| list.split(',').count())
 }

@@ -2,9 +2,11 @@
 //! Benchmark: one secondary-NIC DHCPv4 event against the IMDS emulator on
 //! loopback — requests made and wall time — cold (no cached token: the first hook
 //! process) and warm (a new client reading the token cache: the next hook process).
-//! The cache root is under `/dev/shm` (tmpfs, as `/run` is on a real host) unless
-//! `LEASEHOOK_BENCH_ROOT_DIR` names another folder.
-//! Prints numbers; asserts nothing about time.
+//! The cache root is under `/dev/shm` (tmpfs, as `/run` is on a real host), then
+//! under `/tmp` (the VM's disk: the price of the cache write's fsyncs), or only
+//! under `LEASEHOOK_BENCH_ROOT_DIR` when that names a folder.
+//! Prints numbers (and a JSON line to `$LEASEHOOK_BENCH_JSON`, for `bench/run`);
+//! asserts nothing about time.
 //!
 //! Run: `cargo bench -p leasehook-tests --bench imds`, which starts the emulator
 //! in-process, or through `scripts/bench-imds.sh`, which points it at the
@@ -25,7 +27,9 @@ use std::time::{Duration, Instant};
 
 use leasehook_core::model::{Family, IfName, Lease, Reason};
 use leasehook_core::source::ec2::{Ec2, NicEvent, Outcome, WaitPolicy};
+use leasehook_tests::bench::{self, Stop, Summary};
 use leasehook_tests::emulator::{Config, Emulator, SAMPLE_SECONDARY, sample_tree};
+use serde_json::json;
 
 const ROUNDS: usize = 200;
 
@@ -83,12 +87,7 @@ fn one_event(target: &Target, root: &std::path::Path, ev: &NicEvent) -> (Duratio
     (took, target.requests() - before)
 }
 
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
-    sorted[(sorted.len() - 1) * p / 100]
-}
-
-fn report(name: &str, mut walls: Vec<Duration>, requests: &[usize]) {
-    walls.sort();
+fn report(name: &str, walls: &[Duration], requests: &[usize]) -> serde_json::Value {
     let (lo, hi) = (
         requests.iter().min().copied().unwrap_or(0),
         requests.iter().max().copied().unwrap_or(0),
@@ -98,13 +97,14 @@ fn report(name: &str, mut walls: Vec<Duration>, requests: &[usize]) {
     } else {
         format!("{lo}-{hi}")
     };
+    let s = Summary::of(walls);
     println!(
         "leasehook {name:<5} requests={reqs:<3} wall_ms median={:.3} p90={:.3} max={:.3} (n={})",
-        percentile(&walls, 50).as_secs_f64() * 1e3,
-        percentile(&walls, 90).as_secs_f64() * 1e3,
-        walls.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
-        walls.len()
+        s.median_ms, s.p90_ms, s.max_ms, s.n
     );
+    let mut v = s.json();
+    v["requests"] = bench::requests_json(requests);
+    v
 }
 
 fn main() {
@@ -121,31 +121,41 @@ fn main() {
         cfg.require_token = true;
         Target::InProcess(Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap())
     };
-    // The token cache lives in /run, a tmpfs on real hosts: bench on a tmpfs too
-    // (/dev/shm) unless told otherwise, so fsync costs what it costs there.
-    let parent = std::env::var_os("LEASEHOOK_BENCH_ROOT_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let shm = PathBuf::from("/dev/shm");
-            shm.is_dir().then_some(shm)
-        })
-        .unwrap_or_else(std::env::temp_dir);
-    println!(
-        "leasehook token cache under {parent:?}, emulator {}",
-        target.url()
-    );
+    // The token cache lives in /run, a tmpfs on real hosts: bench on a tmpfs
+    // (/dev/shm), then on the disk (/tmp), unless told where.
+    let parents: Vec<PathBuf> = match std::env::var_os("LEASEHOOK_BENCH_ROOT_DIR") {
+        Some(p) => vec![p.into()],
+        None => ["/dev/shm", "/tmp"]
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .collect(),
+    };
+    let stop = Stop::install();
     let ev = event();
-    let (mut cold, mut warm) = (Vec::new(), Vec::new());
-    let (mut cold_req, mut warm_req) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        let root = tempfile::tempdir_in(&parent).unwrap();
-        let (t, n) = one_event(&target, root.path(), &ev);
-        cold.push(t);
-        cold_req.push(n);
-        let (t, n) = one_event(&target, root.path(), &ev);
-        warm.push(t);
-        warm_req.push(n);
+    let mut runs = Vec::new();
+    for parent in &parents {
+        println!(
+            "leasehook token cache under {parent:?}, emulator {}",
+            target.url()
+        );
+        let (mut cold, mut warm) = (Vec::new(), Vec::new());
+        let (mut cold_req, mut warm_req) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            stop.check();
+            let root = tempfile::tempdir_in(parent).unwrap();
+            let (t, n) = one_event(&target, root.path(), &ev);
+            cold.push(t);
+            cold_req.push(n);
+            let (t, n) = one_event(&target, root.path(), &ev);
+            warm.push(t);
+            warm_req.push(n);
+        }
+        runs.push(json!({
+            "root_dir": parent,
+            "cold": report("cold", &cold, &cold_req),
+            "warm": report("warm", &warm, &warm_req),
+        }));
     }
-    report("cold", cold, &cold_req);
-    report("warm", warm, &warm_req);
+    bench::emit("imds", json!({ "runs": runs }));
 }

@@ -10,6 +10,7 @@
     clippy::indexing_slicing
 )]
 
+pub mod bench;
 pub mod clients;
 pub mod netns;
 pub mod world;

@@ -750,4 +750,60 @@ impl World {
     pub fn wait_workers(&self, iface: &str, secs: u64) -> bool {
         wait_until(Duration::from_secs(secs), || !self.worker_pending(iface))
     }
+
+    /// Adds NIC `eth<n>` (`n` ≥ 2, MAC [`static_nic_mac`]) joined to `gw<n>`
+    /// (10.98.n.1/24) in the router, with 10.98.n.20/24 set by hand (dnsmasq serves
+    /// only eth0 and eth1), then runs the dhclient shim's BOUND event for it, as
+    /// dhclient would. The tree needs the NIC's entry ([`add_static_nic_metadata`]).
+    pub fn add_static_nic(&self, n: u8) {
+        let (gw, eth) = (format!("gw{n}"), format!("eth{n}"));
+        self.router.ip(&[
+            "link",
+            "add",
+            "name",
+            &gw,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &eth,
+            "netns",
+            &self.inst.name,
+        ]);
+        self.inst
+            .ip(&["link", "set", &eth, "address", &static_nic_mac(n)]);
+        self.router
+            .ip(&["address", "add", &format!("10.98.{n}.1/24"), "dev", &gw]);
+        self.router.ip(&["link", "set", &gw, "up"]);
+        self.inst.ip(&["link", "set", &eth, "up"]);
+        self.inst
+            .ip(&["address", "add", &format!("10.98.{n}.20/24"), "dev", &eth]);
+        let mut cmd = self.inst.command(
+            sibling_bin("leasehook-dhclient")
+                .to_str()
+                .unwrap_or_default(),
+        );
+        cmd.env_clear()
+            .envs(self.hook_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("reason", "BOUND")
+            .env("interface", &eth)
+            .env("new_ip_address", format!("10.98.{n}.20"))
+            .env("new_subnet_mask", "255.255.255.0")
+            .env("new_routers", format!("10.98.{n}.1"));
+        run(&mut cmd);
+    }
+}
+
+/// The MAC of the world's NIC `eth<n>`: `02:00:00:00:00:0<n+1>`.
+pub fn static_nic_mac(n: u8) -> String {
+    format!("02:00:00:00:00:{:02x}", n + 1)
+}
+
+/// Adds the IMDS entry of NIC `eth<n>` ([`World::add_static_nic`]) to a tree
+/// shaped like [`default_tree`]: device-number `n`, 10.98.n.20 in 10.98.n.0/24.
+pub fn add_static_nic_metadata(tree: &mut Value, n: u8) {
+    let mac = static_nic_mac(n);
+    tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][&mac] = json!({
+        "device-number": n.to_string(), "local-ipv4s": format!("10.98.{n}.20"),
+        "subnet-ipv4-cidr-block": format!("10.98.{n}.0/24"), "mac": mac});
 }

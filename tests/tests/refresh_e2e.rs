@@ -16,7 +16,9 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use leasehook_tests::netns::leasehook_bin;
-use leasehook_tests::world::{MAC1, World, WorldOptions, default_tree, wait_until};
+use leasehook_tests::world::{
+    MAC1, World, WorldOptions, add_static_nic_metadata, default_tree, wait_until,
+};
 use serde_json::{Value, json};
 
 fn tree_with_eth1_ips(ips: &str) -> Value {
@@ -227,11 +229,8 @@ fn a_renamed_link_keeps_its_policy_routing_under_the_new_name() {
 #[test]
 fn requests_per_refresh_of_four_nics() {
     let mut tree = default_tree();
-    let macs = &mut tree["latest"]["meta-data"]["network"]["interfaces"]["macs"];
     for n in 2u8..4 {
-        let mac = format!("02:00:00:00:00:0{}", n + 1);
-        macs[&mac] = json!({"device-number": n.to_string(), "local-ipv4s": format!("10.98.{n}.20"),
-                            "subnet-ipv4-cidr-block": format!("10.98.{n}.0/24"), "mac": mac});
+        add_static_nic_metadata(&mut tree, n);
     }
     let mut w = World::new(
         "refresh4",
@@ -240,53 +239,11 @@ fn requests_per_refresh_of_four_nics() {
             ..WorldOptions::default()
         },
     );
-    // eth2 and eth3 get their addresses by hand and a BOUND event from the shim.
-    for n in 2u8..4 {
-        let (gw, eth) = (format!("gw{n}"), format!("eth{n}"));
-        w.router.ip(&[
-            "link",
-            "add",
-            "name",
-            &gw,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &eth,
-            "netns",
-            &w.inst.name,
-        ]);
-        w.inst.ip(&[
-            "link",
-            "set",
-            &eth,
-            "address",
-            &format!("02:00:00:00:00:0{}", n + 1),
-        ]);
-        w.router
-            .ip(&["address", "add", &format!("10.98.{n}.1/24"), "dev", &gw]);
-        w.router.ip(&["link", "set", &gw, "up"]);
-        w.inst.ip(&["link", "set", &eth, "up"]);
-        w.inst
-            .ip(&["address", "add", &format!("10.98.{n}.20/24"), "dev", &eth]);
-    }
     w.bind("eth0", false);
     w.bind("eth1", false);
+    // eth2 and eth3 get their addresses by hand and a BOUND event from the shim.
     for n in 2u8..4 {
-        let mut cmd = w.inst.command(
-            leasehook_tests::netns::sibling_bin("leasehook-dhclient")
-                .to_str()
-                .unwrap(),
-        );
-        cmd.env_clear()
-            .envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .args::<[&str; 0], &str>([]);
-        cmd.env("reason", "BOUND")
-            .env("interface", format!("eth{n}"))
-            .env("new_ip_address", format!("10.98.{n}.20"))
-            .env("new_subnet_mask", "255.255.255.0")
-            .env("new_routers", format!("10.98.{n}.1"));
-        assert!(cmd.status().unwrap().success());
+        w.add_static_nic(n);
     }
     assert!(
         wait_until(Duration::from_secs(10), || w.our_rules().len() == 4),
