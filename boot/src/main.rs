@@ -33,10 +33,11 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 /// client's hook folder asks the instance metadata service only for what
 /// DHCP cannot tell (device-number, network card, secondary addresses, delegated
 /// prefixes, IPv6 subnets) and installs source rules and a routing table for the NIC:
-/// table 10000 + 100 × network-card + device-number (amazon-ec2-net-utils' scheme),
-/// or cloud-init's EC2 netplan rendering with `profile: cloud-init`. Everything
-/// leasehook adds carries protocol 176 (`proto 176` in `ip rule` and `ip route`), and
-/// it never touches what does not.
+/// table 10000 + 100 × network-card + device-number (amazon-ec2-net-utils' scheme;
+/// `plan --profile cloud-init` renders cloud-init's EC2 netplan scheme for
+/// migration). Everything leasehook adds carries protocol 176 (`proto 176` in `ip
+/// rule` and `ip route`), and it never touches what does not. Settings:
+/// /etc/leasehook/config.yaml and config.d (`leasehook config show`).
 ///
 /// This command is the boot stage and the administrator's tool: `init` finds the
 /// instance's datasource at boot (EC2 IMDS, LXD's dev-lxd socket, NoCloud seeds) and
