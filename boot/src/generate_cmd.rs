@@ -238,15 +238,7 @@ fn exit_status(roff: &mut Roff) {
 fn environment(roff: &mut Roff) {
     use leasehook_core::config;
     roff.control("SH", ["ENVIRONMENT"]);
-    let sources = [
-        (config::ROOT_ENV, "Prefix of every file path (default /)."),
-        (
-            config::CONFIG_ENV,
-            "Read this file instead of /etc/leasehook/config.yaml and config.d.",
-        ),
-    ];
-    let keys = config::KEYS.iter().filter_map(|k| Some((k.env?, k.help)));
-    for (var, what) in sources.into_iter().chain(keys) {
+    for (var, what) in config::environment() {
         roff.control("TP", []).text([bold(var)]).text([roman(what)]);
     }
 }

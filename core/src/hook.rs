@@ -65,15 +65,7 @@ pub fn env_help() -> String {
         "Configuration: /etc/leasehook/config.yaml, then /etc/leasehook/config.d/*.yaml,\n\
          then these environment variables (`leasehook config show` prints the result):\n",
     );
-    let sources = [
-        (config::ROOT_ENV, "prefix of every file path (default /)"),
-        (
-            config::CONFIG_ENV,
-            "read this file instead of config.yaml and config.d",
-        ),
-    ];
-    let keys = config::KEYS.iter().filter_map(|k| Some((k.env?, k.help)));
-    for (var, help) in sources.into_iter().chain(keys) {
+    for (var, help) in config::environment() {
         let _ = writeln!(out, "  {var:<30} {help}");
     }
     out

@@ -192,7 +192,13 @@ fn install_hook(ns: &str, installed: bool) -> PathBuf {
 }
 
 /// Starts `cmd` and waits for its first line on standard output (a "ready" line).
-pub(crate) fn start_ready(mut cmd: Command, what: &str) -> Child {
+pub(crate) fn start_ready(cmd: Command, what: &str) -> Child {
+    start_first_line(cmd, what).0
+}
+
+/// Starts `cmd` and reads its first line on standard output (a "ready" line, or
+/// the address it bound), trimmed; fails the test when there is none.
+pub fn start_first_line(mut cmd: Command, what: &str) -> (Child, String) {
     let mut child = cmd
         .stdout(Stdio::piped())
         .spawn()
@@ -204,8 +210,12 @@ pub(crate) fn start_ready(mut cmd: Command, what: &str) -> Child {
         // Keep draining in the background so the child never blocks on a full pipe.
         std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
     }
-    assert!(!line.is_empty(), "{what} did not start");
-    child
+    if line.trim().is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{what} did not start");
+    }
+    (child, line.trim().to_owned())
 }
 
 /// The root the hooks use and the environment dhclient passes them (`-e`): the

@@ -30,16 +30,15 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::io::{BufRead as _, BufReader};
 use std::os::unix::fs::{PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use leasehook_tests::devlxd::{self, Devlxd, SAMPLE_META_DATA};
 use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, run, sibling_bin};
 use leasehook_tests::workspace_root;
-use leasehook_tests::world::{MAC0, MAC1, default_tree};
+use leasehook_tests::world::{MAC0, MAC1, default_tree, start_first_line};
 use serde_json::{Value, json};
 
 // --- The table ---------------------------------------------------------------------
@@ -763,20 +762,9 @@ impl Drop for Proc {
 }
 
 /// Starts `cmd` and reads its first line (the address it bound).
-fn start_with_addr(mut cmd: Command, what: &str) -> (Proc, String) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("failed to start {what}: {e}"));
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        let mut reader = BufReader::new(out);
-        let _ = reader.read_line(&mut line);
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    }
-    let proc = Proc(child);
-    assert!(!line.trim().is_empty(), "{what} did not start");
-    (proc, line.trim().to_owned())
+fn start_with_addr(cmd: Command, what: &str) -> (Proc, String) {
+    let (child, addr) = start_first_line(cmd, what);
+    (Proc(child), addr)
 }
 
 /// The argument prefix that makes a binary log to standard error: the logger

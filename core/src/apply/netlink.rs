@@ -449,6 +449,25 @@ fn request_for(op: &Op, links: &LinkIndex) -> Result<NetlinkMessage<RouteNetlink
     Ok(req)
 }
 
+impl NetlinkApplier {
+    /// Every address on `links`, and whether it carries leasehook's protocol.
+    fn addresses(&mut self, links: &LinkIndex) -> Result<Vec<(Address, bool)>> {
+        let names: std::collections::BTreeMap<u32, IfName> =
+            links.iter().map(|(n, i)| (*i, n.clone())).collect();
+        let handle = self.handle.clone();
+        self.rt.block_on(async move {
+            let addrs: Vec<AddressMessage> = handle
+                .address()
+                .get()
+                .execute()
+                .try_collect()
+                .await
+                .map_err(|e| nl_error("ip address show", &e))?;
+            Ok(addrs.iter().filter_map(|m| address_of(m, &names)).collect())
+        })
+    }
+}
+
 impl Applier for NetlinkApplier {
     fn links(&mut self) -> Result<Vec<KernelLink>> {
         let handle = self.handle.clone();
@@ -468,7 +487,7 @@ impl Applier for NetlinkApplier {
         let names: std::collections::BTreeMap<u32, IfName> =
             links.iter().map(|(n, i)| (*i, n.clone())).collect();
         let handle = self.handle.clone();
-        self.rt.block_on(async move {
+        let mut state = self.rt.block_on(async move {
             let mut state = State::default();
             for version in [IpVersion::V4, IpVersion::V6] {
                 let rules: Vec<RuleMessage> = handle
@@ -497,22 +516,15 @@ impl Applier for NetlinkApplier {
                     .routes
                     .extend(routes.iter().filter_map(|m| route_of(m, &names)));
             }
-            let addrs: Vec<AddressMessage> = handle
-                .address()
-                .get()
-                .execute()
-                .try_collect()
-                .await
-                .map_err(|e| nl_error("ip address show", &e))?;
-            state.addresses.extend(
-                addrs
-                    .iter()
-                    .filter_map(|m| address_of(m, &names))
-                    .filter(|(a, owned)| *owned || recorded.contains(a))
-                    .map(|(a, _)| a),
-            );
-            Ok(state)
-        })
+            Ok::<_, Error>(state)
+        })?;
+        state.addresses.extend(
+            self.addresses(links)?
+                .into_iter()
+                .filter(|(a, owned)| *owned || recorded.contains(a))
+                .map(|(a, _)| a),
+        );
+        Ok(state)
     }
 
     fn foreign_addresses(
@@ -520,24 +532,12 @@ impl Applier for NetlinkApplier {
         links: &LinkIndex,
         recorded: &BTreeSet<Address>,
     ) -> Result<BTreeSet<Address>> {
-        let names: std::collections::BTreeMap<u32, IfName> =
-            links.iter().map(|(n, i)| (*i, n.clone())).collect();
-        let handle = self.handle.clone();
-        self.rt.block_on(async move {
-            let addrs: Vec<AddressMessage> = handle
-                .address()
-                .get()
-                .execute()
-                .try_collect()
-                .await
-                .map_err(|e| nl_error("ip address show", &e))?;
-            Ok(addrs
-                .iter()
-                .filter_map(|m| address_of(m, &names))
-                .filter(|(a, owned)| !*owned && !recorded.contains(a))
-                .map(|(a, _)| a)
-                .collect())
-        })
+        Ok(self
+            .addresses(links)?
+            .into_iter()
+            .filter(|(a, owned)| !*owned && !recorded.contains(a))
+            .map(|(a, _)| a)
+            .collect())
     }
 
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {

@@ -46,6 +46,22 @@ pub const ROOT_ENV: &str = "LEASEHOOK_ROOT";
 /// `config.yaml` and `config.d`.
 pub const CONFIG_ENV: &str = "LEASEHOOK_CONFIG";
 
+/// Every environment variable leasehook's programs read, with what it does:
+/// `LEASEHOOK_ROOT`, `LEASEHOOK_CONFIG`, then one per key (for `--help` and the
+/// manual pages).
+pub fn environment() -> impl Iterator<Item = (&'static str, &'static str)> {
+    let sources = [
+        (ROOT_ENV, "prefix of every file path (default /)"),
+        (
+            CONFIG_ENV,
+            "read this file instead of /etc/leasehook/config.yaml and config.d",
+        ),
+    ];
+    sources
+        .into_iter()
+        .chain(KEYS.iter().filter_map(|k| Some((k.env?, k.help))))
+}
+
 /// Every setting, merged, with defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
