@@ -4,8 +4,9 @@
 //! A shim parses its client's event into a [`LeaseEvent`] and calls [`handle`]:
 //!
 //! 1. A newer event supersedes the interface's detached worker, if one is waiting:
-//!    it is stopped (SIGTERM) and its pending hand-over is discarded.
-//! 2. The interface's lock is taken and its event counter bumped.
+//!    it is stopped (SIGTERM).
+//! 2. The interface's lock is taken, its event counter bumped and any pending
+//!    hand-over discarded.
 //! 3. *Remove* reasons tear down that family's rules, routes and secondary
 //!    addresses. *Apply* reasons ask IMDS for what the lease cannot tell and wait,
 //!    for at most the synchronous budget (3 s), until IMDS agrees with the lease.
@@ -258,17 +259,23 @@ fn remove_pending(paths: &Paths, name: &IfName) {
     let _ = fs::remove_file(pending_file(paths, name));
 }
 
-/// Whether `pid` is a leasehook shim (so a recycled pid is never signalled).
-fn is_our_worker(pid: u32) -> bool {
-    fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"--worker"))
+/// Whether `pid` is a leasehook shim's worker for `name`, so that neither a recycled
+/// pid nor another interface's worker that got a stale hand-over's pid is signalled.
+fn is_our_worker(pid: u32, name: &IfName) -> bool {
+    let want = name.as_str().as_bytes();
+    fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+        args.windows(2)
+            .any(|w| matches!(w, [flag, iface] if *flag == b"--worker" && *iface == want))
+    })
 }
 
-/// Stops the interface's waiting worker, if any: a newer event supersedes it.
+/// Stops the interface's waiting worker, if any: a newer event supersedes it. The
+/// hand-over file is left to [`handle`], which drops it under the lock.
 fn supersede_worker(paths: &Paths, name: &IfName) {
     let pid = read_pending(paths, name)
         .and_then(|p| p.pid)
-        .filter(|pid| *pid != std::process::id() && is_our_worker(*pid));
+        .filter(|pid| *pid != std::process::id() && is_our_worker(*pid, name));
     if let Some((pid, p)) = pid.and_then(|pid| {
         Some((
             pid,
@@ -280,7 +287,6 @@ fn supersede_worker(paths: &Paths, name: &IfName) {
             Err(e) => log::debug!("worker {pid} already gone ({e})"),
         }
     }
-    remove_pending(paths, name);
 }
 
 /// Handles one event from a shim. `worker` is the shim's own executable, started
@@ -307,6 +313,11 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
         &generation_file(&paths, &event.interface),
         generation.to_string().as_bytes(),
     )?;
+    // A hand-over still here is older than this event: drop it now, under the lock.
+    // Its worker, if it has not taken the lock yet, then finds none and stands
+    // down; left in place, it would outlive that worker (the soak test found such
+    // files when a hook queued behind the one that handed over).
+    remove_pending(&paths, &event.interface);
     let mut applier = NetlinkApplier::try_new()?;
     if event.action() == Action::Remove {
         return remove(&mut applier, &paths, event).map(HookOutcome::Removed);
@@ -561,6 +572,7 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
         ));
     };
     if pending.generation != read_generation(&paths, name) {
+        remove_pending(&paths, name);
         return Ok(HookOutcome::Kept(
             "a newer event superseded this one".to_owned(),
         ));
