@@ -4,7 +4,7 @@
 //! A shim parses its client's event into a [`LeaseEvent`] and calls [`handle`]:
 //!
 //! 1. A newer event supersedes the interface's detached worker, if one is waiting:
-//!    it is stopped (SIGTERM).
+//!    it is stopped (SIGTERM), also while the hook waits for the lock.
 //! 2. The interface's lock is taken, its event counter bumped and any pending
 //!    hand-over discarded.
 //! 3. *Remove* reasons tear down that family's rules, routes and secondary
@@ -289,6 +289,22 @@ fn supersede_worker(paths: &Paths, name: &IfName) {
     }
 }
 
+/// Takes the interface's lock for a new event. A waiting worker holds the lock for
+/// its whole wait, and the new event supersedes it, so while the lock is busy the
+/// worker the hand-over names is stopped, again at each look. Stopping it once,
+/// before queueing, is not enough: a hook that held the lock then may hand over and
+/// start its worker only afterwards, and that worker, taking the lock first, would
+/// hold this event (and the DHCP client) for the rest of its wait.
+fn lock_for_event(paths: &Paths, name: &IfName) -> Result<state::InterfaceLock> {
+    loop {
+        if let Some(lock) = state::try_lock_interface(paths, name)? {
+            return Ok(lock);
+        }
+        supersede_worker(paths, name);
+        std::thread::sleep(crate::constants::HOOK_LOCK_POLL);
+    }
+}
+
 /// Handles one event from a shim. `worker` is the shim's own executable, started
 /// again with `--worker IFNAME` if the wait has to continue in the background.
 pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<HookOutcome> {
@@ -307,7 +323,7 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     let started = state::unix_ms();
     let paths = Paths::new(&cfg.root);
     supersede_worker(&paths, &event.interface);
-    let _lock = state::lock_interface(&paths, &event.interface)?;
+    let _lock = lock_for_event(&paths, &event.interface)?;
     let generation = read_generation(&paths, &event.interface) + 1;
     state::write_atomic(
         &generation_file(&paths, &event.interface),
@@ -571,6 +587,14 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
             "no pending event (superseded)".to_owned(),
         ));
     };
+    // Two hooks that handed over in turn each started a worker; the later
+    // hand-over names its own. The earlier worker must not take that one over: a
+    // newer event stops the worker the file names, and would wait for this one.
+    if let Some(pid) = pending.pid.filter(|p| *p != std::process::id()) {
+        return Ok(HookOutcome::Kept(format!(
+            "the pending event belongs to worker {pid}"
+        )));
+    }
     if pending.generation != read_generation(&paths, name) {
         remove_pending(&paths, name);
         return Ok(HookOutcome::Kept(
@@ -590,7 +614,13 @@ fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<Hoo
     let link = find_link(&mut applier, &event.interface)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link)?;
-    match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left)) {
+    let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left));
+    // The wait is over: from here on a newer event must not stop this worker (a
+    // SIGTERM halfway through the writes would leave them unrecorded), so the
+    // hand-over that names it goes first. That event then only waits for the lock,
+    // as long as the writes take.
+    remove_pending(paths, &event.interface);
+    match outcome {
         Outcome::Complete(network) => {
             apply_outcome(&mut applier, paths, event, &link, &network, cfg, false)
         }
