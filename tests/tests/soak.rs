@@ -74,6 +74,9 @@ const HOLD_SLACK: f64 = 1.0;
 /// The time grid of the schedule: NICs whose steps fall on the same point fire at
 /// once.
 const GRID: f64 = 0.25;
+/// How long a NIC may take to become quiet (no hook, hand-over or worker): the
+/// whole budget and then some.
+const QUIET_TIMEOUT: f64 = BUDGET + 15.0;
 /// Peak resident memory allowed for one hook process.
 const RSS_LIMIT_KB: u64 = 8 * 1024;
 
@@ -1197,7 +1200,7 @@ fn drive(sh: &Arc<Shared>, n: usize, steps: &[Step]) -> ([Known; 2], [Option<IpA
     for h in hooks {
         h.join().unwrap();
     }
-    if !settle(sh, n, BUDGET + 15.0) {
+    if !settle(sh, n, QUIET_TIMEOUT) {
         sh.fail(format!("{}: workers still running at the end", ifname(n)));
     }
     if let Some((_, p)) = prev {
@@ -1228,8 +1231,11 @@ fn decide(sh: &Shared, n: usize, fired: f64, p: &Step, tail: bool) -> Option<Vec
     }
     if wait {
         sh.settle.fetch_add(1, Ordering::SeqCst);
-        if !settle(sh, n, BUDGET + 15.0) {
-            sh.fail(format!("{}: not quiet {BUDGET} s after a step", ifname(n)));
+        if !settle(sh, n, QUIET_TIMEOUT) {
+            sh.fail(format!(
+                "{}: not quiet {QUIET_TIMEOUT} s after a step",
+                ifname(n)
+            ));
         }
         return None;
     }
