@@ -13,8 +13,8 @@
 //!   lease changed) and takes it away on RELEASE/EXPIRE.
 //! * The expected kernel state is computed by leasehook-core's planner from the same
 //!   inputs (the metadata the emulator serves for the leased address, the link, the
-//!   lease), never from what the hook recorded; the model knows which events took
-//!   effect from the schedule alone (see `decide`).
+//!   lease), never from what the hook recorded; which events took effect follows
+//!   from the schedule and the clock when each step fires (see `decide`).
 //! * Checked at every quiet point of a NIC and at the end: leasehook's rules, routes
 //!   (protocol 176) and addresses equal the plan of the NIC's last effective event per
 //!   family; at the end also: no duplicate rule, no worker alive, no lock held, no
