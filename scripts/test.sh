@@ -16,7 +16,8 @@ step() { printf '\n==> %s\n' "$*"; }
 # tests run them in a namespace), NetworkManager, dhcpcd and busybox's udhcpc
 # (each client's end-to-end test runs the real one in a namespace; network-manager
 # ships systemd units only, and policy-rc.d keeps the udev it pulls in from
-# starting), and ShellCheck for the hook files.
+# starting), ShellCheck for the hook files, and GNU time (the soak test reads
+# each hook's peak memory from it).
 ensure_packages() {
     local missing=() p
     for p in "$@"; do
@@ -31,7 +32,7 @@ ensure_packages() {
 
 step "Debian packages"
 ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-dispatcher dbus shellcheck network-manager dhcpcd-base udhcpc \
-    make gzip groff-base man-db bash-completion
+    make gzip groff-base man-db bash-completion time
 
 # The cloud-init 25.1.4 oracle of the differential test (extracted, never
 # installed) and the Debian python3 packages it imports.
@@ -61,10 +62,13 @@ step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 # The netns feature compiles the tests that need root and a real kernel: they
-# fail, never skip, when that is missing.
+# fail, never skip, when that is missing. The soak test drives the release shim
+# (its memory limit is about the binary that ships) with a CI-sized number of
+# events; `LEASEHOOK_SOAK_EVENTS=200` is the full run (docs/soak.md).
 step "cargo test (with the netns tests)"
 cargo build --workspace --locked --bins
-cargo test --workspace --locked --features leasehook-tests/netns
+cargo build --release --locked -p leasehook-dhclient
+LEASEHOOK_SOAK_EVENTS="${LEASEHOOK_SOAK_EVENTS:-60}" cargo test --workspace --locked --features leasehook-tests/netns
 
 # The Debian package, last: it installs into this machine's /etc and /usr, where
 # the other clients' end-to-end tests would see its networkd drop-in and its

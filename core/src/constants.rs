@@ -55,6 +55,10 @@ pub const IMDS_BUDGET: Duration = Duration::from_secs(30);
 /// (SPEC §3.5).
 pub const IMDS_SYNC_BUDGET: Duration = Duration::from_secs(3);
 
+/// How often a hook that finds its interface's lock busy looks again (and stops
+/// the waiting worker the hand-over names, see `hook`).
+pub const HOOK_LOCK_POLL: Duration = Duration::from_millis(10);
+
 /// The first pause between two rounds of the consistency wait; each pause doubles
 /// it, with jitter.
 pub const IMDS_BACKOFF_MIN: Duration = Duration::from_millis(100);

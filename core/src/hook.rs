@@ -4,8 +4,9 @@
 //! A shim parses its client's event into a [`LeaseEvent`] and calls [`handle`]:
 //!
 //! 1. A newer event supersedes the interface's detached worker, if one is waiting:
-//!    it is stopped (SIGTERM) and its pending hand-over is discarded.
-//! 2. The interface's lock is taken and its event counter bumped.
+//!    it is stopped (SIGTERM), also while the hook waits for the lock.
+//! 2. The interface's lock is taken, its event counter bumped and any pending
+//!    hand-over discarded.
 //! 3. *Remove* reasons tear down that family's rules, routes and secondary
 //!    addresses. *Apply* reasons ask IMDS for what the lease cannot tell and wait,
 //!    for at most the synchronous budget (3 s), until IMDS agrees with the lease.
@@ -169,17 +170,23 @@ fn remove_pending(paths: &Paths, name: &IfName) {
     let _ = fs::remove_file(pending_file(paths, name));
 }
 
-/// Whether `pid` is a leasehook shim (so a recycled pid is never signalled).
-fn is_our_worker(pid: u32) -> bool {
-    fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"--worker"))
+/// Whether `pid` is a leasehook shim's worker for `name`, so that neither a recycled
+/// pid nor another interface's worker that got a stale hand-over's pid is signalled.
+fn is_our_worker(pid: u32, name: &IfName) -> bool {
+    let want = name.as_str().as_bytes();
+    fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+        args.windows(2)
+            .any(|w| matches!(w, [flag, iface] if *flag == b"--worker" && *iface == want))
+    })
 }
 
-/// Stops the interface's waiting worker, if any: a newer event supersedes it.
+/// Stops the interface's waiting worker, if any: a newer event supersedes it. The
+/// hand-over file is left to [`handle`], which drops it under the lock.
 fn supersede_worker(paths: &Paths, name: &IfName) {
     let pid = read_pending(paths, name)
         .and_then(|p| p.pid)
-        .filter(|pid| *pid != std::process::id() && is_our_worker(*pid));
+        .filter(|pid| *pid != std::process::id() && is_our_worker(*pid, name));
     if let Some((pid, p)) = pid.and_then(|pid| {
         Some((
             pid,
@@ -191,7 +198,22 @@ fn supersede_worker(paths: &Paths, name: &IfName) {
             Err(e) => log::debug!("worker {pid} already gone ({e})"),
         }
     }
-    remove_pending(paths, name);
+}
+
+/// Takes the interface's lock for a new event. A waiting worker holds the lock for
+/// its whole wait, and the new event supersedes it, so while the lock is busy the
+/// worker the hand-over names is stopped, again at each look. Stopping it once,
+/// before queueing, is not enough: a hook that held the lock then may hand over and
+/// start its worker only afterwards, and that worker, taking the lock first, would
+/// hold this event (and the DHCP client) for the rest of its wait.
+fn lock_for_event(paths: &Paths, name: &IfName) -> Result<state::InterfaceLock> {
+    loop {
+        if let Some(lock) = state::try_lock_interface(paths, name)? {
+            return Ok(lock);
+        }
+        supersede_worker(paths, name);
+        std::thread::sleep(crate::constants::HOOK_LOCK_POLL);
+    }
 }
 
 /// The hooks and `refresh` plan one NIC at a time, which only the ec2-net-utils
@@ -234,12 +256,17 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     let started = state::unix_ms();
     let paths = Paths::new(&cfg.root);
     supersede_worker(&paths, &event.interface);
-    let _lock = state::lock_interface(&paths, &event.interface)?;
+    let _lock = lock_for_event(&paths, &event.interface)?;
     let generation = read_generation(&paths, &event.interface) + 1;
     state::write_atomic(
         &generation_file(&paths, &event.interface),
         generation.to_string().as_bytes(),
     )?;
+    // A hand-over still here is older than this event: drop it now, under the lock.
+    // Its worker, if it has not taken the lock yet, then finds none and stands
+    // down; left in place, it would outlive that worker (the soak test found such
+    // files when a hook queued behind the one that handed over).
+    remove_pending(&paths, &event.interface);
     let mut applier = NetlinkApplier::try_new()?;
     if event.action() == Action::Remove {
         return remove(&mut applier, &paths, event).map(HookOutcome::Removed);
@@ -505,7 +532,16 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
             "no pending event (superseded)".to_owned(),
         ));
     };
+    // Two hooks that handed over in turn each started a worker; the later
+    // hand-over names its own. The earlier worker must not take that one over: a
+    // newer event stops the worker the file names, and would wait for this one.
+    if let Some(pid) = pending.pid.filter(|p| *p != std::process::id()) {
+        return Ok(HookOutcome::Kept(format!(
+            "the pending event belongs to worker {pid}"
+        )));
+    }
     if pending.generation != read_generation(&paths, name) {
+        remove_pending(&paths, name);
         return Ok(HookOutcome::Kept(
             "a newer event superseded this one".to_owned(),
         ));
@@ -523,7 +559,13 @@ fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<Hoo
     let link = find_link(&mut applier, &event.interface)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link)?;
-    match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left)) {
+    let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left));
+    // The wait is over: from here on a newer event must not stop this worker (a
+    // SIGTERM halfway through the writes would leave them unrecorded), so the
+    // hand-over that names it goes first. That event then only waits for the lock,
+    // as long as the writes take.
+    remove_pending(paths, &event.interface);
+    match outcome {
         Outcome::Complete(network) => {
             apply_outcome(&mut applier, paths, event, &link, &network, cfg, false)
         }

@@ -72,14 +72,14 @@
 //! connection: it reads each request and answers with a TCP RST; the log line's
 //! `STATUS` is `reset`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, RandomState};
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -286,6 +286,14 @@ struct Shared {
     t0: OnceLock<Instant>,
     log: Mutex<Vec<LogEntry>>,
     log_file: Option<Mutex<File>>,
+    live: RwLock<Live>,
+}
+
+/// Changes made while serving ([`Emulator::set_leaf`], [`Emulator::set_hidden`]).
+#[derive(Debug, Default)]
+struct Live {
+    leaves: HashMap<String, Value>,
+    hidden: BTreeSet<String>,
 }
 
 /// A running emulator; stops when dropped.
@@ -333,6 +341,7 @@ impl Emulator {
             t0: OnceLock::new(),
             log: Mutex::new(Vec::new()),
             log_file,
+            live: RwLock::new(Live::default()),
         });
         let server = Arc::new(server);
         let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
@@ -389,6 +398,39 @@ impl Emulator {
             .keys()
             .cloned()
             .collect()
+    }
+
+    /// Makes the leaf at `path` read `value` from now on (`None`: what the tree and
+    /// the scenario say again). A change made this way wins over both: tests whose
+    /// timeline is only known while they run (the soak test) change the metadata
+    /// when their events happen.
+    pub fn set_leaf(&self, path: &str, value: Option<Value>) {
+        let mut live = self
+            .shared
+            .live
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let key = path.trim_end_matches('/').to_owned();
+        match value {
+            Some(v) => live.leaves.insert(key, v),
+            None => live.leaves.remove(&key),
+        };
+    }
+
+    /// Hides `path` and everything below it (404, and left out of its folder's
+    /// listing), or shows it again: a scenario's `appear`, decided while serving.
+    pub fn set_hidden(&self, path: &str, hidden: bool) {
+        let mut live = self
+            .shared
+            .live
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let key = path.trim_end_matches('/').to_owned();
+        if hidden {
+            live.hidden.insert(key);
+        } else {
+            live.hidden.remove(&key);
+        }
     }
 
     /// Blocks until the server thread ends (it never does unless stopped): for the
@@ -712,11 +754,14 @@ fn new_token(sh: &Shared) -> String {
 }
 
 fn hidden(sh: &Shared, t: f64, path: &str) -> bool {
-    sh.config
-        .scenario
-        .appear
-        .iter()
-        .any(|a| t < a.after && under(path, &a.path))
+    let live = sh.live.read().unwrap_or_else(PoisonError::into_inner);
+    live.hidden.iter().any(|h| under(path, h))
+        || sh
+            .config
+            .scenario
+            .appear
+            .iter()
+            .any(|a| t < a.after && under(path, &a.path))
 }
 
 /// The body at `path` at time `t`, or `None` for 404.
@@ -725,6 +770,16 @@ fn lookup(sh: &Shared, t: f64, path: &str) -> Option<String> {
         return None;
     }
     let exact = path.trim_end_matches('/');
+    let live = sh
+        .live
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .leaves
+        .get(exact)
+        .cloned();
+    if let Some(v) = live {
+        return leaf(&v);
+    }
     if let Some(v) = sh
         .config
         .scenario

@@ -379,6 +379,22 @@ pub struct InterfaceLock {
 
 /// Takes the interface's lock, waiting for a holder to finish.
 pub fn lock_interface(paths: &Paths, name: &IfName) -> Result<InterfaceLock> {
+    let (path, file) = open_lock(paths, name)?;
+    file.lock().map_err(|e| io(&path, &e))?;
+    Ok(InterfaceLock { _file: file })
+}
+
+/// Takes the interface's lock if nobody holds it (`None` when someone does).
+pub fn try_lock_interface(paths: &Paths, name: &IfName) -> Result<Option<InterfaceLock>> {
+    let (path, file) = open_lock(paths, name)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(InterfaceLock { _file: file })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(&path, &e)),
+    }
+}
+
+fn open_lock(paths: &Paths, name: &IfName) -> Result<(PathBuf, File)> {
     let path = paths.lock_file(name);
     if let Some(dir) = path.parent() {
         ensure_dir(dir)?;
@@ -389,6 +405,5 @@ pub fn lock_interface(paths: &Paths, name: &IfName) -> Result<InterfaceLock> {
         .write(true)
         .open(&path)
         .map_err(|e| io(&path, &e))?;
-    file.lock().map_err(|e| io(&path, &e))?;
-    Ok(InterfaceLock { _file: file })
+    Ok((path, file))
 }
