@@ -1070,16 +1070,8 @@ impl leasehook_core::apply::Applier for DeleteLinkFirst {
         &mut self,
         links: &leasehook_core::apply::LinkIndex,
         recorded: &std::collections::BTreeSet<leasehook_core::model::Address>,
-    ) -> leasehook_core::error::Result<leasehook_core::diff::State> {
+    ) -> leasehook_core::error::Result<leasehook_core::apply::Observed> {
         self.inner.observe(links, recorded)
-    }
-    fn foreign_addresses(
-        &mut self,
-        links: &leasehook_core::apply::LinkIndex,
-        recorded: &std::collections::BTreeSet<leasehook_core::model::Address>,
-    ) -> leasehook_core::error::Result<std::collections::BTreeSet<leasehook_core::model::Address>>
-    {
-        self.inner.foreign_addresses(links, recorded)
     }
     fn execute(
         &mut self,

@@ -47,24 +47,12 @@ pub trait Applier {
     /// (see [`IfName`]) are left out: they are never managed.
     fn links(&mut self) -> Result<Vec<KernelLink>>;
 
-    /// What leasehook owns (`ip rule` / `ip route show table all` / `ip address`
-    /// filtered to its protocol number): rules and routes carrying [`PROTOCOL`],
-    /// addresses carrying it as `IFA_PROTO`, plus any address in `recorded` that is
-    /// present on its link (kernels before 5.18 do not keep `IFA_PROTO`).
+    /// What the kernel holds, from one dump of each kind (see [`Observed`]).
     fn observe(
         &mut self,
         links: &LinkIndex,
         recorded: &BTreeSet<crate::model::Address>,
-    ) -> Result<State>;
-
-    /// Addresses on `links` that leasehook does not own: neither carrying
-    /// [`PROTOCOL`] nor in `recorded` (another tool's: netplan, cloud-init, an
-    /// operator).
-    fn foreign_addresses(
-        &mut self,
-        links: &LinkIndex,
-        recorded: &BTreeSet<crate::model::Address>,
-    ) -> Result<BTreeSet<crate::model::Address>>;
+    ) -> Result<Observed>;
 
     /// Performs one operation.
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()>;
@@ -75,6 +63,19 @@ pub trait Applier {
     fn execute_many(&mut self, ops: &[Op], links: &LinkIndex) -> Vec<Result<()>> {
         ops.iter().map(|op| self.execute(op, links)).collect()
     }
+}
+
+/// What [`Applier::observe`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// What leasehook owns (`ip rule` / `ip route show table all` / `ip address`
+    /// filtered to its protocol number): rules and routes carrying [`PROTOCOL`],
+    /// addresses carrying it as `IFA_PROTO`, plus any address in `recorded` that is
+    /// present on its link (kernels before 5.18 do not keep `IFA_PROTO`).
+    pub owned: State,
+    /// Addresses on the links that leasehook does not own: neither carrying
+    /// [`PROTOCOL`] nor recorded (another tool's: netplan, cloud-init, an operator).
+    pub foreign_addresses: BTreeSet<crate::model::Address>,
 }
 
 /// What one apply or teardown did.
@@ -281,17 +282,14 @@ pub fn apply_plan<A: Applier + ?Sized>(
         .flat_map(|st| st.objects().addresses)
         .collect();
     let mut want = State::of_plan(plan);
+    let observed = applier.observe(&links, &recorded_addresses)?;
     // A wanted address someone else already holds is theirs: adding it would fail
     // (EEXIST) and recording it would let a teardown remove it.
-    let foreign: BTreeSet<_> = if want.addresses.is_empty() {
-        BTreeSet::new()
-    } else {
-        applier
-            .foreign_addresses(&links, &recorded_addresses)?
-            .intersection(&want.addresses)
-            .cloned()
-            .collect()
-    };
+    let foreign: BTreeSet<_> = observed
+        .foreign_addresses
+        .intersection(&want.addresses)
+        .cloned()
+        .collect();
     for a in &foreign {
         log::info!(
             "{} on {} is already there and not leasehook's: left to its owner",
@@ -300,10 +298,7 @@ pub fn apply_plan<A: Applier + ?Sized>(
         );
         want.addresses.remove(a);
     }
-    let have = normalize(
-        &want,
-        scope.filter(&applier.observe(&links, &recorded_addresses)?),
-    );
+    let have = normalize(&want, scope.filter(&observed.owned));
     let ops = diff_states(&want, &have);
     let mut report = execute_all(applier, &ops, &links)?;
     report.foreign = foreign;
@@ -443,7 +438,7 @@ pub fn teardown<A: Applier + ?Sized>(
     let recorded_addresses = recorded
         .map(|st| st.objects().addresses)
         .unwrap_or_default();
-    let observed = applier.observe(&links, &recorded_addresses)?;
+    let observed = applier.observe(&links, &recorded_addresses)?.owned;
     let fam_ok = |f: Family| family.is_none_or(|want| want == f);
     let mut tables: BTreeSet<u32> = recorded.map(InterfaceState::tables).unwrap_or_default();
     tables.extend(
@@ -486,7 +481,7 @@ pub fn flush_all<A: Applier + ?Sized>(
         .iter()
         .flat_map(|st| st.objects().addresses)
         .collect();
-    let observed = applier.observe(&links, &recorded_addresses)?;
+    let observed = applier.observe(&links, &recorded_addresses)?.owned;
     Ok(remove_all(applier, &observed, &links))
 }
 

@@ -30,7 +30,7 @@ use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
 use rtnetlink::{AddressMessageBuilder, Handle, IpVersion, RouteMessageBuilder};
 
-use super::{Applier, KernelLink, LinkIndex, PROTOCOL};
+use super::{Applier, KernelLink, LinkIndex, Observed, PROTOCOL};
 use crate::diff::{Op, State};
 use crate::error::{Error, Result};
 use crate::model::{Address, IfName, MacAddr, Route, Rule, Scope};
@@ -483,7 +483,7 @@ impl Applier for NetlinkApplier {
         })
     }
 
-    fn observe(&mut self, links: &LinkIndex, recorded: &BTreeSet<Address>) -> Result<State> {
+    fn observe(&mut self, links: &LinkIndex, recorded: &BTreeSet<Address>) -> Result<Observed> {
         let names: std::collections::BTreeMap<u32, IfName> =
             links.iter().map(|(n, i)| (*i, n.clone())).collect();
         let handle = self.handle.clone();
@@ -518,26 +518,19 @@ impl Applier for NetlinkApplier {
             }
             Ok::<_, Error>(state)
         })?;
-        state.addresses.extend(
-            self.addresses(links)?
-                .into_iter()
-                .filter(|(a, owned)| *owned || recorded.contains(a))
-                .map(|(a, _)| a),
-        );
-        Ok(state)
-    }
-
-    fn foreign_addresses(
-        &mut self,
-        links: &LinkIndex,
-        recorded: &BTreeSet<Address>,
-    ) -> Result<BTreeSet<Address>> {
-        Ok(self
-            .addresses(links)?
-            .into_iter()
-            .filter(|(a, owned)| !*owned && !recorded.contains(a))
-            .map(|(a, _)| a)
-            .collect())
+        // One address dump, split by owner.
+        let mut foreign_addresses = BTreeSet::new();
+        for (a, owned) in self.addresses(links)? {
+            if owned || recorded.contains(&a) {
+                state.addresses.insert(a);
+            } else {
+                foreign_addresses.insert(a);
+            }
+        }
+        Ok(Observed {
+            owned: state,
+            foreign_addresses,
+        })
     }
 
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Applier, KernelLink, LinkIndex};
+use super::{Applier, KernelLink, LinkIndex, Observed};
 use crate::diff::{Op, State};
 use crate::error::{Error, Result};
 use crate::model::Address;
@@ -41,25 +41,22 @@ impl Applier for RecordingApplier {
         Ok(self.links.clone())
     }
 
-    fn observe(&mut self, _links: &LinkIndex, recorded: &BTreeSet<Address>) -> Result<State> {
-        let mut s = self.owned.clone();
-        s.addresses
+    fn observe(&mut self, links: &LinkIndex, recorded: &BTreeSet<Address>) -> Result<Observed> {
+        let mut owned = self.owned.clone();
+        owned
+            .addresses
             .extend(self.foreign.addresses.intersection(recorded).cloned());
-        Ok(s)
-    }
-
-    fn foreign_addresses(
-        &mut self,
-        links: &LinkIndex,
-        recorded: &BTreeSet<Address>,
-    ) -> Result<BTreeSet<Address>> {
-        Ok(self
+        let foreign_addresses = self
             .foreign
             .addresses
             .iter()
             .filter(|a| links.contains_key(&a.dev) && !recorded.contains(a))
             .cloned()
-            .collect())
+            .collect();
+        Ok(Observed {
+            owned,
+            foreign_addresses,
+        })
     }
 
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {
