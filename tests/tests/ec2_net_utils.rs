@@ -25,7 +25,7 @@
 //! other difference fails the test.
 //!
 //! `LEASEHOOK_EC2NU_INSTANCES` (default 24), `LEASEHOOK_EC2NU_SEED` and
-//! `LEASEHOOK_EC2NU_PARALLEL` (default 4) change the run; `--nocapture` shows the
+//! `LEASEHOOK_EC2NU_PARALLEL` (default 6) change the run; `--nocapture` shows the
 //! side-by-side of instance 0, the one `docs/migrating.md` shows.
 //!
 //! Compiled with the `netns` feature; needs root, systemd-networkd, dbus-daemon,
@@ -62,7 +62,7 @@ use serde_json::{Value, json};
 
 const DEFAULT_INSTANCES: usize = 24;
 const DEFAULT_SEED: u64 = 0xec2_0241_d1ff;
-const DEFAULT_PARALLEL: usize = 4;
+const DEFAULT_PARALLEL: usize = 6;
 /// ec2-net-utils' and leasehook's `rule_base`/`table_base`.
 const TABLE_BASE: u32 = 10000;
 /// ec2-net-utils 2.4.1's `metric_base` (`lib.sh`): `RouteMetric=512 + 10·device`.
@@ -1095,19 +1095,31 @@ struct Outcome {
 }
 
 fn run_instance(inst: &Instance) -> Outcome {
-    let ec2 = build(inst, Kind::Oracle);
-    let lh = build(inst, Kind::Leasehook);
+    // Both sides at once: each mostly waits (for DHCP, IMDS, networkd).
     let mut errors = Vec::new();
     let mut kernels = Vec::new();
-    for side in [&ec2, &lh] {
-        match side.settle(inst) {
-            Ok(k) => kernels.push(k),
-            Err(e) => {
-                errors.push(format!("{e}\n{}", side.logs(inst)));
-                kernels.push(Kernel::read(&side.inst));
+    let mut sides = Vec::new();
+    std::thread::scope(|scope| {
+        let handles = [Kind::Oracle, Kind::Leasehook].map(|kind| {
+            scope.spawn(move || {
+                let side = build(inst, kind);
+                let settled = side.settle(inst);
+                (side, settled)
+            })
+        });
+        for h in handles {
+            let (side, settled) = h.join().unwrap();
+            match settled {
+                Ok(k) => kernels.push(k),
+                Err(e) => {
+                    errors.push(format!("{e}\n{}", side.logs(inst)));
+                    kernels.push(Kernel::read(&side.inst));
+                }
             }
+            sides.push(side);
         }
-    }
+    });
+    let (ec2, lh) = (&sides[0], &sides[1]);
     let (ek, lk) = (&kernels[0], &kernels[1]);
     let side_by_side = side_by_side(inst, ek, lk);
     errors.extend(compare(inst, ek, lk));
@@ -1123,8 +1135,11 @@ fn run_instance(inst: &Instance) -> Outcome {
     let control = format!("{}@{}", inst.nics[1].addrs[0], inst.nics[0].iface);
     targets.push(control.clone());
     let mut echoed = 0;
-    for side in [&ec2, &lh] {
-        let got = side.echo(&targets);
+    let answers: Vec<BTreeMap<String, String>> = std::thread::scope(|scope| {
+        let handles = [ec2, lh].map(|side| scope.spawn(|| side.echo(&targets)));
+        handles.map(|h| h.join().unwrap()).into()
+    });
+    for (side, got) in [ec2, lh].into_iter().zip(&answers) {
         for t in &targets {
             let r = got.get(t).map_or("no answer", String::as_str);
             if *t == control {
