@@ -26,7 +26,8 @@
 //!
 //! `LEASEHOOK_EC2NU_INSTANCES` (default 24), `LEASEHOOK_EC2NU_SEED` and
 //! `LEASEHOOK_EC2NU_PARALLEL` (default 6) change the run; `--nocapture` shows the
-//! side-by-side of instance 0, the one `docs/migrating.md` shows.
+//! side-by-side of instance `LEASEHOOK_EC2NU_SHOW` (default 0; `docs/migrating.md`
+//! shows one).
 //!
 //! Compiled with the `netns` feature; needs root, systemd-networkd, dbus-daemon,
 //! dnsmasq, dhclient, curl and the extracted oracle, and fails, never skips,
@@ -625,8 +626,8 @@ impl Side {
                     "setup-policy-routes did not succeed on every NIC: {lines:?}"
                 ));
             }
-            let links = self.file("spr.done");
-            let eth: Vec<&str> = links.lines().filter(|l| l.contains(" eth")).collect();
+            let networkctl = self.file("spr.done");
+            let eth: Vec<&str> = networkctl.lines().filter(|l| l.contains(" eth")).collect();
             if eth.len() != inst.nics.len()
                 || !eth.iter().all(|l| l.trim_end().ends_with(" configured"))
             {
@@ -874,6 +875,8 @@ fn table_of(nic: &Nic) -> String {
 /// Compares the two kernels; the known differences are checked one by one and then
 /// taken out, and what is left must be equal. Returns every unexplained difference.
 fn compare(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
+    /// A policy route without what the known differences are about.
+    type Key = (String, String, Option<String>, String, String);
     let mut errs = Vec::new();
     let primary = &inst.nics[0];
     let primary_table = table_of(primary);
@@ -957,7 +960,6 @@ fn compare(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
     // RouteMetric, which the `Gateway=_dhcp4` route of its table inherits),
     // leasehook's none. Protocols: networkd's `dhcp` (default) and `static`
     // (subnet) there, 176 here.
-    type Key = (String, String, Option<String>, String, String);
     let norm = |side: Kind, routes: &BTreeSet<Route>, errs: &mut Vec<String>| -> BTreeSet<Key> {
         let mut out = BTreeSet::new();
         for r in routes.iter().filter(is_policy) {
@@ -1265,10 +1267,11 @@ fn ec2_net_utils_and_leasehook_leave_the_same_policy_routing() {
         .iter()
         .filter(|(_, o)| !o.errors.is_empty())
         .collect();
-    if let Some(first) = results.get(&0) {
+    let show = env_or("LEASEHOOK_EC2NU_SHOW", 0_usize);
+    if let Some(shown) = results.get(&show) {
         eprintln!(
-            "side by side, instance 0 (seed {seed:#x}):\n{}",
-            first.side_by_side
+            "side by side, instance {show} (seed {seed:#x}):\n{}",
+            shown.side_by_side
         );
     }
     eprintln!(
