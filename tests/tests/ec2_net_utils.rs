@@ -772,7 +772,7 @@ impl Kernel {
                     scope: s(&r["scope"]).unwrap_or_else(|| "global".into()),
                     prefsrc: s(&r["prefsrc"]),
                     metric: r["metric"].as_u64(),
-                    proto: s(&r["protocol"]).unwrap_or_else(|| "-".into()),
+                    proto: s(&r["protocol"]).unwrap_or_else(|| "boot".into()),
                 });
             }
         }
