@@ -317,8 +317,9 @@ impl Drop for Side {
 /// networkd does not wait for udev), systemd-networkd, then `setup-policy-routes
 /// IF start` and `cleanup` for every interface at once, as udev starts
 /// `policy-routes@IF.service` for each NIC. `spr.status` gets `IF start-status
-/// cleanup-status` lines, `spr.done` the moment all have finished and every link
-/// is `configured` again after the package's `networkctl reload`.
+/// cleanup-status` lines, `spr.done` (`networkctl status` of every link) the moment
+/// all have finished and every link runs on the package's `70-IF.network` and is
+/// `configured` again after the package's `networkctl reload`.
 const ORACLE_SUPERVISOR: &str = r#"
 set -e
 mount -t tmpfs -o mode=0755 tmpfs /run
@@ -348,15 +349,24 @@ for i in $IFACES; do
     pids="$pids $!"
 done
 for p in $pids; do wait "$p"; done
+# Done when every link runs on the file the package generated for it
+# (70-IF.network, after its `networkctl reload`) and is configured again.
 n=0
-while [ $n -lt 200 ]; do
-    if ! networkctl list --no-legend --no-pager 2>/dev/null | grep ' eth' | grep -vq ' configured *$'; then
-        break
-    fi
+while [ $n -lt 300 ]; do
+    ok=1
+    for i in $IFACES; do
+        st=$(networkctl status --no-pager "$i" 2>&1)
+        case "$st" in *"Network File: /run/systemd/network/70-$i.network"*) ;; *) ok=0 ;; esac
+        case "$st" in *"State: routable (configured)"*) ;; *) ok=0 ;; esac
+    done
+    [ $ok = 1 ] && break
     sleep 0.1
     n=$((n + 1))
 done
-networkctl list --no-legend --no-pager > "$WORLD/spr.links" 2>&1
+for i in $IFACES; do
+    echo "== $i"
+    networkctl status --no-pager "$i" 2>&1
+done > "$WORLD/spr.links"
 mv "$WORLD/spr.links" "$WORLD/spr.done"
 wait "$nwd"
 "#;
@@ -627,13 +637,20 @@ impl Side {
                 ));
             }
             let networkctl = self.file("spr.done");
-            let eth: Vec<&str> = networkctl.lines().filter(|l| l.contains(" eth")).collect();
-            if eth.len() != inst.nics.len()
-                || !eth.iter().all(|l| l.trim_end().ends_with(" configured"))
-            {
+            let blocks: Vec<&str> = networkctl.split("== ").skip(1).collect();
+            let configured = blocks.len() == inst.nics.len()
+                && inst.nics.iter().zip(&blocks).all(|(n, b)| {
+                    let i = &n.iface;
+                    b.starts_with(&format!("{i}\n"))
+                        && b.contains(&format!(
+                            "Network File: /run/systemd/network/70-{i}.network"
+                        ))
+                        && b.contains("State: routable (configured)")
+                });
+            if !configured {
                 return Err(format!(
-                    "networkd links not configured: {}",
-                    self.file("spr.done")
+                    "networkd did not take the package's configuration on every link: \
+                     {networkctl}"
                 ));
             }
         }
