@@ -58,7 +58,7 @@ use leasehook_tests::world::{
     BUS_CONF, ECHO_SERVER, install_hook, kill_namespace, kill_workers, start_imds, start_ready,
     wait_until,
 };
-use leasehook_tests::{Rng, workspace_root};
+use leasehook_tests::{Rng, in_ci, workspace_root};
 use serde_json::{Value, json};
 
 const DEFAULT_INSTANCES: usize = 24;
@@ -1239,6 +1239,10 @@ fn ec2_net_utils_and_leasehook_leave_the_same_policy_routing() {
     let count = env_or("LEASEHOOK_EC2NU_INSTANCES", DEFAULT_INSTANCES);
     let seed = env_or("LEASEHOOK_EC2NU_SEED", DEFAULT_SEED);
     let parallel = env_or("LEASEHOOK_EC2NU_PARALLEL", DEFAULT_PARALLEL).max(1);
+    assert!(
+        !in_ci() || count >= 20,
+        "CI runs at least 20 instances (LEASEHOOK_EC2NU_INSTANCES={count})"
+    );
     let mut rng = Rng::new(seed);
     let instances: Vec<Instance> = (0..count).map(|i| generate(&mut rng, i)).collect();
     let shared = instances.iter().filter(|i| {
