@@ -39,6 +39,12 @@ ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-d
 step "cloud-init oracle"
 scripts/fetch-cloud-init-oracle.sh
 
+# amazon-ec2-net-utils 2.4.1, the second oracle (tests/tests/ec2_net_utils.rs):
+# extracted, never installed; it needs curl at run time.
+step "amazon-ec2-net-utils oracle"
+ensure_packages curl
+scripts/fetch-ec2-net-utils-oracle.sh
+
 step "shellcheck"
 shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh hooks/networkd-dispatcher/50-leasehook \
     hooks/networkmanager/90-leasehook hooks/dhcpcd/90-leasehook hooks/udhcpc/leasehook.script

@@ -124,7 +124,7 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 /// Starts the IMDS emulator on 169.254.169.254:80 in the router namespace.
-fn start_imds(router: &Netns, dir: &Path, tree: &Value, scenario: &Value) -> Child {
+pub fn start_imds(router: &Netns, dir: &Path, tree: &Value, scenario: &Value) -> Child {
     let tree_path = dir.join("imds-tree.json");
     let scenario_path = dir.join("imds-scenario.json");
     std::fs::write(&tree_path, tree.to_string()).unwrap_or_else(|e| panic!("{tree_path:?}: {e}"));
@@ -171,7 +171,7 @@ fn dnsmasq_conf(dir: &Path, opts: &WorldOptions) -> String {
 /// over `/etc/dhcp` inside that namespace only (unless `installed`: then the
 /// namespace sees the machine's `/etc/dhcp`), and an empty resolv.conf that takes
 /// the place of `/etc/resolv.conf`; returns `/etc/netns/<ns>`.
-fn install_hook(ns: &str, installed: bool) -> PathBuf {
+pub fn install_hook(ns: &str, installed: bool) -> PathBuf {
     let etc = PathBuf::from("/etc/netns").join(ns);
     if installed {
         std::fs::create_dir_all(&etc).unwrap_or_else(|e| panic!("{etc:?}: {e}"));
@@ -192,7 +192,7 @@ fn install_hook(ns: &str, installed: bool) -> PathBuf {
 }
 
 /// Starts `cmd` and waits for its first line on standard output (a "ready" line).
-pub(crate) fn start_ready(cmd: Command, what: &str) -> Child {
+pub fn start_ready(cmd: Command, what: &str) -> Child {
     start_first_line(cmd, what).0
 }
 
@@ -247,7 +247,9 @@ fn hook_env(opts: &WorldOptions, root: PathBuf) -> (PathBuf, Vec<(String, String
     (root, hook_env)
 }
 
-const ECHO_SERVER: &str = "\
+/// The echo host (python): answers every GET on 198.51.100.10:80 with the caller's
+/// address; prints `ready` once it listens.
+pub const ECHO_SERVER: &str = "\
 import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -508,7 +510,7 @@ impl World {
 
 /// Kills every process whose pid a pending hand-over names (detached workers are
 /// not our children).
-fn kill_workers(root: &Path) {
+pub fn kill_workers(root: &Path) {
     let Ok(entries) = std::fs::read_dir(root.join("run/leasehook/pending")) else {
         return;
     };
@@ -531,7 +533,7 @@ fn kill_workers(root: &Path) {
 
 /// A private, permissive D-Bus "system" bus for networkd and networkd-dispatcher
 /// (never the machine's bus).
-pub(crate) const BUS_CONF: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+pub const BUS_CONF: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>system</type>
@@ -698,7 +700,7 @@ impl World {
 /// Kills every process left in network namespace `ns`: SIGTERM, then SIGKILL for
 /// what is left after 2 s (dhcpcd's privilege-separation helpers catch SIGTERM to
 /// pass it on to their main process, which may be gone already).
-fn kill_namespace(ns: &str) {
+pub fn kill_namespace(ns: &str) {
     let pids = || -> Vec<String> {
         Command::new("ip")
             .args(["netns", "pids", ns])
