@@ -57,6 +57,8 @@ pub struct HookConfig {
     pub imds_bind_interface: bool,
     /// NICs left alone.
     pub unmanaged: Vec<Unmanaged>,
+    /// `kubernetes`: auto, on or off.
+    pub kubernetes: crate::kubernetes::Mode,
 }
 
 /// The `--help` section on where a hook's settings come from, listing every
@@ -85,6 +87,7 @@ impl HookConfig {
             budget: s.imds.budget.max(s.imds.sync_budget),
             imds_bind_interface: s.imds.bind_interface,
             unmanaged: s.unmanaged.clone(),
+            kubernetes: s.kubernetes,
         }
     }
 
@@ -271,6 +274,13 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     if event.action() == Action::Remove {
         return remove(&mut applier, &paths, event).map(HookOutcome::Removed);
     }
+    let cfg = &match kubernetes_gate(&mut applier, cfg, &event.interface)? {
+        Gate::Plan(c) => c,
+        Gate::Cni(why) => {
+            return leave_to_cni(&mut applier, &paths, &event.interface, &why)
+                .map(HookOutcome::Kept);
+        }
+    };
     let link = find_link(&mut applier, &event.interface)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link)?;
@@ -437,6 +447,12 @@ fn refresh_one(
         ));
     }
     let to = k.name.clone();
+    let cfg = &match kubernetes_gate(applier, cfg, &to)? {
+        Gate::Plan(c) => c,
+        Gate::Cni(why) => {
+            return leave_to_cni(applier, paths, &name, &why).map(|w| RefreshOutcome::Kept(name, w));
+        }
+    };
     let renamed = to != name;
     // A lease event on the new name takes this lock too.
     let _new_lock = if renamed {
@@ -519,6 +535,63 @@ fn refresh_one(
     }
 }
 
+/// What the Kubernetes decision (SPEC §3.7, [`crate::kubernetes`]) says about
+/// planning one interface.
+enum Gate {
+    /// Plan with this configuration (on a Kubernetes node: the primary's pod
+    /// addresses left out).
+    Plan(HookConfig),
+    /// The CNI's ENI, and why: left alone.
+    Cni(String),
+}
+
+/// The one place the hooks, the worker and `refresh` ask whether this is a
+/// Kubernetes node and whether `name` is the CNI's ENI. On such a node a
+/// `priority_base` that would put leasehook's rules before the CNI's is refused.
+fn kubernetes_gate(applier: &mut NetlinkApplier, cfg: &HookConfig, name: &IfName) -> Result<Gate> {
+    let (decision, view) = crate::kubernetes::observe::detect(cfg.kubernetes, &cfg.root, applier)?;
+    if !decision.node {
+        return Ok(Gate::Plan(cfg.clone()));
+    }
+    crate::kubernetes::check_priorities(
+        true,
+        cfg.plan.priority_base.unwrap_or(cfg.plan.table_base),
+    )?;
+    if let Some(why) = crate::kubernetes::cni_role(&view, name) {
+        return Ok(Gate::Cni(format!(
+            "{name} is the CNI's ENI ({why}) on this {}: left alone",
+            decision.summary()
+        )));
+    }
+    log::debug!("{}", decision.summary());
+    let mut cfg = cfg.clone();
+    cfg.plan.kubernetes = true;
+    Ok(Gate::Plan(cfg))
+}
+
+/// Leaves the CNI's ENI `name` to the CNI: what leasehook applied to it before
+/// (from before the CNI took it over) goes, only leasehook's own objects (protocol
+/// 176). Returns the message to log.
+fn leave_to_cni(
+    applier: &mut NetlinkApplier,
+    paths: &Paths,
+    name: &IfName,
+    why: &str,
+) -> Result<String> {
+    let Some(recorded) = state::read_state_or_set_aside(paths, name) else {
+        return Ok(why.to_owned());
+    };
+    let report = apply::teardown(applier, name, None, Some(&recorded))?;
+    for e in &report.errors {
+        log::warn!("{e}");
+    }
+    state::remove_state(paths, name)?;
+    Ok(format!(
+        "{why}; removed {} object(s) leasehook had applied to it",
+        report.writes()
+    ))
+}
+
 /// The worker: finishes the wait a hook handed over. Returns `Kept` when a newer
 /// event came meanwhile.
 pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
@@ -556,6 +629,14 @@ fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<Hoo
     let left = Duration::from_millis(pending.deadline_ms.saturating_sub(state::unix_ms()))
         .max(Duration::from_millis(100));
     let mut applier = NetlinkApplier::try_new()?;
+    let cfg = &match kubernetes_gate(&mut applier, cfg, &event.interface)? {
+        Gate::Plan(c) => c,
+        Gate::Cni(why) => {
+            remove_pending(paths, &event.interface);
+            return leave_to_cni(&mut applier, paths, &event.interface, &why)
+                .map(HookOutcome::Kept);
+        }
+    };
     let link = find_link(&mut applier, &event.interface)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link)?;

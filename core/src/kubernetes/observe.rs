@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: gathers the [`NodeView`] the Kubernetes decision reads — the file
+//! names in `<root>/etc/cni/net.d/` (names only: no CNI file is opened) and, over
+//! netlink, the links and the rules and routes other tools made. Read-only.
+
+use std::path::Path;
+
+use super::{Decision, Mode, NodeView, decide};
+use crate::apply::Applier as _;
+use crate::apply::netlink::NetlinkApplier;
+use crate::error::{Error, Result};
+
+/// Where a CNI writes its configuration, below the root.
+pub const CNI_CONF_DIR: &str = "etc/cni/net.d";
+
+/// At most this many names are read from the CNI folder (real ones hold a few).
+const MAX_CONFS: usize = 256;
+
+/// The file names in `<root>/etc/cni/net.d/` (none when it does not exist; a
+/// folder that cannot be read is an error).
+pub fn cni_confs(root: &Path) -> Result<Vec<String>> {
+    let dir = root.join(CNI_CONF_DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&dir, &e)),
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(std::result::Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .take(MAX_CONFS)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Everything [`decide`] and [`super::cni_role`] read, from the files below `root`
+/// and the kernel of the current network namespace.
+pub fn node_view(root: &Path, applier: &mut NetlinkApplier) -> Result<NodeView> {
+    let cni_confs = cni_confs(root)?;
+    let kernel_links = applier.links()?;
+    let index = kernel_links
+        .iter()
+        .map(|l| (l.name.clone(), l.index))
+        .collect();
+    let (rules, routes) = applier.foreign_routing(&index)?;
+    Ok(NodeView {
+        cni_confs,
+        rules,
+        routes,
+        links: kernel_links.into_iter().map(|l| l.name).collect(),
+    })
+}
+
+/// Detects: `off` reads nothing; otherwise the node's view is gathered and decided on.
+pub fn detect(
+    mode: Mode,
+    root: &Path,
+    applier: &mut NetlinkApplier,
+) -> Result<(Decision, NodeView)> {
+    let view = if mode == Mode::Off {
+        NodeView::default()
+    } else {
+        node_view(root, applier)?
+    };
+    Ok((decide(mode, &view), view))
+}
