@@ -14,6 +14,7 @@
 
 mod apply_cmd;
 mod boot_status;
+mod kube_status;
 mod config_cmd;
 mod detect_cmd;
 mod generate_cmd;

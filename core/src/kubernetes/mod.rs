@@ -325,6 +325,14 @@ pub fn cni_role(view: &NodeView, iface: &IfName) -> Option<String> {
         })
 }
 
+/// Every link [`cni_role`] takes for the CNI's ENI, with why (for `status`).
+pub fn cni_enis(view: &NodeView) -> Vec<(IfName, String)> {
+    view.links
+        .iter()
+        .filter_map(|l| cni_role(view, l).map(|why| (l.clone(), why)))
+        .collect()
+}
+
 /// On a Kubernetes node every rule of ours must come after the CNI's: refuses a
 /// `priority_base` at or below 1536 ([`CNI_LAST_PRIORITY`]). Every priority the
 /// planner makes is `priority_base + 100 * card + device`, never below the base.
