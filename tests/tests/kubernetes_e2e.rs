@@ -603,4 +603,12 @@ fn kubernetes_off_puts_the_pods_ips_on_the_primary_and_breaks_them() {
         status.contains("kubernetes (off): not a Kubernetes node: kubernetes: off (configuration)"),
         "{status}"
     );
+
+    // Back to auto: the next refresh takes leasehook's pod addresses off eth0
+    // (they are its own, protocol 176) and the pods answer again.
+    std::fs::write(n.w.root.join("etc/leasehook/config.yaml"), "kubernetes: auto\n").unwrap();
+    let text = ok_text(&leasehook(&n, &["refresh", "-v"]));
+    assert!(text.contains("ip -4 address del 10.98.0.11/32 dev eth0"), "{text}");
+    assert_eq!(stolen(&n), Vec::<String>::new());
+    assert_eq!(pod_traffic(&n), Vec::<String>::new());
 }

@@ -16,13 +16,17 @@ pub const CNI_CONF_DIR: &str = "etc/cni/net.d";
 /// At most this many names are read from the CNI folder (real ones hold a few).
 const MAX_CONFS: usize = 256;
 
-/// The file names in `<root>/etc/cni/net.d/` (none when it does not exist; a
-/// folder that cannot be read is an error).
+/// The file names in `<root>/etc/cni/net.d/`: none when it does not exist or is
+/// not a folder (a file, a FIFO: no CNI wrote it); a folder that cannot be read is
+/// an error (the hook then changes nothing rather than guess).
 pub fn cni_confs(root: &Path) -> Result<Vec<String>> {
     let dir = root.join(CNI_CONF_DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        // ENOTDIR
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(20) => {
+            return Ok(Vec::new());
+        }
         Err(e) => return Err(Error::io(&dir, &e)),
     };
     let mut names: Vec<String> = entries
@@ -64,4 +68,30 @@ pub fn detect(
         node_view(root, applier)?
     };
     Ok((decide(mode, &view), view))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_read_and_odd_folders_are_no_configuration() {
+        let root = std::env::temp_dir().join(format!("leasehook-cni-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(cni_confs(&root).unwrap(), Vec::<String>::new());
+        std::fs::create_dir_all(root.join("etc/cni")).unwrap();
+        // A file where the folder should be: no CNI wrote it.
+        std::fs::write(root.join(CNI_CONF_DIR), "x").unwrap();
+        assert_eq!(cni_confs(&root).unwrap(), Vec::<String>::new());
+        std::fs::remove_file(root.join(CNI_CONF_DIR)).unwrap();
+        std::fs::create_dir_all(root.join(CNI_CONF_DIR)).unwrap();
+        for name in ["10-aws.conflist", "05-cilium.conflist"] {
+            std::fs::write(root.join(CNI_CONF_DIR).join(name), "{}").unwrap();
+        }
+        assert_eq!(
+            cni_confs(&root).unwrap(),
+            ["05-cilium.conflist", "10-aws.conflist"]
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }
