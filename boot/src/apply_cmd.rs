@@ -312,7 +312,10 @@ fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
 /// configuration cannot be read: the hooks would then change nothing at all).
 fn kubernetes_mode(root: &std::path::Path) -> leasehook_core::kubernetes::Mode {
     let sources = Sources::from_env(hook::process_env()).with_root(Some(root.to_path_buf()));
-    config::load(&sources).map_or_else(|_| Default::default(), |l| l.settings.kubernetes)
+    config::load(&sources).map_or_else(
+        |_| leasehook_core::kubernetes::Mode::default(),
+        |l| l.settings.kubernetes,
+    )
 }
 
 pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {

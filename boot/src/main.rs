@@ -14,11 +14,11 @@
 
 mod apply_cmd;
 mod boot_status;
-mod kube_status;
 mod config_cmd;
 mod detect_cmd;
 mod generate_cmd;
 mod init_cmd;
+mod kube_status;
 mod plan_cmd;
 mod query_cmd;
 mod template;

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
-use leasehook_core::kubernetes;
 use leasehook_core::config::{self, Sources};
 use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
+use leasehook_core::kubernetes;
 use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
 use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use leasehook_core::{example, metadata, render};

@@ -16,6 +16,11 @@
 //!    within the total budget (30 s) and applies. The DHCP client is never held
 //!    longer than the synchronous budget.
 //!
+//! On a Kubernetes node with a VPC-native CNI ([`crate::kubernetes`]) the CNI's
+//! ENIs are left alone (the event is logged and skipped) and the primary's
+//! secondary IPs stay the pods'; the hook, the worker and `refresh` all ask the
+//! same gate.
+//!
 //! When the wait ends without IMDS agreeing, what the lease alone proves is applied
 //! if nothing was applied for that family before; otherwise the last applied state
 //! is kept. An IMDS error never removes anything.
@@ -415,7 +420,21 @@ pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOut
             ));
             continue;
         }
-        out.push(refresh_one(&mut applier, &paths, &st, cfg)?);
+        // The gate asks about the link's name now (it may have been renamed).
+        let now = applier
+            .links()?
+            .into_iter()
+            .find(|l| l.mac == Some(st.mac))
+            .map_or_else(|| name.clone(), |l| l.name);
+        let cfg = match kubernetes_gate(&mut applier, cfg, &now)? {
+            Gate::Plan(c) => c,
+            Gate::Cni(why) => {
+                let why = leave_to_cni(&mut applier, &paths, &name, &why)?;
+                out.push(RefreshOutcome::Kept(name, why));
+                continue;
+            }
+        };
+        out.push(refresh_one(&mut applier, &paths, &st, &cfg)?);
     }
     Ok(out)
 }
@@ -447,12 +466,6 @@ fn refresh_one(
         ));
     }
     let to = k.name.clone();
-    let cfg = &match kubernetes_gate(applier, cfg, &to)? {
-        Gate::Plan(c) => c,
-        Gate::Cni(why) => {
-            return leave_to_cni(applier, paths, &name, &why).map(|w| RefreshOutcome::Kept(name, w));
-        }
-    };
     let renamed = to != name;
     // A lease event on the new name takes this lock too.
     let _new_lock = if renamed {

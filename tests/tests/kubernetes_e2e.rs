@@ -25,6 +25,7 @@
     clippy::too_many_lines
 )]
 
+use std::fmt::Write as _;
 use std::process::{Child, Output};
 use std::time::Duration;
 
@@ -102,12 +103,25 @@ fn cni_table(cni: Cni, device: u32) -> u32 {
     }
 }
 
+/// One ENI's pods: (ENI, pod IPs, warm-pool IPs, prefix).
+type EniPods = (
+    &'static str,
+    Vec<&'static str>,
+    Vec<&'static str>,
+    Option<&'static str>,
+);
+
 /// (ENI, pod IPs, warm-pool IPs, prefix) for the layout. The primary's pods are
 /// 10.98.0.x, the CNI ENI's 10.98.2.x.
-fn addressing(layout: Layout) -> [(&'static str, Vec<&'static str>, Vec<&'static str>, Option<&'static str>); 2] {
+fn addressing(layout: Layout) -> [EniPods; 2] {
     if layout.prefix {
         [
-            ("eth0", vec!["10.98.0.33", "10.98.0.34"], vec![], Some("10.98.0.32/28")),
+            (
+                "eth0",
+                vec!["10.98.0.33", "10.98.0.34"],
+                vec![],
+                Some("10.98.0.32/28"),
+            ),
             ("eth2", vec!["10.98.2.49"], vec![], Some("10.98.2.48/28")),
         ]
     } else {
@@ -118,7 +132,12 @@ fn addressing(layout: Layout) -> [(&'static str, Vec<&'static str>, Vec<&'static
                 vec!["10.98.0.13", "10.98.0.14"],
                 None,
             ),
-            ("eth2", vec!["10.98.2.21"], vec!["10.98.2.22", "10.98.2.23"], None),
+            (
+                "eth2",
+                vec!["10.98.2.21"],
+                vec!["10.98.2.22", "10.98.2.23"],
+                None,
+            ),
         ]
     }
 }
@@ -141,9 +160,9 @@ fn tree(layout: Layout, extra_warm: bool) -> Value {
     } else {
         macs[MAC0]["local-ipv4s"] = json!(list("10.98.0.10", &p0, &w0, more0));
     }
-    let mac2 = static_nic_mac(ETH2_MAC_N);
+    let eth2_mac = static_nic_mac(ETH2_MAC_N);
     let mut eth2 = json!({
-        "device-number": "2", "interface-id": "eni-0000000000000003", "mac": mac2,
+        "device-number": "2", "interface-id": "eni-0000000000000003", "mac": eth2_mac,
         "subnet-ipv4-cidr-block": "10.98.2.0/24",
     });
     if layout.prefix {
@@ -152,7 +171,7 @@ fn tree(layout: Layout, extra_warm: bool) -> Value {
     } else {
         eth2["local-ipv4s"] = json!(list("10.98.2.20", &p2, &w2, more2));
     }
-    macs[&mac2] = eth2;
+    macs[&eth2_mac] = eth2;
     t
 }
 
@@ -170,7 +189,17 @@ fn veth_name(cni: Cni, n: usize) -> String {
 fn add_cni_eni(w: &World, cni: Cni) {
     let (gw, eth) = ("gw2", "eth2");
     w.router.ip(&[
-        "link", "add", "name", gw, "type", "veth", "peer", "name", eth, "netns", &w.inst.name,
+        "link",
+        "add",
+        "name",
+        gw,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        eth,
+        "netns",
+        &w.inst.name,
     ]);
     w.inst
         .ip(&["link", "set", eth, "address", &static_nic_mac(ETH2_MAC_N)]);
@@ -183,10 +212,26 @@ fn add_cni_eni(w: &World, cni: Cni) {
         .ip(&["route", "del", "10.98.2.0/24", "dev", eth, "table", "main"]);
     let table = cni_table(cni, 2).to_string();
     w.inst.ip(&[
-        "route", "add", "10.98.2.1", "dev", eth, "scope", "link", "table", &table,
+        "route",
+        "add",
+        "10.98.2.1",
+        "dev",
+        eth,
+        "scope",
+        "link",
+        "table",
+        &table,
     ]);
     w.inst.ip(&[
-        "route", "add", "default", "via", "10.98.2.1", "dev", eth, "table", &table,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.98.2.1",
+        "dev",
+        eth,
+        "table",
+        &table,
     ]);
 }
 
@@ -205,24 +250,67 @@ fn add_pod(w: &World, cni: Cni, n: usize, ip: &str, eni: &str, eni_table: Option
         .to_owned();
     ns.ip(&["address", "add", &format!("{ip}/32"), "dev", "eth0"]);
     ns.ip(&["link", "set", "eth0", "up"]);
-    ns.ip(&["route", "add", "169.254.1.1", "dev", "eth0", "scope", "link"]);
-    ns.ip(&["route", "add", "default", "via", "169.254.1.1", "dev", "eth0"]);
     ns.ip(&[
-        "neigh", "add", "169.254.1.1", "lladdr", &host_mac, "dev", "eth0", "nud", "permanent",
+        "route",
+        "add",
+        "169.254.1.1",
+        "dev",
+        "eth0",
+        "scope",
+        "link",
+    ]);
+    ns.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "169.254.1.1",
+        "dev",
+        "eth0",
+    ]);
+    ns.ip(&[
+        "neigh",
+        "add",
+        "169.254.1.1",
+        "lladdr",
+        &host_mac,
+        "dev",
+        "eth0",
+        "nud",
+        "permanent",
     ]);
     w.inst.ip(&[
-        "route", "add", &format!("{ip}/32"), "dev", &host, "scope", "link",
+        "route",
+        "add",
+        &format!("{ip}/32"),
+        "dev",
+        &host,
+        "scope",
+        "link",
     ]);
     let (ingress, egress) = match cni {
         Cni::Aws => ("512", "1536"),
         Cni::Cilium => ("20", "111"),
     };
     w.inst.ip(&[
-        "rule", "add", "to", &format!("{ip}/32"), "lookup", "main", "priority", ingress,
+        "rule",
+        "add",
+        "to",
+        &format!("{ip}/32"),
+        "lookup",
+        "main",
+        "priority",
+        ingress,
     ]);
     if let Some(t) = eni_table {
         w.inst.ip(&[
-            "rule", "add", "from", &format!("{ip}/32"), "lookup", &t.to_string(), "priority",
+            "rule",
+            "add",
+            "from",
+            &format!("{ip}/32"),
+            "lookup",
+            &t.to_string(),
+            "priority",
             egress,
         ]);
     }
@@ -233,7 +321,15 @@ fn add_pod(w: &World, cni: Cni, n: usize, ip: &str, eni: &str, eni_table: Option
         ("gw2", static_nic_mac(ETH2_MAC_N))
     };
     w.router.ip(&[
-        "neigh", "replace", ip, "lladdr", &mac, "dev", gw, "nud", "permanent",
+        "neigh",
+        "replace",
+        ip,
+        "lladdr",
+        &mac,
+        "dev",
+        gw,
+        "nud",
+        "permanent",
     ]);
     let name = format!("pod{n}");
     let mut cmd = ns.command("/usr/bin/python3");
@@ -263,7 +359,11 @@ fn node(tag: &str, layout: Layout) -> Node {
     };
     let dir = w.root.join("etc/cni/net.d");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(conf), "{\"cniVersion\": \"0.4.0\", \"plugins\": []}\n").unwrap();
+    std::fs::write(
+        dir.join(conf),
+        "{\"cniVersion\": \"0.4.0\", \"plugins\": []}\n",
+    )
+    .unwrap();
     if let Some(k) = layout.kubernetes {
         let etc = w.root.join("etc/leasehook");
         std::fs::create_dir_all(&etc).unwrap();
@@ -285,10 +385,26 @@ fn node(tag: &str, layout: Layout) -> Node {
         if let (Cni::Cilium, "eth0") = (layout.cni, eni) {
             let t = cni_table(layout.cni, 0).to_string();
             w.inst.ip(&[
-                "route", "add", "10.98.0.1", "dev", "eth0", "scope", "link", "table", &t,
+                "route",
+                "add",
+                "10.98.0.1",
+                "dev",
+                "eth0",
+                "scope",
+                "link",
+                "table",
+                &t,
             ]);
             w.inst.ip(&[
-                "route", "add", "default", "via", "10.98.0.1", "dev", "eth0", "table", &t,
+                "route",
+                "add",
+                "default",
+                "via",
+                "10.98.0.1",
+                "dev",
+                "eth0",
+                "table",
+                &t,
             ]);
         }
         for ip in &ips {
@@ -311,29 +427,37 @@ fn node(tag: &str, layout: Layout) -> Node {
 /// and the pod routes in main (dhclient's routes in main are not the CNI's).
 fn cni_objects(n: &Node) -> String {
     let ip = |args: &[&str]| n.w.inst.ip(args);
-    let rules: String = ip(&["rule", "show"])
-        .lines()
-        .filter(|l| !l.contains("proto 176"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let mut out = format!("rules:\n{rules}");
+    let lines = |text: String, keep: &dyn Fn(&str) -> bool| {
+        text.lines()
+            .filter(|l| keep(l))
+            .fold(String::new(), |mut out, l| {
+                let _ = writeln!(out, "{l}");
+                out
+            })
+    };
+    let mut out = format!(
+        "rules:\n{}",
+        lines(ip(&["rule", "show"]), &|l| !l.contains("proto 176"))
+    );
     let tables: &[u32] = match n.layout.cni {
         Cni::Aws => &[3],
         Cni::Cilium => &[10, 12],
     };
     for t in tables {
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             "table {t}:\n{}",
             ip(&["route", "show", "table", &t.to_string()])
-        ));
+        );
     }
-    let pods: String = ip(&["route", "show", "table", "main"])
-        .lines()
-        .filter(|l| l.contains(" dev eni") || l.contains(" dev lxc"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    out.push_str(&format!("main, pod routes:\n{pods}"));
-    out.push_str(&format!("eth2:\n{}", ip(&["-4", "address", "show", "eth2"])));
+    let _ = write!(
+        out,
+        "main, pod routes:\n{}eth2:\n{}",
+        lines(ip(&["route", "show", "table", "main"]), &|l| {
+            l.contains(" dev eni") || l.contains(" dev lxc")
+        }),
+        ip(&["-4", "address", "show", "eth2"])
+    );
     out
 }
 
@@ -378,7 +502,13 @@ fn stolen(n: &Node) -> Vec<String> {
         .addresses()
         .into_iter()
         .filter(|a| {
-            let ip = a.split_whitespace().nth(1).unwrap_or("").split('/').next().unwrap_or("");
+            let ip = a
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .split('/')
+                .next()
+                .unwrap_or("");
             n.pod_ips.iter().any(|p| p == ip)
                 || ip
                     .parse::<std::net::Ipv4Addr>()
@@ -402,7 +532,9 @@ fn ok_text(o: &Output) -> String {
 
 /// A DHCP event on the CNI's eth2, as a client running there would send it.
 fn dhcp_event_on_eth2(n: &Node) -> Output {
-    let mut cmd = n.w.inst.command(sibling_bin("leasehook-dhclient").to_str().unwrap());
+    let mut cmd =
+        n.w.inst
+            .command(sibling_bin("leasehook-dhclient").to_str().unwrap());
     cmd.env_clear()
         .envs(n.w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("reason", "BOUND")
@@ -437,7 +569,10 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
     let log0 = n.w.log("eth0", false);
     if layout.cni == Cni::Cilium {
         // Cilium routes the primary through its table 10: the primary is the CNI's.
-        assert!(log0.contains("eth0 is the CNI's ENI (table 10 holds a default route via eth0"), "{log0}");
+        assert!(
+            log0.contains("eth0 is the CNI's ENI (table 10 holds a default route via eth0"),
+            "{log0}"
+        );
     } else {
         assert!(log0.contains("change(s) for eth0 IPv4"), "{log0}");
     }
@@ -461,12 +596,20 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
         }
         let routes: Vec<String> = n.w.our_routes();
         assert!(
-            routes.iter().all(|r| r.contains("dev eth1") && r.contains("table 10001")),
+            routes
+                .iter()
+                .all(|r| r.contains("dev eth1") && r.contains("table 10001")),
             "{when}: leasehook's routes {routes:?}"
         );
-        assert_eq!(stolen(n), Vec::<String>::new(), "{when}: pod IPs on host links");
+        assert_eq!(
+            stolen(n),
+            Vec::<String>::new(),
+            "{when}: pod IPs on host links"
+        );
         assert!(
-            n.w.inst.addresses().contains(&"eth1 10.98.1.21/32".to_owned()),
+            n.w.inst
+                .addresses()
+                .contains(&"eth1 10.98.1.21/32".to_owned()),
             "{when}: eth1's secondary IP: {:?}",
             n.w.inst.addresses()
         );
@@ -474,7 +617,11 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
         assert_eq!(pod_traffic(n), Vec::<String>::new(), "{when}: pods");
         // eth1's addresses leave through eth1: the VPC's source check passes.
         for src in ["10.98.1.20", "10.98.1.21"] {
-            assert_eq!(n.w.echo_from(src).as_deref(), Some(src), "{when}: from {src}");
+            assert_eq!(
+                n.w.echo_from(src).as_deref(),
+                Some(src),
+                "{when}: from {src}"
+            );
         }
     };
     check(&n, "after the hooks");
@@ -482,7 +629,10 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
     // A DHCP client on the CNI's ENI: logged and skipped.
     let out = dhcp_event_on_eth2(&n);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && err.contains("eth2 is the CNI's ENI"), "{out:?}");
+    assert!(
+        out.status.success() && err.contains("eth2 is the CNI's ENI"),
+        "{out:?}"
+    );
     assert!(!n.w.root.join("run/leasehook/iface/eth2.json").exists());
     check(&n, "after a DHCP event on eth2");
 
@@ -490,8 +640,12 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
     n.w.restart_imds(&tree(layout, true), &json!({}));
     let text = ok_text(&leasehook(&n, &["refresh", "-v"]));
     assert!(text.contains("eth1: 0 change(s)"), "{text}");
-    assert!(!text.contains("10.98.0.15") && !text.contains("10.98.2.24"), "{text}");
-    n.pod_ips.extend(["10.98.0.15".to_owned(), "10.98.2.24".to_owned()]);
+    assert!(
+        !text.contains("10.98.0.15") && !text.contains("10.98.2.24"),
+        "{text}"
+    );
+    n.pod_ips
+        .extend(["10.98.0.15".to_owned(), "10.98.2.24".to_owned()]);
     check(&n, "after a refresh");
 
     // The udev removal path on the CNI's ENI and on the primary: nothing of theirs.
@@ -509,13 +663,21 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
         Cni::Cilium => ("Cilium", "05-cilium.conflist"),
     };
     assert!(
-        status.contains(&format!("kubernetes (auto): Kubernetes node ({cni}): {cni} configuration etc/cni/net.d/{conf}")),
+        status.contains(&format!(
+            "kubernetes (auto): Kubernetes node ({cni}): {cni} configuration etc/cni/net.d/{conf}"
+        )),
         "{status}"
     );
-    assert!(status.contains("  eth2: the CNI's, left alone (table"), "{status}");
+    assert!(
+        status.contains("  eth2: the CNI's, left alone (table"),
+        "{status}"
+    );
     assert!(!status.contains("  eth1: the CNI's"), "{status}");
     let show = ok_text(&leasehook(&n, &["config", "show", "--root", &root]));
-    assert!(show.contains("# kubernetes (auto): Kubernetes node"), "{show}");
+    assert!(
+        show.contains("# kubernetes (auto): Kubernetes node"),
+        "{show}"
+    );
 }
 
 #[test]
@@ -585,7 +747,8 @@ fn kubernetes_off_puts_the_pods_ips_on_the_primary_and_breaks_them() {
     let bad = pod_traffic(&n);
     for p in n.pods.iter().filter(|p| p.ip.starts_with("10.98.0.")) {
         assert!(
-            bad.iter().any(|b| b.starts_with(&format!("{} ({}) from the VPC", p.name, p.ip))),
+            bad.iter()
+                .any(|b| b.starts_with(&format!("{} ({}) from the VPC", p.name, p.ip))),
             "{}: {bad:?}",
             p.name
         );
@@ -606,9 +769,16 @@ fn kubernetes_off_puts_the_pods_ips_on_the_primary_and_breaks_them() {
 
     // Back to auto: the next refresh takes leasehook's pod addresses off eth0
     // (they are its own, protocol 176) and the pods answer again.
-    std::fs::write(n.w.root.join("etc/leasehook/config.yaml"), "kubernetes: auto\n").unwrap();
+    std::fs::write(
+        n.w.root.join("etc/leasehook/config.yaml"),
+        "kubernetes: auto\n",
+    )
+    .unwrap();
     let text = ok_text(&leasehook(&n, &["refresh", "-v"]));
-    assert!(text.contains("ip -4 address del 10.98.0.11/32 dev eth0"), "{text}");
+    assert!(
+        text.contains("ip -4 address del 10.98.0.11/32 dev eth0"),
+        "{text}"
+    );
     assert_eq!(stolen(&n), Vec::<String>::new());
     assert_eq!(pod_traffic(&n), Vec::<String>::new());
 }

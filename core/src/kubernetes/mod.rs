@@ -221,15 +221,15 @@ fn has_rule_signature(cni: Cni, rules: &[ForeignRule]) -> Option<u32> {
 }
 
 /// Pod veths: links named like the CNI's with a /32 or /128 route of someone else.
-fn pod_veths<'a>(cni: Cni, view: &'a NodeView) -> Vec<&'a IfName> {
+fn pod_veths(cni: Cni, view: &NodeView) -> Vec<&IfName> {
     let mut out: Vec<&IfName> = view
         .links
         .iter()
         .filter(|l| is_veth_of(cni, l))
         .filter(|l| {
-            view.routes.iter().any(|r| {
-                r.dev.as_ref() == Some(l) && r.to.prefix_len() == r.to.max_prefix_len()
-            })
+            view.routes
+                .iter()
+                .any(|r| r.dev.as_ref() == Some(l) && r.to.prefix_len() == r.to.max_prefix_len())
         })
         .collect();
     out.sort();
@@ -258,7 +258,10 @@ pub fn decide(mode: Mode, view: &NodeView) -> Decision {
         let veths = pod_veths(cni, view);
         if !confs.is_empty() {
             let list: Vec<&str> = confs.iter().map(|s| s.as_str()).collect();
-            why.push(format!("{cni} configuration etc/cni/net.d/{}", list.join(", ")));
+            why.push(format!(
+                "{cni} configuration etc/cni/net.d/{}",
+                list.join(", ")
+            ));
         }
         if let Some(p) = rule {
             why.push(format!("{cni} rule at priority {p}"));
@@ -316,7 +319,12 @@ pub fn cni_role(view: &NodeView, iface: &IfName) -> Option<String> {
     view.rules
         .iter()
         .filter(|r| cni_prios.contains(&r.priority) && other_table(r.table))
-        .find(|r| view.routes.iter().filter(via_iface).any(|x| x.table == r.table))
+        .find(|r| {
+            view.routes
+                .iter()
+                .filter(via_iface)
+                .any(|x| x.table == r.table)
+        })
         .map(|r| {
             format!(
                 "the CNI's rule at priority {} looks up table {}, routed via {iface}",

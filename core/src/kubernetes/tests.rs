@@ -60,7 +60,8 @@ fn aws(conf: bool) -> NodeView {
     if conf {
         v.cni_confs = vec!["10-aws.conflist".to_owned()];
     }
-    v.links.extend([n("eth2"), n("eni1a2b3c4d5e6"), n("eni9f8e7d6c5b4")]);
+    v.links
+        .extend([n("eth2"), n("eni1a2b3c4d5e6"), n("eni9f8e7d6c5b4")]);
     v.rules.extend([
         rule(512, None, Some("10.0.0.11/32"), MAIN_TABLE),
         rule(512, None, Some("10.0.2.21/32"), MAIN_TABLE),
@@ -79,7 +80,8 @@ fn aws(conf: bool) -> NodeView {
 fn cilium() -> NodeView {
     let mut v = plain();
     v.cni_confs = vec!["05-cilium.conflist".to_owned()];
-    v.links.extend([n("eth2"), n("cilium_host"), n("lxc12ab34cd")]);
+    v.links
+        .extend([n("eth2"), n("cilium_host"), n("lxc12ab34cd")]);
     v.rules.extend([
         rule(20, None, Some("10.0.2.21/32"), MAIN_TABLE),
         rule(111, Some("10.0.2.21/32"), None, 12),
@@ -136,7 +138,10 @@ fn names_alone_are_not_enough() {
         .push(route(MAIN_TABLE, "10.0.0.11/32", None, "eni1a2b3c4d5e6"));
     let d = decide(Mode::Auto, &v);
     assert!(!d.node, "{d:?}");
-    assert!(d.summary().ends_with("no CNI configuration or rule: not enough"));
+    assert!(
+        d.summary()
+            .ends_with("no CNI configuration or rule: not enough")
+    );
     // Files that are not a CNI configuration, or hidden, do not count.
     let mut v = plain();
     v.cni_confs = vec![
@@ -158,7 +163,10 @@ fn names_alone_are_not_enough() {
 fn cilium_eni_mode_is_found() {
     let d = decide(Mode::Auto, &cilium());
     assert_eq!(d.cnis, [Cni::Cilium]);
-    assert!(d.why.contains(&"Cilium rule at priority 20".to_owned()), "{d:?}");
+    assert!(
+        d.why.contains(&"Cilium rule at priority 20".to_owned()),
+        "{d:?}"
+    );
     assert!(d.why.iter().any(|w| w.contains("lxc*")), "{d:?}");
     let mut v = cilium();
     v.cni_confs.clear();
@@ -169,10 +177,16 @@ fn cilium_eni_mode_is_found() {
 fn the_configuration_overrides_detection_both_ways() {
     let off = decide(Mode::Off, &aws(true));
     assert!(!off.node);
-    assert_eq!(off.summary(), "not a Kubernetes node: kubernetes: off (configuration)");
+    assert_eq!(
+        off.summary(),
+        "not a Kubernetes node: kubernetes: off (configuration)"
+    );
     let on = decide(Mode::On, &plain());
     assert!(on.node && on.cnis.is_empty());
-    assert_eq!(on.summary(), "Kubernetes node: kubernetes: on (configuration)");
+    assert_eq!(
+        on.summary(),
+        "Kubernetes node: kubernetes: on (configuration)"
+    );
     // `on` still names what it found.
     assert_eq!(decide(Mode::On, &aws(true)).cnis, [Cni::AwsVpc]);
     for (text, mode) in [("auto", Mode::Auto), ("on", Mode::On), ("off", Mode::Off)] {
@@ -206,7 +220,8 @@ fn the_cnis_enis_are_those_it_routes_and_no_others() {
     );
     // A foreign default route in main (DHCP) or in a reserved table is not a CNI's table.
     let mut v = plain();
-    v.routes.push(route(253, "0.0.0.0/0", Some("10.0.1.1"), "eth1"));
+    v.routes
+        .push(route(253, "0.0.0.0/0", Some("10.0.1.1"), "eth1"));
     assert_eq!(cni_role(&v, &n("eth1")), None);
 }
 
