@@ -43,13 +43,11 @@ pub struct PlanConfig {
     /// `ec2-net-utils`: hold secondary addresses from the metadata on the link.
     pub secondary_addresses: bool,
     /// A Kubernetes node with a VPC-native CNI (SPEC §3.7): the primary NIC's
-    /// secondary IPs and prefixes are the CNI's to hand to pods.
+    /// secondary IPs and prefixes are the CNI's to hand to pods, never an address
+    /// or a rule source. (The CNI's other ENIs are never planned: the hooks skip
+    /// them.)
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kubernetes: bool,
-    /// NICs whose secondary IPs and prefixes a CNI hands to pods, besides the
-    /// primary of a Kubernetes node.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub cni_interfaces: Vec<IfName>,
 }
 
 impl Default for PlanConfig {
@@ -61,7 +59,6 @@ impl Default for PlanConfig {
             primary_rules: false,
             secondary_addresses: true,
             kubernetes: false,
-            cni_interfaces: Vec::new(),
         }
     }
 }
@@ -225,7 +222,7 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
         ip.table = routed.map(|(t, _)| t);
         // The pods' addresses (SPEC §3.7): only the lease's own address stays a
         // rule source; no secondary IP or prefix becomes an address or a rule.
-        let pods = (cfg.kubernetes && primary) || cfg.cni_interfaces.contains(&link.name);
+        let pods = cfg.kubernetes && primary;
         let pod_free;
         let nic = if pods {
             pod_free = without_pod_addresses(nic, v4, v6);
