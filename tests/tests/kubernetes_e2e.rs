@@ -678,6 +678,42 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
         show.contains("# kubernetes (auto): Kubernetes node"),
         "{show}"
     );
+
+    // The CNI takes eth1 over (its table for device 1): the next refresh removes
+    // leasehook's objects on it, and only those, and leaves it alone from then on.
+    let t = cni_table(layout.cni, 1).to_string();
+    n.w.inst.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.98.1.1",
+        "dev",
+        "eth1",
+        "table",
+        &t,
+    ]);
+    let cni_now = cni_objects(&n);
+    let text = ok_text(&leasehook(&n, &["refresh", "-v"]));
+    assert!(
+        text.contains("eth1: unchanged (eth1 is the CNI's ENI")
+            && text.contains("removed 5 object(s) leasehook had applied to it"),
+        "{text}"
+    );
+    assert_eq!(n.w.our_rules(), Vec::<String>::new());
+    assert_eq!(n.w.our_routes(), Vec::<String>::new());
+    assert!(!n.w.root.join("run/leasehook/iface/eth1.json").exists());
+    assert!(
+        !n.w.inst
+            .addresses()
+            .contains(&"eth1 10.98.1.21/32".to_owned())
+    );
+    assert!(
+        n.w.inst
+            .ip(&["route", "show", "table", &t])
+            .contains("default via 10.98.1.1 dev eth1")
+    );
+    assert_eq!(cni_objects(&n), cni_now);
 }
 
 #[test]
