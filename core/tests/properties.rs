@@ -304,8 +304,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// A Kubernetes node (issue 19): the primary's secondary IPs and prefixes never
-    /// become an address or a rule source (only the lease's own address may have a
-    /// rule), and every other NIC is planned exactly as on any instance.
+    /// become an address or a rule source (only the lease's own address, or the
+    /// ENI's primary IP, may have a rule), and every other NIC is planned exactly as
+    /// on any instance.
     #[test]
     fn kubernetes_leaves_the_primarys_pod_addresses((inst, primary_rules, secondary_addresses) in instance()) {
         let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases };
@@ -319,15 +320,20 @@ proptest! {
                 continue;
             }
             prop_assert!(y.addresses.is_empty(), "{:?}", y.addresses);
-            let leased: Vec<IpAddr> = inst
+            // The lease's own address, or (while IMDS does not list the lease) the
+            // ENI's primary IP, IMDS's first entry: never a pod's.
+            let nic = inst.metadata.nic(y.mac).unwrap();
+            let own: Vec<IpAddr> = inst
                 .leases
                 .iter()
                 .filter(|l| l.interface == y.name)
                 .map(|l| l.lease.address)
+                .chain(nic.local_ipv4s.first().map(|a| IpAddr::V4(*a)))
+                .chain(nic.ipv6s.first().map(|a| IpAddr::V6(*a)))
                 .collect();
             for r in &y.rules {
                 prop_assert!(
-                    r.from.prefix_len() == r.from.max_prefix_len() && leased.contains(&r.from.addr()),
+                    r.from.prefix_len() == r.from.max_prefix_len() && own.contains(&r.from.addr()),
                     "rule {} is not from the lease's own address", r
                 );
             }
