@@ -129,15 +129,9 @@ impl NetlinkApplier {
 }
 
 impl NetlinkApplier {
-    /// The rules and routes other tools made (`ip rule` and `ip route show table
-    /// all` without leasehook's protocol and without the `local` table), for
-    /// [`crate::kubernetes`]: a CNI's rules and per-ENI tables. Read-only.
-    pub fn foreign_routing(
-        &mut self,
-        links: &LinkIndex,
-    ) -> Result<(Vec<ForeignRule>, Vec<ForeignRoute>)> {
-        let names: std::collections::BTreeMap<u32, IfName> =
-            links.iter().map(|(n, i)| (*i, n.clone())).collect();
+    /// The rules other tools made (`ip rule` without leasehook's protocol), for
+    /// [`crate::kubernetes`]: a CNI's rules. Read-only.
+    pub fn foreign_rules(&mut self) -> Result<Vec<ForeignRule>> {
         let handle = self.handle.clone();
         self.rt.block_on(async move {
             let mut rules = Vec::new();
@@ -151,6 +145,18 @@ impl NetlinkApplier {
                     .map_err(|e| nl_error("ip rule show", &e))?;
                 rules.extend(msgs.iter().filter_map(foreign_rule_of));
             }
+            Ok(rules)
+        })
+    }
+
+    /// The routes other tools made (`ip route show table all` without leasehook's
+    /// protocol and without the `local` table), for [`crate::kubernetes`]: a CNI's
+    /// per-ENI tables and pod routes. Read-only.
+    pub fn foreign_routes(&mut self, links: &LinkIndex) -> Result<Vec<ForeignRoute>> {
+        let names: std::collections::BTreeMap<u32, IfName> =
+            links.iter().map(|(n, i)| (*i, n.clone())).collect();
+        let handle = self.handle.clone();
+        self.rt.block_on(async move {
             let mut routes = Vec::new();
             let dumps = [
                 RouteMessageBuilder::<Ipv4Addr>::new().build(),
@@ -166,7 +172,7 @@ impl NetlinkApplier {
                     .map_err(|e| nl_error("ip route show table all", &e))?;
                 routes.extend(msgs.iter().filter_map(|m| foreign_route_of(m, &names)));
             }
-            Ok((rules, routes))
+            Ok(routes)
         })
     }
 }

@@ -222,18 +222,14 @@ fn has_rule_signature(cni: Cni, rules: &[ForeignRule]) -> Option<u32> {
 
 /// Pod veths: links named like the CNI's with a /32 or /128 route of someone else.
 fn pod_veths(cni: Cni, view: &NodeView) -> Vec<&IfName> {
-    let mut out: Vec<&IfName> = view
-        .links
+    let host_routed: std::collections::BTreeSet<&IfName> = view
+        .routes
         .iter()
-        .filter(|l| is_veth_of(cni, l))
-        .filter(|l| {
-            view.routes
-                .iter()
-                .any(|r| r.dev.as_ref() == Some(l) && r.to.prefix_len() == r.to.max_prefix_len())
-        })
+        .filter(|r| r.to.prefix_len() == r.to.max_prefix_len())
+        .filter_map(|r| r.dev.as_ref())
+        .filter(|d| is_veth_of(cni, d))
         .collect();
-    out.sort();
-    out
+    host_routed.into_iter().collect()
 }
 
 /// Decides (see the module docs): in `auto`, a node is a Kubernetes node when a
@@ -299,31 +295,25 @@ pub fn decide(mode: Mode, view: &NodeView) -> Decision {
 /// rule at a CNI priority looks up a table with a route through it. `None`: not
 /// the CNI's, route it as on any instance. Only meaningful on a Kubernetes node.
 pub fn cni_role(view: &NodeView, iface: &IfName) -> Option<String> {
-    let via_iface = |r: &&ForeignRoute| r.dev.as_ref() == Some(iface);
     let other_table = |t: u32| !crate::constants::RESERVED_TABLES.contains(&t);
-    if let Some(r) = view
-        .routes
-        .iter()
-        .filter(via_iface)
-        .find(|r| other_table(r.table) && r.to.prefix_len() == 0)
-    {
-        return Some(format!(
-            "table {} holds a default route via {iface} that another tool made (a CNI's per-ENI table)",
-            r.table
-        ));
+    // One pass over the routes: the tables routed via the ENI.
+    let mut tables = std::collections::BTreeSet::new();
+    for r in view.routes.iter().filter(|r| r.dev.as_ref() == Some(iface)) {
+        if other_table(r.table) && r.to.prefix_len() == 0 {
+            return Some(format!(
+                "table {} holds a default route via {iface} that another tool made (a CNI's per-ENI table)",
+                r.table
+            ));
+        }
+        tables.insert(r.table);
     }
-    let cni_prios: Vec<u32> = Cni::ALL
-        .iter()
-        .flat_map(|c| c.priorities().iter().copied())
-        .collect();
     view.rules
         .iter()
-        .filter(|r| cni_prios.contains(&r.priority) && other_table(r.table))
+        .filter(|r| other_table(r.table) && tables.contains(&r.table))
         .find(|r| {
-            view.routes
+            Cni::ALL
                 .iter()
-                .filter(via_iface)
-                .any(|x| x.table == r.table)
+                .any(|c| c.priorities().contains(&r.priority))
         })
         .map(|r| {
             format!(

@@ -39,21 +39,26 @@ pub fn cni_confs(root: &Path) -> Result<Vec<String>> {
 }
 
 /// Everything [`decide`] and [`super::cni_role`] read, from the files below `root`
-/// and the kernel of the current network namespace.
-pub fn node_view(root: &Path, applier: &mut NetlinkApplier) -> Result<NodeView> {
-    let cni_confs = cni_confs(root)?;
+/// and the kernel of the current network namespace. The routes are dumped only
+/// when `mode` is `on` or the files and rules already make this a Kubernetes node:
+/// a plain instance pays for one rule dump, not a dump of every table.
+pub fn node_view(mode: Mode, root: &Path, applier: &mut NetlinkApplier) -> Result<NodeView> {
+    let mut view = NodeView {
+        cni_confs: cni_confs(root)?,
+        rules: applier.foreign_rules()?,
+        ..NodeView::default()
+    };
+    if !decide(mode, &view).node {
+        return Ok(view);
+    }
     let kernel_links = applier.links()?;
     let index = kernel_links
         .iter()
         .map(|l| (l.name.clone(), l.index))
         .collect();
-    let (rules, routes) = applier.foreign_routing(&index)?;
-    Ok(NodeView {
-        cni_confs,
-        rules,
-        routes,
-        links: kernel_links.into_iter().map(|l| l.name).collect(),
-    })
+    view.routes = applier.foreign_routes(&index)?;
+    view.links = kernel_links.into_iter().map(|l| l.name).collect();
+    Ok(view)
 }
 
 /// Detects: `off` reads nothing; otherwise the node's view is gathered and decided on.
@@ -65,7 +70,7 @@ pub fn detect(
     let view = if mode == Mode::Off {
         NodeView::default()
     } else {
-        node_view(root, applier)?
+        node_view(mode, root, applier)?
     };
     Ok((decide(mode, &view), view))
 }
