@@ -679,6 +679,19 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
         "{show}"
     );
 
+    // A priority base before the CNI's rules is refused, and nothing changes.
+    let mut cmd = n.w.inst.command(leasehook_bin().to_str().unwrap());
+    cmd.envs(n.w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("LEASEHOOK_PRIORITY_BASE", "1000")
+        .args(["refresh", "-v"]);
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("priority_base") && err.contains("1536"),
+        "{out:?}"
+    );
+    check(&n, "after a refused priority_base");
+
     // The CNI takes eth1 over (its table for device 1): the next refresh removes
     // leasehook's objects on it, and only those, and leaves it alone from then on.
     let t = cni_table(layout.cni, 1).to_string();
