@@ -308,8 +308,19 @@ fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The `kubernetes` setting the hooks read below `root` (`auto` when the
+/// configuration cannot be read: the hooks would then change nothing at all).
+fn kubernetes_mode(root: &std::path::Path) -> leasehook_core::kubernetes::Mode {
+    let sources = Sources::from_env(hook::process_env()).with_root(Some(root.to_path_buf()));
+    config::load(&sources).map_or_else(
+        |_| leasehook_core::kubernetes::Mode::default(),
+        |l| l.settings.kubernetes,
+    )
+}
+
 pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
     let paths = Paths::new(&args.root);
+    let kube_mode = kubernetes_mode(&args.root);
     let (states, errors) = state::list_states(&paths);
     for e in &errors {
         log::warn!("{e}");
@@ -331,11 +342,13 @@ pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
             .collect();
         let all = serde_json::json!({
             "datasource": crate::boot_status::json(&args.root),
+            "kubernetes": crate::kube_status::json(kube_mode, &args.root),
             "interfaces": list,
         });
         return Ok(serde_json::to_string_pretty(&all)? + "\n");
     }
     let mut out = crate::boot_status::text(&args.root);
+    out.push_str(&crate::kube_status::text(kube_mode, &args.root, ""));
     if states.is_empty() {
         out.push_str("no interface has an applied plan\n");
     }

@@ -58,12 +58,20 @@ pub(crate) fn run(args: &ConfigArgs) -> anyhow::Result<String> {
                 .with_root(a.root.clone())
                 .with_file(a.config.clone());
             let loaded = config::load(&sources)?;
+            let (mode, root) = (loaded.settings.kubernetes, &loaded.settings.root);
             Ok(match a.format {
-                Format::Yaml => config::show_yaml(&loaded),
+                Format::Yaml => {
+                    config::show_yaml(&loaded) + &crate::kube_status::text(mode, root, "# ")
+                }
                 Format::Json => {
-                    serde_json::to_string_pretty(&config::show_json(&loaded))
-                        .context("failed to write JSON")?
-                        + "\n"
+                    let mut v = config::show_json(&loaded);
+                    if let Some(obj) = v.as_object_mut() {
+                        obj.insert(
+                            "kubernetes".to_owned(),
+                            crate::kube_status::json(mode, root),
+                        );
+                    }
+                    serde_json::to_string_pretty(&v).context("failed to write JSON")? + "\n"
                 }
             })
         }

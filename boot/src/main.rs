@@ -18,6 +18,7 @@ mod config_cmd;
 mod detect_cmd;
 mod generate_cmd;
 mod init_cmd;
+mod kube_status;
 mod plan_cmd;
 mod query_cmd;
 mod template;

@@ -9,6 +9,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 use leasehook_core::config::{self, Sources};
 use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
+use leasehook_core::kubernetes;
 use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
 use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use leasehook_core::{example, metadata, render};
@@ -148,7 +149,21 @@ fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
             "--no-secondary-addresses",
             args.no_secondary_addresses.then(|| "false".to_owned()),
         );
-    Ok(config::load(&sources)?.settings.plan)
+    let settings = config::load(&sources)?.settings;
+    let mut plan = settings.plan;
+    // `plan` reads no kernel: in auto, the CNI's configuration below the root decides.
+    plan.kubernetes = match settings.kubernetes {
+        kubernetes::Mode::On => true,
+        kubernetes::Mode::Off => false,
+        kubernetes::Mode::Auto => {
+            let view = kubernetes::NodeView {
+                cni_confs: kubernetes::observe::cni_confs(&settings.root)?,
+                ..kubernetes::NodeView::default()
+            };
+            kubernetes::decide(kubernetes::Mode::Auto, &view).node
+        }
+    };
+    Ok(plan)
 }
 
 pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<String> {

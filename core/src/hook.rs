@@ -16,6 +16,11 @@
 //!    within the total budget (30 s) and applies. The DHCP client is never held
 //!    longer than the synchronous budget.
 //!
+//! On a Kubernetes node with a VPC-native CNI ([`crate::kubernetes`]) the CNI's
+//! ENIs are left alone (the event is logged and skipped) and the primary's
+//! secondary IPs stay the pods'; the hook, the worker and `refresh` all ask the
+//! same gate.
+//!
 //! When the wait ends without IMDS agreeing, what the lease alone proves is applied
 //! if nothing was applied for that family before; otherwise the last applied state
 //! is kept. An IMDS error never removes anything.
@@ -57,6 +62,8 @@ pub struct HookConfig {
     pub imds_bind_interface: bool,
     /// NICs left alone.
     pub unmanaged: Vec<Unmanaged>,
+    /// `kubernetes`: auto, on or off.
+    pub kubernetes: crate::kubernetes::Mode,
 }
 
 /// The `--help` section on where a hook's settings come from, listing every
@@ -85,6 +92,7 @@ impl HookConfig {
             budget: s.imds.budget.max(s.imds.sync_budget),
             imds_bind_interface: s.imds.bind_interface,
             unmanaged: s.unmanaged.clone(),
+            kubernetes: s.kubernetes,
         }
     }
 
@@ -271,6 +279,13 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     if event.action() == Action::Remove {
         return remove(&mut applier, &paths, event).map(HookOutcome::Removed);
     }
+    let cfg = &match kubernetes_gate(&mut applier, cfg, &event.interface)? {
+        Gate::Plan(c) => c,
+        Gate::Cni(why) => {
+            return leave_to_cni(&mut applier, &paths, &event.interface, &why)
+                .map(HookOutcome::Kept);
+        }
+    };
     let link = find_link(&mut applier, &event.interface)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link)?;
@@ -405,7 +420,21 @@ pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOut
             ));
             continue;
         }
-        out.push(refresh_one(&mut applier, &paths, &st, cfg)?);
+        // The gate asks about the link's name now (it may have been renamed).
+        let now = applier
+            .links()?
+            .into_iter()
+            .find(|l| l.mac == Some(st.mac))
+            .map_or_else(|| name.clone(), |l| l.name);
+        let cfg = match kubernetes_gate(&mut applier, cfg, &now)? {
+            Gate::Plan(c) => c,
+            Gate::Cni(why) => {
+                let why = leave_to_cni(&mut applier, &paths, &name, &why)?;
+                out.push(RefreshOutcome::Kept(name, why));
+                continue;
+            }
+        };
+        out.push(refresh_one(&mut applier, &paths, &st, &cfg)?);
     }
     Ok(out)
 }
@@ -519,6 +548,63 @@ fn refresh_one(
     }
 }
 
+/// What the Kubernetes decision (SPEC §3.7, [`crate::kubernetes`]) says about
+/// planning one interface.
+enum Gate {
+    /// Plan with this configuration (on a Kubernetes node: the primary's pod
+    /// addresses left out).
+    Plan(HookConfig),
+    /// The CNI's ENI, and why: left alone.
+    Cni(String),
+}
+
+/// The one place the hooks, the worker and `refresh` ask whether this is a
+/// Kubernetes node and whether `name` is the CNI's ENI. On such a node a
+/// `priority_base` that would put leasehook's rules before the CNI's is refused.
+fn kubernetes_gate(applier: &mut NetlinkApplier, cfg: &HookConfig, name: &IfName) -> Result<Gate> {
+    let (decision, view) = crate::kubernetes::observe::detect(cfg.kubernetes, &cfg.root, applier)?;
+    if !decision.node {
+        return Ok(Gate::Plan(cfg.clone()));
+    }
+    crate::kubernetes::check_priorities(
+        true,
+        cfg.plan.priority_base.unwrap_or(cfg.plan.table_base),
+    )?;
+    if let Some(why) = crate::kubernetes::cni_role(&view, name) {
+        return Ok(Gate::Cni(format!(
+            "{name} is the CNI's ENI ({why}) on this {}: left alone",
+            decision.summary()
+        )));
+    }
+    log::debug!("{}", decision.summary());
+    let mut cfg = cfg.clone();
+    cfg.plan.kubernetes = true;
+    Ok(Gate::Plan(cfg))
+}
+
+/// Leaves the CNI's ENI `name` to the CNI: what leasehook applied to it before
+/// (from before the CNI took it over) goes, only leasehook's own objects (protocol
+/// 176). Returns the message to log.
+fn leave_to_cni(
+    applier: &mut NetlinkApplier,
+    paths: &Paths,
+    name: &IfName,
+    why: &str,
+) -> Result<String> {
+    let Some(recorded) = state::read_state_or_set_aside(paths, name) else {
+        return Ok(why.to_owned());
+    };
+    let report = apply::teardown(applier, name, None, Some(&recorded))?;
+    for e in &report.errors {
+        log::warn!("{e}");
+    }
+    state::remove_state(paths, name)?;
+    Ok(format!(
+        "{why}; removed {} object(s) leasehook had applied to it",
+        report.writes()
+    ))
+}
+
 /// The worker: finishes the wait a hook handed over. Returns `Kept` when a newer
 /// event came meanwhile.
 pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
@@ -556,6 +642,14 @@ fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<Hoo
     let left = Duration::from_millis(pending.deadline_ms.saturating_sub(state::unix_ms()))
         .max(Duration::from_millis(100));
     let mut applier = NetlinkApplier::try_new()?;
+    let cfg = &match kubernetes_gate(&mut applier, cfg, &event.interface)? {
+        Gate::Plan(c) => c,
+        Gate::Cni(why) => {
+            remove_pending(paths, &event.interface);
+            return leave_to_cni(&mut applier, paths, &event.interface, &why)
+                .map(HookOutcome::Kept);
+        }
+    };
     let link = find_link(&mut applier, &event.interface)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link)?;

@@ -41,6 +41,7 @@ pub mod event;
 pub mod example;
 pub mod hook;
 pub mod instance_data;
+pub mod kubernetes;
 pub mod logging;
 pub mod metadata;
 pub mod model;

@@ -42,6 +42,12 @@ pub struct PlanConfig {
     pub primary_rules: bool,
     /// `ec2-net-utils`: hold secondary addresses from the metadata on the link.
     pub secondary_addresses: bool,
+    /// A Kubernetes node with a VPC-native CNI (SPEC §3.7): the primary NIC's
+    /// secondary IPs and prefixes are the CNI's to hand to pods, never an address
+    /// or a rule source. (The CNI's other ENIs are never planned: the hooks skip
+    /// them.)
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kubernetes: bool,
 }
 
 impl Default for PlanConfig {
@@ -52,6 +58,7 @@ impl Default for PlanConfig {
             priority_base: None,
             primary_rules: false,
             secondary_addresses: true,
+            kubernetes: false,
         }
     }
 }
@@ -213,6 +220,26 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
             })
             .transpose()?;
         ip.table = routed.map(|(t, _)| t);
+        // The pods' addresses (SPEC §3.7): only the lease's own address stays a
+        // rule source; no secondary IP or prefix becomes an address or a rule.
+        let pods = cfg.kubernetes && primary;
+        let pod_free;
+        let nic = if pods {
+            pod_free = without_pod_addresses(nic, v4, v6);
+            &pod_free
+        } else {
+            nic
+        };
+        let no_addresses;
+        let cfg = if pods {
+            no_addresses = PlanConfig {
+                secondary_addresses: false,
+                ..cfg.clone()
+            };
+            &no_addresses
+        } else {
+            cfg
+        };
         if let Some(lease) = v4 {
             plan_v4(&mut ip, link, nic, lease, routed, cfg);
         }
@@ -226,6 +253,37 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
         out.push(ip);
     }
     Ok(out)
+}
+
+/// The NIC as a Kubernetes node's CNI leaves it to the host: its secondary IPs and
+/// prefixes belong to pods. Of `local-ipv4s` and `ipv6s` only the leased address
+/// stays (else the first entry, the ENI's primary IP, which no pod gets), so the
+/// planner still sees whether IMDS lists the lease.
+fn without_pod_addresses(nic: &NicMetadata, v4: Option<&Lease>, v6: Option<&Lease>) -> NicMetadata {
+    fn keep<T: Copy + PartialEq>(list: &mut Vec<T>, leased: Option<T>) {
+        match leased.filter(|l| list.contains(l)) {
+            Some(l) => *list = vec![l],
+            None => list.truncate(1),
+        }
+    }
+    let mut n = nic.clone();
+    n.ipv4_prefixes.clear();
+    n.ipv6_prefixes.clear();
+    keep(
+        &mut n.local_ipv4s,
+        v4.and_then(|l| match l.address {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        }),
+    );
+    keep(
+        &mut n.ipv6s,
+        v6.and_then(|l| match l.address {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        }),
+    );
+    n
 }
 
 fn plan_v4(

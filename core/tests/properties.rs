@@ -300,6 +300,50 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A Kubernetes node (issue 19): the primary's secondary IPs and prefixes never
+    /// become an address or a rule source (only the lease's own address, or the
+    /// ENI's primary IP, may have a rule), and every other NIC is planned exactly as
+    /// on any instance.
+    #[test]
+    fn kubernetes_leaves_the_primarys_pod_addresses((inst, primary_rules, secondary_addresses) in instance()) {
+        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases };
+        let plain = PlanConfig { primary_rules, secondary_addresses, ..PlanConfig::default() };
+        let kube = PlanConfig { kubernetes: true, ..plain.clone() };
+        let (a, b) = (plan(&input, &plain).unwrap(), plan(&input, &kube).unwrap());
+        prop_assert_eq!(a.interfaces.len(), b.interfaces.len());
+        for (x, y) in a.interfaces.iter().zip(&b.interfaces) {
+            if !y.primary {
+                prop_assert_eq!(x, y);
+                continue;
+            }
+            prop_assert!(y.addresses.is_empty(), "{:?}", y.addresses);
+            // The lease's own address, or (while IMDS does not list the lease) the
+            // ENI's primary IP, IMDS's first entry: never a pod's.
+            let nic = inst.metadata.nic(y.mac).unwrap();
+            let own: Vec<IpAddr> = inst
+                .leases
+                .iter()
+                .filter(|l| l.interface == y.name)
+                .map(|l| l.lease.address)
+                .chain(nic.local_ipv4s.first().map(|a| IpAddr::V4(*a)))
+                .chain(nic.ipv6s.first().map(|a| IpAddr::V6(*a)))
+                .collect();
+            for r in &y.rules {
+                prop_assert!(
+                    r.from.prefix_len() == r.from.max_prefix_len() && own.contains(&r.from.addr()),
+                    "rule {} is not from the lease's own address", r
+                );
+            }
+            // Nothing else changes: the table and routes are the same.
+            prop_assert_eq!(&x.routes, &y.routes);
+            prop_assert_eq!(x.table, y.table);
+        }
+    }
+}
+
 #[test]
 fn plan_is_deterministic_across_link_order() {
     let md = metadata::parse_tree(&leasehook_core::example::metadata()).unwrap();

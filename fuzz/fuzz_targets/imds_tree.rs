@@ -102,6 +102,11 @@ fuzz_target!(|data: &[u8]| {
             profile: Profile::CloudInit,
             ..PlanConfig::default()
         },
+        PlanConfig {
+            primary_rules: true,
+            kubernetes: true,
+            ..PlanConfig::default()
+        },
     ];
     for cfg in &configs {
         if let Ok(p) = plan::plan(&input, cfg) {

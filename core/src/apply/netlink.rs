@@ -33,6 +33,7 @@ use rtnetlink::{AddressMessageBuilder, Handle, IpVersion, RouteMessageBuilder};
 use super::{Applier, KernelLink, LinkIndex, Observed, PROTOCOL};
 use crate::diff::{Op, State};
 use crate::error::{Error, Result};
+use crate::kubernetes::{ForeignRoute, ForeignRule};
 use crate::model::{Address, IfName, MacAddr, Route, Rule, Scope};
 
 /// The tables whose rules and routes leasehook may own: everything but the
@@ -125,6 +126,117 @@ impl NetlinkApplier {
             }))
         })
     }
+}
+
+impl NetlinkApplier {
+    /// The rules other tools made (`ip rule` without leasehook's protocol), for
+    /// [`crate::kubernetes`]: a CNI's rules. Read-only.
+    pub fn foreign_rules(&mut self) -> Result<Vec<ForeignRule>> {
+        let handle = self.handle.clone();
+        self.rt.block_on(async move {
+            let mut rules = Vec::new();
+            for version in [IpVersion::V4, IpVersion::V6] {
+                let msgs: Vec<RuleMessage> = handle
+                    .rule()
+                    .get(version)
+                    .execute()
+                    .try_collect()
+                    .await
+                    .map_err(|e| nl_error("ip rule show", &e))?;
+                rules.extend(msgs.iter().filter_map(foreign_rule_of));
+            }
+            Ok(rules)
+        })
+    }
+
+    /// The routes other tools made (`ip route show table all` without leasehook's
+    /// protocol and without the `local` table), for [`crate::kubernetes`]: a CNI's
+    /// per-ENI tables and pod routes. Read-only.
+    pub fn foreign_routes(&mut self, links: &LinkIndex) -> Result<Vec<ForeignRoute>> {
+        let names: std::collections::BTreeMap<u32, IfName> =
+            links.iter().map(|(n, i)| (*i, n.clone())).collect();
+        let handle = self.handle.clone();
+        self.rt.block_on(async move {
+            let mut routes = Vec::new();
+            let dumps = [
+                RouteMessageBuilder::<Ipv4Addr>::new().build(),
+                RouteMessageBuilder::<Ipv6Addr>::new().build(),
+            ];
+            for query in dumps {
+                let msgs: Vec<RouteMessage> = handle
+                    .route()
+                    .get(query)
+                    .execute()
+                    .try_collect()
+                    .await
+                    .map_err(|e| nl_error("ip route show table all", &e))?;
+                routes.extend(msgs.iter().filter_map(|m| foreign_route_of(m, &names)));
+            }
+            Ok(routes)
+        })
+    }
+}
+
+fn foreign_rule_of(msg: &RuleMessage) -> Option<ForeignRule> {
+    let (mut src, mut dst) = (None, None);
+    let (mut table, mut priority) = (u32::from(msg.header.table), 0);
+    for a in &msg.attributes {
+        match a {
+            RuleAttribute::Protocol(p) if u8::from(*p) == PROTOCOL => return None,
+            RuleAttribute::Source(ip) => src = Some(*ip),
+            RuleAttribute::Destination(ip) => dst = Some(*ip),
+            RuleAttribute::Table(t) => table = *t,
+            RuleAttribute::Priority(p) => priority = *p,
+            _ => {}
+        }
+    }
+    if msg.header.action != RuleAction::ToTable {
+        table = 0;
+    }
+    Some(ForeignRule {
+        priority,
+        from: src.and_then(|ip| IpNet::new(ip, msg.header.src_len).ok()),
+        to: dst.and_then(|ip| IpNet::new(ip, msg.header.dst_len).ok()),
+        table,
+    })
+}
+
+fn foreign_route_of(
+    msg: &RouteMessage,
+    names: &std::collections::BTreeMap<u32, IfName>,
+) -> Option<ForeignRoute> {
+    if u8::from(msg.header.protocol) == PROTOCOL {
+        return None;
+    }
+    let (mut dst, mut via, mut oif, mut table) = (None, None, None, u32::from(msg.header.table));
+    for a in &msg.attributes {
+        match a {
+            RouteAttribute::Destination(d) => dst = route_ip(d),
+            RouteAttribute::Gateway(g) => via = route_ip(g),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Table(t) => table = *t,
+            _ => {}
+        }
+    }
+    // RT_TABLE_LOCAL: the kernel's own addresses.
+    if table == 255 {
+        return None;
+    }
+    let unspecified = match msg.header.address_family {
+        AddressFamily::Inet6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    };
+    let to = IpNet::new(
+        dst.unwrap_or(unspecified),
+        msg.header.destination_prefix_length,
+    )
+    .ok()?;
+    Some(ForeignRoute {
+        table,
+        to,
+        via,
+        dev: oif.and_then(|i| names.get(&i).cloned()),
+    })
 }
 
 fn link_of(msg: &LinkMessage) -> Option<KernelLink> {

@@ -110,6 +110,23 @@ pub const KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "kubernetes",
+        env: Some("LEASEHOOK_KUBERNETES"),
+        help: "a Kubernetes node with a VPC-native CNI: auto (detect), on or off (default auto; docs/kubernetes.md)",
+        set: |s, r| {
+            let v = match r {
+                // YAML 1.1 readers take a bare on/off for a boolean.
+                Raw::Yaml(Value::Bool(b)) => if *b { "on" } else { "off" }.to_owned(),
+                r => word(r)?,
+            };
+            s.kubernetes = v
+                .parse()
+                .map_err(|p: crate::error::Problem| p.to_string())?;
+            Ok(())
+        },
+        show: |s| json!(s.kubernetes.to_string()),
+    },
+    Key {
         name: "imds.endpoints",
         env: Some("LEASEHOOK_IMDS_ENDPOINTS"),
         help: "IMDS base URLs, tried in order (comma-separated in the environment; default http://169.254.169.254,http://[fd00:ec2::254])",

@@ -71,6 +71,8 @@ pub struct Settings {
     pub plan: PlanConfig,
     /// `unmanaged`: NICs leasehook leaves alone.
     pub unmanaged: Vec<Unmanaged>,
+    /// `kubernetes`: detect a Kubernetes node with a VPC-native CNI, or say so.
+    pub kubernetes: crate::kubernetes::Mode,
     /// `imds.*`.
     pub imds: ImdsSettings,
     /// `imdsv1_fallback`.
@@ -89,6 +91,7 @@ impl Default for Settings {
             root: PathBuf::from("/"),
             plan: PlanConfig::default(),
             unmanaged: Vec::new(),
+            kubernetes: crate::kubernetes::Mode::default(),
             imds: ImdsSettings::default(),
             imdsv1_fallback: false,
             datasource_list: None,
@@ -444,6 +447,7 @@ struct FileDoc {
     primary_rules: Option<Spanned<Value>>,
     secondary_addresses: Option<Spanned<Value>>,
     unmanaged: Option<Spanned<Value>>,
+    kubernetes: Option<Spanned<Value>>,
     imds: Option<ImdsDoc>,
     imdsv1_fallback: Option<Spanned<Value>>,
     datasource_list: Option<Spanned<Value>>,
@@ -503,6 +507,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("primary_rules", doc.primary_rules);
     put("secondary_addresses", doc.secondary_addresses);
     put("unmanaged", doc.unmanaged);
+    put("kubernetes", doc.kubernetes);
     put("imds.endpoints", imds.endpoints);
     put("imds.sync_budget_s", imds.sync_budget_s);
     put("imds.budget_s", imds.budget_s);
