@@ -7,7 +7,9 @@
 //! touch; the caller scopes it, so the diff deletes everything observed that the plan
 //! does not want. Operations come out in a safe order: rules are removed before the
 //! routes they point at, addresses are added before routes that use them as source,
-//! and rules are added last, so traffic is never steered into a half-filled table.
+//! on-link routes before the routes through a gateway they reach (and removed after
+//! them), and rules are added last, so traffic is never steered into a half-filled
+//! table.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -87,12 +89,13 @@ pub fn diff(desired: &Plan, observed: &State) -> Vec<Op> {
 pub fn diff_states(want: &State, have: &State) -> Vec<Op> {
     let mut ops = Vec::new();
     ops.extend(have.rules.difference(&want.rules).cloned().map(Op::DelRule));
-    ops.extend(
-        have.routes
-            .difference(&want.routes)
-            .cloned()
-            .map(Op::DelRoute),
-    );
+    // Routes through a gateway go before the on-link routes that may be the only
+    // way to that gateway, and come after them when added (below).
+    let (on_link, via): (Vec<&Route>, Vec<&Route>) = have
+        .routes
+        .difference(&want.routes)
+        .partition(|r| r.via.is_none());
+    ops.extend(via.into_iter().chain(on_link).cloned().map(Op::DelRoute));
     ops.extend(
         have.addresses
             .difference(&want.addresses)
@@ -105,12 +108,15 @@ pub fn diff_states(want: &State, have: &State) -> Vec<Op> {
             .cloned()
             .map(Op::AddAddress),
     );
-    ops.extend(
-        want.routes
-            .difference(&have.routes)
-            .cloned()
-            .map(Op::AddRoute),
-    );
+    // The kernel checks a gateway in the route's own table first: its link route
+    // must be there before the default route through it, because the main table
+    // may not reach the gateway (a CNI took the subnet route out of main, a /32
+    // lease).
+    let (on_link, via): (Vec<&Route>, Vec<&Route>) = want
+        .routes
+        .difference(&have.routes)
+        .partition(|r| r.via.is_none());
+    ops.extend(on_link.into_iter().chain(via).cloned().map(Op::AddRoute));
     ops.extend(want.rules.difference(&have.rules).cloned().map(Op::AddRule));
     ops
 }
@@ -186,6 +192,39 @@ mod tests {
         assert_eq!(
             undo[0].to_string(),
             "ip -4 rule del from 10.0.1.20/32 lookup 10001 priority 10001"
+        );
+    }
+
+    #[test]
+    fn on_link_routes_come_before_the_routes_through_their_gateway() {
+        let dev = IfName::try_new("eth1").unwrap();
+        let default = Route {
+            to: "0.0.0.0/0".parse().unwrap(),
+            via: Some("10.0.1.1".parse().unwrap()),
+            dev: dev.clone(),
+            scope: None,
+            src: None,
+            table: 10001,
+        };
+        let subnet = Route {
+            to: "10.0.1.0/24".parse().unwrap(),
+            via: None,
+            dev,
+            scope: Some(crate::model::Scope::Link),
+            src: Some("10.0.1.20".parse().unwrap()),
+            table: 10001,
+        };
+        let want = State {
+            routes: [default.clone(), subnet.clone()].into(),
+            ..State::default()
+        };
+        assert_eq!(
+            diff_states(&want, &State::default()),
+            vec![Op::AddRoute(subnet.clone()), Op::AddRoute(default.clone())]
+        );
+        assert_eq!(
+            diff_states(&State::default(), &want),
+            vec![Op::DelRoute(default), Op::DelRoute(subnet)]
         );
     }
 }

@@ -375,6 +375,44 @@ fn flush_after_the_link_was_deleted_removes_its_rules() {
     assert!(!dir.0.join("run/leasehook/iface/eth1.json").exists());
 }
 
+/// The gateway of a table's default route is reachable only through that table's
+/// own link route when the main table has no route to the subnet (a Kubernetes CNI
+/// that took the ENI's subnet route out of main, a /32 lease): the kernel checks the
+/// gateway in the route's table first, so apply must add on-link routes before the
+/// routes through a gateway, and delete them after.
+#[test]
+fn a_default_route_whose_gateway_only_the_table_reaches() {
+    let ns = example_ns("onlink");
+    let dir = TempDir::new("onlink");
+    ns.ip(&["route", "del", "10.98.1.0/24", "dev", "eth1"]);
+    let plan = plan_json(&dir, &["--example"]);
+    let out = apply(&ns, &dir, &plan);
+    assert!(
+        out.ends_with("12 change(s): 12 added, 0 removed\n"),
+        "{out}"
+    );
+    let routes = ns.routes();
+    assert!(
+        routes
+            .iter()
+            .any(|r| r == "default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176"),
+        "{routes:#?}"
+    );
+    let out = ok(&leasehook(
+        &ns,
+        &[
+            "flush",
+            "-v",
+            "--root",
+            dir.0.to_str().unwrap(),
+            "--iface",
+            "eth1",
+        ],
+    ));
+    assert!(out.ends_with("removed\n"), "{out}");
+    assert!(!ns.routes().iter().any(|r| r.contains("table 10001")));
+}
+
 /// Two namespaces as an instance and its VPC router. The router drops packets whose
 /// source does not belong to the link they arrive on (`rp_filter=1`, as an ENI's
 /// source/destination check does), so a connection from the secondary address only
