@@ -128,6 +128,10 @@ pub enum Request {
     Listing,
     /// One key of the MAC folder.
     Key(NicKey),
+    /// The primary NIC's `network-card`, read once when this NIC's folder does
+    /// not list its own: whether the instance type serves the key at all (see the
+    /// module docs).
+    PrimaryNetworkCard(MacAddr),
 }
 
 impl Request {
@@ -137,6 +141,10 @@ impl Request {
             Self::PrimaryMac => format!("{IMDS_META_DATA}/mac"),
             Self::Listing => format!("{IMDS_META_DATA}/{MACS_PATH}/{mac}/"),
             Self::Key(k) => format!("{IMDS_META_DATA}/{MACS_PATH}/{mac}/{}", k.name()),
+            Self::PrimaryNetworkCard(primary) => format!(
+                "{IMDS_META_DATA}/{MACS_PATH}/{primary}/{}",
+                NicKey::NetworkCard.name()
+            ),
         }
     }
 }
@@ -216,6 +224,8 @@ pub struct Fetched {
     primary_mac: Option<Leaf>,
     listing: Listing,
     keys: BTreeMap<NicKey, Leaf>,
+    /// The primary's `network-card`, when it was asked: (the primary's MAC, answer).
+    primary_card: Option<(MacAddr, Leaf)>,
 }
 
 /// What is known of the MAC folder.
@@ -254,12 +264,33 @@ impl Fetched {
             Request::Key(k) => {
                 self.keys.insert(k, leaf(answer));
             }
+            Request::PrimaryNetworkCard(primary) => {
+                self.primary_card = Some((primary, leaf(answer)));
+            }
         }
     }
 
     /// Whether the MAC folder is known to exist.
     pub fn folder_exists(&self) -> bool {
         matches!(self.listing, Listing::Entries(_))
+    }
+
+    /// The primary's MAC, once `meta-data/mac` answered with one.
+    fn primary(&self) -> Option<MacAddr> {
+        match &self.primary_mac {
+            Some(Leaf::Value(v)) => v.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// Whether the primary's `network-card` is still to be asked: this NIC is not
+    /// the primary and IMDS gave it no `network-card` of its own, so only another
+    /// NIC can tell whether the key is late (a multi-card type) or not served at
+    /// all (card 0). Asked once per event.
+    fn needs_primary_card(&self, event: &NicEvent) -> Option<MacAddr> {
+        let primary = self.primary().filter(|p| *p != event.mac)?;
+        let own = matches!(self.keys.get(&NicKey::NetworkCard), Some(Leaf::Value(_)));
+        (self.folder_exists() && !own && self.primary_card.is_none()).then_some(primary)
     }
 
     fn is_listed(&self, key: NicKey) -> bool {
@@ -307,6 +338,26 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
             .collect();
         let path = format!("{MACS_PATH}/{}", event.mac);
         nics.push(parse_nic(event.mac, &path, &folder)?);
+    }
+    // What the primary says of `network-card` is what tells a late key from one
+    // the instance type does not serve; the planner reads it from the primary's
+    // (otherwise empty) entry.
+    if let (Some((mac, Leaf::Value(v))), Some(primary)) = (&fetched.primary_card, primary_mac)
+        && *mac == primary
+        && primary != event.mac
+    {
+        let folder: Map<String, Value> = [(
+            NicKey::NetworkCard.name().to_owned(),
+            Value::String(v.clone()),
+        )]
+        .into_iter()
+        .collect();
+        nics.push(parse_nic(
+            primary,
+            &format!("{MACS_PATH}/{primary}"),
+            &folder,
+        )?);
+        nics.sort_by_key(|n| n.mac);
     }
     let network = InstanceNetwork { primary_mac, nics };
     let links = [Link {
@@ -359,6 +410,7 @@ fn request_for(missing: &Missing) -> Option<Request> {
         Missing::DeviceNumber | Missing::DeviceNumberNotPropagated => {
             Some(Request::Key(NicKey::DeviceNumber))
         }
+        Missing::NetworkCardNotPropagated => Some(Request::Key(NicKey::NetworkCard)),
         Missing::LeaseAddress { address } => by_family(
             NicKey::LocalIpv4s,
             NicKey::Ipv6s,
@@ -397,13 +449,17 @@ pub fn next_request(
         // Keys cannot be told absent before the folder exists.
         return due(Request::Listing, true).then_some(Request::Listing);
     }
-    event.keys().into_iter().map(Request::Key).find(|r| {
+    let key = event.keys().into_iter().map(Request::Key).find(|r| {
         let Request::Key(k) = *r else { return false };
         let needed = match fetched.keys.get(&k) {
             None => fetched.is_listed(k) || again.contains(r),
             Some(_) => again.contains(r),
         };
         due(*r, needed)
+    });
+    key.or_else(|| {
+        let probe = Request::PrimaryNetworkCard(fetched.needs_primary_card(event)?);
+        due(probe, true).then_some(probe)
     })
 }
 
@@ -542,6 +598,8 @@ mod tests {
                 Request::Key(NicKey::LocalIpv4s),
                 Request::Key(NicKey::SubnetIpv4),
                 Request::Key(NicKey::InterfaceId),
+                // No network-card of its own: does the instance type serve it?
+                Request::PrimaryNetworkCard(PRIMARY.parse().unwrap()),
             ]
         );
         let done = assess(&ev, &state).unwrap();
@@ -573,7 +631,7 @@ mod tests {
             (Request::Key(NicKey::Ipv6Prefix), "2600:0:0:0:8000::/80"),
         ]);
         let start = assess(&ev, &state).unwrap();
-        assert_eq!(round(&ev, &mut state, &start.missing, &t1).len(), 5);
+        assert_eq!(round(&ev, &mut state, &start.missing, &t1).len(), 6);
         let a1 = assess(&ev, &state).unwrap();
         assert_eq!(
             a1.missing,
@@ -666,6 +724,7 @@ mod tests {
                 Request::Key(NicKey::LocalIpv4s),
                 Request::Key(NicKey::SubnetIpv4),
                 Request::Key(NicKey::Ipv4Prefix),
+                Request::PrimaryNetworkCard(PRIMARY.parse().unwrap()),
             ]
         );
         let a2 = assess(&ev, &state).unwrap();
