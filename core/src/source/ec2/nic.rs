@@ -12,7 +12,7 @@
 //!
 //! | key | needed for | required |
 //! |---|---|---|
-//! | `device-number` | every lease | yes: the table number; `0` only on the primary MAC |
+//! | `device-number` | every lease | yes: the table number; `0` only on the primary MAC or a card other than 0 |
 //! | `network-card` | every lease | no: absent on single-card instance types (card 0) |
 //! | `local-ipv4s` | DHCPv4 | yes: must hold the leased address |
 //! | `subnet-ipv4-cidr-block` | DHCPv4 | yes: the subnet route |
@@ -24,7 +24,18 @@
 //!
 //! A required key that is absent, or that does not yet say what the lease proves,
 //! is asked for again in the next round (directly, without the listing); an
-//! optional key is read once.
+//! optional key is read once, except `network-card` while it is late (below).
+//!
+//! # Multi-card instance types
+//!
+//! `network-card` absent means card 0 on a single-card type and "not propagated
+//! yet" on a multi-card type, which serves the key on every NIC. When the event's
+//! NIC has none of its own (and is not the primary), the primary's
+//! `macs/<primary>/network-card` is read once, after this NIC's keys: a value there
+//! means the type serves the key, and the planner then reports
+//! [`Missing::NetworkCardNotPropagated`] for this NIC, whose `network-card` is asked
+//! again, directly, every round until it answers. A 404 there means a single-card
+//! type: card 0. A NIC that names its own card costs no extra request.
 //!
 //! # When IMDS agrees
 //!
