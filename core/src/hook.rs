@@ -216,20 +216,97 @@ fn lock_for_event(paths: &Paths, name: &IfName) -> Result<state::InterfaceLock> 
     }
 }
 
-/// The hooks and `refresh` plan one NIC at a time, which only the ec2-net-utils
-/// profile can: cloud-init's numbering needs every NIC (planned alone, a NIC
-/// would get no rules, and its applied ones would be removed).
-fn check_profile(cfg: &HookConfig) -> Result<()> {
-    if cfg.plan.profile == Profile::Ec2NetUtils {
-        return Ok(());
+/// The OS's links with a MAC, for the `cloud-init` profile, which numbers a NIC by
+/// its position among all NICs present in both the OS and IMDS; empty for
+/// `ec2-net-utils`, whose table depends on the NIC alone. A MAC held by several
+/// links (a VLAN on a NIC) counts once, by its first link in name order.
+fn os_links<A: Applier + ?Sized>(applier: &mut A, cfg: &HookConfig) -> Result<Vec<Link>> {
+    if cfg.plan.profile != Profile::CloudInit {
+        return Ok(Vec::new());
     }
-    Err(Error::Argument {
-        arg: "profile".to_owned(),
-        problem: crate::error::Problem::bad(
-            "hooks and refresh plan one NIC at a time, which only the ec2-net-utils profile can (cloud-init's numbering needs every NIC); nothing changed",
-            &cfg.plan.profile.to_string(),
-        ),
-    })
+    let mut links: Vec<Link> = applier
+        .links()?
+        .into_iter()
+        .filter_map(|k| {
+            Some(Link {
+                name: k.name,
+                mac: k.mac?,
+                ipv6_router: None,
+            })
+        })
+        .collect();
+    links.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut seen = std::collections::BTreeSet::new();
+    links.retain(|l| seen.insert(l.mac));
+    Ok(links)
+}
+
+/// Plans `link` alone: with `ec2-net-utils` from its own metadata, with
+/// `cloud-init` among `os_links` (its position comes from every NIC's
+/// `network-card`/`device-number` in `network`), and keeps only that interface
+/// and the families of `leases`, the objects this event or refresh may change.
+fn plan_one(
+    cfg: &HookConfig,
+    network: &crate::model::InstanceNetwork,
+    link: &Link,
+    os_links: &[Link],
+    leases: &[crate::model::Lease],
+) -> Result<crate::model::Plan> {
+    let mut links: Vec<Link> = os_links
+        .iter()
+        .filter(|l| l.name != link.name && l.mac != link.mac)
+        .cloned()
+        .collect();
+    links.push(link.clone());
+    let iface_leases: Vec<InterfaceLease> = leases
+        .iter()
+        .map(|l| InterfaceLease {
+            interface: link.name.clone(),
+            lease: l.clone(),
+        })
+        .collect();
+    let mut p = plan(
+        &PlanInput {
+            metadata: network,
+            links: &links,
+            leases: &iface_leases,
+        },
+        &cfg.plan,
+    )?;
+    let families: Vec<crate::model::Family> = leases.iter().map(|l| l.family).collect();
+    p.interfaces.retain(|ip| ip.name == link.name);
+    for ip in &mut p.interfaces {
+        ip.families.retain(|f| families.contains(f));
+        ip.routes.retain(|r| families.contains(&r.family()));
+        ip.rules.retain(|r| families.contains(&r.family()));
+        ip.addresses.retain(|a| families.contains(&a.family()));
+        // cloud-init sets the table for either family's policy routing.
+        if cfg.plan.profile == Profile::CloudInit && ip.routes.is_empty() && ip.rules.is_empty()
+        {
+            ip.table = None;
+        }
+    }
+    Ok(p)
+}
+
+/// With `cloud-init` numbering, a NIC's table follows its position, which moves
+/// when a NIC is attached before it in the order or detached: the table the plan
+/// wants may still be another interface's, recorded when it was applied. Its
+/// routes would collide (EEXIST) and its rules would be taken over, so this NIC
+/// waits until that interface has moved (its next event or `refresh`).
+fn table_held_by_other(paths: &Paths, p: &crate::model::Plan, name: &IfName) -> Option<String> {
+    let table = p.interfaces.iter().find_map(|ip| ip.table)?;
+    let (states, _) = state::list_states(paths);
+    states
+        .iter()
+        .find(|st| &st.name != name && st.tables().contains(&table))
+        .map(|st| {
+            format!(
+                "table {table} (this NIC's position in the cloud-init order) is still {}'s: \
+                 nothing changed until it moves (its next event or refresh)",
+                st.name
+            )
+        })
 }
 
 /// Handles one event from a shim. `worker` is the shim's own executable, started
@@ -238,7 +315,6 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     if event.action() == Action::Ignore {
         return Ok(HookOutcome::Ignored);
     }
-    check_profile(cfg)?;
     if !cfg.unmanaged.is_empty() {
         let mac = NetlinkApplier::try_new()?
             .links()?
@@ -272,11 +348,12 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
         return remove(&mut applier, &paths, event).map(HookOutcome::Removed);
     }
     let link = find_link(&mut applier, &event.interface)?;
+    let os = os_links(&mut applier, cfg)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
-    let nic = nic_event(event, &link)?;
+    let nic = nic_event(event, &link, &os)?;
     match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget)) {
         Outcome::Complete(network) => {
-            apply_outcome(&mut applier, &paths, event, &link, &network, cfg, false)
+            apply_outcome(&mut applier, &paths, event, &link, &os, &network, cfg, false)
         }
         Outcome::Failed(e) if !retryable(&e) => Ok(HookOutcome::Kept(unanswered(&e))),
         Outcome::Partial { .. } | Outcome::Failed(_) if cfg.budget > cfg.sync_budget => {
@@ -297,7 +374,7 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
         }
         Outcome::Partial { network, missing } => {
             log_missing(&missing);
-            apply_outcome(&mut applier, &paths, event, &link, &network, cfg, true)
+            apply_outcome(&mut applier, &paths, event, &link, &os, &network, cfg, true)
         }
         Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
     }
@@ -374,7 +451,6 @@ fn touch(path: &Path) {
 /// another name by its MAC takes them over. Each interface is handled under its lock,
 /// so a refresh never races a lease event.
 pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
-    check_profile(cfg)?;
     let paths = Paths::new(&cfg.root);
     let (states, errors) = state::list_states(&paths);
     for e in errors {
@@ -449,7 +525,9 @@ fn refresh_one(
         mac: st.mac,
         ipv6_router: applier.ipv6_default_router(k.index)?,
     };
-    let nic = NicEvent::try_new(to.clone(), st.mac, leases.clone())?;
+    let os = os_links(applier, cfg)?;
+    let nic =
+        NicEvent::try_new(to.clone(), st.mac, leases.clone())?.with_peers(os.iter().map(|l| l.mac));
     // One client per NIC, bound to it; the token comes from the shared cache.
     let ec2 = nic_client(cfg, &to, &leases)?;
     let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget));
@@ -483,21 +561,11 @@ fn refresh_one(
             st.mac
         );
     }
-    let iface_leases: Vec<InterfaceLease> = leases
-        .iter()
-        .map(|l| InterfaceLease {
-            interface: to.clone(),
-            lease: l.clone(),
-        })
-        .collect();
-    let p = plan(
-        &PlanInput {
-            metadata: &network,
-            links: &[link],
-            leases: &iface_leases,
-        },
-        &cfg.plan,
-    )?;
+    let p = plan_one(cfg, &network, &link, &os, &leases)?;
+    if let Some(why) = table_held_by_other(paths, &p, &to) {
+        log::warn!("{to}: {why}");
+        return Ok(RefreshOutcome::Kept(name, why));
+    }
     let report = apply::apply_plan(applier, &p, previous.as_slice())?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
@@ -557,8 +625,9 @@ fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<Hoo
         .max(Duration::from_millis(100));
     let mut applier = NetlinkApplier::try_new()?;
     let link = find_link(&mut applier, &event.interface)?;
+    let os = os_links(&mut applier, cfg)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
-    let nic = nic_event(event, &link)?;
+    let nic = nic_event(event, &link, &os)?;
     let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left));
     // The wait is over: from here on a newer event must not stop this worker (a
     // SIGTERM halfway through the writes would leave them unrecorded), so the
@@ -567,11 +636,11 @@ fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<Hoo
     remove_pending(paths, &event.interface);
     match outcome {
         Outcome::Complete(network) => {
-            apply_outcome(&mut applier, paths, event, &link, &network, cfg, false)
+            apply_outcome(&mut applier, paths, event, &link, &os, &network, cfg, false)
         }
         Outcome::Partial { network, missing } => {
             log_missing(&missing);
-            apply_outcome(&mut applier, paths, event, &link, &network, cfg, true)
+            apply_outcome(&mut applier, paths, event, &link, &os, &network, cfg, true)
         }
         Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
     }
@@ -632,15 +701,20 @@ fn find_link(applier: &mut NetlinkApplier, name: &IfName) -> Result<(Link, u32)>
     ))
 }
 
-fn nic_event(event: &LeaseEvent, link: &(Link, u32)) -> Result<NicEvent> {
-    NicEvent::try_new(event.interface.clone(), link.0.mac, vec![lease_of(event)?])
+fn nic_event(event: &LeaseEvent, link: &(Link, u32), os: &[Link]) -> Result<NicEvent> {
+    Ok(
+        NicEvent::try_new(event.interface.clone(), link.0.mac, vec![lease_of(event)?])?
+            .with_peers(os.iter().map(|l| l.mac)),
+    )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn apply_outcome<A: Applier>(
     applier: &mut A,
     paths: &Paths,
     event: &LeaseEvent,
     link: &(Link, u32),
+    os: &[Link],
     network: &crate::model::InstanceNetwork,
     cfg: &HookConfig,
     partial: bool,
@@ -656,19 +730,11 @@ fn apply_outcome<A: Applier>(
             event.family
         )));
     }
-    let leases = [InterfaceLease {
-        interface: event.interface.clone(),
-        lease: lease_of(event)?,
-    }];
-    let links = [link.0.clone()];
-    let p = plan(
-        &PlanInput {
-            metadata: network,
-            links: &links,
-            leases: &leases,
-        },
-        &cfg.plan,
-    )?;
+    let p = plan_one(cfg, network, &link.0, os, &[lease_of(event)?])?;
+    if let Some(why) = table_held_by_other(paths, &p, &event.interface) {
+        log::warn!("{why}");
+        return Ok(HookOutcome::Kept(why));
+    }
     if partial {
         match p.interfaces.first().and_then(|i| i.table) {
             Some(t) => log::warn!("applying what the lease alone proves (table {t})"),

@@ -143,6 +143,11 @@ pub enum Request {
     /// not list its own: whether the instance type serves the key at all (see the
     /// module docs).
     PrimaryNetworkCard(MacAddr),
+    /// The `macs/` listing: which MACs IMDS knows (the `cloud-init` profile's
+    /// order, see [`NicEvent::with_peers`]).
+    Macs,
+    /// A key (`device-number` or `network-card`) of another NIC of the OS.
+    Peer(MacAddr, NicKey),
 }
 
 impl Request {
@@ -156,6 +161,8 @@ impl Request {
                 "{IMDS_META_DATA}/{MACS_PATH}/{primary}/{}",
                 NicKey::NetworkCard.name()
             ),
+            Self::Macs => format!("{IMDS_META_DATA}/{MACS_PATH}/"),
+            Self::Peer(peer, k) => format!("{IMDS_META_DATA}/{MACS_PATH}/{peer}/{}", k.name()),
         }
     }
 }
@@ -166,6 +173,7 @@ pub struct NicEvent {
     interface: IfName,
     mac: MacAddr,
     leases: Vec<Lease>,
+    peers: BTreeSet<MacAddr>,
 }
 
 impl NicEvent {
@@ -189,7 +197,25 @@ impl NicEvent {
             interface,
             mac,
             leases,
+            peers: BTreeSet::new(),
         })
+    }
+
+    /// Also reads the position keys of the OS's other NICs (`peers`, their MACs):
+    /// the `macs/` listing once, then `device-number` of each peer IMDS lists, and
+    /// its `network-card` when the instance type serves the key. What the
+    /// `cloud-init` profile needs to number this NIC by its position among all
+    /// NICs present in both the OS and IMDS, as cloud-init does, from the metadata
+    /// and never from which leases were seen. Each is read once per event.
+    #[must_use]
+    pub fn with_peers(mut self, peers: impl IntoIterator<Item = MacAddr>) -> Self {
+        self.peers = peers.into_iter().filter(|m| *m != self.mac).collect();
+        self
+    }
+
+    /// The other NICs whose position keys this event reads.
+    pub fn peers(&self) -> &BTreeSet<MacAddr> {
+        &self.peers
     }
 
     /// The interface.
@@ -237,6 +263,10 @@ pub struct Fetched {
     keys: BTreeMap<NicKey, Leaf>,
     /// The primary's `network-card`, when it was asked: (the primary's MAC, answer).
     primary_card: Option<(MacAddr, Leaf)>,
+    /// The `macs/` listing, when asked (`None` inside: 404).
+    macs: Option<Option<BTreeSet<MacAddr>>>,
+    /// Peers' keys.
+    peer_keys: BTreeMap<(MacAddr, NicKey), Leaf>,
 }
 
 /// What is known of the MAC folder.
@@ -278,6 +308,16 @@ impl Fetched {
             Request::PrimaryNetworkCard(primary) => {
                 self.primary_card = Some((primary, leaf(answer)));
             }
+            Request::Macs => {
+                self.macs = Some(answer.map(|body| {
+                    body.lines()
+                        .filter_map(|l| l.trim().trim_end_matches('/').parse().ok())
+                        .collect()
+                }));
+            }
+            Request::Peer(peer, k) => {
+                self.peer_keys.insert((peer, k), leaf(answer));
+            }
         }
     }
 
@@ -299,7 +339,10 @@ impl Fetched {
     /// NIC can tell whether the key is late (a multi-card type) or not served at
     /// all (card 0). Asked once per event.
     fn needs_primary_card(&self, event: &NicEvent) -> Option<MacAddr> {
-        let primary = self.primary().filter(|p| *p != event.mac)?;
+        // A peer's network-card (the primary's among them) says as much.
+        let primary = self
+            .primary()
+            .filter(|p| *p != event.mac && !event.peers.contains(p))?;
         let own = matches!(self.keys.get(&NicKey::NetworkCard), Some(Leaf::Value(_)));
         (self.folder_exists() && !own && self.primary_card.is_none()).then_some(primary)
     }
@@ -349,6 +392,21 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
             .collect();
         let path = format!("{MACS_PATH}/{}", event.mac);
         nics.push(parse_nic(event.mac, &path, &folder)?);
+    }
+    // Peers: only the position keys, for the cloud-init order and for telling a
+    // late network-card from one the type does not serve.
+    if let Some(Some(listed)) = &fetched.macs {
+        for peer in listed.iter().filter(|m| event.peers.contains(m)) {
+            let folder: Map<String, Value> = [NicKey::DeviceNumber, NicKey::NetworkCard]
+                .into_iter()
+                .filter_map(|k| match fetched.peer_keys.get(&(*peer, k)) {
+                    Some(Leaf::Value(v)) => Some((k.name().to_owned(), Value::String(v.clone()))),
+                    _ => None,
+                })
+                .collect();
+            nics.push(parse_nic(*peer, &format!("{MACS_PATH}/{peer}"), &folder)?);
+        }
+        nics.sort_by_key(|n| n.mac);
     }
     // What the primary says of `network-card` is what tells a late key from one
     // the instance type does not serve; the planner reads it from the primary's
@@ -471,6 +529,53 @@ pub fn next_request(
     key.or_else(|| {
         let probe = Request::PrimaryNetworkCard(fetched.needs_primary_card(event)?);
         due(probe, true).then_some(probe)
+    })
+    .or_else(|| next_peer_request(event, fetched))
+}
+
+/// The next position key of a peer, each asked once: the `macs/` listing, then
+/// per listed peer `device-number`, and `network-card` when the type serves it
+/// (this NIC or a peer has one; asked after every `device-number`, so that the
+/// first peer's answer, the primary's on a multi-card type, decides for all).
+fn next_peer_request(event: &NicEvent, fetched: &Fetched) -> Option<Request> {
+    if event.peers.is_empty() || !fetched.folder_exists() {
+        return None;
+    }
+    let Some(listed) = &fetched.macs else {
+        return Some(Request::Macs);
+    };
+    let listed: Vec<MacAddr> = listed
+        .iter()
+        .flatten()
+        .filter(|m| event.peers.contains(m))
+        .copied()
+        .collect();
+    let unasked = |k: NicKey| {
+        listed
+            .iter()
+            .map(move |m| Request::Peer(*m, k))
+            .find(|r| matches!(r, Request::Peer(m, k) if !fetched.peer_keys.contains_key(&(*m, *k))))
+    };
+    unasked(NicKey::DeviceNumber).or_else(|| {
+        let own = matches!(fetched.keys.get(&NicKey::NetworkCard), Some(Leaf::Value(_)));
+        let any_peer = fetched
+            .peer_keys
+            .iter()
+            .any(|((_, k), v)| *k == NicKey::NetworkCard && matches!(v, Leaf::Value(_)));
+        // The primary (else the first listed peer) is asked in any case: a 404
+        // there means a single-card type, and the others are not asked.
+        let first = fetched
+            .primary()
+            .filter(|p| listed.contains(p))
+            .or_else(|| listed.first().copied());
+        match first {
+            Some(m) if !fetched.peer_keys.contains_key(&(m, NicKey::NetworkCard)) => {
+                Some(Request::Peer(m, NicKey::NetworkCard))
+            }
+            _ => (own || any_peer)
+                .then(|| unasked(NicKey::NetworkCard))
+                .flatten(),
+        }
     })
 }
 
@@ -747,6 +852,82 @@ mod tests {
             [Request::Key(NicKey::SubnetIpv4)]
         );
         assert!(assess(&ev, &state).unwrap().is_complete());
+    }
+
+    #[test]
+    fn peers_are_read_once_for_the_cloud_init_order() {
+        const THIRD: &str = "02:00:00:00:00:03";
+        const NOT_IN_IMDS: &str = "02:00:00:00:00:09";
+        let mac = |m: &str| m.parse::<MacAddr>().unwrap();
+        let peers = [mac(PRIMARY), mac(THIRD), mac(NOT_IN_IMDS), mac(SECONDARY)];
+        let ev = event(SECONDARY, &["10.0.1.20"]).with_peers(peers);
+        // The event's own MAC is not its peer.
+        assert_eq!(ev.peers().len(), 3);
+        let folder = "device-number\nlocal-ipv4s\nsubnet-ipv4-cidr-block";
+        let macs = "02:00:00:00:00:01/\n02:00:00:00:00:02/\n02:00:00:00:00:03/";
+        let base = [
+            (Request::PrimaryMac, PRIMARY),
+            (Request::Listing, folder),
+            (Request::Key(NicKey::DeviceNumber), "1"),
+            (Request::Key(NicKey::LocalIpv4s), "10.0.1.20"),
+            (Request::Key(NicKey::SubnetIpv4), "10.0.1.0/24"),
+            (Request::Macs, macs),
+            (Request::Peer(mac(PRIMARY), NicKey::DeviceNumber), "0"),
+            (Request::Peer(mac(THIRD), NicKey::DeviceNumber), "2"),
+        ];
+
+        // Single-card: the primary has no network-card, so no peer is asked for it.
+        let mut state = Fetched::new();
+        let asked = round(&ev, &mut state, &[], &tree(&base));
+        assert_eq!(
+            asked[3..],
+            [
+                Request::Key(NicKey::LocalIpv4s),
+                Request::Key(NicKey::SubnetIpv4),
+                Request::Macs,
+                Request::Peer(mac(PRIMARY), NicKey::DeviceNumber),
+                Request::Peer(mac(THIRD), NicKey::DeviceNumber),
+                Request::Peer(mac(PRIMARY), NicKey::NetworkCard),
+            ]
+        );
+        let a = assess(&ev, &state).unwrap();
+        assert!(a.is_complete(), "{:?}", a.missing);
+        let order: Vec<(MacAddr, Option<u32>)> = a
+            .network
+            .nics
+            .iter()
+            .map(|n| (n.mac, n.device_number))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (mac(PRIMARY), Some(0)),
+                (mac(SECONDARY), Some(1)),
+                (mac(THIRD), Some(2))
+            ]
+        );
+        // Nothing is asked again.
+        assert_eq!(next_request(&ev, &state, &a.missing, &BTreeSet::new()), None);
+
+        // Multi-card: the primary's network-card says the type serves it; every
+        // peer's is read.
+        let mut multi = base.to_vec();
+        multi.push((Request::Peer(mac(PRIMARY), NicKey::NetworkCard), "0"));
+        multi.push((Request::Peer(mac(THIRD), NicKey::NetworkCard), "1"));
+        let mut state = Fetched::new();
+        let asked = round(&ev, &mut state, &[], &tree(&multi));
+        assert_eq!(
+            asked[asked.len() - 2..],
+            [
+                Request::Peer(mac(PRIMARY), NicKey::NetworkCard),
+                Request::Peer(mac(THIRD), NicKey::NetworkCard),
+            ]
+        );
+        let a = assess(&ev, &state).unwrap();
+        // This NIC has no network-card while its peers do: not propagated yet.
+        assert_eq!(a.missing, [Missing::NetworkCardNotPropagated]);
+        let third = a.network.nic(mac(THIRD)).unwrap();
+        assert_eq!((third.network_card, third.device_number), (Some(1), Some(2)));
     }
 
     #[test]
