@@ -281,8 +281,7 @@ fn plan_one(
         ip.rules.retain(|r| families.contains(&r.family()));
         ip.addresses.retain(|a| families.contains(&a.family()));
         // cloud-init sets the table for either family's policy routing.
-        if cfg.plan.profile == Profile::CloudInit && ip.routes.is_empty() && ip.rules.is_empty()
-        {
+        if cfg.plan.profile == Profile::CloudInit && ip.routes.is_empty() && ip.rules.is_empty() {
             ip.table = None;
         }
     }
@@ -352,9 +351,16 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link, &os)?;
     match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget)) {
-        Outcome::Complete(network) => {
-            apply_outcome(&mut applier, &paths, event, &link, &os, &network, cfg, false)
-        }
+        Outcome::Complete(network) => apply_outcome(
+            &mut applier,
+            &paths,
+            event,
+            &link,
+            &os,
+            &network,
+            cfg,
+            false,
+        ),
         Outcome::Failed(e) if !retryable(&e) => Ok(HookOutcome::Kept(unanswered(&e))),
         Outcome::Partial { .. } | Outcome::Failed(_) if cfg.budget > cfg.sync_budget => {
             let deadline_ms =
@@ -933,6 +939,175 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    /// A three-NIC instance as the hooks see it for eth2's DHCPv4 event with
+    /// `profile: cloud-init`: eth2's own keys, and only the position keys of the
+    /// others (what the wait fetches), in a kernel with all three links.
+    fn cloud_init_world(
+        eth2_device: &str,
+    ) -> (
+        crate::apply::record::RecordingApplier,
+        crate::model::InstanceNetwork,
+        LeaseEvent,
+        HookConfig,
+        tempfile::TempDir,
+    ) {
+        let macs = [
+            "02:00:00:00:00:01",
+            "02:00:00:00:00:02",
+            "02:00:00:00:00:03",
+        ];
+        let network = crate::metadata::parse_tree(&serde_json::json!({
+            "mac": macs[0],
+            "network": {"interfaces": {"macs": {
+                macs[0]: {"device-number": "0"},
+                macs[1]: {"device-number": "1"},
+                macs[2]: {"device-number": eth2_device, "local-ipv4s": "10.0.2.30\n10.0.2.31",
+                          "subnet-ipv4-cidr-block": "10.0.2.0/24",
+                          "ipv6s": "2600::30\n2600::31", "subnet-ipv6-cidr-blocks": "2600::/64"}
+            }}}
+        }))
+        .unwrap();
+        let applier = crate::apply::record::RecordingApplier {
+            links: macs
+                .iter()
+                .zip(0u32..)
+                .map(|(m, i)| crate::apply::KernelLink {
+                    index: i + 2,
+                    name: IfName::try_new(&format!("eth{i}")).unwrap(),
+                    mac: Some(m.parse().unwrap()),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let lease = crate::model::Lease {
+            family: crate::model::Family::V4,
+            address: "10.0.2.30".parse().unwrap(),
+            prefix_len: 24,
+            routers: vec!["10.0.2.1".parse().unwrap()],
+            reason: crate::model::Reason::Bound,
+        };
+        let event = LeaseEvent {
+            interface: IfName::try_new("eth2").unwrap(),
+            family: crate::model::Family::V4,
+            reason: crate::model::Reason::Bound,
+            new: Some(lease),
+            old: None,
+        };
+        let root = tempfile::tempdir().unwrap();
+        let mut cfg = HookConfig::load(&env(&[
+            ("LEASEHOOK_CONFIG", "/dev/null"),
+            ("LEASEHOOK_PROFILE", "cloud-init"),
+        ]))
+        .unwrap();
+        cfg.root = root.path().to_owned();
+        (applier, network, event, cfg, root)
+    }
+
+    fn apply_eth2(
+        applier: &mut crate::apply::record::RecordingApplier,
+        network: &crate::model::InstanceNetwork,
+        event: &LeaseEvent,
+        cfg: &HookConfig,
+    ) -> HookOutcome {
+        let paths = Paths::new(&cfg.root);
+        let os = os_links(applier, cfg).unwrap();
+        let link = Link {
+            name: event.interface.clone(),
+            mac: "02:00:00:00:00:03".parse().unwrap(),
+            ipv6_router: None,
+        };
+        apply_outcome(applier, &paths, event, &(link, 4), &os, network, cfg, false).unwrap()
+    }
+
+    #[test]
+    fn cloud_init_profile_applies_the_events_nic_at_its_position() {
+        let (mut k, network, event, cfg, _root) = cloud_init_world("2");
+        let out = apply_eth2(&mut k, &network, &event, &cfg);
+        assert!(matches!(out, HookOutcome::Applied(_)), "{out:?}");
+        // Position 2 of (eth0, eth1, eth2): table 102, whichever leases were seen.
+        let rules: Vec<String> = k.owned.rules.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            rules,
+            [
+                "from 10.0.2.30/32 lookup 102",
+                "from 10.0.2.31/32 lookup 102"
+            ]
+        );
+        let routes: Vec<String> = k.owned.routes.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            routes,
+            [
+                "default via 10.0.2.1 dev eth2 table 102",
+                "10.0.2.0/24 dev eth2 table 102"
+            ]
+        );
+        // cloud-init's secondary address (the subnet's prefix length), IPv4 only:
+        // the IPv6 part waits for a DHCPv6 lease. Nothing on eth0 or eth1.
+        let addrs: Vec<String> = k
+            .owned
+            .addresses
+            .iter()
+            .map(|a| format!("{} {}", a.dev, a.addr))
+            .collect();
+        assert_eq!(addrs, ["eth2 10.0.2.31/24"]);
+        // Recorded under the cloud-init profile; a second event writes nothing.
+        let st = state::read_state_or_set_aside(&Paths::new(&cfg.root), &event.interface).unwrap();
+        assert_eq!(st.tables().into_iter().collect::<Vec<_>>(), [102]);
+        let again = apply_eth2(&mut k, &network, &event, &cfg);
+        assert!(
+            matches!(&again, HookOutcome::Applied(r) if r.writes() == 0),
+            "{again:?}"
+        );
+    }
+
+    #[test]
+    fn cloud_init_profile_waits_while_its_table_is_another_nics() {
+        let (mut k, network, event, cfg, _root) = cloud_init_world("2");
+        // eth1 holds table 102 from before (it was third before eth0's... a NIC
+        // attached ahead of it moved it): eth2 must not take it over.
+        let paths = Paths::new(&cfg.root);
+        let held = crate::model::Plan {
+            profile: Profile::CloudInit,
+            interfaces: vec![crate::model::InterfacePlan {
+                name: IfName::try_new("eth1").unwrap(),
+                mac: "02:00:00:00:00:02".parse().unwrap(),
+                primary: false,
+                families: vec![crate::model::Family::V4],
+                table: Some(102),
+                metric: None,
+                addresses: Vec::new(),
+                routes: vec![crate::model::Route {
+                    to: "10.0.1.0/24".parse().unwrap(),
+                    via: None,
+                    dev: IfName::try_new("eth1").unwrap(),
+                    scope: None,
+                    src: None,
+                    table: 102,
+                }],
+                rules: vec![crate::model::Rule {
+                    from: "10.0.1.20/32".parse().unwrap(),
+                    table: 102,
+                    priority: None,
+                }],
+                missing: Vec::new(),
+            }],
+        };
+        let report = apply::apply_plan(&mut k, &held, &[]).unwrap();
+        let ip = &held.interfaces[0];
+        state::write_state(
+            &paths,
+            &InterfaceState::record(None, &report.owned_part(ip), Profile::CloudInit),
+        )
+        .unwrap();
+        let before = k.owned.clone();
+        let out = apply_eth2(&mut k, &network, &event, &cfg);
+        let HookOutcome::Kept(why) = out else {
+            panic!("{out:?}")
+        };
+        assert!(why.contains("table 102") && why.contains("eth1"), "{why}");
+        assert_eq!(k.owned, before);
     }
 
     #[test]

@@ -551,10 +551,9 @@ fn next_peer_request(event: &NicEvent, fetched: &Fetched) -> Option<Request> {
         .copied()
         .collect();
     let unasked = |k: NicKey| {
-        listed
-            .iter()
-            .map(move |m| Request::Peer(*m, k))
-            .find(|r| matches!(r, Request::Peer(m, k) if !fetched.peer_keys.contains_key(&(*m, *k))))
+        listed.iter().map(move |m| Request::Peer(*m, k)).find(
+            |r| matches!(r, Request::Peer(m, k) if !fetched.peer_keys.contains_key(&(*m, *k))),
+        )
     };
     unasked(NicKey::DeviceNumber).or_else(|| {
         let own = matches!(fetched.keys.get(&NicKey::NetworkCard), Some(Leaf::Value(_)));
@@ -907,7 +906,10 @@ mod tests {
             ]
         );
         // Nothing is asked again.
-        assert_eq!(next_request(&ev, &state, &a.missing, &BTreeSet::new()), None);
+        assert_eq!(
+            next_request(&ev, &state, &a.missing, &BTreeSet::new()),
+            None
+        );
 
         // Multi-card: the primary's network-card says the type serves it; every
         // peer's is read.
@@ -927,7 +929,10 @@ mod tests {
         // This NIC has no network-card while its peers do: not propagated yet.
         assert_eq!(a.missing, [Missing::NetworkCardNotPropagated]);
         let third = a.network.nic(mac(THIRD)).unwrap();
-        assert_eq!((third.network_card, third.device_number), (Some(1), Some(2)));
+        assert_eq!(
+            (third.network_card, third.device_number),
+            (Some(1), Some(2))
+        );
     }
 
     #[test]
