@@ -568,3 +568,67 @@ fn multi_card_network_card_appearing_late_is_waited_for_then_routed() {
         "{imds}"
     );
 }
+
+#[test]
+fn cloud_init_profile_is_applied_at_lease_time_and_traffic_flows() {
+    // `profile: cloud-init` in the hooks' configuration file. eth1 is second of
+    // (eth0, eth1) in cloud-init's (network-card, device-number, MAC) order, from
+    // the metadata: table 101 whether or not eth0's lease came first.
+    let mut w = World::new("cinit", &WorldOptions::default());
+    let etc = w.root.join("etc/leasehook");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(etc.join("config.yaml"), "profile: cloud-init\n").unwrap();
+    w.dhclient_start("eth1", false);
+    let rule = |from: &str| format!("from {from} lookup 101 proto 176");
+    let has_rules = |w: &World| {
+        let rules = w.our_rules();
+        ["10.98.1.20", "10.98.1.21"]
+            .iter()
+            .all(|f| rules.iter().any(|r| r.ends_with(&rule(f))))
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || has_rules(&w)),
+        "no cloud-init rules after BOUND on eth1: {:#?}\n{}",
+        w.our_rules(),
+        w.log("eth1", false)
+    );
+    w.dhclient_start("eth0", false);
+    assert!(
+        wait_until(Duration::from_secs(20), || w
+            .inst
+            .ip(&["-4", "addr", "show", "eth0"])
+            .contains("10.98.0.10")),
+        "eth0 got no lease:\n{}",
+        w.log("eth0", false)
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || w.log("eth0", false).contains("change(s) for eth0")),
+        "{}",
+        w.log("eth0", false)
+    );
+    // eth0 (position 0) gets no policy routing; eth1's stays in 101.
+    assert_eq!(w.our_rules().len(), 2, "{:#?}", w.our_rules());
+    assert!(has_rules(&w));
+    let routes = w.our_routes();
+    assert!(
+        routes.contains(
+            &"default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176".to_owned()
+        ),
+        "{routes:#?}"
+    );
+    assert!(routes.iter().all(|r| r.contains(" table 101 ")), "{routes:#?}");
+    // cloud-init's secondary address: the subnet's prefix length.
+    assert!(
+        w.inst
+            .addresses()
+            .contains(&"eth1 10.98.1.21/24".to_owned()),
+        "{:#?}",
+        w.inst.addresses()
+    );
+    // (Not the primary's: eth1's lease came first, so dhclient's main-table
+    // default route is eth1's, which is the DHCP client's business; cloud-init
+    // sets route metrics in netplan for that, leasehook leaves the main table.)
+    for from in ["10.98.1.20", "10.98.1.21"] {
+        assert_eq!(w.echo_from(from).as_deref(), Some(from), "traffic from {from}");
+    }
+}

@@ -296,20 +296,49 @@ fn requests_per_refresh_of_four_nics() {
 }
 
 #[test]
-fn refresh_refuses_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
+fn refresh_applies_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
     let mut w = bound_world("refreshci");
-    let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
+    // Switched to cloud-init's numbering: eth1, second of (eth0, eth1) in
+    // (network-card, device-number, MAC) order, moves from 10001 to table 101.
     let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
     cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
     cmd.env("LEASEHOOK_PROFILE", "cloud-init");
     let o = cmd.args(["refresh", "-v"]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let out = text(&o);
+    assert!(out.contains("eth1: "), "{out}");
+    let rules = w.our_rules();
+    for from in ["10.98.1.20", "10.98.1.21"] {
+        assert!(
+            rules
+                .iter()
+                .any(|r| r.ends_with(&format!("from {from} lookup 101 proto 176"))),
+            "{rules:#?}"
+        );
+    }
+    assert_eq!(rules.len(), 2, "{rules:#?}");
     assert!(
-        stderr.contains("only the ec2-net-utils profile can") && stderr.contains("cloud-init"),
-        "{stderr}"
+        w.our_routes()
+            .contains(&"default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176".to_owned()),
+        "{:#?}",
+        w.our_routes()
     );
-    assert_eq!((w.our_rules(), w.our_routes(), w.inst.addresses()), before);
+    assert!(
+        w.inst
+            .addresses()
+            .contains(&"eth1 10.98.1.21/24".to_owned()),
+        "{:#?}",
+        w.inst.addresses()
+    );
+    for from in ["10.98.1.20", "10.98.1.21"] {
+        assert_eq!(w.echo_from(from).as_deref(), Some(from), "traffic from {from}");
+    }
+    // Again: nothing changes.
+    let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
+    cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    cmd.env("LEASEHOOK_PROFILE", "cloud-init");
+    let again = text(&cmd.args(["refresh", "-v"]).output().unwrap());
+    assert_eq!(again.matches(": 0 change(s)").count(), 2, "{again}");
+    let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
 
     // An unmanaged NIC is left as it is, even when IMDS no longer lists its
     // secondary address.
