@@ -765,6 +765,48 @@ fn race_network_card_appears_late_on_a_multi_card_type() {
 }
 
 #[test]
+fn the_cloud_init_order_costs_one_listing_and_the_peers_position_keys() {
+    // `profile: cloud-init`: the event also reads which MACs IMDS has and each
+    // other OS NIC's device-number (and network-card where the type serves it).
+    let peers = [SAMPLE_PRIMARY.parse().unwrap(), "02:00:00:00:00:99".parse().unwrap()];
+    let single = emulator(json!({}));
+    let root = tempfile::tempdir().unwrap();
+    let ev = event("eth28", SAMPLE_SECONDARY, "10.20.1.20").with_peers(peers);
+    let net = complete(client(root.path(), &single).wait_for_nic(&ev, &budget(5)));
+    let primary = net.nic(SAMPLE_PRIMARY.parse().unwrap()).unwrap();
+    assert_eq!((primary.device_number, primary.network_card), (Some(0), None));
+    assert_eq!(
+        trail(&single.log())[7..],
+        [
+            "GET /latest/meta-data/network/interfaces/macs/ 200",
+            "GET primary/device-number 200",
+            // A 404 on the primary: a single-card type, no other peer is asked.
+            "GET primary/network-card 404",
+        ]
+    );
+    // Single-card, two NICs: 3 more than the ec2-net-utils profile's event (the
+    // primary's network-card is asked either way); the MAC IMDS does not list
+    // costs nothing.
+    assert_eq!(single.log().len(), 1 + 9);
+
+    let multi = multi_card_emulator(json!({}));
+    let root = tempfile::tempdir().unwrap();
+    let ev = event("eth29", SAMPLE_SECONDARY, "10.20.1.20").with_peers(peers);
+    let net = complete(client(root.path(), &multi).wait_for_nic(&ev, &budget(5)));
+    let primary = net.nic(SAMPLE_PRIMARY.parse().unwrap()).unwrap();
+    assert_eq!((primary.device_number, primary.network_card), (Some(0), Some(0)));
+    assert_eq!(
+        trail(&multi.log())[8..],
+        [
+            "GET /latest/meta-data/network/interfaces/macs/ 200",
+            "GET primary/device-number 200",
+            "GET primary/network-card 200",
+        ]
+    );
+    assert_eq!(multi.log().len(), 1 + 10);
+}
+
+#[test]
 fn race_subnet_404s_for_three_seconds_after_the_folder_exists() {
     let folder = format!("{MACS}/{SAMPLE_SECONDARY}");
     let emu = emulator(json!({
