@@ -714,7 +714,7 @@ fn nic_event(event: &LeaseEvent, link: &(Link, u32), os: &[Link]) -> Result<NicE
     )
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // the event, its link, the OS's links, the answer, where to record
 fn apply_outcome<A: Applier>(
     applier: &mut A,
     paths: &Paths,

@@ -602,7 +602,9 @@ fn cloud_init_profile_is_applied_at_lease_time_and_traffic_flows() {
         w.log("eth0", false)
     );
     assert!(
-        wait_until(Duration::from_secs(10), || w.log("eth0", false).contains("change(s) for eth0")),
+        wait_until(Duration::from_secs(10), || w
+            .log("eth0", false)
+            .contains("change(s) for eth0")),
         "{}",
         w.log("eth0", false)
     );
@@ -616,7 +618,10 @@ fn cloud_init_profile_is_applied_at_lease_time_and_traffic_flows() {
         ),
         "{routes:#?}"
     );
-    assert!(routes.iter().all(|r| r.contains(" table 101 ")), "{routes:#?}");
+    assert!(
+        routes.iter().all(|r| r.contains(" table 101 ")),
+        "{routes:#?}"
+    );
     // cloud-init's secondary address: the subnet's prefix length.
     assert!(
         w.inst
@@ -629,6 +634,10 @@ fn cloud_init_profile_is_applied_at_lease_time_and_traffic_flows() {
     // default route is eth1's, which is the DHCP client's business; cloud-init
     // sets route metrics in netplan for that, leasehook leaves the main table.)
     for from in ["10.98.1.20", "10.98.1.21"] {
-        assert_eq!(w.echo_from(from).as_deref(), Some(from), "traffic from {from}");
+        assert_eq!(
+            w.echo_from(from).as_deref(),
+            Some(from),
+            "traffic from {from}"
+        );
     }
 }

@@ -768,13 +768,19 @@ fn race_network_card_appears_late_on_a_multi_card_type() {
 fn the_cloud_init_order_costs_one_listing_and_the_peers_position_keys() {
     // `profile: cloud-init`: the event also reads which MACs IMDS has and each
     // other OS NIC's device-number (and network-card where the type serves it).
-    let peers = [SAMPLE_PRIMARY.parse().unwrap(), "02:00:00:00:00:99".parse().unwrap()];
+    let peers = [
+        SAMPLE_PRIMARY.parse().unwrap(),
+        "02:00:00:00:00:99".parse().unwrap(),
+    ];
     let single = emulator(json!({}));
     let root = tempfile::tempdir().unwrap();
     let ev = event("eth28", SAMPLE_SECONDARY, "10.20.1.20").with_peers(peers);
     let net = complete(client(root.path(), &single).wait_for_nic(&ev, &budget(5)));
     let primary = net.nic(SAMPLE_PRIMARY.parse().unwrap()).unwrap();
-    assert_eq!((primary.device_number, primary.network_card), (Some(0), None));
+    assert_eq!(
+        (primary.device_number, primary.network_card),
+        (Some(0), None)
+    );
     assert_eq!(
         trail(&single.log())[7..],
         [
@@ -794,7 +800,10 @@ fn the_cloud_init_order_costs_one_listing_and_the_peers_position_keys() {
     let ev = event("eth29", SAMPLE_SECONDARY, "10.20.1.20").with_peers(peers);
     let net = complete(client(root.path(), &multi).wait_for_nic(&ev, &budget(5)));
     let primary = net.nic(SAMPLE_PRIMARY.parse().unwrap()).unwrap();
-    assert_eq!((primary.device_number, primary.network_card), (Some(0), Some(0)));
+    assert_eq!(
+        (primary.device_number, primary.network_card),
+        (Some(0), Some(0))
+    );
     assert_eq!(
         trail(&multi.log())[8..],
         [

@@ -317,8 +317,9 @@ fn refresh_applies_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
     }
     assert_eq!(rules.len(), 2, "{rules:#?}");
     assert!(
-        w.our_routes()
-            .contains(&"default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176".to_owned()),
+        w.our_routes().contains(
+            &"default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176".to_owned()
+        ),
         "{:#?}",
         w.our_routes()
     );
@@ -330,7 +331,11 @@ fn refresh_applies_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
         w.inst.addresses()
     );
     for from in ["10.98.1.20", "10.98.1.21"] {
-        assert_eq!(w.echo_from(from).as_deref(), Some(from), "traffic from {from}");
+        assert_eq!(
+            w.echo_from(from).as_deref(),
+            Some(from),
+            "traffic from {from}"
+        );
     }
     // Again: nothing changes.
     let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());

@@ -263,8 +263,8 @@ pub struct Fetched {
     keys: BTreeMap<NicKey, Leaf>,
     /// The primary's `network-card`, when it was asked: (the primary's MAC, answer).
     primary_card: Option<(MacAddr, Leaf)>,
-    /// The `macs/` listing, when asked (`None` inside: 404).
-    macs: Option<Option<BTreeSet<MacAddr>>>,
+    /// The `macs/` listing, when asked (a 404 lists nothing).
+    macs: Option<BTreeSet<MacAddr>>,
     /// Peers' keys.
     peer_keys: BTreeMap<(MacAddr, NicKey), Leaf>,
 }
@@ -309,7 +309,7 @@ impl Fetched {
                 self.primary_card = Some((primary, leaf(answer)));
             }
             Request::Macs => {
-                self.macs = Some(answer.map(|body| {
+                self.macs = Some(answer.map_or_else(BTreeSet::new, |body| {
                     body.lines()
                         .filter_map(|l| l.trim().trim_end_matches('/').parse().ok())
                         .collect()
@@ -395,7 +395,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
     }
     // Peers: only the position keys, for the cloud-init order and for telling a
     // late network-card from one the type does not serve.
-    if let Some(Some(listed)) = &fetched.macs {
+    if let Some(listed) = &fetched.macs {
         for peer in listed.iter().filter(|m| event.peers.contains(m)) {
             let folder: Map<String, Value> = [NicKey::DeviceNumber, NicKey::NetworkCard]
                 .into_iter()
@@ -546,7 +546,6 @@ fn next_peer_request(event: &NicEvent, fetched: &Fetched) -> Option<Request> {
     };
     let listed: Vec<MacAddr> = listed
         .iter()
-        .flatten()
         .filter(|m| event.peers.contains(m))
         .copied()
         .collect();

@@ -609,7 +609,7 @@ mod tests {
     #[test]
     fn a_late_network_card_on_a_multi_card_type_is_waited_for() {
         let clock = FakeClock::new();
-        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::from_millis(1_000));
+        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::from_secs(1));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
