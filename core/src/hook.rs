@@ -293,12 +293,22 @@ fn plan_one(
 /// wants may still be another interface's, recorded when it was applied. Its
 /// routes would collide (EEXIST) and its rules would be taken over, so this NIC
 /// waits until that interface has moved (its next event or `refresh`).
-fn table_held_by_other(paths: &Paths, p: &crate::model::Plan, name: &IfName) -> Option<String> {
+/// A state with the NIC's own MAC is the NIC itself (under another name, before
+/// `refresh` moves it), not another one.
+fn table_held_by_other(
+    paths: &Paths,
+    p: &crate::model::Plan,
+    cfg: &HookConfig,
+    mac: MacAddr,
+) -> Option<String> {
+    if cfg.plan.profile != Profile::CloudInit {
+        return None;
+    }
     let table = p.interfaces.iter().find_map(|ip| ip.table)?;
     let (states, _) = state::list_states(paths);
     states
         .iter()
-        .find(|st| &st.name != name && st.tables().contains(&table))
+        .find(|st| st.mac != mac && st.tables().contains(&table))
         .map(|st| {
             format!(
                 "table {table} (this NIC's position in the cloud-init order) is still {}'s: \
@@ -553,6 +563,11 @@ fn refresh_one(
         }
         Outcome::Failed(e) => return Ok(RefreshOutcome::Kept(name, unanswered(&e))),
     };
+    let p = plan_one(cfg, &network, &link, &os, &leases)?;
+    if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
+        log::warn!("{to}: {why}");
+        return Ok(RefreshOutcome::Kept(name, why));
+    }
     let mut removed = Report::default();
     let mut previous = Some(st.clone());
     if renamed {
@@ -566,11 +581,6 @@ fn refresh_one(
             "{name}: its MAC {} is {to} now; moved its policy routing",
             st.mac
         );
-    }
-    let p = plan_one(cfg, &network, &link, &os, &leases)?;
-    if let Some(why) = table_held_by_other(paths, &p, &to) {
-        log::warn!("{to}: {why}");
-        return Ok(RefreshOutcome::Kept(name, why));
     }
     let report = apply::apply_plan(applier, &p, previous.as_slice())?;
     apply::record_or_roll_back(applier, &report, || {
@@ -737,7 +747,7 @@ fn apply_outcome<A: Applier>(
         )));
     }
     let p = plan_one(cfg, network, &link.0, os, &[lease_of(event)?])?;
-    if let Some(why) = table_held_by_other(paths, &p, &event.interface) {
+    if let Some(why) = table_held_by_other(paths, &p, cfg, link.0.mac) {
         log::warn!("{why}");
         return Ok(HookOutcome::Kept(why));
     }
