@@ -790,9 +790,9 @@ fn the_cloud_init_order_costs_one_listing_and_the_peers_position_keys() {
             "GET primary/network-card 404",
         ]
     );
-    // Single-card, two NICs: 3 more than the ec2-net-utils profile's event (the
-    // primary's network-card is asked either way); the MAC IMDS does not list
-    // costs nothing.
+    // Single-card, two NICs: 2 more than the ec2-net-utils profile's event (the
+    // listing and the primary's device-number; its network-card is asked either
+    // way); the MAC IMDS does not list costs nothing.
     assert_eq!(single.log().len(), 1 + 9);
 
     let multi = multi_card_emulator(json!({}));
