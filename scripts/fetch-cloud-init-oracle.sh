@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
 # fetch-cloud-init-oracle.sh -- provide cloud-init 25.1.4 (Debian trixie
-# 25.1.4-1+deb13u1) as an import-only "oracle" tree for the system python.
+# 25.1.4-1+deb13u1) and 26.2 (Debian sid 26.2-1) as import-only "oracle" trees
+# for the system python.
 #
-# * The .deb is fetched with a PRIVATE apt sources list / lists / cache under
-#   target/oracle/apt; the system apt configuration is never changed and the
-#   package is never installed -- only unpacked with `dpkg-deb -x` into
-#   target/oracle/cloud-init-25.1.4/root.
+# * Each .deb is fetched with a PRIVATE apt sources list / lists / cache under
+#   target/oracle/apt-<suite>; the system apt configuration is never changed and
+#   the package is never installed -- only unpacked with `dpkg-deb -x` into
+#   target/oracle/cloud-init-<version>/root.
 # * The Debian python3 packages that /usr/bin/python3 needs to import
 #   cloudinit.sources.DataSourceEc2 and cloudinit.net.netplan from that tree
 #   are installed with apt-get (missing ones only).
-# * Idempotent: if the tree is present and importable it only re-verifies.
+# * Idempotent: if a tree is present and importable it only re-verifies.
 #
 # Mirror URI is read at run time from the machine's own apt sources.
-# Usage: scripts/fetch-cloud-init-oracle.sh        (as root; paths relative to
-#        the repo root). Then:
+# Usage: scripts/fetch-cloud-init-oracle.sh [trixie|sid|all]   (default all; as
+#        root; paths relative to the repo root). Then, for each version:
 #   PYTHONPATH=target/oracle/cloud-init-25.1.4/root/usr/lib/python3/dist-packages \
 #     /usr/bin/python3 tests/oracle/ci_oracle.py CASES.json
+# sid moves: when its cloud-init is no longer 26.2-1, the download fails naming
+# the version; update SID_* below (and the differential test's expected version).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
-readonly CI_DEB_VERSION="25.1.4-1+deb13u1"
-readonly CI_VERSION="25.1.4"
-readonly SUITE="trixie"
+# suite -> (Debian version, upstream version)
+readonly TRIXIE_DEB_VERSION="25.1.4-1+deb13u1" TRIXIE_VERSION="25.1.4"
+readonly SID_DEB_VERSION="26.2-1" SID_VERSION="26.2"
 readonly PY=/usr/bin/python3
 readonly KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 # Minimal set found by trial on Debian 12 without the cloud-init package:
@@ -31,12 +34,23 @@ readonly KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 readonly PY_PKGS=(python3-yaml python3-requests python3-configobj)
 
 readonly ORACLE_DIR="$PWD/target/oracle"
-readonly APT_DIR="$ORACLE_DIR/apt"
 readonly DEB_DIR="$ORACLE_DIR/debs"
-readonly DEB_FILE="$DEB_DIR/cloud-init_${CI_DEB_VERSION}_all.deb"
-readonly TREE="$ORACLE_DIR/cloud-init-$CI_VERSION"
-readonly ROOT="$TREE/root"
-readonly PYDIR="$ROOT/usr/lib/python3/dist-packages"
+# Set per suite by select_suite.
+SUITE="" CI_DEB_VERSION="" CI_VERSION="" APT_DIR="" DEB_FILE="" TREE="" ROOT="" PYDIR=""
+
+select_suite() {
+    SUITE=$1
+    case "$SUITE" in
+    trixie) CI_DEB_VERSION=$TRIXIE_DEB_VERSION CI_VERSION=$TRIXIE_VERSION ;;
+    sid) CI_DEB_VERSION=$SID_DEB_VERSION CI_VERSION=$SID_VERSION ;;
+    *) die "unknown suite '$SUITE' (trixie, sid or all)" ;;
+    esac
+    APT_DIR="$ORACLE_DIR/apt-$SUITE"
+    DEB_FILE="$DEB_DIR/cloud-init_${CI_DEB_VERSION}_all.deb"
+    TREE="$ORACLE_DIR/cloud-init-$CI_VERSION"
+    ROOT="$TREE/root"
+    PYDIR="$ROOT/usr/lib/python3/dist-packages"
+}
 
 log() { printf 'fetch-cloud-init-oracle: %s\n' "$*" >&2; }
 die() {
@@ -141,9 +155,9 @@ download_deb() {
     log "apt-get update (private list: $uri $SUITE main)"
     apt-get -q --error-on=any "${aopt[@]}" update >&2 ||
         die "private 'apt-get update' for $SUITE failed (mirror $uri)"
-    log "downloading cloud-init=$CI_DEB_VERSION"
+    log "downloading cloud-init=$CI_DEB_VERSION ($SUITE)"
     (cd "$DEB_DIR" && apt-get -q "${aopt[@]}" download "cloud-init=$CI_DEB_VERSION" >&2) ||
-        die "apt-get download cloud-init=$CI_DEB_VERSION failed"
+        die "apt-get download cloud-init=$CI_DEB_VERSION failed ($SUITE has: $(apt-cache "${aopt[@]}" policy cloud-init 2>/dev/null | awk '/Candidate/ {print $2}'))"
     deb_ok || die "downloaded $DEB_FILE is not cloud-init $CI_DEB_VERSION"
 }
 
@@ -163,20 +177,14 @@ report() {
     printf 'cloud-init oracle: %s at %s\n' "$1" "$PYDIR"
 }
 
-main() {
-    [[ -x "$PY" ]] || die "$PY not found"
+fetch_one() {
+    select_suite "$1"
     local v
     # Fast path: nothing to do.
     if v=$(oracle_version) && [[ "$v" == "$CI_VERSION" ]]; then
         report "$v"
         return 0
     fi
-    if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
-        die "apt-get/dpkg-deb not found (Debian host required)"
-    fi
-    mkdir -p "$ORACLE_DIR"
-    exec 9>"$ORACLE_DIR/.lock"
-    flock 9
     install_py_deps
     # The tree may be fine and only the python deps were missing.
     if ! { v=$(oracle_version) && [[ "$v" == "$CI_VERSION" ]]; }; then
@@ -188,6 +196,25 @@ main() {
             die "extracted cloud-init reports version '$v', expected $CI_VERSION"
     fi
     report "$v"
+}
+
+main() {
+    [[ -x "$PY" ]] || die "$PY not found"
+    local suites
+    case "${1:-all}" in
+    all) suites=(trixie sid) ;;
+    *) suites=("$1") ;;
+    esac
+    if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+        die "apt-get/dpkg-deb not found (Debian host required)"
+    fi
+    mkdir -p "$ORACLE_DIR"
+    exec 9>"$ORACLE_DIR/.lock"
+    flock 9
+    local s
+    for s in "${suites[@]}"; do
+        fetch_one "$s"
+    done
 }
 
 main "$@"

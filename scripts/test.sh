@@ -34,10 +34,11 @@ step "Debian packages"
 ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-dispatcher dbus shellcheck network-manager dhcpcd-base udhcpc \
     make gzip groff-base man-db bash-completion time
 
-# The cloud-init 25.1.4 oracle of the differential test (extracted, never
-# installed) and the Debian python3 packages it imports.
-step "cloud-init oracle"
-scripts/fetch-cloud-init-oracle.sh
+# The cloud-init oracles of the differential test, 25.1.4 (trixie) and 26.2
+# (sid), extracted, never installed, and the Debian python3 packages they
+# import. The tests fail, never skip, when one is missing.
+step "cloud-init oracles (25.1.4, 26.2)"
+scripts/fetch-cloud-init-oracle.sh all
 
 # amazon-ec2-net-utils 2.4.1, the second oracle (tests/tests/ec2_net_utils.rs):
 # extracted, never installed; it needs curl at run time.

@@ -35,8 +35,8 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 /// DHCP cannot tell (device-number, network card, secondary addresses, delegated
 /// prefixes, IPv6 subnets) and installs source rules and a routing table for the NIC:
 /// table 10000 + 100 × network-card + device-number (amazon-ec2-net-utils' scheme;
-/// `plan --profile cloud-init` renders cloud-init's EC2 netplan scheme for
-/// migration). Everything leasehook adds carries protocol 176 (`proto 176` in `ip
+/// `profile: cloud-init` keeps cloud-init's EC2 netplan numbering instead, table
+/// 100 + the NIC's position). Everything leasehook adds carries protocol 176 (`proto 176` in `ip
 /// rule` and `ip route`), and it never touches what does not. Settings:
 /// /etc/leasehook/config.yaml and config.d (`leasehook config show`).
 ///

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Pure: the built-in example instance behind `leasehook plan --example`: three NICs
 //! (a primary, a dual-stack secondary with a second address and a delegated prefix,
-//! and a NIC on a second network card), each with a DHCP lease.
+//! and a NIC on a second network card), each with a DHCP lease. A multi-card type
+//! serves `network-card` on every NIC, card 0's included.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -17,11 +18,11 @@ pub fn metadata() -> Value {
         "instance-id": "i-0123456789abcdef0",
         "network": {"interfaces": {"macs": {
             "02:00:00:00:00:01": {
-                "device-number": "0", "interface-id": "eni-0000000000000001",
+                "device-number": "0", "network-card": "0", "interface-id": "eni-0000000000000001",
                 "local-ipv4s": "10.98.0.10", "subnet-ipv4-cidr-block": "10.98.0.0/24"
             },
             "02:00:00:00:00:02": {
-                "device-number": "1", "interface-id": "eni-0000000000000002",
+                "device-number": "1", "network-card": "0", "interface-id": "eni-0000000000000002",
                 "local-ipv4s": "10.98.1.20\n10.98.1.21",
                 "subnet-ipv4-cidr-block": "10.98.1.0/24",
                 "ipv4-prefix": "10.98.1.64/28",

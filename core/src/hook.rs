@@ -224,20 +224,106 @@ fn lock_for_event(paths: &Paths, name: &IfName) -> Result<state::InterfaceLock> 
     }
 }
 
-/// The hooks and `refresh` plan one NIC at a time, which only the ec2-net-utils
-/// profile can: cloud-init's numbering needs every NIC (planned alone, a NIC
-/// would get no rules, and its applied ones would be removed).
-fn check_profile(cfg: &HookConfig) -> Result<()> {
-    if cfg.plan.profile == Profile::Ec2NetUtils {
-        return Ok(());
+/// The OS's links with a MAC, for the `cloud-init` profile, which numbers a NIC by
+/// its position among all NICs present in both the OS and IMDS; empty for
+/// `ec2-net-utils`, whose table depends on the NIC alone. A MAC held by several
+/// links (a VLAN on a NIC) counts once, by its first link in name order.
+fn os_links<A: Applier + ?Sized>(applier: &mut A, cfg: &HookConfig) -> Result<Vec<Link>> {
+    if cfg.plan.profile != Profile::CloudInit {
+        return Ok(Vec::new());
     }
-    Err(Error::Argument {
-        arg: "profile".to_owned(),
-        problem: crate::error::Problem::bad(
-            "hooks and refresh plan one NIC at a time, which only the ec2-net-utils profile can (cloud-init's numbering needs every NIC); nothing changed",
-            &cfg.plan.profile.to_string(),
-        ),
-    })
+    let mut links: Vec<Link> = applier
+        .links()?
+        .into_iter()
+        .filter_map(|k| {
+            Some(Link {
+                name: k.name,
+                mac: k.mac?,
+                ipv6_router: None,
+            })
+        })
+        .collect();
+    links.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut seen = std::collections::BTreeSet::new();
+    links.retain(|l| seen.insert(l.mac));
+    Ok(links)
+}
+
+/// Plans `link` alone: with `ec2-net-utils` from its own metadata, with
+/// `cloud-init` among `os_links` (its position comes from every NIC's
+/// `network-card`/`device-number` in `network`), and keeps only that interface
+/// and the families of `leases`, the objects this event or refresh may change.
+fn plan_one(
+    cfg: &HookConfig,
+    network: &crate::model::InstanceNetwork,
+    link: &Link,
+    os_links: &[Link],
+    leases: &[crate::model::Lease],
+) -> Result<crate::model::Plan> {
+    let mut links: Vec<Link> = os_links
+        .iter()
+        .filter(|l| l.name != link.name && l.mac != link.mac)
+        .cloned()
+        .collect();
+    links.push(link.clone());
+    let iface_leases: Vec<InterfaceLease> = leases
+        .iter()
+        .map(|l| InterfaceLease {
+            interface: link.name.clone(),
+            lease: l.clone(),
+        })
+        .collect();
+    let mut p = plan(
+        &PlanInput {
+            metadata: network,
+            links: &links,
+            leases: &iface_leases,
+        },
+        &cfg.plan,
+    )?;
+    let families: Vec<crate::model::Family> = leases.iter().map(|l| l.family).collect();
+    p.interfaces.retain(|ip| ip.name == link.name);
+    for ip in &mut p.interfaces {
+        ip.families.retain(|f| families.contains(f));
+        ip.routes.retain(|r| families.contains(&r.family()));
+        ip.rules.retain(|r| families.contains(&r.family()));
+        ip.addresses.retain(|a| families.contains(&a.family()));
+        // cloud-init sets the table for either family's policy routing.
+        if cfg.plan.profile == Profile::CloudInit && ip.routes.is_empty() && ip.rules.is_empty() {
+            ip.table = None;
+        }
+    }
+    Ok(p)
+}
+
+/// With `cloud-init` numbering, a NIC's table follows its position, which moves
+/// when a NIC is attached before it in the order or detached: the table the plan
+/// wants may still be another interface's, recorded when it was applied. Its
+/// routes would collide (EEXIST) and its rules would be taken over, so this NIC
+/// waits until that interface has moved (its next event or `refresh`).
+/// A state with the NIC's own MAC is the NIC itself (under another name, before
+/// `refresh` moves it), not another one.
+fn table_held_by_other(
+    paths: &Paths,
+    p: &crate::model::Plan,
+    cfg: &HookConfig,
+    mac: MacAddr,
+) -> Option<String> {
+    if cfg.plan.profile != Profile::CloudInit {
+        return None;
+    }
+    let table = p.interfaces.iter().find_map(|ip| ip.table)?;
+    let (states, _) = state::list_states(paths);
+    states
+        .iter()
+        .find(|st| st.mac != mac && st.tables().contains(&table))
+        .map(|st| {
+            format!(
+                "table {table} (this NIC's position in the cloud-init order) is still {}'s: \
+                 nothing changed until it moves (its next event or refresh)",
+                st.name
+            )
+        })
 }
 
 /// Handles one event from a shim. `worker` is the shim's own executable, started
@@ -246,7 +332,6 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     if event.action() == Action::Ignore {
         return Ok(HookOutcome::Ignored);
     }
-    check_profile(cfg)?;
     if !cfg.unmanaged.is_empty() {
         let mac = NetlinkApplier::try_new()?
             .links()?
@@ -287,12 +372,20 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
         }
     };
     let link = find_link(&mut applier, &event.interface)?;
+    let os = os_links(&mut applier, cfg)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
-    let nic = nic_event(event, &link)?;
+    let nic = nic_event(event, &link, &os)?;
     match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget)) {
-        Outcome::Complete(network) => {
-            apply_outcome(&mut applier, &paths, event, &link, &network, cfg, false)
-        }
+        Outcome::Complete(network) => apply_outcome(
+            &mut applier,
+            &paths,
+            event,
+            &link,
+            &os,
+            &network,
+            cfg,
+            false,
+        ),
         Outcome::Failed(e) if !retryable(&e) => Ok(HookOutcome::Kept(unanswered(&e))),
         Outcome::Partial { .. } | Outcome::Failed(_) if cfg.budget > cfg.sync_budget => {
             let deadline_ms =
@@ -312,7 +405,7 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
         }
         Outcome::Partial { network, missing } => {
             log_missing(&missing);
-            apply_outcome(&mut applier, &paths, event, &link, &network, cfg, true)
+            apply_outcome(&mut applier, &paths, event, &link, &os, &network, cfg, true)
         }
         Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
     }
@@ -389,7 +482,6 @@ fn touch(path: &Path) {
 /// another name by its MAC takes them over. Each interface is handled under its lock,
 /// so a refresh never races a lease event.
 pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
-    check_profile(cfg)?;
     let paths = Paths::new(&cfg.root);
     let (states, errors) = state::list_states(&paths);
     for e in errors {
@@ -478,7 +570,9 @@ fn refresh_one(
         mac: st.mac,
         ipv6_router: applier.ipv6_default_router(k.index)?,
     };
-    let nic = NicEvent::try_new(to.clone(), st.mac, leases.clone())?;
+    let os = os_links(applier, cfg)?;
+    let nic =
+        NicEvent::try_new(to.clone(), st.mac, leases.clone())?.with_peers(os.iter().map(|l| l.mac));
     // One client per NIC, bound to it; the token comes from the shared cache.
     let ec2 = nic_client(cfg, &to, &leases)?;
     let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget));
@@ -498,6 +592,11 @@ fn refresh_one(
         }
         Outcome::Failed(e) => return Ok(RefreshOutcome::Kept(name, unanswered(&e))),
     };
+    let p = plan_one(cfg, &network, &link, &os, &leases)?;
+    if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
+        log::warn!("{to}: {why}");
+        return Ok(RefreshOutcome::Kept(name, why));
+    }
     let mut removed = Report::default();
     let mut previous = Some(st.clone());
     if renamed {
@@ -512,21 +611,6 @@ fn refresh_one(
             st.mac
         );
     }
-    let iface_leases: Vec<InterfaceLease> = leases
-        .iter()
-        .map(|l| InterfaceLease {
-            interface: to.clone(),
-            lease: l.clone(),
-        })
-        .collect();
-    let p = plan(
-        &PlanInput {
-            metadata: &network,
-            links: &[link],
-            leases: &iface_leases,
-        },
-        &cfg.plan,
-    )?;
     let report = apply::apply_plan(applier, &p, previous.as_slice())?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
@@ -651,8 +735,9 @@ fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<Hoo
         }
     };
     let link = find_link(&mut applier, &event.interface)?;
+    let os = os_links(&mut applier, cfg)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
-    let nic = nic_event(event, &link)?;
+    let nic = nic_event(event, &link, &os)?;
     let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left));
     // The wait is over: from here on a newer event must not stop this worker (a
     // SIGTERM halfway through the writes would leave them unrecorded), so the
@@ -661,11 +746,11 @@ fn finish_wait(paths: &Paths, pending: &Pending, cfg: &HookConfig) -> Result<Hoo
     remove_pending(paths, &event.interface);
     match outcome {
         Outcome::Complete(network) => {
-            apply_outcome(&mut applier, paths, event, &link, &network, cfg, false)
+            apply_outcome(&mut applier, paths, event, &link, &os, &network, cfg, false)
         }
         Outcome::Partial { network, missing } => {
             log_missing(&missing);
-            apply_outcome(&mut applier, paths, event, &link, &network, cfg, true)
+            apply_outcome(&mut applier, paths, event, &link, &os, &network, cfg, true)
         }
         Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
     }
@@ -726,15 +811,20 @@ fn find_link(applier: &mut NetlinkApplier, name: &IfName) -> Result<(Link, u32)>
     ))
 }
 
-fn nic_event(event: &LeaseEvent, link: &(Link, u32)) -> Result<NicEvent> {
-    NicEvent::try_new(event.interface.clone(), link.0.mac, vec![lease_of(event)?])
+fn nic_event(event: &LeaseEvent, link: &(Link, u32), os: &[Link]) -> Result<NicEvent> {
+    Ok(
+        NicEvent::try_new(event.interface.clone(), link.0.mac, vec![lease_of(event)?])?
+            .with_peers(os.iter().map(|l| l.mac)),
+    )
 }
 
+#[allow(clippy::too_many_arguments)] // the event, its link, the OS's links, the answer, where to record
 fn apply_outcome<A: Applier>(
     applier: &mut A,
     paths: &Paths,
     event: &LeaseEvent,
     link: &(Link, u32),
+    os: &[Link],
     network: &crate::model::InstanceNetwork,
     cfg: &HookConfig,
     partial: bool,
@@ -750,19 +840,11 @@ fn apply_outcome<A: Applier>(
             event.family
         )));
     }
-    let leases = [InterfaceLease {
-        interface: event.interface.clone(),
-        lease: lease_of(event)?,
-    }];
-    let links = [link.0.clone()];
-    let p = plan(
-        &PlanInput {
-            metadata: network,
-            links: &links,
-            leases: &leases,
-        },
-        &cfg.plan,
-    )?;
+    let p = plan_one(cfg, network, &link.0, os, &[lease_of(event)?])?;
+    if let Some(why) = table_held_by_other(paths, &p, cfg, link.0.mac) {
+        log::warn!("{why}");
+        return Ok(HookOutcome::Kept(why));
+    }
     if partial {
         match p.interfaces.first().and_then(|i| i.table) {
             Some(t) => log::warn!("applying what the lease alone proves (table {t})"),
@@ -961,6 +1043,175 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    /// A three-NIC instance as the hooks see it for eth2's DHCPv4 event with
+    /// `profile: cloud-init`: eth2's own keys, and only the position keys of the
+    /// others (what the wait fetches), in a kernel with all three links.
+    fn cloud_init_world(
+        eth2_device: &str,
+    ) -> (
+        crate::apply::record::RecordingApplier,
+        crate::model::InstanceNetwork,
+        LeaseEvent,
+        HookConfig,
+        tempfile::TempDir,
+    ) {
+        let macs = [
+            "02:00:00:00:00:01",
+            "02:00:00:00:00:02",
+            "02:00:00:00:00:03",
+        ];
+        let network = crate::metadata::parse_tree(&serde_json::json!({
+            "mac": macs[0],
+            "network": {"interfaces": {"macs": {
+                macs[0]: {"device-number": "0"},
+                macs[1]: {"device-number": "1"},
+                macs[2]: {"device-number": eth2_device, "local-ipv4s": "10.0.2.30\n10.0.2.31",
+                          "subnet-ipv4-cidr-block": "10.0.2.0/24",
+                          "ipv6s": "2600::30\n2600::31", "subnet-ipv6-cidr-blocks": "2600::/64"}
+            }}}
+        }))
+        .unwrap();
+        let applier = crate::apply::record::RecordingApplier {
+            links: macs
+                .iter()
+                .zip(0u32..)
+                .map(|(m, i)| crate::apply::KernelLink {
+                    index: i + 2,
+                    name: IfName::try_new(&format!("eth{i}")).unwrap(),
+                    mac: Some(m.parse().unwrap()),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let lease = crate::model::Lease {
+            family: crate::model::Family::V4,
+            address: "10.0.2.30".parse().unwrap(),
+            prefix_len: 24,
+            routers: vec!["10.0.2.1".parse().unwrap()],
+            reason: crate::model::Reason::Bound,
+        };
+        let event = LeaseEvent {
+            interface: IfName::try_new("eth2").unwrap(),
+            family: crate::model::Family::V4,
+            reason: crate::model::Reason::Bound,
+            new: Some(lease),
+            old: None,
+        };
+        let root = tempfile::tempdir().unwrap();
+        let mut cfg = HookConfig::load(&env(&[
+            ("LEASEHOOK_CONFIG", "/dev/null"),
+            ("LEASEHOOK_PROFILE", "cloud-init"),
+        ]))
+        .unwrap();
+        cfg.root = root.path().to_owned();
+        (applier, network, event, cfg, root)
+    }
+
+    fn apply_eth2(
+        applier: &mut crate::apply::record::RecordingApplier,
+        network: &crate::model::InstanceNetwork,
+        event: &LeaseEvent,
+        cfg: &HookConfig,
+    ) -> HookOutcome {
+        let paths = Paths::new(&cfg.root);
+        let os = os_links(applier, cfg).unwrap();
+        let link = Link {
+            name: event.interface.clone(),
+            mac: "02:00:00:00:00:03".parse().unwrap(),
+            ipv6_router: None,
+        };
+        apply_outcome(applier, &paths, event, &(link, 4), &os, network, cfg, false).unwrap()
+    }
+
+    #[test]
+    fn cloud_init_profile_applies_the_events_nic_at_its_position() {
+        let (mut k, network, event, cfg, _root) = cloud_init_world("2");
+        let out = apply_eth2(&mut k, &network, &event, &cfg);
+        assert!(matches!(out, HookOutcome::Applied(_)), "{out:?}");
+        // Position 2 of (eth0, eth1, eth2): table 102, whichever leases were seen.
+        let rules: Vec<String> = k.owned.rules.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            rules,
+            [
+                "from 10.0.2.30/32 lookup 102",
+                "from 10.0.2.31/32 lookup 102"
+            ]
+        );
+        let routes: Vec<String> = k.owned.routes.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            routes,
+            [
+                "default via 10.0.2.1 dev eth2 table 102",
+                "10.0.2.0/24 dev eth2 table 102"
+            ]
+        );
+        // cloud-init's secondary address (the subnet's prefix length), IPv4 only:
+        // the IPv6 part waits for a DHCPv6 lease. Nothing on eth0 or eth1.
+        let addrs: Vec<String> = k
+            .owned
+            .addresses
+            .iter()
+            .map(|a| format!("{} {}", a.dev, a.addr))
+            .collect();
+        assert_eq!(addrs, ["eth2 10.0.2.31/24"]);
+        // Recorded under the cloud-init profile; a second event writes nothing.
+        let st = state::read_state_or_set_aside(&Paths::new(&cfg.root), &event.interface).unwrap();
+        assert_eq!(st.tables().into_iter().collect::<Vec<_>>(), [102]);
+        let again = apply_eth2(&mut k, &network, &event, &cfg);
+        assert!(
+            matches!(&again, HookOutcome::Applied(r) if r.writes() == 0),
+            "{again:?}"
+        );
+    }
+
+    #[test]
+    fn cloud_init_profile_waits_while_its_table_is_another_nics() {
+        let (mut k, network, event, cfg, _root) = cloud_init_world("2");
+        // eth1 holds table 102 from before (it was third before eth0's... a NIC
+        // attached ahead of it moved it): eth2 must not take it over.
+        let paths = Paths::new(&cfg.root);
+        let held = crate::model::Plan {
+            profile: Profile::CloudInit,
+            interfaces: vec![crate::model::InterfacePlan {
+                name: IfName::try_new("eth1").unwrap(),
+                mac: "02:00:00:00:00:02".parse().unwrap(),
+                primary: false,
+                families: vec![crate::model::Family::V4],
+                table: Some(102),
+                metric: None,
+                addresses: Vec::new(),
+                routes: vec![crate::model::Route {
+                    to: "10.0.1.0/24".parse().unwrap(),
+                    via: None,
+                    dev: IfName::try_new("eth1").unwrap(),
+                    scope: None,
+                    src: None,
+                    table: 102,
+                }],
+                rules: vec![crate::model::Rule {
+                    from: "10.0.1.20/32".parse().unwrap(),
+                    table: 102,
+                    priority: None,
+                }],
+                missing: Vec::new(),
+            }],
+        };
+        let report = apply::apply_plan(&mut k, &held, &[]).unwrap();
+        let ip = &held.interfaces[0];
+        state::write_state(
+            &paths,
+            &InterfaceState::record(None, &report.owned_part(ip), Profile::CloudInit),
+        )
+        .unwrap();
+        let before = k.owned.clone();
+        let out = apply_eth2(&mut k, &network, &event, &cfg);
+        let HookOutcome::Kept(why) = out else {
+            panic!("{out:?}")
+        };
+        assert!(why.contains("table 102") && why.contains("eth1"), "{why}");
+        assert_eq!(k.owned, before);
     }
 
     #[test]

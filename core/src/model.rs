@@ -520,6 +520,9 @@ pub enum Missing {
     /// The NIC reads `device-number: 0` but is not the primary: IMDS has not
     /// propagated the real number yet.
     DeviceNumberNotPropagated,
+    /// The NIC has no `network-card` while another NIC of the instance has one: a
+    /// multi-card instance type whose key for this NIC has not propagated yet.
+    NetworkCardNotPropagated,
     /// The leased address is not (yet) in `local-ipv4s` / `ipv6s`.
     LeaseAddress {
         /// The address the DHCP server handed out.
@@ -560,6 +563,9 @@ impl fmt::Display for Missing {
             Self::DeviceNumberNotPropagated => {
                 f.write_str("device-number reads 0 on a secondary NIC (not propagated)")
             }
+            Self::NetworkCardNotPropagated => f.write_str(
+                "network-card absent while another NIC has one (multi-card type, not propagated)",
+            ),
             Self::LeaseAddress { address } => write!(
                 f,
                 "leased address {address} not in {}",

@@ -172,6 +172,49 @@ pub fn table_number(base: u32, card: u32, device: u32) -> Result<u32> {
     }
 }
 
+/// The NIC's network card and device number, when both can be trusted (SPEC §3.2,
+/// [`planner.md`](../../docs/planner.md)); what cannot be trusted yet goes to
+/// `missing`.
+///
+/// * `network-card` absent is card 0, unless another NIC of the instance reports a
+///   `network-card`: then the instance type serves the key (multi-card types do, on
+///   every NIC), and this NIC's has not propagated yet.
+/// * `device-number: 0` is trusted on the primary and on a card other than 0
+///   (multi-card types restart device numbers at 0 on every card). On a secondary
+///   NIC of card 0 it is IMDS not having propagated the real number yet: card 0's
+///   device 0 is the primary's.
+fn card_and_device(
+    metadata: &InstanceNetwork,
+    nic: &NicMetadata,
+    primary: bool,
+    missing: &mut Vec<Missing>,
+) -> (Option<u32>, Option<u32>) {
+    let serves_cards = metadata
+        .nics
+        .iter()
+        .any(|n| n.mac != nic.mac && n.network_card.is_some());
+    let card = match nic.network_card {
+        Some(c) => Some(c),
+        None if serves_cards && !primary => {
+            missing.push(Missing::NetworkCardNotPropagated);
+            None
+        }
+        None => Some(0),
+    };
+    let device = match (nic.device_number, card) {
+        (None, _) => {
+            missing.push(Missing::DeviceNumber);
+            None
+        }
+        (Some(0), Some(0)) if !primary => {
+            missing.push(Missing::DeviceNumberNotPropagated);
+            None
+        }
+        (Some(d), _) => Some(d),
+    };
+    (card, device)
+}
+
 fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<InterfacePlan>> {
     let mut out = Vec::new();
     let mut links: Vec<&Link> = input.links.iter().collect();
@@ -196,24 +239,11 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
             out.push(ip);
             continue;
         };
-        // device-number 0 is the primary's; on any other MAC it is IMDS not having
-        // propagated the real number yet (SPEC §3.2).
-        let device = match nic.device_number {
-            None => {
-                ip.missing.push(Missing::DeviceNumber);
-                None
-            }
-            Some(0) if !primary => {
-                ip.missing.push(Missing::DeviceNumberNotPropagated);
-                None
-            }
-            Some(d) => Some(d),
-        };
-        let card = nic.network_card.unwrap_or(0);
+        let (card, device) = card_and_device(input.metadata, nic, primary, &mut ip.missing);
         let routed = (!primary || cfg.primary_rules)
-            .then_some(device)
+            .then_some(card.zip(device))
             .flatten()
-            .map(|d| -> Result<_> {
+            .map(|(card, d)| -> Result<_> {
                 let table = table_number(cfg.table_base, card, d)?;
                 let priority = table_number(cfg.priority_base.unwrap_or(cfg.table_base), card, d)?;
                 Ok((table, priority))

@@ -288,9 +288,27 @@ proptest! {
                     prop_assert!(ip.rules.iter().all(|r| r.table == t && r.priority == Some(t)));
                     prop_assert!(ip.routes.iter().all(|r| r.table == t));
                 }
-                // A NIC reading device-number 0 that is not the primary gets no table.
-                if inst.metadata.nic(ip.mac).and_then(|n| n.device_number) == Some(0) && !ip.primary {
-                    prop_assert!(ip.table.is_none());
+                // device-number 0 on a secondary is trusted only on a card other
+                // than 0 (SPEC §3.2); a NIC without `network-card` while another NIC
+                // has one is not planned as card 0.
+                let nic = inst.metadata.nic(ip.mac);
+                let card = nic.and_then(|n| n.network_card);
+                let others_have_cards = inst
+                    .metadata
+                    .nics
+                    .iter()
+                    .any(|n| n.mac != ip.mac && n.network_card.is_some());
+                if !ip.primary {
+                    if nic.and_then(|n| n.device_number) == Some(0) && card.unwrap_or(0) == 0 {
+                        prop_assert!(ip.table.is_none());
+                    }
+                    if card.is_none() && others_have_cards {
+                        prop_assert!(ip.table.is_none());
+                    }
+                    // ... and is routed on card 1 and up (p4d, p5, trn1 layouts).
+                    if let (Some(c @ 1..), Some(0)) = (card, nic.and_then(|n| n.device_number)) {
+                        prop_assert_eq!(ip.table, Some(cfg.table_base + 100 * c));
+                    }
                 }
                 if !secondary_addresses {
                     prop_assert!(ip.addresses.is_empty());

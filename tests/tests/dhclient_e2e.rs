@@ -458,3 +458,186 @@ fn configuration_files_below_the_root_reach_the_hook() {
     // RELEASE could not remove anything either: the last applied state stays.
     assert_eq!(w.our_rules(), before);
 }
+
+/// The world's instance as a multi-card type (p4d, p5, trn1): `network-card` on
+/// both NICs, eth1 on card 1 with device-number 0, as device numbers restart at 0
+/// on every card. Table and priority `10000 + 100 * 1 + 0`.
+fn multi_card_tree() -> serde_json::Value {
+    use leasehook_tests::world::{MAC0, MAC1, default_tree};
+    let mut tree = default_tree();
+    let macs = &mut tree["latest"]["meta-data"]["network"]["interfaces"]["macs"];
+    macs[MAC0]["network-card"] = json!("0");
+    macs[MAC1]["network-card"] = json!("1");
+    macs[MAC1]["device-number"] = json!("0");
+    tree
+}
+
+const CARD_ONE_RULES: [&str; 2] = [
+    "10100 from 10.98.1.20 lookup 10100 proto 176",
+    "10100 from 10.98.1.21 lookup 10100 proto 176",
+];
+
+/// eth1 on card 1 gets table 10100, and traffic from both of its addresses passes
+/// the source check to the echo host.
+fn assert_card_one_routed(w: &World) {
+    assert!(
+        wait_until(Duration::from_secs(40), || bound(w, &CARD_ONE_RULES)),
+        "no card-1 rules after BOUND on eth1: {:#?}\n{}",
+        w.our_rules(),
+        w.log("eth1", false)
+    );
+    let routes = w.our_routes();
+    for want in [
+        "default via 10.98.1.1 dev eth1 scope - src - table 10100 proto 176",
+        "10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10100 proto 176",
+    ] {
+        assert!(routes.contains(&want.to_owned()), "{want}: {routes:#?}");
+    }
+    // Nothing in card 0's numbering: not 10000 (device 0 read as card 0) or 10001.
+    assert!(
+        w.our_rules().iter().all(|r| r.starts_with("10100 ")),
+        "{:#?}",
+        w.our_rules()
+    );
+    for from in ["10.98.1.20", "10.98.1.21", "10.98.0.10"] {
+        assert_eq!(
+            w.echo_from(from).as_deref(),
+            Some(from),
+            "traffic from {from}"
+        );
+    }
+}
+
+fn start_both(w: &mut World) {
+    w.dhclient_start("eth0", false);
+    assert!(
+        wait_until(Duration::from_secs(20), || w
+            .inst
+            .ip(&["-4", "addr", "show", "eth0"])
+            .contains("10.98.0.10")),
+        "eth0 got no lease:\n{}",
+        w.log("eth0", false)
+    );
+    w.dhclient_start("eth1", false);
+}
+
+#[test]
+fn multi_card_device_zero_on_card_one_is_routed_and_traffic_flows() {
+    let mut w = World::new(
+        "mcard",
+        &WorldOptions {
+            tree: Some(multi_card_tree()),
+            ..WorldOptions::default()
+        },
+    );
+    start_both(&mut w);
+    assert_card_one_routed(&w);
+    let log = w.log("eth1", false);
+    assert!(!log.contains("not propagated"), "{log}");
+}
+
+#[test]
+fn multi_card_network_card_appearing_late_is_waited_for_then_routed() {
+    // eth1's network-card is missing for the first 6 s of IMDS's life (its
+    // device-number reads 0 all along): longer than the hook's 3 s, so the
+    // detached worker finishes the wait.
+    let late = format!(
+        "/latest/meta-data/network/interfaces/macs/{}/network-card",
+        leasehook_tests::world::MAC1
+    );
+    let mut w = World::new(
+        "mcardlate",
+        &WorldOptions {
+            tree: Some(multi_card_tree()),
+            scenario: json!({"appear": [{"path": late, "after": 6.0}]}),
+            ..WorldOptions::default()
+        },
+    );
+    start_both(&mut w);
+    assert_card_one_routed(&w);
+    // The wait saw the key missing and asked for it again, directly.
+    let imds = w.imds_log();
+    let misses = imds
+        .lines()
+        .filter(|l| l.contains(&late) && l.ends_with(" 404"))
+        .count();
+    assert!(misses >= 1, "{imds}");
+    assert!(
+        imds.lines()
+            .any(|l| l.contains(&late) && l.ends_with(" 200")),
+        "{imds}"
+    );
+}
+
+#[test]
+fn cloud_init_profile_is_applied_at_lease_time_and_traffic_flows() {
+    // `profile: cloud-init` in the hooks' configuration file. eth1 is second of
+    // (eth0, eth1) in cloud-init's (network-card, device-number, MAC) order, from
+    // the metadata: table 101 whether or not eth0's lease came first.
+    let mut w = World::new("cinit", &WorldOptions::default());
+    let etc = w.root.join("etc/leasehook");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(etc.join("config.yaml"), "profile: cloud-init\n").unwrap();
+    w.dhclient_start("eth1", false);
+    let rule = |from: &str| format!("from {from} lookup 101 proto 176");
+    let has_rules = |w: &World| {
+        let rules = w.our_rules();
+        ["10.98.1.20", "10.98.1.21"]
+            .iter()
+            .all(|f| rules.iter().any(|r| r.ends_with(&rule(f))))
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || has_rules(&w)),
+        "no cloud-init rules after BOUND on eth1: {:#?}\n{}",
+        w.our_rules(),
+        w.log("eth1", false)
+    );
+    w.dhclient_start("eth0", false);
+    assert!(
+        wait_until(Duration::from_secs(20), || w
+            .inst
+            .ip(&["-4", "addr", "show", "eth0"])
+            .contains("10.98.0.10")),
+        "eth0 got no lease:\n{}",
+        w.log("eth0", false)
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || w
+            .log("eth0", false)
+            .contains("change(s) for eth0")),
+        "{}",
+        w.log("eth0", false)
+    );
+    // eth0 (position 0) gets no policy routing; eth1's stays in 101.
+    assert_eq!(w.our_rules().len(), 2, "{:#?}", w.our_rules());
+    assert!(has_rules(&w));
+    let routes = w.our_routes();
+    assert!(
+        routes.contains(
+            &"default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176".to_owned()
+        ),
+        "{routes:#?}"
+    );
+    assert!(
+        routes.iter().all(|r| r.contains(" table 101 ")),
+        "{routes:#?}"
+    );
+    // cloud-init's secondary address: the subnet's prefix length.
+    assert!(
+        w.inst
+            .addresses()
+            .contains(&"eth1 10.98.1.21/24".to_owned()),
+        "{:#?}",
+        w.inst.addresses()
+    );
+    // (Not the primary's: eth1's lease came first, so dhclient's main-table
+    // default route is eth1's, which is the DHCP client's business; cloud-init
+    // sets route metrics in netplan for that, leasehook leaves the main table.)
+    for from in ["10.98.1.20", "10.98.1.21"] {
+        assert_eq!(
+            w.echo_from(from).as_deref(),
+            Some(from),
+            "traffic from {from}"
+        );
+    }
+}

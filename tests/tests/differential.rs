@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Differential test against cloud-init 25.1.4 itself: for generated EC2 metadata
-//! trees, `leasehook plan --profile cloud-init --format netplan` must give every
-//! ethernet the same `routes`, `routing-policy` and `addresses` as cloud-init's
+//! Differential test against cloud-init itself, 25.1.4 (Debian trixie) and 26.2
+//! (Debian sid): for generated EC2 metadata trees, `leasehook plan --profile
+//! cloud-init --format netplan` must give every ethernet the same `routes`,
+//! `routing-policy` and `addresses` as cloud-init's
 //! `convert_ec2_metadata_network_config`.
 //!
-//! The oracle is the Debian trixie cloud-init package, extracted (never installed)
-//! by `scripts/fetch-cloud-init-oracle.sh` and run by `tests/oracle/ci_oracle.py`
-//! under the system Python. Without it this test fails: it is never skipped.
+//! The oracles are the Debian packages, extracted (never installed) by
+//! `scripts/fetch-cloud-init-oracle.sh` and run by `tests/oracle/ci_oracle.py`
+//! under the system Python. Without one this test fails: it is never skipped.
 
 #![allow(
     clippy::unwrap_used,
@@ -33,11 +34,16 @@ const CASES: u64 = 400;
 const CASES_USIZE: usize = 400;
 const SEED: u64 = 0x1ea5_e400_c0de;
 
-fn oracle_pythonpath() -> PathBuf {
-    std::env::var_os("LEASEHOOK_CLOUDINIT_ORACLE").map_or_else(
+/// The dist-packages of the extracted cloud-init `version`;
+/// `LEASEHOOK_CLOUDINIT_ORACLE_<version with _ for .>` (e.g. `..._25_1_4`)
+/// points elsewhere.
+fn oracle_pythonpath(version: &str) -> PathBuf {
+    let var = format!("LEASEHOOK_CLOUDINIT_ORACLE_{}", version.replace('.', "_"));
+    std::env::var_os(var).map_or_else(
         || {
-            workspace_root()
-                .join("target/oracle/cloud-init-25.1.4/root/usr/lib/python3/dist-packages")
+            workspace_root().join(format!(
+                "target/oracle/cloud-init-{version}/root/usr/lib/python3/dist-packages"
+            ))
         },
         PathBuf::from,
     )
@@ -243,13 +249,24 @@ fn compared(eth: &Value) -> Value {
 
 #[test]
 fn cloud_init_profile_matches_cloud_init_25_1_4() {
-    let pythonpath = oracle_pythonpath();
+    matches_cloud_init("25.1.4");
+}
+
+#[test]
+fn cloud_init_profile_matches_cloud_init_26_2() {
+    matches_cloud_init("26.2");
+}
+
+fn matches_cloud_init(version: &str) {
+    let pythonpath = oracle_pythonpath(version);
     assert!(
         pythonpath
             .join("cloudinit/sources/DataSourceEc2.py")
             .exists(),
-        "cloud-init oracle not found at {pythonpath:?}: run scripts/fetch-cloud-init-oracle.sh \
-         (the README's test command does), or point LEASEHOOK_CLOUDINIT_ORACLE at its dist-packages"
+        "cloud-init {version} oracle not found at {pythonpath:?}: run \
+         scripts/fetch-cloud-init-oracle.sh (the README's test command does), or point \
+         LEASEHOOK_CLOUDINIT_ORACLE_{} at its dist-packages",
+        version.replace('.', "_")
     );
     let mut rng = Rng::new(SEED);
     let cases: Vec<Case> = (0..CASES).map(|id| generate(&mut rng, id)).collect();
@@ -258,7 +275,10 @@ fn cloud_init_profile_matches_cloud_init_25_1_4() {
         .enumerate()
         .map(|(id, c)| json!({"id": id, "metadata": c.tree, "macs_to_nics": c.macs_to_nics, "gateways": c.gateways}))
         .collect();
-    let dir = std::env::temp_dir().join(format!("leasehook-differential-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "leasehook-differential-{}-{version}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let cases_path = dir.join("cases.json");
     std::fs::write(&cases_path, serde_json::to_vec(&input).unwrap()).unwrap();
@@ -277,7 +297,7 @@ fn cloud_init_profile_matches_cloud_init_25_1_4() {
         String::from_utf8_lossy(&out.stderr)
     );
     let oracle: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(oracle["version"], "25.1.4");
+    assert_eq!(oracle["version"], version);
 
     let mut report = String::new();
     let (mut compared_ethernets, mut with_rules, mut mismatches) = (0, 0, 0);
@@ -320,7 +340,7 @@ fn cloud_init_profile_matches_cloud_init_25_1_4() {
         }
     }
     eprintln!(
-        "differential: {CASES} cases, {compared_ethernets} ethernets compared, {with_rules} with routing-policy, {mismatches} mismatches"
+        "differential vs cloud-init {version}: {CASES} cases, {compared_ethernets} ethernets compared, {with_rules} with routing-policy, {mismatches} mismatches"
     );
     assert_eq!(mismatches, 0, "{report}");
     // The generator must actually exercise policy routing, not only trivial NICs.

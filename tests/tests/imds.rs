@@ -127,7 +127,13 @@ fn trail(log: &[LogEntry]) -> Vec<String> {
             let p = e
                 .path
                 .strip_prefix(&format!("{MACS}/{SAMPLE_SECONDARY}"))
-                .map_or(e.path.clone(), |rest| format!("nic{rest}"));
+                .map(|rest| format!("nic{rest}"))
+                .or_else(|| {
+                    e.path
+                        .strip_prefix(&format!("{MACS}/{SAMPLE_PRIMARY}"))
+                        .map(|rest| format!("primary{rest}"))
+                })
+                .unwrap_or_else(|| e.path.clone());
             format!("{} {} {}", e.method, p, e.status)
         })
         .collect()
@@ -209,6 +215,9 @@ fn one_secondary_nic_event_uses_one_connection_and_few_requests() {
             "GET nic/local-ipv4s 200",
             "GET nic/subnet-ipv4-cidr-block 200",
             "GET nic/interface-id 200",
+            // The NIC has no network-card: is that card 0 (a single-card type,
+            // where the primary has none either) or a late key?
+            "GET primary/network-card 404",
         ]
     );
     // Keep-alive: every request came over one connection (one client port).
@@ -218,7 +227,7 @@ fn one_secondary_nic_event_uses_one_connection_and_few_requests() {
     // The next event reuses the token: one request fewer.
     let before = emu.log().len();
     complete(ec2.wait_for_nic(&event("eth11", SAMPLE_SECONDARY, "10.20.1.20"), &budget(5)));
-    assert_eq!(emu.log().len() - before, 6);
+    assert_eq!(emu.log().len() - before, 7);
     assert_eq!(emu.count("PUT", "/latest/api/token"), 1);
 }
 
@@ -353,7 +362,7 @@ fn a_503_with_retry_after_is_honoured() {
             "GET nic/ 200",
         ]
     );
-    assert_eq!(log.len(), 9);
+    assert_eq!(log.len(), 10);
     // The wait slept at least the second Retry-After asked for (a lower bound
     // only: sleeping cannot be shorter, so this cannot flake).
     let gap = log[3].t - log[2].t;
@@ -482,7 +491,7 @@ fn a_dropped_answer_times_out_and_the_wait_asks_again() {
             "GET /latest/meta-data/mac 200",
         ]
     );
-    assert_eq!(t.len(), 8, "{t:?}");
+    assert_eq!(t.len(), 9, "{t:?}");
     let dropped = log_lines_with("eth15: round 1");
     assert!(
         dropped
@@ -510,7 +519,7 @@ fn the_ipv6_endpoint_answers_when_the_first_refuses() {
         .with_endpoints([format!("http://{refused}"), v6.base_url()])
         .unwrap();
     complete(ec2.wait_for_nic(&event("eth16", SAMPLE_SECONDARY, "10.20.1.20"), &budget(5)));
-    assert_eq!(v6.log().len(), 7);
+    assert_eq!(v6.log().len(), 8);
     assert!(v6.log().iter().all(|e| e.peer.starts_with("[::1]:")));
     let switched = log_lines_with("trying the next endpoint");
     assert!(
@@ -607,7 +616,7 @@ fn race_ipv6s_appears_two_seconds_late() {
     let t = trail(&emu.log());
     // First round: no ipv6s in the listing, so it is not asked for; no IPv4 key.
     assert_eq!(
-        t[..6],
+        t[..7],
         [
             "PUT /latest/api/token 200",
             "GET /latest/meta-data/mac 200",
@@ -615,10 +624,11 @@ fn race_ipv6s_appears_two_seconds_late() {
             "GET nic/device-number 200",
             "GET nic/subnet-ipv6-cidr-blocks 200",
             "GET nic/interface-id 200",
+            "GET primary/network-card 404",
         ]
     );
     // Then only ipv6s, directly: 404 until it appears, then 200.
-    let rest = &t[6..];
+    let rest = &t[7..];
     let (last, misses) = rest.split_last().unwrap();
     assert_eq!(last, "GET nic/ipv6s 200");
     assert!(misses.iter().all(|r| r == "GET nic/ipv6s 404"), "{rest:?}");
@@ -642,7 +652,7 @@ fn race_device_number_reads_zero_on_a_secondary_for_one_second() {
     assert_eq!(net.nics[0].device_number, Some(1));
     let t = trail(&emu.log());
     assert_eq!(
-        t[..7],
+        t[..8],
         [
             "PUT /latest/api/token 200",
             "GET /latest/meta-data/mac 200",
@@ -651,16 +661,158 @@ fn race_device_number_reads_zero_on_a_secondary_for_one_second() {
             "GET nic/local-ipv4s 200",
             "GET nic/subnet-ipv4-cidr-block 200",
             "GET nic/interface-id 200",
+            "GET primary/network-card 404",
         ]
     );
     // Then only device-number: rounds start after 0.1-0.2, 0.3-0.6, 0.7-1.4 s, so
     // 2 or 3 more read 0 before one reads 1 (one more for a slow machine).
-    let rest = &t[7..];
+    let rest = &t[8..];
     assert!(
         rest.iter().all(|r| r == "GET nic/device-number 200"),
         "{rest:?}"
     );
     assert!((3..=5).contains(&rest.len()), "{rest:?}");
+}
+
+/// The sample instance as a multi-card type (p5-like): `network-card` on both NICs,
+/// the secondary on card 1 with device-number 0.
+fn multi_card_emulator(scenario: serde_json::Value) -> Emulator {
+    logs();
+    let mut tree = sample_tree();
+    let macs = tree
+        .pointer_mut("/latest/meta-data/network/interfaces/macs")
+        .unwrap();
+    macs[SAMPLE_PRIMARY]["network-card"] = json!("0");
+    macs[SAMPLE_SECONDARY]["network-card"] = json!("1");
+    macs[SAMPLE_SECONDARY]["device-number"] = json!("0");
+    let mut cfg = Config::new(tree);
+    cfg.scenario = Scenario::from_value(scenario).unwrap();
+    cfg.require_token = true;
+    Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap()
+}
+
+#[test]
+fn multi_card_device_zero_on_card_one_agrees_in_one_round() {
+    let emu = multi_card_emulator(json!({}));
+    let root = tempfile::tempdir().unwrap();
+    let net = complete(
+        client(root.path(), &emu)
+            .wait_for_nic(&event("eth26", SAMPLE_SECONDARY, "10.20.1.20"), &budget(5)),
+    );
+    let nic = net.nic(SAMPLE_SECONDARY.parse().unwrap()).unwrap();
+    assert_eq!((nic.network_card, nic.device_number), (Some(1), Some(0)));
+    // The NIC names its own card: the primary is not asked.
+    assert_eq!(
+        trail(&emu.log()),
+        [
+            "PUT /latest/api/token 200",
+            "GET /latest/meta-data/mac 200",
+            "GET nic/ 200",
+            "GET nic/device-number 200",
+            "GET nic/network-card 200",
+            "GET nic/local-ipv4s 200",
+            "GET nic/subnet-ipv4-cidr-block 200",
+            "GET nic/interface-id 200",
+        ]
+    );
+}
+
+#[test]
+fn race_network_card_appears_late_on_a_multi_card_type() {
+    // device-number reads 0 from the start; network-card comes 1 s later. The wait
+    // must neither give up on the 0 nor plan the NIC as card 0.
+    let emu = multi_card_emulator(json!({
+        "appear": [{"path": format!("{MACS}/{SAMPLE_SECONDARY}/network-card"), "after": 1.0}]
+    }));
+    let root = tempfile::tempdir().unwrap();
+    let net = complete(
+        client(root.path(), &emu)
+            .wait_for_nic(&event("eth27", SAMPLE_SECONDARY, "10.20.1.20"), &budget(10)),
+    );
+    let nic = net.nic(SAMPLE_SECONDARY.parse().unwrap()).unwrap();
+    assert_eq!((nic.network_card, nic.device_number), (Some(1), Some(0)));
+    let t = trail(&emu.log());
+    assert_eq!(
+        t[..8],
+        [
+            "PUT /latest/api/token 200",
+            "GET /latest/meta-data/mac 200",
+            "GET nic/ 200",
+            "GET nic/device-number 200",
+            "GET nic/local-ipv4s 200",
+            "GET nic/subnet-ipv4-cidr-block 200",
+            "GET nic/interface-id 200",
+            // Not listed yet: the primary's says the type serves the key.
+            "GET primary/network-card 200",
+        ]
+    );
+    // Then only the NIC's network-card, directly: 404 until it appears.
+    let rest = &t[8..];
+    let (last, misses) = rest.split_last().unwrap();
+    assert_eq!(last, "GET nic/network-card 200");
+    assert!(
+        misses.iter().all(|r| r == "GET nic/network-card 404"),
+        "{rest:?}"
+    );
+    assert!((2..=4).contains(&misses.len()), "{rest:?}");
+    let waiting = log_lines_with("eth27: round 1: IMDS does not say yet");
+    assert!(
+        waiting
+            .iter()
+            .any(|l| l.contains("network-card absent while another NIC has one")),
+        "{waiting:?}"
+    );
+}
+
+#[test]
+fn the_cloud_init_order_costs_one_listing_and_the_peers_position_keys() {
+    // `profile: cloud-init`: the event also reads which MACs IMDS has and each
+    // other OS NIC's device-number (and network-card where the type serves it).
+    let peers = [
+        SAMPLE_PRIMARY.parse().unwrap(),
+        "02:00:00:00:00:99".parse().unwrap(),
+    ];
+    let single = emulator(json!({}));
+    let root = tempfile::tempdir().unwrap();
+    let ev = event("eth28", SAMPLE_SECONDARY, "10.20.1.20").with_peers(peers);
+    let net = complete(client(root.path(), &single).wait_for_nic(&ev, &budget(5)));
+    let primary = net.nic(SAMPLE_PRIMARY.parse().unwrap()).unwrap();
+    assert_eq!(
+        (primary.device_number, primary.network_card),
+        (Some(0), None)
+    );
+    assert_eq!(
+        trail(&single.log())[7..],
+        [
+            "GET /latest/meta-data/network/interfaces/macs/ 200",
+            "GET primary/device-number 200",
+            // A 404 on the primary: a single-card type, no other peer is asked.
+            "GET primary/network-card 404",
+        ]
+    );
+    // Single-card, two NICs: 2 more than the ec2-net-utils profile's event (the
+    // listing and the primary's device-number; its network-card is asked either
+    // way); the MAC IMDS does not list costs nothing.
+    assert_eq!(single.log().len(), 1 + 9);
+
+    let multi = multi_card_emulator(json!({}));
+    let root = tempfile::tempdir().unwrap();
+    let ev = event("eth29", SAMPLE_SECONDARY, "10.20.1.20").with_peers(peers);
+    let net = complete(client(root.path(), &multi).wait_for_nic(&ev, &budget(5)));
+    let primary = net.nic(SAMPLE_PRIMARY.parse().unwrap()).unwrap();
+    assert_eq!(
+        (primary.device_number, primary.network_card),
+        (Some(0), Some(0))
+    );
+    assert_eq!(
+        trail(&multi.log())[8..],
+        [
+            "GET /latest/meta-data/network/interfaces/macs/ 200",
+            "GET primary/device-number 200",
+            "GET primary/network-card 200",
+        ]
+    );
+    assert_eq!(multi.log().len(), 1 + 10);
 }
 
 #[test]
@@ -700,13 +852,14 @@ fn race_subnet_404s_for_three_seconds_after_the_folder_exists() {
         "GET nic/local-ipv4s 200",
         "GET nic/interface-id 200",
         "GET nic/subnet-ipv4-cidr-block 200",
+        "GET primary/network-card 404",
     ] {
         assert_eq!(count(once), 1, "{once}: {t:?}");
     }
     assert_eq!(t.last().unwrap(), "GET nic/subnet-ipv4-cidr-block 200");
     let misses = count("GET nic/subnet-ipv4-cidr-block 404");
     assert!((2..=6).contains(&misses), "{t:?}");
-    assert_eq!(t.len(), 1 + 1 + listings.len() + 3 + misses + 1);
+    assert_eq!(t.len(), 1 + 1 + listings.len() + 4 + misses + 1);
 }
 
 #[test]
@@ -729,7 +882,7 @@ fn race_a_key_that_never_appears_ends_partial() {
     assert_eq!(network.primary_mac.unwrap().to_string(), SAMPLE_PRIMARY);
     let t = trail(&emu.log());
     assert_eq!(
-        t[..6],
+        t[..7],
         [
             "PUT /latest/api/token 200",
             "GET /latest/meta-data/mac 200",
@@ -737,11 +890,12 @@ fn race_a_key_that_never_appears_ends_partial() {
             "GET nic/device-number 200",
             "GET nic/local-ipv4s 200",
             "GET nic/interface-id 200",
+            "GET primary/network-card 404",
         ]
     );
     // Rounds after 0.1-0.2, 0.3-0.6, 0.7-1.4, 1.5-3.0 s (cut to 2.5 s) and at 2.5 s:
     // 4 or 5 asks for the subnet, all 404.
-    let rest = &t[6..];
+    let rest = &t[7..];
     assert!(
         rest.iter()
             .all(|r| r == "GET nic/subnet-ipv4-cidr-block 404"),
@@ -818,7 +972,7 @@ fn the_emulator_binary_prints_its_address_and_logs_every_request() {
         .lines()
         .map(|l| LogEntry::parse(l).unwrap())
         .collect();
-    assert_eq!(entries.len(), 8);
+    assert_eq!(entries.len(), 9);
     assert_eq!(
         trail(&entries)[..2],
         ["PUT /latest/api/token 503", "PUT /latest/api/token 200"]

@@ -256,48 +256,94 @@ fn requests_per_refresh_of_four_nics() {
     let requests = log.lines().count() - before;
     // Each NIC's requests leave through that NIC, from its own address (IMDS
     // throttles per ENI): the emulator logs the peer of every request.
+    // A secondary without `network-card` also asks the primary's once, through
+    // itself: that request is its event's, not the primary's.
+    let probe = "macs/02:00:00:00:00:01/network-card ";
+    let peer = |l: &str| -> Option<String> {
+        l.split_whitespace()
+            .nth(1)?
+            .rsplit_once(':')
+            .map(|(ip, _port)| ip.to_owned())
+    };
     for n in 0u8..4 {
         let mac = format!("macs/02:00:00:00:00:0{}/", n + 1);
-        let peers: std::collections::BTreeSet<&str> = log
+        let peers: std::collections::BTreeSet<String> = log
             .lines()
             .skip(before)
-            .filter(|l| l.contains(&mac))
-            .filter_map(|l| {
-                l.split_whitespace()
-                    .nth(1)?
-                    .rsplit_once(':')
-                    .map(|(ip, _port)| ip)
-            })
+            .filter(|l| l.contains(&mac) && !l.contains(probe))
+            .filter_map(peer)
             .collect();
         let own = format!("10.98.{n}.{}", if n == 0 { 10 } else { 20 });
         assert_eq!(
             peers.into_iter().collect::<Vec<_>>(),
-            vec![own.as_str()],
+            vec![own.clone()],
             "requests for eth{n}'s keys"
         );
     }
+    let probes: Vec<String> = log
+        .lines()
+        .skip(before)
+        .filter(|l| l.contains(probe))
+        .filter_map(peer)
+        .collect();
+    assert_eq!(probes, ["10.98.1.20", "10.98.2.20", "10.98.3.20"], "{log}");
     assert_eq!(out.matches(": 0 change(s)").count(), 4, "{out}");
     println!("refresh of 4 NICs (eth0 primary, eth1-eth3 secondary): {requests} IMDS requests");
     // Per NIC: meta-data/mac, the MAC's listing and the keys it lists for IPv4
-    // (device-number, local-ipv4s, subnet-ipv4-cidr-block, interface-id): at most 6.
-    assert!(requests <= 4 * 6, "{requests} requests for 4 NICs");
+    // (device-number, local-ipv4s, subnet-ipv4-cidr-block, interface-id): at most 6;
+    // each secondary, whose folder lists no network-card, asks the primary's too.
+    assert!(requests <= 6 + 3 * 7, "{requests} requests for 4 NICs");
 }
 
 #[test]
-fn refresh_refuses_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
+fn refresh_applies_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
     let mut w = bound_world("refreshci");
-    let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
+    // Switched to cloud-init's numbering: eth1, second of (eth0, eth1) in
+    // (network-card, device-number, MAC) order, moves from 10001 to table 101.
     let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
     cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
     cmd.env("LEASEHOOK_PROFILE", "cloud-init");
     let o = cmd.args(["refresh", "-v"]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let out = text(&o);
+    assert!(out.contains("eth1: "), "{out}");
+    let rules = w.our_rules();
+    for from in ["10.98.1.20", "10.98.1.21"] {
+        assert!(
+            rules
+                .iter()
+                .any(|r| r.ends_with(&format!("from {from} lookup 101 proto 176"))),
+            "{rules:#?}"
+        );
+    }
+    assert_eq!(rules.len(), 2, "{rules:#?}");
     assert!(
-        stderr.contains("only the ec2-net-utils profile can") && stderr.contains("cloud-init"),
-        "{stderr}"
+        w.our_routes().contains(
+            &"default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176".to_owned()
+        ),
+        "{:#?}",
+        w.our_routes()
     );
-    assert_eq!((w.our_rules(), w.our_routes(), w.inst.addresses()), before);
+    assert!(
+        w.inst
+            .addresses()
+            .contains(&"eth1 10.98.1.21/24".to_owned()),
+        "{:#?}",
+        w.inst.addresses()
+    );
+    for from in ["10.98.1.20", "10.98.1.21"] {
+        assert_eq!(
+            w.echo_from(from).as_deref(),
+            Some(from),
+            "traffic from {from}"
+        );
+    }
+    // Again: nothing changes.
+    let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
+    cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    cmd.env("LEASEHOOK_PROFILE", "cloud-init");
+    let again = text(&cmd.args(["refresh", "-v"]).output().unwrap());
+    assert_eq!(again.matches(": 0 change(s)").count(), 2, "{again}");
+    let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
 
     // An unmanaged NIC is left as it is, even when IMDS no longer lists its
     // secondary address.

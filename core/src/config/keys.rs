@@ -39,7 +39,7 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "profile",
         env: Some("LEASEHOOK_PROFILE"),
-        help: "table numbering: ec2-net-utils or cloud-init (default ec2-net-utils; the hooks plan ec2-net-utils only)",
+        help: "table numbering: ec2-net-utils (10000 + 100*card + device, the default) or cloud-init (100 + the NIC's position)",
         set: |s, r| {
             let v = word(r)?;
             s.plan.profile = v

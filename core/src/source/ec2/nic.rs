@@ -12,7 +12,7 @@
 //!
 //! | key | needed for | required |
 //! |---|---|---|
-//! | `device-number` | every lease | yes: the table number; `0` only on the primary MAC |
+//! | `device-number` | every lease | yes: the table number; `0` only on the primary MAC or a card other than 0 |
 //! | `network-card` | every lease | no: absent on single-card instance types (card 0) |
 //! | `local-ipv4s` | DHCPv4 | yes: must hold the leased address |
 //! | `subnet-ipv4-cidr-block` | DHCPv4 | yes: the subnet route |
@@ -24,7 +24,18 @@
 //!
 //! A required key that is absent, or that does not yet say what the lease proves,
 //! is asked for again in the next round (directly, without the listing); an
-//! optional key is read once.
+//! optional key is read once, except `network-card` while it is late (below).
+//!
+//! # Multi-card instance types
+//!
+//! `network-card` absent means card 0 on a single-card type and "not propagated
+//! yet" on a multi-card type, which serves the key on every NIC. When the event's
+//! NIC has none of its own (and is not the primary), the primary's
+//! `macs/<primary>/network-card` is read once, after this NIC's keys: a value there
+//! means the type serves the key, and the planner then reports
+//! [`Missing::NetworkCardNotPropagated`] for this NIC, whose `network-card` is asked
+//! again, directly, every round until it answers. A 404 there means a single-card
+//! type: card 0. A NIC that names its own card costs no extra request.
 //!
 //! # When IMDS agrees
 //!
@@ -128,6 +139,15 @@ pub enum Request {
     Listing,
     /// One key of the MAC folder.
     Key(NicKey),
+    /// The primary NIC's `network-card`, read once when this NIC's folder does
+    /// not list its own: whether the instance type serves the key at all (see the
+    /// module docs).
+    PrimaryNetworkCard(MacAddr),
+    /// The `macs/` listing: which MACs IMDS knows (the `cloud-init` profile's
+    /// order, see [`NicEvent::with_peers`]).
+    Macs,
+    /// A key (`device-number` or `network-card`) of another NIC of the OS.
+    Peer(MacAddr, NicKey),
 }
 
 impl Request {
@@ -137,6 +157,12 @@ impl Request {
             Self::PrimaryMac => format!("{IMDS_META_DATA}/mac"),
             Self::Listing => format!("{IMDS_META_DATA}/{MACS_PATH}/{mac}/"),
             Self::Key(k) => format!("{IMDS_META_DATA}/{MACS_PATH}/{mac}/{}", k.name()),
+            Self::PrimaryNetworkCard(primary) => format!(
+                "{IMDS_META_DATA}/{MACS_PATH}/{primary}/{}",
+                NicKey::NetworkCard.name()
+            ),
+            Self::Macs => format!("{IMDS_META_DATA}/{MACS_PATH}/"),
+            Self::Peer(peer, k) => format!("{IMDS_META_DATA}/{MACS_PATH}/{peer}/{}", k.name()),
         }
     }
 }
@@ -147,6 +173,7 @@ pub struct NicEvent {
     interface: IfName,
     mac: MacAddr,
     leases: Vec<Lease>,
+    peers: BTreeSet<MacAddr>,
 }
 
 impl NicEvent {
@@ -170,7 +197,25 @@ impl NicEvent {
             interface,
             mac,
             leases,
+            peers: BTreeSet::new(),
         })
+    }
+
+    /// Also reads the position keys of the OS's other NICs (`peers`, their MACs):
+    /// the `macs/` listing once, then `device-number` of each peer IMDS lists, and
+    /// its `network-card` when the instance type serves the key. What the
+    /// `cloud-init` profile needs to number this NIC by its position among all
+    /// NICs present in both the OS and IMDS, as cloud-init does, from the metadata
+    /// and never from which leases were seen. Each is read once per event.
+    #[must_use]
+    pub fn with_peers(mut self, peers: impl IntoIterator<Item = MacAddr>) -> Self {
+        self.peers = peers.into_iter().filter(|m| *m != self.mac).collect();
+        self
+    }
+
+    /// The other NICs whose position keys this event reads.
+    pub fn peers(&self) -> &BTreeSet<MacAddr> {
+        &self.peers
     }
 
     /// The interface.
@@ -216,6 +261,12 @@ pub struct Fetched {
     primary_mac: Option<Leaf>,
     listing: Listing,
     keys: BTreeMap<NicKey, Leaf>,
+    /// The primary's `network-card`, when it was asked: (the primary's MAC, answer).
+    primary_card: Option<(MacAddr, Leaf)>,
+    /// The `macs/` listing, when asked (a 404 lists nothing).
+    macs: Option<BTreeSet<MacAddr>>,
+    /// Peers' keys.
+    peer_keys: BTreeMap<(MacAddr, NicKey), Leaf>,
 }
 
 /// What is known of the MAC folder.
@@ -254,12 +305,46 @@ impl Fetched {
             Request::Key(k) => {
                 self.keys.insert(k, leaf(answer));
             }
+            Request::PrimaryNetworkCard(primary) => {
+                self.primary_card = Some((primary, leaf(answer)));
+            }
+            Request::Macs => {
+                self.macs = Some(answer.map_or_else(BTreeSet::new, |body| {
+                    body.lines()
+                        .filter_map(|l| l.trim().trim_end_matches('/').parse().ok())
+                        .collect()
+                }));
+            }
+            Request::Peer(peer, k) => {
+                self.peer_keys.insert((peer, k), leaf(answer));
+            }
         }
     }
 
     /// Whether the MAC folder is known to exist.
     pub fn folder_exists(&self) -> bool {
         matches!(self.listing, Listing::Entries(_))
+    }
+
+    /// The primary's MAC, once `meta-data/mac` answered with one.
+    fn primary(&self) -> Option<MacAddr> {
+        match &self.primary_mac {
+            Some(Leaf::Value(v)) => v.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// Whether the primary's `network-card` is still to be asked: this NIC is not
+    /// the primary and IMDS gave it no `network-card` of its own, so only another
+    /// NIC can tell whether the key is late (a multi-card type) or not served at
+    /// all (card 0). Asked once per event.
+    fn needs_primary_card(&self, event: &NicEvent) -> Option<MacAddr> {
+        // A peer's network-card (the primary's among them) says as much.
+        let primary = self
+            .primary()
+            .filter(|p| *p != event.mac && !event.peers.contains(p))?;
+        let own = matches!(self.keys.get(&NicKey::NetworkCard), Some(Leaf::Value(_)));
+        (self.folder_exists() && !own && self.primary_card.is_none()).then_some(primary)
     }
 
     fn is_listed(&self, key: NicKey) -> bool {
@@ -307,6 +392,41 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
             .collect();
         let path = format!("{MACS_PATH}/{}", event.mac);
         nics.push(parse_nic(event.mac, &path, &folder)?);
+    }
+    // Peers: only the position keys, for the cloud-init order and for telling a
+    // late network-card from one the type does not serve.
+    if let Some(listed) = &fetched.macs {
+        for peer in listed.iter().filter(|m| event.peers.contains(m)) {
+            let folder: Map<String, Value> = [NicKey::DeviceNumber, NicKey::NetworkCard]
+                .into_iter()
+                .filter_map(|k| match fetched.peer_keys.get(&(*peer, k)) {
+                    Some(Leaf::Value(v)) => Some((k.name().to_owned(), Value::String(v.clone()))),
+                    _ => None,
+                })
+                .collect();
+            nics.push(parse_nic(*peer, &format!("{MACS_PATH}/{peer}"), &folder)?);
+        }
+        nics.sort_by_key(|n| n.mac);
+    }
+    // What the primary says of `network-card` is what tells a late key from one
+    // the instance type does not serve; the planner reads it from the primary's
+    // (otherwise empty) entry.
+    if let (Some((mac, Leaf::Value(v))), Some(primary)) = (&fetched.primary_card, primary_mac)
+        && *mac == primary
+        && primary != event.mac
+    {
+        let folder: Map<String, Value> = [(
+            NicKey::NetworkCard.name().to_owned(),
+            Value::String(v.clone()),
+        )]
+        .into_iter()
+        .collect();
+        nics.push(parse_nic(
+            primary,
+            &format!("{MACS_PATH}/{primary}"),
+            &folder,
+        )?);
+        nics.sort_by_key(|n| n.mac);
     }
     let network = InstanceNetwork { primary_mac, nics };
     let links = [Link {
@@ -359,6 +479,7 @@ fn request_for(missing: &Missing) -> Option<Request> {
         Missing::DeviceNumber | Missing::DeviceNumberNotPropagated => {
             Some(Request::Key(NicKey::DeviceNumber))
         }
+        Missing::NetworkCardNotPropagated => Some(Request::Key(NicKey::NetworkCard)),
         Missing::LeaseAddress { address } => by_family(
             NicKey::LocalIpv4s,
             NicKey::Ipv6s,
@@ -397,13 +518,62 @@ pub fn next_request(
         // Keys cannot be told absent before the folder exists.
         return due(Request::Listing, true).then_some(Request::Listing);
     }
-    event.keys().into_iter().map(Request::Key).find(|r| {
+    let key = event.keys().into_iter().map(Request::Key).find(|r| {
         let Request::Key(k) = *r else { return false };
         let needed = match fetched.keys.get(&k) {
             None => fetched.is_listed(k) || again.contains(r),
             Some(_) => again.contains(r),
         };
         due(*r, needed)
+    });
+    key.or_else(|| {
+        let probe = Request::PrimaryNetworkCard(fetched.needs_primary_card(event)?);
+        due(probe, true).then_some(probe)
+    })
+    .or_else(|| next_peer_request(event, fetched))
+}
+
+/// The next position key of a peer, each asked once: the `macs/` listing, then
+/// per listed peer `device-number`, and `network-card` when the type serves it
+/// (this NIC or a peer has one; asked after every `device-number`, so that the
+/// first peer's answer, the primary's on a multi-card type, decides for all).
+fn next_peer_request(event: &NicEvent, fetched: &Fetched) -> Option<Request> {
+    if event.peers.is_empty() || !fetched.folder_exists() {
+        return None;
+    }
+    let Some(listed) = &fetched.macs else {
+        return Some(Request::Macs);
+    };
+    let listed: Vec<MacAddr> = listed
+        .iter()
+        .filter(|m| event.peers.contains(m))
+        .copied()
+        .collect();
+    let unasked = |k: NicKey| {
+        listed.iter().map(move |m| Request::Peer(*m, k)).find(
+            |r| matches!(r, Request::Peer(m, k) if !fetched.peer_keys.contains_key(&(*m, *k))),
+        )
+    };
+    unasked(NicKey::DeviceNumber).or_else(|| {
+        let own = matches!(fetched.keys.get(&NicKey::NetworkCard), Some(Leaf::Value(_)));
+        let any_peer = fetched
+            .peer_keys
+            .iter()
+            .any(|((_, k), v)| *k == NicKey::NetworkCard && matches!(v, Leaf::Value(_)));
+        // The primary (else the first listed peer) is asked in any case: a 404
+        // there means a single-card type, and the others are not asked.
+        let first = fetched
+            .primary()
+            .filter(|p| listed.contains(p))
+            .or_else(|| listed.first().copied());
+        match first {
+            Some(m) if !fetched.peer_keys.contains_key(&(m, NicKey::NetworkCard)) => {
+                Some(Request::Peer(m, NicKey::NetworkCard))
+            }
+            _ => (own || any_peer)
+                .then(|| unasked(NicKey::NetworkCard))
+                .flatten(),
+        }
     })
 }
 
@@ -542,6 +712,8 @@ mod tests {
                 Request::Key(NicKey::LocalIpv4s),
                 Request::Key(NicKey::SubnetIpv4),
                 Request::Key(NicKey::InterfaceId),
+                // No network-card of its own: does the instance type serve it?
+                Request::PrimaryNetworkCard(PRIMARY.parse().unwrap()),
             ]
         );
         let done = assess(&ev, &state).unwrap();
@@ -573,7 +745,7 @@ mod tests {
             (Request::Key(NicKey::Ipv6Prefix), "2600:0:0:0:8000::/80"),
         ]);
         let start = assess(&ev, &state).unwrap();
-        assert_eq!(round(&ev, &mut state, &start.missing, &t1).len(), 5);
+        assert_eq!(round(&ev, &mut state, &start.missing, &t1).len(), 6);
         let a1 = assess(&ev, &state).unwrap();
         assert_eq!(
             a1.missing,
@@ -666,6 +838,7 @@ mod tests {
                 Request::Key(NicKey::LocalIpv4s),
                 Request::Key(NicKey::SubnetIpv4),
                 Request::Key(NicKey::Ipv4Prefix),
+                Request::PrimaryNetworkCard(PRIMARY.parse().unwrap()),
             ]
         );
         let a2 = assess(&ev, &state).unwrap();
@@ -677,6 +850,88 @@ mod tests {
             [Request::Key(NicKey::SubnetIpv4)]
         );
         assert!(assess(&ev, &state).unwrap().is_complete());
+    }
+
+    #[test]
+    fn peers_are_read_once_for_the_cloud_init_order() {
+        const THIRD: &str = "02:00:00:00:00:03";
+        const NOT_IN_IMDS: &str = "02:00:00:00:00:09";
+        let mac = |m: &str| m.parse::<MacAddr>().unwrap();
+        let peers = [mac(PRIMARY), mac(THIRD), mac(NOT_IN_IMDS), mac(SECONDARY)];
+        let ev = event(SECONDARY, &["10.0.1.20"]).with_peers(peers);
+        // The event's own MAC is not its peer.
+        assert_eq!(ev.peers().len(), 3);
+        let folder = "device-number\nlocal-ipv4s\nsubnet-ipv4-cidr-block";
+        let macs = "02:00:00:00:00:01/\n02:00:00:00:00:02/\n02:00:00:00:00:03/";
+        let base = [
+            (Request::PrimaryMac, PRIMARY),
+            (Request::Listing, folder),
+            (Request::Key(NicKey::DeviceNumber), "1"),
+            (Request::Key(NicKey::LocalIpv4s), "10.0.1.20"),
+            (Request::Key(NicKey::SubnetIpv4), "10.0.1.0/24"),
+            (Request::Macs, macs),
+            (Request::Peer(mac(PRIMARY), NicKey::DeviceNumber), "0"),
+            (Request::Peer(mac(THIRD), NicKey::DeviceNumber), "2"),
+        ];
+
+        // Single-card: the primary has no network-card, so no peer is asked for it.
+        let mut state = Fetched::new();
+        let asked = round(&ev, &mut state, &[], &tree(&base));
+        assert_eq!(
+            asked[3..],
+            [
+                Request::Key(NicKey::LocalIpv4s),
+                Request::Key(NicKey::SubnetIpv4),
+                Request::Macs,
+                Request::Peer(mac(PRIMARY), NicKey::DeviceNumber),
+                Request::Peer(mac(THIRD), NicKey::DeviceNumber),
+                Request::Peer(mac(PRIMARY), NicKey::NetworkCard),
+            ]
+        );
+        let a = assess(&ev, &state).unwrap();
+        assert!(a.is_complete(), "{:?}", a.missing);
+        let order: Vec<(MacAddr, Option<u32>)> = a
+            .network
+            .nics
+            .iter()
+            .map(|n| (n.mac, n.device_number))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (mac(PRIMARY), Some(0)),
+                (mac(SECONDARY), Some(1)),
+                (mac(THIRD), Some(2))
+            ]
+        );
+        // Nothing is asked again.
+        assert_eq!(
+            next_request(&ev, &state, &a.missing, &BTreeSet::new()),
+            None
+        );
+
+        // Multi-card: the primary's network-card says the type serves it; every
+        // peer's is read.
+        let mut multi = base.to_vec();
+        multi.push((Request::Peer(mac(PRIMARY), NicKey::NetworkCard), "0"));
+        multi.push((Request::Peer(mac(THIRD), NicKey::NetworkCard), "1"));
+        let mut state = Fetched::new();
+        let asked = round(&ev, &mut state, &[], &tree(&multi));
+        assert_eq!(
+            asked[asked.len() - 2..],
+            [
+                Request::Peer(mac(PRIMARY), NicKey::NetworkCard),
+                Request::Peer(mac(THIRD), NicKey::NetworkCard),
+            ]
+        );
+        let a = assess(&ev, &state).unwrap();
+        // This NIC has no network-card while its peers do: not propagated yet.
+        assert_eq!(a.missing, [Missing::NetworkCardNotPropagated]);
+        let third = a.network.nic(mac(THIRD)).unwrap();
+        assert_eq!(
+            (third.network_card, third.device_number),
+            (Some(1), Some(2))
+        );
     }
 
     #[test]

@@ -434,7 +434,10 @@ mod tests {
             panic!("{out:?}")
         };
         assert_eq!(net.nics[0].device_number, Some(1));
-        assert_eq!(imds.requests().len(), 6);
+        // mac, the listing, four keys, and the primary's network-card (404: a
+        // single-card type), which tells that this NIC's absent one means card 0.
+        assert_eq!(imds.requests().len(), 7);
+        assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 1);
         assert!(clock.sleeps.borrow().is_empty());
     }
 
@@ -467,7 +470,7 @@ mod tests {
         assert_eq!(ms.len(), 7);
         // One full first round, then only the subnet, once per round.
         assert_eq!(imds.count("subnet-ipv4-cidr-block"), 8);
-        assert_eq!(imds.requests().len(), 5 + 8, "{:?}", imds.requests());
+        assert_eq!(imds.requests().len(), 6 + 8, "{:?}", imds.requests());
         assert!(clock.t() >= Duration::from_secs(6));
     }
 
@@ -566,7 +569,73 @@ mod tests {
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
         // Rounds at ~0, 0.1, 0.3, 0.7 read 0; the one at ~1.5 s reads 1.
         assert_eq!(imds.count("device-number"), 5);
-        assert_eq!(imds.requests().len(), 6 + 4);
+        assert_eq!(imds.requests().len(), 7 + 4);
+    }
+
+    /// A secondary on network card 1 with device-number 0 (the layout of p4d, p5,
+    /// trn1): the primary reports a `network-card`, this NIC's appears at `late`.
+    fn card_one_device_zero(imds: FakeImds<'_>, late: Duration) -> FakeImds<'_> {
+        let listing = move |t: Duration| {
+            let card = if t < late { "" } else { "network-card\n" };
+            Ok(Some(format!(
+                "device-number\ninterface-id\nlocal-ipv4s\n{card}subnet-ipv4-cidr-block\nmac"
+            )))
+        };
+        secondary(imds)
+            .leaf(&format!("{MACS}/{SECONDARY}/"), listing)
+            .value(&format!("{MACS}/{SECONDARY}/device-number"), "0")
+            .leaf(&format!("{MACS}/{SECONDARY}/network-card"), move |t| {
+                Ok((t >= late).then(|| "1".to_owned()))
+            })
+            .value(&format!("{MACS}/02:00:00:00:00:01/network-card"), "0")
+    }
+
+    #[test]
+    fn device_number_zero_on_network_card_one_is_trusted_at_once() {
+        let clock = FakeClock::new();
+        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::ZERO);
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let Outcome::Complete(net) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(net.nics[0].network_card, Some(1));
+        assert_eq!(net.nics[0].device_number, Some(0));
+        // The NIC lists its own network-card: the primary is not asked.
+        assert_eq!(imds.requests().len(), 7, "{:?}", imds.requests());
+        assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 0);
+        assert!(clock.sleeps.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_late_network_card_on_a_multi_card_type_is_waited_for() {
+        let clock = FakeClock::new();
+        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::from_secs(1));
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let Outcome::Complete(net) = out else {
+            panic!("{out:?}")
+        };
+        let nic = net.nic(SECONDARY.parse().unwrap()).unwrap();
+        assert_eq!((nic.network_card, nic.device_number), (Some(1), Some(0)));
+        // Round 1 asks the primary once; rounds at ~0.1, 0.3, 0.7 s ask only this
+        // NIC's network-card (404), the one at ~1.5 s reads 1.
+        assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 1);
+        assert_eq!(imds.count(&format!("{SECONDARY}/network-card")), 4);
+        assert_eq!(imds.requests().len(), 7 + 4, "{:?}", imds.requests());
+        assert_eq!(clock.sleeps.borrow().len(), 4);
+    }
+
+    #[test]
+    fn a_network_card_that_never_comes_leaves_the_nic_unrouted() {
+        // Card 1, device 2: without the primary's answer this would be planned
+        // as card 0 (table 10002, another NIC's); the wait must not say so.
+        let clock = FakeClock::new();
+        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::MAX)
+            .value(&format!("{MACS}/{SECONDARY}/device-number"), "2");
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(3_000), &clock);
+        let Outcome::Partial { missing, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(missing, [Missing::NetworkCardNotPropagated]);
     }
 
     #[test]
