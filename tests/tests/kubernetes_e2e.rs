@@ -802,13 +802,32 @@ fn kubernetes_off_puts_the_pods_ips_on_the_primary_and_breaks_them() {
             p.name
         );
     }
-    // And a DHCP event on the CNI's ENI is planned like any NIC's: rules from the
-    // pods' addresses into a table of ours (here the write fails, as the CNI took
-    // the subnet route out of main, and is rolled back).
+    // And a DHCP event on the CNI's ENI is planned like any NIC's: its pods'
+    // addresses go on eth2 and become rule sources into a table of ours, in front
+    // of the CNI's own.
     let out = dhcp_event_on_eth2(&n);
     let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
     assert!(!err.contains("is the CNI's ENI"), "{err}");
-    assert!(err.contains("table 10002"), "{err}");
+    let taken: Vec<String> = stolen(&n)
+        .into_iter()
+        .filter(|a| a.starts_with("eth2 "))
+        .collect();
+    assert_eq!(
+        taken,
+        [
+            "eth2 10.98.2.21/32",
+            "eth2 10.98.2.22/32",
+            "eth2 10.98.2.23/32"
+        ]
+    );
+    let rules = n.w.inst.rules();
+    assert!(
+        rules
+            .iter()
+            .any(|r| r == "10002 from 10.98.2.21 lookup 10002 proto 176"),
+        "{rules:#?}"
+    );
     let root = n.w.root.display().to_string();
     let status = ok_text(&leasehook(&n, &["status", "--root", &root]));
     assert!(
