@@ -675,6 +675,9 @@ fn install_into_a_throwaway_root_run_the_rhel_dhclient_hook_then_erase() {
     for d in BASE {
         std::fs::create_dir_all(root.join(d.trim_start_matches('/'))).unwrap();
     }
+    // rpm resolves the files' owners in the root's own user database.
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
     let (ok, _, err) = sh(rpm_root(&root).arg("--initdb"));
     assert!(ok, "rpm --initdb: {err}");
     let before: BTreeSet<String> = tree(&root).into_keys().collect();
