@@ -41,36 +41,27 @@ use std::time::Duration;
 use leasehook_tests::netns::TempDir;
 use leasehook_tests::world::{World, WorldOptions, wait_until};
 
-/// Every entry of the package but the documentation (one file per `docs/*.md`,
-/// checked apart): path, `d` for a folder or `-` for a file, mode, and the file
-/// flags as `rpm --qf %{FILEFLAGS:fflags}` prints them (`c` config, `n`
-/// noreplace, `d` doc). Everything is root:root.
+/// Every file of the package but the documentation (one file per `docs/*.md`,
+/// checked apart): path, `-` (a regular file), mode, and the file flags as `rpm
+/// --qf %{FILEFLAGS:fflags}` prints them (`c` config, `n` noreplace, `d` doc).
+/// Everything is root:root. The package lists no folders (cargo-generate-rpm
+/// 0.21.1 cannot): rpm makes [`MADE_FOLDERS`] as it installs.
 const ENTRIES: &[(&str, char, u32, &str)] = &[
     ("/usr/bin/leasehook", '-', 0o755, ""),
-    ("/usr/libexec/leasehook", 'd', 0o755, ""),
     ("/usr/libexec/leasehook/leasehook-dhclient", '-', 0o755, ""),
     ("/usr/libexec/leasehook/leasehook-networkd", '-', 0o755, ""),
     ("/usr/libexec/leasehook/leasehook-nm", '-', 0o755, ""),
     ("/usr/libexec/leasehook/leasehook-dhcpcd", '-', 0o755, ""),
     ("/usr/libexec/leasehook/leasehook-udhcpc", '-', 0o755, ""),
     ("/usr/libexec/leasehook/udhcpc.script", '-', 0o755, ""),
-    ("/etc/dhcp", 'd', 0o755, ""),
-    ("/etc/dhcp/dhclient.d", 'd', 0o755, ""),
     // Executable: RHEL's dhclient-script skips a dhclient.d/*.sh that is not.
     ("/etc/dhcp/dhclient.d/leasehook.sh", '-', 0o755, ""),
-    ("/etc/NetworkManager", 'd', 0o755, ""),
-    ("/etc/NetworkManager/dispatcher.d", 'd', 0o755, ""),
     (
         "/etc/NetworkManager/dispatcher.d/90-leasehook",
         '-',
         0o755,
         "",
     ),
-    ("/usr/lib/networkd-dispatcher", 'd', 0o755, ""),
-    ("/usr/lib/networkd-dispatcher/routable.d", 'd', 0o755, ""),
-    ("/usr/lib/networkd-dispatcher/degraded.d", 'd', 0o755, ""),
-    ("/usr/lib/networkd-dispatcher/no-carrier.d", 'd', 0o755, ""),
-    ("/usr/lib/networkd-dispatcher/off.d", 'd', 0o755, ""),
     (
         "/usr/lib/networkd-dispatcher/routable.d/50-leasehook",
         '-',
@@ -95,15 +86,12 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o755,
         "",
     ),
-    ("/usr/lib/systemd/networkd.conf.d", 'd', 0o755, ""),
     (
         "/usr/lib/systemd/networkd.conf.d/leasehook.conf",
         '-',
         0o644,
         "",
     ),
-    ("/usr/lib/dhcpcd", 'd', 0o755, ""),
-    ("/usr/lib/dhcpcd/dhcpcd-hooks", 'd', 0o755, ""),
     ("/usr/lib/dhcpcd/dhcpcd-hooks/90-leasehook", '-', 0o644, ""),
     ("/usr/lib/udev/rules.d/90-leasehook.rules", '-', 0o644, ""),
     (
@@ -125,8 +113,6 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "",
     ),
-    ("/etc/leasehook", 'd', 0o755, ""),
-    ("/etc/leasehook/config.d", 'd', 0o755, ""),
     ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
     ("/usr/share/man/man1/leasehook.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man1/leasehook-plan.1.gz", '-', 0o644, "d"),
@@ -149,27 +135,48 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "d",
     ),
-    ("/usr/share/bash-completion", 'd', 0o755, ""),
-    ("/usr/share/bash-completion/completions", 'd', 0o755, ""),
     (
         "/usr/share/bash-completion/completions/leasehook",
         '-',
         0o644,
         "",
     ),
-    ("/usr/share/zsh", 'd', 0o755, ""),
-    ("/usr/share/zsh/site-functions", 'd', 0o755, ""),
     ("/usr/share/zsh/site-functions/_leasehook", '-', 0o644, ""),
-    ("/usr/share/fish", 'd', 0o755, ""),
-    ("/usr/share/fish/vendor_completions.d", 'd', 0o755, ""),
     (
         "/usr/share/fish/vendor_completions.d/leasehook.fish",
         '-',
         0o644,
         "",
     ),
-    ("/usr/share/doc/leasehook", 'd', 0o755, ""),
     ("/usr/share/doc/leasehook/README.md", '-', 0o644, "d"),
+];
+
+/// The folders rpm makes for the package's files in a RHEL base ([`BASE`]), 0755
+/// root:root, and leaves after an erase (it removes only folders a package
+/// lists): the package's own ones (`true`), which its `%postun` removes on
+/// erase ([`TABLE`]), and the DHCP clients' hook folders, which stay.
+const MADE_FOLDERS: &[(&str, bool)] = &[
+    ("/etc/NetworkManager", false),
+    ("/etc/NetworkManager/dispatcher.d", false),
+    ("/etc/dhcp", false),
+    ("/etc/dhcp/dhclient.d", false),
+    ("/etc/leasehook", true),
+    ("/usr/lib/dhcpcd", false),
+    ("/usr/lib/dhcpcd/dhcpcd-hooks", false),
+    ("/usr/lib/networkd-dispatcher", false),
+    ("/usr/lib/networkd-dispatcher/degraded.d", false),
+    ("/usr/lib/networkd-dispatcher/no-carrier.d", false),
+    ("/usr/lib/networkd-dispatcher/off.d", false),
+    ("/usr/lib/networkd-dispatcher/routable.d", false),
+    ("/usr/lib/systemd/networkd.conf.d", false),
+    ("/usr/libexec/leasehook", true),
+    ("/usr/share/bash-completion", false),
+    ("/usr/share/bash-completion/completions", false),
+    ("/usr/share/doc/leasehook", true),
+    ("/usr/share/fish", false),
+    ("/usr/share/fish/vendor_completions.d", false),
+    ("/usr/share/zsh", false),
+    ("/usr/share/zsh/site-functions", false),
 ];
 
 /// Files of the package that are the workspace's files unchanged.
@@ -377,11 +384,18 @@ fn the_package_lists_every_file_with_its_mode_owner_and_flags() {
     let requires = query(&rpm, &["--requires"]);
     assert!(requires.lines().any(|l| l == "/bin/sh"), "{requires}");
     assert!(
-        requires
-            .lines()
-            .filter(|l| !l.starts_with("rpmlib(") && *l != "/bin/sh")
-            .all(|l| l.starts_with("libc.so.6") || l.starts_with("ld-linux")),
-        "a Requires beyond libc and sh: {requires}"
+        requires.lines().all(|l| [
+            "/bin/sh",
+            "rpmlib(",
+            "rtld(GNU_HASH)",
+            "config(leasehook) = ",
+            "libc.so.6",
+            "libm.so.6",
+            "libgcc_s.so.1"
+        ]
+        .iter()
+        .any(|p| l.starts_with(p))),
+        "a Requires beyond glibc, libgcc and sh: {requires}"
     );
     assert_eq!(query(&rpm, &["--recommends"]).trim(), "systemd");
     let info = query(&rpm, &["-i"]);
@@ -533,6 +547,9 @@ const STATE: &[&str] = &[
     "run/leasehook/iface/eth1.json",
 ];
 
+/// The package's own folders besides `/etc/leasehook` (rpm leaves them empty).
+const OWN_FOLDERS: &[&str] = &["usr/libexec/leasehook", "usr/share/doc/leasehook"];
+
 /// Runs one row's scriptlet (extracted from the package) with `shell` as
 /// `/bin/sh` in a fresh chroot; the calls it made and whether the state is left.
 fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
@@ -540,6 +557,16 @@ fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
     let root = &dir.0;
     copy_with_libs(shell, root, "/bin/sh");
     copy_with_libs(Path::new("/bin/rm"), root, "/bin/rm");
+    // The scriptlets send output to /dev/null, as every system has it.
+    std::fs::create_dir_all(root.join("dev")).unwrap();
+    let (ok, _, err) = sh(Command::new("mknod")
+        .args(["-m", "666"])
+        .arg(root.join("dev/null"))
+        .args(["c", "1", "3"]));
+    assert!(ok, "mknod: {err}");
+    for tool in ["rmdir", "mkdir", "chmod"] {
+        copy_with_libs(&Path::new("/bin").join(tool), root, &format!("/bin/{tool}"));
+    }
     let status = if r.failing { "1" } else { "0" };
     if r.systemctl {
         write_exec(
@@ -558,6 +585,10 @@ fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
         let p = root.join(s);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, "x").unwrap();
+    }
+    // The package's own folders, emptied by rpm before %postun; a client's.
+    for d in OWN_FOLDERS.iter().chain(&["etc/dhcp/dhclient.d"]) {
+        std::fs::create_dir_all(root.join(d)).unwrap();
     }
     std::fs::write(root.join("scriptlet"), body).unwrap();
     let (ok, out, err) = sh(Command::new("chroot")
@@ -578,11 +609,27 @@ fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
         r.script,
         r.arg
     );
-    // The removal takes the folders, not just the files.
-    if !left[0] {
-        for d in ["etc/leasehook", "var/lib/leasehook", "run/leasehook"] {
+    // The removal takes the folders, not just the files, and never a client's.
+    if left[0] {
+        for d in OWN_FOLDERS {
+            assert!(root.join(d).is_dir(), "{} {}: {d} removed", r.script, r.arg);
+        }
+    } else {
+        for d in ["etc/leasehook", "var/lib/leasehook", "run/leasehook"]
+            .iter()
+            .chain(OWN_FOLDERS)
+        {
             assert!(!root.join(d).exists(), "{d} left");
         }
+    }
+    assert!(
+        root.join("etc/dhcp/dhclient.d").is_dir(),
+        "a client's folder removed"
+    );
+    // %post makes the drop-in folder, on install and upgrade alike.
+    if r.script == "post" {
+        let m = std::fs::metadata(root.join("etc/leasehook/config.d")).expect("config.d");
+        assert!(m.is_dir() && m.mode() & 0o7777 == 0o755, "config.d");
     }
     (calls, left[0])
 }
@@ -689,7 +736,7 @@ fn install_into_a_throwaway_root_run_the_rhel_dhclient_hook_then_erase() {
     let (ok, out, _) = sh(rpm_root(&root).args(["-q", "leasehook"]));
     assert!(ok && out.starts_with("leasehook-"), "{out}");
     // rpm checks every installed file against its header: no output.
-    let (ok, out, err) = sh(rpm_root(&root).args(["-V", "leasehook"]));
+    let (ok, out, err) = sh(rpm_root(&root).args(["-V", "--nodeps", "leasehook"]));
     assert!(ok && out.is_empty(), "rpm -V: {out}{err}");
 
     // Exactly the package's files, at their modes, root:root; the base folders
@@ -699,6 +746,16 @@ fn install_into_a_throwaway_root_run_the_rhel_dhclient_hook_then_erase() {
     let mut new = BTreeSet::new();
     for (path, meta) in &installed {
         if before.contains(path) {
+            continue;
+        }
+        if meta.is_dir() && MADE_FOLDERS.iter().any(|(f, _)| f == path) {
+            assert_eq!((meta.uid(), meta.gid()), (0, 0), "{path} is not root:root");
+            assert_eq!(
+                meta.mode() & 0o7777,
+                0o755,
+                "{path}: folder mode {:o}",
+                meta.mode()
+            );
             continue;
         }
         new.insert(path.clone());
@@ -745,12 +802,30 @@ fn install_into_a_throwaway_root_run_the_rhel_dhclient_hook_then_erase() {
     assert!(ok, "rpm --root -e: {out}{err}");
     let (ok, _, _) = sh(rpm_root(&root).args(["-q", "leasehook"]));
     assert!(!ok, "rpm still knows leasehook after the erase");
+    // Only the folders rpm made and does not remove: the package's own ones go
+    // with %postun (the scriptlet table shows it), the clients' stay.
     let after: BTreeSet<String> = tree(&root).into_keys().collect();
+    let folders: Vec<&str> = MADE_FOLDERS.iter().map(|(f, _)| *f).collect();
     assert_eq!(
-        after.difference(&before).collect::<Vec<_>>(),
-        Vec::<&String>::new(),
-        "left behind by the erase"
+        after
+            .difference(&before)
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        folders,
+        "left behind by the erase (besides the folders rpm made)"
     );
+    for f in &folders {
+        let left: Vec<_> = std::fs::read_dir(root.join(f.trim_start_matches('/')))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| !p.is_dir())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{f} is not empty after the erase: {left:?}"
+        );
+    }
     assert_eq!(
         before.difference(&after).collect::<Vec<_>>(),
         Vec::<&String>::new(),
