@@ -17,7 +17,8 @@ step() { printf '\n==> %s\n' "$*"; }
 # (each client's end-to-end test runs the real one in a namespace; network-manager
 # ships systemd units only, and policy-rc.d keeps the udev it pulls in from
 # starting), ShellCheck for the hook files, and GNU time (the soak test reads
-# each hook's peak memory from it).
+# each hook's peak memory from it), and rpm (the RPM test reads the .rpm with
+# it and installs it into a throwaway root only).
 ensure_packages() {
     local missing=() p
     for p in "$@"; do
@@ -32,7 +33,7 @@ ensure_packages() {
 
 step "Debian packages"
 ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-dispatcher dbus shellcheck network-manager dhcpcd-base udhcpc \
-    make gzip groff-base man-db bash-completion time
+    make gzip groff-base man-db bash-completion time rpm
 
 # The cloud-init oracles of the differential test, 25.1.4 (trixie) and 26.2
 # (sid), extracted, never installed, and the Debian python3 packages they
@@ -51,6 +52,7 @@ shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh hooks/netw
     hooks/networkmanager/90-leasehook hooks/dhcpcd/90-leasehook hooks/udhcpc/leasehook.script
 shellcheck scripts/*.sh .ci/run
 shellcheck -s sh packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm
+shellcheck -s sh packaging/rpm/post packaging/rpm/preun packaging/rpm/postun
 
 # The benchmark report's renderer and template against a recorded run: cheap, so
 # the report cannot rot silently. (The benchmarks themselves run only through
@@ -63,7 +65,7 @@ step "cargo fmt --check"
 cargo fmt --all --check
 
 step "cargo clippy"
-cargo clippy --workspace --all-targets --locked --features leasehook-tests/netns,leasehook-tests/package -- -D warnings
+cargo clippy --workspace --all-targets --locked --features leasehook-tests/netns,leasehook-tests/package,leasehook-tests/rpm -- -D warnings
 
 step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
@@ -89,5 +91,20 @@ if LEASEHOOK_DEB="$deb" cargo test -p leasehook-tests --locked --features packag
     echo "package test: PASSED (installed, checked, dhclient end to end, purged clean)"
 else
     echo "package test: FAILED" >&2
+    exit 1
+fi
+
+# The RPM (Amazon Linux 2023, RHEL 9 family, Fedora), after the Debian package
+# test (it uses the same release build): `make rpm`, then its file list and
+# flags, its scriptlets in a chroot with stubbed systemctl, an install into a
+# throwaway root (`rpm --root`, never this machine's /), the RHEL dhclient.d
+# hook under real dhclient in the namespace lab, and the erase.
+step "RPM: make rpm, rpm -qlpv, scriptlets, rpm --root -i, dhclient.d end to end, rpm -e"
+rpm=$(make -s rpm | tail -n 1)
+ls -l "$rpm"
+if LEASEHOOK_RPM="$rpm" cargo test -p leasehook-tests --locked --features rpm --test package_rpm; then
+    echo "RPM test: PASSED (listed, scriptlets, installed into a throwaway root, dhclient.d end to end, erased clean)"
+else
+    echo "RPM test: FAILED" >&2
     exit 1
 fi

@@ -1,0 +1,912 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The RPM (issue 24, "Show"), never installed into this machine's `/`:
+//!
+//! 1. `rpm -qlpv`, `rpm -qp --configfiles` and the file flags of the package
+//!    `make rpm` built, against the explicit list below (path, type, mode, owner,
+//!    `%config`/`noreplace`/`%doc`), and its scriptlets and relations;
+//! 2. the scriptlets run by `/bin/sh` (dash, and bash, which is the RHEL family's
+//!    `sh`) in a throwaway `chroot` with a stubbed `systemctl` and `leasehook`,
+//!    row by row of [`TABLE`]: install, upgrade, erase, with and without a running
+//!    systemd;
+//! 3. `rpm --root DIR -i --nodeps --noscripts` into a throwaway root laid out like
+//!    a RHEL `filesystem` package, every file checked; the RHEL dhclient hook
+//!    (`/etc/dhcp/dhclient.d/leasehook.sh`) from that root run by real dhclient in
+//!    the namespace lab the way RHEL's `dhclient-script` runs `dhclient.d`
+//!    (every executable `*.sh` sourced by bash, then `NAME_config` or
+//!    `NAME_restore`), with the shim from that root: rules installed, traffic
+//!    passing, rules removed on RELEASE; then `rpm --root DIR -e` and nothing of
+//!    the package is left.
+//!
+//! Compiled only with the `rpm` feature (scripts/test.sh runs it after the
+//! Debian package test, `LEASEHOOK_RPM` naming the .rpm); needs root, `rpm`
+//! (the Debian package), dash, bash, isc-dhcp-client and dnsmasq, and fails,
+//! never skips, without them.
+
+#![cfg(feature = "rpm")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::too_many_lines,
+    clippy::struct_excessive_bools
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use leasehook_tests::netns::TempDir;
+use leasehook_tests::world::{World, WorldOptions, wait_until};
+
+/// Every file of the package but the documentation (one file per `docs/*.md`,
+/// checked apart): path, `-` (a regular file), mode, and the file flags as `rpm
+/// --qf %{FILEFLAGS:fflags}` prints them (`c` config, `n` noreplace, `d` doc).
+/// Everything is root:root. The package lists no folders (cargo-generate-rpm
+/// 0.21.1 cannot): rpm makes [`MADE_FOLDERS`] as it installs.
+const ENTRIES: &[(&str, char, u32, &str)] = &[
+    ("/usr/bin/leasehook", '-', 0o755, ""),
+    ("/usr/libexec/leasehook/leasehook-dhclient", '-', 0o755, ""),
+    ("/usr/libexec/leasehook/leasehook-networkd", '-', 0o755, ""),
+    ("/usr/libexec/leasehook/leasehook-nm", '-', 0o755, ""),
+    ("/usr/libexec/leasehook/leasehook-dhcpcd", '-', 0o755, ""),
+    ("/usr/libexec/leasehook/leasehook-udhcpc", '-', 0o755, ""),
+    ("/usr/libexec/leasehook/udhcpc.script", '-', 0o755, ""),
+    // Executable: RHEL's dhclient-script skips a dhclient.d/*.sh that is not.
+    ("/etc/dhcp/dhclient.d/leasehook.sh", '-', 0o755, ""),
+    (
+        "/etc/NetworkManager/dispatcher.d/90-leasehook",
+        '-',
+        0o755,
+        "",
+    ),
+    (
+        "/usr/lib/networkd-dispatcher/routable.d/50-leasehook",
+        '-',
+        0o755,
+        "",
+    ),
+    (
+        "/usr/lib/networkd-dispatcher/degraded.d/50-leasehook",
+        '-',
+        0o755,
+        "",
+    ),
+    (
+        "/usr/lib/networkd-dispatcher/no-carrier.d/50-leasehook",
+        '-',
+        0o755,
+        "",
+    ),
+    (
+        "/usr/lib/networkd-dispatcher/off.d/50-leasehook",
+        '-',
+        0o755,
+        "",
+    ),
+    (
+        "/usr/lib/systemd/networkd.conf.d/leasehook.conf",
+        '-',
+        0o644,
+        "",
+    ),
+    ("/usr/lib/dhcpcd/dhcpcd-hooks/90-leasehook", '-', 0o644, ""),
+    ("/usr/lib/udev/rules.d/90-leasehook.rules", '-', 0o644, ""),
+    (
+        "/usr/lib/systemd/system/leasehook-local.service",
+        '-',
+        0o644,
+        "",
+    ),
+    ("/usr/lib/systemd/system/leasehook.service", '-', 0o644, ""),
+    (
+        "/usr/lib/systemd/system/leasehook-refresh.service",
+        '-',
+        0o644,
+        "",
+    ),
+    (
+        "/usr/lib/systemd/system/leasehook-refresh.timer",
+        '-',
+        0o644,
+        "",
+    ),
+    ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
+    ("/usr/share/man/man1/leasehook.1.gz", '-', 0o644, "d"),
+    ("/usr/share/man/man1/leasehook-plan.1.gz", '-', 0o644, "d"),
+    ("/usr/share/man/man1/leasehook-apply.1.gz", '-', 0o644, "d"),
+    ("/usr/share/man/man1/leasehook-flush.1.gz", '-', 0o644, "d"),
+    ("/usr/share/man/man1/leasehook-status.1.gz", '-', 0o644, "d"),
+    (
+        "/usr/share/man/man1/leasehook-refresh.1.gz",
+        '-',
+        0o644,
+        "d",
+    ),
+    ("/usr/share/man/man1/leasehook-detect.1.gz", '-', 0o644, "d"),
+    ("/usr/share/man/man1/leasehook-init.1.gz", '-', 0o644, "d"),
+    ("/usr/share/man/man1/leasehook-query.1.gz", '-', 0o644, "d"),
+    ("/usr/share/man/man1/leasehook-config.1.gz", '-', 0o644, "d"),
+    (
+        "/usr/share/man/man1/leasehook-config-show.1.gz",
+        '-',
+        0o644,
+        "d",
+    ),
+    (
+        "/usr/share/bash-completion/completions/leasehook",
+        '-',
+        0o644,
+        "",
+    ),
+    ("/usr/share/zsh/site-functions/_leasehook", '-', 0o644, ""),
+    (
+        "/usr/share/fish/vendor_completions.d/leasehook.fish",
+        '-',
+        0o644,
+        "",
+    ),
+    ("/usr/share/doc/leasehook/README.md", '-', 0o644, "d"),
+];
+
+/// The folders rpm makes for the package's files in a RHEL base ([`BASE`]), 0755
+/// root:root, and leaves after an erase (it removes only folders a package
+/// lists): the package's own ones (`true`), which its `%postun` removes on
+/// erase ([`TABLE`]), and the DHCP clients' hook folders, which stay.
+const MADE_FOLDERS: &[(&str, bool)] = &[
+    ("/etc/NetworkManager", false),
+    ("/etc/NetworkManager/dispatcher.d", false),
+    ("/etc/dhcp", false),
+    ("/etc/dhcp/dhclient.d", false),
+    ("/etc/leasehook", true),
+    ("/usr/lib/dhcpcd", false),
+    ("/usr/lib/dhcpcd/dhcpcd-hooks", false),
+    ("/usr/lib/networkd-dispatcher", false),
+    ("/usr/lib/networkd-dispatcher/degraded.d", false),
+    ("/usr/lib/networkd-dispatcher/no-carrier.d", false),
+    ("/usr/lib/networkd-dispatcher/off.d", false),
+    ("/usr/lib/networkd-dispatcher/routable.d", false),
+    ("/usr/lib/systemd/networkd.conf.d", false),
+    ("/usr/libexec/leasehook", true),
+    ("/usr/share/bash-completion", false),
+    ("/usr/share/bash-completion/completions", false),
+    ("/usr/share/doc/leasehook", true),
+    ("/usr/share/fish", false),
+    ("/usr/share/fish/vendor_completions.d", false),
+    ("/usr/share/zsh", false),
+    ("/usr/share/zsh/site-functions", false),
+];
+
+/// Files of the package that are the workspace's files unchanged.
+const VERBATIM: &[(&str, &str)] = &[
+    (
+        "/etc/dhcp/dhclient.d/leasehook.sh",
+        "hooks/dhclient/leasehook.sh",
+    ),
+    (
+        "/etc/NetworkManager/dispatcher.d/90-leasehook",
+        "hooks/networkmanager/90-leasehook",
+    ),
+    (
+        "/usr/lib/networkd-dispatcher/off.d/50-leasehook",
+        "hooks/networkd-dispatcher/50-leasehook",
+    ),
+    (
+        "/usr/lib/dhcpcd/dhcpcd-hooks/90-leasehook",
+        "hooks/dhcpcd/90-leasehook",
+    ),
+    ("/etc/leasehook/config.yaml", "hooks/config/config.yaml"),
+    (
+        "/usr/lib/systemd/system/leasehook-refresh.timer",
+        "hooks/systemd/leasehook-refresh.timer",
+    ),
+    ("/usr/share/doc/leasehook/README.md", "README.md"),
+];
+
+/// What a RHEL system has before leasehook (the `filesystem`, systemd and udev
+/// packages' folders): the package must not own these, and must leave them.
+const BASE: &[&str] = &[
+    "/etc",
+    "/run",
+    "/usr",
+    "/usr/bin",
+    "/usr/lib",
+    "/usr/lib/systemd",
+    "/usr/lib/systemd/system",
+    "/usr/lib/udev",
+    "/usr/lib/udev/rules.d",
+    "/usr/libexec",
+    "/usr/share",
+    "/usr/share/doc",
+    "/usr/share/man",
+    "/usr/share/man/man1",
+    "/var",
+    "/var/lib",
+];
+
+const SECONDARY_RULES: [&str; 2] = [
+    "10001 from 10.98.1.20 lookup 10001 proto 176",
+    "10001 from 10.98.1.21 lookup 10001 proto 176",
+];
+
+fn rpm_file() -> PathBuf {
+    leasehook_tests::netns::require_root();
+    let ok = Command::new("rpm")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "the rpm tests need `rpm` (Debian package rpm)");
+    let rpm = std::env::var_os("LEASEHOOK_RPM").map(PathBuf::from).expect(
+        "LEASEHOOK_RPM must name the .rpm (scripts/test.sh builds it with `make rpm` and sets it)",
+    );
+    assert!(rpm.is_file(), "{rpm:?} does not exist");
+    rpm
+}
+
+/// Runs a command; (succeeded, stdout, stderr).
+fn sh(cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("failed to run {cmd:?}: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn query(rpm: &Path, args: &[&str]) -> String {
+    let (ok, out, err) = sh(Command::new("rpm").arg("-qp").args(args).arg(rpm));
+    assert!(ok, "rpm -qp {args:?}: {err}");
+    out
+}
+
+fn docs() -> Vec<String> {
+    let mut docs: Vec<String> = std::fs::read_dir(leasehook_tests::workspace_root().join("docs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| Path::new(n).extension().is_some_and(|e| e == "md"))
+        .map(|n| format!("/usr/share/doc/leasehook/{n}"))
+        .collect();
+    docs.sort();
+    docs
+}
+
+/// Every entry the package must hold: path → (type, mode, flags).
+fn expected() -> BTreeMap<String, (char, u32, String)> {
+    let mut want: BTreeMap<String, (char, u32, String)> = ENTRIES
+        .iter()
+        .map(|(p, t, m, f)| ((*p).to_owned(), (*t, *m, (*f).to_owned())))
+        .collect();
+    for d in docs() {
+        want.insert(d, ('-', 0o644, "d".to_owned()));
+    }
+    want
+}
+
+/// `-rwxr-xr-x` → ('-', 0o755).
+fn parse_perms(s: &str) -> (char, u32) {
+    let kind = s.chars().next().unwrap();
+    let mode = s
+        .chars()
+        .skip(1)
+        .zip([
+            0o400, 0o200, 0o100, 0o040, 0o020, 0o010, 0o004, 0o002, 0o001,
+        ])
+        .filter(|(c, _)| *c != '-')
+        .map(|(_, bit)| bit)
+        .sum();
+    (kind, mode)
+}
+
+#[test]
+fn the_package_lists_every_file_with_its_mode_owner_and_flags() {
+    let rpm = rpm_file();
+    let want = expected();
+
+    // rpm -qlpv: type, mode, owner, group, path.
+    let mut have = BTreeMap::new();
+    for line in query(&rpm, &["-lv"]).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert!(f.len() >= 9, "rpm -qlpv line: {line}");
+        let path = f[f.len() - 1].to_owned();
+        assert_eq!((f[2], f[3]), ("root", "root"), "{path} is not root:root");
+        let (kind, mode) = parse_perms(f[0]);
+        have.insert(path, (kind, mode));
+    }
+    let want_modes: BTreeMap<String, (char, u32)> = want
+        .iter()
+        .map(|(p, (t, m, _))| (p.clone(), (*t, *m)))
+        .collect();
+    for (path, (t, m)) in &want_modes {
+        let got = have.get(path);
+        assert_eq!(
+            got,
+            Some(&(*t, *m)),
+            "{path}: want {t}{m:o}, the package has {got:?}"
+        );
+    }
+    let extra: Vec<&String> = have.keys().filter(|p| !want.contains_key(*p)).collect();
+    assert!(
+        extra.is_empty(),
+        "in the package but not expected: {extra:?}"
+    );
+
+    // The file flags (%config, noreplace, %doc).
+    for line in query(&rpm, &["--qf", "[%{FILENAMES}\t%{FILEFLAGS:fflags}\n]"]).lines() {
+        let (path, flags) = line.split_once('\t').unwrap();
+        let (_, _, want_flags) = &want[path];
+        assert_eq!(flags, want_flags, "{path}: file flags");
+    }
+    assert_eq!(
+        query(&rpm, &["--configfiles"]).trim(),
+        "/etc/leasehook/config.yaml",
+        "config files"
+    );
+
+    // The scriptlets are packaging/rpm/*, run by /bin/sh, and there are no others.
+    for (tag, file) in [("POSTIN", "post"), ("PREUN", "preun"), ("POSTUN", "postun")] {
+        let body = query(&rpm, &["--qf", &format!("%{{{tag}}}")]);
+        let src = std::fs::read_to_string(
+            leasehook_tests::workspace_root()
+                .join("packaging/rpm")
+                .join(file),
+        )
+        .unwrap();
+        assert_eq!(
+            body.trim_end(),
+            src.trim_end(),
+            "%{tag} is not packaging/rpm/{file}"
+        );
+        let prog = query(&rpm, &["--qf", &format!("%{{{tag}PROG}}")]);
+        assert_eq!(prog.trim(), "/bin/sh", "%{tag}'s interpreter");
+    }
+    let scripts = query(&rpm, &["--scripts"]);
+    let headers: Vec<&str> = scripts
+        .lines()
+        .filter(|l| l.contains("scriptlet (using"))
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            "postinstall scriptlet (using /bin/sh):",
+            "preuninstall scriptlet (using /bin/sh):",
+            "postuninstall scriptlet (using /bin/sh):",
+        ],
+        "{scripts}"
+    );
+
+    // Relations: never beside amazon-ec2-net-utils; libc and sh only.
+    assert_eq!(query(&rpm, &["--conflicts"]).trim(), "amazon-ec2-net-utils");
+    let requires = query(&rpm, &["--requires"]);
+    assert!(requires.lines().any(|l| l == "/bin/sh"), "{requires}");
+    assert!(
+        requires.lines().all(|l| [
+            "/bin/sh",
+            "rpmlib(",
+            "rtld(GNU_HASH)",
+            "config(leasehook) = ",
+            "libc.so.6",
+            "libm.so.6",
+            "libgcc_s.so.1"
+        ]
+        .iter()
+        .any(|p| l.starts_with(p))),
+        "a Requires beyond glibc, libgcc and sh: {requires}"
+    );
+    assert_eq!(query(&rpm, &["--recommends"]).trim(), "systemd");
+    let info = query(&rpm, &["-i"]);
+    assert!(
+        info.contains("Name        : leasehook") && info.contains("Release     : 1"),
+        "{info}"
+    );
+}
+
+/// One row of the scriptlet table.
+struct Row {
+    script: &'static str,
+    /// `$1`.
+    arg: &'static str,
+    /// `/run/systemd/system` exists.
+    running: bool,
+    /// A `systemctl` on PATH (a minimal container has none).
+    systemctl: bool,
+    /// The stubbed `systemctl` and `leasehook` exit with status 1.
+    failing: bool,
+    /// The calls, in order.
+    calls: &'static [&'static str],
+    /// `/etc/leasehook`, `/var/lib/leasehook`, `/run/leasehook` and
+    /// `/etc/default/leasehook` are removed.
+    removes_state: bool,
+}
+
+const fn row(
+    script: &'static str,
+    arg: &'static str,
+    running: bool,
+    calls: &'static [&'static str],
+    removes_state: bool,
+) -> Row {
+    Row {
+        script,
+        arg,
+        running,
+        systemctl: true,
+        failing: false,
+        calls,
+        removes_state,
+    }
+}
+
+const ENABLE: &str = "systemctl --no-reload enable leasehook-local.service leasehook.service leasehook-refresh.timer";
+const STOP: &str = "systemctl stop leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service";
+const DISABLE: &str = "systemctl --no-reload disable leasehook-local.service leasehook.service leasehook-refresh.timer";
+const FLUSH: &str = "leasehook flush";
+const RELOAD: &str = "systemctl daemon-reload";
+
+/// What each scriptlet does. rpm's order: install = %post 1; upgrade = the new
+/// package's %post 2, then the old one's %preun 1 and %postun 1; erase = %preun
+/// 0, the files go, %postun 0.
+const TABLE: &[Row] = &[
+    // First install: enable (no systemd needed); start only the timer.
+    row(
+        "post",
+        "1",
+        true,
+        &[ENABLE, RELOAD, "systemctl start leasehook-refresh.timer"],
+        false,
+    ),
+    row("post", "1", false, &[ENABLE], false),
+    // Upgrade: the operator's enablement stays; nothing started.
+    row("post", "2", true, &[RELOAD], false),
+    row("post", "2", false, &[], false),
+    // The old package's %preun on upgrade: no stop, no flush, no disable.
+    row("preun", "1", true, &[], false),
+    row("preun", "1", false, &[], false),
+    // Erase: stop, flush, disable.
+    row("preun", "0", true, &[STOP, FLUSH, DISABLE], false),
+    row("preun", "0", false, &[FLUSH, DISABLE], false),
+    // The old package's %postun on upgrade: restart the timer, keep the state.
+    row(
+        "postun",
+        "1",
+        true,
+        &[RELOAD, "systemctl try-restart leasehook-refresh.timer"],
+        false,
+    ),
+    row("postun", "1", false, &[], false),
+    // After an erase: nothing of leasehook's state is left.
+    row("postun", "0", true, &[RELOAD], true),
+    row("postun", "0", false, &[], true),
+    // A failing systemctl or flush never fails the transaction.
+    Row {
+        failing: true,
+        ..row(
+            "post",
+            "1",
+            true,
+            &[ENABLE, RELOAD, "systemctl start leasehook-refresh.timer"],
+            false,
+        )
+    },
+    Row {
+        failing: true,
+        ..row("preun", "0", true, &[STOP, FLUSH, DISABLE], false)
+    },
+    // No systemctl at all (a container): install and erase still work.
+    Row {
+        systemctl: false,
+        ..row("post", "1", false, &[], false)
+    },
+    Row {
+        systemctl: false,
+        ..row("preun", "0", false, &[FLUSH], false)
+    },
+    Row {
+        systemctl: false,
+        ..row("postun", "0", true, &[], true)
+    },
+];
+
+/// Copies `bin` and the libraries `ldd` names into `root` at the same paths.
+fn copy_with_libs(bin: &Path, root: &Path, as_path: &str) {
+    let dest = root.join(as_path.trim_start_matches('/'));
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::copy(bin, &dest).unwrap_or_else(|e| panic!("{bin:?}: {e}"));
+    let (ok, out, err) = sh(Command::new("ldd").arg(bin));
+    assert!(ok, "ldd {bin:?}: {err}");
+    for lib in out.lines().filter_map(|l| {
+        let l = l.trim();
+        l.split_once("=> ")
+            .map_or(Some(l), |(_, r)| Some(r))
+            .and_then(|r| r.split_whitespace().next())
+            .filter(|p| p.starts_with('/'))
+    }) {
+        let to = root.join(lib.trim_start_matches('/'));
+        if !to.exists() {
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(lib, &to).unwrap_or_else(|e| panic!("{lib}: {e}"));
+        }
+    }
+}
+
+fn write_exec(path: &Path, body: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+const STATE: &[&str] = &[
+    "etc/leasehook/config.yaml.rpmsave",
+    "etc/leasehook/config.d/10-site.yaml",
+    "etc/default/leasehook",
+    "var/lib/leasehook/data/instance-id",
+    "run/leasehook/iface/eth1.json",
+];
+
+/// The package's own folders besides `/etc/leasehook` (rpm leaves them empty).
+const OWN_FOLDERS: &[&str] = &["usr/libexec/leasehook", "usr/share/doc/leasehook"];
+
+/// Runs one row's scriptlet (extracted from the package) with `shell` as
+/// `/bin/sh` in a fresh chroot; the calls it made and whether the state is left.
+fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
+    let dir = TempDir::new("rpm-scriptlet");
+    let root = &dir.0;
+    copy_with_libs(shell, root, "/bin/sh");
+    copy_with_libs(Path::new("/bin/rm"), root, "/bin/rm");
+    // The scriptlets send output to /dev/null, as every system has it.
+    std::fs::create_dir_all(root.join("dev")).unwrap();
+    let (ok, _, err) = sh(Command::new("mknod")
+        .args(["-m", "666"])
+        .arg(root.join("dev/null"))
+        .args(["c", "1", "3"]));
+    assert!(ok, "mknod: {err}");
+    for tool in ["rmdir", "mkdir", "chmod"] {
+        copy_with_libs(&Path::new("/bin").join(tool), root, &format!("/bin/{tool}"));
+    }
+    let status = if r.failing { "1" } else { "0" };
+    if r.systemctl {
+        write_exec(
+            &root.join("usr/bin/systemctl"),
+            &format!("#!/bin/sh\necho \"systemctl $*\" >> /calls\nexit {status}\n"),
+        );
+    }
+    write_exec(
+        &root.join("usr/bin/leasehook"),
+        &format!("#!/bin/sh\necho \"leasehook $*\" >> /calls\nexit {status}\n"),
+    );
+    if r.running {
+        std::fs::create_dir_all(root.join("run/systemd/system")).unwrap();
+    }
+    for s in STATE {
+        let p = root.join(s);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "x").unwrap();
+    }
+    // The package's own folders, emptied by rpm before %postun; a client's.
+    for d in OWN_FOLDERS.iter().chain(&["etc/dhcp/dhclient.d"]) {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(root.join("scriptlet"), body).unwrap();
+    let (ok, out, err) = sh(Command::new("chroot")
+        .arg(root)
+        .args(["/bin/sh", "/scriptlet", r.arg])
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"));
+    assert!(ok, "{} {} ({shell:?}) failed: {out}{err}", r.script, r.arg);
+    let calls = std::fs::read_to_string(root.join("calls"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let left: Vec<bool> = STATE.iter().map(|s| root.join(s).exists()).collect();
+    assert!(
+        left.iter().all(|l| *l) || left.iter().all(|l| !*l),
+        "{} {}: part of the state removed: {left:?}",
+        r.script,
+        r.arg
+    );
+    // The removal takes the folders, not just the files, and never a client's.
+    if left[0] {
+        for d in OWN_FOLDERS {
+            assert!(root.join(d).is_dir(), "{} {}: {d} removed", r.script, r.arg);
+        }
+    } else {
+        for d in ["etc/leasehook", "var/lib/leasehook", "run/leasehook"]
+            .iter()
+            .chain(OWN_FOLDERS)
+        {
+            assert!(!root.join(d).exists(), "{d} left");
+        }
+    }
+    assert!(
+        root.join("etc/dhcp/dhclient.d").is_dir(),
+        "a client's folder removed"
+    );
+    // %post makes the drop-in folder, on install and upgrade alike.
+    if r.script == "post" {
+        let m = std::fs::metadata(root.join("etc/leasehook/config.d")).expect("config.d");
+        assert!(m.is_dir() && m.mode() & 0o7777 == 0o755, "config.d");
+    }
+    (calls, left[0])
+}
+
+#[test]
+fn scriptlets_do_what_the_table_says() {
+    let rpm = rpm_file();
+    let bodies: BTreeMap<&str, String> =
+        [("post", "POSTIN"), ("preun", "PREUN"), ("postun", "POSTUN")]
+            .into_iter()
+            .map(|(name, tag)| (name, query(&rpm, &["--qf", &format!("%{{{tag}}}")])))
+            .collect();
+    for shell in ["/usr/bin/dash", "/usr/bin/bash"] {
+        assert!(Path::new(shell).exists(), "{shell} is needed");
+        for r in TABLE {
+            let (calls, state_left) = run_row(Path::new(shell), &bodies[r.script], r);
+            let what = format!(
+                "{} {} (shell {shell}, systemd {}, systemctl {}, failing {})",
+                r.script,
+                r.arg,
+                if r.running { "running" } else { "not running" },
+                r.systemctl,
+                r.failing
+            );
+            assert_eq!(calls, r.calls, "{what}: calls");
+            assert_eq!(!state_left, r.removes_state, "{what}: state removed?");
+        }
+    }
+}
+
+/// Every path below `root` (as `/...`), the rpm database's contents aside.
+fn tree(root: &Path) -> BTreeMap<String, std::fs::Metadata> {
+    fn walk(root: &Path, p: &Path, out: &mut BTreeMap<String, std::fs::Metadata>) {
+        let meta = std::fs::symlink_metadata(p).unwrap();
+        let rel = format!("/{}", p.strip_prefix(root).unwrap().display());
+        if rel.starts_with("/var/lib/rpm/") {
+            return;
+        }
+        let is_dir = meta.is_dir();
+        out.insert(rel, meta);
+        if is_dir {
+            for e in std::fs::read_dir(p).unwrap().flatten() {
+                walk(root, &e.path(), out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out.remove("/");
+    out
+}
+
+fn rpm_root(root: &Path) -> Command {
+    let mut c = Command::new("rpm");
+    c.arg("--root").arg(root).args(["--dbpath", "/var/lib/rpm"]);
+    c
+}
+
+/// The exit hook that makes Debian's dhclient-script (which never reads
+/// `dhclient.d`) run it the way RHEL's does: on a configure reason every
+/// executable `/etc/dhcp/dhclient.d/*.sh` is sourced by bash and its
+/// `NAME_config` called, on a deconfigure reason `NAME_restore`. `SHIM` is the
+/// shim the package installed.
+const RHEL_DHCLIENT_D: &str = r#"# Test scaffolding: RHEL's dhclient.d loop, run from Debian's exit hooks.
+case "$reason" in
+BOUND|RENEW|REBIND|REBOOT|BOUND6|RENEW6|REBIND6) rhel_action=config ;;
+EXPIRE|FAIL|RELEASE|STOP|EXPIRE6|RELEASE6|STOP6) rhel_action=restore ;;
+*) rhel_action= ;;
+esac
+if [ -n "$rhel_action" ]; then
+    echo "dhclient.d: $reason -> $rhel_action" >&2
+    LEASEHOOK_DHCLIENT=@SHIM@ bash -c '
+        for f in /etc/dhcp/dhclient.d/*.sh; do
+            if [ -x "$f" ]; then
+                name=${f%.sh}
+                name=${name##*/}
+                . "$f"
+                echo "dhclient.d: ${name}_$1" >&2
+                "${name}_$1"
+            fi
+        done' dhclient-d "$rhel_action"
+fi
+"#;
+
+#[test]
+fn install_into_a_throwaway_root_run_the_rhel_dhclient_hook_then_erase() {
+    let rpm = rpm_file();
+    let dir = TempDir::new("rpm-root");
+    let root = dir.0.join("root");
+    for d in BASE {
+        std::fs::create_dir_all(root.join(d.trim_start_matches('/'))).unwrap();
+    }
+    // rpm resolves the files' owners in the root's own user database.
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    let (ok, _, err) = sh(rpm_root(&root).arg("--initdb"));
+    assert!(ok, "rpm --initdb: {err}");
+    let before: BTreeSet<String> = tree(&root).into_keys().collect();
+
+    let (ok, out, err) = sh(rpm_root(&root)
+        .args(["-i", "--nodeps", "--noscripts"])
+        .arg(&rpm));
+    assert!(ok, "rpm --root -i: {out}{err}");
+    let (ok, out, _) = sh(rpm_root(&root).args(["-q", "leasehook"]));
+    assert!(ok && out.starts_with("leasehook-"), "{out}");
+    // rpm checks every installed file against its header: no output.
+    let (ok, out, err) = sh(rpm_root(&root).args(["-V", "--nodeps", "leasehook"]));
+    assert!(ok && out.is_empty(), "rpm -V: {out}{err}");
+
+    // Exactly the package's files, at their modes, root:root; the base folders
+    // are left as they were.
+    let want = expected();
+    let installed = tree(&root);
+    let mut new = BTreeSet::new();
+    for (path, meta) in &installed {
+        if before.contains(path) {
+            continue;
+        }
+        if meta.is_dir() && MADE_FOLDERS.iter().any(|(f, _)| f == path) {
+            assert_eq!((meta.uid(), meta.gid()), (0, 0), "{path} is not root:root");
+            assert_eq!(
+                meta.mode() & 0o7777,
+                0o755,
+                "{path}: folder mode {:o}",
+                meta.mode()
+            );
+            continue;
+        }
+        new.insert(path.clone());
+        let Some((kind, mode, _)) = want.get(path) else {
+            panic!("{path} installed but not expected");
+        };
+        assert_eq!((meta.uid(), meta.gid()), (0, 0), "{path} is not root:root");
+        assert_eq!(
+            if meta.is_dir() {
+                'd'
+            } else if meta.is_file() {
+                '-'
+            } else {
+                '?'
+            },
+            *kind,
+            "{path}: type"
+        );
+        assert_eq!(
+            meta.mode() & 0o7777,
+            *mode,
+            "{path}: mode {:o}",
+            meta.mode()
+        );
+    }
+    let missing: Vec<&String> = want.keys().filter(|p| !new.contains(*p)).collect();
+    assert!(
+        missing.is_empty(),
+        "expected but not installed: {missing:?}"
+    );
+    for (installed, src) in VERBATIM {
+        assert_eq!(
+            std::fs::read(root.join(installed.trim_start_matches('/'))).unwrap(),
+            std::fs::read(leasehook_tests::workspace_root().join(src)).unwrap(),
+            "{installed} is not {src}"
+        );
+    }
+    let (ok, out, _) = sh(Command::new(root.join("usr/bin/leasehook")).arg("--version"));
+    assert!(ok && out.starts_with("leasehook "), "{out}");
+
+    rhel_dhclient_scenario(&root);
+
+    let (ok, out, err) = sh(rpm_root(&root).args(["-e", "--nodeps", "--noscripts", "leasehook"]));
+    assert!(ok, "rpm --root -e: {out}{err}");
+    let (ok, _, _) = sh(rpm_root(&root).args(["-q", "leasehook"]));
+    assert!(!ok, "rpm still knows leasehook after the erase");
+    // Only the folders rpm made and does not remove: the package's own ones go
+    // with %postun (the scriptlet table shows it), the clients' stay.
+    let after: BTreeSet<String> = tree(&root).into_keys().collect();
+    let folders: Vec<&str> = MADE_FOLDERS.iter().map(|(f, _)| *f).collect();
+    assert_eq!(
+        after
+            .difference(&before)
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        folders,
+        "left behind by the erase (besides the folders rpm made)"
+    );
+    for f in &folders {
+        let left: Vec<_> = std::fs::read_dir(root.join(f.trim_start_matches('/')))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| !p.is_dir())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{f} is not empty after the erase: {left:?}"
+        );
+    }
+    assert_eq!(
+        before.difference(&after).collect::<Vec<_>>(),
+        Vec::<&String>::new(),
+        "removed by the erase but not the package's"
+    );
+}
+
+/// Real dhclient in the lab runs the packaged `dhclient.d/leasehook.sh` through
+/// RHEL's loop, with the packaged shim.
+fn rhel_dhclient_scenario(root: &Path) {
+    let mut w = World::new("rpm", &WorldOptions::default());
+    let dhcp = PathBuf::from("/etc/netns").join(&w.inst.name).join("dhcp");
+    // The Debian hook is not in the RPM: only the RHEL loop may run leasehook.
+    std::fs::remove_file(dhcp.join("dhclient-exit-hooks.d/leasehook")).unwrap();
+    let shim = root.join("usr/libexec/leasehook/leasehook-dhclient");
+    std::fs::write(
+        dhcp.join("dhclient-exit-hooks.d/rhel-dhclient-d"),
+        RHEL_DHCLIENT_D.replace("@SHIM@", &shim.display().to_string()),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dhcp.join("dhclient.d")).unwrap();
+    // fs::copy keeps the mode the package gave the hook.
+    std::fs::copy(
+        root.join("etc/dhcp/dhclient.d/leasehook.sh"),
+        dhcp.join("dhclient.d/leasehook.sh"),
+    )
+    .unwrap();
+
+    w.bind("eth0", false);
+    w.bind("eth1", false);
+    let bound = |w: &World| {
+        let have = w.our_rules();
+        SECONDARY_RULES.iter().all(|r| have.iter().any(|h| h == r))
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || bound(&w)),
+        "no rules from dhclient.d/leasehook.sh: {:#?}\n{}",
+        w.our_rules(),
+        w.log("eth1", false)
+    );
+    let log = w.log("eth1", false);
+    assert!(
+        log.contains("dhclient.d: leasehook_config") && log.contains("eth1 BOUND: "),
+        "{log}"
+    );
+    let routes = w.our_routes();
+    for want in [
+        "default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176",
+        "10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176",
+    ] {
+        assert!(routes.iter().any(|r| r == want), "{want}: {routes:#?}");
+    }
+    assert!(
+        w.inst
+            .addresses()
+            .contains(&"eth1 10.98.1.21/32".to_owned())
+    );
+    assert!(!w.our_rules().iter().any(|r| r.contains("10.98.0.")));
+    assert_eq!(w.echo_from("10.98.1.20").as_deref(), Some("10.98.1.20"));
+    assert_eq!(w.echo_from("10.98.1.21").as_deref(), Some("10.98.1.21"));
+    assert_eq!(w.echo_from("10.98.0.10").as_deref(), Some("10.98.0.10"));
+
+    // RELEASE: RHEL's script calls leasehook_restore, which takes it all out.
+    w.dhclient_end("eth1", false, true);
+    let log = w.log("eth1", false);
+    assert!(log.contains("dhclient.d: leasehook_restore"), "{log}");
+    assert_eq!(
+        w.our_rules(),
+        Vec::<String>::new(),
+        "rules left after RELEASE"
+    );
+    assert_eq!(
+        w.our_routes(),
+        Vec::<String>::new(),
+        "routes left after RELEASE"
+    );
+    assert!(
+        !w.inst
+            .addresses()
+            .contains(&"eth1 10.98.1.21/32".to_owned()),
+        "the secondary address is left after RELEASE"
+    );
+    assert!(w.echo_from("10.98.1.21").is_none());
+}
