@@ -490,15 +490,24 @@ fn refresh_one(
             lease: l.clone(),
         })
         .collect();
+    let link_addresses = applier.link_addresses(&index_of(&links))?;
     let p = plan(
         &PlanInput {
             metadata: &network,
             links: &[link],
             leases: &iface_leases,
+            link_addresses: &link_addresses,
         },
         &cfg.plan,
     )?;
-    let report = apply::apply_plan(applier, &p, previous.as_slice())?;
+    log_refused(&p);
+    let report = match apply::apply_plan(applier, &p, &with_others(paths, previous.as_ref())) {
+        Err(e @ Error::TableConflict { .. }) => {
+            record_conflict(paths, previous.as_ref(), &p, &e);
+            return Err(e);
+        }
+        other => other?,
+    };
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
             let now = InterfaceState::record(previous.clone(), &report.owned_part(ip), p.profile)
@@ -661,14 +670,18 @@ fn apply_outcome<A: Applier>(
         lease: lease_of(event)?,
     }];
     let links = [link.0.clone()];
+    let kernel_links = applier.links()?;
+    let link_addresses = applier.link_addresses(&index_of(&kernel_links))?;
     let p = plan(
         &PlanInput {
             metadata: network,
             links: &links,
             leases: &leases,
+            link_addresses: &link_addresses,
         },
         &cfg.plan,
     )?;
+    log_refused(&p);
     if partial {
         match p.interfaces.first().and_then(|i| i.table) {
             Some(t) => log::warn!("applying what the lease alone proves (table {t})"),
@@ -678,7 +691,13 @@ fn apply_outcome<A: Applier>(
         }
     }
     let lease = lease_of(event)?;
-    let report = apply::apply_plan(applier, &p, recorded.as_slice())?;
+    let report = match apply::apply_plan(applier, &p, &with_others(paths, recorded.as_ref())) {
+        Err(e @ Error::TableConflict { .. }) => {
+            record_conflict(paths, recorded.as_ref(), &p, &e);
+            return Err(e);
+        }
+        other => other?,
+    };
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
             let now = InterfaceState::record(recorded.clone(), &report.owned_part(ip), p.profile)
@@ -698,6 +717,62 @@ fn apply_outcome<A: Applier>(
     } else {
         HookOutcome::Applied(report)
     })
+}
+
+fn index_of(links: &[apply::KernelLink]) -> apply::LinkIndex {
+    links.iter().map(|l| (l.name.clone(), l.index)).collect()
+}
+
+/// Logs what the address gate refused, one line per value.
+fn log_refused(p: &crate::model::Plan) {
+    for ip in &p.interfaces {
+        for r in &ip.refused {
+            log::warn!("{}: refused {r}", ip.name);
+        }
+    }
+}
+
+/// `own` (this interface's recorded state) and every other interface's, so the
+/// applier can tell a table another NIC holds.
+fn with_others(paths: &Paths, own: Option<&InterfaceState>) -> Vec<InterfaceState> {
+    let (all, _) = state::list_states(paths);
+    own.cloned()
+        .into_iter()
+        .chain(all.into_iter().filter(|st| own.is_none_or(|o| o.name != st.name)))
+        .collect()
+}
+
+/// Records a table conflict in the interface's state file, for `leasehook status`:
+/// what was applied before stays as it was; only the list of refusals changes.
+fn record_conflict(
+    paths: &Paths,
+    recorded: Option<&InterfaceState>,
+    p: &crate::model::Plan,
+    e: &Error,
+) {
+    let Error::TableConflict { iface, table, others } = e else {
+        return;
+    };
+    let Some(ip) = p.interfaces.iter().find(|i| &i.name == iface) else {
+        return;
+    };
+    let mut st = recorded.cloned().unwrap_or_else(|| {
+        let mut empty = ip.clone();
+        empty.families.clear();
+        empty.table = None;
+        InterfaceState::record(None, &empty, p.profile)
+    });
+    st.refused = vec![crate::gate::Refused::new(
+        "device-number",
+        format!("table {table}"),
+        crate::gate::Refusal::TableClaimed {
+            table: *table,
+            others: others.clone(),
+        },
+    )];
+    if let Err(e) = state::save_if_changed(paths, recorded, st, state::unix_ms()) {
+        log::warn!("{e}");
+    }
 }
 
 fn lease_of(event: &LeaseEvent) -> Result<crate::model::Lease> {

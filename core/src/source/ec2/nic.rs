@@ -331,6 +331,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
             metadata: &network,
             links: &links,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )?;
