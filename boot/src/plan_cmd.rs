@@ -165,6 +165,7 @@ pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<String> {
             metadata: &md,
             links: &links,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )?;

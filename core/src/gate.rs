@@ -336,18 +336,29 @@ impl Bounds {
     fn subnets_of(&self, net: &IpNet) -> Vec<IpNet> {
         self.subnets
             .iter()
-            .filter(|s| matches!((s, net), (IpNet::V4(_), IpNet::V4(_)) | (IpNet::V6(_), IpNet::V6(_))))
+            .filter(|s| {
+                matches!(
+                    (s, net),
+                    (IpNet::V4(_), IpNet::V4(_)) | (IpNet::V6(_), IpNet::V6(_))
+                )
+            })
             .copied()
             .collect()
     }
 
-    /// Whether `net` may be the source of a rule of this NIC: [`check_net`]; a host
-    /// inside one of the NIC's subnets of its family (any host when none is known),
-    /// not that subnet's network or broadcast address; a prefix strictly inside a
-    /// subnet; and nothing another NIC holds inside it.
+    /// Whether `net` may be the source of a rule of this NIC: [`check_net`];
+    /// nothing another NIC holds inside it; a host inside one of the NIC's subnets
+    /// of its family (any host when none is known), not that subnet's network or
+    /// broadcast address; a prefix strictly inside a subnet.
     pub fn source(&self, net: IpNet) -> Result<(), Refusal> {
         let net = net.trunc();
         check_net(net)?;
+        if let Some(h) = self.others.iter().find(|h| net.contains(&h.address)) {
+            return Err(Refusal::OtherNic {
+                owner: h.owner.clone(),
+                address: h.address,
+            });
+        }
         let subnets = self.subnets_of(&net);
         let host = net.prefix_len() == net.max_prefix_len();
         if subnets.is_empty() {
@@ -369,12 +380,6 @@ impl Bounds {
             }
         } else {
             return Err(Refusal::OutsideSubnet { subnets });
-        }
-        if let Some(h) = self.others.iter().find(|h| net.contains(&h.address)) {
-            return Err(Refusal::OtherNic {
-                owner: h.owner.clone(),
-                address: h.address,
-            });
         }
         Ok(())
     }
@@ -494,7 +499,10 @@ mod tests {
         assert_eq!(b.source(net("fd00:98:1:0:8000::/80")), Ok(()));
         for (value, want) in [
             ("10.98.2.1/32", "not inside the NIC's subnet (10.98.1.0/24)"),
-            ("10.98.1.0/24", "as wide as the NIC's whole subnet 10.98.1.0/24"),
+            (
+                "10.98.1.0/24",
+                "as wide as the NIC's whole subnet 10.98.1.0/24",
+            ),
             ("10.98.0.0/16", "not inside the NIC's subnet (10.98.1.0/24)"),
             (
                 "10.98.1.255/32",
@@ -508,7 +516,10 @@ mod tests {
                 "10.98.1.240/28",
                 "the network or broadcast address of the subnet 10.98.1.0/24",
             ),
-            ("fd00:98:2::1/128", "not inside the NIC's subnet (fd00:98:1::/64)"),
+            (
+                "fd00:98:2::1/128",
+                "not inside the NIC's subnet (fd00:98:1::/64)",
+            ),
         ] {
             assert_eq!(
                 b.source(net(value)).unwrap_err().to_string(),

@@ -738,7 +738,10 @@ fn with_others(paths: &Paths, own: Option<&InterfaceState>) -> Vec<InterfaceStat
     let (all, _) = state::list_states(paths);
     own.cloned()
         .into_iter()
-        .chain(all.into_iter().filter(|st| own.is_none_or(|o| o.name != st.name)))
+        .chain(
+            all.into_iter()
+                .filter(|st| own.is_none_or(|o| o.name != st.name)),
+        )
         .collect()
 }
 
@@ -750,7 +753,12 @@ fn record_conflict(
     p: &crate::model::Plan,
     e: &Error,
 ) {
-    let Error::TableConflict { iface, table, others } = e else {
+    let Error::TableConflict {
+        iface,
+        table,
+        others,
+    } = e
+    else {
         return;
     };
     let Some(ip) = p.interfaces.iter().find(|i| &i.name == iface) else {

@@ -312,7 +312,9 @@ fn refuse_shared_tables(out: &mut [InterfacePlan], metadata: &InstanceNetwork) {
                     .nics
                     .iter()
                     .filter(|n| n.mac != me.mac && !planned.contains(&n.mac) && key(n) == key(me))
-                    .filter(|n| n.device_number.unwrap_or(0) != 0 || n.network_card.unwrap_or(0) != 0)
+                    .filter(|n| {
+                        n.device_number.unwrap_or(0) != 0 || n.network_card.unwrap_or(0) != 0
+                    })
                     .map(|n| format!("the NIC {}", n.mac)),
             );
         }
@@ -712,8 +714,7 @@ fn cloud_init_pbr(
                 .push(route(IpNet::V4(Ipv4Net::default()), Some(*router))),
             None => ip.missing.push(Missing::Router { family: Family::V4 }),
         }
-        ip.routes
-            .extend(subnets4.iter().map(|s| route(*s, None)));
+        ip.routes.extend(subnets4.iter().map(|s| route(*s, None)));
         let rules = gated_rules(
             bounds,
             nic.local_ipv4s
@@ -730,8 +731,7 @@ fn cloud_init_pbr(
             ip.missing.push(Missing::Subnet { family: Family::V6 });
         } else {
             ip.table = Some(table);
-            ip.routes
-                .extend(subnets6.iter().map(|s| route(*s, None)));
+            ip.routes.extend(subnets6.iter().map(|s| route(*s, None)));
             let rules = gated_rules(
                 bounds,
                 nic.ipv6s
@@ -769,7 +769,11 @@ fn cloud_init_addresses(ip: &mut InterfacePlan, link: &Link, nic: &NicMetadata, 
     ip.addresses = addrs
         .into_iter()
         .filter_map(|addr| {
-            let key = if addr.addr().is_ipv4() { "local-ipv4s" } else { "ipv6s" };
+            let key = if addr.addr().is_ipv4() {
+                "local-ipv4s"
+            } else {
+                "ipv6s"
+            };
             gated_addresses(bounds, key, [addr], &link.name, &mut refused).pop()
         })
         .collect();

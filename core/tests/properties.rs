@@ -255,7 +255,7 @@ proptest! {
 
     #[test]
     fn planner_promises((inst, primary_rules, secondary_addresses) in instance()) {
-        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases };
+        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases, link_addresses: &[] };
         for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
             let cfg = PlanConfig { profile, primary_rules, secondary_addresses, ..PlanConfig::default() };
             let p = plan(&input, &cfg).unwrap();
@@ -313,6 +313,7 @@ fn plan_is_deterministic_across_link_order() {
             metadata: &md,
             links: &links,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )
@@ -322,6 +323,7 @@ fn plan_is_deterministic_across_link_order() {
             metadata: &md,
             links: &reversed,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )

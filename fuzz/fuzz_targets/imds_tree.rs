@@ -89,7 +89,7 @@ fuzz_target!(|data: &[u8]| {
     let input = PlanInput {
         metadata: &md,
         links: &links,
-        leases: &leases,
+        leases: &leases, link_addresses: &[],
     };
     let configs = [
         PlanConfig::default(),

@@ -202,7 +202,10 @@ pub fn validate(plan: &Plan, links: &LinkIndex) -> Result<()> {
 /// strictly inside a route of the rule's table that is on the link (no gateway),
 /// the subnet the planner put there. A hand-edited `from all` or `/0`, or a prefix
 /// wider than the NIC's subnet, is refused.
-fn gate_rule(r: &crate::model::Rule, routes: &[crate::model::Route]) -> std::result::Result<(), crate::gate::Refusal> {
+fn gate_rule(
+    r: &crate::model::Rule,
+    routes: &[crate::model::Route],
+) -> std::result::Result<(), crate::gate::Refusal> {
     use crate::gate::{Bounds, Refusal};
     crate::gate::check_net(r.from)?;
     if r.from.prefix_len() == r.from.max_prefix_len() {
@@ -228,7 +231,8 @@ fn gate_rule(r: &crate::model::Rule, routes: &[crate::model::Route]) -> std::res
 /// the address itself. Checked after observing, before the first write.
 fn check_other_links(plan: &Plan, held: &BTreeSet<crate::model::Address>) -> Result<()> {
     for ip in &plan.interfaces {
-        let others: Vec<&crate::model::Address> = held.iter().filter(|a| a.dev != ip.name).collect();
+        let others: Vec<&crate::model::Address> =
+            held.iter().filter(|a| a.dev != ip.name).collect();
         let covered = |net: &ipnet::IpNet| {
             others
                 .iter()
