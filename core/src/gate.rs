@@ -503,7 +503,8 @@ mod tests {
                 "10.98.1.0/24",
                 "as wide as the NIC's whole subnet 10.98.1.0/24",
             ),
-            ("10.98.0.0/16", "not inside the NIC's subnet (10.98.1.0/24)"),
+            ("10.98.0.0/16", "eth0 holds 10.98.0.10: another NIC's address"),
+            ("10.97.0.0/16", "not inside the NIC's subnet (10.98.1.0/24)"),
             (
                 "10.98.1.255/32",
                 "the network or broadcast address of the subnet 10.98.1.0/24",
