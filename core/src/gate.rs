@@ -101,19 +101,25 @@ impl fmt::Display for Special {
 pub enum Refusal {
     /// A `/0`: every address.
     Everything,
-    /// In (or overlapping) a range no NIC's address may be in.
+    /// In (or, with `covers`, covering part of) a range no NIC's address may be in.
     Special {
         /// Which range.
         what: Special,
         /// The range.
         range: IpNet,
+        /// The value is a prefix that covers part of the range.
+        #[serde(default)]
+        covers: bool,
     },
-    /// A metadata service's own address.
+    /// A metadata service's own address (or, with `covers`, a prefix covering it).
     MetadataService {
         /// The address.
         address: IpAddr,
         /// Whose it is.
         service: String,
+        /// The value is a prefix that covers the address.
+        #[serde(default)]
+        covers: bool,
     },
     /// Not inside any of the NIC's subnets of its family.
     OutsideSubnet {
@@ -161,10 +167,24 @@ impl fmt::Display for Refusal {
         };
         match self {
             Self::Everything => f.write_str("a /0 (every address)"),
-            Self::Special { what, range } => write!(f, "{what} ({range})"),
-            Self::MetadataService { address, service } => {
-                write!(f, "the metadata service's address {address} ({service})")
-            }
+            Self::Special {
+                what,
+                range,
+                covers,
+            } => write!(
+                f,
+                "{}{what} ({range})",
+                if *covers { "covers " } else { "" }
+            ),
+            Self::MetadataService {
+                address,
+                service,
+                covers,
+            } => write!(
+                f,
+                "{}the metadata service's address {address} ({service})",
+                if *covers { "covers " } else { "" }
+            ),
             Self::OutsideSubnet { subnets } => {
                 write!(f, "not inside the NIC's subnet ({})", list(subnets))
             }
@@ -278,20 +298,49 @@ pub fn check_net(net: IpNet) -> Result<(), Refusal> {
     if let Some(inner) = mapped_v4(&net) {
         check_net(inner)?;
     }
-    for (address, service) in METADATA_SERVICES {
-        if net.contains(address) {
-            return Err(Refusal::MetadataService {
-                address: *address,
-                service: (*service).to_owned(),
-            });
-        }
+    let service = |address: &IpAddr, service: &str, covers| Refusal::MetadataService {
+        address: *address,
+        service: service.to_owned(),
+        covers,
+    };
+    // The most telling reason first: the service's own address, then the range
+    // the value lies in, then a range or a service the (wide) value covers.
+    let host = net.prefix_len() == net.max_prefix_len();
+    if let Some((a, s)) = METADATA_SERVICES
+        .iter()
+        .find(|(a, _)| host && net.contains(a))
+    {
+        return Err(service(a, s, false));
     }
-    for (range, what) in specials() {
-        if overlaps(&range, &net) {
-            return Err(Refusal::Special { what, range });
-        }
+    let ranges = specials();
+    if let Some((range, what)) = ranges.iter().find(|(r, _)| r.contains(&net)) {
+        return Err(Refusal::Special {
+            what: *what,
+            range: *range,
+            covers: false,
+        });
+    }
+    if let Some((range, what)) = ranges.iter().find(|(r, _)| overlaps(r, &net)) {
+        return Err(Refusal::Special {
+            what: *what,
+            range: *range,
+            covers: true,
+        });
+    }
+    if let Some((a, s)) = METADATA_SERVICES.iter().find(|(a, _)| net.contains(a)) {
+        return Err(service(a, s, true));
     }
     Ok(())
+}
+
+/// A value for a log line: an address without its host length (`10.0.1.20`), a
+/// prefix with its length (`10.0.1.64/28`).
+pub fn shown(net: IpNet) -> String {
+    if net.prefix_len() == net.max_prefix_len() {
+        net.addr().to_string()
+    } else {
+        net.to_string()
+    }
 }
 
 /// What no NIC may hold, for one address (a lease's, a rule's source host).
@@ -503,7 +552,10 @@ mod tests {
                 "10.98.1.0/24",
                 "as wide as the NIC's whole subnet 10.98.1.0/24",
             ),
-            ("10.98.0.0/16", "eth0 holds 10.98.0.10: another NIC's address"),
+            (
+                "10.98.0.0/16",
+                "eth0 holds 10.98.0.10: another NIC's address",
+            ),
             ("10.97.0.0/16", "not inside the NIC's subnet (10.98.1.0/24)"),
             (
                 "10.98.1.255/32",

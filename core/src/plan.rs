@@ -249,7 +249,7 @@ fn gated_rules(
                 priority,
             }),
             Err(r) => {
-                refused.push(Refused::new(key, from, r));
+                refused.push(Refused::new(key, gate::shown(from), r));
                 None
             }
         })
@@ -272,7 +272,7 @@ fn gated_addresses(
                 dev: dev.clone(),
             }),
             Err(r) => {
-                refused.push(Refused::new(key, addr, r));
+                refused.push(Refused::new(key, gate::shown(addr), r));
                 None
             }
         })
