@@ -501,13 +501,7 @@ fn refresh_one(
         &cfg.plan,
     )?;
     log_refused(&p);
-    let report = match apply::apply_plan(applier, &p, &with_others(paths, previous.as_ref())) {
-        Err(e @ Error::TableConflict { .. }) => {
-            record_conflict(paths, previous.as_ref(), &p, &e);
-            return Err(e);
-        }
-        other => other?,
-    };
+    let report = apply_guarded(applier, paths, &p, previous.as_ref())?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
             let now = InterfaceState::record(previous.clone(), &report.owned_part(ip), p.profile)
@@ -691,13 +685,7 @@ fn apply_outcome<A: Applier>(
         }
     }
     let lease = lease_of(event)?;
-    let report = match apply::apply_plan(applier, &p, &with_others(paths, recorded.as_ref())) {
-        Err(e @ Error::TableConflict { .. }) => {
-            record_conflict(paths, recorded.as_ref(), &p, &e);
-            return Err(e);
-        }
-        other => other?,
-    };
+    let report = apply_guarded(applier, paths, &p, recorded.as_ref())?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
             let now = InterfaceState::record(recorded.clone(), &report.owned_part(ip), p.profile)
@@ -729,6 +717,24 @@ fn log_refused(p: &crate::model::Plan) {
         for r in &ip.refused {
             log::warn!("{}: refused {r}", ip.name);
         }
+    }
+}
+
+/// Applies a one-interface plan knowing every interface's state; a table another
+/// NIC holds is recorded in this interface's state (for `status`) and returned as
+/// the error, with nothing written.
+fn apply_guarded<A: Applier + ?Sized>(
+    applier: &mut A,
+    paths: &Paths,
+    p: &crate::model::Plan,
+    recorded: Option<&InterfaceState>,
+) -> Result<Report> {
+    match apply::apply_plan(applier, p, &with_others(paths, recorded)) {
+        Err(e @ Error::TableConflict { .. }) => {
+            record_conflict(paths, recorded, p, &e);
+            Err(e)
+        }
+        other => other,
     }
 }
 

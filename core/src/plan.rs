@@ -184,10 +184,8 @@ fn nic_bounds(
     for s in &nic.subnet_ipv4_cidr_blocks {
         v4 |= keep("subnet-ipv4-cidr-block", IpNet::V4(*s), refused);
     }
-    if !v4 {
-        if let Some(net) = v4_lease.and_then(Lease::interface_net) {
-            keep("lease", net, refused);
-        }
+    if !v4 && let Some(net) = v4_lease.and_then(Lease::interface_net) {
+        keep("lease", net, refused);
     }
     for s in &nic.subnet_ipv6_cidr_blocks {
         keep("subnet-ipv6-cidr-blocks", IpNet::V6(*s), refused);
@@ -284,7 +282,8 @@ fn gated_addresses(
 /// NIC's plan is emptied (no family covered, so its last applied state is kept
 /// as it is) and the conflict is listed.
 fn refuse_shared_tables(out: &mut [InterfacePlan], metadata: &InstanceNetwork) {
-    let mut claims: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
+    let mut claims: std::collections::BTreeMap<u32, Vec<String>> =
+        std::collections::BTreeMap::new();
     for ip in out.iter() {
         if let Some(t) = ip.table {
             claims.entry(t).or_default().push(ip.name.to_string());

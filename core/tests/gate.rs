@@ -33,8 +33,8 @@ fn name(n: &str) -> IfName {
     IfName::try_new(n).unwrap()
 }
 
-/// eth0 (primary, 10.98.0.10/24) and eth1 (10.98.1.20, .21 in 10.98.1.0/24,
-/// fd00:98:1::20 in fd00:98:1::/64), as the fault matrix's world.
+/// eth0 (primary, `10.98.0.10/24`) and eth1 (`10.98.1.20`, `.21` in `10.98.1.0/24`,
+/// `fd00:98:1::20` in `fd00:98:1::/64`), as the fault matrix's world.
 fn tree() -> Value {
     json!({
         "mac": MAC0,
@@ -163,7 +163,7 @@ fn a_slash_zero_prefix_never_becomes_a_rule() {
     );
     // The rest of the plan goes on: both routes of each family are there.
     assert_eq!(ip.routes.len(), 4, "{:?}", ip.routes);
-    assert!(p.to_owned().is_complete());
+    assert!(p.is_complete());
 }
 
 #[test]
