@@ -649,8 +649,9 @@ fn plan_cloud_init(input: &PlanInput<'_>) -> Vec<InterfacePlan> {
         if !nic.ipv6s.is_empty() {
             ip.families.push(Family::V6);
         }
-        let v4 = lease_for(input, &link.name, Family::V4);
-        let bounds = nic_bounds(input, link, nic, v4, &mut ip.refused);
+        // cloud-init reads the lease only for its router: the subnets are the
+        // metadata's alone.
+        let bounds = nic_bounds(input, link, nic, None, &mut ip.refused);
         if !single && idx != 0 && nic.device_number.is_some() {
             cloud_init_pbr(&mut ip, input, link, nic, table, &bounds);
         }
