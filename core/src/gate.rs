@@ -203,8 +203,9 @@ impl fmt::Display for Refusal {
             }
             Self::TableClaimed { table, others } => write!(
                 f,
-                "table {table} is claimed by {} too: neither NIC's rules are touched",
-                others.join(", ")
+                "gives table {table}, which {} claim{} too: neither NIC's rules are touched",
+                others.join(", "),
+                if others.len() == 1 { "s" } else { "" }
             ),
         }
     }

@@ -501,7 +501,7 @@ fn refresh_one(
         &cfg.plan,
     )?;
     log_refused(&p);
-    let report = apply_guarded(applier, paths, &p, previous.as_ref())?;
+    let report = apply_guarded(applier, paths, &p, previous.as_ref(), &network)?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
             let now = InterfaceState::record(previous.clone(), &report.owned_part(ip), p.profile)
@@ -685,7 +685,7 @@ fn apply_outcome<A: Applier>(
         }
     }
     let lease = lease_of(event)?;
-    let report = apply_guarded(applier, paths, &p, recorded.as_ref())?;
+    let report = apply_guarded(applier, paths, &p, recorded.as_ref(), network)?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
             let now = InterfaceState::record(recorded.clone(), &report.owned_part(ip), p.profile)
@@ -728,10 +728,11 @@ fn apply_guarded<A: Applier + ?Sized>(
     paths: &Paths,
     p: &crate::model::Plan,
     recorded: Option<&InterfaceState>,
+    network: &crate::model::InstanceNetwork,
 ) -> Result<Report> {
     match apply::apply_plan(applier, p, &with_others(paths, recorded)) {
         Err(e @ Error::TableConflict { .. }) => {
-            record_conflict(paths, recorded, p, &e);
+            record_conflict(paths, recorded, p, network, &e);
             Err(e)
         }
         other => other,
@@ -757,6 +758,7 @@ fn record_conflict(
     paths: &Paths,
     recorded: Option<&InterfaceState>,
     p: &crate::model::Plan,
+    network: &crate::model::InstanceNetwork,
     e: &Error,
 ) {
     let Error::TableConflict {
@@ -770,6 +772,10 @@ fn record_conflict(
     let Some(ip) = p.interfaces.iter().find(|i| &i.name == iface) else {
         return;
     };
+    let device = network
+        .nic(ip.mac)
+        .and_then(|n| n.device_number)
+        .map_or_else(|| "?".to_owned(), |d| d.to_string());
     let mut st = recorded.cloned().unwrap_or_else(|| {
         let mut empty = ip.clone();
         empty.families.clear();
@@ -778,7 +784,7 @@ fn record_conflict(
     });
     st.refused = vec![crate::gate::Refused::new(
         "device-number",
-        format!("table {table}"),
+        device,
         crate::gate::Refusal::TableClaimed {
             table: *table,
             others: others.clone(),

@@ -312,7 +312,7 @@ fn two_nics_with_one_device_number_touch_neither() {
         assert_eq!(
             refused(ip),
             [format!(
-                "device-number 1: table 10001 is claimed by {other} too: neither NIC's rules are touched"
+                "device-number 1: gives table 10001, which {other} claims too: neither NIC's rules are touched"
             )]
         );
     }
@@ -330,7 +330,7 @@ fn two_nics_with_one_device_number_touch_neither() {
     assert_eq!(
         refused(eth1(&p)),
         [
-            "device-number 1: table 10001 is claimed by the NIC 02:00:00:00:00:03 too: neither NIC's rules are touched"
+            "device-number 1: gives table 10001, which the NIC 02:00:00:00:00:03 claims too: neither NIC's rules are touched"
         ]
     );
 }
