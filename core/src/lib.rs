@@ -10,6 +10,8 @@
 //!   [`model::LeaseEvent`];
 //! * [`metadata`] parses an IMDS `meta-data/` tree into a [`model::InstanceNetwork`];
 //! * [`plan`] computes a [`model::Plan`] for the `ec2-net-utils` or `cloud-init` scheme;
+//! * [`gate`] decides what may ever be a rule source or an address leasehook adds
+//!   (the planner, the apply validator and every lease parser ask it);
 //! * [`diff`] compares a plan with the routing state the kernel holds;
 //! * [`render`] prints a plan as `ip` lines, JSON, netplan or networkd drop-ins;
 //! * [`apply`] writes a plan to the kernel over netlink, owned, diffed and rolled back;

@@ -89,7 +89,8 @@ fuzz_target!(|data: &[u8]| {
     let input = PlanInput {
         metadata: &md,
         links: &links,
-        leases: &leases, link_addresses: &[],
+        leases: &leases,
+        link_addresses: &[],
     };
     let configs = [
         PlanConfig::default(),
