@@ -156,18 +156,49 @@ fn new_interface(link: &Link, primary: bool) -> InterfacePlan {
     }
 }
 
+/// Every address the NICs hold, each under its owner's name: the metadata's NICs
+/// (by link name when the OS has them, else by MAC) and the kernel's links. Built
+/// once per plan; a NIC's [`Bounds`] skip its own entries.
+fn held_addresses(input: &PlanInput<'_>) -> gate::HeldAddresses {
+    let name_of = |mac| {
+        input
+            .links
+            .iter()
+            .find(|l| l.mac == mac)
+            .map_or_else(|| format!("the NIC {mac}"), |l| l.name.to_string())
+    };
+    let mut held: Vec<Held> = Vec::new();
+    for n in &input.metadata.nics {
+        let owner = name_of(n.mac);
+        held.extend(
+            n.local_ipv4s
+                .iter()
+                .map(|a| IpAddr::V4(*a))
+                .chain(n.ipv6s.iter().map(|a| IpAddr::V6(*a)))
+                .map(|address| Held {
+                    address,
+                    owner: owner.clone(),
+                }),
+        );
+    }
+    held.extend(input.link_addresses.iter().map(|a| Held {
+        address: a.addr.addr(),
+        owner: a.dev.to_string(),
+    }));
+    gate::HeldAddresses::new(held)
+}
+
 /// The NIC's subnets that pass the gate (IPv4 from `subnet-ipv4-cidr-block`, else
-/// the lease's own network; IPv6 from `subnet-ipv6-cidr-blocks`), and what other
-/// NICs hold: the other NICs of the metadata (by link name when the OS has them)
-/// and every address the kernel's other links hold. Refused subnets go to
-/// `refused`.
-fn nic_bounds(
-    input: &PlanInput<'_>,
-    link: &Link,
+/// the lease's own network; IPv6 from `subnet-ipv6-cidr-blocks`), and what the
+/// NICs hold (`held`, of which the link's own entries are skipped). Refused
+/// subnets go to `refused`.
+fn nic_bounds<'a>(
+    link: &'a Link,
     nic: &NicMetadata,
     v4_lease: Option<&Lease>,
+    held: &'a gate::HeldAddresses,
     refused: &mut Vec<Refused>,
-) -> Bounds {
+) -> Bounds<'a> {
     let mut subnets = Vec::new();
     let mut keep = |key: &str, net: IpNet, refused: &mut Vec<Refused>| match gate::check_subnet(net)
     {
@@ -190,49 +221,17 @@ fn nic_bounds(
     for s in &nic.subnet_ipv6_cidr_blocks {
         keep("subnet-ipv6-cidr-blocks", IpNet::V6(*s), refused);
     }
-    let name_of = |mac| {
-        input
-            .links
-            .iter()
-            .find(|l| l.mac == mac)
-            .map_or_else(|| format!("the NIC {mac}"), |l| l.name.to_string())
-    };
-    let mut others: Vec<Held> = input
-        .metadata
-        .nics
-        .iter()
-        .filter(|n| n.mac != nic.mac)
-        .flat_map(|n| {
-            let owner = name_of(n.mac);
-            n.local_ipv4s
-                .iter()
-                .map(|a| IpAddr::V4(*a))
-                .chain(n.ipv6s.iter().map(|a| IpAddr::V6(*a)))
-                .map(move |address| Held {
-                    address,
-                    owner: owner.clone(),
-                })
-        })
-        .collect();
-    others.extend(
-        input
-            .link_addresses
-            .iter()
-            .filter(|a| a.dev != link.name)
-            .map(|a| Held {
-                address: a.addr.addr(),
-                owner: a.dev.to_string(),
-            }),
-    );
-    others.sort();
-    others.dedup();
-    Bounds { subnets, others }
+    Bounds {
+        subnets,
+        held,
+        me: link.name.as_str(),
+    }
 }
 
 /// The rules `from` each of `sources` that pass the gate; the rest go to `refused`
 /// under `key`.
 fn gated_rules(
-    bounds: &Bounds,
+    bounds: &Bounds<'_>,
     sources: impl IntoIterator<Item = (&'static str, IpNet)>,
     table: u32,
     priority: Option<u32>,
@@ -256,7 +255,7 @@ fn gated_rules(
 
 /// The addresses that pass the gate; the rest go to `refused` under `key`.
 fn gated_addresses(
-    bounds: &Bounds,
+    bounds: &Bounds<'_>,
     key: &str,
     addrs: impl IntoIterator<Item = IpNet>,
     dev: &IfName,
@@ -359,6 +358,7 @@ pub fn table_number(base: u32, card: u32, device: u32) -> Result<u32> {
 
 fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<InterfacePlan>> {
     let mut out = Vec::new();
+    let held = held_addresses(input);
     let mut links: Vec<&Link> = input.links.iter().collect();
     links.sort_by(|a, b| a.name.cmp(&b.name));
     for link in links {
@@ -405,7 +405,7 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
             })
             .transpose()?;
         ip.table = routed.map(|(t, _)| t);
-        let bounds = nic_bounds(input, link, nic, v4, &mut ip.refused);
+        let bounds = nic_bounds(link, nic, v4, &held, &mut ip.refused);
         if let Some(lease) = v4 {
             plan_v4(&mut ip, link, nic, lease, routed, cfg, &bounds);
         }
@@ -429,7 +429,7 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
 /// Refuses the family when the gate refuses its lease's address (another NIC's,
 /// outside the subnet): the family is then not covered, so whatever was applied
 /// for it before stays. `true` when the lease passed.
-fn gate_lease(ip: &mut InterfacePlan, lease: &Lease, bounds: &Bounds) -> bool {
+fn gate_lease(ip: &mut InterfacePlan, lease: &Lease, bounds: &Bounds<'_>) -> bool {
     match bounds.source(IpNet::from(lease.address)) {
         Ok(()) => true,
         Err(r) => {
@@ -447,7 +447,7 @@ fn plan_v4(
     lease: &Lease,
     routed: Option<(u32, u32)>,
     cfg: &PlanConfig,
-    bounds: &Bounds,
+    bounds: &Bounds<'_>,
 ) {
     let IpAddr::V4(leased) = lease.address else {
         return;
@@ -533,7 +533,7 @@ fn plan_v6(
     lease: &Lease,
     routed: Option<(u32, u32)>,
     cfg: &PlanConfig,
-    bounds: &Bounds,
+    bounds: &Bounds<'_>,
 ) {
     let IpAddr::V6(leased) = lease.address else {
         return;
@@ -639,6 +639,7 @@ pub fn cloud_init_order<'a>(input: &PlanInput<'a>) -> Vec<(&'a Link, &'a NicMeta
 
 fn plan_cloud_init(input: &PlanInput<'_>) -> Vec<InterfacePlan> {
     let order = cloud_init_order(input);
+    let held = held_addresses(input);
     let single = order.len() == 1;
     let mut out = Vec::with_capacity(order.len());
     for (idx, (link, nic)) in (0u32..).zip(order) {
@@ -651,7 +652,7 @@ fn plan_cloud_init(input: &PlanInput<'_>) -> Vec<InterfacePlan> {
         }
         // cloud-init reads the lease only for its router: the subnets are the
         // metadata's alone.
-        let bounds = nic_bounds(input, link, nic, None, &mut ip.refused);
+        let bounds = nic_bounds(link, nic, None, &held, &mut ip.refused);
         if !single && idx != 0 && nic.device_number.is_some() {
             cloud_init_pbr(&mut ip, input, link, nic, table, &bounds);
         }
@@ -669,7 +670,7 @@ fn cloud_init_pbr(
     link: &Link,
     nic: &NicMetadata,
     table: u32,
-    bounds: &Bounds,
+    bounds: &Bounds<'_>,
 ) {
     let route = |to: IpNet, via: Option<IpAddr>| Route {
         to,
@@ -748,7 +749,12 @@ fn cloud_init_pbr(
 
 /// cloud-init's secondary addresses: `local-ipv4s[1:]` with the subnet's prefix
 /// length (24 when unknown), `ipv6s[1:]` as /128, sorted as strings.
-fn cloud_init_addresses(ip: &mut InterfacePlan, link: &Link, nic: &NicMetadata, bounds: &Bounds) {
+fn cloud_init_addresses(
+    ip: &mut InterfacePlan,
+    link: &Link,
+    nic: &NicMetadata,
+    bounds: &Bounds<'_>,
+) {
     let v4_len = nic
         .subnet_ipv4_cidr_blocks
         .first()

@@ -221,7 +221,7 @@ fn gate_rule(
     }
     Bounds {
         subnets,
-        others: Vec::new(),
+        ..Bounds::default()
     }
     .source(r.from)
 }
@@ -230,14 +230,18 @@ fn gate_rule(
 /// outside the plan's interface): a rule whose source covers such an address, or
 /// the address itself. Checked after observing, before the first write.
 fn check_other_links(plan: &Plan, held: &BTreeSet<crate::model::Address>) -> Result<()> {
+    let held = crate::gate::HeldAddresses::new(
+        held.iter()
+            .map(|a| crate::gate::Held {
+                address: a.addr.addr(),
+                owner: a.dev.to_string(),
+            })
+            .collect(),
+    );
     for ip in &plan.interfaces {
-        let others: Vec<&crate::model::Address> =
-            held.iter().filter(|a| a.dev != ip.name).collect();
         let covered = |net: &ipnet::IpNet| {
-            others
-                .iter()
-                .find(|a| net.contains(&a.addr.addr()))
-                .map(|a| format!("{} holds {}", a.dev, a.addr.addr()))
+            held.inside(net, ip.name.as_str())
+                .map(|h| format!("{} holds {}", h.owner, h.address))
         };
         for r in &ip.rules {
             if let Some(who) = covered(&r.from) {
