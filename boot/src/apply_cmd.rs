@@ -168,9 +168,17 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
         .iter()
         .filter_map(|n| state::read_state_or_set_aside(&paths, n))
         .collect();
+    // Every other interface's state too: a table of this plan that another NIC's
+    // state records is a conflict (two NICs with one device-number).
+    let (all, _) = state::list_states(&paths);
+    let known: Vec<InterfaceState> = recorded
+        .iter()
+        .cloned()
+        .chain(all.into_iter().filter(|st| !names.contains(&&st.name)))
+        .collect();
     let mut applier = NetlinkApplier::try_new()?;
     let report =
-        apply::apply_plan(&mut applier, &plan, &recorded).context("failed to apply the plan")?;
+        apply::apply_plan(&mut applier, &plan, &known).context("failed to apply the plan")?;
     // The kernel and the state files must agree: when a state file cannot be
     // written, the run's writes are undone and the files written before it are put
     // back.
@@ -381,6 +389,9 @@ pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
         }
         for m in &st.missing {
             let _ = writeln!(out, "  IMDS still missing: {m}");
+        }
+        for r in &st.refused {
+            let _ = writeln!(out, "  refused: {r}");
         }
     }
     Ok(out)

@@ -180,6 +180,7 @@ pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<String> {
             metadata: &md,
             links: &links,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )?;

@@ -168,6 +168,7 @@ fn main() {
         metadata: &md,
         links: &links,
         leases: &leases,
+        link_addresses: &[],
     };
     let ec2 = PlanConfig::default();
     let ci = PlanConfig {
@@ -225,6 +226,7 @@ fn main() {
                 metadata: &md,
                 links: &links,
                 leases: &leases,
+                link_addresses: &[],
             },
             &ec2,
         )

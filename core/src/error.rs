@@ -47,6 +47,20 @@ pub enum Error {
     /// interfaces share a table, ...). Nothing was written.
     #[error("invalid plan: {0}")]
     InvalidPlan(String),
+    /// The plan's table for `iface` is another NIC's (two NICs with one
+    /// `device-number`): nothing was written, for either NIC.
+    #[error(
+        "{iface}: table {table} is claimed by {} too (two NICs with one device-number): neither NIC's rules are touched",
+        others.join(", ")
+    )]
+    TableConflict {
+        /// The interface whose plan was refused.
+        iface: crate::model::IfName,
+        /// The table both claim.
+        table: u32,
+        /// The other interfaces that hold it.
+        others: Vec<String>,
+    },
     /// A netlink request failed. `object` is the operation as an `ip` command line.
     #[error("{object}: {message}{}", rollback_note(*rolled_back, rollback_errors))]
     Netlink {

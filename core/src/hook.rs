@@ -259,6 +259,7 @@ fn plan_one(
     link: &Link,
     os_links: &[Link],
     leases: &[crate::model::Lease],
+    link_addresses: &[crate::model::Address],
 ) -> Result<crate::model::Plan> {
     let mut links: Vec<Link> = os_links
         .iter()
@@ -278,6 +279,7 @@ fn plan_one(
             metadata: network,
             links: &links,
             leases: &iface_leases,
+            link_addresses,
         },
         &cfg.plan,
     )?;
@@ -592,7 +594,9 @@ fn refresh_one(
         }
         Outcome::Failed(e) => return Ok(RefreshOutcome::Kept(name, unanswered(&e))),
     };
-    let p = plan_one(cfg, &network, &link, &os, &leases)?;
+    let link_addresses = applier.link_addresses(&index_of(&links))?;
+    let p = plan_one(cfg, &network, &link, &os, &leases, &link_addresses)?;
+    log_refused(&p);
     if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
         log::warn!("{to}: {why}");
         return Ok(RefreshOutcome::Kept(name, why));
@@ -611,7 +615,7 @@ fn refresh_one(
             st.mac
         );
     }
-    let report = apply::apply_plan(applier, &p, previous.as_slice())?;
+    let report = apply_guarded(applier, paths, &p, previous.as_ref(), &network)?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
             let now = InterfaceState::record(previous.clone(), &report.owned_part(ip), p.profile)
@@ -840,7 +844,17 @@ fn apply_outcome<A: Applier>(
             event.family
         )));
     }
-    let p = plan_one(cfg, network, &link.0, os, &[lease_of(event)?])?;
+    let kernel_links = applier.links()?;
+    let link_addresses = applier.link_addresses(&index_of(&kernel_links))?;
+    let p = plan_one(
+        cfg,
+        network,
+        &link.0,
+        os,
+        &[lease_of(event)?],
+        &link_addresses,
+    )?;
+    log_refused(&p);
     if let Some(why) = table_held_by_other(paths, &p, cfg, link.0.mac) {
         log::warn!("{why}");
         return Ok(HookOutcome::Kept(why));
@@ -854,7 +868,7 @@ fn apply_outcome<A: Applier>(
         }
     }
     let lease = lease_of(event)?;
-    let report = apply::apply_plan(applier, &p, recorded.as_slice())?;
+    let report = apply_guarded(applier, paths, &p, recorded.as_ref(), network)?;
     apply::record_or_roll_back(applier, &report, || {
         for ip in &p.interfaces {
             let now = InterfaceState::record(recorded.clone(), &report.owned_part(ip), p.profile)
@@ -874,6 +888,94 @@ fn apply_outcome<A: Applier>(
     } else {
         HookOutcome::Applied(report)
     })
+}
+
+fn index_of(links: &[apply::KernelLink]) -> apply::LinkIndex {
+    links.iter().map(|l| (l.name.clone(), l.index)).collect()
+}
+
+/// Logs what the address gate refused, one line per value.
+fn log_refused(p: &crate::model::Plan) {
+    for ip in &p.interfaces {
+        for r in &ip.refused {
+            log::warn!("{}: refused {r}", ip.name);
+        }
+    }
+}
+
+/// Applies a one-interface plan knowing every interface's state; a table another
+/// NIC holds is recorded in this interface's state (for `status`) and returned as
+/// the error, with nothing written.
+fn apply_guarded<A: Applier + ?Sized>(
+    applier: &mut A,
+    paths: &Paths,
+    p: &crate::model::Plan,
+    recorded: Option<&InterfaceState>,
+    network: &crate::model::InstanceNetwork,
+) -> Result<Report> {
+    match apply::apply_plan(applier, p, &with_others(paths, recorded)) {
+        Err(e @ Error::TableConflict { .. }) => {
+            record_conflict(paths, recorded, p, network, &e);
+            Err(e)
+        }
+        other => other,
+    }
+}
+
+/// `own` (this interface's recorded state) and every other interface's, so the
+/// applier can tell a table another NIC holds.
+fn with_others(paths: &Paths, own: Option<&InterfaceState>) -> Vec<InterfaceState> {
+    let (all, _) = state::list_states(paths);
+    own.cloned()
+        .into_iter()
+        .chain(
+            all.into_iter()
+                .filter(|st| own.is_none_or(|o| o.name != st.name)),
+        )
+        .collect()
+}
+
+/// Records a table conflict in the interface's state file, for `leasehook status`:
+/// what was applied before stays as it was; only the list of refusals changes.
+fn record_conflict(
+    paths: &Paths,
+    recorded: Option<&InterfaceState>,
+    p: &crate::model::Plan,
+    network: &crate::model::InstanceNetwork,
+    e: &Error,
+) {
+    let Error::TableConflict {
+        iface,
+        table,
+        others,
+    } = e
+    else {
+        return;
+    };
+    let Some(ip) = p.interfaces.iter().find(|i| &i.name == iface) else {
+        return;
+    };
+    let device = network
+        .nic(ip.mac)
+        .and_then(|n| n.device_number)
+        .map_or_else(|| "?".to_owned(), |d| d.to_string());
+    let mut st = recorded.cloned().unwrap_or_else(|| {
+        let mut empty = ip.clone();
+        empty.families.clear();
+        empty.table = None;
+        InterfaceState::record(None, &empty, p.profile)
+    });
+    st.refused = vec![crate::gate::Refused::new(
+        "device-number",
+        device,
+        crate::gate::Refusal::TableClaimed {
+            table: *table,
+            others: others.clone(),
+        },
+    )];
+    if let Err(e) = state::save_if_changed(paths, recorded, st, state::unix_ms()) {
+        log::warn!("{e}");
+    }
 }
 
 fn lease_of(event: &LeaseEvent) -> Result<crate::model::Lease> {
@@ -1196,6 +1298,7 @@ mod tests {
                     priority: None,
                 }],
                 missing: Vec::new(),
+                refused: Vec::new(),
             }],
         };
         let report = apply::apply_plan(&mut k, &held, &[]).unwrap();

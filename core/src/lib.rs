@@ -10,6 +10,8 @@
 //!   [`model::LeaseEvent`];
 //! * [`metadata`] parses an IMDS `meta-data/` tree into a [`model::InstanceNetwork`];
 //! * [`plan`] computes a [`model::Plan`] for the `ec2-net-utils` or `cloud-init` scheme;
+//! * [`gate`] decides what may ever be a rule source or an address leasehook adds
+//!   (the planner, the apply validator and every lease parser ask it);
 //! * [`diff`] compares a plan with the routing state the kernel holds;
 //! * [`render`] prints a plan as `ip` lines, JSON, netplan or networkd drop-ins;
 //! * [`apply`] writes a plan to the kernel over netlink, owned, diffed and rolled back;
@@ -39,6 +41,7 @@ pub mod diff;
 pub mod error;
 pub mod event;
 pub mod example;
+pub mod gate;
 pub mod hook;
 pub mod instance_data;
 pub mod kubernetes;

@@ -606,6 +606,10 @@ pub struct InterfacePlan {
     pub rules: Vec<Rule>,
     /// What kept this plan from being whole.
     pub missing: Vec<Missing>,
+    /// What the address gate ([`crate::gate`]) refused: never a rule or an
+    /// address, listed so `leasehook plan` prints it and the hooks log it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<crate::gate::Refused>,
 }
 
 /// The whole policy-routing plan: a value, rendered by [`crate::render`] and applied

@@ -13,6 +13,11 @@
 //!
 //! Where lease and metadata disagree, the plan keeps what the lease proves and lists
 //! what is missing ([`Missing`]) instead of guessing.
+//!
+//! Every rule source and every address passes the address gate ([`crate::gate`])
+//! first: what it refuses is listed in [`InterfacePlan::refused`] and left out, and
+//! the rest of the plan goes on. Two NICs whose `device-number` gives one table
+//! get neither rules nor routes (see `docs/planner.md`, "The address gate").
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -22,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::constants::{DEFAULT_TABLE_BASE, RESERVED_TABLES};
 use crate::error::{Error, Problem, Result};
+use crate::gate::{self, Bounds, Held, Refusal, Refused};
 use crate::model::{
     Address, Family, IfName, InstanceNetwork, InterfacePlan, Lease, Link, Missing, NicMetadata,
     Plan, Profile, Route, Rule, Scope,
@@ -81,6 +87,9 @@ pub struct PlanInput<'a> {
     pub links: &'a [Link],
     /// The leases in force, at most one per interface and family.
     pub leases: &'a [InterfaceLease],
+    /// The addresses the kernel's links hold (`ip address`), every link's: what
+    /// another link holds is never a source or an address of the NIC planned.
+    pub link_addresses: &'a [Address],
 }
 
 /// Computes the plan. Fails only on inputs that contradict each other (a lease on an
@@ -150,6 +159,188 @@ fn new_interface(link: &Link, primary: bool) -> InterfacePlan {
         routes: Vec::new(),
         rules: Vec::new(),
         missing: Vec::new(),
+        refused: Vec::new(),
+    }
+}
+
+/// Every address the NICs hold, each under its owner's name: the metadata's NICs
+/// (by link name when the OS has them, else by MAC) and the kernel's links. Built
+/// once per plan; a NIC's [`Bounds`] skip its own entries.
+fn held_addresses(input: &PlanInput<'_>) -> gate::HeldAddresses {
+    let name_of = |mac| {
+        input
+            .links
+            .iter()
+            .find(|l| l.mac == mac)
+            .map_or_else(|| format!("the NIC {mac}"), |l| l.name.to_string())
+    };
+    let mut held: Vec<Held> = Vec::new();
+    for n in &input.metadata.nics {
+        let owner = name_of(n.mac);
+        held.extend(
+            n.local_ipv4s
+                .iter()
+                .map(|a| IpAddr::V4(*a))
+                .chain(n.ipv6s.iter().map(|a| IpAddr::V6(*a)))
+                .map(|address| Held {
+                    address,
+                    owner: owner.clone(),
+                }),
+        );
+    }
+    held.extend(input.link_addresses.iter().map(|a| Held {
+        address: a.addr.addr(),
+        owner: a.dev.to_string(),
+    }));
+    gate::HeldAddresses::new(held)
+}
+
+/// The NIC's subnets that pass the gate (IPv4 from `subnet-ipv4-cidr-block`, else
+/// the lease's own network; IPv6 from `subnet-ipv6-cidr-blocks`), and what the
+/// NICs hold (`held`, of which the link's own entries are skipped). Refused
+/// subnets go to `refused`.
+fn nic_bounds<'a>(
+    link: &'a Link,
+    nic: &NicMetadata,
+    v4_lease: Option<&Lease>,
+    held: &'a gate::HeldAddresses,
+    refused: &mut Vec<Refused>,
+) -> Bounds<'a> {
+    let mut subnets = Vec::new();
+    let mut keep = |key: &str, net: IpNet, refused: &mut Vec<Refused>| match gate::check_subnet(net)
+    {
+        Ok(()) => {
+            subnets.push(net.trunc());
+            true
+        }
+        Err(r) => {
+            refused.push(Refused::new(key, net, r));
+            false
+        }
+    };
+    let mut v4 = false;
+    for s in &nic.subnet_ipv4_cidr_blocks {
+        v4 |= keep("subnet-ipv4-cidr-block", IpNet::V4(*s), refused);
+    }
+    if !v4 && let Some(net) = v4_lease.and_then(Lease::interface_net) {
+        keep("lease", net, refused);
+    }
+    for s in &nic.subnet_ipv6_cidr_blocks {
+        keep("subnet-ipv6-cidr-blocks", IpNet::V6(*s), refused);
+    }
+    Bounds {
+        subnets,
+        held,
+        me: link.name.as_str(),
+    }
+}
+
+/// The rules `from` each of `sources` that pass the gate; the rest go to `refused`
+/// under `key`.
+fn gated_rules(
+    bounds: &Bounds<'_>,
+    sources: impl IntoIterator<Item = (&'static str, IpNet)>,
+    table: u32,
+    priority: Option<u32>,
+    refused: &mut Vec<Refused>,
+) -> Vec<Rule> {
+    sources
+        .into_iter()
+        .filter_map(|(key, from)| match bounds.source(from) {
+            Ok(()) => Some(Rule {
+                from: from.trunc(),
+                table,
+                priority,
+            }),
+            Err(r) => {
+                refused.push(Refused::new(key, gate::shown(from), r));
+                None
+            }
+        })
+        .collect()
+}
+
+/// The addresses that pass the gate; the rest go to `refused` under `key`.
+fn gated_addresses(
+    bounds: &Bounds<'_>,
+    key: &str,
+    addrs: impl IntoIterator<Item = IpNet>,
+    dev: &IfName,
+    refused: &mut Vec<Refused>,
+) -> Vec<Address> {
+    addrs
+        .into_iter()
+        .filter_map(|addr| match bounds.address(addr) {
+            Ok(()) => Some(Address {
+                addr,
+                dev: dev.clone(),
+            }),
+            Err(r) => {
+                refused.push(Refused::new(key, gate::shown(addr), r));
+                None
+            }
+        })
+        .collect()
+}
+
+/// Two NICs whose tables are one (two NICs with one `device-number`, or a NIC the
+/// metadata lists with the same card and device-number) share no table: each such
+/// NIC's plan is emptied (no family covered, so its last applied state is kept
+/// as it is) and the conflict is listed.
+fn refuse_shared_tables(out: &mut [InterfacePlan], metadata: &InstanceNetwork) {
+    let mut claims: std::collections::BTreeMap<u32, Vec<String>> =
+        std::collections::BTreeMap::new();
+    for ip in out.iter() {
+        if let Some(t) = ip.table {
+            claims.entry(t).or_default().push(ip.name.to_string());
+        }
+    }
+    let key = |n: &NicMetadata| (n.network_card.unwrap_or(0), n.device_number);
+    let planned: BTreeSet<crate::model::MacAddr> = out
+        .iter()
+        .filter(|ip| ip.table.is_some())
+        .map(|ip| ip.mac)
+        .collect();
+    for ip in out.iter_mut() {
+        let Some(t) = ip.table else { continue };
+        let me = metadata.nic(ip.mac);
+        let mut others: Vec<String> = claims
+            .get(&t)
+            .into_iter()
+            .flatten()
+            .filter(|n| **n != ip.name.as_str())
+            .cloned()
+            .collect();
+        if let Some(me) = me {
+            others.extend(
+                metadata
+                    .nics
+                    .iter()
+                    .filter(|n| n.mac != me.mac && !planned.contains(&n.mac) && key(n) == key(me))
+                    .filter(|n| {
+                        n.device_number.unwrap_or(0) != 0 || n.network_card.unwrap_or(0) != 0
+                    })
+                    .map(|n| format!("the NIC {}", n.mac)),
+            );
+        }
+        if others.is_empty() {
+            continue;
+        }
+        others.sort();
+        others.dedup();
+        let device = me
+            .and_then(|n| n.device_number)
+            .map_or_else(|| "?".to_owned(), |d| d.to_string());
+        ip.refused.push(Refused::new(
+            "device-number",
+            device,
+            Refusal::TableClaimed { table: t, others },
+        ));
+        ip.families.clear();
+        ip.table = None;
+        ip.rules.clear();
+        ip.routes.clear();
+        ip.addresses.clear();
     }
 }
 
@@ -217,6 +408,7 @@ fn card_and_device(
 
 fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<InterfacePlan>> {
     let mut out = Vec::new();
+    let held = held_addresses(input);
     let mut links: Vec<&Link> = input.links.iter().collect();
     links.sort_by(|a, b| a.name.cmp(&b.name));
     for link in links {
@@ -270,17 +462,23 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
         } else {
             cfg
         };
+        let bounds = nic_bounds(link, nic, v4, &held, &mut ip.refused);
         if let Some(lease) = v4 {
-            plan_v4(&mut ip, link, nic, lease, routed, cfg);
+            plan_v4(&mut ip, link, nic, lease, routed, cfg, &bounds);
         }
         if let Some(lease) = v6 {
-            plan_v6(&mut ip, link, nic, lease, routed, cfg);
+            plan_v6(&mut ip, link, nic, lease, routed, cfg, &bounds);
         }
         ip.addresses.sort();
         ip.addresses.dedup();
         ip.rules.sort();
         ip.rules.dedup();
         out.push(ip);
+    }
+    refuse_shared_tables(&mut out, input.metadata);
+    for ip in &mut out {
+        ip.refused.sort();
+        ip.refused.dedup();
     }
     Ok(out)
 }
@@ -316,6 +514,20 @@ fn without_pod_addresses(nic: &NicMetadata, v4: Option<&Lease>, v6: Option<&Leas
     n
 }
 
+/// Refuses the family when the gate refuses its lease's address (another NIC's,
+/// outside the subnet): the family is then not covered, so whatever was applied
+/// for it before stays. `true` when the lease passed.
+fn gate_lease(ip: &mut InterfacePlan, lease: &Lease, bounds: &Bounds<'_>) -> bool {
+    match bounds.source(IpNet::from(lease.address)) {
+        Ok(()) => true,
+        Err(r) => {
+            ip.refused.push(Refused::new("lease", lease.address, r));
+            ip.families.retain(|f| *f != lease.family);
+            false
+        }
+    }
+}
+
 fn plan_v4(
     ip: &mut InterfacePlan,
     link: &Link,
@@ -323,6 +535,7 @@ fn plan_v4(
     lease: &Lease,
     routed: Option<(u32, u32)>,
     cfg: &PlanConfig,
+    bounds: &Bounds<'_>,
 ) {
     let IpAddr::V4(leased) = lease.address else {
         return;
@@ -334,13 +547,18 @@ fn plan_v4(
             address: lease.address,
         });
     }
-    let subnet = if let Some(s) = nic.subnet_ipv4_cidr_blocks.first() {
-        s.trunc()
-    } else {
+    if nic.subnet_ipv4_cidr_blocks.is_empty() {
         ip.missing.push(Missing::Subnet { family: Family::V4 });
-        // What the lease alone proves: the leased address and its netmask.
-        Ipv4Net::new(leased, lease.prefix_len).map_or_else(|_| Ipv4Net::from(leased), |n| n.trunc())
-    };
+    }
+    if !gate_lease(ip, lease, bounds) {
+        return;
+    }
+    // The first subnet that passed the gate; without one, what the lease alone
+    // proves (the leased address and its netmask), when that passed.
+    let subnet = bounds.subnets.iter().find_map(|s| match s {
+        IpNet::V4(n) => Some(*n),
+        IpNet::V6(_) => None,
+    });
     if let Some((table, priority)) = routed {
         match lease.routers.first() {
             Some(gateway) => ip.routes.push(Route {
@@ -353,36 +571,46 @@ fn plan_v4(
             }),
             None => ip.missing.push(Missing::Router { family: Family::V4 }),
         }
-        ip.routes.push(Route {
-            to: IpNet::V4(subnet),
-            via: None,
-            dev: link.name.clone(),
-            scope: Some(Scope::Link),
-            src: Some(lease.address),
-            table,
-        });
+        if let Some(subnet) = subnet {
+            ip.routes.push(Route {
+                to: IpNet::V4(subnet),
+                via: None,
+                dev: link.name.clone(),
+                scope: Some(Scope::Link),
+                src: Some(lease.address),
+                table,
+            });
+        }
         let sources = nic
             .local_ipv4s
             .iter()
-            .chain([&leased])
-            .map(|a| IpNet::V4(Ipv4Net::from(*a)));
-        let prefixes = nic.ipv4_prefixes.iter().map(|p| IpNet::V4(p.trunc()));
-        ip.rules.extend(sources.chain(prefixes).map(|from| Rule {
-            from,
+            .map(|a| ("local-ipv4s", IpNet::V4(Ipv4Net::from(*a))))
+            .chain([("lease", IpNet::V4(Ipv4Net::from(leased)))]);
+        let prefixes = nic
+            .ipv4_prefixes
+            .iter()
+            .map(|p| ("ipv4-prefix", IpNet::V4(*p)));
+        let rules = gated_rules(
+            bounds,
+            sources.chain(prefixes),
             table,
-            priority: Some(priority),
-        }));
+            Some(priority),
+            &mut ip.refused,
+        );
+        ip.rules.extend(rules);
     }
     if cfg.secondary_addresses {
-        ip.addresses.extend(
+        let addrs = gated_addresses(
+            bounds,
+            "local-ipv4s",
             nic.local_ipv4s
                 .iter()
                 .filter(|a| **a != leased)
-                .map(|a| Address {
-                    addr: IpNet::V4(Ipv4Net::from(*a)),
-                    dev: link.name.clone(),
-                }),
+                .map(|a| IpNet::V4(Ipv4Net::from(*a))),
+            &link.name,
+            &mut ip.refused,
         );
+        ip.addresses.extend(addrs);
     }
 }
 
@@ -393,6 +621,7 @@ fn plan_v6(
     lease: &Lease,
     routed: Option<(u32, u32)>,
     cfg: &PlanConfig,
+    bounds: &Bounds<'_>,
 ) {
     let IpAddr::V6(leased) = lease.address else {
         return;
@@ -407,6 +636,9 @@ fn plan_v6(
     if nic.subnet_ipv6_cidr_blocks.is_empty() {
         ip.missing.push(Missing::Subnet { family: Family::V6 });
     }
+    if !gate_lease(ip, lease, bounds) {
+        return;
+    }
     if let Some((table, priority)) = routed {
         // DHCPv6 names no router: the default comes from router advertisements,
         // and only once the kernel has learned one.
@@ -420,15 +652,20 @@ fn plan_v6(
                 table,
             });
         }
-        ip.routes
-            .extend(nic.subnet_ipv6_cidr_blocks.iter().map(|s| Route {
-                to: IpNet::V6(s.trunc()),
-                via: None,
-                dev: link.name.clone(),
-                scope: None,
-                src: None,
-                table,
-            }));
+        ip.routes.extend(
+            bounds
+                .subnets
+                .iter()
+                .filter(|s| matches!(s, IpNet::V6(_)))
+                .map(|s| Route {
+                    to: *s,
+                    via: None,
+                    dev: link.name.clone(),
+                    scope: None,
+                    src: None,
+                    table,
+                }),
+        );
         // Without a route in the table the rules would only fall through to main:
         // leave them out until IMDS names the subnet or an RA names a router.
         if ip
@@ -439,22 +676,34 @@ fn plan_v6(
             let sources = nic
                 .ipv6s
                 .iter()
-                .chain([&leased])
-                .map(|a| IpNet::V6(Ipv6Net::from(*a)));
-            let prefixes = nic.ipv6_prefixes.iter().map(|p| IpNet::V6(p.trunc()));
-            ip.rules.extend(sources.chain(prefixes).map(|from| Rule {
-                from,
+                .map(|a| ("ipv6s", IpNet::V6(Ipv6Net::from(*a))))
+                .chain([("lease", IpNet::V6(Ipv6Net::from(leased)))]);
+            let prefixes = nic
+                .ipv6_prefixes
+                .iter()
+                .map(|p| ("ipv6-prefix", IpNet::V6(*p)));
+            let rules = gated_rules(
+                bounds,
+                sources.chain(prefixes),
                 table,
-                priority: Some(priority),
-            }));
+                Some(priority),
+                &mut ip.refused,
+            );
+            ip.rules.extend(rules);
         }
     }
     if cfg.secondary_addresses {
-        ip.addresses
-            .extend(nic.ipv6s.iter().filter(|a| **a != leased).map(|a| Address {
-                addr: IpNet::V6(Ipv6Net::from(*a)),
-                dev: link.name.clone(),
-            }));
+        let addrs = gated_addresses(
+            bounds,
+            "ipv6s",
+            nic.ipv6s
+                .iter()
+                .filter(|a| **a != leased)
+                .map(|a| IpNet::V6(Ipv6Net::from(*a))),
+            &link.name,
+            &mut ip.refused,
+        );
+        ip.addresses.extend(addrs);
     }
 }
 
@@ -478,6 +727,7 @@ pub fn cloud_init_order<'a>(input: &PlanInput<'a>) -> Vec<(&'a Link, &'a NicMeta
 
 fn plan_cloud_init(input: &PlanInput<'_>) -> Vec<InterfacePlan> {
     let order = cloud_init_order(input);
+    let held = held_addresses(input);
     let single = order.len() == 1;
     let mut out = Vec::with_capacity(order.len());
     for (idx, (link, nic)) in (0u32..).zip(order) {
@@ -488,10 +738,15 @@ fn plan_cloud_init(input: &PlanInput<'_>) -> Vec<InterfacePlan> {
         if !nic.ipv6s.is_empty() {
             ip.families.push(Family::V6);
         }
+        // cloud-init reads the lease only for its router: the subnets are the
+        // metadata's alone.
+        let bounds = nic_bounds(link, nic, None, &held, &mut ip.refused);
         if !single && idx != 0 && nic.device_number.is_some() {
-            cloud_init_pbr(&mut ip, input, link, nic, table);
+            cloud_init_pbr(&mut ip, input, link, nic, table, &bounds);
         }
-        cloud_init_addresses(&mut ip, link, nic);
+        cloud_init_addresses(&mut ip, link, nic, &bounds);
+        ip.refused.sort();
+        ip.refused.dedup();
         out.push(ip);
     }
     out
@@ -503,6 +758,7 @@ fn cloud_init_pbr(
     link: &Link,
     nic: &NicMetadata,
     table: u32,
+    bounds: &Bounds<'_>,
 ) {
     let route = |to: IpNet, via: Option<IpAddr>| Route {
         to,
@@ -512,7 +768,26 @@ fn cloud_init_pbr(
         src: None,
         table,
     };
-    if nic.subnet_ipv4_cidr_blocks.is_empty() || nic.local_ipv4s.is_empty() {
+    // The subnets the gate let through, as the metadata wrote them.
+    let subnets = |v4: bool| -> Vec<IpNet> {
+        let listed: Vec<IpNet> = if v4 {
+            nic.subnet_ipv4_cidr_blocks
+                .iter()
+                .map(|s| IpNet::V4(*s))
+                .collect()
+        } else {
+            nic.subnet_ipv6_cidr_blocks
+                .iter()
+                .map(|s| IpNet::V6(*s))
+                .collect()
+        };
+        listed
+            .into_iter()
+            .filter(|s| gate::check_subnet(*s).is_ok())
+            .collect()
+    };
+    let (subnets4, subnets6) = (subnets(true), subnets(false));
+    if subnets4.is_empty() || nic.local_ipv4s.is_empty() {
         // cloud-init skips the whole family, default route included.
         if nic.subnet_ipv4_cidr_blocks.is_empty() {
             ip.missing.push(Missing::Subnet { family: Family::V4 });
@@ -528,39 +803,46 @@ fn cloud_init_pbr(
                 .push(route(IpNet::V4(Ipv4Net::default()), Some(*router))),
             None => ip.missing.push(Missing::Router { family: Family::V4 }),
         }
-        ip.routes.extend(
-            nic.subnet_ipv4_cidr_blocks
+        ip.routes.extend(subnets4.iter().map(|s| route(*s, None)));
+        let rules = gated_rules(
+            bounds,
+            nic.local_ipv4s
                 .iter()
-                .map(|s| route(IpNet::V4(*s), None)),
-        );
-        ip.rules.extend(nic.local_ipv4s.iter().map(|a| Rule {
-            from: IpNet::V4(Ipv4Net::from(*a)),
+                .map(|a| ("local-ipv4s", IpNet::V4(Ipv4Net::from(*a)))),
             table,
-            priority: None,
-        }));
+            None,
+            &mut ip.refused,
+        );
+        ip.rules.extend(rules);
     }
     if !nic.ipv6s.is_empty() {
-        if nic.subnet_ipv6_cidr_blocks.is_empty() {
+        if subnets6.is_empty() {
             ip.missing.push(Missing::Subnet { family: Family::V6 });
         } else {
             ip.table = Some(table);
-            ip.routes.extend(
-                nic.subnet_ipv6_cidr_blocks
+            ip.routes.extend(subnets6.iter().map(|s| route(*s, None)));
+            let rules = gated_rules(
+                bounds,
+                nic.ipv6s
                     .iter()
-                    .map(|s| route(IpNet::V6(*s), None)),
-            );
-            ip.rules.extend(nic.ipv6s.iter().map(|a| Rule {
-                from: IpNet::V6(Ipv6Net::from(*a)),
+                    .map(|a| ("ipv6s", IpNet::V6(Ipv6Net::from(*a)))),
                 table,
-                priority: None,
-            }));
+                None,
+                &mut ip.refused,
+            );
+            ip.rules.extend(rules);
         }
     }
 }
 
 /// cloud-init's secondary addresses: `local-ipv4s[1:]` with the subnet's prefix
 /// length (24 when unknown), `ipv6s[1:]` as /128, sorted as strings.
-fn cloud_init_addresses(ip: &mut InterfacePlan, link: &Link, nic: &NicMetadata) {
+fn cloud_init_addresses(
+    ip: &mut InterfacePlan,
+    link: &Link,
+    nic: &NicMetadata,
+    bounds: &Bounds<'_>,
+) {
     let v4_len = nic
         .subnet_ipv4_cidr_blocks
         .first()
@@ -577,11 +859,17 @@ fn cloud_init_addresses(ip: &mut InterfacePlan, link: &Link, nic: &NicMetadata) 
         .map(|a| IpNet::V6(Ipv6Net::from(*a)));
     let mut addrs: Vec<IpNet> = v4.chain(v6).collect();
     addrs.sort_by_key(ToString::to_string);
+    let mut refused = Vec::new();
     ip.addresses = addrs
         .into_iter()
-        .map(|addr| Address {
-            addr,
-            dev: link.name.clone(),
+        .filter_map(|addr| {
+            let key = if addr.addr().is_ipv4() {
+                "local-ipv4s"
+            } else {
+                "ipv6s"
+            };
+            gated_addresses(bounds, key, [addr], &link.name, &mut refused).pop()
         })
         .collect();
+    ip.refused.extend(refused);
 }

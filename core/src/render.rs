@@ -45,6 +45,9 @@ pub fn ip(plan: &Plan) -> String {
         for m in &ip.missing {
             let _ = writeln!(out, "# {} missing: {m}", ip.name);
         }
+        for r in &ip.refused {
+            let _ = writeln!(out, "# {} refused: {r}", ip.name);
+        }
         for a in &ip.addresses {
             let _ = writeln!(out, "ip {} address add {a}", a.family().ip_flag());
         }

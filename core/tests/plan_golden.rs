@@ -82,6 +82,7 @@ fn run_scenario(dir: &Path) -> String {
             metadata: &md,
             links: &links,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )

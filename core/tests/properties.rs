@@ -255,7 +255,7 @@ proptest! {
 
     #[test]
     fn planner_promises((inst, primary_rules, secondary_addresses) in instance()) {
-        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases };
+        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases, link_addresses: &[] };
         for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
             let cfg = PlanConfig { profile, primary_rules, secondary_addresses, ..PlanConfig::default() };
             let p = plan(&input, &cfg).unwrap();
@@ -327,7 +327,7 @@ proptest! {
     /// on any instance.
     #[test]
     fn kubernetes_leaves_the_primarys_pod_addresses((inst, primary_rules, secondary_addresses) in instance()) {
-        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases };
+        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases, link_addresses: &[] };
         let plain = PlanConfig { primary_rules, secondary_addresses, ..PlanConfig::default() };
         let kube = PlanConfig { kubernetes: true, ..plain.clone() };
         let (a, b) = (plan(&input, &plain).unwrap(), plan(&input, &kube).unwrap());
@@ -375,6 +375,7 @@ fn plan_is_deterministic_across_link_order() {
             metadata: &md,
             links: &links,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )
@@ -384,9 +385,377 @@ fn plan_is_deterministic_across_link_order() {
             metadata: &md,
             links: &reversed,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )
     .unwrap();
     assert_eq!(a, b);
+}
+
+// --- The address gate (issue 18: "no plan ever contains a rule whose source is
+// unusable or wider than the NIC's addresses") ----------------------------------
+
+/// Ranges no rule source or added address may touch, written here on their own
+/// (not taken from `leasehook_core::gate`), so the property checks the gate
+/// rather than repeating it.
+const NEVER: &[&str] = &[
+    "0.0.0.0/8",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "224.0.0.0/4",
+    "255.255.255.255/32",
+    "100.100.100.200/32",
+    "168.63.129.16/32",
+    "::/128",
+    "::1/128",
+    "fe80::/10",
+    "ff00::/8",
+    "::ffff:0:0/96",
+    "fd00:ec2::254/128",
+    "fd00:c1::a9fe:a9fe/128",
+];
+
+fn touches_never(net: &ipnet::IpNet) -> bool {
+    NEVER.iter().any(|r| {
+        let r: ipnet::IpNet = r.parse().unwrap();
+        r.contains(&net.network()) || net.contains(&r.network())
+    })
+}
+
+/// One value for a NIC's address list: its own, another NIC's, or hostile.
+fn hostile_host(i: u8, v6: bool) -> BoxedStrategy<String> {
+    let own = if v6 {
+        (20u8..24)
+            .prop_map(move |k| format!("2600:1f18:0:{i}::{k}"))
+            .boxed()
+    } else {
+        (10u8..14)
+            .prop_map(move |k| format!("10.0.{i}.{k}"))
+            .boxed()
+    };
+    let other = if v6 {
+        (0u8..4)
+            .prop_map(|j| format!("2600:1f18:0:{j}::20"))
+            .boxed()
+    } else {
+        (0u8..4).prop_map(|j| format!("10.0.{j}.10")).boxed()
+    };
+    let bad: Vec<&str> = if v6 {
+        vec![
+            "::",
+            "::1",
+            "fe80::1",
+            "ff02::1",
+            "fd00:ec2::254",
+            "::ffff:10.0.0.10",
+            "fd00:c1::a9fe:a9fe",
+        ]
+    } else {
+        vec![
+            "0.0.0.0",
+            "127.0.0.1",
+            "255.255.255.255",
+            "169.254.169.254",
+            "224.0.0.1",
+            "100.100.100.200",
+            "0.1.2.3",
+            "10.0.0.255",
+        ]
+    };
+    prop_oneof![
+        4 => own,
+        1 => other,
+        2 => prop::sample::select(bad).prop_map(str::to_owned),
+    ]
+    .boxed()
+}
+
+/// One value for a NIC's delegated prefixes or subnet: sane or hostile.
+fn hostile_prefix(i: u8, v6: bool) -> BoxedStrategy<String> {
+    let list: Vec<String> = if v6 {
+        vec![
+            format!("2600:1f18:0:{i}::/64"),
+            format!("2600:1f18:0:{i}:8000::/80"),
+            format!("2600:1f18:0:{}::/64", (i + 1) % 4),
+            "2600:1f18::/32".to_owned(),
+            "::/0".to_owned(),
+            "8000::/1".to_owned(),
+            "fe80::/64".to_owned(),
+        ]
+    } else {
+        vec![
+            format!("10.0.{i}.0/24"),
+            format!("10.0.{i}.64/28"),
+            format!("10.0.{i}.0/28"),
+            format!("10.0.{}.0/24", (i + 1) % 4),
+            "10.0.0.0/8".to_owned(),
+            "0.0.0.0/0".to_owned(),
+            "0.0.0.0/1".to_owned(),
+            "128.0.0.0/1".to_owned(),
+            "127.0.0.0/8".to_owned(),
+            "169.254.169.0/24".to_owned(),
+        ]
+    };
+    let sane: Vec<String> = list.iter().take(2).cloned().collect();
+    prop_oneof![
+        2 => prop::sample::select(sane),
+        3 => prop::sample::select(list),
+    ]
+    .boxed()
+}
+
+type HostileNic = (
+    Option<u32>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<(String, u8)>,
+);
+
+fn hostile_nic(i: u8) -> impl Strategy<Value = HostileNic> {
+    (
+        prop::option::weighted(0.9, prop_oneof![3 => Just(u32::from(i)), 1 => 0u32..3]),
+        prop::collection::vec(hostile_host(i, false), 0..4),
+        prop::collection::vec(hostile_host(i, true), 0..3),
+        prop::collection::vec(hostile_prefix(i, false), 0..3),
+        prop::collection::vec(hostile_prefix(i, true), 0..2),
+        prop::option::weighted(0.8, hostile_prefix(i, false)),
+        prop::option::weighted(0.6, hostile_prefix(i, true)),
+        prop::option::weighted(0.5, hostile_host(i, true)),
+        prop::option::weighted(
+            0.9,
+            (hostile_host(i, false), prop_oneof![Just(24u8), 0u8..33]),
+        ),
+    )
+}
+
+#[derive(Debug, Clone)]
+struct HostileInstance {
+    metadata: leasehook_core::model::InstanceNetwork,
+    links: Vec<Link>,
+    leases: Vec<InterfaceLease>,
+    held: Vec<leasehook_core::model::Address>,
+}
+
+fn hostile_instance() -> impl Strategy<Value = HostileInstance> {
+    (
+        hostile_nic(0),
+        hostile_nic(1),
+        hostile_nic(2),
+        hostile_nic(3),
+        2usize..5,
+        prop::collection::vec((0u8..4, hostile_host(0, false)), 0..3),
+    )
+        .prop_filter_map("metadata the parser refuses", |(a, b, c, d, n, extra)| {
+            let specs = [a, b, c, d];
+            let mut macs = serde_json::Map::new();
+            let (mut links, mut leases, mut held) = (Vec::new(), Vec::new(), Vec::new());
+            for (i, (dn, v4, v6, p4, p6, s4, s6, l6, l4)) in specs.iter().take(n).enumerate() {
+                let i = u8::try_from(i).unwrap();
+                let mac = MacAddr::new([2, 0, 0, 0, 0, i + 1]);
+                let mut nic = serde_json::Map::new();
+                if let Some(d) = dn {
+                    nic.insert("device-number".into(), json!(d.to_string()));
+                }
+                nic.insert("local-ipv4s".into(), json!(v4.join("\n")));
+                nic.insert("ipv6s".into(), json!(v6.join("\n")));
+                nic.insert("ipv4-prefix".into(), json!(p4.join("\n")));
+                nic.insert("ipv6-prefix".into(), json!(p6.join("\n")));
+                if let Some(s) = s4 {
+                    nic.insert("subnet-ipv4-cidr-block".into(), json!(s));
+                }
+                if let Some(s) = s6 {
+                    nic.insert("subnet-ipv6-cidr-blocks".into(), json!(s));
+                }
+                macs.insert(mac.to_string(), Value::Object(nic));
+                let name = IfName::try_new(&format!("eth{i}")).unwrap();
+                links.push(Link {
+                    name: name.clone(),
+                    mac,
+                    ipv6_router: Some("fe80::1".parse().unwrap()),
+                });
+                // What the kernel says this link holds: its DHCP address.
+                held.push(leasehook_core::model::Address {
+                    addr: format!("10.0.{i}.10/24").parse().unwrap(),
+                    dev: name.clone(),
+                });
+                if let Some((addr, len)) = l4 {
+                    leases.push(InterfaceLease {
+                        interface: name.clone(),
+                        lease: Lease {
+                            family: Family::V4,
+                            address: addr.parse().ok()?,
+                            prefix_len: *len,
+                            routers: vec![IpAddr::V4(Ipv4Addr::new(10, 0, i, 1))],
+                            reason: Reason::Bound,
+                        },
+                    });
+                }
+                if let Some(addr) = l6 {
+                    leases.push(InterfaceLease {
+                        interface: name,
+                        lease: Lease {
+                            family: Family::V6,
+                            address: addr.parse().ok()?,
+                            prefix_len: 128,
+                            routers: Vec::new(),
+                            reason: Reason::Bound,
+                        },
+                    });
+                }
+            }
+            for (k, addr) in extra {
+                let dev = IfName::try_new(&format!("eth{}", usize::from(k) % n)).unwrap();
+                held.push(leasehook_core::model::Address {
+                    addr: format!("{addr}/32").parse().ok()?,
+                    dev,
+                });
+            }
+            let tree = json!({"mac": MacAddr::new([2, 0, 0, 0, 0, 1]).to_string(),
+                              "network": {"interfaces": {"macs": macs}}});
+            let metadata = metadata::parse_tree(&tree).ok()?;
+            Some(HostileInstance {
+                metadata,
+                links,
+                leases,
+                held,
+            })
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    #[test]
+    fn no_rule_source_is_unusable_or_wider_than_the_nics_addresses(
+        inst in hostile_instance(),
+        primary_rules in any::<bool>(),
+    ) {
+        let input = PlanInput {
+            metadata: &inst.metadata,
+            links: &inst.links,
+            leases: &inst.leases,
+            link_addresses: &inst.held,
+        };
+        for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
+            let cfg = PlanConfig { profile, primary_rules, ..PlanConfig::default() };
+            let Ok(p) = plan(&input, &cfg) else { continue };
+            let mut tables = std::collections::BTreeMap::new();
+            for ip in &p.interfaces {
+                let nic = inst.metadata.nic(ip.mac);
+                // What this NIC may hold: its listed addresses and leases, its
+                // delegated prefixes; its subnets no wider than /8 (IPv4), /16 (IPv6).
+                let mut hosts: Vec<IpAddr> = inst
+                    .leases
+                    .iter()
+                    .filter(|l| l.interface == ip.name)
+                    .map(|l| l.lease.address)
+                    .collect();
+                let mut prefixes = Vec::new();
+                let mut subnets: Vec<ipnet::IpNet> = inst
+                    .leases
+                    .iter()
+                    .filter(|l| l.interface == ip.name)
+                    .filter_map(|l| l.lease.interface_net())
+                    .collect();
+                if let Some(n) = nic {
+                    hosts.extend(n.local_ipv4s.iter().map(|a| IpAddr::V4(*a)));
+                    hosts.extend(n.ipv6s.iter().map(|a| IpAddr::V6(*a)));
+                    prefixes.extend(n.ipv4_prefixes.iter().map(|p| ipnet::IpNet::V4(p.trunc())));
+                    prefixes.extend(n.ipv6_prefixes.iter().map(|p| ipnet::IpNet::V6(p.trunc())));
+                    subnets.extend(n.subnet_ipv4_cidr_blocks.iter().map(|s| ipnet::IpNet::V4(s.trunc())));
+                    subnets.extend(n.subnet_ipv6_cidr_blocks.iter().map(|s| ipnet::IpNet::V6(s.trunc())));
+                }
+                subnets.retain(|s| s.prefix_len() >= if s.addr().is_ipv4() { 8 } else { 16 });
+                // What other NICs hold: the metadata's and the kernel's.
+                let mut others: Vec<IpAddr> = inst
+                    .metadata
+                    .nics
+                    .iter()
+                    .filter(|n| n.mac != ip.mac)
+                    .flat_map(|n| {
+                        n.local_ipv4s
+                            .iter()
+                            .map(|a| IpAddr::V4(*a))
+                            .chain(n.ipv6s.iter().map(|a| IpAddr::V6(*a)))
+                    })
+                    .collect();
+                others.extend(inst.held.iter().filter(|a| a.dev != ip.name).map(|a| a.addr.addr()));
+                for r in &ip.rules {
+                    let from = r.from;
+                    prop_assert!(from.prefix_len() > 0, "{}: rule {r}: a /0", ip.name);
+                    prop_assert!(!touches_never(&from), "{}: rule {r}: unusable source", ip.name);
+                    prop_assert!(r.priority != Some(0), "{}: rule {r}: priority 0", ip.name);
+                    prop_assert!(
+                        !others.iter().any(|o| from.contains(o)),
+                        "{}: rule {r} covers another NIC's address", ip.name
+                    );
+                    if from.prefix_len() == from.max_prefix_len() {
+                        prop_assert!(hosts.contains(&from.addr()), "{}: rule {r}: not the NIC's address", ip.name);
+                    } else {
+                        prop_assert!(prefixes.contains(&from), "{}: rule {r}: not a delegated prefix", ip.name);
+                        prop_assert!(
+                            subnets.iter().any(|s| s.contains(&from) && s.prefix_len() < from.prefix_len()),
+                            "{}: rule {r}: wider than the NIC's subnet {subnets:?}", ip.name
+                        );
+                    }
+                    if let Some(t) = tables.insert(r.table, ip.name.clone()) {
+                        prop_assert_eq!(&t, &ip.name, "table {} shared", r.table);
+                    }
+                }
+                for a in &ip.addresses {
+                    let host = a.addr.addr();
+                    prop_assert!(hosts.contains(&host), "{}: address {a}: not the NIC's", ip.name);
+                    prop_assert!(!touches_never(&ipnet::IpNet::from(host)), "{}: address {a}: unusable", ip.name);
+                    prop_assert!(!others.contains(&host), "{}: address {a}: another NIC's", ip.name);
+                    prop_assert!(a.addr.prefix_len() >= if host.is_ipv4() { 8 } else { 16 }, "{}: address {a}: too wide", ip.name);
+                }
+            }
+        }
+    }
+}
+
+/// The hostile generator is not vacuous: a good share of its instances plan rules,
+/// and a good share have values the gate refuses.
+#[test]
+fn hostile_instances_plan_rules_and_refusals() {
+    use proptest::strategy::ValueTree as _;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = hostile_instance();
+    let (mut with_rules, mut with_prefix_rules, mut with_refusals) = (0, 0, 0);
+    for _ in 0..300 {
+        let inst = strategy.new_tree(&mut runner).unwrap().current();
+        let p = plan(
+            &PlanInput {
+                metadata: &inst.metadata,
+                links: &inst.links,
+                leases: &inst.leases,
+                link_addresses: &inst.held,
+            },
+            &PlanConfig::default(),
+        )
+        .unwrap();
+        let rules = p.interfaces.iter().flat_map(|i| &i.rules);
+        with_rules += usize::from(rules.clone().next().is_some());
+        with_prefix_rules += usize::from(
+            rules
+                .clone()
+                .any(|r| r.from.prefix_len() != r.from.max_prefix_len()),
+        );
+        with_refusals += usize::from(p.interfaces.iter().any(|i| !i.refused.is_empty()));
+    }
+    assert!(with_rules > 100, "{with_rules} of 300 plan rules");
+    assert!(
+        with_prefix_rules > 15,
+        "{with_prefix_rules} of 300 plan prefix rules"
+    );
+    assert!(
+        with_refusals > 150,
+        "{with_refusals} of 300 refuse something"
+    );
 }

@@ -90,6 +90,7 @@ fuzz_target!(|data: &[u8]| {
         metadata: &md,
         links: &links,
         leases: &leases,
+        link_addresses: &[],
     };
     let configs = [
         PlanConfig::default(),

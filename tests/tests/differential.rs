@@ -207,6 +207,7 @@ fn leasehook_ethernets(case: &Case) -> Value {
             metadata: &md,
             links: &links,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )

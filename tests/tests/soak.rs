@@ -849,6 +849,7 @@ fn expected(ns_ra: Option<Ipv6Addr>, n: usize, a: IpAddr) -> Objects {
                 interface: name,
                 lease,
             }],
+            link_addresses: &[],
         },
         &PlanConfig::default(),
     )

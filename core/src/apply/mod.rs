@@ -54,6 +54,19 @@ pub trait Applier {
         recorded: &BTreeSet<crate::model::Address>,
     ) -> Result<Observed>;
 
+    /// Every address on `links` (`ip address show`), anyone's: what the address
+    /// gate needs to know other links hold. The default takes them from
+    /// [`Applier::observe`]; the netlink applier makes one address dump.
+    fn link_addresses(&mut self, links: &LinkIndex) -> Result<Vec<crate::model::Address>> {
+        let seen = self.observe(links, &BTreeSet::new())?;
+        Ok(seen
+            .owned
+            .addresses
+            .into_iter()
+            .chain(seen.foreign_addresses)
+            .collect())
+    }
+
     /// Performs one operation.
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()>;
 
@@ -159,6 +172,15 @@ pub fn validate(plan: &Plan, links: &LinkIndex) -> Result<()> {
                     ip.name
                 ));
             }
+            if r.priority == Some(0) {
+                return bad(format!(
+                    "{}: rule {r} has priority 0, which comes before the local table",
+                    ip.name
+                ));
+            }
+            if let Err(why) = gate_rule(r, &ip.routes) {
+                return bad(format!("{}: rule {r}: source refused: {why}", ip.name));
+            }
         }
         for a in &ip.addresses {
             if a.dev != ip.name || !ip.families.contains(&a.family()) {
@@ -166,6 +188,121 @@ pub fn validate(plan: &Plan, links: &LinkIndex) -> Result<()> {
                     "{}: address {a} does not belong to this interface's families",
                     ip.name
                 ));
+            }
+            if let Err(why) = crate::gate::check_ip(a.addr.addr()) {
+                return bad(format!("{}: address {a} refused: {why}", ip.name));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The address gate for a rule of a plan that was not made here (`apply --plan`):
+/// the source passes [`crate::gate::check_net`], and a prefix (not a host) lies
+/// strictly inside a route of the rule's table that is on the link (no gateway),
+/// the subnet the planner put there. A hand-edited `from all` or `/0`, or a prefix
+/// wider than the NIC's subnet, is refused.
+fn gate_rule(
+    r: &crate::model::Rule,
+    routes: &[crate::model::Route],
+) -> std::result::Result<(), crate::gate::Refusal> {
+    use crate::gate::{Bounds, Refusal};
+    crate::gate::check_net(r.from)?;
+    if r.from.prefix_len() == r.from.max_prefix_len() {
+        return Ok(());
+    }
+    let subnets: Vec<ipnet::IpNet> = routes
+        .iter()
+        .filter(|rt| rt.table == r.table && rt.via.is_none() && rt.to.prefix_len() > 0)
+        .map(|rt| rt.to.trunc())
+        .collect();
+    if subnets.is_empty() {
+        return Err(Refusal::NoSubnet);
+    }
+    Bounds {
+        subnets,
+        ..Bounds::default()
+    }
+    .source(r.from)
+}
+
+/// What the plan wants that another link holds (the kernel's addresses of links
+/// outside the plan's interface): a rule whose source covers such an address, or
+/// the address itself. Checked after observing, before the first write.
+fn check_other_links(plan: &Plan, held: &BTreeSet<crate::model::Address>) -> Result<()> {
+    let held = crate::gate::HeldAddresses::new(
+        held.iter()
+            .map(|a| crate::gate::Held {
+                address: a.addr.addr(),
+                owner: a.dev.to_string(),
+            })
+            .collect(),
+    );
+    for ip in &plan.interfaces {
+        let covered = |net: &ipnet::IpNet| {
+            held.inside(net, ip.name.as_str())
+                .map(|h| format!("{} holds {}", h.owner, h.address))
+        };
+        for r in &ip.rules {
+            if let Some(who) = covered(&r.from) {
+                return Err(Error::InvalidPlan(format!(
+                    "{}: rule {r}: source refused: {who}: another NIC's address",
+                    ip.name
+                )));
+            }
+        }
+        for a in &ip.addresses {
+            if let Some(who) = covered(&ipnet::IpNet::from(a.addr.addr())) {
+                return Err(Error::InvalidPlan(format!(
+                    "{}: address {a} refused: {who}: another NIC's address",
+                    ip.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A table of the plan that another interface holds: one of its routes (routes
+/// are bound to a device, so the kernel says whose a table is) or a state file
+/// recorded for a NIC whose link is still there. Two NICs with one
+/// `device-number` then touch neither's rules.
+fn check_tables(
+    plan: &Plan,
+    owned: &State,
+    recorded: &[InterfaceState],
+    links: &[KernelLink],
+) -> Result<()> {
+    for ip in &plan.interfaces {
+        let tables: BTreeSet<u32> = ip
+            .table
+            .into_iter()
+            .chain(ip.rules.iter().map(|r| r.table))
+            .chain(ip.routes.iter().map(|r| r.table))
+            .collect();
+        for t in tables {
+            let mut others: BTreeSet<String> = owned
+                .routes
+                .iter()
+                .filter(|r| r.table == t && r.dev != ip.name)
+                .filter(|r| !plan.interfaces.iter().any(|o| o.name == r.dev))
+                .map(|r| r.dev.to_string())
+                .collect();
+            others.extend(
+                recorded
+                    .iter()
+                    .filter(|st| st.name != ip.name && st.mac != ip.mac)
+                    .filter(|st| !plan.interfaces.iter().any(|o| o.name == st.name))
+                    .filter(|st| st.tables().contains(&t))
+                    .filter(|st| links.iter().any(|l| l.mac == Some(st.mac)))
+                    .map(|st| st.name.to_string()),
+            );
+            if !others.is_empty() {
+                return Err(Error::TableConflict {
+                    iface: ip.name.clone(),
+                    table: t,
+                    others: others.into_iter().collect(),
+                });
             }
         }
     }
@@ -242,7 +379,8 @@ fn inverse(op: &Op) -> Op {
 
 /// Applies `plan`: validates it, observes what is owned for the plan's
 /// interfaces and families, and writes the difference. `recorded` is what earlier
-/// runs recorded (for rule ownership by table and the address fallback). A second
+/// runs recorded, every interface's (for rule ownership by table, the address
+/// fallback, and a table another NIC holds: [`Error::TableConflict`]). A second
 /// run of the same plan writes nothing. If a write fails, every write of this run is
 /// undone in reverse order and the error names the object.
 pub fn apply_plan<A: Applier + ?Sized>(
@@ -250,7 +388,8 @@ pub fn apply_plan<A: Applier + ?Sized>(
     plan: &Plan,
     recorded: &[InterfaceState],
 ) -> Result<Report> {
-    let links = index_of(&applier.links()?);
+    let kernel_links = applier.links()?;
+    let links = index_of(&kernel_links);
     validate(plan, &links)?;
     let mut scope = Scope::default();
     for ip in &plan.interfaces {
@@ -283,6 +422,15 @@ pub fn apply_plan<A: Applier + ?Sized>(
         .collect();
     let mut want = State::of_plan(plan);
     let observed = applier.observe(&links, &recorded_addresses)?;
+    check_tables(plan, &observed.owned, recorded, &kernel_links)?;
+    let held: BTreeSet<crate::model::Address> = observed
+        .owned
+        .addresses
+        .iter()
+        .chain(&observed.foreign_addresses)
+        .cloned()
+        .collect();
+    check_other_links(plan, &held)?;
     // A wanted address someone else already holds is theirs: adding it would fail
     // (EEXIST) and recording it would let a teardown remove it.
     let foreign: BTreeSet<_> = observed

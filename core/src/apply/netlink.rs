@@ -281,9 +281,16 @@ fn rule_of(msg: &RuleMessage) -> Option<Rule> {
     if !owned || msg.header.action != RuleAction::ToTable || !owned_table(table) {
         return None;
     }
+    // A rule without FRA_SRC is `from all` (what a hand-edited plan or a /0
+    // delegated prefix once installed): it is ours all the same, and must be seen so
+    // that flush and the diff remove it.
     let from = match src {
         Some(ip) => IpNet::new(ip, msg.header.src_len).ok()?,
-        None => return None,
+        None => match msg.header.family {
+            AddressFamily::Inet => IpNet::V4(ipnet::Ipv4Net::default()),
+            AddressFamily::Inet6 => IpNet::V6(ipnet::Ipv6Net::default()),
+            _ => return None,
+        },
     };
     Some(Rule {
         from,
@@ -368,7 +375,10 @@ fn rule_message(r: &Rule) -> RuleMessage {
     // Tables above 255 travel in FRA_TABLE; the header then says RT_TABLE_UNSPEC.
     msg.header.table = u8::try_from(r.table).unwrap_or(0);
     msg.attributes.push(RuleAttribute::Table(r.table));
-    msg.attributes.push(RuleAttribute::Source(r.from.addr()));
+    // `from all` carries no source (the kernel reports it without FRA_SRC).
+    if r.from.prefix_len() > 0 {
+        msg.attributes.push(RuleAttribute::Source(r.from.addr()));
+    }
     if let Some(p) = r.priority {
         msg.attributes.push(RuleAttribute::Priority(p));
     }
@@ -643,6 +653,10 @@ impl Applier for NetlinkApplier {
             owned: state,
             foreign_addresses,
         })
+    }
+
+    fn link_addresses(&mut self, links: &LinkIndex) -> Result<Vec<Address>> {
+        Ok(self.addresses(links)?.into_iter().map(|(a, _)| a).collect())
     }
 
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {

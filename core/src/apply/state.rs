@@ -91,6 +91,10 @@ pub struct InterfaceState {
     /// IMDS agreed with the leases).
     #[serde(default)]
     pub missing: Vec<Missing>,
+    /// What the address gate refused when the state was last recorded, and a
+    /// table another NIC claims too (shown by `leasehook status`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<crate::gate::Refused>,
     /// When the state last changed, in milliseconds since the Unix epoch.
     #[serde(default)]
     pub applied_at_ms: u64,
@@ -141,6 +145,7 @@ impl InterfaceState {
                 .filter(|m| m.is_metadata())
                 .cloned()
                 .collect(),
+            refused: plan.refused.clone(),
             applied_at_ms: previous_at,
         }
     }

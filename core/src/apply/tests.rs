@@ -16,6 +16,7 @@ fn example_plan() -> Plan {
             metadata: &md,
             links: &example::links(),
             leases: &example::leases(),
+            link_addresses: &[],
         },
         &PlanConfig::default(),
     )

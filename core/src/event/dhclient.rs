@@ -60,7 +60,10 @@ pub fn parse(env: &Env) -> Result<LeaseEvent> {
     let (new, old) = match reason.action() {
         Action::Ignore => (None, None),
         Action::Apply => (
-            Some(lease(&vars, family, reason, "new_")?),
+            Some(lease(&vars, family, reason, "new_").and_then(|l| {
+                vars.usable(&address_var(family, "new_"), l.address)
+                    .map(|_| l)
+            })?),
             optional(&vars, family, reason, "old_")?,
         ),
         Action::Remove => (None, optional(&vars, family, reason, "old_")?),

@@ -87,7 +87,10 @@ pub fn parse(env: &Env) -> Result<Vec<LeaseEvent>> {
         let old = optional(&vars, family, reason, "old_")?;
         let new = match reason.action() {
             Action::Apply => match optional(&vars, family, reason, "new_")? {
-                Some(lease) => Some(lease),
+                Some(lease) => {
+                    vars.usable(&address_var(family, "new_"), lease.address)?;
+                    Some(lease)
+                }
                 None if family == Family::V6 => continue,
                 None => return Err(vars.err("new_ip_address", Problem::missing())),
             },

@@ -99,6 +99,21 @@ impl Vars<'_> {
             .map_err(|_| self.err(var, Problem::bad("not an IPv6 address", v)))
     }
 
+    /// Refuses a leased address the address gate refuses ([`crate::gate::check_ip`]:
+    /// unspecified, loopback, multicast, broadcast, link-local, a metadata
+    /// service's): the error names the variable, the value and the reason.
+    pub(crate) fn usable(&self, var: &str, ip: IpAddr) -> Result<IpAddr> {
+        crate::gate::check_ip(ip).map(|()| ip).map_err(|why| {
+            self.err(
+                var,
+                Problem::bad(
+                    format!("refused as a leased address: {why}"),
+                    &ip.to_string(),
+                ),
+            )
+        })
+    }
+
     /// A space-separated list of IPv4 addresses; empty when unset.
     pub(crate) fn ipv4_list(&self, var: &str) -> Result<Vec<IpAddr>> {
         self.opt(var).map_or(Ok(Vec::new()), |v| {

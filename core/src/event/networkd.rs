@@ -25,7 +25,7 @@ pub fn parse_lease_file(text: &str) -> Result<Lease> {
     };
     Ok(Lease {
         family: Family::V4,
-        address: IpAddr::V4(vars.ipv4("ADDRESS")?),
+        address: vars.usable("ADDRESS", IpAddr::V4(vars.ipv4("ADDRESS")?))?,
         prefix_len: vars.netmask("NETMASK")?,
         routers: vars.ipv4_list("ROUTER")?,
         reason: Reason::Bound,

@@ -148,7 +148,10 @@ fn dhcp4(vars: &Vars<'_>) -> Result<Option<Lease>> {
     }
     Ok(Some(Lease {
         family: Family::V4,
-        address: IpAddr::V4(vars.ipv4("DHCP4_IP_ADDRESS")?),
+        address: vars.usable(
+            "DHCP4_IP_ADDRESS",
+            IpAddr::V4(vars.ipv4("DHCP4_IP_ADDRESS")?),
+        )?,
         prefix_len: vars.netmask("DHCP4_SUBNET_MASK")?,
         routers: vars.ipv4_list("DHCP4_ROUTERS")?,
         reason: Reason::Bound,
@@ -163,7 +166,10 @@ fn dhcp6(vars: &Vars<'_>) -> Result<Option<Lease>> {
     }
     Ok(Some(Lease {
         family: Family::V6,
-        address: IpAddr::V6(vars.ipv6("DHCP6_IP6_ADDRESS")?),
+        address: vars.usable(
+            "DHCP6_IP6_ADDRESS",
+            IpAddr::V6(vars.ipv6("DHCP6_IP6_ADDRESS")?),
+        )?,
         prefix_len: 128,
         routers: Vec::new(),
         reason: Reason::Bound,

@@ -94,7 +94,7 @@ fn lease(vars: &Vars<'_>, reason: Reason) -> Result<Lease> {
     }
     Ok(Lease {
         family: Family::V4,
-        address: IpAddr::V4(address),
+        address: vars.usable("ip", IpAddr::V4(address))?,
         prefix_len,
         routers: vars.ipv4_list("router")?,
         reason,

@@ -451,6 +451,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
             metadata: &network,
             links: &links,
             leases: &leases,
+            link_addresses: &[],
         },
         &cfg,
     )?;

@@ -1,0 +1,716 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: the address gate (SPEC §3.8), the one place that decides what may ever be
+//! a rule source or an address leasehook adds.
+//!
+//! Every value that can end up as `from PREFIX` in a rule or as an address on a
+//! link passes here: the planner asks for each source and address of each NIC, the
+//! validator of `leasehook apply --plan` asks for each rule of a hand-made plan, and
+//! every lease parser asks for the leased address ([`check_ip`]). What is refused is
+//! never written; the caller records it ([`Refused`]) so that `leasehook plan`
+//! prints it and the hooks log it, and the rest of the plan goes on.
+//!
+//! Two layers:
+//!
+//! * [`check_ip`] / [`check_net`]: what no NIC may ever hold, whatever the cloud
+//!   says — unspecified, "this network" (`0.0.0.0/8`), loopback, multicast, the
+//!   limited broadcast, link-local, the metadata services' own addresses
+//!   ([`METADATA_SERVICES`]), a `/0`. An IPv4-mapped IPv6 address
+//!   (`::ffff:a.b.c.d`) is judged as the IPv4 address it carries, and refused
+//!   anyway in an IPv6 list (an IPv6 rule never sees such a source).
+//! * [`Bounds`]: what one NIC may hold — inside its subnet (not the subnet's
+//!   network or broadcast address, a prefix strictly narrower than the subnet),
+//!   and nothing another NIC holds (its address, or a prefix that covers it).
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::{IpNet, Ipv4Net};
+use serde::{Deserialize, Serialize};
+
+/// The metadata services' own addresses (`reference/clouds-and-clusters.md` §2).
+/// A rule from one of them, or the address on a link, cuts the host off from the
+/// service and lets a local listener impersonate it.
+pub const METADATA_SERVICES: &[(IpAddr, &str)] = &[
+    (
+        IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
+        "EC2, GCE, Azure, OCI and OpenStack metadata",
+    ),
+    (
+        IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
+        "EC2 metadata (IPv6)",
+    ),
+    (
+        IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x253)),
+        "EC2 DNS resolver (IPv6)",
+    ),
+    (
+        IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x123)),
+        "EC2 time sync (IPv6)",
+    ),
+    (
+        IpAddr::V4(Ipv4Addr::new(100, 100, 100, 200)),
+        "Alibaba Cloud metadata",
+    ),
+    (
+        IpAddr::V6(Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0xa9fe, 0xa9fe)),
+        "OCI metadata (IPv6)",
+    ),
+    (
+        IpAddr::V4(Ipv4Addr::new(168, 63, 129, 16)),
+        "Azure WireServer",
+    ),
+];
+
+/// A range no NIC's address may be in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Special {
+    /// `0.0.0.0`, `::`.
+    Unspecified,
+    /// `0.0.0.0/8`: "this network" (RFC 1122).
+    ThisNetwork,
+    /// `127.0.0.0/8`, `::1`.
+    Loopback,
+    /// `224.0.0.0/4`, `ff00::/8`.
+    Multicast,
+    /// `255.255.255.255`.
+    Broadcast,
+    /// `169.254.0.0/16`, `fe80::/10`.
+    LinkLocal,
+    /// `::ffff:0:0/96` in an IPv6 list.
+    Ipv4Mapped,
+}
+
+impl fmt::Display for Special {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Unspecified => "unspecified",
+            Self::ThisNetwork => "\"this network\"",
+            Self::Loopback => "loopback",
+            Self::Multicast => "multicast",
+            Self::Broadcast => "broadcast",
+            Self::LinkLocal => "link-local",
+            Self::Ipv4Mapped => "IPv4-mapped, not an IPv6 address",
+        })
+    }
+}
+
+/// Why the gate refused a value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Refusal {
+    /// A `/0`: every address.
+    Everything,
+    /// In (or, with `covers`, covering part of) a range no NIC's address may be in.
+    Special {
+        /// Which range.
+        what: Special,
+        /// The range.
+        range: IpNet,
+        /// The value is a prefix that covers part of the range.
+        #[serde(default)]
+        covers: bool,
+    },
+    /// A metadata service's own address (or, with `covers`, a prefix covering it).
+    MetadataService {
+        /// The address.
+        address: IpAddr,
+        /// Whose it is.
+        service: String,
+        /// The value is a prefix that covers the address.
+        #[serde(default)]
+        covers: bool,
+    },
+    /// Not inside any of the NIC's subnets of its family.
+    OutsideSubnet {
+        /// The NIC's subnets of the family.
+        subnets: Vec<IpNet>,
+    },
+    /// A prefix as wide as (or wider than) the NIC's subnet.
+    WholeSubnet {
+        /// The subnet.
+        subnet: IpNet,
+    },
+    /// A prefix on a NIC whose subnet of the family is not known, so nothing
+    /// bounds it.
+    NoSubnet,
+    /// The subnet's network or broadcast address, or a prefix that covers one.
+    SubnetEdge {
+        /// The subnet.
+        subnet: IpNet,
+    },
+    /// Another NIC holds this address, or one inside this prefix.
+    OtherNic {
+        /// Which NIC (its interface name, or its MAC when it has no link).
+        owner: String,
+        /// The address it holds.
+        address: IpAddr,
+    },
+    /// Not a subnet a cloud hands out (shorter than /8 for IPv4, /16 for IPv6).
+    TooWideSubnet,
+    /// The NIC's `device-number` gives a table another NIC claims too.
+    TableClaimed {
+        /// The table.
+        table: u32,
+        /// The other NICs that claim it.
+        others: Vec<String>,
+    },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |v: &[IpNet]| {
+            v.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Self::Everything => f.write_str("a /0 (every address)"),
+            Self::Special {
+                what,
+                range,
+                covers,
+            } => write!(
+                f,
+                "{}{what} ({range})",
+                if *covers { "covers " } else { "" }
+            ),
+            Self::MetadataService {
+                address,
+                service,
+                covers,
+            } => write!(
+                f,
+                "{}the metadata service's address {address} ({service})",
+                if *covers { "covers " } else { "" }
+            ),
+            Self::OutsideSubnet { subnets } => {
+                write!(f, "not inside the NIC's subnet ({})", list(subnets))
+            }
+            Self::WholeSubnet { subnet } => {
+                write!(f, "as wide as the NIC's whole subnet {subnet}")
+            }
+            Self::NoSubnet => f.write_str("a prefix, and the NIC's subnet is not known"),
+            Self::SubnetEdge { subnet } => {
+                write!(f, "the network or broadcast address of the subnet {subnet}")
+            }
+            Self::OtherNic { owner, address } => {
+                write!(f, "{owner} holds {address}: another NIC's address")
+            }
+            Self::TooWideSubnet => {
+                f.write_str("no cloud's subnet (shorter than /8 for IPv4, /16 for IPv6)")
+            }
+            Self::TableClaimed { table, others } => write!(
+                f,
+                "gives table {table}, which {} claim{} too: neither NIC's rules are touched",
+                others.join(", "),
+                if others.len() == 1 { "s" } else { "" }
+            ),
+        }
+    }
+}
+
+/// A value the gate refused, with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Refused {
+    /// Where the value came from: a metadata key (`ipv4-prefix`, `local-ipv4s`,
+    /// `subnet-ipv4-cidr-block`, ...), `lease`, `device-number` or a plan's `rule`.
+    pub key: String,
+    /// The value, as text.
+    pub value: String,
+    /// Why.
+    pub reason: Refusal,
+}
+
+impl Refused {
+    /// A refusal of `value` from `key`.
+    pub fn new(key: &str, value: impl fmt::Display, reason: Refusal) -> Self {
+        Self {
+            key: key.to_owned(),
+            value: value.to_string(),
+            reason,
+        }
+    }
+}
+
+impl fmt::Display for Refused {
+    /// `ipv4-prefix 0.0.0.0/0: a /0 (every address)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.key, self.value, self.reason)
+    }
+}
+
+const fn v4(a: u8, b: u8, c: u8, d: u8, len: u8) -> IpNet {
+    // Evaluated at compile time (SPECIALS is a constant): a bad length would not
+    // build.
+    IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(a, b, c, d)), len)
+}
+
+const fn v6(addr: Ipv6Addr, len: u8) -> IpNet {
+    IpNet::new_assert(IpAddr::V6(addr), len)
+}
+
+/// The ranges of [`Special`], most specific reason first.
+const SPECIALS: [(IpNet, Special); 11] = [
+    (v4(0, 0, 0, 0, 32), Special::Unspecified),
+    (v4(0, 0, 0, 0, 8), Special::ThisNetwork),
+    (v4(127, 0, 0, 0, 8), Special::Loopback),
+    (v4(224, 0, 0, 0, 4), Special::Multicast),
+    (v4(255, 255, 255, 255, 32), Special::Broadcast),
+    (v4(169, 254, 0, 0, 16), Special::LinkLocal),
+    (v6(Ipv6Addr::UNSPECIFIED, 128), Special::Unspecified),
+    (v6(Ipv6Addr::LOCALHOST, 128), Special::Loopback),
+    (
+        v6(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8),
+        Special::Multicast,
+    ),
+    (
+        v6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10),
+        Special::LinkLocal,
+    ),
+    (
+        v6(Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0, 0), 96),
+        Special::Ipv4Mapped,
+    ),
+];
+
+/// A prefix as plain numbers, for the containment tests every source goes through
+/// (`IpNet::contains` costs several times as much in the planner's hot loop).
+#[derive(Debug, Clone, Copy)]
+struct Bits {
+    v6: bool,
+    base: u128,
+    len: u8,
+}
+
+impl Bits {
+    fn of(net: &IpNet) -> Self {
+        match net {
+            IpNet::V4(n) => Self {
+                v6: false,
+                base: u128::from(u32::from(n.network())),
+                len: n.prefix_len(),
+            },
+            IpNet::V6(n) => Self {
+                v6: true,
+                base: u128::from(n.network()),
+                len: n.prefix_len(),
+            },
+        }
+    }
+
+    fn host(ip: IpAddr) -> Self {
+        Self::of(&IpNet::from(ip))
+    }
+
+    /// The `len` leading bits of the family's width, as a mask.
+    fn mask(self, len: u8) -> u128 {
+        let width: u32 = if self.v6 { 128 } else { 32 };
+        let len = u32::from(len).min(width);
+        if len == 0 {
+            return 0;
+        }
+        let ones = u128::MAX >> (128 - width);
+        ones & !ones.checked_shr(len).unwrap_or(0)
+    }
+
+    fn contains(self, other: Self) -> bool {
+        self.v6 == other.v6
+            && self.len <= other.len
+            && other.base & self.mask(self.len) == self.base
+    }
+
+    fn overlaps(self, other: Self) -> bool {
+        self.contains(other) || other.contains(self)
+    }
+}
+
+/// An IPv4-mapped IPv6 prefix as the IPv4 prefix it carries.
+fn mapped_v4(net: &IpNet) -> Option<IpNet> {
+    let IpNet::V6(n) = net else { return None };
+    let a = n.network().to_ipv4_mapped()?;
+    let len = n.prefix_len().checked_sub(96)?;
+    Ipv4Net::new(a, len).ok().map(IpNet::V4)
+}
+
+/// What no NIC may hold, for a prefix: a `/0`, or anything overlapping a
+/// [`Special`] range or a metadata service's address. An IPv4-mapped IPv6 prefix
+/// is judged as the IPv4 prefix it carries first (so `::ffff:127.0.0.1` is
+/// loopback), then refused as IPv4-mapped.
+pub fn check_net(net: IpNet) -> Result<(), Refusal> {
+    let net = net.trunc();
+    if net.prefix_len() == 0 {
+        return Err(Refusal::Everything);
+    }
+    if let Some(inner) = mapped_v4(&net) {
+        check_net(inner)?;
+    }
+    let service = |address: &IpAddr, service: &str, covers| Refusal::MetadataService {
+        address: *address,
+        service: service.to_owned(),
+        covers,
+    };
+    // The most telling reason first: the service's own address, then the range
+    // the value lies in, then a range or a service the (wide) value covers.
+    let bits = Bits::of(&net);
+    let host = net.prefix_len() == net.max_prefix_len();
+    if let Some((a, s)) = METADATA_SERVICES
+        .iter()
+        .find(|(a, _)| host && bits.contains(Bits::host(*a)))
+    {
+        return Err(service(a, s, false));
+    }
+    let ranges = &SPECIALS;
+    if let Some((range, what)) = ranges.iter().find(|(r, _)| Bits::of(r).contains(bits)) {
+        return Err(Refusal::Special {
+            what: *what,
+            range: *range,
+            covers: false,
+        });
+    }
+    if let Some((range, what)) = ranges.iter().find(|(r, _)| Bits::of(r).overlaps(bits)) {
+        return Err(Refusal::Special {
+            what: *what,
+            range: *range,
+            covers: true,
+        });
+    }
+    if let Some((a, s)) = METADATA_SERVICES
+        .iter()
+        .find(|(a, _)| bits.contains(Bits::host(*a)))
+    {
+        return Err(service(a, s, true));
+    }
+    Ok(())
+}
+
+/// A value for a log line: an address without its host length (`10.0.1.20`), a
+/// prefix with its length (`10.0.1.64/28`).
+pub fn shown(net: IpNet) -> String {
+    if net.prefix_len() == net.max_prefix_len() {
+        net.addr().to_string()
+    } else {
+        net.to_string()
+    }
+}
+
+/// What no NIC may hold, for one address (a lease's, a rule's source host).
+pub fn check_ip(ip: IpAddr) -> Result<(), Refusal> {
+    check_net(IpNet::from(ip))
+}
+
+/// Whether `net` may be a NIC's subnet: [`check_net`], and no shorter than /8
+/// (IPv4) or /16 (IPv6) — no cloud hands out a subnet wider than that.
+pub fn check_subnet(net: IpNet) -> Result<(), Refusal> {
+    check_net(net)?;
+    let min = match net {
+        IpNet::V4(_) => 8,
+        IpNet::V6(_) => 16,
+    };
+    if net.prefix_len() < min {
+        return Err(Refusal::TooWideSubnet);
+    }
+    Ok(())
+}
+
+/// An address another NIC holds, and who holds it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Held {
+    /// The address.
+    pub address: IpAddr,
+    /// The NIC: its interface name, or its MAC.
+    pub owner: String,
+}
+
+/// The addresses NICs hold, sorted, for range lookups (a plan of 15 NICs with 100
+/// addresses each checks every source against all of them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldAddresses(Vec<Held>);
+
+/// No address held by anyone.
+pub static NOTHING_HELD: HeldAddresses = HeldAddresses(Vec::new());
+
+impl HeldAddresses {
+    /// The list, sorted and without repeats.
+    pub fn new(mut held: Vec<Held>) -> Self {
+        held.sort();
+        held.dedup();
+        Self(held)
+    }
+
+    /// The first address inside `net` that someone other than `me` holds.
+    pub fn inside(&self, net: &IpNet, me: &str) -> Option<&Held> {
+        let (lo, hi) = (net.network(), net.broadcast());
+        let start = self.0.partition_point(|h| h.address < lo);
+        self.0
+            .get(start..)?
+            .iter()
+            .take_while(|h| h.address <= hi)
+            .find(|h| h.owner != me)
+    }
+}
+
+/// What one NIC may hold: its subnets (both families, each passed
+/// [`check_subnet`]) and what the NICs hold, of which the entries of `me` are
+/// its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bounds<'a> {
+    /// The NIC's subnets.
+    pub subnets: Vec<IpNet>,
+    /// What the NICs hold: the metadata's NICs, the kernel's links.
+    pub held: &'a HeldAddresses,
+    /// The owner name (see [`Held`]) of the NIC these bounds are for.
+    pub me: &'a str,
+}
+
+impl Default for Bounds<'_> {
+    fn default() -> Self {
+        Self {
+            subnets: Vec::new(),
+            held: &NOTHING_HELD,
+            me: "",
+        }
+    }
+}
+
+impl Bounds<'_> {
+    fn subnets_of<'s>(&'s self, net: &'s IpNet) -> impl Iterator<Item = &'s IpNet> + Clone + 's {
+        self.subnets.iter().filter(move |s| {
+            matches!(
+                (s, net),
+                (IpNet::V4(_), IpNet::V4(_)) | (IpNet::V6(_), IpNet::V6(_))
+            )
+        })
+    }
+    /// Whether `net` may be the source of a rule of this NIC: [`check_net`];
+    /// nothing another NIC holds inside it; a host inside one of the NIC's subnets
+    /// of its family (any host when none is known), not that subnet's network or
+    /// broadcast address; a prefix strictly inside a subnet.
+    pub fn source(&self, net: IpNet) -> Result<(), Refusal> {
+        let net = net.trunc();
+        check_net(net)?;
+        if let Some(h) = self.held.inside(&net, self.me) {
+            return Err(Refusal::OtherNic {
+                owner: h.owner.clone(),
+                address: h.address,
+            });
+        }
+        let host = net.prefix_len() == net.max_prefix_len();
+        let mut subnets = self.subnets_of(&net).peekable();
+        if subnets.peek().is_none() {
+            if !host {
+                return Err(Refusal::NoSubnet);
+            }
+        } else if let Some(s) = subnets.clone().find(|s| s.contains(&net)) {
+            if !host && s.prefix_len() >= net.prefix_len() {
+                return Err(Refusal::WholeSubnet { subnet: *s });
+            }
+            // IPv4 subnets up to /30 have a network and a broadcast address that
+            // no host holds.
+            if let IpNet::V4(s4) = s
+                && s4.prefix_len() <= 30
+                && (net.contains(&IpAddr::V4(s4.network()))
+                    || net.contains(&IpAddr::V4(s4.broadcast())))
+            {
+                return Err(Refusal::SubnetEdge { subnet: *s });
+            }
+        } else {
+            return Err(Refusal::OutsideSubnet {
+                subnets: subnets.copied().collect(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether `addr` may be an address leasehook adds to this NIC: its host passes
+    /// [`Bounds::source`]; its prefix (the cloud-init profile gives the subnet's
+    /// length) is no wider than the subnet, or than /24 (IPv4) or /64 (IPv6) when
+    /// no subnet is known.
+    pub fn address(&self, addr: IpNet) -> Result<(), Refusal> {
+        self.source(IpNet::from(addr.addr()))?;
+        if addr.prefix_len() == addr.max_prefix_len() {
+            return Ok(());
+        }
+        let mut subnets = self.subnets_of(&addr).peekable();
+        if subnets.peek().is_none() {
+            let floor = match addr {
+                IpNet::V4(_) => 24,
+                IpNet::V6(_) => 64,
+            };
+            return if addr.prefix_len() >= floor {
+                Ok(())
+            } else {
+                Err(Refusal::NoSubnet)
+            };
+        }
+        if subnets.clone().any(|s| s.contains(&addr.trunc())) {
+            Ok(())
+        } else {
+            Err(Refusal::OutsideSubnet {
+                subnets: subnets.copied().collect(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(s: &str) -> IpNet {
+        s.parse().unwrap()
+    }
+
+    fn held() -> HeldAddresses {
+        HeldAddresses::new(vec![
+            Held {
+                address: "10.98.0.10".parse().unwrap(),
+                owner: "eth0".to_owned(),
+            },
+            Held {
+                address: "10.98.1.20".parse().unwrap(),
+                owner: "eth1".to_owned(),
+            },
+        ])
+    }
+
+    fn bounds(held: &HeldAddresses) -> Bounds<'_> {
+        Bounds {
+            subnets: vec![net("10.98.1.0/24"), net("fd00:98:1::/64")],
+            held,
+            me: "eth1",
+        }
+    }
+
+    #[test]
+    fn never_usable_addresses() {
+        for (value, want) in [
+            ("0.0.0.0", "unspecified (0.0.0.0/32)"),
+            ("0.1.2.3", "\"this network\" (0.0.0.0/8)"),
+            ("127.0.0.1", "loopback (127.0.0.0/8)"),
+            ("224.0.0.1", "multicast (224.0.0.0/4)"),
+            ("255.255.255.255", "broadcast (255.255.255.255/32)"),
+            ("169.254.1.1", "link-local (169.254.0.0/16)"),
+            (
+                "169.254.169.254",
+                "the metadata service's address 169.254.169.254 (EC2, GCE, Azure, OCI and OpenStack metadata)",
+            ),
+            (
+                "100.100.100.200",
+                "the metadata service's address 100.100.100.200 (Alibaba Cloud metadata)",
+            ),
+            (
+                "fd00:ec2::254",
+                "the metadata service's address fd00:ec2::254 (EC2 metadata (IPv6))",
+            ),
+            (
+                "fd00:c1::a9fe:a9fe",
+                "the metadata service's address fd00:c1::a9fe:a9fe (OCI metadata (IPv6))",
+            ),
+            ("::", "unspecified (::/128)"),
+            ("::1", "loopback (::1/128)"),
+            ("ff02::1", "multicast (ff00::/8)"),
+            ("fe80::1", "link-local (fe80::/10)"),
+            ("::ffff:127.0.0.1", "loopback (127.0.0.0/8)"),
+            (
+                "::ffff:169.254.169.254",
+                "the metadata service's address 169.254.169.254 (EC2, GCE, Azure, OCI and OpenStack metadata)",
+            ),
+            (
+                "::ffff:10.0.0.1",
+                "IPv4-mapped, not an IPv6 address (::ffff:0.0.0.0/96)",
+            ),
+        ] {
+            let ip: IpAddr = value.parse().unwrap();
+            assert_eq!(check_ip(ip).unwrap_err().to_string(), want, "{value}");
+        }
+        for ok in ["10.98.1.20", "100.64.0.1", "2600:1f18::1", "fd00:98:1::20"] {
+            assert_eq!(check_ip(ok.parse().unwrap()), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn wide_prefixes_are_refused() {
+        assert_eq!(check_net(net("0.0.0.0/0")), Err(Refusal::Everything));
+        assert_eq!(check_net(net("::/0")), Err(Refusal::Everything));
+        // The halves of everything overlap "this network" and link-local.
+        assert!(check_net(net("0.0.0.0/1")).is_err());
+        assert!(check_net(net("128.0.0.0/1")).is_err());
+        assert!(check_net(net("8000::/1")).is_err());
+        assert!(check_subnet(net("10.0.0.0/7")).is_err());
+        assert_eq!(check_subnet(net("10.98.1.0/24")), Ok(()));
+    }
+
+    #[test]
+    fn bounds_of_one_nic() {
+        let held = held();
+        let b = bounds(&held);
+        assert_eq!(b.source(net("10.98.1.20/32")), Ok(()));
+        assert_eq!(b.source(net("10.98.1.64/28")), Ok(()));
+        assert_eq!(b.source(net("fd00:98:1::20/128")), Ok(()));
+        assert_eq!(b.source(net("fd00:98:1:0:8000::/80")), Ok(()));
+        for (value, want) in [
+            ("10.98.2.1/32", "not inside the NIC's subnet (10.98.1.0/24)"),
+            (
+                "10.98.1.0/24",
+                "as wide as the NIC's whole subnet 10.98.1.0/24",
+            ),
+            (
+                "10.98.0.0/16",
+                "eth0 holds 10.98.0.10: another NIC's address",
+            ),
+            ("10.97.0.0/16", "not inside the NIC's subnet (10.98.1.0/24)"),
+            (
+                "10.98.1.255/32",
+                "the network or broadcast address of the subnet 10.98.1.0/24",
+            ),
+            (
+                "10.98.1.0/32",
+                "the network or broadcast address of the subnet 10.98.1.0/24",
+            ),
+            (
+                "10.98.1.240/28",
+                "the network or broadcast address of the subnet 10.98.1.0/24",
+            ),
+            (
+                "fd00:98:2::1/128",
+                "not inside the NIC's subnet (fd00:98:1::/64)",
+            ),
+        ] {
+            assert_eq!(
+                b.source(net(value)).unwrap_err().to_string(),
+                want,
+                "{value}"
+            );
+        }
+        // Another NIC's address, also inside a prefix; a NIC in the same subnet.
+        let same = Bounds {
+            subnets: vec![net("10.98.0.0/24")],
+            ..bounds(&held)
+        };
+        assert_eq!(
+            same.source(net("10.98.0.10/32")).unwrap_err().to_string(),
+            "eth0 holds 10.98.0.10: another NIC's address"
+        );
+        assert!(same.source(net("10.98.0.0/28")).is_err());
+        assert_eq!(same.source(net("10.98.0.20/32")), Ok(()));
+        // No subnet known: hosts only.
+        let none = Bounds::default();
+        assert_eq!(none.source(net("2600::1/128")), Ok(()));
+        assert_eq!(none.source(net("2600::/80")), Err(Refusal::NoSubnet));
+    }
+
+    #[test]
+    fn added_addresses() {
+        let held = held();
+        let b = bounds(&held);
+        assert_eq!(b.address(net("10.98.1.21/32")), Ok(()));
+        assert_eq!(b.address(net("10.98.1.21/24")), Ok(()));
+        assert!(b.address(net("10.98.1.21/16")).is_err());
+        assert!(b.address(net("127.0.0.1/32")).is_err());
+        let none = Bounds::default();
+        assert_eq!(none.address(net("10.0.0.5/24")), Ok(()));
+        assert_eq!(none.address(net("10.0.0.5/16")), Err(Refusal::NoSubnet));
+    }
+}
