@@ -133,41 +133,69 @@ struct Pending {
     deadline_ms: u64,
 }
 
-fn pending_file(paths: &Paths, name: &IfName) -> PathBuf {
-    paths.run_dir().join("pending").join(format!("{name}.json"))
+/// `run/leasehook/pending/<ifname>.json`.
+const PENDING: &str = "pending";
+/// `run/leasehook/generation/<ifname>`.
+const GENERATION: &str = "generation";
+/// `run/leasehook/refreshed/<ifname>`.
+const REFRESHED: &str = "refreshed";
+/// The largest hand-over read (an event is well under 4 KiB).
+const MAX_PENDING_BYTES: u64 = 64 * 1024;
+/// The largest event counter read.
+const MAX_GENERATION_BYTES: u64 = 64;
+
+fn pending_name(name: &IfName) -> String {
+    format!("{name}.json")
 }
 
-fn generation_file(paths: &Paths, name: &IfName) -> PathBuf {
-    paths.run_dir().join("generation").join(name.as_str())
-}
-
+/// The interface's event counter; 0 when missing. A counter that cannot be read
+/// (a symlink, a FIFO, garbage, `/dev/zero`) is logged and counts as 0: it only
+/// tells a worker whether a newer event came, and the hook rewrites it.
 fn read_generation(paths: &Paths, name: &IfName) -> u64 {
-    fs::read_to_string(generation_file(paths, name))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
+    match state::read_run_file(paths, Some(GENERATION), name.as_str(), MAX_GENERATION_BYTES) {
+        Ok(b) => b
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0),
+        Err(e) => {
+            log::warn!("{e}; the event counter starts again");
+            0
+        }
+    }
+}
+
+fn write_generation(paths: &Paths, name: &IfName, generation: u64) -> Result<()> {
+    state::write_run_file(
+        paths,
+        Some(GENERATION),
+        name.as_str(),
+        generation.to_string().as_bytes(),
+        0o600,
+    )
 }
 
 fn read_pending(paths: &Paths, name: &IfName) -> Option<Pending> {
-    let path = pending_file(paths, name);
-    let meta = fs::symlink_metadata(&path).ok()?;
-    if !meta.is_file() {
-        return None;
+    match state::read_run_file(paths, Some(PENDING), &pending_name(name), MAX_PENDING_BYTES) {
+        Ok(b) => serde_json::from_slice(&b?).ok(),
+        Err(e) => {
+            log::warn!("{e}; ignored");
+            None
+        }
     }
-    serde_json::from_slice(&fs::read(&path).ok()?).ok()
 }
 
 fn write_pending(paths: &Paths, name: &IfName, p: &Pending) -> Result<()> {
-    let path = pending_file(paths, name);
     let json = serde_json::to_vec(p).map_err(|e| Error::Io {
-        path: format!("{path:?}"),
+        path: format!("{:?}", paths.run_dir().join(PENDING).join(pending_name(name))),
         message: e.to_string(),
     })?;
-    state::write_atomic(&path, &json)
+    state::write_run_file(paths, Some(PENDING), &pending_name(name), &json, 0o600)
 }
 
 fn remove_pending(paths: &Paths, name: &IfName) {
-    let _ = fs::remove_file(pending_file(paths, name));
+    if let Err(e) = state::remove_run_file(paths, Some(PENDING), &pending_name(name)) {
+        log::warn!("{e}");
+    }
 }
 
 /// Whether `pid` is a leasehook shim's worker for `name`, so that neither a recycled
@@ -257,11 +285,13 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     let paths = Paths::new(&cfg.root);
     supersede_worker(&paths, &event.interface);
     let _lock = lock_for_event(&paths, &event.interface)?;
-    let generation = read_generation(&paths, &event.interface) + 1;
-    state::write_atomic(
-        &generation_file(&paths, &event.interface),
-        generation.to_string().as_bytes(),
-    )?;
+    let generation = read_generation(&paths, &event.interface).saturating_add(1);
+    if let Err(e) = write_generation(&paths, &event.interface, generation) {
+        // A full run/leasehook must not keep a RELEASE from removing what it
+        // should: the counter only tells a waiting worker to stand down, and its
+        // hand-over is dropped below anyway.
+        log::warn!("{e}; going on without the event counter");
+    }
     // A hand-over still here is older than this event: drop it now, under the lock.
     // Its worker, if it has not taken the lock yet, then finds none and stands
     // down; left in place, it would outlive that worker (the soak test found such
@@ -346,23 +376,27 @@ pub enum RefreshOutcome {
 /// `<root>/run/leasehook/refreshed/<ifname>`: its modification time is when the
 /// interface was last refreshed (the file stays empty; refreshing rewrites nothing).
 pub fn refresh_stamp(paths: &Paths, name: &IfName) -> PathBuf {
-    paths.run_dir().join("refreshed").join(name.as_str())
+    paths.run_dir().join(REFRESHED).join(name.as_str())
 }
 
-fn touch(path: &Path) {
-    let stamp = || -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        let f = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)?;
-        f.set_modified(std::time::SystemTime::now())
-    };
-    if let Err(e) = stamp() {
-        log::debug!("{path:?}: {e}");
+/// When the interface was last refreshed (`None`: never, or the stamp is unusable,
+/// which is logged).
+pub fn refreshed_at(paths: &Paths, name: &IfName) -> Option<std::time::SystemTime> {
+    state::run_file_modified(paths, REFRESHED, name.as_str())
+        .inspect_err(|e| log::warn!("{e}"))
+        .ok()
+        .flatten()
+}
+
+fn touch(paths: &Paths, name: &IfName) {
+    if let Err(e) = state::touch_run_file(paths, REFRESHED, name.as_str()) {
+        log::warn!("{e}");
+    }
+}
+
+fn remove_stamp(paths: &Paths, name: &IfName) {
+    if let Err(e) = state::remove_run_file(paths, Some(REFRESHED), name.as_str()) {
+        log::warn!("{e}");
     }
 }
 
@@ -421,7 +455,7 @@ fn refresh_one(
     let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
         let report = apply::teardown(applier, &name, None, Some(st))?;
         state::remove_state(paths, &name)?;
-        let _ = fs::remove_file(refresh_stamp(paths, &name));
+        remove_stamp(paths, &name);
         log::info!(
             "{name}: no link has {} any more; removed {} object(s)",
             st.mac,
@@ -453,7 +487,7 @@ fn refresh_one(
     // One client per NIC, bound to it; the token comes from the shared cache.
     let ec2 = nic_client(cfg, &to, &leases)?;
     let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget));
-    touch(&refresh_stamp(paths, &to));
+    touch(paths, &to);
     let network = match outcome {
         Outcome::Complete(network) => network,
         Outcome::Partial { missing, .. } => {
@@ -476,7 +510,7 @@ fn refresh_one(
         // name's rules go, the new name gets the plan.
         removed = apply::teardown(applier, &name, None, Some(st))?;
         state::remove_state(paths, &name)?;
-        let _ = fs::remove_file(refresh_stamp(paths, &name));
+        remove_stamp(paths, &name);
         previous = None;
         log::info!(
             "{name}: its MAC {} is {to} now; moved its policy routing",

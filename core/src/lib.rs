@@ -39,6 +39,7 @@ pub mod diff;
 pub mod error;
 pub mod event;
 pub mod example;
+pub mod fs;
 pub mod hook;
 pub mod instance_data;
 pub mod logging;

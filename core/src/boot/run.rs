@@ -593,7 +593,7 @@ fn republish_if_missing(ctx: &Context, prev: &BootState) {
         .flatten()
         .is_some_and(|d| {
             d.entry(INSTANCE_DATA)
-                .is_ok_and(|e| e == super::nofollow::Entry::File)
+                .is_ok_and(|e| e == crate::fs::Entry::File)
         });
     if present || prev.verdict == Verdict::Disabled {
         return;
