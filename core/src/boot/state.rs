@@ -74,6 +74,11 @@ pub struct BootState {
     pub fetched_at_ms: Option<u64>,
     /// When the stage decided, in milliseconds since the epoch.
     pub decided_at_ms: u64,
+    /// Why the data in use could not be cached or `data/instance-id` not updated
+    /// (empty when both were written): the next boot then has no fallback, which
+    /// `init` (exit 4) and `leasehook status` say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_errors: Vec<String>,
 }
 
 /// The run-time folder `<root>/run/leasehook`, for writing: the same folder, opened
@@ -189,6 +194,7 @@ mod tests {
             }],
             fetched_at_ms: None,
             decided_at_ms: 5,
+            cache_errors: Vec::new(),
         }
     }
 
