@@ -121,7 +121,10 @@ pub(crate) fn summary(report: &Report) -> String {
         let _ = writeln!(out, "  tried: {a}");
     }
     for e in &st.cache_errors {
-        let _ = writeln!(out, "  cache NOT written: {e} (the next boot cannot fall back to it)");
+        let _ = writeln!(
+            out,
+            "  cache NOT written: {e} (the next boot cannot fall back to it)"
+        );
     }
     if !st.cache.is_empty() {
         let _ = writeln!(out, "  cache: {}", st.cache);

@@ -32,9 +32,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{
-    AtFlags, CWD, FileType, Mode, OFlags, RenameFlags, Timespec, Timestamps, fchmod, fstat,
-    fsync, futimens, mkdirat, openat, readlinkat, renameat, renameat_with, statat, symlinkat,
-    unlinkat,
+    AtFlags, CWD, FileType, Mode, OFlags, RenameFlags, Timespec, Timestamps, fchmod, fstat, fsync,
+    futimens, mkdirat, openat, readlinkat, renameat, renameat_with, statat, symlinkat, unlinkat,
 };
 use rustix::io::Errno;
 
@@ -271,10 +270,13 @@ impl Dir {
             tv_sec: 0,
             tv_nsec: rustix::fs::UTIME_NOW,
         };
-        futimens(&f, &Timestamps {
-            last_access: now,
-            last_modification: now,
-        })?;
+        futimens(
+            &f,
+            &Timestamps {
+                last_access: now,
+                last_modification: now,
+            },
+        )?;
         Ok(())
     }
 
@@ -357,7 +359,11 @@ impl Dir {
     }
 
     /// As [`Dir::read`], with the file's permission bits.
-    pub fn read_with_mode(&self, name: &str, limit: u64) -> Result<Option<(Vec<u8>, u32)>, Problem> {
+    pub fn read_with_mode(
+        &self,
+        name: &str,
+        limit: u64,
+    ) -> Result<Option<(Vec<u8>, u32)>, Problem> {
         use std::io::Read as _;
         let fd = match openat(
             &self.fd,

@@ -241,7 +241,10 @@ fn read_pending(paths: &Paths, name: &IfName) -> Option<Pending> {
 
 fn write_pending(paths: &Paths, name: &IfName, p: &Pending) -> Result<()> {
     let json = serde_json::to_vec(p).map_err(|e| Error::Io {
-        path: format!("{:?}", paths.run_dir().join(PENDING).join(pending_name(name))),
+        path: format!(
+            "{:?}",
+            paths.run_dir().join(PENDING).join(pending_name(name))
+        ),
         message: e.to_string(),
     })?;
     state::write_run_file(paths, Some(PENDING), &pending_name(name), &json, 0o600)
@@ -269,11 +272,9 @@ fn is_our_worker(pid: u32, name: &IfName) -> bool {
 /// already in `signalled` is not signalled (nor logged) again: a stopped one
 /// (SIGSTOP) stays until continued, and one line says so, not one per look.
 fn supersede_worker(paths: &Paths, name: &IfName, signalled: &mut BTreeSet<u32>) {
-    let pid = read_pending(paths, name)
-        .and_then(|p| p.pid)
-        .filter(|pid| {
-            *pid != std::process::id() && !signalled.contains(pid) && is_our_worker(*pid, name)
-        });
+    let pid = read_pending(paths, name).and_then(|p| p.pid).filter(|pid| {
+        *pid != std::process::id() && !signalled.contains(pid) && is_our_worker(*pid, name)
+    });
     if let Some((pid, p)) = pid.and_then(|pid| {
         Some((
             pid,
@@ -449,7 +450,9 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
                 let pid = spawn_worker(worker, name)?;
                 pending.pid = Some(pid);
                 write_pending(&paths, name, &pending)?;
-                log::info!("IMDS does not agree with the lease yet; worker {pid} finishes the wait");
+                log::info!(
+                    "IMDS does not agree with the lease yet; worker {pid} finishes the wait"
+                );
                 Ok(HookOutcome::Deferred(pid))
             })
         }
@@ -697,8 +700,8 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
         },
         |p| p.deadline_ms,
     );
-    let until = Instant::now()
-        + Duration::from_millis(deadline_ms.saturating_sub(state::unix_ms()));
+    let until =
+        Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(state::unix_ms()));
     let _lock = loop {
         if let Some(lock) = state::try_lock_interface(&paths, name)? {
             break lock;

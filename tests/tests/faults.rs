@@ -306,7 +306,7 @@ fn check(row: &Row) {
         .keys()
         .filter(|p| {
             p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(".tmp"))
+                .is_some_and(|n| leasehook_tests::netns::is_temp_file(&n.to_string_lossy()))
         })
         .collect();
     assert!(temps.is_empty(), "temporary files left: {temps:?}; {ctx}");

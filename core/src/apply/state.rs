@@ -130,7 +130,9 @@ pub fn remove_run_file(paths: &Paths, sub: Option<&str>, name: &str) -> Result<(
     let Some(dir) = paths.run_folder(sub, false)? else {
         return Ok(());
     };
-    dir.remove(name).map(|_| ()).map_err(|p| dir.error(name, &p))
+    dir.remove(name)
+        .map(|_| ())
+        .map_err(|p| dir.error(name, &p))
 }
 
 /// Sets the modification time of the run-time file `name` to now, creating it.
@@ -323,8 +325,8 @@ fn read_state_in(dir: &Dir, file: &str) -> Result<Option<InterfaceState>> {
         path: format!("{:?}", dir.path().join(file)),
         message,
     };
-    let st: InterfaceState = serde_json::from_slice(&bytes)
-        .map_err(|e| corrupt(format!("corrupt state file: {e}")))?;
+    let st: InterfaceState =
+        serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("corrupt state file: {e}")))?;
     if st.version != STATE_VERSION {
         return Err(corrupt(format!("unknown state version {}", st.version)));
     }
@@ -390,7 +392,13 @@ pub fn write_state(paths: &Paths, st: &InterfaceState) -> Result<()> {
         path: format!("{:?}", paths.state_file(&st.name)),
         message: e.to_string(),
     })?;
-    write_run_file(paths, Some(IFACE), &format!("{}.json", st.name), &json, 0o600)
+    write_run_file(
+        paths,
+        Some(IFACE),
+        &format!("{}.json", st.name),
+        &json,
+        0o600,
+    )
 }
 
 /// Removes an interface's state file (missing is fine).
@@ -501,15 +509,23 @@ mod tests {
         mkfifo(&run.join("refreshed/eth1"));
         mkfifo(&run.join("iface/eth1.json"));
         let p = paths.clone();
-        let e = finishes("the lock", move || try_lock_interface(&p, &eth1()).unwrap_err());
-        assert!(e.to_string().contains("lock/eth1.lock\": is a special file"), "{e}");
+        let e = finishes("the lock", move || {
+            try_lock_interface(&p, &eth1()).unwrap_err()
+        });
+        assert!(
+            e.to_string()
+                .contains("lock/eth1.lock\": is a special file"),
+            "{e}"
+        );
         let p = paths.clone();
         let e = finishes("the counter", move || {
             read_run_file(&p, Some("generation"), "eth1", 64).unwrap_err()
         });
         assert!(e.to_string().contains("is a special file"), "{e}");
         let p = paths.clone();
-        let e = finishes("the stamp", move || touch_run_file(&p, "refreshed", "eth1").unwrap_err());
+        let e = finishes("the stamp", move || {
+            touch_run_file(&p, "refreshed", "eth1").unwrap_err()
+        });
         assert!(e.to_string().contains("is a special file"), "{e}");
         let p = paths.clone();
         let e = finishes("the state", move || read_state(&p, &eth1()).unwrap_err());
@@ -526,15 +542,20 @@ mod tests {
         let paths = Paths::new(t.path());
         let e = try_lock_interface(&paths, &eth1()).unwrap_err();
         assert!(
-            e.to_string()
-                .ends_with("run/leasehook\": is a symlink, which is never followed; refusing to use it"),
+            e.to_string().ends_with(
+                "run/leasehook\": is a symlink, which is never followed; refusing to use it"
+            ),
             "{e}"
         );
         assert!(write_run_file(&paths, Some("generation"), "eth1", b"1", 0o600).is_err());
         assert!(touch_run_file(&paths, "refreshed", "eth1").is_err());
         let (states, errors) = list_states(&paths);
         assert!(states.is_empty() && errors.len() == 1, "{errors:?}");
-        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "written through");
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "written through"
+        );
 
         // A real run/leasehook with a symlinked folder, and dangling links at files.
         std::fs::remove_file(t.path().join("run/leasehook")).unwrap();
@@ -554,7 +575,11 @@ mod tests {
         symlink("/dev/zero", run.join("generation/eth1")).unwrap();
         let e = read_run_file(&paths, Some("generation"), "eth1", 64).unwrap_err();
         assert!(e.to_string().contains("is a symlink"), "{e}");
-        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "created through a link");
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "created through a link"
+        );
     }
 
     #[test]
@@ -566,7 +591,10 @@ mod tests {
         let f = std::fs::File::create(paths.state_file(&eth1())).unwrap();
         f.set_len(1_500_000_000).unwrap();
         let e = read_state(&paths, &eth1()).unwrap_err();
-        assert!(e.to_string().contains("is larger than 4194304 bytes"), "{e}");
+        assert!(
+            e.to_string().contains("is larger than 4194304 bytes"),
+            "{e}"
+        );
         assert!(read_state_or_set_aside(&paths, &eth1()).is_none());
         assert!(paths.iface_dir().join("eth1.json.corrupt").exists());
     }

@@ -313,7 +313,10 @@ fn eexist_names_whose_object_is_in_the_way() {
     let mut k = kernel();
     k.fail_on = Some((rule, 17));
     let e = apply_plan(&mut k, &p, &[]).unwrap_err().to_string();
-    assert!(e.contains("an object of leasehook's own (protocol 176)"), "{e}");
+    assert!(
+        e.contains("an object of leasehook's own (protocol 176)"),
+        "{e}"
+    );
     assert!(!e.contains("does not own"), "{e}");
     let mut k = kernel();
     k.fail_on = Some((route.clone(), 17));

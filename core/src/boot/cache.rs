@@ -18,10 +18,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::fs::{Dir, Problem};
 use super::record::{self, CacheRecord};
 use crate::constants::{CACHE_MAX_BYTES, CACHE_NAME, CACHE_PARENT, NO_PREVIOUS_INSTANCE_ID};
 use crate::error::Result;
+use crate::fs::{Dir, Problem};
 
 const INSTANCE_LINK: &str = "instance";
 const INSTANCES: &str = "instances";

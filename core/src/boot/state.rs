@@ -11,9 +11,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::decide::{Attempt, Origin, Stage};
-use crate::fs::Dir;
 use crate::constants::{BOOT_STATE, RUN_NAME, RUN_PARENT};
 use crate::error::{Error, Result};
+use crate::fs::Dir;
 use crate::source::SourceKind;
 
 /// The version of `boot.json` this leasehook writes and reads.

@@ -355,7 +355,6 @@ fn show_prints_every_key_with_its_origin() {
     );
 }
 
-
 #[test]
 fn a_file_that_is_not_our_yaml_is_never_quoted() {
     // Issue 18, item 10: `--config /etc/shadow` echoed a line of it (the parser
@@ -388,7 +387,10 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
             "configuration /etc/shadow: expected mapping start at line 1, column 7; see docs/configuration.md for the keys",
         ),
     ] {
-        let e = parse_file("/etc/shadow", text).map(|_| ()).unwrap_err().to_string();
+        let e = parse_file("/etc/shadow", text)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("SECRET") && !e.contains("19000"), "{e}");
         assert_eq!(e, want);
     }

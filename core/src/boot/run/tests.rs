@@ -493,8 +493,14 @@ fn a_failed_cache_write_is_recorded_not_hidden() {
     assert_eq!(local.state.verdict, Verdict::Found);
     let errors = &local.state.cache_errors;
     assert_eq!(errors.len(), 2, "{errors:?}");
-    assert!(errors[0].ends_with("the datasource was not cached"), "{errors:?}");
-    assert!(errors[1].ends_with("data/instance-id not updated"), "{errors:?}");
+    assert!(
+        errors[0].ends_with("the datasource was not cached"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].ends_with("data/instance-id not updated"),
+        "{errors:?}"
+    );
     // boot.json keeps it for `leasehook status`.
     let st = json_at(root, "run/leasehook/boot.json");
     assert_eq!(st["cache_errors"].as_array().map(Vec::len), Some(2), "{st}");
@@ -507,6 +513,14 @@ fn a_failed_cache_write_is_recorded_not_hidden() {
     fs::remove_file(root.join("var/lib")).unwrap();
     reboot(root);
     let again = run(Stage::Local, &c, &s).unwrap();
-    assert!(again.state.cache_errors.is_empty(), "{:?}", again.state.cache_errors);
-    assert!(json_at(root, "run/leasehook/boot.json").get("cache_errors").is_none());
+    assert!(
+        again.state.cache_errors.is_empty(),
+        "{:?}",
+        again.state.cache_errors
+    );
+    assert!(
+        json_at(root, "run/leasehook/boot.json")
+            .get("cache_errors")
+            .is_none()
+    );
 }

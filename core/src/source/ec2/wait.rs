@@ -499,7 +499,11 @@ mod tests {
             .map(|(t, _)| t.saturating_sub(imds.each))
             .collect();
         assert_eq!(starts.len(), 1, "{starts:?}");
-        assert!(clock.t() <= Duration::from_millis(1_000 + 950), "{:?}", clock.t());
+        assert!(
+            clock.t() <= Duration::from_millis(1_000 + 950),
+            "{:?}",
+            clock.t()
+        );
         // With a longer budget the next round does start, while some is left.
         let clock = FakeClock::new();
         let imds = SlowImds {
@@ -522,7 +526,11 @@ mod tests {
             starts.iter().all(|t| *t < Duration::from_secs(3)),
             "a request started after the budget: {starts:?}"
         );
-        assert!(clock.t() <= Duration::from_millis(3_000 + 950), "{:?}", clock.t());
+        assert!(
+            clock.t() <= Duration::from_millis(3_000 + 950),
+            "{:?}",
+            clock.t()
+        );
     }
 
     /// A fake IMDS whose every answer takes `each` of fake time.
