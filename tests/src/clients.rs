@@ -391,3 +391,69 @@ impl World {
         )
     }
 }
+
+/// Values that would run `touch MARKER` (or change what a hook does) if a hook
+/// file let a shell interpret them: command substitution, backticks, `;`, `|`, `&`,
+/// a newline, quotes, `$IFS`, globs, an option-like value, a backslash. For the
+/// hook-file tests (`tests/tests/hooks.rs`, `client_hooks.rs`), which set them as
+/// the client's variables and arguments and check that the shim got each one
+/// byte for byte and no shell ran one.
+pub fn hostile_values(marker: &std::path::Path) -> Vec<String> {
+    let m = marker.display();
+    vec![
+        format!("$(touch {m})"),
+        format!("`touch {m}`"),
+        format!("x; touch {m}"),
+        format!("x | touch {m}"),
+        format!("x && touch {m} &"),
+        format!("x\ntouch {m}\n"),
+        format!("'\"$(touch {m})\"'"),
+        format!("${{IFS}}$(touch{{,}}{m})"),
+        "*".to_owned(),
+        "-e".to_owned(),
+        format!("\\$(touch {m})\\"),
+        format!("eth1 $(touch {m}) --worker eth1"),
+    ]
+}
+
+/// A fake shim for the hook-file tests: an executable in `dir` that records its
+/// environment (`env -0`, no shell expansion of any value) and its arguments (one
+/// per NUL) and exits with `status`.
+pub fn env_recorder(dir: &std::path::Path, status: u8) -> std::path::PathBuf {
+    let path = dir.join("recorder");
+    let env = dir.join("seen.env");
+    let args = dir.join("seen.args");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n/usr/bin/env -0 > '{}'\nprintf '%s\\0' \"$@\" > '{}'\nexit {status}\n",
+            env.display(),
+            args.display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    path
+}
+
+/// What the [`env_recorder`] in `dir` saw: its environment and its arguments;
+/// `None` when it did not run.
+pub fn recorded(dir: &std::path::Path) -> Option<(Vec<(String, String)>, Vec<String>)> {
+    let env = std::fs::read(dir.join("seen.env")).ok()?;
+    let args = std::fs::read(dir.join("seen.args")).unwrap_or_default();
+    let split = |b: &[u8]| -> Vec<String> {
+        b.split(|c| *c == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect()
+    };
+    let env = split(&env)
+        .into_iter()
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        })
+        .collect();
+    Some((env, split(&args)))
+}

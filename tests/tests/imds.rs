@@ -847,7 +847,9 @@ fn the_token_dance_is_one_request_within_one_timeout() {
     // and the new token fit, the GET again does not.
     let good = emulator(json!({}));
     let root = tempfile::tempdir().unwrap();
-    client(root.path(), &good).get("/latest/meta-data/mac").unwrap();
+    client(root.path(), &good)
+        .get("/latest/meta-data/mac")
+        .unwrap();
     drop(good);
     // IMDS restarted: the cached token is stale.
     let slow = emulator(json!({"rules": [{"path": "/latest", "delay": 0.9}]}));
@@ -859,7 +861,10 @@ fn the_token_dance_is_one_request_within_one_timeout() {
         matches!(imds_kind(&e), ImdsErrorKind::Timeout { .. }),
         "{e}"
     );
-    assert!(took < Duration::from_millis(2_500), "one request took {took:?}");
+    assert!(
+        took < Duration::from_millis(2_500),
+        "one request took {took:?}"
+    );
     assert_eq!(
         trail(&slow.log())[..2],
         ["GET /latest/meta-data/mac 401", "PUT /latest/api/token 200"]
