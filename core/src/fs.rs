@@ -111,7 +111,9 @@ static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 /// Whether `name` is one of this module's temporary names
 /// (`.NAME.PID.SEQ.NANOS.tmp`): what a crash between creating and renaming leaves.
 pub fn is_temp_name(name: &str) -> bool {
-    name.starts_with('.') && name.ends_with(".tmp") && name.split('.').count() >= 6
+    name.starts_with('.')
+        && Path::new(name).extension().is_some_and(|x| x == "tmp")
+        && name.split('.').count() >= 6
 }
 
 fn kind_of(mode: u32) -> Entry {

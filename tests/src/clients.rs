@@ -497,9 +497,11 @@ pub fn env_recorder(dir: &std::path::Path, status: u8) -> std::path::PathBuf {
     path
 }
 
-/// What the [`env_recorder`] in `dir` saw: its environment and its arguments;
-/// `None` when it did not run.
-pub fn recorded(dir: &std::path::Path) -> Option<(Vec<(String, String)>, Vec<String>)> {
+/// What an [`env_recorder`] saw: its environment (`KEY`, `VALUE`) and its arguments.
+pub type Recorded = (Vec<(String, String)>, Vec<String>);
+
+/// What the [`env_recorder`] in `dir` saw; `None` when it did not run.
+pub fn recorded(dir: &std::path::Path) -> Option<Recorded> {
     let env = std::fs::read(dir.join("seen.env")).ok()?;
     let args = std::fs::read(dir.join("seen.args")).unwrap_or_default();
     let split = |b: &[u8]| -> Vec<String> {

@@ -139,7 +139,7 @@ fn nm_dispatcher_script_hands_on_its_two_arguments() {
 /// returns what its shim saw (`None`: not run) and whether a shell ran a value.
 fn hostile_run(
     build: impl Fn(&std::path::Path, &std::path::Path) -> Command,
-) -> Vec<(String, Option<(Vec<(String, String)>, Vec<String>)>)> {
+) -> Vec<(String, Option<leasehook_tests::clients::Recorded>)> {
     use leasehook_tests::clients::{env_recorder, hostile_values, recorded};
     let mut seen = Vec::new();
     for value in hostile_values(std::path::Path::new("/nonexistent-placeholder")) {

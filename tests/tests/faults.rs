@@ -1583,6 +1583,7 @@ fn run_no_request_after_budget() -> Seen {
 }
 
 /// What a row plants under the root after a good BOUND.
+#[derive(Clone, Copy)]
 enum Plant {
     Fifo(&'static str),
     SymlinkedRunDir,

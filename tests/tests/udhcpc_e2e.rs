@@ -105,7 +105,11 @@ fn hostile_dhcp_options_reach_no_shell() {
     // The private option 224 reached the script's environment (issue 18, item
     // 11), as udhcpc hands on options it does not know: its bytes in hex.
     let sent = leasehook_tests::clients::hostile_private_option(&marker);
-    let hex: String = sent.bytes().map(|b| format!("{b:02x}")).collect();
+    let hex = sent.bytes().fold(String::new(), |mut h, b| {
+        use std::fmt::Write as _;
+        let _ = write!(h, "{b:02x}");
+        h
+    });
     let env = w.recorded_hook_env("udhcpc", "eth1");
     assert!(
         env.iter().any(|kv| kv == &format!("opt224={hex}")),

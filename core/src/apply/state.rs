@@ -419,10 +419,12 @@ pub fn list_states(paths: &Paths) -> (Vec<InterfaceState>, Vec<Error>) {
         Err(p) => return (Vec::new(), vec![dir.error(".", &p)]),
     };
     let (mut states, mut errors) = (Vec::new(), Vec::new());
-    for f in names
-        .iter()
-        .filter(|n| n.ends_with(".json") && !crate::fs::is_temp_name(n))
-    {
+    for f in names.iter().filter(|n| {
+        std::path::Path::new(n)
+            .extension()
+            .is_some_and(|x| x == "json")
+            && !crate::fs::is_temp_name(n)
+    }) {
         match read_state_in(&dir, f) {
             Ok(Some(st)) => states.push(st),
             Ok(None) => {}
