@@ -309,9 +309,7 @@ fn ago(ms: u64, now: u64) -> String {
 }
 
 fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
-    std::fs::metadata(hook::refresh_stamp(paths, name))
-        .and_then(|m| m.modified())
-        .ok()
+    hook::refreshed_at(paths, name)
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

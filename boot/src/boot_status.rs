@@ -49,6 +49,12 @@ pub(crate) fn text(root: &Path) -> String {
     if !st.cache.is_empty() {
         let _ = writeln!(out, "  cache: {}", st.cache);
     }
+    for e in &st.cache_errors {
+        let _ = writeln!(
+            out,
+            "  cache NOT written: {e} (the next boot cannot fall back to it)"
+        );
+    }
     out
 }
 
@@ -68,5 +74,6 @@ pub(crate) fn json(root: &Path) -> Value {
         "fetched_at_ms": st.fetched_at_ms,
         "cache": st.cache,
         "new_instance": st.new_instance,
+        "cache_errors": st.cache_errors,
     })
 }

@@ -14,6 +14,9 @@ use leasehook_core::boot::{Origin, Stage};
 
 /// The exit code when no datasource answered and the cache could not stand in.
 pub(crate) const NO_DATASOURCE: u8 = 3;
+/// The exit code when a datasource is in use but it could not be cached (or
+/// `data/instance-id` not updated): this boot is fine, the next one has no fallback.
+pub(crate) const CACHE_NOT_WRITTEN: u8 = 4;
 
 /// Find the instance's datasource at boot, cache it, and write instance-data.
 ///
@@ -31,7 +34,9 @@ pub(crate) const NO_DATASOURCE: u8 = 3;
 /// Exit codes: 0 a datasource is in use (fetched or from the cache), or the local
 /// stage handed over to the network stage, or cloud-init is disabled; 3 no
 /// datasource answered and no usable cache (instance-data then says datasource
-/// None); 1 an error (bad configuration, unwritable state); 2 bad usage.
+/// None); 4 a datasource is in use but the cache (or data/instance-id) could not
+/// be written, so the next boot has no fallback (`leasehook status` says so too);
+/// 1 an error (bad configuration, unwritable state); 2 bad usage.
 ///
 /// Configuration (ROOT/etc/leasehook/config.yaml and config.d, or --config; then
 /// LEASEHOOK_* variables): `datasource_list`, `fallback`,
@@ -115,6 +120,12 @@ pub(crate) fn summary(report: &Report) -> String {
     for a in &st.attempts {
         let _ = writeln!(out, "  tried: {a}");
     }
+    for e in &st.cache_errors {
+        let _ = writeln!(
+            out,
+            "  cache NOT written: {e} (the next boot cannot fall back to it)"
+        );
+    }
     if !st.cache.is_empty() {
         let _ = writeln!(out, "  cache: {}", st.cache);
     }
@@ -164,6 +175,8 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<(String, ExitCode)> {
         run::run(stage, &ctx, &sources).with_context(|| format!("the {stage} stage failed"))?;
     let code = if report.state.verdict == Verdict::NoDatasource {
         ExitCode::from(NO_DATASOURCE)
+    } else if !report.state.cache_errors.is_empty() {
+        ExitCode::from(CACHE_NOT_WRITTEN)
     } else {
         ExitCode::SUCCESS
     };

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use leasehook_core::boot::nofollow::Problem;
 use leasehook_core::boot::state::run_dir_if_present;
 use leasehook_core::constants::{INSTANCE_DATA, INSTANCE_DATA_SENSITIVE};
+use leasehook_core::fs::Problem;
 use leasehook_core::query::{self, KeyPath};
 use serde_json::Value;
 

@@ -4,17 +4,27 @@
 //! A shim parses its client's event into a [`LeaseEvent`] and calls [`handle`]:
 //!
 //! 1. A newer event supersedes the interface's detached worker, if one is waiting:
-//!    it is stopped (SIGTERM), also while the hook waits for the lock.
+//!    it is stopped (SIGTERM, once per worker), also while the hook waits for the
+//!    lock.
 //! 2. The interface's lock is taken, its event counter bumped and any pending
-//!    hand-over discarded.
+//!    hand-over discarded. The lock is waited for within the synchronous budget:
+//!    when a `refresh`, `apply`, `flush` or a stopped worker still holds it then,
+//!    the event is *queued* — handed to a worker that waits for the lock within the
+//!    total budget and then handles the event as the hook would have.
 //! 3. *Remove* reasons tear down that family's rules, routes and secondary
 //!    addresses. *Apply* reasons ask IMDS for what the lease cannot tell and wait,
-//!    for at most the synchronous budget (3 s), until IMDS agrees with the lease.
+//!    for what is left of the synchronous budget (3 s), until IMDS agrees with the
+//!    lease.
 //! 4. If it does, the plan is applied. If not, the rest of the wait is handed to one
 //!    detached worker (the same shim, started again with `--worker IFNAME`) that
 //!    takes the lock, checks that no newer event came meanwhile, finishes the wait
-//!    within the total budget (30 s) and applies. The DHCP client is never held
-//!    longer than the synchronous budget.
+//!    within the total budget (30 s) and applies.
+//!
+//! **The bound.** The synchronous part — lock wait, IMDS wait, every request and
+//! its token exchange — ends by the synchronous budget plus one IMDS request
+//! timeout (2 s): no request starts once the budget is spent, and the request under
+//! way ends within its timeout, token dance included (see [`crate::source::ec2`]).
+//! The netlink writes that follow take milliseconds.
 //!
 //! On a Kubernetes node with a VPC-native CNI ([`crate::kubernetes`]) the CNI's
 //! ENIs are left alone (the event is logged and skipped) and the primary's
@@ -25,11 +35,12 @@
 //! if nothing was applied for that family before; otherwise the last applied state
 //! is kept. An IMDS error never removes anything.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -139,43 +150,118 @@ struct Pending {
     event: LeaseEvent,
     /// When the whole budget ends, in milliseconds since the Unix epoch.
     deadline_ms: u64,
+    /// Written without the interface's lock by a hook that could not take it
+    /// within the synchronous budget: the worker bumps the event counter itself
+    /// once it has the lock, and handles the event (removal included).
+    #[serde(default)]
+    queued: bool,
 }
 
-fn pending_file(paths: &Paths, name: &IfName) -> PathBuf {
-    paths.run_dir().join("pending").join(format!("{name}.json"))
+/// `run/leasehook/handover/<ifname>.lock`: serialises the short read-check-write
+/// of a hand-over between a hook holding the interface's lock and a newer one
+/// queueing without it.
+const HANDOVER_LOCK: &str = "handover";
+
+/// Runs `f` under the interface's hand-over lock (waited for at most 1 s: it is
+/// only ever held for a file write and a fork).
+fn with_handover_lock<T>(paths: &Paths, name: &IfName, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let dir = paths
+        .run_folder(Some(HANDOVER_LOCK), true)?
+        .ok_or_else(|| Error::Io {
+            path: format!("{:?}", paths.run_dir().join(HANDOVER_LOCK)),
+            message: "vanished".to_owned(),
+        })?;
+    let file_name = format!("{name}.lock");
+    let file = dir
+        .open_lock(&file_name, 0o600)
+        .map_err(|p| dir.error(&file_name, &p))?;
+    let until = Instant::now() + Duration::from_secs(1);
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(fs::TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(crate::constants::HOOK_LOCK_POLL);
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(Error::Io {
+                    path: format!("{:?}", dir.path().join(&file_name)),
+                    message: "held for more than 1 s".to_owned(),
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(Error::io(&dir.path().join(&file_name), &e));
+            }
+        }
+    }
+    f()
 }
 
-fn generation_file(paths: &Paths, name: &IfName) -> PathBuf {
-    paths.run_dir().join("generation").join(name.as_str())
+/// `run/leasehook/pending/<ifname>.json`.
+const PENDING: &str = "pending";
+/// `run/leasehook/generation/<ifname>`.
+const GENERATION: &str = "generation";
+/// `run/leasehook/refreshed/<ifname>`.
+const REFRESHED: &str = "refreshed";
+/// The largest hand-over read (an event is well under 4 KiB).
+const MAX_PENDING_BYTES: u64 = 64 * 1024;
+/// The largest event counter read.
+const MAX_GENERATION_BYTES: u64 = 64;
+
+fn pending_name(name: &IfName) -> String {
+    format!("{name}.json")
 }
 
+/// The interface's event counter; 0 when missing. A counter that cannot be read
+/// (a symlink, a FIFO, garbage, `/dev/zero`) is logged and counts as 0: it only
+/// tells a worker whether a newer event came, and the hook rewrites it.
 fn read_generation(paths: &Paths, name: &IfName) -> u64 {
-    fs::read_to_string(generation_file(paths, name))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
+    match state::read_run_file(paths, Some(GENERATION), name.as_str(), MAX_GENERATION_BYTES) {
+        Ok(b) => b
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0),
+        Err(e) => {
+            log::warn!("{e}; the event counter starts again");
+            0
+        }
+    }
+}
+
+fn write_generation(paths: &Paths, name: &IfName, generation: u64) -> Result<()> {
+    state::write_run_file(
+        paths,
+        Some(GENERATION),
+        name.as_str(),
+        generation.to_string().as_bytes(),
+        0o600,
+    )
 }
 
 fn read_pending(paths: &Paths, name: &IfName) -> Option<Pending> {
-    let path = pending_file(paths, name);
-    let meta = fs::symlink_metadata(&path).ok()?;
-    if !meta.is_file() {
-        return None;
+    match state::read_run_file(paths, Some(PENDING), &pending_name(name), MAX_PENDING_BYTES) {
+        Ok(b) => serde_json::from_slice(&b?).ok(),
+        Err(e) => {
+            log::warn!("{e}; ignored");
+            None
+        }
     }
-    serde_json::from_slice(&fs::read(&path).ok()?).ok()
 }
 
 fn write_pending(paths: &Paths, name: &IfName, p: &Pending) -> Result<()> {
-    let path = pending_file(paths, name);
     let json = serde_json::to_vec(p).map_err(|e| Error::Io {
-        path: format!("{path:?}"),
+        path: format!(
+            "{:?}",
+            paths.run_dir().join(PENDING).join(pending_name(name))
+        ),
         message: e.to_string(),
     })?;
-    state::write_atomic(&path, &json)
+    state::write_run_file(paths, Some(PENDING), &pending_name(name), &json, 0o600)
 }
 
 fn remove_pending(paths: &Paths, name: &IfName) {
-    let _ = fs::remove_file(pending_file(paths, name));
+    if let Err(e) = state::remove_run_file(paths, Some(PENDING), &pending_name(name)) {
+        log::warn!("{e}");
+    }
 }
 
 /// Whether `pid` is a leasehook shim's worker for `name`, so that neither a recycled
@@ -190,17 +276,20 @@ fn is_our_worker(pid: u32, name: &IfName) -> bool {
 }
 
 /// Stops the interface's waiting worker, if any: a newer event supersedes it. The
-/// hand-over file is left to [`handle`], which drops it under the lock.
-fn supersede_worker(paths: &Paths, name: &IfName) {
-    let pid = read_pending(paths, name)
-        .and_then(|p| p.pid)
-        .filter(|pid| *pid != std::process::id() && is_our_worker(*pid, name));
+/// hand-over file is left to [`handle`], which drops it under the lock. A worker
+/// already in `signalled` is not signalled (nor logged) again: a stopped one
+/// (SIGSTOP) stays until continued, and one line says so, not one per look.
+fn supersede_worker(paths: &Paths, name: &IfName, signalled: &mut BTreeSet<u32>) {
+    let pid = read_pending(paths, name).and_then(|p| p.pid).filter(|pid| {
+        *pid != std::process::id() && !signalled.contains(pid) && is_our_worker(*pid, name)
+    });
     if let Some((pid, p)) = pid.and_then(|pid| {
         Some((
             pid,
             rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?,
         ))
     }) {
+        signalled.insert(pid);
         match rustix::process::kill_process(p, rustix::process::Signal::TERM) {
             Ok(()) => log::info!("stopped the waiting worker {pid}: a newer event supersedes it"),
             Err(e) => log::debug!("worker {pid} already gone ({e})"),
@@ -214,14 +303,64 @@ fn supersede_worker(paths: &Paths, name: &IfName) {
 /// before queueing, is not enough: a hook that held the lock then may hand over and
 /// start its worker only afterwards, and that worker, taking the lock first, would
 /// hold this event (and the DHCP client) for the rest of its wait.
-fn lock_for_event(paths: &Paths, name: &IfName) -> Result<state::InterfaceLock> {
+///
+/// The wait ends at `until`: `Ok(None)` when the lock is still busy then (a
+/// `refresh`, `apply` or `flush`, or a worker that does not stop, holds it).
+fn lock_for_event(
+    paths: &Paths,
+    name: &IfName,
+    until: Instant,
+    signalled: &mut BTreeSet<u32>,
+) -> Result<Option<state::InterfaceLock>> {
+    let mut waiting = false;
     loop {
         if let Some(lock) = state::try_lock_interface(paths, name)? {
-            return Ok(lock);
+            return Ok(Some(lock));
         }
-        supersede_worker(paths, name);
+        supersede_worker(paths, name, signalled);
+        if !waiting {
+            log::debug!("{name}: the interface's lock is busy; waiting for it");
+            waiting = true;
+        }
+        if Instant::now() >= until {
+            return Ok(None);
+        }
         std::thread::sleep(crate::constants::HOOK_LOCK_POLL);
     }
+}
+
+/// Hands an event whose lock stayed busy for the whole synchronous budget to a
+/// worker (without the lock: under the hand-over lock only), which takes the lock
+/// within the total budget and handles the event.
+fn queue_for_worker(
+    paths: &Paths,
+    event: &LeaseEvent,
+    cfg: &HookConfig,
+    worker: &Path,
+    started_ms: u64,
+) -> Result<HookOutcome> {
+    let name = &event.interface;
+    let deadline_ms =
+        started_ms.saturating_add(u64::try_from(cfg.budget.as_millis()).unwrap_or(u64::MAX));
+    let mut pending = Pending {
+        generation: 0,
+        pid: None,
+        event: event.clone(),
+        deadline_ms,
+        queued: true,
+    };
+    let pid = with_handover_lock(paths, name, || {
+        write_pending(paths, name, &pending)?;
+        let pid = spawn_worker(worker, name)?;
+        pending.pid = Some(pid);
+        write_pending(paths, name, &pending)?;
+        Ok(pid)
+    })?;
+    log::warn!(
+        "{name}: the interface's lock is still held after {} ms (a refresh, apply or flush, or a worker that does not stop); worker {pid} takes the event and waits for the lock within the budget",
+        cfg.sync_budget.as_millis()
+    );
+    Ok(HookOutcome::Deferred(pid))
 }
 
 /// The OS's links with a MAC, for the `cloud-init` profile, which numbers a NIC by
@@ -349,14 +488,21 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
         }
     }
     let started = state::unix_ms();
+    let t0 = Instant::now();
+    let sync_end = t0 + cfg.sync_budget;
     let paths = Paths::new(&cfg.root);
-    supersede_worker(&paths, &event.interface);
-    let _lock = lock_for_event(&paths, &event.interface)?;
-    let generation = read_generation(&paths, &event.interface) + 1;
-    state::write_atomic(
-        &generation_file(&paths, &event.interface),
-        generation.to_string().as_bytes(),
-    )?;
+    let mut signalled = BTreeSet::new();
+    supersede_worker(&paths, &event.interface, &mut signalled);
+    let Some(_lock) = lock_for_event(&paths, &event.interface, sync_end, &mut signalled)? else {
+        return queue_for_worker(&paths, event, cfg, worker, started);
+    };
+    let generation = read_generation(&paths, &event.interface).saturating_add(1);
+    if let Err(e) = write_generation(&paths, &event.interface, generation) {
+        // A full run/leasehook must not keep a RELEASE from removing what it
+        // should: the counter only tells a waiting worker to stand down, and its
+        // hand-over is dropped below anyway.
+        log::warn!("{e}; going on without the event counter");
+    }
     // A hand-over still here is older than this event: drop it now, under the lock.
     // Its worker, if it has not taken the lock yet, then finds none and stands
     // down; left in place, it would outlive that worker (the soak test found such
@@ -377,7 +523,9 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     let os = os_links(&mut applier, cfg)?;
     let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
     let nic = nic_event(event, &link, &os)?;
-    match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget)) {
+    // What the lock wait left of the synchronous budget.
+    let left = sync_end.saturating_duration_since(Instant::now());
+    match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left)) {
         Outcome::Complete(network) => apply_outcome(
             &mut applier,
             &paths,
@@ -397,13 +545,26 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
                 pid: None,
                 event: event.clone(),
                 deadline_ms,
+                queued: false,
             };
-            write_pending(&paths, &event.interface, &pending)?;
-            let pid = spawn_worker(worker, &event.interface)?;
-            pending.pid = Some(pid);
-            write_pending(&paths, &event.interface, &pending)?;
-            log::info!("IMDS does not agree with the lease yet; worker {pid} finishes the wait");
-            Ok(HookOutcome::Deferred(pid))
+            let name = &event.interface;
+            with_handover_lock(&paths, name, || {
+                // A newer event that could not take the lock queued itself
+                // meanwhile: it supersedes this one, whose worker is not started.
+                if read_pending(&paths, name).is_some_and(|p| p.queued) {
+                    return Ok(HookOutcome::Kept(
+                        "a newer event is queued for this interface; it applies instead".to_owned(),
+                    ));
+                }
+                write_pending(&paths, name, &pending)?;
+                let pid = spawn_worker(worker, name)?;
+                pending.pid = Some(pid);
+                write_pending(&paths, name, &pending)?;
+                log::info!(
+                    "IMDS does not agree with the lease yet; worker {pid} finishes the wait"
+                );
+                Ok(HookOutcome::Deferred(pid))
+            })
         }
         Outcome::Partial { network, missing } => {
             log_missing(&missing);
@@ -456,23 +617,27 @@ pub enum RefreshOutcome {
 /// `<root>/run/leasehook/refreshed/<ifname>`: its modification time is when the
 /// interface was last refreshed (the file stays empty; refreshing rewrites nothing).
 pub fn refresh_stamp(paths: &Paths, name: &IfName) -> PathBuf {
-    paths.run_dir().join("refreshed").join(name.as_str())
+    paths.run_dir().join(REFRESHED).join(name.as_str())
 }
 
-fn touch(path: &Path) {
-    let stamp = || -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        let f = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)?;
-        f.set_modified(std::time::SystemTime::now())
-    };
-    if let Err(e) = stamp() {
-        log::debug!("{path:?}: {e}");
+/// When the interface was last refreshed (`None`: never, or the stamp is unusable,
+/// which is logged).
+pub fn refreshed_at(paths: &Paths, name: &IfName) -> Option<std::time::SystemTime> {
+    state::run_file_modified(paths, REFRESHED, name.as_str())
+        .inspect_err(|e| log::warn!("{e}"))
+        .ok()
+        .flatten()
+}
+
+fn touch(paths: &Paths, name: &IfName) {
+    if let Err(e) = state::touch_run_file(paths, REFRESHED, name.as_str()) {
+        log::warn!("{e}");
+    }
+}
+
+fn remove_stamp(paths: &Paths, name: &IfName) {
+    if let Err(e) = state::remove_run_file(paths, Some(REFRESHED), name.as_str()) {
+        log::warn!("{e}");
     }
 }
 
@@ -544,7 +709,7 @@ fn refresh_one(
     let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
         let report = apply::teardown(applier, &name, None, Some(st))?;
         state::remove_state(paths, &name)?;
-        let _ = fs::remove_file(refresh_stamp(paths, &name));
+        remove_stamp(paths, &name);
         log::info!(
             "{name}: no link has {} any more; removed {} object(s)",
             st.mac,
@@ -578,7 +743,7 @@ fn refresh_one(
     // One client per NIC, bound to it; the token comes from the shared cache.
     let ec2 = nic_client(cfg, &to, &leases)?;
     let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget));
-    touch(&refresh_stamp(paths, &to));
+    touch(paths, &to);
     let network = match outcome {
         Outcome::Complete(network) => network,
         Outcome::Partial { missing, .. } => {
@@ -608,7 +773,7 @@ fn refresh_one(
         // name's rules go, the new name gets the plan.
         removed = apply::teardown(applier, &name, None, Some(st))?;
         state::remove_state(paths, &name)?;
-        let _ = fs::remove_file(refresh_stamp(paths, &name));
+        remove_stamp(paths, &name);
         previous = None;
         log::info!(
             "{name}: its MAC {} is {to} now; moved its policy routing",
@@ -700,8 +865,30 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
     // terminal going away, must not stop the wait.
     let _ = rustix::process::setsid();
     let paths = Paths::new(&cfg.root);
-    let _lock = state::lock_interface(&paths, name)?;
-    let Some(pending) = read_pending(&paths, name) else {
+    // The lock is waited for until the hand-over's deadline at most: a process
+    // that never lets it go (a stopped `refresh`) must not keep a worker forever.
+    let deadline_ms = read_pending(&paths, name).map_or_else(
+        || {
+            state::unix_ms()
+                .saturating_add(u64::try_from(cfg.budget.as_millis()).unwrap_or(u64::MAX))
+        },
+        |p| p.deadline_ms,
+    );
+    let until =
+        Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(state::unix_ms()));
+    let _lock = loop {
+        if let Some(lock) = state::try_lock_interface(&paths, name)? {
+            break lock;
+        }
+        if Instant::now() >= until {
+            return Err(Error::Io {
+                path: format!("{:?}", paths.lock_file(name)),
+                message: "still held when the budget ended: the event is dropped (the next event or refresh applies it)".to_owned(),
+            });
+        }
+        std::thread::sleep(WORKER_LOCK_POLL);
+    };
+    let Some(mut pending) = read_pending(&paths, name) else {
         return Ok(HookOutcome::Kept(
             "no pending event (superseded)".to_owned(),
         ));
@@ -714,7 +901,23 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
             "the pending event belongs to worker {pid}"
         )));
     }
-    if pending.generation != read_generation(&paths, name) {
+    if pending.queued {
+        // Queued by a hook that could not take the lock: this is the event's
+        // first handling under the lock, so it counts as a new event here.
+        let generation = read_generation(&paths, name).saturating_add(1);
+        if let Err(e) = write_generation(&paths, name, generation) {
+            log::warn!("{e}; going on without the event counter");
+        }
+        pending.generation = generation;
+        pending.queued = false;
+        if pending.event.action() == Action::Remove {
+            remove_pending(&paths, name);
+            let mut applier = NetlinkApplier::try_new()?;
+            return remove(&mut applier, &paths, &pending.event).map(HookOutcome::Removed);
+        }
+        // Kept while the wait lasts, so that a newer event can stop this worker.
+        write_pending(&paths, name, &pending)?;
+    } else if pending.generation != read_generation(&paths, name) {
         remove_pending(&paths, name);
         return Ok(HookOutcome::Kept(
             "a newer event superseded this one".to_owned(),
@@ -1012,17 +1215,39 @@ fn remove<A: Applier>(applier: &mut A, paths: &Paths, event: &LeaseEvent) -> Res
     Ok(report)
 }
 
-/// Starts the detached worker. Its standard input and output are closed; standard
-/// error stays the shim's (where the log goes when there is no journal or syslog).
+/// How often a worker looks at the interface's lock again.
+const WORKER_LOCK_POLL: Duration = Duration::from_millis(50);
+
+/// Starts the detached worker. Its standard input and output are closed. Its
+/// standard error is the shim's only when that is a file or a terminal (where the
+/// log goes when there is no journal or syslog); a pipe or socket is not passed
+/// on, or a caller reading the shim's standard error to its end would wait for
+/// the worker (up to the whole budget).
 fn spawn_worker(exe: &Path, name: &IfName) -> Result<u32> {
+    let stderr = if stderr_is_file_or_terminal() {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
+    };
     let child = Command::new(exe)
         .arg("--worker")
         .arg(name.as_str())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .map_err(|e| Error::io(exe, &e))?;
     Ok(child.id())
+}
+
+fn stderr_is_file_or_terminal() -> bool {
+    use std::os::fd::AsFd as _;
+    rustix::fs::fstat(std::io::stderr().as_fd()).is_ok_and(|st| {
+        matches!(
+            rustix::fs::FileType::from_raw_mode(st.st_mode),
+            rustix::fs::FileType::RegularFile | rustix::fs::FileType::CharacterDevice
+        )
+    })
 }
 
 /// The process environment as an [`Env`](crate::event::Env). Variables whose name

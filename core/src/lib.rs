@@ -41,6 +41,7 @@ pub mod diff;
 pub mod error;
 pub mod event;
 pub mod example;
+pub mod fs;
 pub mod gate;
 pub mod hook;
 pub mod instance_data;

@@ -228,11 +228,19 @@ impl World {
         let hook = crate::workspace_root().join("hooks/dhcpcd/90-leasehook");
         let body = std::fs::read_to_string(&hook).unwrap_or_else(|e| panic!("{hook:?}: {e}"));
         write(&hooks.join("90-leasehook"), &body, "644");
-        // No ARP probe (5 s); ask for the options the hostile test fills.
+        // Sourced before leasehook's hook: what the hooks' environment holds
+        // ([`World::recorded_hook_env`]), recorded without a shell reading a value.
+        write(
+            &hooks.join("00-record-env"),
+            &record_env_hook(&self.dir.0.join(format!("{tag}.hook-env"))),
+            "644",
+        );
+        // No ARP probe (5 s); ask for the options the hostile test fills, the
+        // private option 224 as a string dhcpcd hands to its hooks.
         let conf = if v6 {
             "noarp\nnoipv6rs\nia_na 1\n"
         } else {
-            "noarp\noption domain_name, domain_search, host_name\n"
+            "noarp\noption domain_name, domain_search, host_name\ndefine 224 string lh_hostile\noption lh_hostile\n"
         };
         let conf = self.dir.file(&format!("{tag}.conf"), conf);
         let log = std::fs::File::create(self.dir.0.join(format!("{tag}.log")))
@@ -286,11 +294,31 @@ impl World {
         let script = crate::workspace_root().join("hooks/udhcpc/leasehook.script");
         let log = std::fs::File::create(self.dir.0.join(format!("{tag}.log")))
             .unwrap_or_else(|e| panic!("udhcpc log: {e}"));
-        let mut cmd = self.supervisor(
-            UDHCPC_SUPERVISOR,
-            &self.settings("LEASEHOOK_UDHCPC", "leasehook-udhcpc"),
+        // The default script leasehook's script chains to, behind a recorder of
+        // the environment udhcpc gives its script ([`World::recorded_hook_env`]).
+        let default = self.dir.0.join(format!("{tag}-default.script"));
+        write(
+            &default,
+            &format!(
+                "#!/bin/sh\n{}exec /etc/udhcpc/default.script \"$@\"\n",
+                record_env_hook(&self.dir.0.join(format!("{tag}.hook-env")))
+            ),
+            "755",
         );
-        cmd.arg("-i").arg(iface).arg("-s").arg(&script);
+        let mut env = self.settings("LEASEHOOK_UDHCPC", "leasehook-udhcpc");
+        env.push((
+            "LEASEHOOK_UDHCPC_DEFAULT".to_owned(),
+            default.display().to_string(),
+        ));
+        let mut cmd = self.supervisor(UDHCPC_SUPERVISOR, &env);
+        // -O 224: ask for the private option the hostile test fills (udhcpc
+        // hands it to its script as opt224, in hex).
+        cmd.arg("-i")
+            .arg(iface)
+            .arg("-O")
+            .arg("224")
+            .arg("-s")
+            .arg(&script);
         cmd.stdout(Stdio::null()).stderr(log);
         let child = cmd
             .spawn()
@@ -342,8 +370,39 @@ pub const SECONDARY_ROUTES: [&str; 2] = [
     "10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176",
 ];
 
+/// Shell lines that append the environment to `file`, NUL-separated, one empty
+/// entry after each run (`env -0`: no value is read by a shell).
+fn record_env_hook(file: &std::path::Path) -> String {
+    let f = file.display();
+    format!("/usr/bin/env -0 >> '{f}'\nprintf '\\0' >> '{f}'\n")
+}
+
+/// The value of the private option 224 that [`hostile_options`] sends.
+pub fn hostile_private_option(marker: &std::path::Path) -> String {
+    let m = marker.display();
+    format!("x;$(touch {m})|`touch {m}`&")
+}
+
+impl World {
+    /// Every `KEY=VALUE` of the environments `client`'s hooks got on `iface`
+    /// (recorded beside leasehook's hook by dhcpcd's and udhcpc's worlds).
+    pub fn recorded_hook_env(&self, client: &str, iface: &str) -> Vec<String> {
+        let file = self.dir.0.join(format!(
+            "{}.hook-env",
+            Self::client_tag(client, iface, false)
+        ));
+        String::from_utf8_lossy(&std::fs::read(file).unwrap_or_default())
+            .split('\0')
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
 /// DHCP options whose values would run `touch MARKER` if any reached a shell:
-/// `$(...)`, backticks, `;`, and a newline (as hex, so dnsmasq sends it raw).
+/// `$(...)`, backticks, `;`, and a newline (as hex, so dnsmasq sends it raw), and
+/// the private option 224 ([`hostile_private_option`]), which the clients hand to
+/// their hooks as they got it (escaped or hex-encoded), so a test can prove it
+/// arrived.
 pub fn hostile_options(marker: &std::path::Path) -> Vec<String> {
     let m = marker.display().to_string();
     let hex_with_newline: String = format!("x\n$(touch {m})\n")
@@ -356,6 +415,7 @@ pub fn hostile_options(marker: &std::path::Path) -> Vec<String> {
         format!("dhcp-option=option:domain-search,a$(touch {m}).example"),
         format!("dhcp-option=12,`touch {m}`;x"),
         format!("dhcp-option=15,{hex_with_newline}"),
+        format!("dhcp-option=224,\"{}\"", hostile_private_option(marker)),
     ]
 }
 
@@ -390,4 +450,72 @@ impl World {
             self.inst.addresses()
         )
     }
+}
+
+/// Values that would run `touch MARKER` (or change what a hook does) if a hook
+/// file let a shell interpret them: command substitution, backticks, `;`, `|`, `&`,
+/// a newline, quotes, `$IFS`, globs, an option-like value, a backslash. For the
+/// hook-file tests (`tests/tests/hooks.rs`, `client_hooks.rs`), which set them as
+/// the client's variables and arguments and check that the shim got each one
+/// byte for byte and no shell ran one.
+pub fn hostile_values(marker: &std::path::Path) -> Vec<String> {
+    let m = marker.display();
+    vec![
+        format!("$(touch {m})"),
+        format!("`touch {m}`"),
+        format!("x; touch {m}"),
+        format!("x | touch {m}"),
+        format!("x && touch {m} &"),
+        format!("x\ntouch {m}\n"),
+        format!("'\"$(touch {m})\"'"),
+        format!("${{IFS}}$(touch{{,}}{m})"),
+        "*".to_owned(),
+        "-e".to_owned(),
+        format!("\\$(touch {m})\\"),
+        format!("eth1 $(touch {m}) --worker eth1"),
+    ]
+}
+
+/// A fake shim for the hook-file tests: an executable in `dir` that records its
+/// environment (`env -0`, no shell expansion of any value) and its arguments (one
+/// per NUL) and exits with `status`.
+pub fn env_recorder(dir: &std::path::Path, status: u8) -> std::path::PathBuf {
+    let path = dir.join("recorder");
+    let env = dir.join("seen.env");
+    let args = dir.join("seen.args");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n/usr/bin/env -0 > '{}'\nprintf '%s\\0' \"$@\" > '{}'\nexit {status}\n",
+            env.display(),
+            args.display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    path
+}
+
+/// What an [`env_recorder`] saw: its environment (`KEY`, `VALUE`) and its arguments.
+pub type Recorded = (Vec<(String, String)>, Vec<String>);
+
+/// What the [`env_recorder`] in `dir` saw; `None` when it did not run.
+pub fn recorded(dir: &std::path::Path) -> Option<Recorded> {
+    let env = std::fs::read(dir.join("seen.env")).ok()?;
+    let args = std::fs::read(dir.join("seen.args")).unwrap_or_default();
+    let split = |b: &[u8]| -> Vec<String> {
+        b.split(|c| *c == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect()
+    };
+    let env = split(&env)
+        .into_iter()
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        })
+        .collect();
+    Some((env, split(&args)))
 }

@@ -45,6 +45,25 @@ pub fn run(cmd: &mut Command) -> Output {
     out
 }
 
+/// Parses what `ip -j` printed. Output that is not JSON fails the test, loudly:
+/// read as "nothing", it would let every "nothing left behind" check pass.
+pub fn parse_ip_json(what: &str, stdout: &[u8]) -> Value {
+    serde_json::from_slice(stdout).unwrap_or_else(|e| {
+        panic!(
+            "`{what}` printed something that is not JSON ({e}): {:?}",
+            String::from_utf8_lossy(stdout)
+        )
+    })
+}
+
+/// Whether a file name is a temporary file a writer leaves when it dies between
+/// creating and renaming: the `tempfile` crate's `.tmpXXXXXX` (hooks, state files
+/// of older builds) and [`leasehook_core::fs`]'s `.NAME.PID.SEQ.NANOS.tmp` (the
+/// boot stage and every run-time file).
+pub fn is_temp_file(name: &str) -> bool {
+    name.starts_with(".tmp") || leasehook_core::fs::is_temp_name(name)
+}
+
 /// A named network namespace, deleted (with everything in it) when dropped.
 #[derive(Debug)]
 pub struct Netns {
@@ -77,7 +96,18 @@ impl Netns {
             .arg("-n")
             .arg(&self.name)
             .args(args));
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(Vec::new()))
+        parse_ip_json(
+            &format!("ip -j -n {} {}", self.name, args.join(" ")),
+            &out.stdout,
+        )
+    }
+
+    /// [`Netns::ip_json`] for a command whose answer is a list.
+    fn ip_list(&self, args: &[&str]) -> Vec<Value> {
+        match self.ip_json(args) {
+            Value::Array(items) => items,
+            other => panic!("`ip -j {}` did not answer a list: {other}", args.join(" ")),
+        }
     }
 
     /// A command that runs inside the namespace (`ip netns exec NS PROGRAM`).
@@ -107,7 +137,8 @@ impl Netns {
     pub fn rules(&self) -> Vec<String> {
         let mut out = Vec::new();
         for fam in ["-4", "-6"] {
-            if let Value::Array(rules) = self.ip_json(&[fam, "rule"]) {
+            {
+                let rules = self.ip_list(&[fam, "rule"]);
                 out.extend(rules.iter().map(|r| {
                     let src = r["src"].as_str().unwrap_or("all");
                     let len = r["srclen"]
@@ -131,7 +162,8 @@ impl Netns {
     pub fn routes(&self) -> Vec<String> {
         let mut out = Vec::new();
         for fam in ["-4", "-6"] {
-            if let Value::Array(routes) = self.ip_json(&[fam, "route", "show", "table", "all"]) {
+            {
+                let routes = self.ip_list(&[fam, "route", "show", "table", "all"]);
                 out.extend(
                     routes
                         .iter()
@@ -161,8 +193,8 @@ impl Netns {
     /// `ip -j address`, as `dev addr/len` lines (link-local IPv6 left out).
     pub fn addresses(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if let Value::Array(links) = self.ip_json(&["address"]) {
-            for l in links {
+        {
+            for l in self.ip_list(&["address"]) {
                 let dev = l["ifname"].as_str().unwrap_or("?");
                 for a in l["addr_info"].as_array().into_iter().flatten() {
                     if a["scope"].as_str() != Some("link") && a["scope"].as_str() != Some("host") {
@@ -245,5 +277,51 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ip_json_that_is_not_json_fails_loudly() {
+        assert_eq!(
+            parse_ip_json("ip -j rule", b"[]\n"),
+            Value::Array(Vec::new())
+        );
+        for bad in [
+            &b""[..],
+            b"[",
+            b"Error: ipv4: FIB table does not exist.",
+            b"[{\"a\":1}",
+        ] {
+            let caught = std::panic::catch_unwind(|| parse_ip_json("ip -j rule", bad));
+            assert!(
+                caught.is_err(),
+                "{:?} was read as JSON",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn temporary_files_of_every_writer_are_recognised() {
+        for name in [
+            ".tmpA1b2C3",
+            ".boot.json.4242.0.1a2b3c4d.tmp",
+            ".eth1.json.7.12.00000000.tmp",
+        ] {
+            assert!(is_temp_file(name), "{name}");
+        }
+        for name in [
+            "eth1.json",
+            "boot.json",
+            "eth1.json.corrupt",
+            ".hidden",
+            "x.tmp",
+        ] {
+            assert!(!is_temp_file(name), "{name}");
+        }
     }
 }

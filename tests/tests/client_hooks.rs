@@ -134,3 +134,120 @@ fn nm_dispatcher_script_hands_on_its_two_arguments() {
     assert_eq!(status.code(), Some(3));
     assert_eq!(calls(&dir), "shim -- eth1 dhcp4-change reason=\n");
 }
+
+/// Runs one hook with hostile values in its client's variables and arguments;
+/// returns what its shim saw (`None`: not run) and whether a shell ran a value.
+fn hostile_run(
+    build: impl Fn(&std::path::Path, &std::path::Path) -> Command,
+) -> Vec<(String, Option<leasehook_tests::clients::Recorded>)> {
+    use leasehook_tests::clients::{env_recorder, hostile_values, recorded};
+    let mut seen = Vec::new();
+    for value in hostile_values(std::path::Path::new("/nonexistent-placeholder")) {
+        let dir = TempDir::new("hostileclient");
+        let marker = dir.0.join("pwned");
+        let value = value.replace("/nonexistent-placeholder", marker.to_str().unwrap());
+        let shim = env_recorder(&dir.0, 3);
+        let mut cmd = build(&shim, &dir.0);
+        for v in [
+            "interface",
+            "new_ip_address",
+            "new_domain_name",
+            "new_host_name",
+            "ip",
+            "domain",
+            "hostname",
+            "router",
+            "IFACE",
+            "DHCP4_HOST_NAME",
+        ] {
+            cmd.env(v, &value);
+        }
+        cmd.env("HOSTILE", &value).current_dir(&dir.0);
+        let out = cmd.output().unwrap();
+        assert!(!marker.exists(), "{value:?} reached a shell: {out:?}");
+        seen.push((value, recorded(&dir.0)));
+    }
+    seen
+}
+
+fn env_has(env: &[(String, String)], value: &str, vars: &[&str]) -> bool {
+    vars.iter()
+        .all(|v| env.iter().any(|(k, got)| k == v && got == value))
+}
+
+#[test]
+fn hostile_values_reach_every_client_shim_unchanged_and_no_shell() {
+    // dhcpcd: sourced by dhcpcd-run-hooks.
+    let hook = workspace_root().join("hooks/dhcpcd/90-leasehook");
+    for (value, seen) in hostile_run(|shim, _| {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg("for hook in \"$HOOK\"; do . \"$hook\"; done")
+            .env("HOOK", &hook)
+            .env("LEASEHOOK_DHCPCD", shim)
+            .env("reason", "BOUND");
+        c
+    }) {
+        let (env, _) = seen.unwrap_or_else(|| panic!("dhcpcd: no shim run for {value:?}"));
+        assert!(
+            env_has(
+                &env,
+                &value,
+                &["interface", "new_ip_address", "new_domain_name"]
+            ),
+            "dhcpcd {value:?}"
+        );
+    }
+    // udhcpc: run as the client's script, the event hostile too.
+    let script = workspace_root().join("hooks/udhcpc/leasehook.script");
+    for (value, seen) in hostile_run(|shim, dir| {
+        let ok = dir.join("default-ok");
+        std::fs::write(&ok, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&ok, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg("exec \"$SCRIPT\" \"$HOSTILE\"")
+            .env("SCRIPT", &script)
+            .env("LEASEHOOK_UDHCPC", shim)
+            .env("LEASEHOOK_UDHCPC_DEFAULT", &ok);
+        c
+    }) {
+        let (env, args) = seen.unwrap_or_else(|| panic!("udhcpc: no shim run for {value:?}"));
+        assert!(
+            env_has(
+                &env,
+                &value,
+                &["interface", "ip", "domain", "hostname", "router"]
+            ),
+            "udhcpc {value:?}"
+        );
+        assert_eq!(args, ["--", value.as_str()], "udhcpc {value:?}");
+    }
+    // NetworkManager: the dispatcher's two arguments, hostile.
+    let nm = workspace_root().join("hooks/networkmanager/90-leasehook");
+    for (value, seen) in hostile_run(|shim, _| {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg("exec \"$NM_HOOK\" \"$HOSTILE\" \"$HOSTILE\"")
+            .env("NM_HOOK", &nm)
+            .env("LEASEHOOK_NM", shim);
+        c
+    }) {
+        let (env, args) = seen.unwrap_or_else(|| panic!("nm: no shim run for {value:?}"));
+        assert!(
+            env_has(&env, &value, &["IFACE", "DHCP4_HOST_NAME"]),
+            "nm {value:?}"
+        );
+        assert_eq!(args, ["--", value.as_str(), value.as_str()], "nm {value:?}");
+    }
+    // networkd-dispatcher: run with its variables set.
+    let nd = workspace_root().join("hooks/networkd-dispatcher/50-leasehook");
+    for (value, seen) in hostile_run(|shim, _| {
+        let mut c = Command::new(&nd);
+        c.env("LEASEHOOK_NETWORKD", shim).env("STATE", "routable");
+        c
+    }) {
+        let (env, _) = seen.unwrap_or_else(|| panic!("networkd: no shim run for {value:?}"));
+        assert!(env_has(&env, &value, &["IFACE"]), "networkd {value:?}");
+    }
+}

@@ -308,10 +308,33 @@ fn hostile_dhcp_options_reach_no_shell() {
             format!("dhcp-option=option:domain-search,a$(touch {m}).example"),
             format!("dhcp-option=12,`touch {m}`;x"),
             format!("dhcp-option=15,{hex_with_newline}"),
+            // A private option dhclient does not sanitise as a name: declared as
+            // a string below, it reaches the hook's environment as
+            // new_lh_hostile (issue 18, item 11: prove the value arrives).
+            format!("dhcp-option=224,\"x;$(touch {m})|`touch {m}`&\""),
         ],
         ..WorldOptions::default()
     };
     let mut w = World::new("hostile", &opts);
+    // dhclient asks for option 224 and hands it to its script; a recorder sourced
+    // by dhclient-script beside leasehook's exit hook keeps the environment both
+    // see (`env -0`: no shell reads a value).
+    let etc = std::path::PathBuf::from("/etc/netns")
+        .join(&w.inst.name)
+        .join("dhcp");
+    let mut conf = std::fs::read_to_string(etc.join("dhclient.conf")).unwrap();
+    conf.push_str("\noption lh-hostile code 224 = string;\nalso request lh-hostile;\n");
+    std::fs::write(etc.join("dhclient.conf"), conf).unwrap();
+    let seen = w.dir.0.join("hook-env");
+    std::fs::write(
+        etc.join("dhclient-exit-hooks.d/00-record-env"),
+        format!(
+            "/usr/bin/env -0 >> '{}'\nprintf '\\0' >> '{}'\n",
+            seen.display(),
+            seen.display()
+        ),
+    )
+    .unwrap();
     w.bind("eth0", false);
     w.bind("eth1", false);
     assert!(
@@ -320,6 +343,17 @@ fn hostile_dhcp_options_reach_no_shell() {
         w.log("eth1", false)
     );
     assert!(!marker.exists(), "a hostile option reached a shell");
+    let env = String::from_utf8_lossy(&std::fs::read(&seen).unwrap_or_default()).into_owned();
+    // dhclient hands it on with its shell characters backslash-escaped; leasehook's
+    // hook and shim get exactly this, and run none of it.
+    let want = format!("new_lh_hostile=x;\\$(touch {m})\\|\\`touch {m}\\`\\&");
+    assert!(
+        env.split('\0').any(|kv| kv == want),
+        "option 224 did not reach the hook's environment as {want:?}: {:?}",
+        env.split('\0')
+            .filter(|kv| kv.starts_with("new_lh"))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]

@@ -139,4 +139,17 @@ fn hostile_dhcp_options_reach_no_shell() {
     let mut w = World::new("dhcpcdhostile", &opts);
     up(&mut w);
     assert!(!marker.exists(), "a hostile option reached a shell");
+    // The private option 224 reached the hooks' environment (issue 18, item 11),
+    // as dhcpcd hands it on (shell characters escaped).
+    let sent = leasehook_tests::clients::hostile_private_option(&marker);
+    let env = w.recorded_hook_env("dhcpcd", "eth1");
+    let got: Vec<&String> = env
+        .iter()
+        .filter(|kv| kv.starts_with("new_lh_hostile="))
+        .collect();
+    assert!(
+        got.iter()
+            .any(|kv| kv.contains("touch") && kv.contains(&marker.display().to_string())),
+        "option 224 ({sent:?}) did not reach the hook's environment: {got:?}"
+    );
 }

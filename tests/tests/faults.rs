@@ -220,7 +220,13 @@ fn files_under(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
                 stack.push(p);
             } else if m.is_file() {
                 let rel = p.strip_prefix(root).unwrap_or(&p).to_path_buf();
-                out.insert(rel, std::fs::read(&p).unwrap_or_default());
+                // A huge (sparse) file planted by a row is never read.
+                let body = if m.len() > 1 << 20 {
+                    format!("<{} bytes>", m.len()).into_bytes()
+                } else {
+                    std::fs::read(&p).unwrap_or_default()
+                };
+                out.insert(rel, body);
             }
         }
     }
@@ -306,7 +312,7 @@ fn check(row: &Row) {
         .keys()
         .filter(|p| {
             p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(".tmp"))
+                .is_some_and(|n| leasehook_tests::netns::is_temp_file(&n.to_string_lossy()))
         })
         .collect();
     assert!(temps.is_empty(), "temporary files left: {temps:?}; {ctx}");
@@ -643,14 +649,15 @@ matrix! {
     disk_full_cache => Row {
         name: "disk_full_cache",
         fault: "disk full on the cache folder (`var/lib/leasehook`, a full tmpfs) at the first boot",
-        does: "the datasource is used and instance-data written; the cache write fails with an error naming the folder",
-        exit: Some(0),
+        does: "the datasource is used and instance-data written; the failed cache write is an error naming the folder, kept in `boot.json` and shown by `leasehook status` (exit 4: the next boot has no fallback)",
+        exit: Some(4),
         kernel: Kernel::NotInvolved,
         files: &[
             FileWant::Absent(RECORD),
             FileWant::Holds(INSTANCE_DATA, "\"instance_id\": \"i-87018aed\""),
+            FileWant::Holds("run/leasehook/boot.json", "\"cache_errors\""),
         ],
-        log: "No space left on device",
+        log: "cache NOT written: ",
         not_in_log: "",
         max_secs: 5.0,
         run: run_disk_full_cache,
@@ -920,6 +927,149 @@ matrix! {
         max_secs: 3.0,
         run: run_gate_from_all_rule_flushed,
     };
+
+    // --- Issue 18, items 5-10: bounded hooks ---------------------------------------
+    #[cfg(feature = "netns")]
+    bound_token_dance => Row {
+        name: "bound_token_dance",
+        fault: "IMDS slow and refusing the cached token: every answer takes 1.5 s, the stale token gets a 401 (401, token PUT, GET again), the budget is 1 s",
+        does: "the token dance is one request: all of it ends within one request timeout (2 s), so the DHCP client is held at most the budget plus 2 s; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "timed out (whole request",
+        not_in_log: "",
+        max_secs: 3.5,
+        run: || imds_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest", "delay": 1.5}]})), None),
+    };
+    #[cfg(feature = "netns")]
+    bound_no_request_after_budget => Row {
+        name: "bound_no_request_after_budget",
+        fault: "IMDS answers 500 after 0.9 s, then never answers; the budget is 1 s",
+        does: "no request starts once the budget is spent (nor after a pause that would end after it): one request, then the last applied state is kept",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "HTTP 500; keeping the last applied state",
+        not_in_log: "timed out",
+        max_secs: 2.0,
+        run: run_no_request_after_budget,
+    };
+    #[cfg(feature = "netns")]
+    bound_fifo_generation => Row {
+        name: "bound_fifo_generation",
+        fault: "a FIFO at `run/leasehook/generation/eth1` (RENEW)",
+        does: "never opens it blocking: the counter is unreadable, so it starts again and the FIFO is replaced by a file; the event applies",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Holds("run/leasehook/generation/eth1", "1")],
+        log: "generation/eth1\": is a special file; the event counter starts again",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || run_planted(Plant::Fifo("run/leasehook/generation/eth1")),
+    };
+    #[cfg(feature = "netns")]
+    bound_fifo_lock => Row {
+        name: "bound_fifo_lock",
+        fault: "a FIFO at `run/leasehook/lock/eth1.lock` (RENEW)",
+        does: "refuses the lock file at once with an error naming it (a lock it cannot trust is never taken or replaced); nothing changed",
+        exit: Some(1),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "lock/eth1.lock\": is a special file",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || run_planted(Plant::Fifo("run/leasehook/lock/eth1.lock")),
+    };
+    #[cfg(feature = "netns")]
+    bound_symlinked_run_dir => Row {
+        name: "bound_symlinked_run_dir",
+        fault: "`run/leasehook` is a symlink to another folder (RENEW)",
+        does: "refuses it with an error naming it; nothing is read or written through it, nothing changed",
+        exit: Some(1),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Absent("outside/lock"), FileWant::Absent("outside/generation"), FileWant::Absent("outside/iface")],
+        log: "run/leasehook\": is a symlink, which is never followed; refusing to use it",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || run_planted(Plant::SymlinkedRunDir),
+    };
+    #[cfg(feature = "netns")]
+    bound_huge_state => Row {
+        name: "bound_huge_state",
+        fault: "`run/leasehook/iface/eth1.json` is 1.5 GB (sparse) and `run/leasehook/generation/eth1` a symlink to `/dev/zero` (RENEW)",
+        does: "reads neither: the state file is refused by its size and set aside, the link is not followed; the kernel, observed, needs no change, and the state is recorded again",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[
+            FileWant::Holds(STATE, "10.98.1.21/32"),
+            FileWant::Holds("run/leasehook/iface/eth1.json.corrupt", ""),
+        ],
+        log: "is larger than 4194304 bytes; set aside",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || run_planted(Plant::HugeState),
+    };
+    #[cfg(feature = "netns")]
+    bound_lock_held_by_stopped_worker => Row {
+        name: "bound_lock_held_by_stopped_worker",
+        fault: "the interface's lock is held by a SIGSTOPped worker (RENEW with a new address; synchronous budget 1 s, total 15 s)",
+        does: "signals the worker once, waits for the lock for the synchronous budget, then queues the event for a worker; once the lock is free the worker applies the new address",
+        exit: Some(0),
+        kernel: Kernel::Exactly {
+            rules: &[
+                "10001 from 10.98.1.20 lookup 10001 proto 176",
+                "10001 from 10.98.1.21 lookup 10001 proto 176",
+                "10001 from 10.98.1.22 lookup 10001 proto 176",
+            ],
+            routes: BASE_ROUTES,
+            addresses: &["eth1 10.98.1.21/32", "eth1 10.98.1.22/32"],
+        },
+        files: &[FileWant::Holds(STATE, "10.98.1.22/32"), FileWant::Absent("run/leasehook/pending/eth1.json")],
+        log: "the interface's lock is still held after 1000 ms",
+        not_in_log: "",
+        max_secs: 2.0,
+        run: run_lock_held_by_stopped_worker,
+    };
+    #[cfg(feature = "netns")]
+    bound_release_run_dir_full => Row {
+        name: "bound_release_run_dir_full",
+        fault: "`run/leasehook` full (a full tmpfs) at RELEASE",
+        does: "the event counter cannot be written, which is logged; the removal goes on: every object of the lease and its state file are removed",
+        exit: Some(0),
+        kernel: Kernel::Exactly { rules: &[], routes: &[], addresses: &[] },
+        files: &[FileWant::Absent(STATE)],
+        log: "No space left on device (os error 28); going on without the event counter",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: run_release_run_dir_full,
+    };
+    #[cfg(feature = "netns")]
+    bound_config_not_yaml => Row {
+        name: "bound_config_not_yaml",
+        fault: "`LEASEHOOK_CONFIG` names a file that is not leasehook's YAML (a copy of a shadow file)",
+        does: "refuses the configuration, quoting only the position and what is wrong, never the file's content; nothing done",
+        exit: Some(2),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "an unknown field (not shown: it is not a key name)",
+        not_in_log: "FAKEHASH",
+        max_secs: 3.0,
+        run: run_config_not_yaml,
+    };
+    #[cfg(feature = "netns")]
+    bound_stderr_read_to_end => Row {
+        name: "bound_stderr_read_to_end",
+        fault: "the caller reads the shim's standard error (a pipe) to its end while a worker waits (BOUND on a new ENI whose subnet IMDS never serves; total budget 15 s)",
+        does: "the worker does not inherit the pipe: the caller's read ends when the shim exits, after the synchronous budget",
+        exit: Some(0),
+        kernel: Kernel::Exactly { rules: &[], routes: &[], addresses: &[] },
+        files: &[FileWant::Holds("run/leasehook/pending/eth1.json", "\"pid\":")],
+        log: "finishes the wait",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: run_stderr_read_to_end,
+    };
 }
 
 #[test]
@@ -1096,6 +1246,12 @@ impl Instance {
     /// Runs `leasehook-dhclient` for eth1's lease with `reason`, as dhclient-script
     /// would (a clean environment), against IMDS at `endpoint`.
     fn shim(&self, reason: &str, endpoint: &str) -> (Output, Duration) {
+        self.shim_env(reason, endpoint, &[])
+    }
+
+    /// [`Instance::shim`] with `extra` variables set after the others (a later
+    /// `env -i` assignment wins).
+    fn shim_env(&self, reason: &str, endpoint: &str, extra: &[(&str, &str)]) -> (Output, Duration) {
         let mut env: Vec<(String, String)> = [
             ("reason", reason),
             ("interface", "eth1"),
@@ -1123,6 +1279,11 @@ impl Instance {
                 env.push((k.to_owned(), v.to_owned()));
             }
         }
+        env.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
         let t = Instant::now();
         let out = command(
             Some(&self.ns),
@@ -1576,7 +1737,278 @@ fn run_disk_full_cache() -> Seen {
     let d = r.lxd(lxd_config());
     let files = files_under(r.path());
     let (out, elapsed) = r.init(&[]);
-    r.seen(&out, elapsed, files, vec![Box::new(fs), Box::new(d)])
+    // What `leasehook status` says afterwards is part of what a user sees.
+    let status = command(None, None, &[], &leasehook_bin())
+        .args(["status", "--root"])
+        .arg(r.path())
+        .output()
+        .unwrap();
+    let mut seen = r.seen(&out, elapsed, files, vec![Box::new(fs), Box::new(d)]);
+    seen.log.push_str(&String::from_utf8_lossy(&status.stdout));
+    seen
+}
+
+// --- Issue 18, items 5-10: bounded hooks -----------------------------------------
+
+/// A good BOUND, then a RENEW against IMDS that answers 500 after 0.9 s and then
+/// never answers: the request a pause would have started at the budget's end
+/// would hang for its whole timeout. The emulator must see exactly one request.
+fn run_no_request_after_budget() -> Seen {
+    let mut i = Instance::new("fbudget");
+    i.bound();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let seen_before = std::fs::read_to_string(i.dir.0.join("imds.log"))
+        .unwrap_or_default()
+        .lines()
+        .count();
+    let url = i.start_imds(
+        &default_tree(),
+        &Imds::Scenario(json!({"rules": [
+            {"path": "/latest", "until": 0.9, "delay": 0.9, "status": 500},
+            {"path": "/latest", "from": 0.9, "action": "drop"}
+        ]})),
+    );
+    let (out, elapsed) = i.shim("RENEW", &url);
+    let log = std::fs::read_to_string(i.dir.0.join("imds.log")).unwrap_or_default();
+    let requests: Vec<&str> = log.lines().skip(seen_before).collect();
+    assert_eq!(
+        requests.len(),
+        1,
+        "a request started after the budget: {requests:?}\n{}",
+        text(&out)
+    );
+    i.seen(&out, elapsed, before, files)
+}
+
+/// What a row plants under the root after a good BOUND.
+#[derive(Clone, Copy)]
+enum Plant {
+    Fifo(&'static str),
+    SymlinkedRunDir,
+    HugeState,
+}
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    run(Command::new("mkfifo").arg(path));
+}
+
+/// A good BOUND, the plant, then a RENEW with a healthy IMDS.
+fn run_planted(plant: Plant) -> Seen {
+    let mut i = Instance::new("fplant");
+    i.bound();
+    match plant {
+        Plant::Fifo(rel) => mkfifo(&i.root.join(rel)),
+        Plant::SymlinkedRunDir => {
+            let run_dir = i.root.join("run/leasehook");
+            let outside = i.root.join("outside");
+            std::fs::create_dir_all(&outside).unwrap();
+            std::fs::rename(&run_dir, i.root.join("run/moved")).unwrap();
+            symlink(&outside, &run_dir).unwrap();
+        }
+        Plant::HugeState => {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(i.root.join(STATE))
+                .unwrap();
+            f.set_len(1_500_000_000).unwrap();
+            let g = i.root.join("run/leasehook/generation/eth1");
+            std::fs::remove_file(&g).unwrap();
+            symlink("/dev/zero", &g).unwrap();
+        }
+    }
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
+    let (out, elapsed) = i.shim("RENEW", &url);
+    i.seen(&out, elapsed, before, files)
+}
+
+/// A process that looks like eth1's waiting worker (`... --worker eth1` in its
+/// command line), holds eth1's lock, is named by the hand-over and is stopped.
+struct StoppedWorker(Child, u32);
+
+impl StoppedWorker {
+    fn start(i: &Instance) -> Self {
+        let lock = i.root.join("run/leasehook/lock/eth1.lock");
+        // `-o`: flock holds the lock, its child (no process of its own below
+        // it: a busy loop, stopped at once) does not, so the lock goes with them.
+        let child = Command::new("flock")
+            .arg("-o")
+            .arg(&lock)
+            .args(["sh", "-c", "while :; do :; done", "--worker", "eth1"])
+            .spawn()
+            .unwrap();
+        // flock runs sh as its child: the pid to name is sh's.
+        let flock_pid = child.id();
+        let until = Instant::now() + Duration::from_secs(5);
+        let sh = loop {
+            let kids =
+                std::fs::read_to_string(format!("/proc/{flock_pid}/task/{flock_pid}/children"))
+                    .unwrap_or_default();
+            if let Some(pid) = kids.split_whitespace().next() {
+                break pid.parse::<u32>().unwrap();
+            }
+            assert!(Instant::now() < until, "flock did not start its child");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let env: leasehook_core::event::Env = [
+            ("reason", "BOUND"),
+            ("interface", "eth1"),
+            ("new_ip_address", "10.98.1.20"),
+            ("new_subnet_mask", "255.255.255.0"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        let event = leasehook_core::event::dhclient::parse(&env).unwrap();
+        let pending = json!({"generation": 1, "pid": sh, "event": event, "deadline_ms": 0});
+        let dir = i.root.join("run/leasehook/pending");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("eth1.json"), pending.to_string()).unwrap();
+        run(Command::new("kill").args(["-STOP", &sh.to_string()]));
+        Self(child, sh)
+    }
+}
+
+impl Drop for StoppedWorker {
+    fn drop(&mut self) {
+        // Continued, the worker takes the SIGTERM the hook sent it.
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.1.to_string()])
+            .status();
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.1.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits (at most `secs`) until no hand-over is pending for eth1 and no worker
+/// for it runs.
+fn wait_for_worker(root: &Path, secs: u64) -> bool {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        if !root.join("run/leasehook/pending/eth1.json").exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn run_lock_held_by_stopped_worker() -> Seen {
+    let mut i = Instance::new("fstop");
+    i.bound();
+    let holder = StoppedWorker::start(&i);
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(
+        &tree_with_eth1_ips(Some("10.98.1.20\n10.98.1.21\n10.98.1.22")),
+        &Imds::Scenario(json!({})),
+    );
+    let (out, elapsed) = i.shim_env("RENEW", &url, &[("LEASEHOOK_IMDS_BUDGET_S", "15")]);
+    let log = text(&out);
+    assert_eq!(
+        log.matches("stopped the waiting worker").count(),
+        1,
+        "one line per stopped worker:\n{log}"
+    );
+    let pending = std::fs::read_to_string(i.root.join("run/leasehook/pending/eth1.json")).unwrap();
+    assert!(pending.contains("\"queued\":true"), "{pending}");
+    // The stopped worker continues, takes its SIGTERM and lets the lock go; the
+    // queued worker then takes the lock and applies.
+    drop(holder);
+    if !wait_for_worker(&i.root, 12) {
+        let pending = std::fs::read_to_string(i.root.join("run/leasehook/pending/eth1.json"))
+            .unwrap_or_default();
+        let ps = Command::new("ps")
+            .args(["-eo", "pid,stat,args"])
+            .output()
+            .unwrap();
+        let ps = String::from_utf8_lossy(&ps.stdout).into_owned();
+        let ps: Vec<&str> = ps
+            .lines()
+            .filter(|l| l.contains("--worker") || l.contains("flock"))
+            .collect();
+        panic!("the queued worker did not finish: {pending}\n{ps:#?}\n{log}");
+    }
+    i.seen(&out, elapsed, before, files)
+}
+
+fn run_release_run_dir_full() -> Seen {
+    let mut i = Instance::new("frelfull");
+    i.bound();
+    let run_dir = i.root.join("run/leasehook");
+    let saved = i.dir.0.join("saved-run");
+    run(Command::new("cp").arg("-a").arg(&run_dir).arg(&saved));
+    let fs = Tmpfs::mount(&run_dir, "64k");
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", saved.display()))
+        .arg(&run_dir));
+    fs.fill();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
+    let (out, elapsed) = i.shim("RELEASE", &url);
+    // The filler is the tmpfs's, not leasehook's.
+    let mut seen = i.seen(&out, elapsed, before, files);
+    seen.keep.insert(0, Box::new(fs));
+    seen
+}
+
+fn run_config_not_yaml() -> Seen {
+    let mut i = Instance::new("fshadow");
+    i.bound();
+    let shadow = i.dir.file(
+        "shadow",
+        "root:$y$j9T$FAKEHASHsaltsalt$FAKEHASHvaluevaluevalue:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n",
+    );
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
+    let shadow = shadow.display().to_string();
+    let (out, elapsed) = i.shim_env("RENEW", &url, &[("LEASEHOOK_CONFIG", &shadow)]);
+    i.seen(&out, elapsed, before, files)
+}
+
+/// Kills the worker a hand-over names when dropped (before the namespace goes).
+struct KillWorker(PathBuf);
+
+impl Drop for KillWorker {
+    fn drop(&mut self) {
+        let pid = std::fs::read_to_string(&self.0)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v["pid"].as_u64());
+        if let Some(pid) = pid {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn run_stderr_read_to_end() -> Seen {
+    let mut i = Instance::new("fstderr");
+    let mut tree = default_tree();
+    tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][MAC1]["subnet-ipv4-cidr-block"] =
+        Value::Null;
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&tree, &Imds::Scenario(json!({})));
+    // `output()` reads standard error to its end: a worker holding the pipe would
+    // keep it open for the whole 15 s budget.
+    let (out, elapsed) = i.shim_env("BOUND", &url, &[("LEASEHOOK_IMDS_BUDGET_S", "15")]);
+    let kill = KillWorker(i.root.join("run/leasehook/pending/eth1.json"));
+    let mut seen = i.seen(&out, elapsed, before, files);
+    seen.keep.insert(0, Box::new(kill));
+    seen
 }
 
 // --- The address gate (issue 18, items 1-4) ----------------------------------------

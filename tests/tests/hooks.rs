@@ -129,3 +129,58 @@ fn the_systemd_units_verify() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Sources `script` with every dhclient variable the hook could touch set to a
+/// hostile value: no shell may run one, and the shim must get each unchanged.
+#[test]
+fn hostile_values_reach_the_shim_unchanged_and_no_shell() {
+    use leasehook_tests::clients::{env_recorder, hostile_values, recorded};
+    let vars = [
+        "interface",
+        "new_ip_address",
+        "new_domain_name",
+        "new_domain_search",
+        "new_host_name",
+        "new_routers",
+        "old_ip_address",
+        "new_dhcp6_name_servers",
+    ];
+    for (file, script) in [
+        (
+            "leasehook",
+            "run_hook() { exit_status=0; . \"$HOOKS/leasehook\"; }; run_hook",
+        ),
+        (
+            "leasehook.sh",
+            ". \"$HOOKS/leasehook.sh\"; leasehook_config; leasehook_restore",
+        ),
+    ] {
+        for value in hostile_values(std::path::Path::new("/nonexistent-placeholder")) {
+            let dir = TempDir::new("hostilehook");
+            let marker = dir.0.join("pwned");
+            let value = value.replace("/nonexistent-placeholder", marker.to_str().unwrap());
+            let shim = env_recorder(&dir.0, 3);
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c")
+                .arg(script)
+                .current_dir(&dir.0)
+                .env("HOOKS", workspace_root().join("hooks/dhclient"))
+                .env("LEASEHOOK_DHCLIENT", &shim)
+                .env("reason", "BOUND");
+            for v in vars {
+                cmd.env(v, &value);
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{file} with {value:?}: {out:?}");
+            assert!(!marker.exists(), "{file}: {value:?} reached a shell");
+            let (env, _) =
+                recorded(&dir.0).unwrap_or_else(|| panic!("{file}: the shim did not run"));
+            for v in vars {
+                assert!(
+                    env.iter().any(|(k, got)| k == v && *got == value),
+                    "{file}: {v} did not reach the shim as {value:?}"
+                );
+            }
+        }
+    }
+}

@@ -992,3 +992,35 @@ fn the_emulator_binary_prints_its_address_and_logs_every_request() {
         "{err}"
     );
 }
+
+#[test]
+fn the_token_dance_is_one_request_within_one_timeout() {
+    // Issue 18, item 5: a GET with a refused token is 401, PUT, GET — three
+    // exchanges that each took up to the 2 s timeout (8.7 s in all). They now
+    // share one request timeout: with every answer taking 0.9 s, the GET's 401
+    // and the new token fit, the GET again does not.
+    let good = emulator(json!({}));
+    let root = tempfile::tempdir().unwrap();
+    client(root.path(), &good)
+        .get("/latest/meta-data/mac")
+        .unwrap();
+    drop(good);
+    // IMDS restarted: the cached token is stale.
+    let slow = emulator(json!({"rules": [{"path": "/latest", "delay": 0.9}]}));
+    let ec2 = client(root.path(), &slow);
+    let t = Instant::now();
+    let e = ec2.get("/latest/meta-data/mac").unwrap_err();
+    let took = t.elapsed();
+    assert!(
+        matches!(imds_kind(&e), ImdsErrorKind::Timeout { .. }),
+        "{e}"
+    );
+    assert!(
+        took < Duration::from_millis(2_500),
+        "one request took {took:?}"
+    );
+    assert_eq!(
+        trail(&slow.log())[..2],
+        ["GET /latest/meta-data/mac 401", "PUT /latest/api/token 200"]
+    );
+}

@@ -102,6 +102,22 @@ fn hostile_dhcp_options_reach_no_shell() {
     let mut w = World::new("udhcpchostile", &opts);
     up(&mut w);
     assert!(!marker.exists(), "a hostile option reached a shell");
+    // The private option 224 reached the script's environment (issue 18, item
+    // 11), as udhcpc hands on options it does not know: its bytes in hex.
+    let sent = leasehook_tests::clients::hostile_private_option(&marker);
+    let hex = sent.bytes().fold(String::new(), |mut h, b| {
+        use std::fmt::Write as _;
+        let _ = write!(h, "{b:02x}");
+        h
+    });
+    let env = w.recorded_hook_env("udhcpc", "eth1");
+    assert!(
+        env.iter().any(|kv| kv == &format!("opt224={hex}")),
+        "option 224 ({sent:?}) did not reach the script's environment as opt224={hex}: {:?}",
+        env.iter()
+            .filter(|kv| kv.starts_with("opt"))
+            .collect::<Vec<_>>()
+    );
     // The options did reach the client (and Debian's default script wrote them,
     // escaped by busybox, into the world's resolver file, not the machine's).
     let resolv = std::fs::read_to_string(w.resolv_conf()).unwrap();

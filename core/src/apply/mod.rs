@@ -448,15 +448,53 @@ pub fn apply_plan<A: Applier + ?Sized>(
     }
     let have = normalize(&want, scope.filter(&observed.owned));
     let ops = diff_states(&want, &have);
-    let mut report = execute_all(applier, &ops, &links)?;
+    let mut report = execute_all(applier, &ops, &links, &observed.owned)?;
     report.foreign = foreign;
     Ok(report)
+}
+
+/// Whose object an add that failed with EEXIST ran into, from what the kernel
+/// held of leasehook's (`owned`, every interface's). The kernel tells rules apart
+/// by protocol too, so a rule in the way is always leasehook's own; a route (keyed
+/// by table, destination and metric) or an address (by address and link) is
+/// leasehook's only when one of its own has that key.
+fn in_the_way(op: &Op, owned: &State) -> Option<&'static str> {
+    const OURS: &str = ": an object of leasehook's own (protocol 176) that this plan does not cover is in the way (another interface's, sharing the table); it is left alone";
+    const FOREIGN: &str =
+        ": something leasehook does not own (another protocol) is in the way; it is left alone";
+    match op {
+        Op::AddRule(_) => Some(OURS),
+        Op::AddRoute(r) => Some(
+            if owned
+                .routes
+                .iter()
+                .any(|o| o.table == r.table && o.to == r.to)
+            {
+                OURS
+            } else {
+                FOREIGN
+            },
+        ),
+        Op::AddAddress(a) => Some(
+            if owned
+                .addresses
+                .iter()
+                .any(|o| o.dev == a.dev && o.addr.addr() == a.addr.addr())
+            {
+                OURS
+            } else {
+                FOREIGN
+            },
+        ),
+        _ => None,
+    }
 }
 
 fn execute_all<A: Applier + ?Sized>(
     applier: &mut A,
     ops: &[Op],
     links: &LinkIndex,
+    owned: &State,
 ) -> Result<Report> {
     let results = applier.execute_many(ops, links);
     let Some(first_failure) = results.iter().position(Result::is_err) else {
@@ -481,10 +519,7 @@ fn execute_all<A: Applier + ?Sized>(
         }
     }
     let failed = results.into_iter().nth(first_failure).and_then(Result::err);
-    let adding = matches!(
-        ops.get(first_failure),
-        Some(Op::AddRule(_) | Op::AddRoute(_) | Op::AddAddress(_))
-    );
+    let in_the_way = ops.get(first_failure).and_then(|op| in_the_way(op, owned));
     Err(match failed {
         Some(Error::Netlink {
             object,
@@ -492,13 +527,12 @@ fn execute_all<A: Applier + ?Sized>(
             errno,
             ..
         }) => {
-            // EEXIST on an add: observation lists only what carries our protocol, so
-            // what is in the way is someone else's. It is never adopted or replaced
-            // (docs/faults.md): say so, so the operator knows what to remove.
-            if adding && errno == Some(17) {
-                message.push_str(
-                    ": something leasehook does not own (another protocol) is in the way; it is left alone",
-                );
+            // EEXIST on an add: say whose object is in the way. What is in the way
+            // is never adopted or replaced (docs/faults.md).
+            if errno == Some(17)
+                && let Some(whose) = in_the_way
+            {
+                message.push_str(whose);
             }
             Error::Netlink {
                 object,

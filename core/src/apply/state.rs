@@ -7,22 +7,38 @@
 //! the same folder, fsync, rename, fsync of the folder). `<root>/run/leasehook/lock/
 //! <ifname>.lock` serialises everything that changes one interface. Every path takes
 //! a root prefix, so tests never touch the real `/run`.
+//!
+//! Every run-time file (these, and the hooks' event counters, hand-overs, refresh
+//! stamps and the IMDS token) goes through [`crate::fs`]: from `run/leasehook` down
+//! no symlink is followed (a symlinked `run/leasehook`, or a link at any folder or
+//! file below it, is refused with an error naming it), only regular files are
+//! opened, never blocking (a FIFO is refused at once), and reads are capped
+//! ([`Paths::run_folder`], [`read_run_file`], [`write_run_file`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::diff::State;
 use crate::error::{Error, Result};
+use crate::fs::Dir;
 use crate::model::{
     Address, Family, IfName, InterfacePlan, Lease, MacAddr, Missing, Profile, Route, Rule,
 };
 
 /// The version written into state files; a file of another version is refused.
 pub const STATE_VERSION: u32 = 1;
+
+/// The largest state file read, in bytes (a plan of hundreds of addresses is a
+/// few tens of KiB).
+pub const MAX_STATE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The folders below `run/leasehook`.
+pub const IFACE: &str = "iface";
+/// The per-interface locks' folder.
+pub const LOCK: &str = "lock";
 
 /// Where leasehook keeps its runtime files, under a root prefix (`/` in production).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,8 +69,88 @@ impl Paths {
 
     /// `<root>/run/leasehook/lock/<name>.lock`.
     pub fn lock_file(&self, name: &IfName) -> PathBuf {
-        self.run_dir().join("lock").join(format!("{name}.lock"))
+        self.run_dir().join(LOCK).join(format!("{name}.lock"))
     }
+
+    /// Opens `<root>/run/leasehook` (`sub: None`) or a folder below it, creating
+    /// them (mode 0755) when `create`; `Ok(None)` when missing and not created.
+    /// `<root>/run` is the system's; from `leasehook` down a symlink, or anything
+    /// but a folder, is refused with an error that names it.
+    pub fn run_folder(&self, sub: Option<&str>, create: bool) -> Result<Option<Dir>> {
+        let parent = self.root.join(crate::constants::RUN_PARENT);
+        let Some(base) = Dir::open_trusted(&parent, create)? else {
+            return Ok(None);
+        };
+        let Some(run) = base.child_strict(crate::constants::RUN_NAME, create, 0o755)? else {
+            return Ok(None);
+        };
+        match sub {
+            None => Ok(Some(run)),
+            Some(sub) => run.child_strict(sub, create, 0o755),
+        }
+    }
+}
+
+fn run_folder_for_write(paths: &Paths, sub: Option<&str>) -> Result<Dir> {
+    paths.run_folder(sub, true)?.ok_or_else(|| Error::Io {
+        path: format!("{:?}", paths.run_dir()),
+        message: "vanished while being created".to_owned(),
+    })
+}
+
+/// Reads the run-time file `name` (in `sub` below `run/leasehook`, or in it), at
+/// most `limit` bytes: `Ok(None)` when it (or its folder) is missing; a symlink, a
+/// FIFO or other special file, or a file over the limit is an error naming it.
+pub fn read_run_file(
+    paths: &Paths,
+    sub: Option<&str>,
+    name: &str,
+    limit: u64,
+) -> Result<Option<Vec<u8>>> {
+    let Some(dir) = paths.run_folder(sub, false)? else {
+        return Ok(None);
+    };
+    dir.read(name, limit).map_err(|p| dir.error(name, &p))
+}
+
+/// Replaces the run-time file `name` atomically, with `mode` (see [`crate::fs`]).
+pub fn write_run_file(
+    paths: &Paths,
+    sub: Option<&str>,
+    name: &str,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<()> {
+    run_folder_for_write(paths, sub)?.write_atomic(name, bytes, mode)
+}
+
+/// Removes the run-time file `name` (missing is fine; a symlink there is removed,
+/// never its target).
+pub fn remove_run_file(paths: &Paths, sub: Option<&str>, name: &str) -> Result<()> {
+    let Some(dir) = paths.run_folder(sub, false)? else {
+        return Ok(());
+    };
+    dir.remove(name)
+        .map(|_| ())
+        .map_err(|p| dir.error(name, &p))
+}
+
+/// Sets the modification time of the run-time file `name` to now, creating it.
+pub fn touch_run_file(paths: &Paths, sub: &str, name: &str) -> Result<()> {
+    let dir = run_folder_for_write(paths, Some(sub))?;
+    dir.touch(name, 0o644).map_err(|p| dir.error(name, &p))
+}
+
+/// The modification time of the run-time file `name`; `Ok(None)` when missing.
+pub fn run_file_modified(
+    paths: &Paths,
+    sub: &str,
+    name: &str,
+) -> Result<Option<std::time::SystemTime>> {
+    let Some(dir) = paths.run_folder(Some(sub), false)? else {
+        return Ok(None);
+    };
+    dir.modified(name).map_err(|p| dir.error(name, &p))
 }
 
 /// What is applied for one family of an interface.
@@ -213,77 +309,31 @@ impl InterfaceState {
     }
 }
 
-fn io(path: &Path, e: &std::io::Error) -> Error {
-    Error::io(path, e)
-}
-
-/// Creates `dir` (and its parents) with mode 0755 if missing, refusing a symlink.
-fn ensure_dir(dir: &Path) -> Result<()> {
-    match fs::symlink_metadata(dir) {
-        Ok(m) if m.file_type().is_symlink() => Err(Error::Io {
-            path: format!("{dir:?}"),
-            message: "is a symlink; refusing to follow it".to_owned(),
-        }),
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(Error::Io {
-            path: format!("{dir:?}"),
-            message: "exists and is not a folder".to_owned(),
-        }),
-        Err(_) => fs::create_dir_all(dir).map_err(|e| io(dir, &e)),
-    }
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync,
-/// rename over `path` (which replaces a symlink rather than following it), fsync of
-/// the folder.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().ok_or_else(|| Error::Io {
-        path: format!("{path:?}"),
-        message: "no parent folder".to_owned(),
-    })?;
-    ensure_dir(dir)?;
-    // Errors name `path`, the file the user knows, not the temporary one (which
-    // is removed when `tmp` is dropped on the error path).
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(path, &e))?;
-    tmp.as_file_mut()
-        .write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| io(path, &e))?;
-    tmp.persist(path).map_err(|e| io(path, &e.error))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io(dir, &e))
-}
-
 /// Reads an interface's state file; `None` when there is none. A file that is a
 /// symlink, unreadable, corrupt or of another version is an error (the caller logs
 /// it and sets the file aside with [`set_aside`]).
 pub fn read_state(paths: &Paths, name: &IfName) -> Result<Option<InterfaceState>> {
-    read_state_file(&paths.state_file(name))
+    let Some(dir) = paths.run_folder(Some(IFACE), false)? else {
+        return Ok(None);
+    };
+    read_state_in(&dir, &format!("{name}.json"))
 }
 
-fn read_state_file(path: &Path) -> Result<Option<InterfaceState>> {
-    match fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(path, &e)),
-        Ok(m) if !m.is_file() => {
-            return Err(Error::Io {
-                path: format!("{path:?}"),
-                message: "not a regular file".to_owned(),
-            });
-        }
-        Ok(_) => {}
-    }
-    let text = fs::read_to_string(path).map_err(|e| io(path, &e))?;
-    let st: InterfaceState = serde_json::from_str(&text).map_err(|e| Error::Io {
-        path: format!("{path:?}"),
-        message: format!("corrupt state file: {e}"),
-    })?;
+fn read_state_in(dir: &Dir, file: &str) -> Result<Option<InterfaceState>> {
+    let Some(bytes) = dir
+        .read(file, MAX_STATE_BYTES)
+        .map_err(|p| dir.error(file, &p))?
+    else {
+        return Ok(None);
+    };
+    let corrupt = |message: String| Error::Io {
+        path: format!("{:?}", dir.path().join(file)),
+        message,
+    };
+    let st: InterfaceState =
+        serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("corrupt state file: {e}")))?;
     if st.version != STATE_VERSION {
-        return Err(Error::Io {
-            path: format!("{path:?}"),
-            message: format!("unknown state version {}", st.version),
-        });
+        return Err(corrupt(format!("unknown state version {}", st.version)));
     }
     Ok(Some(st))
 }
@@ -306,10 +356,16 @@ pub fn read_state_or_set_aside(paths: &Paths, name: &IfName) -> Option<Interface
 /// Renames a bad state file to `<name>.json.corrupt` so it is kept for inspection
 /// but no longer read.
 pub fn set_aside(paths: &Paths, name: &IfName) -> Result<PathBuf> {
-    let from = paths.state_file(name);
-    let to = from.with_extension("json.corrupt");
-    fs::rename(&from, &to).map_err(|e| io(&from, &e))?;
-    Ok(to)
+    let file = format!("{name}.json");
+    let dir = paths
+        .run_folder(Some(IFACE), false)?
+        .ok_or_else(|| Error::Io {
+            path: format!("{:?}", paths.iface_dir()),
+            message: "missing".to_owned(),
+        })?;
+    dir.set_aside(&file)
+        .map(PathBuf::from)
+        .map_err(|p| dir.error(&file, &p))
 }
 
 /// The current time in milliseconds since the Unix epoch (0 if the clock is before it).
@@ -337,37 +393,44 @@ pub fn save_if_changed(
 
 /// Writes an interface's state file.
 pub fn write_state(paths: &Paths, st: &InterfaceState) -> Result<()> {
-    let path = paths.state_file(&st.name);
     let json = serde_json::to_vec(st).map_err(|e| Error::Io {
-        path: format!("{path:?}"),
+        path: format!("{:?}", paths.state_file(&st.name)),
         message: e.to_string(),
     })?;
-    write_atomic(&path, &json)
+    write_run_file(
+        paths,
+        Some(IFACE),
+        &format!("{}.json", st.name),
+        &json,
+        0o600,
+    )
 }
 
 /// Removes an interface's state file (missing is fine).
 pub fn remove_state(paths: &Paths, name: &IfName) -> Result<()> {
-    let path = paths.state_file(name);
-    match fs::remove_file(&path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path, &e)),
-        _ => Ok(()),
-    }
+    remove_run_file(paths, Some(IFACE), &format!("{name}.json"))
 }
 
-/// Every readable state file, by interface name, and the errors of unreadable ones.
+/// Every readable state file, by interface name, and the errors of unreadable ones
+/// (a symlinked or unusable folder among them).
 pub fn list_states(paths: &Paths) -> (Vec<InterfaceState>, Vec<Error>) {
-    let dir = paths.iface_dir();
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return (Vec::new(), Vec::new());
+    let dir = match paths.run_folder(Some(IFACE), false) {
+        Ok(Some(d)) => d,
+        Ok(None) => return (Vec::new(), Vec::new()),
+        Err(e) => return (Vec::new(), vec![e]),
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
+    let names = match dir.names() {
+        Ok(n) => n,
+        Err(p) => return (Vec::new(), vec![dir.error(".", &p)]),
+    };
     let (mut states, mut errors) = (Vec::new(), Vec::new());
-    for f in files {
-        match read_state_file(&f) {
+    for f in names.iter().filter(|n| {
+        std::path::Path::new(n)
+            .extension()
+            .is_some_and(|x| x == "json")
+            && !crate::fs::is_temp_name(n)
+    }) {
+        match read_state_in(&dir, f) {
             Ok(Some(st)) => states.push(st),
             Ok(None) => {}
             Err(e) => errors.push(e),
@@ -385,7 +448,7 @@ pub struct InterfaceLock {
 /// Takes the interface's lock, waiting for a holder to finish.
 pub fn lock_interface(paths: &Paths, name: &IfName) -> Result<InterfaceLock> {
     let (path, file) = open_lock(paths, name)?;
-    file.lock().map_err(|e| io(&path, &e))?;
+    file.lock().map_err(|e| Error::io(&path, &e))?;
     Ok(InterfaceLock { _file: file })
 }
 
@@ -395,20 +458,151 @@ pub fn try_lock_interface(paths: &Paths, name: &IfName) -> Result<Option<Interfa
     match file.try_lock() {
         Ok(()) => Ok(Some(InterfaceLock { _file: file })),
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-        Err(std::fs::TryLockError::Error(e)) => Err(io(&path, &e)),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, &e)),
     }
 }
 
+/// Opens the interface's lock file: no-follow, non-blocking, a regular file (a
+/// symlink or FIFO planted there is refused, never followed or waited on).
 fn open_lock(paths: &Paths, name: &IfName) -> Result<(PathBuf, File)> {
     let path = paths.lock_file(name);
-    if let Some(dir) = path.parent() {
-        ensure_dir(dir)?;
-    }
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| io(&path, &e))?;
+    let dir = run_folder_for_write(paths, Some(LOCK))?;
+    let file_name = format!("{name}.lock");
+    let file = dir
+        .open_lock(&file_name, 0o600)
+        .map_err(|p| dir.error(&file_name, &p))?;
     Ok((path, file))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Issue 18, item 6: no run-time file is followed through a symlink, waited on
+    //! (a FIFO) or read without a limit.
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn eth1() -> IfName {
+        IfName::try_new("eth1").unwrap()
+    }
+
+    fn mkfifo(path: &std::path::Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let ok = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// Runs `f` on a thread; a hang (the bug) fails the test instead of holding it.
+    fn finishes<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{what} hangs"))
+    }
+
+    #[test]
+    fn fifos_are_refused_never_waited_on() {
+        let t = tempfile::tempdir().unwrap();
+        let paths = Paths::new(t.path());
+        let run = paths.run_dir();
+        mkfifo(&run.join("lock/eth1.lock"));
+        mkfifo(&run.join("generation/eth1"));
+        mkfifo(&run.join("refreshed/eth1"));
+        mkfifo(&run.join("iface/eth1.json"));
+        let p = paths.clone();
+        let e = finishes("the lock", move || {
+            try_lock_interface(&p, &eth1()).unwrap_err()
+        });
+        assert!(
+            e.to_string()
+                .contains("lock/eth1.lock\": is a special file"),
+            "{e}"
+        );
+        let p = paths.clone();
+        let e = finishes("the counter", move || {
+            read_run_file(&p, Some("generation"), "eth1", 64).unwrap_err()
+        });
+        assert!(e.to_string().contains("is a special file"), "{e}");
+        let p = paths.clone();
+        let e = finishes("the stamp", move || {
+            touch_run_file(&p, "refreshed", "eth1").unwrap_err()
+        });
+        assert!(e.to_string().contains("is a special file"), "{e}");
+        let p = paths.clone();
+        let e = finishes("the state", move || read_state(&p, &eth1()).unwrap_err());
+        assert!(e.to_string().contains("is a special file"), "{e}");
+    }
+
+    #[test]
+    fn symlinks_anywhere_below_run_leasehook_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::create_dir_all(t.path().join("run")).unwrap();
+        symlink(&outside, t.path().join("run/leasehook")).unwrap();
+        let paths = Paths::new(t.path());
+        let e = try_lock_interface(&paths, &eth1()).unwrap_err();
+        assert!(
+            e.to_string().ends_with(
+                "run/leasehook\": is a symlink, which is never followed; refusing to use it"
+            ),
+            "{e}"
+        );
+        assert!(write_run_file(&paths, Some("generation"), "eth1", b"1", 0o600).is_err());
+        assert!(touch_run_file(&paths, "refreshed", "eth1").is_err());
+        let (states, errors) = list_states(&paths);
+        assert!(states.is_empty() && errors.len() == 1, "{errors:?}");
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "written through"
+        );
+
+        // A real run/leasehook with a symlinked folder, and dangling links at files.
+        std::fs::remove_file(t.path().join("run/leasehook")).unwrap();
+        let run = paths.run_dir();
+        std::fs::create_dir_all(&run).unwrap();
+        symlink(&outside, run.join("lock")).unwrap();
+        assert!(
+            try_lock_interface(&paths, &eth1())
+                .unwrap_err()
+                .to_string()
+                .contains("lock\": is a symlink")
+        );
+        std::fs::create_dir_all(run.join("refreshed")).unwrap();
+        symlink(outside.join("planted"), run.join("refreshed/eth1")).unwrap();
+        assert!(touch_run_file(&paths, "refreshed", "eth1").is_err());
+        std::fs::create_dir_all(run.join("generation")).unwrap();
+        symlink("/dev/zero", run.join("generation/eth1")).unwrap();
+        let e = read_run_file(&paths, Some("generation"), "eth1", 64).unwrap_err();
+        assert!(e.to_string().contains("is a symlink"), "{e}");
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "created through a link"
+        );
+    }
+
+    #[test]
+    fn reads_are_capped_before_reading() {
+        let t = tempfile::tempdir().unwrap();
+        let paths = Paths::new(t.path());
+        std::fs::create_dir_all(paths.iface_dir()).unwrap();
+        // A sparse 1.5 GB state file: refused from its size, not read into memory.
+        let f = std::fs::File::create(paths.state_file(&eth1())).unwrap();
+        f.set_len(1_500_000_000).unwrap();
+        let e = read_state(&paths, &eth1()).unwrap_err();
+        assert!(
+            e.to_string().contains("is larger than 4194304 bytes"),
+            "{e}"
+        );
+        assert!(read_state_or_set_aside(&paths, &eth1()).is_none());
+        assert!(paths.iface_dir().join("eth1.json.corrupt").exists());
+    }
 }

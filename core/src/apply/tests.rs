@@ -293,3 +293,44 @@ fn a_state_that_cannot_be_recorded_rolls_the_run_back() {
     record_or_roll_back(&mut k, &report, || Ok(())).unwrap();
     assert_eq!(k.owned, State::of_plan(&p));
 }
+
+#[test]
+fn eexist_names_whose_object_is_in_the_way() {
+    // Issue 18, item 10: "not leasehook's" was said for leasehook's own objects
+    // too. The kernel keys rules by protocol, so a rule in the way is ours; a route
+    // is foreign unless one of ours has its table and destination.
+    let p = example_plan();
+    let ops = crate::diff::diff(&p, &State::default());
+    let rule = ops
+        .iter()
+        .find(|o| matches!(o, Op::AddRule(_)))
+        .unwrap()
+        .clone();
+    let route = ops
+        .iter()
+        .find(|o| matches!(o, Op::AddRoute(_)))
+        .unwrap()
+        .clone();
+    let mut k = kernel();
+    k.fail_on = Some((rule, 17));
+    let e = apply_plan(&mut k, &p, &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("an object of leasehook's own (protocol 176)"),
+        "{e}"
+    );
+    assert!(!e.contains("does not own"), "{e}");
+    let mut k = kernel();
+    k.fail_on = Some((route.clone(), 17));
+    let e = apply_plan(&mut k, &p, &[]).unwrap_err().to_string();
+    assert!(e.contains("something leasehook does not own"), "{e}");
+    // The same route of ours on another link (another interface sharing the table).
+    let Op::AddRoute(mut theirs) = route.clone() else {
+        unreachable!()
+    };
+    theirs.dev = IfName::try_new("eth2").unwrap();
+    let mut k = kernel();
+    k.owned.routes.insert(theirs);
+    k.fail_on = Some((route, 17));
+    let e = apply_plan(&mut k, &p, &[]).unwrap_err().to_string();
+    assert!(e.contains("an object of leasehook's own"), "{e}");
+}

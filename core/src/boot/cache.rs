@@ -9,7 +9,7 @@
 //!   data/previous-instance-id                  the one before (NO_PREVIOUS_INSTANCE_ID)
 //! ```
 //!
-//! Everything is reached through [`super::nofollow`]: no symlink below
+//! Everything is reached through [`crate::fs`]: no symlink below
 //! `var/lib/leasehook` is followed. The `instance` link is *read* (its target must
 //! be `instances/<name>` with a safe name) and resolved by leasehook itself, never
 //! by the kernel. A bad entry — an unknown version, a corrupt or truncated record,
@@ -18,10 +18,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::nofollow::{Dir, Problem};
 use super::record::{self, CacheRecord};
 use crate::constants::{CACHE_MAX_BYTES, CACHE_NAME, CACHE_PARENT, NO_PREVIOUS_INSTANCE_ID};
 use crate::error::Result;
+use crate::fs::{Dir, Problem};
 
 const INSTANCE_LINK: &str = "instance";
 const INSTANCES: &str = "instances";

@@ -7,8 +7,8 @@
 //!   stand in, and why not;
 //! * [`record`] (pure): the versioned cache record;
 //! * [`config`] (pure): the boot stage's configuration keys;
-//! * [`nofollow`] (performs IO): files below leasehook's folders, never through a
-//!   symlink, written atomically;
+//! * [`crate::fs`] (performs IO, shared with the hooks): files below leasehook's
+//!   folders, never through a symlink, written atomically;
 //! * [`cache`] (performs IO): `/var/lib/leasehook` — records, the `instance` link,
 //!   `data/instance-id`, `data/previous-instance-id`;
 //! * [`state`] (performs IO): `/run/leasehook/boot.json`, the verdict the local
@@ -21,7 +21,6 @@
 pub mod cache;
 pub mod config;
 pub mod decide;
-pub mod nofollow;
 pub mod record;
 pub mod run;
 pub mod state;

@@ -243,6 +243,7 @@ impl StageRun<'_> {
             attempts: self.attempts.clone(),
             fetched_at_ms: None,
             decided_at_ms: self.ctx.now_ms,
+            cache_errors: Vec::new(),
         }
     }
 
@@ -255,13 +256,20 @@ impl StageRun<'_> {
         fetched_at_ms: u64,
         cache_note: String,
     ) -> Result<BootState> {
+        // A failed cache write is not hidden: it is recorded in boot.json (shown
+        // by `leasehook status`) and `init` exits 4, as the next boot's fallback
+        // is gone.
+        let mut cache_errors = Vec::new();
         if origin == Origin::Fetched {
             match self
                 .cache
                 .store(&CacheRecord::new(data.clone(), fetched_at_ms))
             {
                 Ok(path) => log::info!("{} cached in {}", data.datasource, path.display()),
-                Err(e) => log::warn!("{e}; the datasource was not cached"),
+                Err(e) => {
+                    log::error!("{e}; the datasource was not cached");
+                    cache_errors.push(format!("{e}; the datasource was not cached"));
+                }
             }
         }
         // A stage run again in the same boot must not turn this instance into its
@@ -278,7 +286,8 @@ impl StageRun<'_> {
                 }
             }
             Err(e) => {
-                log::warn!("{e}; data/instance-id not updated");
+                log::error!("{e}; data/instance-id not updated");
+                cache_errors.push(format!("{e}; data/instance-id not updated"));
                 None
             }
         };
@@ -297,6 +306,7 @@ impl StageRun<'_> {
         st.cache = cache_note;
         st.new_instance = new_instance;
         st.fetched_at_ms = Some(fetched_at_ms);
+        st.cache_errors = cache_errors;
         match new_instance {
             Some(true) => log::info!(
                 "{} {:?}: a new instance (data/instance-id was {:?})",
@@ -593,7 +603,7 @@ fn republish_if_missing(ctx: &Context, prev: &BootState) {
         .flatten()
         .is_some_and(|d| {
             d.entry(INSTANCE_DATA)
-                .is_ok_and(|e| e == super::nofollow::Entry::File)
+                .is_ok_and(|e| e == crate::fs::Entry::File)
         });
     if present || prev.verdict == Verdict::Disabled {
         return;

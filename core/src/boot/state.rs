@@ -4,16 +4,16 @@
 //! no failed check is repeated, and what `leasehook status` shows.
 //!
 //! The types are pure; [`read()`] and [`write()`] perform IO (through
-//! [`super::nofollow`], the file replaced atomically, mode 0644: it holds no
+//! [`crate::fs`], the file replaced atomically, mode 0644: it holds no
 //! secret). `/run` is a tmpfs, so a verdict lives for one boot; it also records the
 //! kernel's boot id, and a verdict of another boot is ignored.
 
 use serde::{Deserialize, Serialize};
 
 use super::decide::{Attempt, Origin, Stage};
-use super::nofollow::Dir;
 use crate::constants::{BOOT_STATE, RUN_NAME, RUN_PARENT};
 use crate::error::{Error, Result};
+use crate::fs::Dir;
 use crate::source::SourceKind;
 
 /// The version of `boot.json` this leasehook writes and reads.
@@ -74,25 +74,28 @@ pub struct BootState {
     pub fetched_at_ms: Option<u64>,
     /// When the stage decided, in milliseconds since the epoch.
     pub decided_at_ms: u64,
+    /// Why the data in use could not be cached or `data/instance-id` not updated
+    /// (empty when both were written): the next boot then has no fallback, which
+    /// `init` (exit 4) and `leasehook status` say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_errors: Vec<String>,
 }
 
-/// The run-time folder `<root>/run/leasehook`, for writing.
+/// The run-time folder `<root>/run/leasehook`, for writing: the same folder, opened
+/// the same way, as the hooks' ([`crate::apply::state::Paths::run_folder`]; a
+/// symlink there is refused).
 pub fn run_dir(root: &std::path::Path) -> Result<Dir> {
-    let parent = root.join(RUN_PARENT);
-    let base = Dir::open_trusted(&parent, true)?.ok_or_else(|| Error::Io {
-        path: format!("{parent:?}"),
-        message: "vanished".to_owned(),
-    })?;
-    base.child_for_write(RUN_NAME, 0o755)
+    crate::apply::state::Paths::new(root)
+        .run_folder(None, true)?
+        .ok_or_else(|| Error::Io {
+            path: format!("{:?}", root.join(RUN_PARENT).join(RUN_NAME)),
+            message: "vanished".to_owned(),
+        })
 }
 
 /// The run-time folder for reading; `Ok(None)` when it does not exist.
 pub fn run_dir_if_present(root: &std::path::Path) -> Result<Option<Dir>> {
-    let parent = root.join(RUN_PARENT);
-    let Some(base) = Dir::open_trusted(&parent, false)? else {
-        return Ok(None);
-    };
-    base.child(RUN_NAME).map_err(|p| base.error(RUN_NAME, &p))
+    crate::apply::state::Paths::new(root).run_folder(None, false)
 }
 
 /// The kernel's boot id below `root` (`proc/sys/kernel/random/boot_id`).
@@ -191,6 +194,7 @@ mod tests {
             }],
             fetched_at_ms: None,
             decided_at_ms: 5,
+            cache_errors: Vec::new(),
         }
     }
 

@@ -472,6 +472,52 @@ struct PerSourceDoc {
     fallback: Option<Spanned<Value>>,
 }
 
+/// What a YAML error may say: the position, a key name when it is one, and the
+/// parser's words when they quote nothing of the file. `--config /etc/shadow`
+/// must not print a line of it (the parser takes `root:HASH:...` for a key).
+fn yaml_error(e: &serde_saphyr::Error) -> String {
+    let text = e.to_string();
+    let (what, at) = match text.rfind(" at line ") {
+        Some(i) => text.split_at(i),
+        None => (text.as_str(), ""),
+    };
+    let key_name = |k: &str| {
+        !k.is_empty()
+            && k.len() <= 64
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    };
+    let shown = |k: &str| {
+        if key_name(k) {
+            format!("`{k}`")
+        } else {
+            "(not shown: it is not a key name)".to_owned()
+        }
+    };
+    let what = if let Some(rest) = what.strip_prefix("unknown field `") {
+        // "unknown field `K`, expected one of a, b": the list is ours.
+        match rest.rsplit_once("`, expected ") {
+            Some((k, _)) if key_name(k) => what.to_owned(),
+            Some((_, expected)) => {
+                format!("an unknown field (not shown: it is not a key name), expected {expected}")
+            }
+            None => "an unknown field (not shown: it is not a key name)".to_owned(),
+        }
+    } else if let Some(rest) = what.strip_prefix("duplicate mapping key: ") {
+        let k = rest.split(", set DuplicateKeyPolicy").next().unwrap_or("");
+        if key_name(k) {
+            what.to_owned()
+        } else {
+            format!("duplicate mapping key {}", shown(k))
+        }
+    } else if what.contains(['`', '\'', '"']) || what.chars().any(char::is_control) {
+        "not YAML leasehook can read (the text is not shown)".to_owned()
+    } else {
+        what.to_owned()
+    };
+    format!("{what}{at}")
+}
+
 /// Parses one configuration file (pure). `path` is only used in messages.
 pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     let options = serde_saphyr::options! {
@@ -482,7 +528,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
         serde_saphyr::from_str_with_options(text, options).map_err(|e| Error::Config {
             origin: path.to_owned(),
             key: String::new(),
-            message: format!("{e}; see docs/configuration.md for the keys"),
+            message: format!("{}; see docs/configuration.md for the keys", yaml_error(&e)),
         })?;
     let doc = doc.unwrap_or_default();
     if let Some(root) = &doc.root {

@@ -354,3 +354,44 @@ fn show_prints_every_key_with_its_origin() {
         "/etc/leasehook/config.yaml line 3"
     );
 }
+
+#[test]
+fn a_file_that_is_not_our_yaml_is_never_quoted() {
+    // Issue 18, item 10: `--config /etc/shadow` echoed a line of it (the parser
+    // reads `root:HASH:...` as a key). Only the position, and key names that are
+    // key names, may be shown.
+    let shadow = "root:$y$j9T$abcdefSECRET:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n";
+    for (text, want) in [
+        (
+            shadow,
+            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, imds, imdsv1_fallback, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+        ),
+        (
+            "imds:\n  budget_s: 1\n  SECRET pass: 2\n",
+            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of endpoints, sync_budget_s, budget_s, bind_interface at line 3, column 3; see docs/configuration.md for the keys",
+        ),
+        (
+            "\u{0}SECRET",
+            "configuration /etc/shadow: not YAML leasehook can read (the text is not shown) at line 1, column 1; see docs/configuration.md for the keys",
+        ),
+        (
+            "tabel_base: 3\n",
+            "configuration /etc/shadow: unknown field `tabel_base`, expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, imds, imdsv1_fallback, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+        ),
+        (
+            "table_base: 1\ntable_base: 2\n",
+            "configuration /etc/shadow: duplicate mapping key: table_base, set DuplicateKeyPolicy in Options if acceptable at line 2, column 1; see docs/configuration.md for the keys",
+        ),
+        (
+            "imds: [SECRET]\n",
+            "configuration /etc/shadow: expected mapping start at line 1, column 7; see docs/configuration.md for the keys",
+        ),
+    ] {
+        let e = parse_file("/etc/shadow", text)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("SECRET") && !e.contains("19000"), "{e}");
+        assert_eq!(e, want);
+    }
+}

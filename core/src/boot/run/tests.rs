@@ -477,3 +477,50 @@ fn an_lxd_vm_without_its_socket_yet_is_left_to_the_network_stage() {
     assert_eq!(s.calls(), ["fetch LXD"]);
     assert_eq!(st.origin, Some(Origin::Fetched));
 }
+
+#[test]
+fn a_failed_cache_write_is_recorded_not_hidden() {
+    // Issue 18, item 9: `init` warned and exited 0 when the cache or the
+    // instance-id could not be stored, and the next boot's fallback was silently
+    // gone. Here `var/lib` is a file, so neither can be written.
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    fs::create_dir_all(root.join("var")).unwrap();
+    fs::write(root.join("var/lib"), b"not a folder").unwrap();
+    let s = Script::new().with(Lxd, Ok(data(Lxd, "c1")), Ok(true));
+    let c = ctx(root, detection(&[Lxd, NoneDs], &[(Lxd, Check::Found)]));
+    let local = run(Stage::Local, &c, &s).unwrap();
+    assert_eq!(local.state.verdict, Verdict::Found);
+    let errors = &local.state.cache_errors;
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].ends_with("the datasource was not cached"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].ends_with("data/instance-id not updated"),
+        "{errors:?}"
+    );
+    // boot.json keeps it for `leasehook status`.
+    let st = json_at(root, "run/leasehook/boot.json");
+    assert_eq!(st["cache_errors"].as_array().map(Vec::len), Some(2), "{st}");
+    // The data is still in use.
+    assert_eq!(
+        json_at(root, "run/leasehook/instance-data.json")["v1"]["instance_id"],
+        "c1"
+    );
+    // A good write leaves no error behind.
+    fs::remove_file(root.join("var/lib")).unwrap();
+    reboot(root);
+    let again = run(Stage::Local, &c, &s).unwrap();
+    assert!(
+        again.state.cache_errors.is_empty(),
+        "{:?}",
+        again.state.cache_errors
+    );
+    assert!(
+        json_at(root, "run/leasehook/boot.json")
+            .get("cache_errors")
+            .is_none()
+    );
+}

@@ -15,9 +15,13 @@
 //!   first from then on. Base URLs must name an IP literal: there is no DNS.
 //! * **One request.** Connect 1 s, whole request 2 s, one keep-alive connection
 //!   (one ureq agent), no proxy, no redirects, answers capped at 64 KiB and required
-//!   to be UTF-8. [`Ec2::get`] makes one attempt (plus one token refresh on 401);
-//!   waiting and retrying belong to the consistency wait ([`wait`]), which also
-//!   honours a 503's `Retry-After`.
+//!   to be UTF-8. [`Ec2::get`] makes one attempt (plus one token refresh on 401),
+//!   and the whole of it — the token `PUT` when one is needed, the `GET`, a 401,
+//!   the new token's `PUT` and the `GET` again, the next endpoint when one cannot
+//!   be connected to — ends within one request timeout (2 s): each exchange gets
+//!   what is left of it, and none starts once it is spent. Waiting and retrying
+//!   belong to the consistency wait ([`wait`]), which also honours a 503's
+//!   `Retry-After`.
 //! * **Minimal fetch.** [`nic`] decides which keys one NIC event needs, [`wait`]
 //!   fetches them until IMDS agrees with the lease. [`identity`] fetches the
 //!   instance-level keys the boot stage needs (the EC2 datasource).
@@ -35,7 +39,7 @@ pub mod wait;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use ureq::http::Response;
 use ureq::unversioned::transport::DefaultConnector;
@@ -201,7 +205,7 @@ impl Ec2 {
     /// The token to send, fetching one when neither memory nor the cache file holds
     /// a fresh one. `None` in IMDSv1 fallback mode. `stale` is a token IMDS just
     /// refused: it is not taken again from the cache.
-    fn token(&self, stale: Option<&Token>) -> Result<Option<Token>> {
+    fn token(&self, stale: Option<&Token>, deadline: Instant) -> Result<Option<Token>> {
         if self.v1.load(Ordering::Relaxed) {
             return Ok(None);
         }
@@ -227,7 +231,7 @@ impl Ec2 {
             *held = Some(t.clone());
             return Ok(Some(t));
         }
-        match self.fetch_token() {
+        match self.fetch_token(deadline) {
             Ok(t) => {
                 log::info!(
                     "IMDS: new IMDSv2 token, valid {} s",
@@ -250,9 +254,9 @@ impl Ec2 {
         }
     }
 
-    /// `PUT`s a token request.
-    fn fetch_token(&self) -> Result<Token> {
-        let (url, mut resp) = self.send(Method::Put, IMDS_TOKEN_PATH, None)?;
+    /// `PUT`s a token request, by `deadline`.
+    fn fetch_token(&self, deadline: Instant) -> Result<Token> {
+        let (url, mut resp) = self.send(Method::Put, IMDS_TOKEN_PATH, None, deadline)?;
         let status = resp.status().as_u16();
         let fail = |kind| Error::Imds {
             method: Method::Put.as_str(),
@@ -281,12 +285,15 @@ impl Ec2 {
     }
 
     /// One request to the first endpoint that can be connected to, starting with
-    /// the one that answered last. Returns the URL asked and the answer.
+    /// the one that answered last, ending by `deadline` (body included): each
+    /// attempt's whole-request timeout is what is left until then, and none starts
+    /// once it has passed. Returns the URL asked and the answer.
     fn send(
         &self,
         method: Method,
         path: &str,
         token: Option<&Token>,
+        deadline: Instant,
     ) -> Result<(String, Response<Body>)> {
         let n = self.endpoints.len();
         let first = self.active.load(Ordering::Relaxed) % n.max(1);
@@ -295,14 +302,32 @@ impl Ec2 {
             let idx = (first + tried) % n.max(1);
             let base = self.endpoints.get(idx).map_or("", String::as_str);
             let url = format!("{base}{path}");
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Imds {
+                    method: method.as_str(),
+                    url,
+                    kind: ImdsErrorKind::Timeout {
+                        phase: "whole request (token exchange included)".to_owned(),
+                    },
+                });
+            }
             let answer = match method {
                 Method::Put => self
                     .agent
                     .put(&url)
+                    .config()
+                    .timeout_global(Some(left))
+                    .build()
                     .header(IMDS_TOKEN_TTL_HEADER, IMDS_TOKEN_TTL_SECS.to_string())
                     .send_empty(),
                 Method::Get => {
-                    let req = self.agent.get(&url);
+                    let req = self
+                        .agent
+                        .get(&url)
+                        .config()
+                        .timeout_global(Some(left))
+                        .build();
                     match token {
                         Some(t) => req.header(IMDS_TOKEN_HEADER, t.secret()).call(),
                         None => req.call(),
@@ -361,10 +386,14 @@ impl Ec2 {
         path: &str,
         read: impl Fn(&mut Response<Body>) -> Result<T, ImdsErrorKind>,
     ) -> Result<Option<T>> {
+        // One request, however many exchanges it takes: the token dance and the
+        // endpoint fallback share one request timeout, so a slow, 401-ing IMDS
+        // holds the caller no longer than a slow one.
+        let deadline = Instant::now() + self.timeouts.1;
         let mut stale = None;
         loop {
-            let token = self.token(stale.as_ref())?;
-            let (url, mut resp) = self.send(Method::Get, path, token.as_ref())?;
+            let token = self.token(stale.as_ref(), deadline)?;
+            let (url, mut resp) = self.send(Method::Get, path, token.as_ref(), deadline)?;
             let fail = |kind| Error::Imds {
                 method: Method::Get.as_str(),
                 url: url.clone(),

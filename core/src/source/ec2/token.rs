@@ -7,22 +7,26 @@
 //! request for a token. The file holds the token and the time it expires (JSON),
 //! is mode 0600, and is replaced atomically (a temporary file in the same folder,
 //! fsync, rename, fsync of the folder), so a reader sees the old token or the new
-//! one, never half of either. It is never read through a symlink, and a file that
-//! others could read or write is ignored.
+//! one, never half of either. It is never read through a symlink (at the file or
+//! at `run/leasehook`), never blocks on a FIFO, is read up to 4 KiB, and a file that
+//! others could read or write is ignored: the same no-follow files as every other
+//! run-time file ([`crate::fs`], through [`crate::apply::state::Paths`]).
 //!
 //! The token is a credential: [`Token`]'s `Debug` does not show it, and no message
 //! written here contains it.
 
 use std::fmt;
-use std::fs::OpenOptions;
-use std::io::Read;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::apply::state::{Paths, write_run_file};
 use crate::constants::{IMDS_MAX_TOKEN_BYTES, IMDS_TOKEN_CACHE, IMDS_TOKEN_EXPIRY_MARGIN};
+use crate::fs::Problem;
+
+/// The cache file's name in `run/leasehook`.
+const CACHE_NAME: &str = "imds-token";
 
 /// The largest cache file we read, in bytes.
 const MAX_CACHE_BYTES: u64 = 4096;
@@ -108,6 +112,7 @@ struct CacheFile {
 #[derive(Debug, Clone)]
 pub(crate) struct TokenCache {
     path: PathBuf,
+    paths: Paths,
 }
 
 impl TokenCache {
@@ -115,6 +120,7 @@ impl TokenCache {
     pub(crate) fn new(root: &Path) -> Self {
         Self {
             path: root.join(IMDS_TOKEN_CACHE),
+            paths: Paths::new(root),
         }
     }
 
@@ -143,35 +149,26 @@ impl TokenCache {
     }
 
     fn read(&self) -> Result<Option<Token>, String> {
-        // O_NOFOLLOW: a symlink planted here must not make us read another file;
-        // O_NONBLOCK: a FIFO planted here must not hang the hook.
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&self.path);
-        let mut file = match file {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err("is a symlink, which is never followed".to_owned());
-            }
+        // No-follow, non-blocking, a regular file of at most 4 KiB: a symlink or a
+        // FIFO planted here must neither make us read another file nor hang the hook.
+        let dir = match self.paths.run_folder(None, false) {
+            Ok(Some(d)) => d,
+            Ok(None) => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
-        let meta = file.metadata().map_err(|e| e.to_string())?;
-        if !meta.is_file() {
-            return Err("not a regular file".to_owned());
-        }
-        if meta.permissions().mode() & 0o077 != 0 {
+        let (bytes, mode) = match dir.read_with_mode(CACHE_NAME, MAX_CACHE_BYTES) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(None),
+            Err(Problem::Wrong(_)) => return Err("not a regular file".to_owned()),
+            Err(p) => return Err(p.to_string()),
+        };
+        if mode & 0o077 != 0 {
             return Err(format!(
                 "mode {:o} lets others read or write it (want 600)",
-                meta.permissions().mode() & 0o777
+                mode & 0o777
             ));
         }
-        let mut text = String::new();
-        (&mut file)
-            .take(MAX_CACHE_BYTES)
-            .read_to_string(&mut text)
-            .map_err(|e| e.to_string())?;
+        let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
         // serde_json's messages quote no input beyond a character or two; still, say
         // only where the file broke.
         let parsed: CacheFile = serde_json::from_str(&text).map_err(|e| {
@@ -211,7 +208,8 @@ impl TokenCache {
         // The shared atomic write: a 0600 temporary file in the same folder (which
         // must not be a symlink), fsync, rename over the name (replacing a symlink
         // rather than following it), fsync of the folder.
-        crate::apply::state::write_atomic(&self.path, body.as_bytes()).map_err(|e| e.to_string())
+        write_run_file(&self.paths, None, CACHE_NAME, body.as_bytes(), 0o600)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -219,6 +217,7 @@ impl TokenCache {
 mod tests {
     use super::*;
     use std::fs;
+    use std::os::unix::fs::PermissionsExt as _;
 
     const SECRET: &str = "AQAEAExampleTokenValue-0123456789abcdefABCDEF==";
 

@@ -9,8 +9,11 @@
 //! whose jitter adds up to the same again, clamped to 2 s), or longer when a 503
 //! named a `Retry-After`. It stops when IMDS agrees with the lease, when an error
 //! cannot go away by waiting, or when the budget (30 s by default) is spent, also
-//! in the middle of a round; a request under way when the budget runs out
-//! finishes, so the wait can overrun the budget by at most one request's timeout.
+//! in the middle of a round. No request starts once the budget is spent (nor does
+//! a pause that would end after it), and a request under way when it runs out
+//! finishes: the wait overruns the budget by at most one request, which
+//! [`super::Ec2`] bounds to one request timeout (2 s) in total, the token dance
+//! (401, a new token's `PUT`, the `GET` again) and the endpoint fallback included.
 //!
 //! **An IMDS error is never read as "empty".** The result is [`Outcome::Complete`],
 //! [`Outcome::Partial`] (IMDS answered, but did not say everything before the budget
@@ -159,9 +162,11 @@ pub fn wait_for_nic(
         let mut cut = false;
         while let Some(request) = nic::next_request(event, &state, &last.missing, &asked) {
             // A slow IMDS (each answer in time, but many of them) must not hold the
-            // caller past the budget: once it is spent, the request under way was
-            // the last one.
-            if !asked.is_empty() && clock.now().saturating_duration_since(start) >= policy.budget {
+            // caller past the budget: once it is spent, no request starts, and the
+            // one under way was the last. Only the wait's very first request is
+            // always made (a zero budget still asks once).
+            let first = rounds == 1 && asked.is_empty();
+            if !first && clock.now().saturating_duration_since(start) >= policy.budget {
                 log::debug!(
                     "{}: round {rounds}: budget spent after {} request(s) of the round",
                     event.interface(),
@@ -226,10 +231,12 @@ pub fn wait_for_nic(
             .next()
             .unwrap_or(policy.max_delay)
             .max(retry_after.unwrap_or_default());
-        if remaining.is_zero() || retry_after.is_some_and(|r| r > remaining) {
+        // A pause that reaches the end of the budget would be followed by no
+        // request at all: give up now rather than hold the caller for nothing.
+        if pause >= remaining {
             return give_up(event, error, last, elapsed, rounds, requests, &describe);
         }
-        clock.sleep(pause.min(remaining));
+        clock.sleep(pause);
         previous_error = error;
     }
 }
@@ -462,16 +469,71 @@ mod tests {
             .iter()
             .map(Duration::as_millis)
             .collect();
-        // Each round costs 1 ms per request in the fake; the last pause is cut to
-        // what is left of the budget.
-        assert_eq!(ms[..5], [100, 200, 400, 800, 1600]);
-        assert_eq!(ms[5], 2000);
-        assert!(ms[6] < 2000, "{ms:?}");
-        assert_eq!(ms.len(), 7);
+        // Each round costs 1 ms per request in the fake. The next pause (2 s from
+        // 5.1 s) would end after the budget, and no request may start then: the
+        // wait gives up at once instead of sleeping for nothing.
+        assert_eq!(ms, [100, 200, 400, 800, 1600, 2000]);
         // One full first round, then only the subnet, once per round.
-        assert_eq!(imds.count("subnet-ipv4-cidr-block"), 8);
-        assert_eq!(imds.requests().len(), 6 + 8, "{:?}", imds.requests());
-        assert!(clock.t() >= Duration::from_secs(6));
+        assert_eq!(imds.count("subnet-ipv4-cidr-block"), 7);
+        assert_eq!(imds.requests().len(), 6 + 7, "{:?}", imds.requests());
+        assert!(clock.t() < Duration::from_secs(6), "{:?}", clock.t());
+    }
+
+    #[test]
+    fn no_request_starts_after_the_budget() {
+        // Issue 18, item 5: every answer is a 500 after 0.95 s. The first round
+        // ends at 0.95 s with 50 ms of the 1 s budget left; a pause and another
+        // request then would hold the caller to about 2 s. No request may start
+        // at or after the budget, whatever round it would open.
+        let clock = FakeClock::new();
+        let imds = SlowImds {
+            inner: secondary(FakeImds::new(&clock))
+                .leaf("/latest/meta-data/mac", |_| Err(http(500, None))),
+            each: Duration::from_millis(949),
+        };
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(1_000), &clock);
+        assert_eq!(out, Outcome::Failed(http(500, None)));
+        // The fake logs a request once its answer's delay has passed.
+        let starts: Vec<Duration> = imds
+            .inner
+            .log
+            .borrow()
+            .iter()
+            .map(|(t, _)| t.saturating_sub(imds.each))
+            .collect();
+        assert_eq!(starts.len(), 1, "{starts:?}");
+        assert!(
+            clock.t() <= Duration::from_millis(1_000 + 950),
+            "{:?}",
+            clock.t()
+        );
+        // With a longer budget the next round does start, while some is left.
+        let clock = FakeClock::new();
+        let imds = SlowImds {
+            inner: secondary(FakeImds::new(&clock))
+                .leaf("/latest/meta-data/mac", |_| Err(http(500, None))),
+            each: Duration::from_millis(949),
+        };
+        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(3_000), &clock);
+        assert_eq!(out, Outcome::Failed(http(500, None)));
+        // The fake logs a request once its answer's delay has passed.
+        let starts: Vec<Duration> = imds
+            .inner
+            .log
+            .borrow()
+            .iter()
+            .map(|(t, _)| t.saturating_sub(imds.each))
+            .collect();
+        assert!(starts.len() >= 2, "{starts:?}");
+        assert!(
+            starts.iter().all(|t| *t < Duration::from_secs(3)),
+            "a request started after the budget: {starts:?}"
+        );
+        assert!(
+            clock.t() <= Duration::from_millis(3_000 + 950),
+            "{:?}",
+            clock.t()
+        );
     }
 
     /// A fake IMDS whose every answer takes `each` of fake time.

@@ -1,20 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Performs IO: files and folders below a trusted folder, reached one name at a time
-//! through folder descriptors, never following a symlink.
+//! through folder descriptors, never following a symlink. The one implementation
+//! of every file leasehook keeps: the boot stage's cache and `boot.json`, and the
+//! hooks' run-time files (state files, locks, event counters, hand-overs, refresh
+//! stamps, the IMDS token).
 //!
 //! The cache (`/var/lib/leasehook`) and the run-time folder (`/run/leasehook`) hold
-//! what the next boot trusts. Everything up to `/var/lib` and `/run` is the
-//! system's (followed as usual); from leasehook's own folder down, every name is
-//! opened relative to its folder's descriptor with `O_NOFOLLOW`, so a symlink
-//! planted anywhere below — at a folder or at a file — is met, reported and set
-//! aside, never followed, and a folder swapped between two calls cannot redirect
-//! the next one.
+//! what the next boot and the next lease trust. Everything up to `/var/lib` and
+//! `/run` is the system's (followed as usual); from leasehook's own folder down,
+//! every name is opened relative to its folder's descriptor with `O_NOFOLLOW`, so a
+//! symlink planted anywhere below — at a folder or at a file — is met, reported and
+//! refused or set aside, never followed, and a folder swapped between two calls
+//! cannot redirect the next one. Files are opened `O_NONBLOCK` and must be regular
+//! files (a FIFO or a device where a file should be is refused at once, never
+//! waited on), and reads are capped: a file larger than its limit is refused
+//! without being read further.
 //!
 //! Writes are atomic: a new file (`O_CREAT | O_EXCL | O_NOFOLLOW`, created with its
 //! final mode) in the same folder, written, fsynced, renamed over the name (which
 //! replaces a symlink there rather than following it), and the folder fsynced.
 //! A bad entry is never deleted: [`Dir::set_aside`] renames it to `NAME.corrupt`
-//! (`NAME.corrupt.1`, ... when that is taken).
+//! (`NAME.corrupt.1`, ... when that is taken). Temporary files are named
+//! `.NAME.PID.SEQ.NANOS.tmp` ([`is_temp_name`]).
 
 use std::ffi::OsString;
 use std::fmt;
@@ -25,8 +32,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{
-    AtFlags, CWD, FileType, Mode, OFlags, RenameFlags, fchmod, fstat, fsync, mkdirat, openat,
-    readlinkat, renameat, renameat_with, statat, symlinkat,
+    AtFlags, CWD, FileType, Mode, OFlags, RenameFlags, Timespec, Timestamps, fchmod, fstat, fsync,
+    futimens, mkdirat, openat, readlinkat, renameat, renameat_with, statat, symlinkat, unlinkat,
 };
 use rustix::io::Errno;
 
@@ -100,6 +107,14 @@ pub struct Dir {
 
 /// Names temporary files apart within one process.
 static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Whether `name` is one of this module's temporary names
+/// (`.NAME.PID.SEQ.NANOS.tmp`): what a crash between creating and renaming leaves.
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.')
+        && Path::new(name).extension().is_some_and(|x| x == "tmp")
+        && name.split('.').count() >= 6
+}
 
 fn kind_of(mode: u32) -> Entry {
     match FileType::from_raw_mode(mode) {
@@ -213,15 +228,149 @@ impl Dir {
         }
     }
 
+    /// Opens the folder `name` below this one, creating it with `mode` when
+    /// `create` and it is missing; `Ok(None)` when missing and not to be created.
+    /// Unlike [`Dir::child_for_write`], a symlink or anything else standing there is
+    /// refused with an error that says so (the hooks' run-time folders: a planted
+    /// link must not be "repaired" mid-lease either).
+    pub fn child_strict(&self, name: &str, create: bool, mode: u32) -> Result<Option<Self>, Error> {
+        let refuse = |p: &Problem| {
+            let mut e = self.error(name, p);
+            if let Error::Io { message, .. } = &mut e {
+                message.push_str("; refusing to use it");
+            }
+            e
+        };
+        match self.child(name) {
+            Ok(Some(d)) => return Ok(Some(d)),
+            Ok(None) if !create => return Ok(None),
+            Ok(None) => {}
+            Err(p) => return Err(refuse(&p)),
+        }
+        match mkdirat(&self.fd, name, Mode::from_raw_mode(mode)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(self.error(name, &e.into())),
+        }
+        match self.child(name) {
+            Ok(Some(d)) => Ok(Some(d)),
+            Ok(None) => Err(self.error(name, &Problem::Wrong(Entry::Missing))),
+            Err(p) => Err(refuse(&p)),
+        }
+    }
+
+    /// Opens (creating with `mode`) the regular file `name` for a lock: no-follow,
+    /// non-blocking, close-on-exec. A symlink, FIFO or anything else is refused.
+    pub fn open_lock(&self, name: &str, mode: u32) -> Result<std::fs::File, Problem> {
+        self.open_file(name, OFlags::RDWR | OFlags::CREATE, mode)
+    }
+
+    /// Sets the modification time of the regular file `name` to now, creating it
+    /// (empty, with `mode`) when missing; never through a symlink, never blocking.
+    pub fn touch(&self, name: &str, mode: u32) -> Result<(), Problem> {
+        let f = self.open_file(name, OFlags::WRONLY | OFlags::CREATE, mode)?;
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        };
+        futimens(
+            &f,
+            &Timestamps {
+                last_access: now,
+                last_modification: now,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// The modification time of the regular file `name`; `Ok(None)` when missing.
+    pub fn modified(&self, name: &str) -> Result<Option<std::time::SystemTime>, Problem> {
+        let st = match statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        match kind_of(st.st_mode) {
+            Entry::File => {}
+            Entry::Symlink => return Err(Problem::Symlink),
+            other => return Err(Problem::Wrong(other)),
+        }
+        let secs = u64::try_from(st.st_mtime).unwrap_or(0);
+        let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
+        Ok(std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos)))
+    }
+
+    /// Removes the entry `name` (a file, a symlink — not its target — or a special
+    /// file; never a folder). `Ok(false)` when nothing was there.
+    pub fn remove(&self, name: &str) -> Result<bool, Problem> {
+        match unlinkat(&self.fd, name, AtFlags::empty()) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOENT) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The names in this folder (without `.` and `..`), sorted.
+    pub fn names(&self) -> Result<Vec<String>, Problem> {
+        let fd = openat(&self.fd, ".", DIR_FLAGS, Mode::empty())?;
+        let mut out = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&fd)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name != "." && name != ".." {
+                out.push(name);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Opens the regular file `name` with `flags` (plus no-follow, non-blocking,
+    /// close-on-exec), creating it with `mode` when `flags` say so.
+    fn open_file(&self, name: &str, flags: OFlags, mode: u32) -> Result<std::fs::File, Problem> {
+        let fd = match openat(
+            &self.fd,
+            name,
+            flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::LOOP) => return Err(Problem::Symlink),
+            // O_CREAT on a dangling symlink with O_NOFOLLOW: ELOOP too, but some
+            // file systems say EEXIST; look.
+            Err(e @ (Errno::EXIST | Errno::ISDIR | Errno::NXIO)) => {
+                return Err(match self.entry(name)? {
+                    Entry::Symlink => Problem::Symlink,
+                    Entry::File => Problem::Io(e.into()),
+                    other => Problem::Wrong(other),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let kind = kind_of(fstat(&fd)?.st_mode);
+        if kind != Entry::File {
+            return Err(Problem::Wrong(kind));
+        }
+        Ok(std::fs::File::from(fd))
+    }
+
     /// A regular file's bytes, up to `limit`; `Ok(None)` when nothing is there.
     /// Opened with `O_NOFOLLOW | O_NONBLOCK`: a symlink is refused, a FIFO does not
     /// block.
     pub fn read(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>, Problem> {
+        Ok(self.read_with_mode(name, limit)?.map(|(b, _)| b))
+    }
+
+    /// As [`Dir::read`], with the file's permission bits.
+    pub fn read_with_mode(
+        &self,
+        name: &str,
+        limit: u64,
+    ) -> Result<Option<(Vec<u8>, u32)>, Problem> {
         use std::io::Read as _;
         let fd = match openat(
             &self.fd,
             name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
             Ok(fd) => fd,
@@ -234,15 +383,20 @@ impl Dir {
         if kind != Entry::File {
             return Err(Problem::Wrong(kind));
         }
+        // Refused before reading when it says it is larger (a 1.5 GB state file
+        // must not be read into memory); the read is capped in case it grows.
+        if u64::try_from(st.st_size).unwrap_or(u64::MAX) > limit {
+            return Err(Problem::TooLarge(limit));
+        }
         let mut buf = Vec::new();
         std::fs::File::from(fd)
-            .take(limit + 1)
+            .take(limit.saturating_add(1))
             .read_to_end(&mut buf)
             .map_err(Problem::Io)?;
         if buf.len() as u64 > limit {
             return Err(Problem::TooLarge(limit));
         }
-        Ok(Some(buf))
+        Ok(Some((buf, st.st_mode & 0o7777)))
     }
 
     /// A small text file's first line, trimmed; `None` when missing, unreadable or
