@@ -340,8 +340,17 @@ proptest! {
                     if card.is_none() && others_have_cards {
                         prop_assert!(ip.table.is_none());
                     }
-                    // ... and is routed on card 1 and up (p4d, p5, trn1 layouts).
-                    if let (Some(c @ 1..), Some(0)) = (card, nic.and_then(|n| n.device_number)) {
+                    // ... and is routed on card 1 and up (p4d, p5, trn1 layouts),
+                    // unless another NIC claims the same card and device: that is
+                    // a table conflict, and neither is routed (issue 18, item 4).
+                    let claimed_twice = inst.metadata.nics.iter().any(|n| {
+                        n.mac != ip.mac
+                            && n.network_card == card
+                            && n.device_number == nic.and_then(|m| m.device_number)
+                    });
+                    if let (Some(c @ 1..), Some(0), false) =
+                        (card, nic.and_then(|n| n.device_number), claimed_twice)
+                    {
                         prop_assert_eq!(ip.table, Some(cfg.table_base + 100 * c));
                     }
                 }
