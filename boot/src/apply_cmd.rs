@@ -30,7 +30,7 @@ pub(crate) struct ApplyArgs {
     plan: PathBuf,
 
     /// Prefix for every file leasehook reads or writes (state, locks).
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
     root: PathBuf,
 
     /// Print every change as an `ip` command line.
@@ -54,7 +54,7 @@ pub(crate) struct FlushArgs {
     family: Option<FamilyArg>,
 
     /// Prefix for every file leasehook reads or writes.
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
     root: PathBuf,
 
     /// Print every change as an `ip` command line.
@@ -104,7 +104,7 @@ pub(crate) struct StatusArgs {
     json: bool,
 
     /// Prefix for every file leasehook reads.
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
     root: PathBuf,
 }
 

@@ -26,7 +26,7 @@ use leasehook_core::source::detect::{ReadOptions, detect};
 pub(crate) struct DetectArgs {
     /// Read every path below DIR instead of / (the LXD socket and cloud-init's
     /// disabled marker too).
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
     root: PathBuf,
 
     /// Assume this virtualisation, as systemd-detect-virt names it (kvm, qemu, xen,

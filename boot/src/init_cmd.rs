@@ -49,7 +49,7 @@ pub(crate) struct InitArgs {
     local: bool,
 
     /// Read and write every path below DIR instead of / (the LXD socket too).
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
     root: PathBuf,
 
     /// Assume this virtualisation (kvm, lxc, none, ...), as `leasehook detect`

@@ -62,7 +62,7 @@ pub(crate) struct QueryArgs {
     format: Option<String>,
 
     /// Read below DIR instead of /.
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
     root: PathBuf,
 }
 

@@ -309,3 +309,51 @@ fn config_show_merges_files_environment_and_names_origins() {
         "{e}"
     );
 }
+
+/// `LEASEHOOK_ROOT` is `--root`'s default in every subcommand, not only in `plan`,
+/// `config show` and `refresh`: `flush`, `apply`, `status`, `query`, `init` and
+/// `detect` read (and write) below it too, so a test or an image build that sets
+/// it never touches the machine's own `/run/leasehook` (issue 20, item 6).
+#[test]
+fn every_subcommand_reads_below_leasehook_root() {
+    let dir = TempDir::new("root-env");
+    fs::create_dir_all(dir.0.join("run/leasehook")).unwrap();
+    let doc = r#"{"v1": {"instance_id": "i-from-leasehook-root"}}"#;
+    dir.file("run/leasehook/instance-data.json", doc);
+    dir.file("run/leasehook/instance-data-sensitive.json", doc);
+    fs::create_dir_all(dir.0.join("var/lib/cloud/seed/nocloud")).unwrap();
+    dir.file(
+        "var/lib/cloud/seed/nocloud/meta-data",
+        "instance-id: i-seed\n",
+    );
+    dir.file("var/lib/cloud/seed/nocloud/user-data", "#cloud-config\n");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_leasehook"))
+            .args(args)
+            .env("LEASEHOOK_ROOT", &dir.0)
+            .env("LEASEHOOK_CONFIG", "/dev/null")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["query", "v1.instance_id"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "\"i-from-leasehook-root\"\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["detect", "--virt", "none"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["checks"]["NoCloud"], "found", "{v}");
+    // An explicit --root still wins over the variable.
+    let other = TempDir::new("root-flag");
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehook"))
+        .args(["detect", "--virt", "none", "--root"])
+        .arg(&other.0)
+        .env("LEASEHOOK_ROOT", &dir.0)
+        .env("LEASEHOOK_CONFIG", "/dev/null")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["checks"]["NoCloud"], "not-found", "{v}");
+}
