@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pydir=$(scripts/fetch-cloud-init-oracle.sh | sed -n 's/^cloud-init oracle: .* at //p')
+pydir=$(scripts/fetch-cloud-init-oracle.sh trixie | sed -n 's/^cloud-init oracle: .* at //p')
 [[ -d "$pydir" ]] || {
     echo "bench-boot: no cloud-init oracle" >&2
     exit 1

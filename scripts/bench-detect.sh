@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/fetch-cloud-init-oracle.sh >/dev/null
+scripts/fetch-cloud-init-oracle.sh trixie >/dev/null
 cargo build --release --locked --quiet -p leasehook --bin leasehook
 LEASEHOOK_BIN="$PWD/target/release/leasehook" \
     cargo bench --locked --quiet -p leasehook-tests --features netns --bench detect

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 readonly ROUNDS=${ROUNDS:-20}
 readonly PY=/usr/bin/python3
 
-pydir=$(scripts/fetch-cloud-init-oracle.sh | sed -n 's/^cloud-init oracle: .* at //p')
+pydir=$(scripts/fetch-cloud-init-oracle.sh trixie | sed -n 's/^cloud-init oracle: .* at //p')
 [[ -d "$pydir" ]] || {
     echo "bench-imds: no cloud-init oracle" >&2
     exit 1
