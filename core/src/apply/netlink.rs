@@ -134,18 +134,11 @@ impl NetlinkApplier {
     pub fn foreign_rules(&mut self) -> Result<Vec<ForeignRule>> {
         let handle = self.handle.clone();
         self.rt.block_on(async move {
-            let mut rules = Vec::new();
-            for version in [IpVersion::V4, IpVersion::V6] {
-                let msgs: Vec<RuleMessage> = handle
-                    .rule()
-                    .get(version)
-                    .execute()
-                    .try_collect()
-                    .await
-                    .map_err(|e| nl_error("ip rule show", &e))?;
-                rules.extend(msgs.iter().filter_map(foreign_rule_of));
-            }
-            Ok(rules)
+            Ok(dump_rules(&handle)
+                .await?
+                .iter()
+                .filter_map(foreign_rule_of)
+                .collect())
         })
     }
 
@@ -157,24 +150,49 @@ impl NetlinkApplier {
             links.iter().map(|(n, i)| (*i, n.clone())).collect();
         let handle = self.handle.clone();
         self.rt.block_on(async move {
-            let mut routes = Vec::new();
-            let dumps = [
-                RouteMessageBuilder::<Ipv4Addr>::new().build(),
-                RouteMessageBuilder::<Ipv6Addr>::new().build(),
-            ];
-            for query in dumps {
-                let msgs: Vec<RouteMessage> = handle
-                    .route()
-                    .get(query)
-                    .execute()
-                    .try_collect()
-                    .await
-                    .map_err(|e| nl_error("ip route show table all", &e))?;
-                routes.extend(msgs.iter().filter_map(|m| foreign_route_of(m, &names)));
-            }
-            Ok(routes)
+            Ok(dump_routes(&handle)
+                .await?
+                .iter()
+                .filter_map(|m| foreign_route_of(m, &names))
+                .collect())
         })
     }
+}
+
+/// Every rule of both families (`ip rule show`; `ip -6 rule show`).
+async fn dump_rules(handle: &Handle) -> Result<Vec<RuleMessage>> {
+    let mut rules = Vec::new();
+    for version in [IpVersion::V4, IpVersion::V6] {
+        let msgs: Vec<RuleMessage> = handle
+            .rule()
+            .get(version)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| nl_error("ip rule show", &e))?;
+        rules.extend(msgs);
+    }
+    Ok(rules)
+}
+
+/// Every route of both families in every table (`ip route show table all`):
+/// without strict checking the kernel dumps every table; callers filter.
+async fn dump_routes(handle: &Handle) -> Result<Vec<RouteMessage>> {
+    let mut routes = Vec::new();
+    for query in [
+        RouteMessageBuilder::<Ipv4Addr>::new().build(),
+        RouteMessageBuilder::<Ipv6Addr>::new().build(),
+    ] {
+        let msgs: Vec<RouteMessage> = handle
+            .route()
+            .get(query)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| nl_error("ip route show table all", &e))?;
+        routes.extend(msgs);
+    }
+    Ok(routes)
 }
 
 fn foreign_rule_of(msg: &RuleMessage) -> Option<ForeignRule> {
@@ -611,33 +629,15 @@ impl Applier for NetlinkApplier {
         let handle = self.handle.clone();
         let mut state = self.rt.block_on(async move {
             let mut state = State::default();
-            for version in [IpVersion::V4, IpVersion::V6] {
-                let rules: Vec<RuleMessage> = handle
-                    .rule()
-                    .get(version)
-                    .execute()
-                    .try_collect()
-                    .await
-                    .map_err(|e| nl_error("ip rule show", &e))?;
-                state.rules.extend(rules.iter().filter_map(rule_of));
-            }
-            // Without strict checking the kernel dumps every table; we filter here.
-            let dumps = [
-                RouteMessageBuilder::<Ipv4Addr>::new().build(),
-                RouteMessageBuilder::<Ipv6Addr>::new().build(),
-            ];
-            for query in dumps {
-                let routes: Vec<RouteMessage> = handle
-                    .route()
-                    .get(query)
-                    .execute()
-                    .try_collect()
-                    .await
-                    .map_err(|e| nl_error("ip route show table all", &e))?;
-                state
-                    .routes
-                    .extend(routes.iter().filter_map(|m| route_of(m, &names)));
-            }
+            state
+                .rules
+                .extend(dump_rules(&handle).await?.iter().filter_map(rule_of));
+            state.routes.extend(
+                dump_routes(&handle)
+                    .await?
+                    .iter()
+                    .filter_map(|m| route_of(m, &names)),
+            );
             Ok::<_, Error>(state)
         })?;
         // One address dump, split by owner.
