@@ -982,6 +982,19 @@ matrix! {
         run: || run_planted(Plant::Fifo("run/leasehook/lock/eth1.lock")),
     };
     #[cfg(feature = "netns")]
+    bound_fifo_refreshed_stamp => Row {
+        name: "bound_fifo_refreshed_stamp",
+        fault: "a FIFO at `run/leasehook/refreshed/eth1`, then `leasehook refresh`",
+        does: "never opens the stamp blocking: it is refused (logged) and the refresh goes on; IMDS agrees, so nothing changes",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "refreshed/eth1\": is a special file",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: run_fifo_refreshed_stamp,
+    };
+    #[cfg(feature = "netns")]
     bound_symlinked_run_dir => Row {
         name: "bound_symlinked_run_dir",
         fault: "`run/leasehook` is a symlink to another folder (RENEW)",
@@ -1823,6 +1836,37 @@ fn run_planted(plant: Plant) -> Seen {
     let files = files_under(&i.root);
     let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
     let (out, elapsed) = i.shim("RENEW", &url);
+    i.seen(&out, elapsed, before, files)
+}
+
+/// A good BOUND, a FIFO where `refresh` keeps eth1's stamp, then `leasehook
+/// refresh` with a healthy IMDS (issue 18, item 6: it hung there, holding the
+/// interface's lock).
+fn run_fifo_refreshed_stamp() -> Seen {
+    let mut i = Instance::new("frefstamp");
+    i.bound();
+    mkfifo(&i.root.join("run/leasehook/refreshed/eth1"));
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
+    let env: Vec<(String, String)> = [
+        ("LEASEHOOK_ROOT", i.root.display().to_string()),
+        ("LEASEHOOK_IMDS_ENDPOINTS", url),
+        ("LEASEHOOK_IMDS_BIND_INTERFACE", "false".to_owned()),
+        ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1".to_owned()),
+        ("LEASEHOOK_LOG_LEVEL", "info".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let t = Instant::now();
+    let mut out = command(Some(&i.ns), Some(&env), &[], &leasehook_bin())
+        .arg("refresh")
+        .output()
+        .unwrap();
+    let elapsed = t.elapsed();
+    let stdout = out.stdout.clone();
+    out.stderr.extend_from_slice(&stdout);
     i.seen(&out, elapsed, before, files)
 }
 
