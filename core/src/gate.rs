@@ -134,7 +134,7 @@ pub enum Refusal {
     /// A prefix on a NIC whose subnet of the family is not known, so nothing
     /// bounds it.
     NoSubnet,
-    /// The subnet's network or broadcast address, or a prefix that covers one.
+    /// The subnet's network or broadcast address as a host.
     SubnetEdge {
         /// The subnet.
         subnet: IpNet,
@@ -486,7 +486,8 @@ impl Bounds<'_> {
     /// Whether `net` may be the source of a rule of this NIC: [`check_net`];
     /// nothing another NIC holds inside it; a host inside one of the NIC's subnets
     /// of its family (any host when none is known), not that subnet's network or
-    /// broadcast address; a prefix strictly inside a subnet.
+    /// broadcast address; a prefix strictly inside a subnet (it may cover those
+    /// two).
     pub fn source(&self, net: IpNet) -> Result<(), Refusal> {
         let net = net.trunc();
         check_net(net)?;
@@ -507,8 +508,11 @@ impl Bounds<'_> {
                 return Err(Refusal::WholeSubnet { subnet: *s });
             }
             // IPv4 subnets up to /30 have a network and a broadcast address that
-            // no host holds.
+            // no host holds. A prefix strictly inside the subnet may cover them:
+            // nothing is ever sent from them, so its rule takes no one's traffic
+            // (amazon-ec2-net-utils routes such a prefix too).
             if let IpNet::V4(s4) = s
+                && host
                 && s4.prefix_len() <= 30
                 && (net.contains(&IpAddr::V4(s4.network()))
                     || net.contains(&IpAddr::V4(s4.broadcast())))
@@ -667,10 +671,6 @@ mod tests {
             ),
             (
                 "10.98.1.0/32",
-                "the network or broadcast address of the subnet 10.98.1.0/24",
-            ),
-            (
-                "10.98.1.240/28",
                 "the network or broadcast address of the subnet 10.98.1.0/24",
             ),
             (
