@@ -195,6 +195,20 @@ async fn dump_routes(handle: &Handle) -> Result<Vec<RouteMessage>> {
     Ok(routes)
 }
 
+/// A dumped route's destination: its `RTA_DST` and prefix length, the family's
+/// unspecified address for a default route.
+fn destination(msg: &RouteMessage, dst: Option<IpAddr>) -> Option<IpNet> {
+    let unspecified = match msg.header.address_family {
+        AddressFamily::Inet6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    };
+    IpNet::new(
+        dst.unwrap_or(unspecified),
+        msg.header.destination_prefix_length,
+    )
+    .ok()
+}
+
 fn foreign_rule_of(msg: &RuleMessage) -> Option<ForeignRule> {
     let (mut src, mut dst) = (None, None);
     let (mut table, mut priority) = (u32::from(msg.header.table), 0);
@@ -240,15 +254,7 @@ fn foreign_route_of(
     if table == 255 {
         return None;
     }
-    let unspecified = match msg.header.address_family {
-        AddressFamily::Inet6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-    };
-    let to = IpNet::new(
-        dst.unwrap_or(unspecified),
-        msg.header.destination_prefix_length,
-    )
-    .ok()?;
+    let to = destination(msg, dst)?;
     Some(ForeignRoute {
         table,
         to,
@@ -336,15 +342,7 @@ fn route_of(msg: &RouteMessage, names: &std::collections::BTreeMap<u32, IfName>)
     if !owned_table(table) {
         return None;
     }
-    let unspecified = match msg.header.address_family {
-        AddressFamily::Inet6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-    };
-    let to = IpNet::new(
-        dst.unwrap_or(unspecified),
-        msg.header.destination_prefix_length,
-    )
-    .ok()?;
+    let to = destination(msg, dst)?;
     let scope = (msg.header.scope == RouteScope::Link).then_some(Scope::Link);
     Some(Route {
         to,
