@@ -28,7 +28,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::netns::{run, sibling_bin};
+use crate::client::Client;
+use crate::netns::run;
 use crate::world::{BUS_CONF, World, start_ready, wait_until};
 
 /// Mounts shared by every client's supervisor: the world's resolver file, a tmpfs
@@ -120,9 +121,9 @@ fn require(path: &str, package: &str) {
 }
 
 impl World {
-    /// `LEASEHOOK_*` settings for a shim, with `var` naming the shim `bin`.
-    fn settings(&self, var: &str, bin: &str) -> Vec<(String, String)> {
-        let mut env = vec![(var.to_owned(), sibling_bin(bin).display().to_string())];
+    /// `LEASEHOOK_*` settings for a shim, with `var` naming `client`'s shim.
+    fn settings(&self, var: &str, client: Client) -> Vec<(String, String)> {
+        let mut env = vec![(var.to_owned(), client.shim_path().display().to_string())];
         env.extend(
             self.hook_env
                 .iter()
@@ -167,7 +168,7 @@ impl World {
         let body = std::fs::read_to_string(&script).unwrap_or_else(|e| panic!("{script:?}: {e}"));
         write(&nm.join("dispatcher.d/90-leasehook"), &body, "755");
         let mut settings = String::new();
-        for (k, v) in self.settings("LEASEHOOK_NM", "leasehook-nm") {
+        for (k, v) in self.settings("LEASEHOOK_NM", Client::Nm) {
             assert!(!v.contains('\''), "{v}");
             let _ = writeln!(settings, "{k}='{v}'");
         }
@@ -250,7 +251,7 @@ impl World {
             &[("HOOKS".to_owned(), hooks.display().to_string())],
         );
         cmd.arg(if v6 { "-6" } else { "-4" }).arg("-f").arg(&conf);
-        for (k, v) in self.settings("LEASEHOOK_DHCPCD", "leasehook-dhcpcd") {
+        for (k, v) in self.settings("LEASEHOOK_DHCPCD", Client::Dhcpcd) {
             cmd.arg("-e").arg(format!("{k}={v}"));
         }
         cmd.arg(iface).stdout(Stdio::null()).stderr(log);
@@ -305,7 +306,7 @@ impl World {
             ),
             "755",
         );
-        let mut env = self.settings("LEASEHOOK_UDHCPC", "leasehook-udhcpc");
+        let mut env = self.settings("LEASEHOOK_UDHCPC", Client::Udhcpc);
         env.push((
             "LEASEHOOK_UDHCPC_DEFAULT".to_owned(),
             default.display().to_string(),

@@ -11,8 +11,10 @@
 )]
 
 pub mod bench;
+pub mod client;
 pub mod clients;
 pub mod netns;
+pub mod scenarios;
 pub mod world;
 
 use std::path::PathBuf;

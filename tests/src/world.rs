@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::client::Client;
 use crate::netns::{Netns, TempDir, run, sibling_bin};
 
 /// The instance's MACs.
@@ -228,7 +229,7 @@ fn hook_env(opts: &WorldOptions, root: PathBuf) -> (PathBuf, Vec<(String, String
     } else {
         hook_env.push((
             "LEASEHOOK_DHCLIENT".to_owned(),
-            sibling_bin("leasehook-dhclient").display().to_string(),
+            Client::Dhclient.shim_path().display().to_string(),
         ));
         hook_env.push(("LEASEHOOK_ROOT".to_owned(), root.display().to_string()));
         root
@@ -601,7 +602,7 @@ impl World {
     /// (`hooks/networkd/leasehook.conf`) is in place.
     pub fn start_networkd(&mut self, dropin: bool) {
         let scripts = self.dir.0.join("nd");
-        let shim = sibling_bin("leasehook-networkd").display().to_string();
+        let shim = Client::Networkd.shim_path().display().to_string();
         let script = crate::workspace_root().join("hooks/networkd-dispatcher/50-leasehook");
         for state in ["routable.d", "degraded.d", "no-carrier.d", "off.d"] {
             let d = scripts.join(state);
@@ -790,11 +791,9 @@ impl World {
         self.inst.ip(&["link", "set", &eth, "up"]);
         self.inst
             .ip(&["address", "add", &format!("10.98.{n}.20/24"), "dev", &eth]);
-        let mut cmd = self.inst.command(
-            sibling_bin("leasehook-dhclient")
-                .to_str()
-                .unwrap_or_default(),
-        );
+        let mut cmd = self
+            .inst
+            .command(Client::Dhclient.shim_path().to_str().unwrap_or_default());
         cmd.env_clear()
             .envs(self.hook_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("reason", "BOUND")
