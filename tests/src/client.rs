@@ -244,9 +244,8 @@ impl Client {
     pub fn end_line(self, end: End) -> &'static str {
         match (self, end) {
             (Self::Dhclient, End::Release) => "eth1 RELEASE: removed",
-            (Self::Dhclient, _) => "eth1 STOP: removed",
             // `dhcpcd -k` runs RELEASE, then STOP.
-            (Self::Dhcpcd, _) => "eth1 STOP: removed",
+            (Self::Dhclient | Self::Dhcpcd, _) => "eth1 STOP: removed",
             (Self::Udhcpc, _) => "eth1 deconfig: removed",
             (Self::Nm, _) => "eth1 down: removed",
             (Self::Networkd, End::CarrierLost) => "eth1 no-carrier: ",

@@ -569,6 +569,8 @@ Name=eth0
 [Network]
 DHCP=ipv4
 IPv6AcceptRA=no
+[DHCPv4]
+RouteMetric=100
 ' > /etc/systemd/network/10-eth0.network
 printf '[Match]
 Name=eth1

@@ -4,6 +4,11 @@
 //! IMDS emulator and installs policy routing. Each test builds its own world
 //! (`leasehook_tests::world`); the hook goes through `/etc/netns/<ns>/dhcp/`.
 //!
+//! The scenario table every client runs (`leasehook_tests::scenarios`, dhclient's
+//! row in `leasehook_tests::client`) is `dhclient::*`; beside it the tests only
+//! dhclient's world has (the hook's IMDS wait and worker, configuration files,
+//! multi-card instances, the cloud-init profile, both NICs renewing at once).
+//!
 //! Compiled with the `netns` feature; needs root, isc-dhcp-client and dnsmasq, and
 //! fails, never skips, without them.
 
@@ -16,12 +21,12 @@
     clippy::too_many_lines
 )]
 
-use std::io::Read as _;
-use std::process::Stdio;
 use std::time::Duration;
 
 use leasehook_tests::world::{World, WorldOptions, wait_until};
 use serde_json::json;
+
+leasehook_tests::client_table!(dhclient => Dhclient);
 
 const SECONDARY_RULES: [&str; 2] = [
     "10001 from 10.98.1.20 lookup 10001 proto 176",
@@ -33,68 +38,6 @@ fn bound(w: &World, rules: &[&str]) -> bool {
     rules.iter().all(|r| have.iter().any(|h| h == r))
 }
 
-#[test]
-fn bound_on_the_secondary_installs_policy_routing_and_traffic_flows() {
-    let mut w = World::new("bound", &WorldOptions::default());
-    w.dhclient_start("eth0", false);
-    assert!(
-        wait_until(Duration::from_secs(20), || w
-            .inst
-            .ip(&["-4", "addr", "show", "eth0"])
-            .contains("10.98.0.10")),
-        "eth0 got no lease:\n{}",
-        w.log("eth0", false)
-    );
-    w.dhclient_start("eth1", false);
-    assert!(
-        wait_until(Duration::from_secs(20), || bound(&w, &SECONDARY_RULES)),
-        "no rules after BOUND on eth1: {:#?}\n{}",
-        w.our_rules(),
-        w.log("eth1", false)
-    );
-    let routes = w.our_routes();
-    assert!(
-        routes.contains(
-            &"default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176".to_owned()
-        ),
-        "{routes:#?}"
-    );
-    assert!(
-        routes.contains(
-            &"10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176"
-                .to_owned()
-        ),
-        "{routes:#?}"
-    );
-    assert!(
-        w.inst
-            .addresses()
-            .contains(&"eth1 10.98.1.21/32".to_owned())
-    );
-    // The primary gets no rules (the default profile).
-    assert!(!w.our_rules().iter().any(|r| r.contains("10.98.0.")));
-    assert_eq!(
-        w.echo_from("10.98.1.20").as_deref(),
-        Some("10.98.1.20"),
-        "traffic from the secondary address"
-    );
-    assert_eq!(
-        w.echo_from("10.98.1.21").as_deref(),
-        Some("10.98.1.21"),
-        "traffic from the second secondary address"
-    );
-    assert_eq!(
-        w.echo_from("10.98.0.10").as_deref(),
-        Some("10.98.0.10"),
-        "traffic from the primary"
-    );
-    let log = w.log("eth1", false);
-    assert!(
-        log.contains("eth1 BOUND: "),
-        "every hook line names the interface and reason:\n{log}"
-    );
-}
-
 fn secondary_routes_ok(w: &World) -> bool {
     let routes = w.our_routes();
     routes
@@ -103,100 +46,6 @@ fn secondary_routes_ok(w: &World) -> bool {
             &"10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176"
                 .to_owned(),
         )
-}
-
-/// Lines of `ip monitor` output that concern leasehook's objects.
-fn ours(monitor: &str) -> Vec<String> {
-    monitor
-        .lines()
-        .filter(|l| {
-            l.contains("proto 176") || l.contains("10.98.1.21") || l.contains("lookup 10001")
-        })
-        .map(str::to_owned)
-        .collect()
-}
-
-#[test]
-fn renew_with_unchanged_metadata_changes_nothing() {
-    let mut w = World::new(
-        "renew",
-        &WorldOptions {
-            t1: Some(3),
-            ..WorldOptions::default()
-        },
-    );
-    w.bind("eth0", false);
-    w.bind("eth1", false);
-    assert!(
-        wait_until(Duration::from_secs(10), || bound(&w, &SECONDARY_RULES)),
-        "{}",
-        w.log("eth1", false)
-    );
-    let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
-    let mut monitor = w
-        .inst
-        .command("ip")
-        .args(["monitor", "rule", "route", "address"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let renewed = wait_until(Duration::from_secs(20), || {
-        w.log("eth1", false).contains("eth1 RENEW: 0 change(s)")
-    });
-    std::thread::sleep(Duration::from_millis(200));
-    monitor.kill().unwrap();
-    let mut seen = String::new();
-    monitor
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut seen)
-        .unwrap();
-    monitor.wait().unwrap();
-    assert!(renewed, "no RENEW within 20 s:\n{}", w.log("eth1", false));
-    assert_eq!(
-        ours(&seen),
-        Vec::<String>::new(),
-        "the renew changed leasehook's objects"
-    );
-    assert_eq!((w.our_rules(), w.our_routes(), w.inst.addresses()), before);
-}
-
-#[test]
-fn release_and_stop_remove_everything_of_the_interface() {
-    let mut w = World::new("release", &WorldOptions::default());
-    w.bind("eth0", false);
-    for release in [true, false] {
-        w.bind("eth1", false);
-        assert!(
-            wait_until(Duration::from_secs(10), || bound(&w, &SECONDARY_RULES)
-                && secondary_routes_ok(&w)),
-            "{}",
-            w.log("eth1", false)
-        );
-        w.dhclient_end("eth1", false, release);
-        let what = if release { "RELEASE" } else { "STOP" };
-        assert!(
-            w.our_rules().is_empty(),
-            "{what}: rules left {:#?}",
-            w.our_rules()
-        );
-        assert!(
-            w.our_routes().is_empty(),
-            "{what}: routes left {:#?}",
-            w.our_routes()
-        );
-        assert!(
-            !w.inst
-                .addresses()
-                .contains(&"eth1 10.98.1.21/32".to_owned()),
-            "{what}: secondary address left"
-        );
-        assert!(
-            !w.root.join("run/leasehook/iface/eth1.json").exists(),
-            "{what}: state file left"
-        );
-    }
 }
 
 #[test]
@@ -265,94 +114,6 @@ fn imds_unreachable_applies_nothing_and_says_why() {
         w.inst
             .ip(&["-4", "addr", "show", "eth1"])
             .contains("10.98.1.20/24")
-    );
-}
-
-#[test]
-fn dhcpv6_bound6_adds_the_ipv6_rule_and_release6_removes_it() {
-    let mut w = World::new("dhcp6", &WorldOptions::default());
-    w.bind("eth0", false);
-    w.bind("eth1", true);
-    let rule = "10001 from fd00:98:1::20 lookup 10001 proto 176";
-    assert!(
-        wait_until(Duration::from_secs(10), || bound(&w, &[rule])),
-        "{:#?}\n{}",
-        w.our_rules(),
-        w.log("eth1", true)
-    );
-    assert!(
-        w.our_routes().contains(
-            &"fd00:98:1::/64 via - dev eth1 scope - src - table 10001 proto 176".to_owned()
-        ),
-        "{:#?}",
-        w.our_routes()
-    );
-    assert!(w.log("eth1", true).contains("eth1 BOUND6: "));
-    w.dhclient_end("eth1", true, true);
-    assert!(w.our_rules().is_empty(), "{:#?}", w.our_rules());
-    assert!(w.our_routes().is_empty(), "{:#?}", w.our_routes());
-}
-
-#[test]
-fn hostile_dhcp_options_reach_no_shell() {
-    let marker = std::env::temp_dir().join(format!("leasehook-pwned-{}", std::process::id()));
-    let m = marker.display().to_string();
-    let hex_with_newline: String = format!("x\n$(touch {m})\n")
-        .bytes()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
-    let opts = WorldOptions {
-        dnsmasq_extra: vec![
-            format!("dhcp-option=option:domain-name,\"$(touch {m});`touch {m}`\""),
-            format!("dhcp-option=option:domain-search,a$(touch {m}).example"),
-            format!("dhcp-option=12,`touch {m}`;x"),
-            format!("dhcp-option=15,{hex_with_newline}"),
-            // A private option dhclient does not sanitise as a name: declared as
-            // a string below, it reaches the hook's environment as
-            // new_lh_hostile (issue 18, item 11: prove the value arrives).
-            format!("dhcp-option=224,\"x;$(touch {m})|`touch {m}`&\""),
-        ],
-        ..WorldOptions::default()
-    };
-    let mut w = World::new("hostile", &opts);
-    // dhclient asks for option 224 and hands it to its script; a recorder sourced
-    // by dhclient-script beside leasehook's exit hook keeps the environment both
-    // see (`env -0`: no shell reads a value).
-    let etc = std::path::PathBuf::from("/etc/netns")
-        .join(&w.inst.name)
-        .join("dhcp");
-    let mut conf = std::fs::read_to_string(etc.join("dhclient.conf")).unwrap();
-    conf.push_str("\noption lh-hostile code 224 = string;\nalso request lh-hostile;\n");
-    std::fs::write(etc.join("dhclient.conf"), conf).unwrap();
-    let seen = w.dir.0.join("hook-env");
-    std::fs::write(
-        etc.join("dhclient-exit-hooks.d/00-record-env"),
-        format!(
-            "/usr/bin/env -0 >> '{}'\nprintf '\\0' >> '{}'\n",
-            seen.display(),
-            seen.display()
-        ),
-    )
-    .unwrap();
-    w.bind("eth0", false);
-    w.bind("eth1", false);
-    assert!(
-        wait_until(Duration::from_secs(10), || bound(&w, &SECONDARY_RULES)),
-        "the hook stopped working:\n{}",
-        w.log("eth1", false)
-    );
-    assert!(!marker.exists(), "a hostile option reached a shell");
-    let env = String::from_utf8_lossy(&std::fs::read(&seen).unwrap_or_default()).into_owned();
-    // dhclient hands it on with its shell characters backslash-escaped; leasehook's
-    // hook and shim get exactly this, and run none of it.
-    let want = format!("new_lh_hostile=x;\\$(touch {m})\\|\\`touch {m}\\`\\&");
-    assert!(
-        env.split('\0').any(|kv| kv == want),
-        "option 224 did not reach the hook's environment as {want:?}: {:?}",
-        env.split('\0')
-            .filter(|kv| kv.starts_with("new_lh"))
-            .collect::<Vec<_>>()
     );
 }
 

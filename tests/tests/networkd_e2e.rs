@@ -4,6 +4,11 @@
 //! the IMDS emulator on the VPC side: networkd's DHCPv4 lease ends in leasehook's
 //! policy routing, and a link going down takes it away.
 //!
+//! The scenario table every client runs (`leasehook_tests::scenarios`, networkd's
+//! row in `leasehook_tests::client`: carrier loss and link down end the lease, no
+//! renewal hook, no DHCPv6) is `networkd::*`; beside it the tests only networkd
+//! has (the hot-plug race through the dispatcher, a networkd restart, `degraded`).
+//!
 //! Compiled with the `netns` feature; needs root, systemd-networkd,
 //! networkd-dispatcher, dbus-daemon and dnsmasq, and fails, never skips, without them.
 
@@ -19,6 +24,8 @@ use std::time::Duration;
 
 use leasehook_tests::world::{World, WorldOptions, wait_until};
 use serde_json::json;
+
+leasehook_tests::client_table!(networkd => Networkd);
 
 const RULES: [&str; 2] = [
     "10001 from 10.98.1.20 lookup 10001 proto 176",
@@ -46,70 +53,6 @@ fn report(w: &World) -> String {
         w.dispatcher_log(),
         std::fs::read_to_string(w.dir.0.join("networkd.log")).unwrap_or_default()
     )
-}
-
-#[test]
-fn networkd_lease_installs_policy_routing_and_link_down_removes_it() {
-    let mut w = World::new("nwd", &WorldOptions::default());
-    w.start_networkd(true);
-    assert!(
-        wait_until(Duration::from_secs(40), || installed(&w)),
-        "{}",
-        report(&w)
-    );
-    assert!(
-        !w.our_rules().iter().any(|r| r.contains("10.98.0.")),
-        "the primary got rules"
-    );
-    assert_eq!(
-        w.echo_from("10.98.1.21").as_deref(),
-        Some("10.98.1.21"),
-        "traffic from the secondary address"
-    );
-    let log = w.dispatcher_log();
-    assert!(
-        log.contains("eth1 routable: "),
-        "the shim's lines name the interface and state:\n{log}"
-    );
-
-    // no-carrier: the VPC side of eth1 goes away.
-    w.router.ip(&["link", "set", "gw1", "down"]);
-    assert!(
-        wait_until(Duration::from_secs(20), || w.our_rules().is_empty()
-            && w.our_routes().is_empty()),
-        "no-carrier: {}",
-        report(&w)
-    );
-    assert!(
-        w.dispatcher_log().contains("eth1 no-carrier: "),
-        "{}",
-        w.dispatcher_log()
-    );
-
-    // Back, then off: eth1 itself goes down.
-    w.router.ip(&["link", "set", "gw1", "up"]);
-    assert!(
-        wait_until(Duration::from_secs(40), || installed(&w)),
-        "after carrier came back: {}",
-        report(&w)
-    );
-    w.inst.ip(&["link", "set", "eth1", "down"]);
-    assert!(
-        wait_until(Duration::from_secs(20), || w.our_rules().is_empty()
-            && w.our_routes().is_empty()),
-        "off: {}",
-        report(&w)
-    );
-    assert!(
-        w.dispatcher_log().contains("eth1 off: "),
-        "{}",
-        w.dispatcher_log()
-    );
-    assert!(
-        !w.inst
-            .addresses()
-            .contains(&"eth1 10.98.1.21/32".to_owned())
-    );
 }
 
 #[test]
