@@ -98,6 +98,11 @@ def derive(raw):
     a["ratio_cpu"] = _ratio(a["apply_empty"]["cpu"]["median_ms"], a["ip_batch"]["cpu"]["median_ms"])
     a["writes_wall_ms"] = a["apply_empty"]["wall"]["median_ms"] - a["apply_same"]["wall"]["median_ms"]
     a["writes_faster"] = a["writes_wall_ms"] < a["ip_batch"]["wall"]["median_ms"]
+    # `leasehook flush` against `ip -batch` deleting (runs before it lack them).
+    a["has_flush"] = "flush" in a and "ip_batch_del" in a
+    if a["has_flush"]:
+        a["flush_ratio_wall"] = _ratio(a["flush"]["wall"]["median_ms"], a["ip_batch_del"]["wall"]["median_ms"])
+        a["flush_ratio_cpu"] = _ratio(a["flush"]["cpu"]["median_ms"], a["ip_batch_del"]["cpu"]["median_ms"])
     v["apply"] = a
 
     # One NIC event against IMDS.

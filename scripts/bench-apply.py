@@ -10,6 +10,11 @@ is not timed), then times one command:
   * leasehook apply, unchanged     (the same again: must write nothing)
   * ip -batch from empty           (`ip -batch` of the same rules, routes and
                                     addresses, from `leasehook plan --format ip`)
+  * leasehook flush                (`leasehook flush` after the apply: every
+                                    interface's state file, one run)
+  * ip -batch deleting             (the same lines as `del`, newest first, after
+                                    adding them with `ip -batch` as leasehook
+                                    does: IPv6 addresses `nodad`)
 
 and prints the medians of wall time and of CPU time (user + system of the
 process: the work it does, steadier than wall time on a busy 2-core machine),
@@ -119,7 +124,20 @@ def main():
         for fam in ("-4", "-6"):
             batches[fam] = os.path.join(tmp, "plan%s.batch" % fam)
             open(batches[fam], "w").write("".join(l.split(" ", 1)[1] + "\n" for l in lines if l.startswith(fam + " ")))
-        first, again, ipb = [], [], []
+        # The same objects deleted, newest first (rules, then routes, then addresses).
+        # They are added first (not timed) as leasehook adds them: IPv6 addresses
+        # with `nodad`, so they are in the kernel's IPv6 tables at once (without it,
+        # they wait for duplicate address detection, and every delete that walks the
+        # IPv6 routing tree finds it a few hundred routes smaller).
+        adds, dels = {}, {}
+        for fam in ("-4", "-6"):
+            adds[fam] = os.path.join(tmp, "added%s.batch" % fam)
+            dels[fam] = os.path.join(tmp, "flush%s.batch" % fam)
+            own = [l.split(" ", 1)[1] for l in lines if l.startswith(fam + " ")]
+            nodad = lambda l: l + " nodad" if fam == "-6" and l.startswith("address add ") else l
+            open(adds[fam], "w").write("".join(nodad(l) + "\n" for l in own))
+            open(dels[fam], "w").write("".join(l.replace(" add ", " del ", 1) + "\n" for l in reversed(own)))
+        first, again, ipb, flush, ipd = [], [], [], [], []
         try:
             for _ in range(a.rounds):
                 root = tempfile.mkdtemp(dir=tmp)
@@ -132,10 +150,20 @@ def main():
                 again.append(t)
                 if not out.startswith("0 change(s)"):
                     sys.exit("re-apply was not a no-op: " + out)
+                t, out = timed(["ip", "netns", "exec", ns, lh, "flush", "--root", root])
+                flush.append(t)
+                if not out.startswith("%s change(s): 0 added, %s removed" % (writes, writes)):
+                    sys.exit("flush did not remove the %s objects applied: %s" % (writes, out))
                 fresh_ns(ns, links)
                 t4, _ = timed(["ip", "-n", ns, "-4", "-batch", batches["-4"]])
                 t6, _ = timed(["ip", "-n", ns, "-6", "-batch", batches["-6"]])
                 ipb.append((t4[0] + t6[0], t4[1] + t6[1]))
+                fresh_ns(ns, links)
+                timed(["ip", "-n", ns, "-4", "-batch", adds["-4"]])
+                timed(["ip", "-n", ns, "-6", "-batch", adds["-6"]])
+                t4, _ = timed(["ip", "-n", ns, "-4", "-batch", dels["-4"]])
+                t6, _ = timed(["ip", "-n", ns, "-6", "-batch", dels["-6"]])
+                ipd.append((t4[0] + t6[0], t4[1] + t6[1]))
         finally:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     wall = lambda xs: statistics.median(x[0] for x in xs) * 1000
@@ -146,6 +174,9 @@ def main():
     print("leasehook apply, unchanged  : %7.1f / %7.1f (0 writes)" % (wall(again), work(again)))
     print("ip -batch, from empty       : %7.1f / %7.1f (ip -4 -batch + ip -6 -batch)" % (wall(ipb), work(ipb)))
     print("ratio apply/ip-batch        : %.2f wall, %.2f CPU" % (wall(first) / wall(ipb), work(first) / work(ipb)))
+    print("leasehook flush             : %7.1f / %7.1f (every interface, one run)" % (wall(flush), work(flush)))
+    print("ip -batch, deleting         : %7.1f / %7.1f (ip -4 -batch + ip -6 -batch)" % (wall(ipd), work(ipd)))
+    print("ratio flush/ip-batch        : %.2f wall, %.2f CPU" % (wall(flush) / wall(ipd), work(flush) / work(ipd)))
     out = os.environ.get("LEASEHOOK_BENCH_JSON")
     if out:
         kinds = [l.split()[1] for l in lines]
@@ -154,7 +185,8 @@ def main():
                            "routes": kinds.count("route"), "addresses": kinds.count("address")},
                "writes": int(writes),
                "plan_json_bytes": plan_bytes}
-        for key, xs in (("apply_empty", first), ("apply_same", again), ("ip_batch", ipb)):
+        for key, xs in (("apply_empty", first), ("apply_same", again), ("ip_batch", ipb),
+                        ("flush", flush), ("ip_batch_del", ipd)):
             res[key] = {"n": len(xs), "wall": summary(xs, 0), "cpu": summary(xs, 1)}
         with open(out, "a") as f:
             f.write(json.dumps(res) + "\n")

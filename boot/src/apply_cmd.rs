@@ -216,8 +216,7 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
         FamilyArg::V6 => Family::V6,
     });
     let mut applier = NetlinkApplier::try_new()?;
-    let mut report = Report::default();
-    let targets: Vec<IfName> = if let Some(i) = &args.iface {
+    let mut names: Vec<IfName> = if let Some(i) = &args.iface {
         vec![i.clone()]
     } else {
         let (states, errors) = state::list_states(&paths);
@@ -226,27 +225,34 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
         }
         states.into_iter().map(|s| s.name).collect()
     };
-    for name in &targets {
-        let _lock = state::lock_interface(&paths, name)?;
-        let recorded = state::read_state_or_set_aside(&paths, name);
-        let r = apply::teardown(&mut applier, name, family, recorded.as_ref())?;
-        report.ops.extend(r.ops);
-        report
-            .errors
-            .extend(r.errors.iter().map(|e| format!("{name}: {e}")));
-        if let Some(mut st) = recorded {
-            if st.forget(family) {
-                state::remove_state(&paths, name)?;
-            } else {
-                state::write_state(&paths, &st)?;
-            }
+    names.sort();
+    names.dedup();
+    // Every interface locked for the whole run, in name order (as `apply` does), so
+    // one observation serves them all and the deletes go out together.
+    let _locks: Vec<InterfaceLock> = names
+        .iter()
+        .map(|n| state::lock_interface(&paths, n))
+        .collect::<Result<_, _>>()?;
+    let recorded: Vec<(&IfName, Option<InterfaceState>)> = names
+        .iter()
+        .map(|n| (n, state::read_state_or_set_aside(&paths, n)))
+        .collect();
+    let targets: Vec<(&IfName, Option<&InterfaceState>)> =
+        recorded.iter().map(|(n, st)| (*n, st.as_ref())).collect();
+    // Without --iface and --family, also whatever is ours but recorded nowhere (a
+    // lost state file, a crash).
+    let sweep = args.iface.is_none() && family.is_none();
+    let mut report = apply::teardown_many(&mut applier, &targets, family, sweep)?;
+    for (name, st) in recorded {
+        let Some(mut st) = st else { continue };
+        let saved = if st.forget(family) {
+            state::remove_state(&paths, name)
+        } else {
+            state::write_state(&paths, &st)
+        };
+        if let Err(e) = saved {
+            report.errors.push(format!("{name}: {e}"));
         }
-    }
-    if args.iface.is_none() && family.is_none() {
-        // Whatever is ours but recorded nowhere (a lost state file, a crash).
-        let r = apply::flush_all(&mut applier, &[])?;
-        report.ops.extend(r.ops);
-        report.errors.extend(r.errors);
     }
     if !report.errors.is_empty() {
         bail!(

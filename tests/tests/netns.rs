@@ -502,3 +502,146 @@ fn traffic_from_the_secondary_address_needs_the_plan() {
         "the secondary address still cannot connect after `leasehook apply`"
     );
 }
+
+/// `leasehook flush` of many interfaces in one run (one observation, the deletes
+/// batched): everything of leasehook's goes, on every interface, also what no state
+/// file records any more (a lost file), and nothing of anyone else's: the namespace
+/// is as it was before the first apply, foreign rules, routes and addresses in
+/// leasehook's tables and on its links included.
+#[test]
+fn flush_of_many_interfaces_removes_exactly_ours() {
+    const NICS: usize = 8;
+    let ns = Netns::new("flushmany");
+    let dir = TempDir::new("flushmany");
+    let mut macs = Vec::new();
+    let mut args: Vec<String> = Vec::new();
+    for n in 0..NICS {
+        let (name, mac) = (format!("ens{}", 5 + n), format!("02:00:00:00:02:{n:02x}"));
+        ns.veth(&name, &mac, &format!("p{n}"));
+        ns.ip(&["address", "add", &format!("10.{n}.0.10/24"), "dev", &name]);
+        let v4: Vec<String> = (10..16).map(|k| format!("10.{n}.0.{k}")).collect();
+        let v6: Vec<String> = (1..4)
+            .map(|k| format!("2600:1f18:0:{n:x}::{k:x}"))
+            .collect();
+        macs.push(format!(
+            r#""{mac}": {{"device-number": "{n}", "local-ipv4s": "{}", "ipv6s": "{}",
+                "subnet-ipv4-cidr-block": "10.{n}.0.0/24", "subnet-ipv6-cidr-blocks": "2600:1f18:0:{n:x}::/64"}}"#,
+            v4.join("\\n"),
+            v6.join("\\n")
+        ));
+        let v4_lease = dir.file(
+            &format!("{name}-4.env"),
+            &format!("reason=BOUND\ninterface={name}\nnew_ip_address=10.{n}.0.10\nnew_subnet_mask=255.255.255.0\nnew_routers=10.{n}.0.1\n"),
+        );
+        let v6_lease = dir.file(
+            &format!("{name}-6.env"),
+            &format!("reason=BOUND6\ninterface={name}\nnew_ip6_address=2600:1f18:0:{n:x}::1\nnew_ip6_prefixlen=128\n"),
+        );
+        args.extend([
+            "--link".to_owned(),
+            format!("{name}={mac},ra=fe80::1"),
+            "--lease".to_owned(),
+            v4_lease.to_str().unwrap().to_owned(),
+            "--lease".to_owned(),
+            v6_lease.to_str().unwrap().to_owned(),
+        ]);
+    }
+    let md = dir.file(
+        "md.json",
+        &format!(
+            r#"{{"mac": "02:00:00:00:02:00", "network": {{"interfaces": {{"macs": {{{}}}}}}}}}"#,
+            macs.join(",")
+        ),
+    );
+    args.extend(["--metadata".to_owned(), md.to_str().unwrap().to_owned()]);
+    // Someone else's objects, in leasehook's tables and on its links: a rule of
+    // another protocol, a route of another protocol in table 10001 and one in main,
+    // and an operator's address of each family.
+    ns.ip(&[
+        "rule",
+        "add",
+        "from",
+        "10.1.0.99",
+        "lookup",
+        "10101",
+        "priority",
+        "10101",
+    ]);
+    ns.ip(&[
+        "-6",
+        "rule",
+        "add",
+        "from",
+        "2600:1f18:0:1::99",
+        "lookup",
+        "10101",
+        "priority",
+        "10101",
+    ]);
+    ns.ip(&[
+        "route",
+        "add",
+        "203.0.113.0/24",
+        "dev",
+        "ens6",
+        "table",
+        "10101",
+    ]);
+    ns.ip(&["route", "add", "198.51.100.0/24", "dev", "ens7"]);
+    ns.ip(&["address", "add", "10.2.0.99/32", "dev", "ens7"]);
+    ns.ip(&[
+        "-6",
+        "address",
+        "add",
+        "2600:1f18:0:2::99/128",
+        "dev",
+        "ens7",
+        "nodad",
+    ]);
+    let before = ns.snapshot();
+    let plan = plan_json(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let applied = apply(&ns, &dir, &plan);
+    let writes: usize = applied
+        .lines()
+        .last()
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    let ours = |s: &(Vec<String>, Vec<String>, Vec<String>)| {
+        s.0.iter()
+            .chain(&s.1)
+            .filter(|l| l.ends_with("proto 176"))
+            .count()
+    };
+    let during = ns.snapshot();
+    assert!(ours(&during) > 10 * NICS, "{during:#?}");
+    assert!(
+        during.2.len() > before.2.len(),
+        "no secondary address applied"
+    );
+    // One state file lost: its interface's objects are still leasehook's (protocol
+    // 176) and go too.
+    let iface = dir.0.join("run/leasehook/iface");
+    std::fs::remove_file(iface.join("ens8.json")).unwrap();
+    let out = ok(&leasehook(
+        &ns,
+        &["flush", "--root", dir.0.to_str().unwrap()],
+    ));
+    assert_eq!(
+        out.lines().last().unwrap(),
+        format!("{writes} change(s): 0 added, {writes} removed"),
+        "{out}"
+    );
+    assert_eq!(ns.snapshot(), before);
+    let left: Vec<_> = std::fs::read_dir(&iface)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "state files left: {left:?}");
+    // Nothing of leasehook's is left to remove.
+    let again = ok(&leasehook(
+        &ns,
+        &["flush", "--root", dir.0.to_str().unwrap()],
+    ));
+    assert_eq!(again, "0 change(s): 0 added, 0 removed\n");
+}

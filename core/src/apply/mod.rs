@@ -616,73 +616,145 @@ pub fn teardown<A: Applier + ?Sized>(
     family: Option<Family>,
     recorded: Option<&InterfaceState>,
 ) -> Result<Report> {
-    let links = index_of(&applier.links()?);
-    let recorded_addresses = recorded
-        .map(|st| st.objects().addresses)
-        .unwrap_or_default();
-    let observed = applier.observe(&links, &recorded_addresses)?.owned;
-    let fam_ok = |f: Family| family.is_none_or(|want| want == f);
-    let mut tables: BTreeSet<u32> = recorded.map(InterfaceState::tables).unwrap_or_default();
-    tables.extend(
-        observed
-            .routes
-            .iter()
-            .filter(|r| &r.dev == iface)
-            .map(|r| r.table),
-    );
-    let targets = State {
-        rules: observed
-            .rules
-            .iter()
-            .filter(|r| tables.contains(&r.table) && fam_ok(r.family()))
-            .cloned()
-            .collect(),
-        routes: observed
-            .routes
-            .iter()
-            .filter(|r| &r.dev == iface && fam_ok(r.family()))
-            .cloned()
-            .collect(),
-        addresses: observed
-            .addresses
-            .iter()
-            .filter(|a| &a.dev == iface && fam_ok(a.family()))
-            .cloned()
-            .collect(),
-    };
-    Ok(remove_all(applier, &targets, &links))
+    // One interface: its failures need no name in front.
+    tear_down(applier, &[(iface, recorded)], family, false, false)
 }
 
-/// Removes everything leasehook owns, on every interface (`leasehook flush`).
-pub fn flush_all<A: Applier + ?Sized>(
+/// Tears down several interfaces as [`teardown`] does each (one family, or both),
+/// and with `sweep` everything else leasehook owns too (a lost state file, a crash):
+/// what `leasehook flush` does. One link dump and one observation serve them all,
+/// and the deletes go to [`Applier::execute_many`] together (the netlink applier
+/// packs them into few datagrams), so the cost does not grow with the number of
+/// interfaces. An object two interfaces claim (a table both recorded) is deleted
+/// once. A failure is named `IF: ...` after the interface whose object it was.
+pub fn teardown_many<A: Applier + ?Sized>(
     applier: &mut A,
-    recorded: &[InterfaceState],
+    targets: &[(&IfName, Option<&InterfaceState>)],
+    family: Option<Family>,
+    sweep: bool,
+) -> Result<Report> {
+    tear_down(applier, targets, family, sweep, true)
+}
+
+fn tear_down<A: Applier + ?Sized>(
+    applier: &mut A,
+    targets: &[(&IfName, Option<&InterfaceState>)],
+    family: Option<Family>,
+    sweep: bool,
+    named: bool,
 ) -> Result<Report> {
     let links = index_of(&applier.links()?);
-    let recorded_addresses = recorded
+    let recorded_addresses = targets
         .iter()
+        .filter_map(|(_, st)| *st)
         .flat_map(|st| st.objects().addresses)
         .collect();
     let observed = applier.observe(&links, &recorded_addresses)?.owned;
-    Ok(remove_all(applier, &observed, &links))
-}
-
-fn remove_all<A: Applier + ?Sized>(applier: &mut A, targets: &State, links: &LinkIndex) -> Report {
+    let fam_ok = |f: Family| family.is_none_or(|want| want == f);
+    // Each interface's objects, then (sweeping) the rest under no name.
+    let mut claimed = State::default();
+    let mut groups: Vec<(Option<&IfName>, State)> = Vec::new();
+    for (iface, recorded) in targets {
+        let iface = *iface;
+        let mut tables: BTreeSet<u32> = recorded.map(InterfaceState::tables).unwrap_or_default();
+        tables.extend(
+            observed
+                .routes
+                .iter()
+                .filter(|r| &r.dev == iface)
+                .map(|r| r.table),
+        );
+        let mine = State {
+            rules: observed
+                .rules
+                .iter()
+                .filter(|r| tables.contains(&r.table) && fam_ok(r.family()))
+                .filter(|r| !claimed.rules.contains(*r))
+                .cloned()
+                .collect(),
+            routes: observed
+                .routes
+                .iter()
+                .filter(|r| &r.dev == iface && fam_ok(r.family()))
+                .filter(|r| !claimed.routes.contains(*r))
+                .cloned()
+                .collect(),
+            addresses: observed
+                .addresses
+                .iter()
+                .filter(|a| &a.dev == iface && fam_ok(a.family()))
+                .filter(|a| !claimed.addresses.contains(*a))
+                .cloned()
+                .collect(),
+        };
+        claimed.rules.extend(mine.rules.iter().cloned());
+        claimed.routes.extend(mine.routes.iter().cloned());
+        claimed.addresses.extend(mine.addresses.iter().cloned());
+        groups.push((Some(iface), mine));
+    }
+    if sweep {
+        let rest = State {
+            rules: observed.rules.difference(&claimed.rules).cloned().collect(),
+            routes: observed
+                .routes
+                .difference(&claimed.routes)
+                .cloned()
+                .collect(),
+            addresses: observed
+                .addresses
+                .difference(&claimed.addresses)
+                .cloned()
+                .collect(),
+        };
+        claimed.rules.extend(rest.rules.iter().cloned());
+        claimed.routes.extend(rest.routes.iter().cloned());
+        claimed.addresses.extend(rest.addresses.iter().cloned());
+        groups.push((None, rest));
+    }
+    let owner = |op: &Op| -> Option<&IfName> {
+        groups
+            .iter()
+            .find(|(_, st)| match op {
+                Op::DelRule(r) => st.rules.contains(r),
+                Op::DelRoute(r) => st.routes.contains(r),
+                Op::DelAddress(a) => st.addresses.contains(a),
+                Op::AddRule(_) | Op::AddRoute(_) | Op::AddAddress(_) => false,
+            })
+            .and_then(|(name, _)| *name)
+            .filter(|_| named)
+    };
+    // Addresses first: the kernel walks its whole IPv6 routing tree for every IPv6
+    // rule and address it deletes, and each address deleted takes its local route
+    // out of that tree, so the rule deletes after them walk a small one (with
+    // hundreds of addresses, most of a flush's time). Traffic from an address that
+    // is gone needs no rule. Then every rule, so no traffic is steered into a table
+    // that is being emptied, then the routes (through a gateway before on-link). An
+    // IPv4 route the kernel removed with its source address is gone, no failure.
+    let addresses = State {
+        addresses: std::mem::take(&mut claimed.addresses),
+        ..State::default()
+    };
+    let mut ops = diff_states(&State::default(), &addresses);
+    ops.extend(diff_states(&State::default(), &claimed));
+    let results = applier.execute_many(&ops, &links);
     let mut report = Report::default();
-    for op in diff_states(&State::default(), targets) {
-        match applier.execute(&op, links) {
-            Ok(()) => report.ops.push(op),
+    for (op, result) in ops.iter().zip(results) {
+        match result {
+            Ok(()) => report.ops.push(op.clone()),
             // Gone already (the kernel removes routes with their link or address).
             Err(Error::Netlink { errno: Some(e), .. }) if is_gone(e) => {}
-            Err(e) => report.errors.push(e.to_string()),
+            Err(e) => report.errors.push(match owner(op) {
+                Some(name) => format!("{name}: {e}"),
+                None => e.to_string(),
+            }),
         }
     }
-    report
+    Ok(report)
 }
 
-/// ENOENT, ESRCH, ENODEV, EADDRNOTAVAIL: the object is not there any more.
+/// The object is not there any more: ENOENT, ESRCH, ENODEV, EADDRNOTAVAIL.
 fn is_gone(errno: i32) -> bool {
-    matches!(errno, 2 | 3 | 19 | 99)
+    [libc::ENOENT, libc::ESRCH, libc::ENODEV, libc::EADDRNOTAVAIL].contains(&errno)
 }
 
 #[cfg(test)]

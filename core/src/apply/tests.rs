@@ -334,3 +334,73 @@ fn eexist_names_whose_object_is_in_the_way() {
     let e = apply_plan(&mut k, &p, &[]).unwrap_err().to_string();
     assert!(e.contains("an object of leasehook's own"), "{e}");
 }
+
+#[test]
+fn teardown_many_removes_every_interface_and_the_rest_in_one_run() {
+    let p = example_plan();
+    let mut k = kernel();
+    apply_plan(&mut k, &p, &[]).unwrap();
+    let foreign_rule = Rule {
+        from: "10.98.1.99/32".parse().unwrap(),
+        table: 10001,
+        priority: Some(10001),
+    };
+    k.foreign.rules.insert(foreign_rule.clone());
+    let (eth1, eth2) = (&p.interfaces[1], &p.interfaces[2]);
+    let st1 = InterfaceState::record(None, eth1, Profile::Ec2NetUtils);
+    // eth2's state file is lost: only the sweep finds its objects. eth1 is named
+    // twice (a table two state files record): each object is deleted once.
+    k.fail_on = Some((Op::DelRule(eth1.rules[0].clone()), 1));
+    let report = teardown_many(
+        &mut k,
+        &[(&eth1.name, Some(&st1)), (&eth1.name, Some(&st1))],
+        None,
+        true,
+    )
+    .unwrap();
+    assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+    assert!(
+        report.errors[0].starts_with("eth1: ip -4 rule del"),
+        "{:?}",
+        report.errors
+    );
+    let all = State::of_plan(&p);
+    assert_eq!(
+        report.writes(),
+        all.rules.len() + all.routes.len() + all.addresses.len() - 1
+    );
+    assert_eq!(k.owned.rules, BTreeSet::from([eth1.rules[0].clone()]));
+    assert!(k.owned.routes.is_empty() && k.owned.addresses.is_empty());
+    assert!(k.foreign.rules.contains(&foreign_rule));
+    assert!(eth2.rules.iter().all(|r| !k.owned.rules.contains(r)));
+    // Addresses go first (each one shrinks the IPv6 tree the rule deletes walk),
+    // then rules, then routes.
+    let kinds: Vec<u8> = report
+        .ops
+        .iter()
+        .map(|op| match op {
+            Op::DelAddress(_) => 0,
+            Op::DelRule(_) => 1,
+            _ => 2,
+        })
+        .collect();
+    assert!(kinds.is_sorted(), "{:?}", report.ops);
+}
+
+#[test]
+fn teardown_many_without_sweep_leaves_other_interfaces() {
+    let p = example_plan();
+    let mut k = kernel();
+    apply_plan(&mut k, &p, &[]).unwrap();
+    let eth1 = &p.interfaces[1];
+    let report = teardown_many(&mut k, &[(&eth1.name, None)], Some(Family::V6), false).unwrap();
+    assert!(report.errors.is_empty());
+    let mut left = State::of_plan(&p);
+    left.rules
+        .retain(|r| !(r.table == 10001 && r.family() == Family::V6));
+    left.routes
+        .retain(|r| !(r.dev == eth1.name && r.family() == Family::V6));
+    left.addresses
+        .retain(|a| !(a.dev == eth1.name && a.family() == Family::V6));
+    assert_eq!(k.owned, left);
+}
