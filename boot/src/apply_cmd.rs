@@ -3,14 +3,14 @@
 //! kernel, and the record of it under `<root>/run/leasehook/`.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
 use leasehook_core::apply::{self, Report};
-use leasehook_core::config::{self, Sources};
+use leasehook_core::config::Loaded;
 use leasehook_core::diff::Op;
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{Family, IfName, Plan};
@@ -28,10 +28,6 @@ pub(crate) struct ApplyArgs {
     /// The plan: JSON as printed by `leasehook plan --format json`.
     #[arg(long, value_name = "FILE")]
     plan: PathBuf,
-
-    /// Prefix for every file leasehook reads or writes (state, locks).
-    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
-    root: PathBuf,
 
     /// Print every change as an `ip` command line.
     #[arg(long, short)]
@@ -52,10 +48,6 @@ pub(crate) struct FlushArgs {
     /// Only this family.
     #[arg(long, value_enum)]
     family: Option<FamilyArg>,
-
-    /// Prefix for every file leasehook reads or writes.
-    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
-    root: PathBuf,
 
     /// Print every change as an `ip` command line.
     #[arg(long, short)]
@@ -80,16 +72,6 @@ pub(crate) struct RefreshArgs {
     #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
     iface: Option<IfName>,
 
-    /// Prefix for every file leasehook reads or writes [default: the `LEASEHOOK_ROOT`
-    /// variable, else /].
-    #[arg(long, value_name = "DIR")]
-    root: Option<PathBuf>,
-
-    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
-    /// config.d (/dev/null: none).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-
     /// Print every change as an `ip` command line.
     #[arg(long, short)]
     verbose: bool,
@@ -102,10 +84,6 @@ pub(crate) struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-
-    /// Prefix for every file leasehook reads.
-    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
-    root: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -149,12 +127,13 @@ fn labelled(report: &Report, verbose: bool, label: &str) -> String {
     out
 }
 
-pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
+/// `apply` with every state file and lock below `root`.
+pub(crate) fn apply(args: &ApplyArgs, root: &Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("failed to read {:?}", args.plan))?;
     let plan: Plan = serde_json::from_str(&text)
         .with_context(|| format!("{:?} is not a leasehook plan", args.plan))?;
-    let paths = Paths::new(&args.root);
+    let paths = Paths::new(root);
     let mut names: Vec<&IfName> = plan.interfaces.iter().map(|i| &i.name).collect();
     names.sort();
     names.dedup();
@@ -209,8 +188,9 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
     Ok(summary(&report, args.verbose))
 }
 
-pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
-    let paths = Paths::new(&args.root);
+/// `flush` with every state file and lock below `root`.
+pub(crate) fn flush(args: &FlushArgs, root: &Path) -> anyhow::Result<String> {
+    let paths = Paths::new(root);
     let family = args.family.map(|f| match f {
         FamilyArg::V4 => Family::V4,
         FamilyArg::V6 => Family::V6,
@@ -258,11 +238,9 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
     Ok(summary(&report, args.verbose))
 }
 
-pub(crate) fn refresh(args: &RefreshArgs) -> anyhow::Result<String> {
-    let sources = Sources::from_env(hook::process_env())
-        .with_root(args.root.clone())
-        .with_file(args.config.clone());
-    let cfg = HookConfig::from_settings(&config::load(&sources)?.settings);
+/// `refresh` with the configuration `main` loaded (its root included).
+pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<String> {
+    let cfg = HookConfig::from_settings(&loaded.settings);
     let mut out = String::new();
     for outcome in hook::refresh(args.iface.as_ref(), &cfg)? {
         match outcome {
@@ -314,19 +292,18 @@ fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The `kubernetes` setting the hooks read below `root` (`auto` when the
-/// configuration cannot be read: the hooks would then change nothing at all).
-fn kubernetes_mode(root: &std::path::Path) -> leasehook_core::kubernetes::Mode {
-    let sources = Sources::from_env(hook::process_env()).with_root(Some(root.to_path_buf()));
-    config::load(&sources).map_or_else(
-        |_| leasehook_core::kubernetes::Mode::default(),
-        |l| l.settings.kubernetes,
-    )
-}
-
-pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
-    let paths = Paths::new(&args.root);
-    let kube_mode = kubernetes_mode(&args.root);
+/// `status` of what is recorded below `root`; `loaded` is the configuration
+/// (`None` when it cannot be read: the `kubernetes` setting is then shown as
+/// `auto`, though the hooks would change nothing at all).
+pub(crate) fn status(
+    args: &StatusArgs,
+    root: &Path,
+    loaded: Option<&Loaded>,
+) -> anyhow::Result<String> {
+    let paths = Paths::new(root);
+    let kube_mode = loaded.map_or_else(leasehook_core::kubernetes::Mode::default, |l| {
+        l.settings.kubernetes
+    });
     let (states, errors) = state::list_states(&paths);
     for e in &errors {
         log::warn!("{e}");
@@ -347,14 +324,14 @@ pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
             })
             .collect();
         let all = serde_json::json!({
-            "datasource": crate::boot_status::json(&args.root),
-            "kubernetes": crate::kube_status::json(kube_mode, &args.root),
+            "datasource": crate::boot_status::json(root),
+            "kubernetes": crate::kube_status::json(kube_mode, root),
             "interfaces": list,
         });
         return Ok(serde_json::to_string_pretty(&all)? + "\n");
     }
-    let mut out = crate::boot_status::text(&args.root);
-    out.push_str(&crate::kube_status::text(kube_mode, &args.root, ""));
+    let mut out = crate::boot_status::text(root);
+    out.push_str(&crate::kube_status::text(kube_mode, root, ""));
     if states.is_empty() {
         out.push_str("no interface has an applied plan\n");
     }

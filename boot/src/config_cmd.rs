@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `leasehook config`: shows the merged configuration and where each value came from.
 
-use std::path::PathBuf;
-
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
-use leasehook_core::config::{self, Sources};
+use leasehook_core::config::{self, Loaded};
 
 /// Show or check leasehook's configuration.
 ///
@@ -29,15 +27,6 @@ enum Action {
 
 #[derive(Debug, Args)]
 struct ShowArgs {
-    /// Read the configuration below DIR [default: the `LEASEHOOK_ROOT` variable, else /].
-    #[arg(long, value_name = "DIR")]
-    root: Option<PathBuf>,
-
-    /// Read this file instead of ROOT/etc/leasehook/config.yaml and config.d
-    /// (/dev/null: none).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Yaml)]
     format: Format,
@@ -51,20 +40,17 @@ enum Format {
     Json,
 }
 
-pub(crate) fn run(args: &ConfigArgs) -> anyhow::Result<String> {
+/// `config show` of the configuration `main` loaded (its layers and origins).
+pub(crate) fn run(args: &ConfigArgs, loaded: &Loaded) -> anyhow::Result<String> {
     match &args.action {
         Action::Show(a) => {
-            let sources = Sources::from_env(leasehook_core::hook::process_env())
-                .with_root(a.root.clone())
-                .with_file(a.config.clone());
-            let loaded = config::load(&sources)?;
             let (mode, root) = (loaded.settings.kubernetes, &loaded.settings.root);
             Ok(match a.format {
                 Format::Yaml => {
-                    config::show_yaml(&loaded) + &crate::kube_status::text(mode, root, "# ")
+                    config::show_yaml(loaded) + &crate::kube_status::text(mode, root, "# ")
                 }
                 Format::Json => {
-                    let mut v = config::show_json(&loaded);
+                    let mut v = config::show_json(loaded);
                     if let Some(obj) = v.as_object_mut() {
                         obj.insert(
                             "kubernetes".to_owned(),

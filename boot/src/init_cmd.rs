@@ -3,7 +3,7 @@
 //! `leasehook_core::boot::run`), and the summary they print.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
@@ -11,6 +11,7 @@ use clap::Args;
 use leasehook_core::boot::run::{self, Context, Options, RealSources, Report};
 use leasehook_core::boot::state::Verdict;
 use leasehook_core::boot::{Origin, Stage};
+use leasehook_core::config::Loaded;
 
 /// The exit code when no datasource answered and the cache could not stand in.
 pub(crate) const NO_DATASOURCE: u8 = 3;
@@ -48,19 +49,10 @@ pub(crate) struct InitArgs {
     #[arg(long)]
     local: bool,
 
-    /// Read and write every path below DIR instead of / (the LXD socket too).
-    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
-    root: PathBuf,
-
     /// Assume this virtualisation (kvm, lxc, none, ...), as `leasehook detect`
     /// takes it.
     #[arg(long, value_name = "NAME")]
     virt: Option<String>,
-
-    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
-    /// config.d (/dev/null: none).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
 }
 
 /// Checks a `--virt` value: a systemd-detect-virt name.
@@ -151,9 +143,15 @@ pub(crate) fn summary(report: &Report) -> String {
     out
 }
 
-pub(crate) fn run(args: &InitArgs) -> anyhow::Result<(String, ExitCode)> {
-    if !args.root.is_dir() {
-        bail!("--root {:?} is not a folder", args.root);
+/// The stage below `root` (every path read and written, the LXD socket too),
+/// with the configuration `main` loaded.
+pub(crate) fn run(
+    args: &InitArgs,
+    root: &Path,
+    loaded: &Loaded,
+) -> anyhow::Result<(String, ExitCode)> {
+    if !root.is_dir() {
+        bail!("--root {root:?} is not a folder");
     }
     if let Some(v) = &args.virt {
         check_virt(v)?;
@@ -163,13 +161,15 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<(String, ExitCode)> {
     } else {
         Stage::Network
     };
+    // `config` and `env` are what `Context::gather` would load; `main` has loaded
+    // them already.
     let options = Options {
-        root: args.root.clone(),
+        root: root.to_path_buf(),
         virt: args.virt.clone(),
-        config: args.config.clone(),
-        env: leasehook_core::hook::process_env(),
+        config: None,
+        env: leasehook_core::event::Env::default(),
     };
-    let ctx = Context::gather(&options).context("failed to read the configuration")?;
+    let ctx = Context::gather_with(&options, loaded).context("failed to read the configuration")?;
     let sources = RealSources::new(&ctx);
     let report =
         run::run(stage, &ctx, &sources).with_context(|| format!("the {stage} stage failed"))?;

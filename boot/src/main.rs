@@ -23,9 +23,12 @@ mod plan_cmd;
 mod query_cmd;
 mod template;
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{CommandFactory as _, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+use leasehook_core::config::{self, Loaded, Sources};
 
 /// Source policy routing for multi-NIC cloud instances, installed the moment a DHCP
 /// lease arrives.
@@ -51,8 +54,44 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "leasehook", version, propagate_version = true)]
 struct Cli {
+    /// Prefix of every path leasehook reads or writes: the configuration, the state
+    /// and locks in ROOT/run/leasehook, the cache in ROOT/var/lib/leasehook, the
+    /// instance data, the datasources' files and the LXD socket. Given before or
+    /// after the subcommand.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        env = config::ROOT_ENV,
+        default_value = "/"
+    )]
+    root: PathBuf,
+
+    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
+    /// config.d (/dev/null: none, the built-in defaults) [default: the
+    /// `LEASEHOOK_CONFIG` variable, else those files].
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
     #[command(subcommand)]
     command: Command,
+}
+
+impl Cli {
+    /// Where the configuration comes from: the files below the root (or
+    /// `--config`), the `LEASEHOOK_*` variables, then `plan`'s flags. `--root` is
+    /// a flag only when given on the command line, so `config show` names the
+    /// variable when `LEASEHOOK_ROOT` set it.
+    fn sources(&self, matches: &ArgMatches) -> Sources {
+        let from_flag = matches.value_source("root") == Some(ValueSource::CommandLine);
+        let sources = Sources::from_env(leasehook_core::hook::process_env())
+            .with_root(from_flag.then(|| self.root.clone()))
+            .with_file(self.config.clone());
+        match &self.command {
+            Command::Plan(args) => plan_cmd::with_flags(sources, args),
+            _ => sources,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -86,31 +125,41 @@ fn main() -> ExitCode {
             generate_cmd::run(&generate.args, Cli::command()).map(|s| (s, ExitCode::SUCCESS)),
         );
     }
-    let cli = Cli::parse();
-    // log_level from the configuration below LEASEHOOK_ROOT (or /); a bad
-    // configuration is reported by the command that reads it.
-    let level = leasehook_core::config::load(&leasehook_core::config::Sources::from_env(
-        leasehook_core::hook::process_env(),
-    ))
-    .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The configuration, read once for the whole process; a bad one is reported by
+    // the command that needs it (log_level falls back to info).
+    let sources = cli.sources(&matches);
+    let loaded = config::load(&sources).map_err(anyhow::Error::from);
+    let level = loaded
+        .as_ref()
+        .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
     leasehook_core::logging::init(
         "leasehook",
         &leasehook_core::logging::Context::default(),
         level,
     );
+    report(run(cli.command, &sources.resolve_root().0, loaded))
+}
+
+/// Runs one subcommand with the root and the configuration `main` resolved.
+fn run(
+    command: Command,
+    root: &Path,
+    loaded: anyhow::Result<Loaded>,
+) -> anyhow::Result<(String, ExitCode)> {
     let ok = |out: anyhow::Result<String>| out.map(|s| (s, ExitCode::SUCCESS));
-    let result = match cli.command {
-        Command::Plan(args) => ok(plan_cmd::run(&args)),
-        Command::Apply(args) => ok(apply_cmd::apply(&args)),
-        Command::Flush(args) => ok(apply_cmd::flush(&args)),
-        Command::Status(args) => ok(apply_cmd::status(&args)),
-        Command::Refresh(args) => ok(apply_cmd::refresh(&args)),
-        Command::Detect(args) => ok(detect_cmd::run(&args)),
-        Command::Init(args) => init_cmd::run(&args),
-        Command::Query(args) => ok(query_cmd::run(&args)),
-        Command::Config(args) => ok(config_cmd::run(&args)),
-    };
-    report(result)
+    match command {
+        Command::Plan(args) => ok(plan_cmd::run(&args, &loaded?)),
+        Command::Apply(args) => ok(apply_cmd::apply(&args, root)),
+        Command::Flush(args) => ok(apply_cmd::flush(&args, root)),
+        Command::Status(args) => ok(apply_cmd::status(&args, root, loaded.ok().as_ref())),
+        Command::Refresh(args) => ok(apply_cmd::refresh(&args, &loaded?)),
+        Command::Detect(args) => ok(detect_cmd::run(&args, root, &loaded?)),
+        Command::Init(args) => init_cmd::run(&args, root, &loaded?),
+        Command::Query(args) => ok(query_cmd::run(&args, root)),
+        Command::Config(args) => ok(config_cmd::run(&args, &loaded?)),
+    }
 }
 
 /// Prints a command's output, or its error on one line; the exit code.

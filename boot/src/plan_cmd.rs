@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
-use leasehook_core::config::{self, Sources};
+use leasehook_core::config::{Loaded, Sources};
 use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
 use leasehook_core::kubernetes;
 use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
@@ -71,15 +71,6 @@ pub(crate) struct PlanArgs {
     /// ec2-net-utils profile: do not add the metadata's secondary addresses to links.
     #[arg(long)]
     no_secondary_addresses: bool,
-
-    /// Read the configuration below DIR [default: the `LEASEHOOK_ROOT` variable, else /].
-    #[arg(long, value_name = "DIR")]
-    root: Option<PathBuf>,
-
-    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
-    /// config.d (/dev/null: none, the built-in defaults).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -119,15 +110,14 @@ fn read_input(path: &Path) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// The configuration with the planner flags on top.
-fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
+/// The configuration's sources with the planner flags on top (they win, and
+/// `config show`-style origins name them).
+pub(crate) fn with_flags(sources: Sources, args: &PlanArgs) -> Sources {
     let profile = args.profile.map(|p| match p {
         ProfileArg::Ec2NetUtils => Profile::Ec2NetUtils,
         ProfileArg::CloudInit => Profile::CloudInit,
     });
-    let sources = Sources::from_env(leasehook_core::hook::process_env())
-        .with_root(args.root.clone())
-        .with_file(args.config.clone())
+    sources
         .with_flag("profile", "--profile", profile.map(|p| p.to_string()))
         .with_flag(
             "table_base",
@@ -148,9 +138,14 @@ fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
             "secondary_addresses",
             "--no-secondary-addresses",
             args.no_secondary_addresses.then(|| "false".to_owned()),
-        );
-    let settings = config::load(&sources)?.settings;
-    let mut plan = settings.plan;
+        )
+}
+
+/// The planner's settings from the configuration `main` loaded (the flags of
+/// [`with_flags`] included).
+fn plan_config(loaded: &Loaded) -> anyhow::Result<PlanConfig> {
+    let settings = &loaded.settings;
+    let mut plan = settings.plan.clone();
     // `plan` reads no kernel: in auto, the CNI's configuration below the root decides.
     plan.kubernetes = match settings.kubernetes {
         kubernetes::Mode::On => true,
@@ -166,8 +161,8 @@ fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
     Ok(plan)
 }
 
-pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<String> {
-    let cfg = plan_config(args)?;
+pub(crate) fn run(args: &PlanArgs, loaded: &Loaded) -> anyhow::Result<String> {
+    let cfg = plan_config(loaded)?;
     let (md, links, leases) = if args.example {
         let md = metadata::parse_tree(&example::metadata())
             .context("the built-in example is invalid")?;

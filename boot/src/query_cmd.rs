@@ -3,7 +3,7 @@
 //! YAML or raw text, or renders a template over it. Root reads
 //! `instance-data-sensitive.json`, anyone else the redacted `instance-data.json`.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
@@ -60,10 +60,6 @@ pub(crate) struct QueryArgs {
     /// `json`, `yaml`, `raw`, or a Jinja template over all the instance data.
     #[arg(short, long, value_name = "json|yaml|raw|TEMPLATE")]
     format: Option<String>,
-
-    /// Read below DIR instead of /.
-    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
-    root: PathBuf,
 }
 
 /// How to print.
@@ -97,12 +93,13 @@ impl QueryArgs {
     }
 }
 
-fn read(args: &QueryArgs) -> anyhow::Result<Value> {
+/// The instance data below `root`.
+fn read(root: &Path) -> anyhow::Result<Value> {
     let root_user = rustix::process::geteuid().is_root();
-    let Some(dir) = run_dir_if_present(&args.root)? else {
+    let Some(dir) = run_dir_if_present(root)? else {
         bail!(
             "no instance data in {:?}: has `leasehook init` run this boot?",
-            args.root.join("run/leasehook")
+            root.join("run/leasehook")
         );
     };
     let load = |name: &str| -> anyhow::Result<Option<Vec<u8>>> {
@@ -149,12 +146,13 @@ fn print(value: &Value, out: Output<'_>) -> anyhow::Result<String> {
     Ok(text + "\n")
 }
 
-pub(crate) fn run(args: &QueryArgs) -> anyhow::Result<String> {
+/// `query` of the instance data below `root`.
+pub(crate) fn run(args: &QueryArgs, root: &Path) -> anyhow::Result<String> {
     // Check the arguments and parse the key before reading anything: a typo fails
     // the same for everyone.
     let out = args.output()?;
     let path: Option<KeyPath> = args.key.as_deref().map(str::parse).transpose()?;
-    let doc = read(args)?;
+    let doc = read(root)?;
     if let Output::Template(t) = out {
         return Ok(template::render(t, &doc)? + "\n");
     }
