@@ -3,10 +3,9 @@
 //! kernel, and the record of it under `<root>/run/leasehook/`.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use clap::{Args, ValueEnum};
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
 use leasehook_core::apply::{self, Report};
@@ -15,90 +14,7 @@ use leasehook_core::diff::Op;
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{Family, IfName, Plan};
 
-/// Apply a plan (the JSON of `leasehook plan --format json`) to the kernel over
-/// netlink.
-///
-/// Only what leasehook owns is touched: its rules, routes and addresses carry
-/// protocol number 176, and the run is limited to the interfaces and families the
-/// plan covers. What the kernel holds already is not written again, so applying the
-/// same plan twice makes no change. The whole plan is checked before the first
-/// write; if a write fails, what this run changed is undone.
-#[derive(Debug, Args)]
-pub(crate) struct ApplyArgs {
-    /// The plan: JSON as printed by `leasehook plan --format json`.
-    #[arg(long, value_name = "FILE")]
-    plan: PathBuf,
-
-    /// Print every change as an `ip` command line.
-    #[arg(long, short)]
-    verbose: bool,
-}
-
-/// Remove leasehook's rules, routes and secondary addresses.
-///
-/// With --iface, only that interface's (also when the link is already gone: its
-/// rules are found through the recorded state); without, everything leasehook owns.
-/// Goes past failures and reports them all.
-#[derive(Debug, Args)]
-pub(crate) struct FlushArgs {
-    /// Only this interface.
-    #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
-    iface: Option<IfName>,
-
-    /// Only this family.
-    #[arg(long, value_enum)]
-    family: Option<FamilyArg>,
-
-    /// Print every change as an `ip` command line.
-    #[arg(long, short)]
-    verbose: bool,
-}
-
-/// Re-check every interface with a recorded plan between leases.
-///
-/// For each interface leasehook applied a lease's plan to (or only --iface), ask
-/// IMDS again for that NIC's keys, plan from the recorded leases, and apply the
-/// difference: an address the operator added to the ENI gets its rule, a removed
-/// one loses it. Nothing changed means no netlink write and no state file written.
-/// An IMDS error or an incomplete answer changes nothing. A link that is gone takes
-/// its rules and state with it; a link found under another name by its MAC takes
-/// them over. Runs under the same per-interface lock as the DHCP hooks. The IMDS and
-/// planner settings are the hooks' (the configuration files, then LEASEHOOK_*
-/// variables); NICs listed in `unmanaged` are left alone.
-#[derive(Debug, Args)]
-#[command(after_long_help = leasehook_core::hook::env_help())]
-pub(crate) struct RefreshArgs {
-    /// Only this interface.
-    #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
-    iface: Option<IfName>,
-
-    /// Print every change as an `ip` command line.
-    #[arg(long, short)]
-    verbose: bool,
-}
-
-/// Show the datasource in use (and whether it came from the cache, since when) and
-/// what leasehook has applied, per interface.
-#[derive(Debug, Args)]
-pub(crate) struct StatusArgs {
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum FamilyArg {
-    /// IPv4.
-    #[value(name = "4")]
-    V4,
-    /// IPv6.
-    #[value(name = "6")]
-    V6,
-}
-
-fn parse_ifname(s: &str) -> Result<IfName, String> {
-    IfName::try_new(s).map_err(|p| p.to_string())
-}
+use crate::cli::{ApplyArgs, FamilyArg, FlushArgs, RefreshArgs, StatusArgs};
 
 fn summary(report: &Report, verbose: bool) -> String {
     labelled(report, verbose, "")

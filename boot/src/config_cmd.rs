@@ -2,43 +2,9 @@
 //! `leasehook config`: shows the merged configuration and where each value came from.
 
 use anyhow::Context as _;
-use clap::{Args, Subcommand, ValueEnum};
 use leasehook_core::config::{self, Loaded};
 
-/// Show or check leasehook's configuration.
-///
-/// Settings come from ROOT/etc/leasehook/config.yaml, then ROOT/etc/leasehook/config.d/*.yaml
-/// in lexical order, then LEASEHOOK_* environment variables (a later one wins a
-/// key). An unknown key or a bad value is an error naming the file, the line and the
-/// key. Every key is described in docs/configuration.md.
-#[derive(Debug, Args)]
-pub(crate) struct ConfigArgs {
-    #[command(subcommand)]
-    action: Action,
-}
-
-#[derive(Debug, Subcommand)]
-enum Action {
-    /// Print the merged settings, each with the file and line (or variable) it came
-    /// from; keys nobody set show their default. The YAML output is itself a valid
-    /// configuration file. Exit status 1 when a file or variable is bad.
-    Show(ShowArgs),
-}
-
-#[derive(Debug, Args)]
-struct ShowArgs {
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Yaml)]
-    format: Format,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Format {
-    /// YAML with the origin of each value in a comment.
-    Yaml,
-    /// `{"settings": ..., "origins": {"key": "..."}, "files": [...]}`.
-    Json,
-}
+use crate::cli::{Action, ConfigArgs, ShowFormat as Format};
 
 /// `config show` of the configuration `main` loaded (its layers and origins).
 pub(crate) fn run(args: &ConfigArgs, loaded: &Loaded) -> anyhow::Result<String> {

@@ -5,32 +5,10 @@
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use clap::Args;
 use leasehook_core::config::Loaded;
 use leasehook_core::source::detect::{ReadOptions, decide, read_snapshot_with};
 
-/// Decide which datasources this instance has, without network, and print the
-/// decision as JSON.
-///
-/// Decides the way cloud-init's ds-identify does: EC2 from DMI (`product_uuid` or
-/// /sys/hypervisor/uuid starting with `ec2`, also byte-swapped), LXD from
-/// /dev/lxd/sock or, under kvm/qemu, DMI `board_name` and virtio port names,
-/// NoCloud from seed folders, a `cidata` filesystem, the kernel command line or the
-/// DMI serial; `datasource_list` from the configuration and `ds=` on the kernel
-/// command line are honoured. The JSON holds `datasource_list` (what to try, in
-/// order, ending in `None`; empty when none was found), `checks` (each check that
-/// ran: found, maybe, not-found), `reasons` (why, per datasource), `list_from`,
-/// `virt`, `disabled` and `warnings`.
-///
-/// Example: leasehook detect --root /tmp/fakeroot --virt kvm
-#[derive(Debug, Args)]
-pub(crate) struct DetectArgs {
-    /// Assume this virtualisation, as systemd-detect-virt names it (kvm, qemu, xen,
-    /// lxc, docker, none, ...), instead of detecting it. Below a root other than /
-    /// it is not detected: without --virt it is "unavailable".
-    #[arg(long, value_name = "NAME")]
-    virt: Option<String>,
-}
+use crate::cli::DetectArgs;
 
 /// Detection below `root` (every path, the LXD socket and cloud-init's disabled
 /// marker too), with the `datasource_list` of the configuration `main` loaded.

@@ -7,53 +7,18 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use clap::Args;
 use leasehook_core::boot::run::{self, Context, Options, RealSources, Report};
 use leasehook_core::boot::state::Verdict;
 use leasehook_core::boot::{Origin, Stage};
 use leasehook_core::config::Loaded;
+
+use crate::cli::InitArgs;
 
 /// The exit code when no datasource answered and the cache could not stand in.
 pub(crate) const NO_DATASOURCE: u8 = 3;
 /// The exit code when a datasource is in use but it could not be cached (or
 /// `data/instance-id` not updated): this boot is fine, the next one has no fallback.
 pub(crate) const CACHE_NOT_WRITTEN: u8 = 4;
-
-/// Find the instance's datasource at boot, cache it, and write instance-data.
-///
-/// `--local` runs before networking: it reads NoCloud seeds and the LXD socket,
-/// checks the cache against them, and leaves EC2 to the network stage. Without it
-/// (after network-online.target) the network stage finishes what the local stage
-/// left — it never asks again a datasource the local stage fetched, nor repeats a
-/// check that failed. When no configured datasource answers, the cached one is used
-/// if it still parses, is still configured and fallback is not off; every
-/// datasource tried and why the cache was or was not used is logged.
-///
-/// Writes ROOT/var/lib/leasehook/ (the cache) and ROOT/run/leasehook/ (boot.json,
-/// instance-data.json 0644, instance-data-sensitive.json 0600).
-///
-/// Exit codes: 0 a datasource is in use (fetched or from the cache), or the local
-/// stage handed over to the network stage, or cloud-init is disabled; 3 no
-/// datasource answered and no usable cache (instance-data then says datasource
-/// None); 4 a datasource is in use but the cache (or data/instance-id) could not
-/// be written, so the next boot has no fallback (`leasehook status` says so too);
-/// 1 an error (bad configuration, unwritable state); 2 bad usage.
-///
-/// Configuration (ROOT/etc/leasehook/config.yaml and config.d, or --config; then
-/// LEASEHOOK_* variables): `datasource_list`, `fallback`,
-/// `datasource.<Name>.fallback`, `imds.endpoints`, `imds.budget_s`,
-/// `imdsv1_fallback`. `leasehook config show` prints what is in effect.
-#[derive(Debug, Args)]
-pub(crate) struct InitArgs {
-    /// Run the local stage (before networking).
-    #[arg(long)]
-    local: bool,
-
-    /// Assume this virtualisation (kvm, lxc, none, ...), as `leasehook detect`
-    /// takes it.
-    #[arg(long, value_name = "NAME")]
-    virt: Option<String>,
-}
 
 /// Checks a `--virt` value: a systemd-detect-virt name.
 pub(crate) fn check_virt(virt: &str) -> anyhow::Result<()> {

@@ -444,3 +444,15 @@ fn every_subcommand_reads_below_leasehook_root() {
         assert_eq!(fs::read_dir(&decoy.0).unwrap().count(), 0, "{given:?}");
     }
 }
+
+/// The man page and completion generator is a build-time tool (`cargo run -p
+/// xtask`), not a command of the binary the package ships.
+#[test]
+fn the_shipped_binary_has_no_generator() {
+    let out = leasehook(&["generate", "man", "--out", "/nonexistent"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unrecognized subcommand 'generate'"),
+        "{out:?}"
+    );
+}
