@@ -39,7 +39,7 @@ pub(crate) struct Cli {
     /// Prefix of every path leasehook reads or writes: the configuration, the state
     /// and locks in ROOT/run/leasehook, the cache in ROOT/var/lib/leasehook, the
     /// instance data, the datasources' files and the LXD socket. Given before or
-    /// after the subcommand.
+    /// after the subcommand; without it, the `LEASEHOOK_ROOT` variable, else /.
     #[arg(
         long,
         global = true,
