@@ -10,3 +10,14 @@ deb:
 # (docs/packaging.md).
 rpm:
 	scripts/build-rpm.sh
+
+.PHONY: man
+# The manual pages, in target/man/ (made by the build-time xtask from the CLI's
+# clap definition; `make deb` and `make rpm` make them for the packages).
+man:
+	cargo run --locked -q -p xtask -- man target/man
+
+.PHONY: completions
+# The bash, zsh and fish completion scripts, in target/completions/.
+completions:
+	cargo run --locked -q -p xtask -- completions target/completions

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Debian package into target/debian/ (`make deb`; docs/packaging.md):
 # installs the pinned cargo-deb when that version is missing, builds the release
-# binaries, makes the man pages and shell completions with the `leasehook` just
-# built (`leasehook generate`), and packages it all with cargo-deb.
+# binaries, makes the man pages and shell completions with the build-time tool
+# (`cargo run -p xtask -- man|completions DIR`, from the same clap definition the
+# binary parses with), and packages it all with cargo-deb.
 #
 # cargo-deb prints the path of the .deb on the last line.
 set -euo pipefail
@@ -24,13 +25,11 @@ cargo build --release --locked -p leasehook -p leasehook-dhclient -p leasehook-n
 
 gen="$target/release/pkg"
 rm -rf "$gen"
-"$target/release/leasehook" generate man --out "$gen/man" >/dev/null
+cargo run --locked -q -p xtask -- man "$gen/man" >/dev/null
 # -n: no name or time stamp in the gzip header, so the same pages give the same
 # bytes (reproducible packages).
 gzip -9n "$gen"/man/*.1
-for shell in bash zsh fish; do
-    "$target/release/leasehook" generate "$shell" --out "$gen/completions" >/dev/null
-done
+cargo run --locked -q -p xtask -- completions "$gen/completions" >/dev/null
 
 rm -f "$target"/debian/leasehook_*.deb
 cargo deb -p leasehook --no-build --output "$target/debian/"

@@ -3,9 +3,10 @@
 # Builds the RPM for Amazon Linux 2023, RHEL/Rocky/Alma 9 and Fedora into
 # target/generate-rpm/ (`make rpm`; docs/packaging.md): installs the pinned
 # cargo-generate-rpm when that version is missing, builds the release binaries,
-# makes the man pages and shell completions with the `leasehook` just built
-# (`leasehook generate`), and packages it all from [package.metadata.generate-rpm]
-# in boot/Cargo.toml (scriptlets in packaging/rpm/).
+# makes the man pages and shell completions with the build-time tool
+# (`cargo run -p xtask -- man|completions DIR`), and packages it all from
+# [package.metadata.generate-rpm] in boot/Cargo.toml (scriptlets in
+# packaging/rpm/).
 #
 # Prints the path of the .rpm on the last line.
 set -euo pipefail
@@ -28,12 +29,10 @@ cargo build --release --locked -p leasehook -p leasehook-dhclient -p leasehook-n
 
 gen="$target/release/pkg"
 rm -rf "$gen"
-"$target/release/leasehook" generate man --out "$gen/man" >/dev/null
+cargo run --locked -q -p xtask -- man "$gen/man" >/dev/null
 # -n: no name or time stamp in the gzip header (the same pages, the same bytes).
 gzip -9n "$gen"/man/*.1
-for shell in bash zsh fish; do
-    "$target/release/leasehook" generate "$shell" --out "$gen/completions" >/dev/null
-done
+cargo run --locked -q -p xtask -- completions "$gen/completions" >/dev/null
 
 out="$target/generate-rpm"
 rm -f "$out"/leasehook-*.rpm

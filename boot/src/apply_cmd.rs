@@ -3,124 +3,18 @@
 //! kernel, and the record of it under `<root>/run/leasehook/`.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use clap::{Args, ValueEnum};
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
 use leasehook_core::apply::{self, Report};
-use leasehook_core::config::{self, Sources};
+use leasehook_core::config::Loaded;
 use leasehook_core::diff::Op;
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{Family, IfName, Plan};
 
-/// Apply a plan (the JSON of `leasehook plan --format json`) to the kernel over
-/// netlink.
-///
-/// Only what leasehook owns is touched: its rules, routes and addresses carry
-/// protocol number 176, and the run is limited to the interfaces and families the
-/// plan covers. What the kernel holds already is not written again, so applying the
-/// same plan twice makes no change. The whole plan is checked before the first
-/// write; if a write fails, what this run changed is undone.
-#[derive(Debug, Args)]
-pub(crate) struct ApplyArgs {
-    /// The plan: JSON as printed by `leasehook plan --format json`.
-    #[arg(long, value_name = "FILE")]
-    plan: PathBuf,
-
-    /// Prefix for every file leasehook reads or writes (state, locks).
-    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
-    root: PathBuf,
-
-    /// Print every change as an `ip` command line.
-    #[arg(long, short)]
-    verbose: bool,
-}
-
-/// Remove leasehook's rules, routes and secondary addresses.
-///
-/// With --iface, only that interface's (also when the link is already gone: its
-/// rules are found through the recorded state); without, everything leasehook owns.
-/// Goes past failures and reports them all.
-#[derive(Debug, Args)]
-pub(crate) struct FlushArgs {
-    /// Only this interface.
-    #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
-    iface: Option<IfName>,
-
-    /// Only this family.
-    #[arg(long, value_enum)]
-    family: Option<FamilyArg>,
-
-    /// Prefix for every file leasehook reads or writes.
-    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
-    root: PathBuf,
-
-    /// Print every change as an `ip` command line.
-    #[arg(long, short)]
-    verbose: bool,
-}
-
-/// Re-check every interface with a recorded plan between leases.
-///
-/// For each interface leasehook applied a lease's plan to (or only --iface), ask
-/// IMDS again for that NIC's keys, plan from the recorded leases, and apply the
-/// difference: an address the operator added to the ENI gets its rule, a removed
-/// one loses it. Nothing changed means no netlink write and no state file written.
-/// An IMDS error or an incomplete answer changes nothing. A link that is gone takes
-/// its rules and state with it; a link found under another name by its MAC takes
-/// them over. Runs under the same per-interface lock as the DHCP hooks. The IMDS and
-/// planner settings are the hooks' (the configuration files, then LEASEHOOK_*
-/// variables); NICs listed in `unmanaged` are left alone.
-#[derive(Debug, Args)]
-#[command(after_long_help = leasehook_core::hook::env_help())]
-pub(crate) struct RefreshArgs {
-    /// Only this interface.
-    #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
-    iface: Option<IfName>,
-
-    /// Prefix for every file leasehook reads or writes [default: the `LEASEHOOK_ROOT`
-    /// variable, else /].
-    #[arg(long, value_name = "DIR")]
-    root: Option<PathBuf>,
-
-    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
-    /// config.d (/dev/null: none).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-
-    /// Print every change as an `ip` command line.
-    #[arg(long, short)]
-    verbose: bool,
-}
-
-/// Show the datasource in use (and whether it came from the cache, since when) and
-/// what leasehook has applied, per interface.
-#[derive(Debug, Args)]
-pub(crate) struct StatusArgs {
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
-
-    /// Prefix for every file leasehook reads.
-    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
-    root: PathBuf,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum FamilyArg {
-    /// IPv4.
-    #[value(name = "4")]
-    V4,
-    /// IPv6.
-    #[value(name = "6")]
-    V6,
-}
-
-fn parse_ifname(s: &str) -> Result<IfName, String> {
-    IfName::try_new(s).map_err(|p| p.to_string())
-}
+use crate::cli::{ApplyArgs, FamilyArg, FlushArgs, RefreshArgs, StatusArgs};
 
 fn summary(report: &Report, verbose: bool) -> String {
     labelled(report, verbose, "")
@@ -149,12 +43,13 @@ fn labelled(report: &Report, verbose: bool, label: &str) -> String {
     out
 }
 
-pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
+/// `apply` with every state file and lock below `root`.
+pub(crate) fn apply(args: &ApplyArgs, root: &Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("failed to read {:?}", args.plan))?;
     let plan: Plan = serde_json::from_str(&text)
         .with_context(|| format!("{:?} is not a leasehook plan", args.plan))?;
-    let paths = Paths::new(&args.root);
+    let paths = Paths::new(root);
     let mut names: Vec<&IfName> = plan.interfaces.iter().map(|i| &i.name).collect();
     names.sort();
     names.dedup();
@@ -209,8 +104,9 @@ pub(crate) fn apply(args: &ApplyArgs) -> anyhow::Result<String> {
     Ok(summary(&report, args.verbose))
 }
 
-pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
-    let paths = Paths::new(&args.root);
+/// `flush` with every state file and lock below `root`.
+pub(crate) fn flush(args: &FlushArgs, root: &Path) -> anyhow::Result<String> {
+    let paths = Paths::new(root);
     let family = args.family.map(|f| match f {
         FamilyArg::V4 => Family::V4,
         FamilyArg::V6 => Family::V6,
@@ -264,11 +160,9 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
     Ok(summary(&report, args.verbose))
 }
 
-pub(crate) fn refresh(args: &RefreshArgs) -> anyhow::Result<String> {
-    let sources = Sources::from_env(hook::process_env())
-        .with_root(args.root.clone())
-        .with_file(args.config.clone());
-    let cfg = HookConfig::from_settings(&config::load(&sources)?.settings);
+/// `refresh` with the configuration `main` loaded (its root included).
+pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<String> {
+    let cfg = HookConfig::from_settings(&loaded.settings);
     let mut out = String::new();
     for outcome in hook::refresh(args.iface.as_ref(), &cfg)? {
         match outcome {
@@ -320,19 +214,18 @@ fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The `kubernetes` setting the hooks read below `root` (`auto` when the
-/// configuration cannot be read: the hooks would then change nothing at all).
-fn kubernetes_mode(root: &std::path::Path) -> leasehook_core::kubernetes::Mode {
-    let sources = Sources::from_env(hook::process_env()).with_root(Some(root.to_path_buf()));
-    config::load(&sources).map_or_else(
-        |_| leasehook_core::kubernetes::Mode::default(),
-        |l| l.settings.kubernetes,
-    )
-}
-
-pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
-    let paths = Paths::new(&args.root);
-    let kube_mode = kubernetes_mode(&args.root);
+/// `status` of what is recorded below `root`; `loaded` is the configuration
+/// (`None` when it cannot be read: the `kubernetes` setting is then shown as
+/// `auto`, though the hooks would change nothing at all).
+pub(crate) fn status(
+    args: &StatusArgs,
+    root: &Path,
+    loaded: Option<&Loaded>,
+) -> anyhow::Result<String> {
+    let paths = Paths::new(root);
+    let kube_mode = loaded.map_or_else(leasehook_core::kubernetes::Mode::default, |l| {
+        l.settings.kubernetes
+    });
     let (states, errors) = state::list_states(&paths);
     for e in &errors {
         log::warn!("{e}");
@@ -353,14 +246,14 @@ pub(crate) fn status(args: &StatusArgs) -> anyhow::Result<String> {
             })
             .collect();
         let all = serde_json::json!({
-            "datasource": crate::boot_status::json(&args.root),
-            "kubernetes": crate::kube_status::json(kube_mode, &args.root),
+            "datasource": crate::boot_status::json(root),
+            "kubernetes": crate::kube_status::json(kube_mode, root),
             "interfaces": list,
         });
         return Ok(serde_json::to_string_pretty(&all)? + "\n");
     }
-    let mut out = crate::boot_status::text(&args.root);
-    out.push_str(&crate::kube_status::text(kube_mode, &args.root, ""));
+    let mut out = crate::boot_status::text(root);
+    out.push_str(&crate::kube_status::text(kube_mode, root, ""));
     if states.is_empty() {
         out.push_str("no interface has an applied plan\n");
     }

@@ -3,65 +3,22 @@
 //! `leasehook_core::boot::run`), and the summary they print.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use clap::Args;
 use leasehook_core::boot::run::{self, Context, Options, RealSources, Report};
 use leasehook_core::boot::state::Verdict;
 use leasehook_core::boot::{Origin, Stage};
+use leasehook_core::config::Loaded;
+
+use crate::cli::InitArgs;
 
 /// The exit code when no datasource answered and the cache could not stand in.
 pub(crate) const NO_DATASOURCE: u8 = 3;
 /// The exit code when a datasource is in use but it could not be cached (or
 /// `data/instance-id` not updated): this boot is fine, the next one has no fallback.
 pub(crate) const CACHE_NOT_WRITTEN: u8 = 4;
-
-/// Find the instance's datasource at boot, cache it, and write instance-data.
-///
-/// `--local` runs before networking: it reads NoCloud seeds and the LXD socket,
-/// checks the cache against them, and leaves EC2 to the network stage. Without it
-/// (after network-online.target) the network stage finishes what the local stage
-/// left — it never asks again a datasource the local stage fetched, nor repeats a
-/// check that failed. When no configured datasource answers, the cached one is used
-/// if it still parses, is still configured and fallback is not off; every
-/// datasource tried and why the cache was or was not used is logged.
-///
-/// Writes ROOT/var/lib/leasehook/ (the cache) and ROOT/run/leasehook/ (boot.json,
-/// instance-data.json 0644, instance-data-sensitive.json 0600).
-///
-/// Exit codes: 0 a datasource is in use (fetched or from the cache), or the local
-/// stage handed over to the network stage, or cloud-init is disabled; 3 no
-/// datasource answered and no usable cache (instance-data then says datasource
-/// None); 4 a datasource is in use but the cache (or data/instance-id) could not
-/// be written, so the next boot has no fallback (`leasehook status` says so too);
-/// 1 an error (bad configuration, unwritable state); 2 bad usage.
-///
-/// Configuration (ROOT/etc/leasehook/config.yaml and config.d, or --config; then
-/// LEASEHOOK_* variables): `datasource_list`, `fallback`,
-/// `datasource.<Name>.fallback`, `imds.endpoints`, `imds.budget_s`,
-/// `imdsv1_fallback`. `leasehook config show` prints what is in effect.
-#[derive(Debug, Args)]
-pub(crate) struct InitArgs {
-    /// Run the local stage (before networking).
-    #[arg(long)]
-    local: bool,
-
-    /// Read and write every path below DIR instead of / (the LXD socket too).
-    #[arg(long, value_name = "DIR", env = "LEASEHOOK_ROOT", default_value = "/")]
-    root: PathBuf,
-
-    /// Assume this virtualisation (kvm, lxc, none, ...), as `leasehook detect`
-    /// takes it.
-    #[arg(long, value_name = "NAME")]
-    virt: Option<String>,
-
-    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
-    /// config.d (/dev/null: none).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-}
 
 /// Checks a `--virt` value: a systemd-detect-virt name.
 pub(crate) fn check_virt(virt: &str) -> anyhow::Result<()> {
@@ -151,9 +108,15 @@ pub(crate) fn summary(report: &Report) -> String {
     out
 }
 
-pub(crate) fn run(args: &InitArgs) -> anyhow::Result<(String, ExitCode)> {
-    if !args.root.is_dir() {
-        bail!("--root {:?} is not a folder", args.root);
+/// The stage below `root` (every path read and written, the LXD socket too),
+/// with the configuration `main` loaded.
+pub(crate) fn run(
+    args: &InitArgs,
+    root: &Path,
+    loaded: &Loaded,
+) -> anyhow::Result<(String, ExitCode)> {
+    if !root.is_dir() {
+        bail!("--root {root:?} is not a folder");
     }
     if let Some(v) = &args.virt {
         check_virt(v)?;
@@ -163,13 +126,15 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<(String, ExitCode)> {
     } else {
         Stage::Network
     };
+    // `config` and `env` are what `Context::gather` would load; `main` has loaded
+    // them already.
     let options = Options {
-        root: args.root.clone(),
+        root: root.to_path_buf(),
         virt: args.virt.clone(),
-        config: args.config.clone(),
-        env: leasehook_core::hook::process_env(),
+        config: None,
+        env: leasehook_core::event::Env::default(),
     };
-    let ctx = Context::gather(&options).context("failed to read the configuration")?;
+    let ctx = Context::gather_with(&options, loaded).context("failed to read the configuration")?;
     let sources = RealSources::new(&ctx);
     let report =
         run::run(stage, &ctx, &sources).with_context(|| format!("the {stage} stage failed"))?;

@@ -3,106 +3,17 @@
 
 use std::fs::File;
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use clap::{Args, ValueEnum};
-use leasehook_core::config::{self, Sources};
+use leasehook_core::config::{Loaded, Sources};
 use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
 use leasehook_core::kubernetes;
 use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
 use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use leasehook_core::{example, metadata, render};
 
-/// Print the policy-routing plan for given metadata, leases and links, without
-/// touching the system.
-///
-/// The planner's settings (`profile`, `table_base`, `priority_base`,
-/// `primary_rules`, `secondary_addresses`) come from the configuration
-/// (ROOT/etc/leasehook/config.yaml and config.d, or --config; then `LEASEHOOK_*`
-/// variables); the flags below win.
-///
-/// Example: leasehook plan --metadata md.json --link eth0=02:00:00:00:00:01
-/// --link eth1=02:00:00:00:00:02 --lease eth0.env --lease eth1.env
-#[derive(Debug, Args)]
-pub(crate) struct PlanArgs {
-    /// Plan the built-in 3-NIC example instance instead of reading files.
-    #[arg(long, conflicts_with_all = ["metadata", "leases", "links"])]
-    example: bool,
-
-    /// Instance metadata: a JSON tree shaped like IMDS `meta-data/` (folders as
-    /// objects; leaves as strings, newline-separated for several values, or lists).
-    #[arg(long, value_name = "FILE", required_unless_present = "example")]
-    metadata: Option<PathBuf>,
-
-    /// A lease: a dhclient environment dump (`KEY=VALUE` lines, as `env` prints them),
-    /// or, prefixed with the interface name, a systemd-networkd lease file
-    /// (`eth1=/run/systemd/netif/leases/3`). Repeatable.
-    #[arg(long = "lease", value_name = "[IFNAME=]FILE")]
-    leases: Vec<String>,
-
-    /// The operating system's view of a link: its name and MAC, optionally the IPv6
-    /// router it learned from router advertisements. Repeatable.
-    #[arg(long = "link", value_name = "IFNAME=MAC[,ra=IPV6]")]
-    links: Vec<String>,
-
-    /// The routing scheme [default: the configured profile, else ec2-net-utils].
-    #[arg(long, value_enum)]
-    profile: Option<ProfileArg>,
-
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Ip)]
-    format: Format,
-
-    /// ec2-net-utils profile: table of device 0 on network card 0 [default: the
-    /// configured `table_base`, else 10000].
-    #[arg(long, value_name = "N")]
-    table_base: Option<u32>,
-
-    /// ec2-net-utils profile: rule priority of device 0 on network card 0 [default:
-    /// the configured `priority_base`, else the table base].
-    #[arg(long, value_name = "N")]
-    priority_base: Option<u32>,
-
-    /// ec2-net-utils profile: give the primary NIC rules too.
-    #[arg(long)]
-    primary_rules: bool,
-
-    /// ec2-net-utils profile: do not add the metadata's secondary addresses to links.
-    #[arg(long)]
-    no_secondary_addresses: bool,
-
-    /// Read the configuration below DIR [default: the `LEASEHOOK_ROOT` variable, else /].
-    #[arg(long, value_name = "DIR")]
-    root: Option<PathBuf>,
-
-    /// Read this configuration file instead of ROOT/etc/leasehook/config.yaml and
-    /// config.d (/dev/null: none, the built-in defaults).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum ProfileArg {
-    /// amazon-ec2-net-utils' tables: 10000 + 100*network-card + device-number.
-    #[value(name = "ec2-net-utils")]
-    Ec2NetUtils,
-    /// cloud-init's EC2 netplan rendering: table 100 + position.
-    #[value(name = "cloud-init")]
-    CloudInit,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Format {
-    /// `ip rule add` / `ip route add` lines.
-    Ip,
-    /// The plan as JSON, which reads back into the same plan.
-    Json,
-    /// A netplan v2 document.
-    Netplan,
-    /// systemd-networkd drop-ins.
-    Networkd,
-}
+use crate::cli::{PlanArgs, PlanFormat as Format, ProfileArg};
 
 /// The most we read of any input file: real ones are a few kilobytes.
 const MAX_INPUT: u64 = 4 * 1024 * 1024;
@@ -119,15 +30,14 @@ fn read_input(path: &Path) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// The configuration with the planner flags on top.
-fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
+/// The configuration's sources with the planner flags on top (they win, and
+/// `config show`-style origins name them).
+pub(crate) fn with_flags(sources: Sources, args: &PlanArgs) -> Sources {
     let profile = args.profile.map(|p| match p {
         ProfileArg::Ec2NetUtils => Profile::Ec2NetUtils,
         ProfileArg::CloudInit => Profile::CloudInit,
     });
-    let sources = Sources::from_env(leasehook_core::hook::process_env())
-        .with_root(args.root.clone())
-        .with_file(args.config.clone())
+    sources
         .with_flag("profile", "--profile", profile.map(|p| p.to_string()))
         .with_flag(
             "table_base",
@@ -148,9 +58,14 @@ fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
             "secondary_addresses",
             "--no-secondary-addresses",
             args.no_secondary_addresses.then(|| "false".to_owned()),
-        );
-    let settings = config::load(&sources)?.settings;
-    let mut plan = settings.plan;
+        )
+}
+
+/// The planner's settings from the configuration `main` loaded (the flags of
+/// [`with_flags`] included).
+fn plan_config(loaded: &Loaded) -> anyhow::Result<PlanConfig> {
+    let settings = &loaded.settings;
+    let mut plan = settings.plan.clone();
     // `plan` reads no kernel: in auto, the CNI's configuration below the root decides.
     plan.kubernetes = match settings.kubernetes {
         kubernetes::Mode::On => true,
@@ -166,8 +81,8 @@ fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
     Ok(plan)
 }
 
-pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<String> {
-    let cfg = plan_config(args)?;
+pub(crate) fn run(args: &PlanArgs, loaded: &Loaded) -> anyhow::Result<String> {
+    let cfg = plan_config(loaded)?;
     let (md, links, leases) = if args.example {
         let md = metadata::parse_tree(&example::metadata())
             .context("the built-in example is invalid")?;

@@ -310,50 +310,149 @@ fn config_show_merges_files_environment_and_names_origins() {
     );
 }
 
-/// `LEASEHOOK_ROOT` is `--root`'s default in every subcommand, not only in `plan`,
-/// `config show` and `refresh`: `flush`, `apply`, `status`, `query`, `init` and
-/// `detect` read (and write) below it too, so a test or an image build that sets
-/// it never touches the machine's own `/run/leasehook` (issue 20, item 6).
+/// A state file for an interface no host has (`status` lists it, `refresh` and
+/// `flush --iface` forget it), and a plan for it that `apply` refuses before any
+/// write (the link is missing) but after taking its lock below the root.
+const STATE: &str = r#"{"version": 1, "name": "lhcli0", "mac": "02:00:00:00:00:99", "profile": "ec2-net-utils", "table": null, "families": {}}"#;
+const PLAN: &str = r#"{"profile": "ec2-net-utils", "interfaces": [{"name": "lhcli0", "mac": "02:00:00:00:00:99", "primary": false, "families": ["ipv4"], "table": 10001, "metric": null, "addresses": [], "routes": [], "rules": [], "missing": []}]}"#;
+
+/// Where the root is given.
+#[derive(Debug, Clone, Copy)]
+enum RootGiven {
+    /// `LEASEHOOK_ROOT=DIR leasehook SUB ...`.
+    Env,
+    /// `leasehook --root DIR SUB ...` (`LEASEHOOK_ROOT` names a decoy).
+    Before,
+    /// `leasehook SUB ... --root DIR` (`LEASEHOOK_ROOT` names a decoy).
+    After,
+}
+
+/// One global `--root` (or `LEASEHOOK_ROOT`) in every subcommand, given before or
+/// after it: `plan`, `config show`, `refresh`, `flush`, `apply`, `status`, `query`,
+/// `init` and `detect` all read (and write) below it, so a test or an image build
+/// that sets it never touches the machine's own `/etc/leasehook`, `/run/leasehook`
+/// or `/var/lib/leasehook` (issue 20, item 6). A flag wins over the variable, and
+/// nothing lands below the variable's folder then.
 #[test]
 fn every_subcommand_reads_below_leasehook_root() {
-    let dir = TempDir::new("root-env");
-    fs::create_dir_all(dir.0.join("run/leasehook")).unwrap();
-    let doc = r#"{"v1": {"instance_id": "i-from-leasehook-root"}}"#;
-    dir.file("run/leasehook/instance-data.json", doc);
-    dir.file("run/leasehook/instance-data-sensitive.json", doc);
-    fs::create_dir_all(dir.0.join("var/lib/cloud/seed/nocloud")).unwrap();
-    dir.file(
-        "var/lib/cloud/seed/nocloud/meta-data",
-        "instance-id: i-seed\n",
+    for given in [RootGiven::Env, RootGiven::Before, RootGiven::After] {
+        let dir = TempDir::new(&format!("root-{given:?}"));
+        let decoy = TempDir::new(&format!("root-decoy-{given:?}"));
+        fs::create_dir_all(dir.0.join("run/leasehook/iface")).unwrap();
+        fs::create_dir_all(dir.0.join("etc/leasehook")).unwrap();
+        dir.file("etc/leasehook/config.yaml", "table_base: 20000\n");
+        let doc = r#"{"v1": {"instance_id": "i-from-leasehook-root"}}"#;
+        dir.file("run/leasehook/instance-data.json", doc);
+        dir.file("run/leasehook/instance-data-sensitive.json", doc);
+        dir.file("run/leasehook/iface/lhcli0.json", STATE);
+        fs::create_dir_all(dir.0.join("var/lib/cloud/seed/nocloud")).unwrap();
+        dir.file(
+            "var/lib/cloud/seed/nocloud/meta-data",
+            "instance-id: i-seed\n",
+        );
+        dir.file("var/lib/cloud/seed/nocloud/user-data", "#cloud-config\n");
+        let plan = dir.file("plan.json", PLAN);
+        let run = |args: &[&str]| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasehook"));
+            match given {
+                RootGiven::Env => cmd.args(args).env("LEASEHOOK_ROOT", &dir.0),
+                RootGiven::Before => cmd
+                    .arg("--root")
+                    .arg(&dir.0)
+                    .args(args)
+                    .env("LEASEHOOK_ROOT", &decoy.0),
+                RootGiven::After => cmd
+                    .args(args)
+                    .arg("--root")
+                    .arg(&dir.0)
+                    .env("LEASEHOOK_ROOT", &decoy.0),
+            };
+            let out = cmd.env_remove("LEASEHOOK_CONFIG").output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            (out.status.code(), text, err)
+        };
+        let ctx =
+            |what: &str, out: &(Option<i32>, String, String)| format!("{given:?} {what}: {out:?}");
+
+        let out = run(&["query", "v1.instance_id"]);
+        assert_eq!(
+            out.1,
+            "\"i-from-leasehook-root\"\n",
+            "{}",
+            ctx("query", &out)
+        );
+        let out = run(&["detect", "--virt", "none"]);
+        let v: serde_json::Value = serde_json::from_str(&out.1).unwrap();
+        assert_eq!(v["checks"]["NoCloud"], "found", "{}", ctx("detect", &out));
+        // The configuration below the root reaches `plan` and `config show`.
+        let out = run(&["plan", "--example"]);
+        assert!(out.1.contains("lookup 20001"), "{}", ctx("plan", &out));
+        let out = run(&["config", "show"]);
+        let origin = match given {
+            RootGiven::Env => "(environment LEASEHOOK_ROOT)",
+            RootGiven::Before | RootGiven::After => "(flag --root)",
+        };
+        assert!(
+            out.1
+                .contains(&format!("# root: {} {origin}", dir.0.display()))
+                && out.1.contains("table_base: 20000"),
+            "{}",
+            ctx("config show", &out)
+        );
+        let out = run(&["status"]);
+        assert!(
+            out.1.contains("lhcli0 02:00:00:00:00:99 (no table"),
+            "{}",
+            ctx("status", &out)
+        );
+        // `apply` locks below the root, then refuses the plan: no link lhcli0.
+        let out = run(&["apply", "--plan", &plan]);
+        assert!(
+            out.0 == Some(1) && out.2.contains("no link named lhcli0"),
+            "{}",
+            ctx("apply", &out)
+        );
+        assert!(dir.0.join("run/leasehook/lock/lhcli0.lock").exists());
+        // `refresh` finds the recorded interface gone and forgets it.
+        let out = run(&["refresh"]);
+        assert!(
+            out.1.contains("lhcli0: link gone"),
+            "{}",
+            ctx("refresh", &out)
+        );
+        assert!(!dir.0.join("run/leasehook/iface/lhcli0.json").exists());
+        // `flush --iface` forgets the state file below the root.
+        dir.file("run/leasehook/iface/lhcli0.json", STATE);
+        let out = run(&["flush", "--iface", "lhcli0"]);
+        assert_eq!(out.0, Some(0), "{}", ctx("flush", &out));
+        assert!(!dir.0.join("run/leasehook/iface/lhcli0.json").exists());
+        // `init` writes its cache and boot record below the root.
+        let out = run(&["init", "--local", "--virt", "none"]);
+        assert!(
+            out.1.contains("datasource NoCloud \"i-seed\""),
+            "{}",
+            ctx("init", &out)
+        );
+        assert!(dir.0.join("run/leasehook/boot.json").exists());
+        assert!(
+            dir.0
+                .join("var/lib/leasehook/instances/i-seed/datasource.json")
+                .exists()
+        );
+        // Nothing went below the variable's folder when the flag was given.
+        assert_eq!(fs::read_dir(&decoy.0).unwrap().count(), 0, "{given:?}");
+    }
+}
+
+/// The man page and completion generator is a build-time tool (`cargo run -p
+/// xtask`), not a command of the binary the package ships.
+#[test]
+fn the_shipped_binary_has_no_generator() {
+    let out = leasehook(&["generate", "man", "--out", "/nonexistent"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unrecognized subcommand 'generate'"),
+        "{out:?}"
     );
-    dir.file("var/lib/cloud/seed/nocloud/user-data", "#cloud-config\n");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_leasehook"))
-            .args(args)
-            .env("LEASEHOOK_ROOT", &dir.0)
-            .env("LEASEHOOK_CONFIG", "/dev/null")
-            .output()
-            .unwrap()
-    };
-    let out = run(&["query", "v1.instance_id"]);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "\"i-from-leasehook-root\"\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = run(&["detect", "--virt", "none"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["checks"]["NoCloud"], "found", "{v}");
-    // An explicit --root still wins over the variable.
-    let other = TempDir::new("root-flag");
-    let out = Command::new(env!("CARGO_BIN_EXE_leasehook"))
-        .args(["detect", "--virt", "none", "--root"])
-        .arg(&other.0)
-        .env("LEASEHOOK_ROOT", &dir.0)
-        .env("LEASEHOOK_CONFIG", "/dev/null")
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["checks"]["NoCloud"], "not-found", "{v}");
 }

@@ -83,6 +83,17 @@ pub struct Context {
 impl Context {
     /// Reads the detection snapshot and leasehook's configuration below the root.
     pub fn gather(o: &Options) -> Result<Self> {
+        let loaded = crate::config::load(
+            &crate::config::Sources::from_env(o.env.clone())
+                .with_root(Some(o.root.clone()))
+                .with_file(o.config.clone()),
+        )?;
+        Self::gather_with(o, &loaded)
+    }
+
+    /// Reads the detection snapshot below the root, with leasehook's configuration
+    /// already loaded (the CLI loads it once per process).
+    pub fn gather_with(o: &Options, loaded: &crate::config::Loaded) -> Result<Self> {
         let mut ro = ReadOptions::new(&o.root);
         if let Some(v) = &o.virt {
             ro = ro.with_virt(v);
@@ -90,14 +101,9 @@ impl Context {
         if let Some(c) = &o.config {
             ro = ro.with_config(c);
         }
-        let loaded = crate::config::load(
-            &crate::config::Sources::from_env(o.env.clone())
-                .with_root(Some(o.root.clone()))
-                .with_file(o.config.clone()),
-        )?;
-        let snapshot = read_snapshot_with(&ro, &loaded)?;
+        let snapshot = read_snapshot_with(&ro, loaded)?;
         let detection = decide_list(&snapshot)?;
-        let config = BootConfig::from_config(&loaded);
+        let config = BootConfig::from_config(loaded);
         Ok(Self {
             root: o.root.clone(),
             config,

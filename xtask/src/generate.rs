@@ -1,42 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `leasehook generate` (hidden): the manual pages and shell completion scripts,
-//! made from the same clap definitions that parse the command line, so they cannot
-//! drift from `--help`. The Debian package build (`make deb`) runs it on the
-//! binary it packages. [`man_pages`] and [`completion`] are pure; [`run`] writes
-//! their output into a folder.
+//! The manual pages and shell completion scripts of `leasehook`, made from the same
+//! clap definition that parses its command line (`boot/src/cli.rs`), so they
+//! cannot drift from `--help`. [`man_pages`] and [`completion`] are pure;
+//! [`write`] performs IO: it writes their output into a folder.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context as _;
-use clap::{Args, ValueEnum};
 use clap_complete::Shell;
 use roff::{Roff, bold, italic, roman};
-
-/// Write leasehook's manual pages or a shell completion script (used when the
-/// package is built).
-#[derive(Debug, Args)]
-pub(crate) struct GenerateArgs {
-    /// What to write.
-    #[arg(value_enum)]
-    what: What,
-
-    /// The folder to write into (created when missing).
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum What {
-    /// leasehook.1 and a leasehook-SUBCOMMAND.1 page per subcommand.
-    Man,
-    /// The bash completion script, leasehook.bash.
-    Bash,
-    /// The zsh completion function, _leasehook.
-    Zsh,
-    /// The fish completion script, leasehook.fish.
-    Fish,
-}
 
 /// The program name every page and script is made for.
 const BIN: &str = "leasehook";
@@ -279,19 +252,13 @@ pub(crate) fn completion(cmd: clap::Command, shell: Shell) -> (String, Vec<u8>) 
     (name, out)
 }
 
-/// Writes what `args` asks for into its folder; the files written, one a line.
-pub(crate) fn run(args: &GenerateArgs, cmd: clap::Command) -> anyhow::Result<String> {
-    let files = match args.what {
-        What::Man => man_pages(cmd)?,
-        What::Bash => vec![completion(cmd, Shell::Bash)],
-        What::Zsh => vec![completion(cmd, Shell::Zsh)],
-        What::Fish => vec![completion(cmd, Shell::Fish)],
-    };
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("failed to create {:?}", args.out))?;
+/// Writes `files` (`(file name, body)`) into `dir`, created when missing; the
+/// paths written, one a line.
+pub(crate) fn write(dir: &Path, files: Vec<(String, Vec<u8>)>) -> anyhow::Result<String> {
+    std::fs::create_dir_all(dir).with_context(|| format!("failed to create {dir:?}"))?;
     let mut written = String::new();
     for (name, body) in files {
-        let path = Path::new(&args.out).join(&name);
+        let path = dir.join(&name);
         std::fs::write(&path, body).with_context(|| format!("failed to write {path:?}"))?;
         let _ = writeln!(written, "{}", path.display());
     }
@@ -307,7 +274,7 @@ mod tests {
     use super::*;
 
     fn pages() -> Vec<(String, String)> {
-        man_pages(crate::Cli::command())
+        man_pages(crate::cli::Cli::command())
             .unwrap()
             .into_iter()
             .map(|(n, b)| (n, String::from_utf8(b).unwrap()))
@@ -315,10 +282,10 @@ mod tests {
     }
 
     #[test]
-    fn one_page_per_visible_subcommand_and_none_for_generate() {
+    fn one_page_per_visible_subcommand() {
         let names: Vec<String> = pages().into_iter().map(|(n, _)| n).collect();
         let mut want = vec!["leasehook.1".to_owned()];
-        for s in crate::Cli::command()
+        for s in crate::cli::Cli::command()
             .get_subcommands()
             .filter(|s| !s.is_hide_set())
         {
@@ -334,7 +301,6 @@ mod tests {
         assert_eq!(names, want);
         assert!(names.iter().any(|n| n == "leasehook-config-show.1"));
         assert!(names.iter().any(|n| n == "leasehook-plan.1"));
-        assert!(!names.iter().any(|n| n.contains("generate")));
     }
 
     #[test]
@@ -391,11 +357,11 @@ mod tests {
     }
 
     #[test]
-    fn completions_know_every_subcommand_but_generate() {
+    fn completions_know_every_subcommand() {
         for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-            let (_, script) = completion(crate::Cli::command(), shell);
+            let (_, script) = completion(crate::cli::Cli::command(), shell);
             let script = String::from_utf8(script).unwrap();
-            for sub in crate::Cli::command()
+            for sub in crate::cli::Cli::command()
                 .get_subcommands()
                 .filter(|s| !s.is_hide_set())
             {
@@ -405,10 +371,6 @@ mod tests {
                     sub.get_name()
                 );
             }
-            assert!(
-                !script.contains("generate"),
-                "{shell} offers the hidden subcommand"
-            );
         }
     }
 }

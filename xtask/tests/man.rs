@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The manual pages and completion scripts as the package ships them: made by the
-//! built binary (`leasehook generate`, what `make deb` runs), rendered by groff and
-//! man-db without a warning, and the bash completion loaded by bash.
+//! build-time tool (`cargo run -p xtask -- man|completions DIR`, what `make deb`
+//! and `make rpm` run), rendered by groff and man-db without a warning, and the
+//! bash completion loaded by bash. "What `--help` says" is the help of the
+//! `leasehook` binary's own clap definition, this very file included below.
 //!
 //! Needs groff (groff-base), man (man-db) and bash; `scripts/test.sh` installs them.
 //! Without them these tests fail, never skip.
@@ -15,6 +17,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use clap::CommandFactory as _;
+
+// `leasehook`'s command line, the file its binary parses with.
+#[path = "../../boot/src/cli.rs"]
+#[allow(dead_code)]
+mod cli;
 
 struct TempDir(PathBuf);
 
@@ -33,9 +42,10 @@ impl Drop for TempDir {
     }
 }
 
+/// Runs the xtask: the paths it wrote.
 fn generate(what: &str, out: &Path) -> Vec<PathBuf> {
-    let o = Command::new(env!("CARGO_BIN_EXE_leasehook"))
-        .args(["generate", what, "--out"])
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg(what)
         .arg(out)
         .output()
         .unwrap();
@@ -57,12 +67,11 @@ fn tool(cmd: &mut Command, what: &str) -> Output {
 
 /// The subcommands `leasehook ARGS --help` lists (the help subcommand aside).
 fn commands_of(args: &[&str]) -> Vec<String> {
-    let o = Command::new(env!("CARGO_BIN_EXE_leasehook"))
-        .args(args)
-        .arg("--help")
-        .output()
-        .unwrap();
-    let help = String::from_utf8(o.stdout).unwrap();
+    let mut cmd = cli::Cli::command();
+    for a in args {
+        cmd = cmd.find_subcommand(a).unwrap().clone();
+    }
+    let help = cmd.render_help().to_string();
     help.split("Commands:\n")
         .nth(1)
         .unwrap_or_default()
@@ -159,6 +168,14 @@ fn every_page_renders_without_a_warning_and_says_what_help_says() {
         assert!(plan.contains(opt), "{opt}:\n{plan}");
     }
     assert!(plan.contains("ec2-net-utils") && plan.contains("cloud-init"));
+    // The global --root and --config, on every subcommand's page.
+    for s in &subs {
+        let page = man_text(&dir.0.join(format!("leasehook-{s}.1")));
+        assert!(
+            page.contains("--root <DIR> [default: /]") && page.contains("--config <FILE>"),
+            "{s}:\n{page}"
+        );
+    }
 }
 
 fn man_text(page: &Path) -> String {
@@ -176,8 +193,12 @@ fn man_text(page: &Path) -> String {
 #[test]
 fn bash_loads_the_completion_and_it_completes_subcommands() {
     let dir = TempDir::new("completions");
-    let files = generate("bash", &dir.0);
-    assert_eq!(files.len(), 1);
+    let files = generate("completions", &dir.0);
+    let names: Vec<PathBuf> = ["leasehook.bash", "_leasehook", "leasehook.fish"]
+        .iter()
+        .map(|n| dir.0.join(n))
+        .collect();
+    assert_eq!(files, names);
     // Load it, then ask the completion function what `leasehook pl<TAB>` and
     // `leasehook plan --form<TAB>` offer.
     let script = format!(
@@ -186,7 +207,9 @@ fn bash_loads_the_completion_and_it_completes_subcommands() {
          COMP_WORDS=(leasehook pl); COMP_CWORD=1; COMP_LINE='leasehook pl'; COMP_POINT=12\n\
          $f leasehook pl leasehook; echo \"sub: ${{COMPREPLY[*]}}\"\n\
          COMP_WORDS=(leasehook plan --form); COMP_CWORD=2; COMP_LINE='leasehook plan --form'; COMP_POINT=21\n\
-         $f leasehook --form plan; echo \"opt: ${{COMPREPLY[*]}}\"\n",
+         $f leasehook --form plan; echo \"opt: ${{COMPREPLY[*]}}\"\n\
+         COMP_WORDS=(leasehook apply --ro); COMP_CWORD=2; COMP_LINE='leasehook apply --ro'; COMP_POINT=20\n\
+         $f leasehook --ro apply; echo \"global: ${{COMPREPLY[*]}}\"\n",
         files[0]
     );
     let o = tool(Command::new("bash").args(["--norc", "-c", &script]), "bash");
@@ -198,12 +221,12 @@ fn bash_loads_the_completion_and_it_completes_subcommands() {
     );
     assert!(out.contains("sub: plan"), "{out}");
     assert!(out.contains("opt: --format"), "{out}");
-    for (shell, name) in [("zsh", "_leasehook"), ("fish", "leasehook.fish")] {
-        let files = generate(shell, &dir.0);
-        assert_eq!(files, vec![dir.0.join(name)]);
-        let text = std::fs::read_to_string(&files[0]).unwrap();
+    // The global --root is offered after a subcommand too.
+    assert!(out.contains("global: --root"), "{out}");
+    for file in &files[1..] {
+        let text = std::fs::read_to_string(file).unwrap();
         for s in commands_of(&[]).into_iter().chain(commands_of(&["config"])) {
-            assert!(text.contains(&s), "{shell} completion lacks {s}");
+            assert!(text.contains(&s), "{file:?} lacks {s}");
         }
     }
 }

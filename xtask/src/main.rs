@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+//! leasehook's build-time tasks (`cargo run -p xtask -- TASK`, or `cargo xtask
+//! TASK`): the manual pages and the shell completion scripts the packages ship,
+//! made from the clap definition of the `leasehook` command line. The generator
+//! lives here, not in `leasehook`, so the shipped binary links no `clap_mangen`,
+//! `clap_complete` or `roff`. Performs IO: writes the files into the folder named.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+// The binary's own clap definition, the same file: every field is read by
+// `leasehook`'s commands, none here.
+#[path = "../../boot/src/cli.rs"]
+#[allow(dead_code)]
+mod cli;
+mod generate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{CommandFactory as _, Parser, Subcommand};
+use clap_complete::Shell;
+
+/// leasehook's build-time tasks.
+#[derive(Debug, Parser)]
+#[command(name = "xtask")]
+struct Xtask {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Write leasehook.1 and a leasehook-SUBCOMMAND.1 page per subcommand into DIR.
+    Man {
+        /// The folder to write into (created when missing).
+        dir: PathBuf,
+    },
+    /// Write the bash, zsh and fish completion scripts (leasehook.bash, _leasehook,
+    /// leasehook.fish) into DIR.
+    Completions {
+        /// The folder to write into (created when missing).
+        dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let written = match Xtask::parse().task {
+        Task::Man { dir } => {
+            generate::man_pages(cli::Cli::command()).and_then(|pages| generate::write(&dir, pages))
+        }
+        Task::Completions { dir } => generate::write(
+            &dir,
+            [Shell::Bash, Shell::Zsh, Shell::Fish]
+                .into_iter()
+                .map(|shell| generate::completion(cli::Cli::command(), shell))
+                .collect(),
+        ),
+    };
+    match written {
+        Ok(paths) => {
+            print!("{paths}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
