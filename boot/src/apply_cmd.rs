@@ -74,7 +74,7 @@ pub(crate) struct FlushArgs {
 /// planner settings are the hooks' (the configuration files, then LEASEHOOK_*
 /// variables); NICs listed in `unmanaged` are left alone.
 #[derive(Debug, Args)]
-#[command(after_long_help = leasehook_core::hook::env_help())]
+#[command(after_long_help = crate::shim::env_help())]
 pub(crate) struct RefreshArgs {
     /// Only this interface.
     #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
@@ -259,7 +259,7 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn refresh(args: &RefreshArgs) -> anyhow::Result<String> {
-    let sources = Sources::from_env(hook::process_env())
+    let sources = Sources::from_env(crate::shim::process_env())
         .with_root(args.root.clone())
         .with_file(args.config.clone());
     let cfg = HookConfig::from_settings(&config::load(&sources)?.settings);
@@ -317,7 +317,7 @@ fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
 /// The `kubernetes` setting the hooks read below `root` (`auto` when the
 /// configuration cannot be read: the hooks would then change nothing at all).
 fn kubernetes_mode(root: &std::path::Path) -> leasehook_core::kubernetes::Mode {
-    let sources = Sources::from_env(hook::process_env()).with_root(Some(root.to_path_buf()));
+    let sources = Sources::from_env(crate::shim::process_env()).with_root(Some(root.to_path_buf()));
     config::load(&sources).map_or_else(
         |_| leasehook_core::kubernetes::Mode::default(),
         |l| l.settings.kubernetes,

@@ -54,7 +54,7 @@ enum Format {
 pub(crate) fn run(args: &ConfigArgs) -> anyhow::Result<String> {
     match &args.action {
         Action::Show(a) => {
-            let sources = Sources::from_env(leasehook_core::hook::process_env())
+            let sources = Sources::from_env(crate::shim::process_env())
                 .with_root(a.root.clone())
                 .with_file(a.config.clone());
             let loaded = config::load(&sources)?;

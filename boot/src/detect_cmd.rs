@@ -45,7 +45,7 @@ pub(crate) fn run(args: &DetectArgs) -> anyhow::Result<String> {
     if !args.root.is_dir() {
         bail!("--root {:?} is not a folder", args.root);
     }
-    let mut options = ReadOptions::new(&args.root).with_env(leasehook_core::hook::process_env());
+    let mut options = ReadOptions::new(&args.root).with_env(crate::shim::process_env());
     if let Some(virt) = &args.virt {
         crate::init_cmd::check_virt(virt)?;
         options = options.with_virt(virt);

@@ -167,7 +167,7 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<(String, ExitCode)> {
         root: args.root.clone(),
         virt: args.virt.clone(),
         config: args.config.clone(),
-        env: leasehook_core::hook::process_env(),
+        env: crate::shim::process_env(),
     };
     let ctx = Context::gather(&options).context("failed to read the configuration")?;
     let sources = RealSources::new(&ctx);

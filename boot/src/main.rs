@@ -19,8 +19,10 @@ mod detect_cmd;
 mod generate_cmd;
 mod init_cmd;
 mod kube_status;
+mod logging;
 mod plan_cmd;
 mod query_cmd;
+mod shim;
 mod template;
 
 use std::process::ExitCode;
@@ -80,6 +82,11 @@ struct GenerateCli {
 }
 
 fn main() -> ExitCode {
+    // A DHCP client's hook (argv[0] `leasehook-<client>`, or `leasehook <client>`):
+    // chosen before the CLI's parser is built.
+    if let Some(status) = shim::dispatch() {
+        return status;
+    }
     if std::env::args_os().nth(1).is_some_and(|a| a == "generate") {
         let generate = GenerateCli::parse_from(std::env::args_os().skip(1));
         return report(
@@ -90,14 +97,10 @@ fn main() -> ExitCode {
     // log_level from the configuration below LEASEHOOK_ROOT (or /); a bad
     // configuration is reported by the command that reads it.
     let level = leasehook_core::config::load(&leasehook_core::config::Sources::from_env(
-        leasehook_core::hook::process_env(),
+        shim::process_env(),
     ))
     .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
-    leasehook_core::logging::init(
-        "leasehook",
-        &leasehook_core::logging::Context::default(),
-        level,
-    );
+    logging::init("leasehook", &logging::Context::default(), level);
     let ok = |out: anyhow::Result<String>| out.map(|s| (s, ExitCode::SUCCESS));
     let result = match cli.command {
         Command::Plan(args) => ok(plan_cmd::run(&args)),

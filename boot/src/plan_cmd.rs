@@ -125,7 +125,7 @@ fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
         ProfileArg::Ec2NetUtils => Profile::Ec2NetUtils,
         ProfileArg::CloudInit => Profile::CloudInit,
     });
-    let sources = Sources::from_env(leasehook_core::hook::process_env())
+    let sources = Sources::from_env(crate::shim::process_env())
         .with_root(args.root.clone())
         .with_file(args.config.clone())
         .with_flag("profile", "--profile", profile.map(|p| p.to_string()))
