@@ -119,7 +119,12 @@ def main():
     ap.add_argument("--budget", type=float, default=3.0)
     ap.add_argument("--bin-dir", default=os.path.join(TOP, "target", "release"))
     a = ap.parse_args()
-    dhclient = os.path.join(a.bin_dir, "leasehook-dhclient")
+    # The dhclient hook is the one binary run under the hook's name, as installed
+    # (tests/src/netns.rs makes the same link).
+    dhclient = os.path.join(a.bin_dir, "hooks", "leasehook-dhclient")
+    if os.access(os.path.join(a.bin_dir, "leasehook"), os.X_OK) and not os.path.islink(dhclient):
+        os.makedirs(os.path.dirname(dhclient), exist_ok=True)
+        os.symlink(os.path.join("..", "leasehook"), dhclient)
     emulator = os.path.join(a.bin_dir, "imds-emulator")
     for b in (dhclient, emulator):
         if not os.access(b, os.X_OK):

@@ -20,8 +20,9 @@ target=$(cargo metadata --format-version 1 --no-deps --locked |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 [ -n "$target" ] || { echo "build-deb: cannot find cargo's target folder" >&2; exit 1; }
 
-cargo build --release --locked -p leasehook -p leasehook-dhclient -p leasehook-networkd \
-    -p leasehook-nm -p leasehook-dhcpcd -p leasehook-udhcpc
+# One binary: the CLI, the boot stage and the DHCP clients' hooks (the package
+# links /usr/libexec/leasehook/leasehook-<client> to it).
+cargo build --release --locked -p leasehook
 
 gen="$target/release/pkg"
 rm -rf "$gen"

@@ -76,7 +76,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 # events; `LEASEHOOK_SOAK_EVENTS=200` is the full run (docs/soak.md).
 step "cargo test (with the netns tests)"
 cargo build --workspace --locked --bins
-cargo build --release --locked -p leasehook-dhclient
+cargo build --release --locked -p leasehook
 LEASEHOOK_SOAK_EVENTS="${LEASEHOOK_SOAK_EVENTS:-60}" cargo test --workspace --locked --features leasehook-tests/netns
 
 # The Debian package, last: it installs into this machine's /etc and /usr, where

@@ -209,7 +209,7 @@ pub(crate) struct FlushArgs {
 /// planner settings are the hooks' (the configuration files, then LEASEHOOK_*
 /// variables); NICs listed in `unmanaged` are left alone.
 #[derive(Debug, Args)]
-#[command(after_long_help = leasehook_core::hook::env_help())]
+#[command(after_long_help = leasehook_core::config::env_help())]
 pub(crate) struct RefreshArgs {
     /// Only this interface.
     #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]

@@ -19,8 +19,10 @@ mod config_cmd;
 mod detect_cmd;
 mod init_cmd;
 mod kube_status;
+mod logging;
 mod plan_cmd;
 mod query_cmd;
+mod shim;
 mod template;
 
 use std::path::Path;
@@ -39,7 +41,7 @@ impl Cli {
     /// variable when `LEASEHOOK_ROOT` set it.
     fn sources(&self, matches: &ArgMatches) -> Sources {
         let from_flag = matches.value_source("root") == Some(ValueSource::CommandLine);
-        let sources = Sources::from_env(leasehook_core::hook::process_env())
+        let sources = Sources::from_env(shim::process_env())
             .with_root(from_flag.then(|| self.root.clone()))
             .with_file(self.config.clone());
         match &self.command {
@@ -50,6 +52,11 @@ impl Cli {
 }
 
 fn main() -> ExitCode {
+    // A DHCP client's hook (argv[0] `leasehook-<client>`, or `leasehook <client>`):
+    // chosen before the CLI's parser is built.
+    if let Some(status) = shim::dispatch() {
+        return status;
+    }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // The configuration, read once for the whole process; a bad one is reported by
@@ -59,11 +66,7 @@ fn main() -> ExitCode {
     let level = loaded
         .as_ref()
         .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
-    leasehook_core::logging::init(
-        "leasehook",
-        &leasehook_core::logging::Context::default(),
-        level,
-    );
+    logging::init("leasehook", &logging::Context::default(), level);
     report(run(cli.command, &sources.resolve_root().0, loaded))
 }
 

@@ -36,7 +36,6 @@
 //! is kept. An IMDS error never removes anything.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -75,19 +74,6 @@ pub struct HookConfig {
     pub unmanaged: Vec<Unmanaged>,
     /// `kubernetes`: auto, on or off.
     pub kubernetes: crate::kubernetes::Mode,
-}
-
-/// The `--help` section on where a hook's settings come from, listing every
-/// `LEASEHOOK_*` variable.
-pub fn env_help() -> String {
-    let mut out = String::from(
-        "Configuration: /etc/leasehook/config.yaml, then /etc/leasehook/config.d/*.yaml,\n\
-         then these environment variables (`leasehook config show` prints the result):\n",
-    );
-    for (var, help) in config::environment() {
-        let _ = writeln!(out, "  {var:<30} {help}");
-    }
-    out
 }
 
 impl HookConfig {
@@ -1250,117 +1236,6 @@ fn stderr_is_file_or_terminal() -> bool {
     })
 }
 
-/// The process environment as an [`Env`](crate::event::Env). Variables whose name
-/// or value is not UTF-8 are left out: none of them is one a shim reads.
-pub fn process_env() -> crate::event::Env {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
-}
-
-/// One run of a DHCP client's shim, for [`run_shim`].
-#[derive(Debug, Clone)]
-pub struct Shim<'a> {
-    /// The program's name (`leasehook-nm`): log lines carry it, and the worker is
-    /// `/usr/libexec/leasehook/<program>` when the running executable cannot be found.
-    pub program: &'a str,
-    /// `--worker IFNAME`: finish the wait a hook handed over, instead of an event.
-    pub worker: Option<&'a str>,
-    /// What every log line of an event run starts with: the interface and the
-    /// client's reason. Built from the untrusted event with [`log_context`].
-    pub context: crate::logging::Context,
-}
-
-/// A log context from an event's interface and reason: the interface is kept only
-/// when it is a valid name, the reason only when `known` says it is one the client
-/// sends, so a hostile value never reaches a log line unescaped.
-pub fn log_context(
-    iface: Option<&str>,
-    reason: Option<&str>,
-    known: impl Fn(&str) -> bool,
-) -> crate::logging::Context {
-    crate::logging::Context {
-        iface: iface
-            .and_then(|i| IfName::try_new(i).ok())
-            .map(|i| i.to_string()),
-        reason: reason.filter(|r| known(r)).map(str::to_owned),
-    }
-}
-
-/// Everything a shim does after reading its command line, shared by every DHCP
-/// client's shim: reads the configuration ([`config::load`]: files, then
-/// `LEASEHOOK_*` variables), sets up logging at its `log_level`, and then either finishes a worker's
-/// wait ([`run_worker`]) or turns the client's event into lease events with `parse`
-/// (which may read files under the configured root, as networkd's lease file) and
-/// [`handle`]s each, in order.
-///
-/// Returns the exit status of the shim contract: 0 done (applied, removed, ignored,
-/// handed to the worker, or nothing changed on purpose), 1 a runtime error (every
-/// event is still tried), 2 a malformed event or configuration (nothing is done).
-pub fn run_shim(
-    shim: &Shim<'_>,
-    env: &crate::event::Env,
-    parse: impl FnOnce(&HookConfig) -> Result<Vec<LeaseEvent>>,
-) -> std::process::ExitCode {
-    use std::process::ExitCode;
-    let context = match shim.worker {
-        Some(w) => log_context(Some(w), Some("worker"), |_| true),
-        None => shim.context.clone(),
-    };
-    let loaded = config::load(&Sources::from_env(env.clone()));
-    let level = loaded
-        .as_ref()
-        .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
-    crate::logging::init(shim.program, &context, level);
-    let cfg = match loaded {
-        Ok(l) => HookConfig::from_settings(&l.settings),
-        Err(e) => {
-            log::error!("{e}; nothing done");
-            return ExitCode::from(2);
-        }
-    };
-    let outcomes = if let Some(name) = shim.worker {
-        match IfName::try_new(name) {
-            Ok(n) => vec![run_worker(&n, &cfg)],
-            Err(p) => {
-                log::error!("--worker: {p}");
-                return ExitCode::from(2);
-            }
-        }
-    } else {
-        let events = match parse(&cfg) {
-            Ok(events) => events,
-            Err(e) => {
-                log::error!("{e}");
-                // A malformed event is 2; failing to read what it refers to is 1.
-                let input = matches!(
-                    e,
-                    Error::Event { .. } | Error::Syntax { .. } | Error::Argument { .. }
-                );
-                return ExitCode::from(if input { 2 } else { 1 });
-            }
-        };
-        if events.is_empty() {
-            log::debug!("nothing to do for this event");
-        }
-        let exe = std::env::current_exe()
-            .unwrap_or_else(|_| Path::new("/usr/libexec/leasehook").join(shim.program));
-        events.iter().map(|ev| handle(ev, &cfg, &exe)).collect()
-    };
-    let mut status = ExitCode::SUCCESS;
-    for outcome in outcomes {
-        match outcome {
-            Ok(HookOutcome::Kept(why)) => log::warn!("nothing changed: {why}"),
-            Ok(o) => log::debug!("{o:?}"),
-            Err(e) => {
-                log::error!("{e}");
-                status = ExitCode::FAILURE;
-            }
-        }
-    }
-    status
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1607,17 +1482,5 @@ mod tests {
                 want
             );
         }
-    }
-
-    #[test]
-    fn help_lists_every_variable() {
-        let help = env_help();
-        assert!(
-            config::KEYS
-                .iter()
-                .filter_map(|k| k.env)
-                .all(|v| help.contains(v))
-        );
-        assert!(help.contains("LEASEHOOK_ROOT") && help.contains("LEASEHOOK_CONFIG"));
     }
 }

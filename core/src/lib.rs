@@ -22,12 +22,13 @@
 //!   [`instance_data`], which [`query`] reads.
 //!
 //! * [`config`] merges the configuration files, environment and flags;
-//! * [`hook`] runs one DHCP event end to end for every client's shim, and
-//!   [`logging`] sends the binaries' lines to the journal, syslog or stderr.
+//! * [`hook`] runs one DHCP event end to end for every client's hook (the hook
+//!   binary in the `leasehook` crate reads the command line and environment and sets
+//!   up logging; the library only uses the `log` macros).
 //!
 //! The parsers, the planner, the diff and the renderers are pure: no files,
 //! sockets, clock or environment. IO lives in [`source`], [`boot`],
-//! [`apply::netlink`], [`apply::state`], [`hook`], [`logging`] and [`config::load`],
+//! [`apply::netlink`], [`apply::state`], [`hook`] and [`config::load`],
 //! and in the binaries, behind seams they are handed (the [`apply::Applier`] trait,
 //! base URLs, a root prefix for every path, a clock).
 
@@ -46,7 +47,6 @@ pub mod gate;
 pub mod hook;
 pub mod instance_data;
 pub mod kubernetes;
-pub mod logging;
 pub mod metadata;
 pub mod model;
 pub mod plan;

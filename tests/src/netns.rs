@@ -2,7 +2,7 @@
 //! Throwaway network namespaces for tests that need a real kernel, and readers of
 //! `ip -j` output to check results independently of leasehook's own netlink code.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -234,8 +234,19 @@ pub fn leasehook_bin() -> PathBuf {
     sibling_bin("leasehook")
 }
 
+/// The DHCP clients' hook names: each is the `leasehook` binary run under that name
+/// (the package installs them as symlinks in `/usr/libexec/leasehook/`).
+pub const HOOKS: [&str; 5] = [
+    "leasehook-dhclient",
+    "leasehook-networkd",
+    "leasehook-nm",
+    "leasehook-dhcpcd",
+    "leasehook-udhcpc",
+];
+
 /// A workspace binary built beside the test executable (`target/<profile>/NAME`);
-/// fails the test when it is missing (`cargo build --workspace --bins` first).
+/// fails the test when it is missing (`cargo build --workspace --bins` first). A
+/// hook name ([`HOOKS`]) is [`hook_link`] to that `leasehook`.
 pub fn sibling_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     // target/<profile>/deps/<test> for tests, target/<profile>/<bin> for binaries.
@@ -243,12 +254,36 @@ pub fn sibling_bin(name: &str) -> PathBuf {
     if dir.ends_with("deps") {
         dir.pop();
     }
+    if HOOKS.contains(&name) {
+        return hook_link(&sibling_bin("leasehook"), name);
+    }
     let bin = dir.join(name);
     assert!(
         bin.exists(),
         "{bin:?} not found: build it first (`cargo build --workspace --bins`)"
     );
     bin
+}
+
+/// The hook `name` (`leasehook-dhclient`) as the package installs it: a symlink
+/// named so to the `leasehook` binary `bin`, made (or repaired) on demand in
+/// `hooks/` beside it. Safe to call from tests running at once: a link is made
+/// under a name of its own and renamed into place.
+pub fn hook_link(bin: &Path, name: &str) -> PathBuf {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let dir = bin.parent().unwrap_or(Path::new(".")).join("hooks");
+    let link = dir.join(name);
+    let target = Path::new("..").join(bin.file_name().unwrap_or_default());
+    if std::fs::read_link(&link).is_ok_and(|t| t == target) {
+        return link;
+    }
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{seq}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::os::unix::fs::symlink(&target, &tmp))
+        .and_then(|()| std::fs::rename(&tmp, &link))
+        .unwrap_or_else(|e| panic!("{link:?}: cannot link it to {bin:?}: {e}"));
+    link
 }
 
 /// A temporary folder, removed when dropped.

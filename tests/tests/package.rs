@@ -31,15 +31,25 @@ use std::time::Duration;
 
 use leasehook_tests::world::{World, WorldOptions, wait_until};
 
+/// The DHCP clients' hooks: symlinks to the one binary, which picks the client by
+/// the name it runs under (`../../bin/leasehook`, relative as Debian policy asks).
+const HOOK_LINKS: &[&str] = &[
+    "/usr/libexec/leasehook/leasehook-dhclient",
+    "/usr/libexec/leasehook/leasehook-networkd",
+    "/usr/libexec/leasehook/leasehook-nm",
+    "/usr/libexec/leasehook/leasehook-dhcpcd",
+    "/usr/libexec/leasehook/leasehook-udhcpc",
+];
+
+/// The package's ELF files (issue 20: at most two) and what it may install in all
+/// (`Installed-Size`, KiB: at most 8 MiB; five shims and the CLI were 22,297 KiB).
+const ELF_FILES: &[&str] = &["/usr/bin/leasehook"];
+const MAX_INSTALLED_KIB: u64 = 8 * 1024;
+
 /// Every file the package installs (directories aside) with its mode; all owned
 /// by root:root. The documentation is checked apart (one file per `docs/*.md`).
 const FILES: &[(&str, u32)] = &[
     ("/usr/bin/leasehook", 0o755),
-    ("/usr/libexec/leasehook/leasehook-dhclient", 0o755),
-    ("/usr/libexec/leasehook/leasehook-networkd", 0o755),
-    ("/usr/libexec/leasehook/leasehook-nm", 0o755),
-    ("/usr/libexec/leasehook/leasehook-dhcpcd", 0o755),
-    ("/usr/libexec/leasehook/leasehook-udhcpc", 0o755),
     ("/usr/libexec/leasehook/udhcpc.script", 0o755),
     ("/etc/dhcp/dhclient-exit-hooks.d/leasehook", 0o644),
     (
@@ -217,6 +227,7 @@ fn check_installed_files() {
     let (ok, listing) = sh(Command::new("dpkg").args(["-L", "leasehook"]));
     assert!(ok, "dpkg -L: {listing}");
     let mut want: BTreeSet<String> = FILES.iter().map(|(p, _)| (*p).to_owned()).collect();
+    want.extend(HOOK_LINKS.iter().map(|p| (*p).to_owned()));
     want.extend(workspace_docs());
     let mut have = BTreeSet::new();
     for path in listing.lines().filter(|l| l.starts_with('/')) {
@@ -233,7 +244,19 @@ fn check_installed_files() {
             );
             continue;
         }
+        if meta.is_symlink() {
+            assert!(
+                HOOK_LINKS.contains(&path),
+                "{path} is an unexpected symlink"
+            );
+            let target = std::fs::read_link(path).unwrap();
+            assert_eq!(target, Path::new("../../bin/leasehook"), "{path}");
+            have.insert(path.to_owned());
+            continue;
+        }
         assert!(meta.is_file(), "{path} is not a regular file");
+        let elf = std::fs::read(path).unwrap().starts_with(b"\x7fELF");
+        assert_eq!(elf, ELF_FILES.contains(&path), "{path}: ELF {elf}");
         let mode = meta.mode() & 0o7777;
         let expected = FILES
             .iter()
@@ -251,6 +274,17 @@ fn check_installed_files() {
         want.difference(&have).collect::<Vec<_>>(),
         Vec::<&String>::new(),
         "expected but not installed"
+    );
+
+    let (ok, size) =
+        sh(Command::new("dpkg-query").args(["-W", "-f=${Installed-Size}", "leasehook"]));
+    let kib: u64 = size
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("Installed-Size: {size} ({ok})"));
+    assert!(
+        kib <= MAX_INSTALLED_KIB,
+        "Installed-Size {kib} KiB, more than {MAX_INSTALLED_KIB}"
     );
 
     let (_, conffiles) =

@@ -7,7 +7,7 @@
 //! 2. the scriptlets run by `/bin/sh` (dash, and bash, which is the RHEL family's
 //!    `sh`) in a throwaway `chroot` with a stubbed `systemctl` and `leasehook`,
 //!    row by row of [`TABLE`]: install, upgrade, erase, with and without a running
-//!    systemd;
+//!    systemd, the hooks' symlinks (%posttrans) included;
 //! 3. `rpm --root DIR -i --nodeps --noscripts` into a throwaway root laid out like
 //!    a RHEL `filesystem` package, every file checked; the RHEL dhclient hook
 //!    (`/etc/dhcp/dhclient.d/leasehook.sh`) from that root run by real dhclient in
@@ -47,12 +47,8 @@ use leasehook_tests::world::{World, WorldOptions, wait_until};
 /// Everything is root:root. The package lists no folders (cargo-generate-rpm
 /// 0.21.1 cannot): rpm makes [`MADE_FOLDERS`] as it installs.
 const ENTRIES: &[(&str, char, u32, &str)] = &[
+    // The one ELF file: the CLI and the DHCP clients' hooks (see HOOK_LINKS).
     ("/usr/bin/leasehook", '-', 0o755, ""),
-    ("/usr/libexec/leasehook/leasehook-dhclient", '-', 0o755, ""),
-    ("/usr/libexec/leasehook/leasehook-networkd", '-', 0o755, ""),
-    ("/usr/libexec/leasehook/leasehook-nm", '-', 0o755, ""),
-    ("/usr/libexec/leasehook/leasehook-dhcpcd", '-', 0o755, ""),
-    ("/usr/libexec/leasehook/leasehook-udhcpc", '-', 0o755, ""),
     ("/usr/libexec/leasehook/udhcpc.script", '-', 0o755, ""),
     // Executable: RHEL's dhclient-script skips a dhclient.d/*.sh that is not.
     ("/etc/dhcp/dhclient.d/leasehook.sh", '-', 0o755, ""),
@@ -150,6 +146,29 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
     ),
     ("/usr/share/doc/leasehook/README.md", '-', 0o644, "d"),
 ];
+
+/// The DHCP clients' hooks: symlinks to `../../bin/leasehook` that `%posttrans`
+/// makes and `%postun` removes on erase (cargo-generate-rpm 0.21.1 packages
+/// regular files only), relative to the folder, as the .deb ships them.
+const HOOK_LINKS: &[&str] = &[
+    "usr/libexec/leasehook/leasehook-dhclient",
+    "usr/libexec/leasehook/leasehook-networkd",
+    "usr/libexec/leasehook/leasehook-nm",
+    "usr/libexec/leasehook/leasehook-dhcpcd",
+    "usr/libexec/leasehook/leasehook-udhcpc",
+];
+const HOOK_TARGET: &str = "../../bin/leasehook";
+
+/// At most what the package installs (issue 20: 8 MiB; the five shims and the CLI
+/// were 22,297 KiB), in bytes as `rpm -qp --qf %{SIZE}` counts them.
+const MAX_SIZE: u64 = 8 * 1024 * 1024;
+
+/// Makes the hooks' symlinks below `root` as `%posttrans` does.
+fn make_hook_links(root: &Path) {
+    for l in HOOK_LINKS {
+        std::os::unix::fs::symlink(HOOK_TARGET, root.join(l)).unwrap();
+    }
+}
 
 /// The folders rpm makes for the package's files in a RHEL base ([`BASE`]), 0755
 /// root:root, and leaves after an erase (it removes only folders a package
@@ -347,8 +366,20 @@ fn the_package_lists_every_file_with_its_mode_owner_and_flags() {
         "config files"
     );
 
+    // At most 8 MiB installed (the one ELF file is checked once installed).
+    let size: u64 = query(&rpm, &["--qf", "%{SIZE}"]).trim().parse().unwrap();
+    assert!(
+        size <= MAX_SIZE,
+        "the package installs {size} bytes, more than {MAX_SIZE}"
+    );
+
     // The scriptlets are packaging/rpm/*, run by /bin/sh, and there are no others.
-    for (tag, file) in [("POSTIN", "post"), ("PREUN", "preun"), ("POSTUN", "postun")] {
+    for (tag, file) in [
+        ("POSTIN", "post"),
+        ("PREUN", "preun"),
+        ("POSTUN", "postun"),
+        ("POSTTRANS", "posttrans"),
+    ] {
         let body = query(&rpm, &["--qf", &format!("%{{{tag}}}")]);
         let src = std::fs::read_to_string(
             leasehook_tests::workspace_root()
@@ -375,6 +406,7 @@ fn the_package_lists_every_file_with_its_mode_owner_and_flags() {
             "postinstall scriptlet (using /bin/sh):",
             "preuninstall scriptlet (using /bin/sh):",
             "postuninstall scriptlet (using /bin/sh):",
+            "posttrans scriptlet (using /bin/sh):",
         ],
         "{scripts}"
     );
@@ -449,8 +481,13 @@ const RELOAD: &str = "systemctl daemon-reload";
 
 /// What each scriptlet does. rpm's order: install = %post 1; upgrade = the new
 /// package's %post 2, then the old one's %preun 1 and %postun 1; erase = %preun
-/// 0, the files go, %postun 0.
+/// 0, the files go, %postun 0; %posttrans once the transaction is done (install
+/// and upgrade). Every %posttrans row checks it made the hooks' symlinks; every
+/// %postun row starts with them, and an erase must take them.
 const TABLE: &[Row] = &[
+    // After an install or an upgrade: the hooks' names link to the binary.
+    row("posttrans", "1", true, &[], false),
+    row("posttrans", "1", false, &[], false),
     // First install: enable (no systemd needed); start only the timer.
     row(
         "post",
@@ -564,7 +601,7 @@ fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
         .arg(root.join("dev/null"))
         .args(["c", "1", "3"]));
     assert!(ok, "mknod: {err}");
-    for tool in ["rmdir", "mkdir", "chmod"] {
+    for tool in ["rmdir", "mkdir", "chmod", "ln"] {
         copy_with_libs(&Path::new("/bin").join(tool), root, &format!("/bin/{tool}"));
     }
     let status = if r.failing { "1" } else { "0" };
@@ -589,6 +626,10 @@ fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
     // The package's own folders, emptied by rpm before %postun; a client's.
     for d in OWN_FOLDERS.iter().chain(&["etc/dhcp/dhclient.d"]) {
         std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    // Left by %posttrans; rpm does not own them, so they are still there.
+    if r.script == "postun" {
+        make_hook_links(root);
     }
     std::fs::write(root.join("scriptlet"), body).unwrap();
     let (ok, out, err) = sh(Command::new("chroot")
@@ -626,6 +667,19 @@ fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
         root.join("etc/dhcp/dhclient.d").is_dir(),
         "a client's folder removed"
     );
+    // %posttrans links the hooks' names; only an erase takes them.
+    if r.script == "posttrans" || (r.script == "postun" && left[0]) {
+        for l in HOOK_LINKS {
+            let t = std::fs::read_link(root.join(l));
+            assert_eq!(
+                t.ok().as_deref(),
+                Some(Path::new(HOOK_TARGET)),
+                "{} {}: {l}",
+                r.script,
+                r.arg
+            );
+        }
+    }
     // %post makes the drop-in folder, on install and upgrade alike.
     if r.script == "post" {
         let m = std::fs::metadata(root.join("etc/leasehook/config.d")).expect("config.d");
@@ -637,11 +691,15 @@ fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
 #[test]
 fn scriptlets_do_what_the_table_says() {
     let rpm = rpm_file();
-    let bodies: BTreeMap<&str, String> =
-        [("post", "POSTIN"), ("preun", "PREUN"), ("postun", "POSTUN")]
-            .into_iter()
-            .map(|(name, tag)| (name, query(&rpm, &["--qf", &format!("%{{{tag}}}")])))
-            .collect();
+    let bodies: BTreeMap<&str, String> = [
+        ("post", "POSTIN"),
+        ("preun", "PREUN"),
+        ("postun", "POSTUN"),
+        ("posttrans", "POSTTRANS"),
+    ]
+    .into_iter()
+    .map(|(name, tag)| (name, query(&rpm, &["--qf", &format!("%{{{tag}}}")])))
+    .collect();
     for shell in ["/usr/bin/dash", "/usr/bin/bash"] {
         assert!(Path::new(shell).exists(), "{shell} is needed");
         for r in TABLE {
@@ -780,6 +838,10 @@ fn install_into_a_throwaway_root_run_the_rhel_dhclient_hook_then_erase() {
             "{path}: mode {:o}",
             meta.mode()
         );
+        let elf = std::fs::read(root.join(path.trim_start_matches('/')))
+            .unwrap()
+            .starts_with(b"\x7fELF");
+        assert_eq!(elf, path == "/usr/bin/leasehook", "{path}: ELF {elf}");
     }
     let missing: Vec<&String> = want.keys().filter(|p| !new.contains(*p)).collect();
     assert!(
@@ -796,10 +858,22 @@ fn install_into_a_throwaway_root_run_the_rhel_dhclient_hook_then_erase() {
     let (ok, out, _) = sh(Command::new(root.join("usr/bin/leasehook")).arg("--version"));
     assert!(ok && out.starts_with("leasehook "), "{out}");
 
+    // --noscripts: the hooks' symlinks, as %posttrans makes them (the scriptlet
+    // table runs %posttrans itself); each is that client's front end.
+    make_hook_links(&root);
+    for l in HOOK_LINKS {
+        let (ok, out, err) = sh(Command::new(root.join(l)).arg("--help"));
+        let name = Path::new(l).file_name().unwrap().to_string_lossy();
+        assert!(ok && out.contains(&*name), "{l} --help: {out}{err}");
+    }
     rhel_dhclient_scenario(&root);
 
     let (ok, out, err) = sh(rpm_root(&root).args(["-e", "--nodeps", "--noscripts", "leasehook"]));
     assert!(ok, "rpm --root -e: {out}{err}");
+    // What %postun does with them on erase (the scriptlet table shows it).
+    for l in HOOK_LINKS {
+        std::fs::remove_file(root.join(l)).unwrap();
+    }
     let (ok, _, _) = sh(rpm_root(&root).args(["-q", "leasehook"]));
     assert!(!ok, "rpm still knows leasehook after the erase");
     // Only the folders rpm made and does not remove: the package's own ones go

@@ -55,7 +55,7 @@ use leasehook_core::model::{Family, IfName, Lease, Link, MacAddr, Reason};
 use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use leasehook_tests::Rng;
 use leasehook_tests::emulator::{Config, Emulator};
-use leasehook_tests::netns::{Netns, TempDir, sibling_bin};
+use leasehook_tests::netns::{Netns, TempDir, hook_link, sibling_bin};
 use leasehook_tests::world::wait_until;
 use serde_json::{Value, json};
 
@@ -1397,17 +1397,17 @@ fn shim() -> PathBuf {
     let release = debug
         .parent()
         .and_then(Path::parent)
-        .map(|t| t.join("release/leasehook-dhclient"))
+        .map(|t| t.join("release/leasehook"))
         .unwrap_or_default();
-    let build = "cargo build --release --locked -p leasehook-dhclient";
+    let build = "cargo build --release --locked -p leasehook";
     let mtime = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
     assert!(
         release.exists(),
-        "{release:?} not found: build the release shim first (`{build}`) or set LEASEHOOK_DHCLIENT"
+        "{release:?} not found: build the release binary first (`{build}`) or set LEASEHOOK_DHCLIENT"
     );
     // Built before the last change to its sources, it would test older code.
     let root = leasehook_tests::workspace_root();
-    let newest = ["core/src", "dhclient/src"]
+    let newest = ["core/src", "boot/src"]
         .iter()
         .flat_map(|d| files(&root.join(d)))
         .filter_map(|f| mtime(&f).map(|m| (m, f)))
@@ -1418,7 +1418,8 @@ fn shim() -> PathBuf {
             "{release:?} is older than {file:?}: rebuild it (`{build}`)"
         );
     }
-    release
+    // The dhclient hook is that binary run under the hook's name, as installed.
+    hook_link(&release, "leasehook-dhclient")
 }
 
 /// Every file under `p` (or `p` itself).

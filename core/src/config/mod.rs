@@ -46,6 +46,19 @@ pub const ROOT_ENV: &str = "LEASEHOOK_ROOT";
 /// `config.yaml` and `config.d`.
 pub const CONFIG_ENV: &str = "LEASEHOOK_CONFIG";
 
+/// The `--help` section on where the hooks' and the CLI's settings come from,
+/// listing every `LEASEHOOK_*` variable ([`environment`]).
+pub fn env_help() -> String {
+    let mut out = String::from(
+        "Configuration: /etc/leasehook/config.yaml, then /etc/leasehook/config.d/*.yaml,\n\
+         then these environment variables (`leasehook config show` prints the result):\n",
+    );
+    for (var, help) in environment() {
+        out.push_str(&format!("  {var:<30} {help}\n"));
+    }
+    out
+}
+
 /// Every environment variable leasehook's programs read, with what it does:
 /// `LEASEHOOK_ROOT`, `LEASEHOOK_CONFIG`, then one per key (for `--help` and the
 /// manual pages).

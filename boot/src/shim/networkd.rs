@@ -4,7 +4,7 @@
 //! `AdministrativeState` and `OperationalState` from its environment and the DHCPv4
 //! lease from `/run/systemd/netif/leases/<ifindex>` (under `LEASEHOOK_ROOT`), and
 //! then does what the dhclient shim does, with the same code
-//! (`leasehook_core::hook`): lock, IMDS wait, worker, logging.
+//! (`crate::shim::run_shim`): lock, IMDS wait, worker, logging.
 //!
 //! States (`DispatcherEvent::dispatch`): `routable` applies the lease; `off` and
 //! `no-carrier` remove both families; `degraded` without an IPv4 address removes
@@ -14,14 +14,17 @@
 //! Exit codes: 0 done, 1 a runtime error, 2 a malformed environment or
 //! configuration.
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use leasehook_core::event::Env;
 use leasehook_core::event::networkd::{self, Dispatch};
-use leasehook_core::hook::{self, HookConfig, Shim};
+use leasehook_core::hook::{self, HookConfig};
 use leasehook_core::model::LeaseEvent;
+
+use super::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the link networkd-dispatcher reports.
 ///
@@ -89,19 +92,21 @@ fn events(env: &Env, cfg: &HookConfig) -> leasehook_core::Result<Vec<LeaseEvent>
     }
 }
 
-fn main() -> ExitCode {
+/// Runs the hook for the command line `args` (`args[0]` the program name); a
+/// worker is started as `worker_exe --worker IFNAME`.
+pub(super) fn run(args: Vec<OsString>, worker_exe: &Path) -> ExitCode {
     let matches = Cli::command()
-        .after_long_help(hook::env_help())
-        .get_matches();
+        .after_long_help(env_help())
+        .get_matches_from(args);
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let env = hook::process_env();
+    let env = process_env();
     let shim = Shim {
         program: "leasehook-networkd",
         worker: cli.worker.as_deref(),
-        context: hook::log_context(
+        context: log_context(
             env.get("IFACE").map(String::as_str),
             networkd::parse_dispatcher(&env)
                 .ok()
@@ -110,5 +115,5 @@ fn main() -> ExitCode {
             |_| true,
         ),
     };
-    hook::run_shim(&shim, &env, |cfg| events(&env, cfg))
+    run_shim(&shim, &env, worker_exe, |cfg| events(&env, cfg))
 }

@@ -5,17 +5,20 @@
 //! and udhcpc's environment (`interface`, `ip`, `subnet`, `mask`, `router`, ...),
 //! which it reads itself: nothing passes through a shell. It turns them into a lease
 //! event (`leasehook_core::event::udhcpc`) and then does what the other shims do,
-//! with the same code (`leasehook_core::hook::run_shim`): lock, IMDS wait, worker,
+//! with the same code (`crate::shim::run_shim`): lock, IMDS wait, worker,
 //! logging.
 //!
 //! Exit codes: 0 done, 1 a runtime error, 2 a malformed event or configuration. The
 //! script ignores the status: a lease never fails because of leasehook.
 
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use leasehook_core::event::udhcpc;
-use leasehook_core::hook::{self, Shim};
+
+use super::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the DHCP lease udhcpc reports to its script.
 ///
@@ -33,24 +36,26 @@ struct Cli {
     worker: Option<String>,
 }
 
-fn main() -> ExitCode {
+/// Runs the hook for the command line `args` (`args[0]` the program name); a
+/// worker is started as `worker_exe --worker IFNAME`.
+pub(super) fn run(args: Vec<OsString>, worker_exe: &Path) -> ExitCode {
     let matches = Cli::command()
-        .after_long_help(hook::env_help())
-        .get_matches();
+        .after_long_help(env_help())
+        .get_matches_from(args);
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let env = hook::process_env();
+    let env = process_env();
     let event = cli.event.unwrap_or_default();
     let shim = Shim {
         program: "leasehook-udhcpc",
         worker: cli.worker.as_deref(),
-        context: hook::log_context(
+        context: log_context(
             env.get("interface").map(String::as_str),
             Some(&event),
             |e| udhcpc::EVENTS.contains(&e),
         ),
     };
-    hook::run_shim(&shim, &env, |_| udhcpc::parse(&event, &env))
+    run_shim(&shim, &env, worker_exe, |_| udhcpc::parse(&event, &env))
 }

@@ -5,18 +5,21 @@
 //! `DHCP4_SUBNET_MASK`, `DHCP4_ROUTERS`, `DHCP6_IP6_ADDRESS`, `DEVICE_IP_IFACE`,
 //! `CONNECTION_UUID`, ...), which it reads itself: nothing passes through a shell.
 //! It turns them into lease events (`leasehook_core::event::nm`) and then does what
-//! the other shims do, with the same code (`leasehook_core::hook::run_shim`): lock,
+//! the other shims do, with the same code (`crate::shim::run_shim`): lock,
 //! IMDS wait, worker, logging.
 //!
 //! Exit codes: 0 done, 1 a runtime error, 2 a malformed event or configuration.
 //! NetworkManager only logs a script's status; a connection never fails because of
 //! leasehook.
 
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use leasehook_core::event::nm;
-use leasehook_core::hook::{self, Shim};
+
+use super::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the DHCP lease NetworkManager's dispatcher reports.
 ///
@@ -37,15 +40,17 @@ struct Cli {
     worker: Option<String>,
 }
 
-fn main() -> ExitCode {
+/// Runs the hook for the command line `args` (`args[0]` the program name); a
+/// worker is started as `worker_exe --worker IFNAME`.
+pub(super) fn run(args: Vec<OsString>, worker_exe: &Path) -> ExitCode {
     let matches = Cli::command()
-        .after_long_help(hook::env_help())
-        .get_matches();
+        .after_long_help(env_help())
+        .get_matches_from(args);
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let env = hook::process_env();
+    let env = process_env();
     let (iface, action) = (
         cli.interface.unwrap_or_default(),
         cli.action.unwrap_or_default(),
@@ -53,9 +58,9 @@ fn main() -> ExitCode {
     let shim = Shim {
         program: "leasehook-nm",
         worker: cli.worker.as_deref(),
-        context: hook::log_context(Some(&iface), Some(&action), |a| nm::ACTIONS.contains(&a)),
+        context: log_context(Some(&iface), Some(&action), |a| nm::ACTIONS.contains(&a)),
     };
-    hook::run_shim(&shim, &env, |_| {
+    run_shim(&shim, &env, worker_exe, |_| {
         let ev = nm::parse(&iface, &action, &env)?;
         if let Some(uuid) = &ev.connection_uuid {
             log::debug!("connection {uuid}");

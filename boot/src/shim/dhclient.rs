@@ -2,7 +2,7 @@
 //! `leasehook-dhclient`: run by the dhclient exit hook (`hooks/dhclient/`) with
 //! dhclient-script's environment, which it reads itself — nothing passes through a
 //! shell. It maps the reason (SPEC §6.1) to a lease event and then does what every
-//! shim does, with the same code (`leasehook_core::hook::run_shim`): lock, IMDS
+//! shim does, with the same code (`crate::shim::run_shim`): lock, IMDS
 //! wait, plan, apply, detached worker, logging.
 //!
 //! Configuration comes from /etc/leasehook/config.yaml and config.d, then
@@ -14,11 +14,14 @@
 //! environment or configuration. The hook ignores the status either way: a DHCP
 //! lease must never fail because of leasehook.
 
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use leasehook_core::event::dhclient;
-use leasehook_core::hook::{self, Shim};
+
+use super::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the DHCP lease in dhclient-script's environment.
 ///
@@ -34,23 +37,27 @@ struct Cli {
     worker: Option<String>,
 }
 
-fn main() -> ExitCode {
+/// Runs the hook for the command line `args` (`args[0]` the program name); a
+/// worker is started as `worker_exe --worker IFNAME`.
+pub(super) fn run(args: Vec<OsString>, worker_exe: &Path) -> ExitCode {
     let matches = Cli::command()
-        .after_long_help(hook::env_help())
-        .get_matches();
+        .after_long_help(env_help())
+        .get_matches_from(args);
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let env = hook::process_env();
+    let env = process_env();
     let shim = Shim {
         program: "leasehook-dhclient",
         worker: cli.worker.as_deref(),
-        context: hook::log_context(
+        context: log_context(
             env.get("interface").map(String::as_str),
             env.get("reason").map(String::as_str),
             |r| dhclient::parse_reason(r).is_some(),
         ),
     };
-    hook::run_shim(&shim, &env, |_| dhclient::parse(&env).map(|ev| vec![ev]))
+    run_shim(&shim, &env, worker_exe, |_| {
+        dhclient::parse(&env).map(|ev| vec![ev])
+    })
 }

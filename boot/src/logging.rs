@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO: where the binaries' log lines go. The library itself only uses the
-//! `log` facade; a binary calls [`init`] once.
+//! Performs IO: where the binary's log lines go, for the CLI and the hooks alike.
+//! The library only uses the `log` macros; `main` (or the hook front end,
+//! [`crate::shim::run_shim`]) calls [`init`] once.
 //!
 //! Lines go to the systemd journal when standard error is connected to it (a
 //! systemd service, or networkd-dispatcher's children: `JOURNAL_STREAM`), with
@@ -17,11 +18,11 @@ use log::{LevelFilter, Log, Metadata, Record};
 
 /// What a log line is about, put in front of every line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Context {
+pub(crate) struct Context {
     /// The interface, for hooks.
-    pub iface: Option<String>,
+    pub(crate) iface: Option<String>,
     /// The DHCP reason, for hooks.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 impl Context {
@@ -101,7 +102,7 @@ impl Log for Stderr {
 
 /// Where [`init`] sent the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sink {
+pub(crate) enum Sink {
     /// The systemd journal.
     Journal,
     /// syslog via `/dev/log`.
@@ -112,7 +113,7 @@ pub enum Sink {
 
 /// Sets up logging for `program` with `context` in front of every line, at
 /// `level`. Call once; a second call changes nothing.
-pub fn init(program: &str, context: &Context, level: LevelFilter) -> Sink {
+pub(crate) fn init(program: &str, context: &Context, level: LevelFilter) -> Sink {
     let (inner, sink): (Box<dyn Log>, Sink) = if systemd_journal_logger::connected_to_journal() {
         let fields = context
             .iface

@@ -3,7 +3,7 @@
 //! sourced by `dhcpcd-run-hooks`) with dhcpcd's environment — `reason`, `interface`,
 //! `new_*` and `old_*` — which it reads itself: nothing passes through a shell. It
 //! turns them into lease events (`leasehook_core::event::dhcpcd`) and then does what
-//! the other shims do, with the same code (`leasehook_core::hook::run_shim`): lock,
+//! the other shims do, with the same code (`crate::shim::run_shim`): lock,
 //! IMDS wait, worker, logging.
 //!
 //! dhcpcd clears the environment of its hooks: configuration (`LEASEHOOK_*`, `--help`
@@ -12,11 +12,14 @@
 //! Exit codes: 0 done, 1 a runtime error, 2 a malformed event or configuration. The
 //! hook ignores the status: a lease never fails because of leasehook.
 
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use leasehook_core::event::dhcpcd;
-use leasehook_core::hook::{self, Shim};
+
+use super::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the DHCP lease in dhcpcd-run-hooks' environment.
 ///
@@ -31,23 +34,25 @@ struct Cli {
     worker: Option<String>,
 }
 
-fn main() -> ExitCode {
+/// Runs the hook for the command line `args` (`args[0]` the program name); a
+/// worker is started as `worker_exe --worker IFNAME`.
+pub(super) fn run(args: Vec<OsString>, worker_exe: &Path) -> ExitCode {
     let matches = Cli::command()
-        .after_long_help(hook::env_help())
-        .get_matches();
+        .after_long_help(env_help())
+        .get_matches_from(args);
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let env = hook::process_env();
+    let env = process_env();
     let shim = Shim {
         program: "leasehook-dhcpcd",
         worker: cli.worker.as_deref(),
-        context: hook::log_context(
+        context: log_context(
             env.get("interface").map(String::as_str),
             env.get("reason").map(String::as_str),
             dhcpcd::is_reason,
         ),
     };
-    hook::run_shim(&shim, &env, |_| dhcpcd::parse(&env))
+    run_shim(&shim, &env, worker_exe, |_| dhcpcd::parse(&env))
 }

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: the DHCP clients' hook front end, inside the `leasehook` binary
+//! (one ELF file for the CLI and the five hooks).
+//!
+//! The hooks run `/usr/libexec/leasehook/leasehook-<client>`, a symlink to
+//! `/usr/bin/leasehook`; [`dispatch`], first thing in `main` (before the CLI's clap
+//! parser is built), picks the client from the name the binary was started under
+//! (argv\[0\]'s file name: `leasehook-dhclient`, `leasehook-networkd`,
+//! `leasehook-nm`, `leasehook-dhcpcd`, `leasehook-udhcpc`) or from a first argument
+//! (`leasehook dhclient ...`). Each client's module parses its command line (its own
+//! `--help`, the hidden `--worker IFNAME`) and its event; [`run_shim`] does the rest
+//! with the library's [`leasehook_core::hook`]: configuration, logging, lock, IMDS
+//! wait, plan, apply, detached worker.
+//!
+//! The worker is started again through the path the hook was started through (the
+//! symlink, so the worker is the same client's, logging under the same name) when
+//! that path is this very binary; else through this binary with `--worker IFNAME`
+//! as its first argument, which [`dispatch`] also takes (the worker's work does not
+//! depend on the client: the event is in the hand-over file).
+//!
+//! Exit codes of every hook: 0 done (applied, removed, ignored, handed to the
+//! worker, or nothing changed on purpose), 1 a runtime error (netlink, files, IMDS),
+//! 2 a malformed environment, event or configuration. The hook scripts ignore the
+//! status: a DHCP lease must never fail because of leasehook.
+
+mod dhclient;
+mod dhcpcd;
+mod networkd;
+mod nm;
+mod udhcpc;
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use leasehook_core::config::{self, Sources};
+pub(crate) use leasehook_core::config::env_help;
+use leasehook_core::event::Env;
+use leasehook_core::hook::{self, HookConfig, HookOutcome};
+use leasehook_core::model::{IfName, LeaseEvent};
+use leasehook_core::{Error, Result};
+
+use crate::logging;
+
+/// The DHCP clients leasehook hooks, one front end each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Client {
+    /// ISC dhclient (`hooks/dhclient/`).
+    Dhclient,
+    /// networkd-dispatcher (`hooks/networkd-dispatcher/`).
+    Networkd,
+    /// NetworkManager's dispatcher (`hooks/networkmanager/`).
+    Nm,
+    /// dhcpcd (`hooks/dhcpcd/`).
+    Dhcpcd,
+    /// busybox udhcpc (`hooks/udhcpc/`).
+    Udhcpc,
+}
+
+impl Client {
+    /// Every client, in the order the docs list them.
+    pub(crate) const ALL: [Self; 5] = [
+        Self::Dhclient,
+        Self::Networkd,
+        Self::Nm,
+        Self::Dhcpcd,
+        Self::Udhcpc,
+    ];
+
+    /// The first-argument name: `leasehook dhclient ...`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Dhclient => "dhclient",
+            Self::Networkd => "networkd",
+            Self::Nm => "nm",
+            Self::Dhcpcd => "dhcpcd",
+            Self::Udhcpc => "udhcpc",
+        }
+    }
+
+    /// The hook's program name, its file name in `/usr/libexec/leasehook/`: log
+    /// lines carry it (`journalctl -t leasehook-dhclient`).
+    pub(crate) fn program(self) -> &'static str {
+        match self {
+            Self::Dhclient => "leasehook-dhclient",
+            Self::Networkd => "leasehook-networkd",
+            Self::Nm => "leasehook-nm",
+            Self::Dhcpcd => "leasehook-dhcpcd",
+            Self::Udhcpc => "leasehook-udhcpc",
+        }
+    }
+
+    fn from_program(name: &OsStr) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| name == c.program())
+    }
+
+    fn from_name(name: &OsStr) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| name == c.name())
+    }
+
+    /// Parses the client's command line (`args[0]` is the program name) and
+    /// environment and runs the hook.
+    fn run(self, args: Vec<OsString>, worker_exe: &Path) -> ExitCode {
+        match self {
+            Self::Dhclient => dhclient::run(args, worker_exe),
+            Self::Networkd => networkd::run(args, worker_exe),
+            Self::Nm => nm::run(args, worker_exe),
+            Self::Dhcpcd => dhcpcd::run(args, worker_exe),
+            Self::Udhcpc => udhcpc::run(args, worker_exe),
+        }
+    }
+}
+
+/// Runs a hook when the command line asks for one, before anything of the CLI is
+/// built: `Some(status)` when this run was a hook (or its worker), `None` for the
+/// CLI. A hook is chosen by argv\[0\]'s file name (`leasehook-<client>`, the
+/// symlinks the hooks run) or by a first argument (`leasehook <client> ...`);
+/// `leasehook --worker IFNAME` is the worker started when the path the hook ran
+/// through is not known.
+pub(crate) fn dispatch() -> Option<ExitCode> {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let argv0 = args.first()?.clone();
+    if let Some(client) = Path::new(&argv0).file_name().and_then(Client::from_program) {
+        let exe = worker_exe(Some(Path::new(&argv0)), client.program());
+        return Some(client.run(args, &exe));
+    }
+    let first = args.get(1)?;
+    if let Some(client) = Client::from_name(first) {
+        // `leasehook dhclient ARGS`: the client sees `leasehook-dhclient ARGS`.
+        args.splice(0..2, [OsString::from(client.program())]);
+        let exe = worker_exe(None, client.program());
+        return Some(client.run(args, &exe));
+    }
+    if first == "--worker" {
+        let name = args.get(2).and_then(|a| a.to_str()).unwrap_or_default();
+        let exe = worker_exe(None, "leasehook");
+        return Some(run_shim(
+            &Shim {
+                program: "leasehook",
+                worker: Some(name),
+                context: logging::Context::default(),
+            },
+            &process_env(),
+            &exe,
+            |_| Ok(Vec::new()),
+        ));
+    }
+    None
+}
+
+/// The executable a hook's worker is started as (`EXE --worker IFNAME`): the path
+/// the hook was started through, when it leads to this very binary (a symlink
+/// named for the client keeps the worker that client's); else this binary, whose
+/// first argument `--worker` [`dispatch`] takes; else
+/// `/usr/libexec/leasehook/<program>`, when the running executable cannot be found.
+fn worker_exe(started_as: Option<&Path>, program: &str) -> PathBuf {
+    let Ok(exe) = std::env::current_exe() else {
+        return Path::new("/usr/libexec/leasehook").join(program);
+    };
+    // A bare name was found through PATH: not a path to start again.
+    let through = started_as
+        .filter(|p| p.components().count() > 1)
+        .and_then(|p| {
+            let same = std::fs::canonicalize(p).is_ok_and(|real| real == exe);
+            same.then(|| std::path::absolute(p).ok()).flatten()
+        });
+    through.unwrap_or(exe)
+}
+
+/// The process environment as an [`Env`]. Variables whose name or value is not
+/// UTF-8 are left out: none of them is one a hook or the CLI reads.
+pub(crate) fn process_env() -> Env {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// One run of a DHCP client's hook, for [`run_shim`].
+#[derive(Debug, Clone)]
+pub(crate) struct Shim<'a> {
+    /// The program's name (`leasehook-nm`): log lines carry it.
+    pub(crate) program: &'a str,
+    /// `--worker IFNAME`: finish the wait a hook handed over, instead of an event.
+    pub(crate) worker: Option<&'a str>,
+    /// What every log line of an event run starts with: the interface and the
+    /// client's reason. Built from the untrusted event with [`log_context`].
+    pub(crate) context: logging::Context,
+}
+
+/// A log context from an event's interface and reason: the interface is kept only
+/// when it is a valid name, the reason only when `known` says it is one the client
+/// sends, so a hostile value never reaches a log line unescaped.
+pub(crate) fn log_context(
+    iface: Option<&str>,
+    reason: Option<&str>,
+    known: impl Fn(&str) -> bool,
+) -> logging::Context {
+    logging::Context {
+        iface: iface
+            .and_then(|i| IfName::try_new(i).ok())
+            .map(|i| i.to_string()),
+        reason: reason.filter(|r| known(r)).map(str::to_owned),
+    }
+}
+
+/// Everything a hook does after reading its command line, shared by every DHCP
+/// client: reads the configuration ([`config::load`]: files, then `LEASEHOOK_*`
+/// variables), sets up logging at its `log_level`, and then either finishes a
+/// worker's wait ([`hook::run_worker`]) or turns the client's event into lease
+/// events with `parse` (which may read files under the configured root, as
+/// networkd's lease file) and [`hook::handle`]s each, in order, with `worker_exe`
+/// as the executable a worker is started as.
+///
+/// Returns the exit status of the hook contract: 0 done (applied, removed, ignored,
+/// handed to the worker, or nothing changed on purpose), 1 a runtime error (every
+/// event is still tried), 2 a malformed event or configuration (nothing is done).
+pub(crate) fn run_shim(
+    shim: &Shim<'_>,
+    env: &Env,
+    worker_exe: &Path,
+    parse: impl FnOnce(&HookConfig) -> Result<Vec<LeaseEvent>>,
+) -> ExitCode {
+    let context = match shim.worker {
+        Some(w) => log_context(Some(w), Some("worker"), |_| true),
+        None => shim.context.clone(),
+    };
+    let loaded = config::load(&Sources::from_env(env.clone()));
+    let level = loaded
+        .as_ref()
+        .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
+    logging::init(shim.program, &context, level);
+    let cfg = match loaded {
+        Ok(l) => HookConfig::from_settings(&l.settings),
+        Err(e) => {
+            log::error!("{e}; nothing done");
+            return ExitCode::from(2);
+        }
+    };
+    let outcomes = if let Some(name) = shim.worker {
+        match IfName::try_new(name) {
+            Ok(n) => vec![hook::run_worker(&n, &cfg)],
+            Err(p) => {
+                log::error!("--worker: {p}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        let events = match parse(&cfg) {
+            Ok(events) => events,
+            Err(e) => {
+                log::error!("{e}");
+                // A malformed event is 2; failing to read what it refers to is 1.
+                let input = matches!(
+                    e,
+                    Error::Event { .. } | Error::Syntax { .. } | Error::Argument { .. }
+                );
+                return ExitCode::from(if input { 2 } else { 1 });
+            }
+        };
+        if events.is_empty() {
+            log::debug!("nothing to do for this event");
+        }
+        events
+            .iter()
+            .map(|ev| hook::handle(ev, &cfg, worker_exe))
+            .collect()
+    };
+    let mut status = ExitCode::SUCCESS;
+    for outcome in outcomes {
+        match outcome {
+            Ok(HookOutcome::Kept(why)) => log::warn!("nothing changed: {why}"),
+            Ok(o) => log::debug!("{o:?}"),
+            Err(e) => {
+                log::error!("{e}");
+                status = ExitCode::FAILURE;
+            }
+        }
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_lists_every_variable() {
+        let help = env_help();
+        assert!(
+            config::KEYS
+                .iter()
+                .filter_map(|k| k.env)
+                .all(|v| help.contains(v))
+        );
+        assert!(help.contains("LEASEHOOK_ROOT") && help.contains("LEASEHOOK_CONFIG"));
+    }
+
+    #[test]
+    fn clients_are_found_by_program_and_first_argument_names() {
+        for c in Client::ALL {
+            assert_eq!(Client::from_program(OsStr::new(c.program())), Some(c));
+            assert_eq!(Client::from_name(OsStr::new(c.name())), Some(c));
+            assert_eq!(c.program(), format!("leasehook-{}", c.name()));
+        }
+        for other in ["leasehook", "plan", "leasehook-plan", "dhclient.sh", ""] {
+            assert_eq!(Client::from_program(OsStr::new(other)), None, "{other}");
+        }
+        // The CLI's subcommands are never taken for a client.
+        assert_eq!(Client::from_name(OsStr::new("refresh")), None);
+    }
+
+    #[test]
+    fn log_context_drops_hostile_values() {
+        let c = log_context(Some("eth1\nx"), Some("BOUND\x1b"), |r| r == "BOUND");
+        assert_eq!(c, logging::Context::default());
+        let c = log_context(Some("eth1"), Some("BOUND"), |r| r == "BOUND");
+        assert_eq!(c.iface.as_deref(), Some("eth1"));
+        assert_eq!(c.reason.as_deref(), Some("BOUND"));
+    }
+
+    #[test]
+    fn a_worker_starts_again_through_the_running_binary() {
+        let exe = std::env::current_exe().unwrap();
+        // Not this binary (or not a path): the running executable itself.
+        assert_eq!(worker_exe(Some(Path::new("/bin/sh")), "p"), exe);
+        assert_eq!(worker_exe(Some(Path::new("leasehook-dhclient")), "p"), exe);
+        assert_eq!(worker_exe(None, "p"), exe);
+        // A symlink to it: the symlink, so the worker keeps the client's name.
+        let dir = std::env::temp_dir().join(format!("leasehook-shim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("leasehook-dhclient");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&exe, &link).unwrap();
+        assert_eq!(worker_exe(Some(&link), "p"), link);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
