@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: `leasehook refresh`, which re-checks every recorded interface
+//! against IMDS between leases, under each interface's lock.
+
+use std::path::PathBuf;
+
+use super::{
+    Gate, HookConfig, apply_guarded, index_of, kubernetes_gate, leave_to_cni, log_refused,
+    nic_client, os_links, plan_one, table_held_by_other, unanswered,
+};
+use crate::apply::netlink::NetlinkApplier;
+use crate::apply::state::{self, InterfaceState, Paths};
+use crate::apply::{self, Applier, Report};
+use crate::error::Result;
+use crate::model::{IfName, Link};
+use crate::source::ec2::{NicEvent, Outcome, WaitPolicy};
+
+/// `run/leasehook/refreshed/<ifname>`.
+pub(super) const REFRESHED: &str = "refreshed";
+
+/// What `leasehook refresh` did for one interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefreshOutcome {
+    /// IMDS agrees with the recorded leases; the report holds the writes (none when
+    /// nothing changed).
+    Refreshed(IfName, Report),
+    /// No link has the recorded MAC any more: the interface's rules, routes and
+    /// state are gone.
+    LinkGone(IfName, Report),
+    /// The link with the recorded MAC has another name now: the policy routing moved
+    /// to it.
+    Renamed {
+        /// The recorded name.
+        from: IfName,
+        /// The link's name now.
+        to: IfName,
+        /// Removals under the old name and writes under the new one.
+        report: Report,
+    },
+    /// Nothing changed, and why (IMDS did not answer, said less than before, ...).
+    Kept(IfName, String),
+}
+
+/// `<root>/run/leasehook/refreshed/<ifname>`: its modification time is when the
+/// interface was last refreshed (the file stays empty; refreshing rewrites nothing).
+pub fn refresh_stamp(paths: &Paths, name: &IfName) -> PathBuf {
+    paths.run_dir().join(REFRESHED).join(name.as_str())
+}
+
+/// When the interface was last refreshed (`None`: never, or the stamp is unusable,
+/// which is logged).
+pub fn refreshed_at(paths: &Paths, name: &IfName) -> Option<std::time::SystemTime> {
+    state::run_file_modified(paths, REFRESHED, name.as_str())
+        .inspect_err(|e| log::warn!("{e}"))
+        .ok()
+        .flatten()
+}
+
+pub(super) fn touch(paths: &Paths, name: &IfName) {
+    if let Err(e) = state::touch_run_file(paths, REFRESHED, name.as_str()) {
+        log::warn!("{e}");
+    }
+}
+
+pub(super) fn remove_stamp(paths: &Paths, name: &IfName) {
+    if let Err(e) = state::remove_run_file(paths, Some(REFRESHED), name.as_str()) {
+        log::warn!("{e}");
+    }
+}
+
+/// Re-checks every interface with a recorded plan (or only `only`) between leases:
+/// asks IMDS again for that NIC's keys (one client, its token reused), plans from
+/// the recorded leases, and applies the difference. Unchanged → no netlink write and
+/// no state file written; an IMDS error or an incomplete answer changes nothing. A
+/// link that is gone takes its rules, routes and state with it; a link found under
+/// another name by its MAC takes them over. Each interface is handled under its lock,
+/// so a refresh never races a lease event.
+pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
+    let paths = Paths::new(&cfg.root);
+    let (states, errors) = state::list_states(&paths);
+    for e in errors {
+        log::warn!("{e}");
+    }
+    let names: Vec<IfName> = states
+        .into_iter()
+        .map(|s| s.name)
+        .filter(|n| only.is_none_or(|o| o == n))
+        .collect();
+    if let (Some(o), true) = (only, names.is_empty()) {
+        return Ok(vec![RefreshOutcome::Kept(
+            o.clone(),
+            "no recorded plan".to_owned(),
+        )]);
+    }
+    let mut applier = NetlinkApplier::try_new()?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let _lock = state::lock_interface(&paths, &name)?;
+        let Some(st) = state::read_state_or_set_aside(&paths, &name) else {
+            continue;
+        };
+        if cfg.is_unmanaged(&name, Some(st.mac)) {
+            out.push(RefreshOutcome::Kept(
+                name,
+                "unmanaged (configuration key unmanaged): left alone".to_owned(),
+            ));
+            continue;
+        }
+        // The gate asks about the link's name now (it may have been renamed).
+        let now = applier
+            .links()?
+            .into_iter()
+            .find(|l| l.mac == Some(st.mac))
+            .map_or_else(|| name.clone(), |l| l.name);
+        let cfg = match kubernetes_gate(&mut applier, cfg, &now)? {
+            Gate::Plan(c) => c,
+            Gate::Cni(why) => {
+                let why = leave_to_cni(&mut applier, &paths, &name, &why)?;
+                out.push(RefreshOutcome::Kept(name, why));
+                continue;
+            }
+        };
+        out.push(refresh_one(&mut applier, &paths, &st, &cfg)?);
+    }
+    Ok(out)
+}
+
+pub(super) fn refresh_one(
+    applier: &mut NetlinkApplier,
+    paths: &Paths,
+    st: &InterfaceState,
+    cfg: &HookConfig,
+) -> Result<RefreshOutcome> {
+    let name = st.name.clone();
+    let links = applier.links()?;
+    let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
+        let report = apply::teardown(applier, &name, None, Some(st))?;
+        state::remove_state(paths, &name)?;
+        remove_stamp(paths, &name);
+        log::info!(
+            "{name}: no link has {} any more; removed {} object(s)",
+            st.mac,
+            report.writes()
+        );
+        return Ok(RefreshOutcome::LinkGone(name, report));
+    };
+    let leases: Vec<crate::model::Lease> = st.leases();
+    if leases.is_empty() {
+        return Ok(RefreshOutcome::Kept(
+            name,
+            "no lease recorded (a plan applied by hand)".to_owned(),
+        ));
+    }
+    let to = k.name.clone();
+    let renamed = to != name;
+    // A lease event on the new name takes this lock too.
+    let _new_lock = if renamed {
+        Some(state::lock_interface(paths, &to)?)
+    } else {
+        None
+    };
+    let link = Link {
+        name: to.clone(),
+        mac: st.mac,
+        ipv6_router: applier.ipv6_default_router(k.index)?,
+    };
+    let os = os_links(applier, cfg)?;
+    let nic =
+        NicEvent::try_new(to.clone(), st.mac, leases.clone())?.with_peers(os.iter().map(|l| l.mac));
+    // One client per NIC, bound to it; the token comes from the shared cache.
+    let ec2 = nic_client(cfg, &to, &leases)?;
+    let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget));
+    touch(paths, &to);
+    let network = match outcome {
+        Outcome::Complete(network) => network,
+        Outcome::Partial { missing, .. } => {
+            let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+            let why = format!(
+                "IMDS incomplete ({}); keeping the state applied before",
+                list.join("; ")
+            );
+            let mut now = st.clone();
+            now.missing = missing;
+            state::save_if_changed(paths, Some(st), now, state::unix_ms())?;
+            return Ok(RefreshOutcome::Kept(name, why));
+        }
+        Outcome::Failed(e) => return Ok(RefreshOutcome::Kept(name, unanswered(&e))),
+    };
+    let link_addresses = applier.link_addresses(&index_of(&links))?;
+    let p = plan_one(cfg, &network, &link, &os, &leases, &link_addresses)?;
+    log_refused(&p);
+    if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
+        log::warn!("{to}: {why}");
+        return Ok(RefreshOutcome::Kept(name, why));
+    }
+    let mut removed = Report::default();
+    let mut previous = Some(st.clone());
+    if renamed {
+        // Renamed (or re-added under another name), recognised by its MAC: the old
+        // name's rules go, the new name gets the plan.
+        removed = apply::teardown(applier, &name, None, Some(st))?;
+        state::remove_state(paths, &name)?;
+        remove_stamp(paths, &name);
+        previous = None;
+        log::info!(
+            "{name}: its MAC {} is {to} now; moved its policy routing",
+            st.mac
+        );
+    }
+    let report = apply_guarded(applier, paths, &p, previous.as_ref(), &network)?;
+    apply::record_or_roll_back(applier, &report, || {
+        for ip in &p.interfaces {
+            let now = InterfaceState::record(previous.clone(), &report.owned_part(ip), p.profile)
+                .with_leases(&leases);
+            state::save_if_changed(paths, previous.as_ref(), now, state::unix_ms())?;
+        }
+        Ok(())
+    })?;
+    if renamed {
+        removed.ops.extend(report.ops);
+        Ok(RefreshOutcome::Renamed {
+            from: name,
+            to,
+            report: removed,
+        })
+    } else {
+        Ok(RefreshOutcome::Refreshed(to, report))
+    }
+}
