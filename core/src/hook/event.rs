@@ -13,13 +13,13 @@ use super::worker::{
     write_generation,
 };
 use super::{
-    Gate, HookConfig, HookOutcome, apply_guarded, find_link, index_of, kubernetes_gate, lease_of,
+    Gate, HookConfig, HookOutcome, commit_guarded, find_link, index_of, kubernetes_gate, lease_of,
     leave_to_cni, log_missing, log_refused, nic_client, nic_event, os_links, plan_one, retryable,
     table_held_by_other, unanswered,
 };
 use crate::apply::netlink::NetlinkApplier;
-use crate::apply::state::{self, InterfaceState, Paths};
-use crate::apply::{self, Applier, Report};
+use crate::apply::state::{self, Paths};
+use crate::apply::{Applier, Report};
 use crate::error::Result;
 use crate::model::{Action, IfName, LeaseEvent, Link};
 use crate::source::ec2::{Outcome, WaitPolicy};
@@ -207,15 +207,14 @@ pub(super) fn apply_outcome<A: Applier>(
         }
     }
     let lease = lease_of(event)?;
-    let report = apply_guarded(applier, paths, &p, recorded.as_ref(), network)?;
-    apply::record_or_roll_back(applier, &report, || {
-        for ip in &p.interfaces {
-            let now = InterfaceState::record(recorded.clone(), &report.owned_part(ip), p.profile)
-                .with_leases(std::slice::from_ref(&lease));
-            state::save_if_changed(paths, recorded.as_ref(), now, state::unix_ms())?;
-        }
-        Ok(())
-    })?;
+    let report = commit_guarded(
+        applier,
+        paths,
+        &p,
+        recorded.as_ref(),
+        network,
+        std::slice::from_ref(&lease),
+    )?;
     log::info!(
         "{} change(s) for {} {}",
         report.writes(),
@@ -235,21 +234,15 @@ pub(super) fn remove<A: Applier>(
     event: &LeaseEvent,
 ) -> Result<Report> {
     let recorded = state::read_state_or_set_aside(paths, &event.interface);
-    let report = apply::teardown(
+    let report = crate::commit::remove(
         applier,
+        paths,
         &event.interface,
         Some(event.family),
-        recorded.as_ref(),
+        recorded,
     )?;
     for e in &report.errors {
         log::warn!("{e}");
-    }
-    if let Some(mut st) = recorded {
-        if st.forget(Some(event.family)) {
-            state::remove_state(paths, &event.interface)?;
-        } else {
-            state::write_state(paths, &st)?;
-        }
     }
     log::info!(
         "removed {} object(s) of {} {}",

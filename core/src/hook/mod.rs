@@ -309,11 +309,10 @@ fn leave_to_cni(
     let Some(recorded) = state::read_state_or_set_aside(paths, name) else {
         return Ok(why.to_owned());
     };
-    let report = apply::teardown(applier, name, None, Some(&recorded))?;
+    let report = crate::commit::remove(applier, paths, name, None, Some(recorded))?;
     for e in &report.errors {
         log::warn!("{e}");
     }
-    state::remove_state(paths, name)?;
     Ok(format!(
         "{why}; removed {} object(s) leasehook had applied to it",
         report.writes()
@@ -395,36 +394,23 @@ fn log_refused(p: &crate::model::Plan) {
     }
 }
 
-/// Applies a one-interface plan knowing every interface's state; a table another
-/// NIC holds is recorded in this interface's state (for `status`) and returned as
-/// the error, with nothing written.
-fn apply_guarded<A: Applier + ?Sized>(
+/// Commits a one-interface plan ([`crate::commit::commit`]) with the leases it
+/// was planned from; a table another NIC holds is recorded in this interface's
+/// state (for `status`) and returned as the error, with nothing written.
+fn commit_guarded<A: Applier + ?Sized>(
     applier: &mut A,
     paths: &Paths,
     p: &crate::model::Plan,
     recorded: Option<&InterfaceState>,
     network: &crate::model::InstanceNetwork,
+    leases: &[crate::model::Lease],
 ) -> Result<Report> {
-    match apply::apply_plan(applier, p, &with_others(paths, recorded)) {
-        Err(e @ Error::TableConflict { .. }) => {
-            record_conflict(paths, recorded, p, network, &e);
-            Err(e)
+    let own: Vec<InterfaceState> = recorded.cloned().into_iter().collect();
+    crate::commit::commit(applier, paths, p, &own, leases).inspect_err(|e| {
+        if matches!(e, Error::TableConflict { .. }) {
+            record_conflict(paths, recorded, p, network, e);
         }
-        other => other,
-    }
-}
-
-/// `own` (this interface's recorded state) and every other interface's, so the
-/// applier can tell a table another NIC holds.
-fn with_others(paths: &Paths, own: Option<&InterfaceState>) -> Vec<InterfaceState> {
-    let (all, _) = state::list_states(paths);
-    own.cloned()
-        .into_iter()
-        .chain(
-            all.into_iter()
-                .filter(|st| own.is_none_or(|o| o.name != st.name)),
-        )
-        .collect()
+    })
 }
 
 /// Records a table conflict in the interface's state file, for `leasehook status`:

@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 
 use super::{
-    Gate, HookConfig, apply_guarded, index_of, kubernetes_gate, leave_to_cni, log_refused,
+    Gate, HookConfig, commit_guarded, index_of, kubernetes_gate, leave_to_cni, log_refused,
     nic_client, os_links, plan_one, table_held_by_other, unanswered,
 };
 use crate::apply::netlink::NetlinkApplier;
 use crate::apply::state::{self, InterfaceState, Paths};
-use crate::apply::{self, Applier, Report};
+use crate::apply::{Applier, Report};
 use crate::error::Result;
 use crate::model::{IfName, Link};
 use crate::source::ec2::{NicEvent, Outcome, WaitPolicy};
@@ -134,8 +134,7 @@ pub(super) fn refresh_one(
     let name = st.name.clone();
     let links = applier.links()?;
     let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
-        let report = apply::teardown(applier, &name, None, Some(st))?;
-        state::remove_state(paths, &name)?;
+        let report = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
         remove_stamp(paths, &name);
         log::info!(
             "{name}: no link has {} any more; removed {} object(s)",
@@ -198,8 +197,7 @@ pub(super) fn refresh_one(
     if renamed {
         // Renamed (or re-added under another name), recognised by its MAC: the old
         // name's rules go, the new name gets the plan.
-        removed = apply::teardown(applier, &name, None, Some(st))?;
-        state::remove_state(paths, &name)?;
+        removed = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
         remove_stamp(paths, &name);
         previous = None;
         log::info!(
@@ -207,15 +205,7 @@ pub(super) fn refresh_one(
             st.mac
         );
     }
-    let report = apply_guarded(applier, paths, &p, previous.as_ref(), &network)?;
-    apply::record_or_roll_back(applier, &report, || {
-        for ip in &p.interfaces {
-            let now = InterfaceState::record(previous.clone(), &report.owned_part(ip), p.profile)
-                .with_leases(&leases);
-            state::save_if_changed(paths, previous.as_ref(), now, state::unix_ms())?;
-        }
-        Ok(())
-    })?;
+    let report = commit_guarded(applier, paths, &p, previous.as_ref(), &network, &leases)?;
     if renamed {
         removed.ops.extend(report.ops);
         Ok(RefreshOutcome::Renamed {
