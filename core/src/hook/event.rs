@@ -13,16 +13,15 @@ use super::worker::{
     write_generation,
 };
 use super::{
-    Gate, HookConfig, HookOutcome, commit_guarded, find_link, index_of, kubernetes_gate, lease_of,
-    leave_to_cni, log_missing, log_refused, nic_client, nic_event, os_links, plan_one, retryable,
-    table_held_by_other, unanswered,
+    Effects, Gate, HookConfig, HookOutcome, commit_guarded, find_link, index_of, kubernetes_gate,
+    lease_of, leave_to_cni, log_missing, log_refused, nic_event, os_links, plan_one, retryable,
+    table_held_by_other, unanswered, with_real_effects,
 };
-use crate::apply::netlink::NetlinkApplier;
 use crate::apply::state::{self, Paths};
 use crate::apply::{Applier, Report};
 use crate::error::Result;
 use crate::model::{Action, IfName, LeaseEvent, Link};
-use crate::source::ec2::{Outcome, WaitPolicy};
+use crate::source::provider::{Clock, Outcome, WaitPolicy};
 
 /// Stops the interface's waiting worker, if any: a newer event supersedes it. The
 /// hand-over file is left to [`handle`], which drops it under the lock. A worker
@@ -60,6 +59,7 @@ pub(super) fn lock_for_event(
     name: &IfName,
     until: Instant,
     signalled: &mut BTreeSet<u32>,
+    clock: &dyn Clock,
 ) -> Result<Option<state::InterfaceLock>> {
     let mut waiting = false;
     loop {
@@ -71,10 +71,10 @@ pub(super) fn lock_for_event(
             log::debug!("{name}: the interface's lock is busy; waiting for it");
             waiting = true;
         }
-        if Instant::now() >= until {
+        if clock.now() >= until {
             return Ok(None);
         }
-        std::thread::sleep(crate::constants::HOOK_LOCK_POLL);
+        clock.sleep(crate::constants::HOOK_LOCK_POLL);
     }
 }
 
@@ -84,8 +84,22 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     if event.action() == Action::Ignore {
         return Ok(HookOutcome::Ignored);
     }
+    with_real_effects(cfg, |fx| handle_with(fx, event, cfg, worker))
+}
+
+/// [`handle`] with the kernel, the provider and the clock handed in.
+pub fn handle_with(
+    fx: &mut Effects<'_>,
+    event: &LeaseEvent,
+    cfg: &HookConfig,
+    worker: &Path,
+) -> Result<HookOutcome> {
+    if event.action() == Action::Ignore {
+        return Ok(HookOutcome::Ignored);
+    }
     if !cfg.unmanaged.is_empty() {
-        let mac = NetlinkApplier::try_new()?
+        let mac = fx
+            .kernel
             .links()?
             .into_iter()
             .find(|l| l.name == event.interface)
@@ -99,12 +113,13 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
         }
     }
     let started = state::unix_ms();
-    let t0 = Instant::now();
+    let t0 = fx.clock.now();
     let sync_end = t0 + cfg.sync_budget;
     let paths = Paths::new(&cfg.root);
     let mut signalled = BTreeSet::new();
     supersede_worker(&paths, &event.interface, &mut signalled);
-    let Some(_lock) = lock_for_event(&paths, &event.interface, sync_end, &mut signalled)? else {
+    let Some(_lock) = lock_for_event(&paths, &event.interface, sync_end, &mut signalled, fx.clock)?
+    else {
         return queue_for_worker(&paths, event, cfg, worker, started);
     };
     let generation = read_generation(&paths, &event.interface).saturating_add(1);
@@ -119,34 +134,26 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
     // down; left in place, it would outlive that worker (the soak test found such
     // files when a hook queued behind the one that handed over).
     remove_pending(&paths, &event.interface);
-    let mut applier = NetlinkApplier::try_new()?;
+    let applier = &mut *fx.kernel;
     if event.action() == Action::Remove {
-        return remove(&mut applier, &paths, event).map(HookOutcome::Removed);
+        return remove(applier, &paths, event).map(HookOutcome::Removed);
     }
-    let cfg = &match kubernetes_gate(&mut applier, cfg, &event.interface)? {
+    let cfg = &match kubernetes_gate(applier, cfg, &event.interface)? {
         Gate::Plan(c) => c,
         Gate::Cni(why) => {
-            return leave_to_cni(&mut applier, &paths, &event.interface, &why)
-                .map(HookOutcome::Kept);
+            return leave_to_cni(applier, &paths, &event.interface, &why).map(HookOutcome::Kept);
         }
     };
-    let link = find_link(&mut applier, &event.interface)?;
-    let os = os_links(&mut applier, cfg)?;
-    let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
+    let link = find_link(applier, &event.interface)?;
+    let os = os_links(applier, cfg)?;
     let nic = nic_event(event, &link, &os)?;
     // What the lock wait left of the synchronous budget.
-    let left = sync_end.saturating_duration_since(Instant::now());
-    match ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left)) {
-        Outcome::Complete(network) => apply_outcome(
-            &mut applier,
-            &paths,
-            event,
-            &link,
-            &os,
-            &network,
-            cfg,
-            false,
-        ),
+    let left = sync_end.saturating_duration_since(fx.clock.now());
+    let policy = WaitPolicy::default().with_budget(left);
+    match fx.provider.wait_for_nic(&nic, &policy, fx.clock) {
+        Outcome::Complete(network) => {
+            apply_outcome(applier, &paths, event, &link, &os, &network, cfg, false)
+        }
         Outcome::Failed(e) if !retryable(&e) => Ok(HookOutcome::Kept(unanswered(&e))),
         Outcome::Partial { .. } | Outcome::Failed(_) if cfg.budget > cfg.sync_budget => {
             let deadline_ms =
@@ -155,14 +162,14 @@ pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<Hoo
         }
         Outcome::Partial { network, missing } => {
             log_missing(&missing);
-            apply_outcome(&mut applier, &paths, event, &link, &os, &network, cfg, true)
+            apply_outcome(applier, &paths, event, &link, &os, &network, cfg, true)
         }
         Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
     }
 }
 
 #[allow(clippy::too_many_arguments)] // the event, its link, the OS's links, the answer, where to record
-pub(super) fn apply_outcome<A: Applier>(
+pub(super) fn apply_outcome<A: Applier + ?Sized>(
     applier: &mut A,
     paths: &Paths,
     event: &LeaseEvent,
@@ -228,7 +235,7 @@ pub(super) fn apply_outcome<A: Applier>(
     })
 }
 
-pub(super) fn remove<A: Applier>(
+pub(super) fn remove<A: Applier + ?Sized>(
     applier: &mut A,
     paths: &Paths,
     event: &LeaseEvent,

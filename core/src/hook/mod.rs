@@ -46,15 +46,16 @@ use crate::config::{self, Settings, Sources, Unmanaged};
 use crate::error::{Error, Result};
 use crate::model::{IfName, LeaseEvent, Link, MacAddr, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
-use crate::source::ec2::{Ec2, NicEvent};
+use crate::source::ec2::{Ec2Provider, NicEvent};
+use crate::source::provider::{Clock, Provider, ProviderChoice, ProviderKind, SystemClock};
 
 mod event;
 mod refresh;
 mod worker;
 
-pub use event::handle;
-pub use refresh::{RefreshOutcome, refresh, refresh_stamp, refreshed_at};
-pub use worker::run_worker;
+pub use event::{handle, handle_with};
+pub use refresh::{RefreshOutcome, refresh, refresh_stamp, refresh_with, refreshed_at};
+pub use worker::{run_worker, run_worker_with};
 
 /// What a shim needs to know besides the event: the hook's part of the
 /// [configuration](crate::config).
@@ -78,6 +79,8 @@ pub struct HookConfig {
     pub unmanaged: Vec<Unmanaged>,
     /// `kubernetes`: auto, on or off.
     pub kubernetes: crate::kubernetes::Mode,
+    /// `provider`: the cloud asked about a NIC.
+    pub provider: ProviderChoice,
 }
 
 /// The `--help` section on where a hook's settings come from, listing every
@@ -107,6 +110,7 @@ impl HookConfig {
             imds_bind_interface: s.imds.bind_interface,
             unmanaged: s.unmanaged.clone(),
             kubernetes: s.kubernetes,
+            provider: s.provider,
         }
     }
 
@@ -254,6 +258,114 @@ fn unanswered(e: &Error) -> String {
     )
 }
 
+/// The kernel the lease path is handed: the [`Applier`], and the two reads only
+/// the hooks make (the IPv6 router a link learned, what the Kubernetes gate
+/// reads). [`NetlinkApplier`] in production; the recording fake in tests.
+pub trait Kernel: Applier {
+    /// The IPv6 default router link `index` learned from router advertisements.
+    fn ipv6_default_router(&mut self, index: u32) -> Result<Option<std::net::Ipv6Addr>>;
+
+    /// What the Kubernetes gate decides on ([`crate::kubernetes::observe::detect`]).
+    fn node_view(
+        &mut self,
+        mode: crate::kubernetes::Mode,
+        root: &Path,
+    ) -> Result<(crate::kubernetes::Decision, crate::kubernetes::NodeView)>;
+}
+
+impl Kernel for NetlinkApplier {
+    fn ipv6_default_router(&mut self, index: u32) -> Result<Option<std::net::Ipv6Addr>> {
+        NetlinkApplier::ipv6_default_router(self, index)
+    }
+
+    fn node_view(
+        &mut self,
+        mode: crate::kubernetes::Mode,
+        root: &Path,
+    ) -> Result<(crate::kubernetes::Decision, crate::kubernetes::NodeView)> {
+        crate::kubernetes::observe::detect(mode, root, self)
+    }
+}
+
+/// The recording fake learns no IPv6 router and holds no CNI's rules: the gate
+/// reads only the CNI files below `root`.
+impl Kernel for crate::apply::record::RecordingApplier {
+    fn ipv6_default_router(&mut self, _index: u32) -> Result<Option<std::net::Ipv6Addr>> {
+        Ok(None)
+    }
+
+    fn node_view(
+        &mut self,
+        mode: crate::kubernetes::Mode,
+        root: &Path,
+    ) -> Result<(crate::kubernetes::Decision, crate::kubernetes::NodeView)> {
+        let view = crate::kubernetes::NodeView {
+            cni_confs: if mode == crate::kubernetes::Mode::Off {
+                Vec::new()
+            } else {
+                crate::kubernetes::observe::cni_confs(root)?
+            },
+            ..crate::kubernetes::NodeView::default()
+        };
+        Ok((crate::kubernetes::decide(mode, &view), view))
+    }
+}
+
+/// What the event path, the worker and `refresh` are handed: the kernel, the
+/// cloud and the clock. Built once, at the entry points ([`handle`],
+/// [`run_worker`], [`refresh`]), from [`Effects::real`].
+pub struct Effects<'a> {
+    /// The kernel (netlink in production).
+    pub kernel: &'a mut dyn Kernel,
+    /// The cloud asked about a NIC.
+    pub provider: &'a dyn Provider,
+    /// The clock the waits read and sleep on.
+    pub clock: &'a dyn Clock,
+}
+
+impl std::fmt::Debug for Effects<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Effects")
+            .field("provider", &self.provider)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The provider `cfg` names; `auto` reads the boot stage's verdict in
+/// `boot.json` (SPEC §4). Fails on an endpoint that is not an IP literal.
+pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
+    let recorded = match cfg.provider {
+        ProviderChoice::Auto => {
+            crate::boot::state::read(&cfg.root, crate::boot::state::boot_id(&cfg.root).as_deref())
+                .and_then(|b| b.datasource)
+        }
+        ProviderChoice::Named(_) => None,
+    };
+    Ok(match cfg.provider.resolve(recorded) {
+        ProviderKind::Ec2 => Box::new(
+            Ec2Provider::try_new(&cfg.root, &cfg.endpoints)?
+                .with_imdsv1_fallback(cfg.imdsv1_fallback)
+                .with_bind_interface(cfg.imds_bind_interface),
+        ),
+    })
+}
+
+/// Runs `f` with the production effects: netlink, the configured provider, the
+/// system clock (the one place the hooks build them).
+fn with_real_effects<T>(
+    cfg: &HookConfig,
+    f: impl FnOnce(&mut Effects<'_>) -> Result<T>,
+) -> Result<T> {
+    let mut kernel = NetlinkApplier::try_new()?;
+    let provider = provider(cfg)?;
+    let mut fx = Effects {
+        kernel: &mut kernel,
+        provider: provider.as_ref(),
+        clock: &SystemClock,
+    };
+    f(&mut fx)
+}
+
 /// The kernel's index of link `name` (`None` when there is no such link).
 pub fn link_index(name: &IfName) -> Result<Option<u32>> {
     Ok(NetlinkApplier::try_new()?
@@ -276,8 +388,8 @@ enum Gate {
 /// The one place the hooks, the worker and `refresh` ask whether this is a
 /// Kubernetes node and whether `name` is the CNI's ENI. On such a node a
 /// `priority_base` that would put leasehook's rules before the CNI's is refused.
-fn kubernetes_gate(applier: &mut NetlinkApplier, cfg: &HookConfig, name: &IfName) -> Result<Gate> {
-    let (decision, view) = crate::kubernetes::observe::detect(cfg.kubernetes, &cfg.root, applier)?;
+fn kubernetes_gate(kernel: &mut dyn Kernel, cfg: &HookConfig, name: &IfName) -> Result<Gate> {
+    let (decision, view) = kernel.node_view(cfg.kubernetes, &cfg.root)?;
     if !decision.node {
         return Ok(Gate::Plan(cfg.clone()));
     }
@@ -301,7 +413,7 @@ fn kubernetes_gate(applier: &mut NetlinkApplier, cfg: &HookConfig, name: &IfName
 /// (from before the CNI took it over) goes, only leasehook's own objects (protocol
 /// 176). Returns the message to log.
 fn leave_to_cni(
-    applier: &mut NetlinkApplier,
+    applier: &mut dyn Kernel,
     paths: &Paths,
     name: &IfName,
     why: &str,
@@ -331,30 +443,7 @@ fn retryable(e: &Error) -> bool {
     matches!(e, Error::Imds { kind, .. } if kind.is_retryable())
 }
 
-/// The IMDS client for one NIC's requests: bound to that NIC and its IPv4 lease
-/// address (unless configured off).
-fn nic_client(cfg: &HookConfig, iface: &IfName, leases: &[crate::model::Lease]) -> Result<Ec2> {
-    let ec2 = client(cfg)?;
-    if !cfg.imds_bind_interface {
-        return Ok(ec2);
-    }
-    let source = leases
-        .iter()
-        .map(|l| l.address)
-        .find(std::net::IpAddr::is_ipv4);
-    Ok(ec2.with_interface(iface.as_str(), source))
-}
-
-fn client(cfg: &HookConfig) -> Result<Ec2> {
-    let ec2 = Ec2::try_new(&cfg.root)?.with_imdsv1_fallback(cfg.imdsv1_fallback);
-    if cfg.endpoints.is_empty() {
-        Ok(ec2)
-    } else {
-        ec2.with_endpoints(cfg.endpoints.iter())
-    }
-}
-
-fn find_link(applier: &mut NetlinkApplier, name: &IfName) -> Result<(Link, u32)> {
+fn find_link(applier: &mut dyn Kernel, name: &IfName) -> Result<(Link, u32)> {
     let k = applier
         .links()?
         .into_iter()

@@ -5,15 +5,15 @@
 use std::path::PathBuf;
 
 use super::{
-    Gate, HookConfig, commit_guarded, index_of, kubernetes_gate, leave_to_cni, log_refused,
-    nic_client, os_links, plan_one, table_held_by_other, unanswered,
+    Effects, Gate, HookConfig, Kernel, commit_guarded, index_of, kubernetes_gate, leave_to_cni,
+    log_refused, os_links, plan_one, table_held_by_other, unanswered, with_real_effects,
 };
-use crate::apply::netlink::NetlinkApplier;
+use crate::apply::Report;
 use crate::apply::state::{self, InterfaceState, Paths};
-use crate::apply::{Applier, Report};
 use crate::error::Result;
 use crate::model::{IfName, Link};
-use crate::source::ec2::{NicEvent, Outcome, WaitPolicy};
+use crate::source::ec2::NicEvent;
+use crate::source::provider::{Outcome, WaitPolicy};
 
 /// `run/leasehook/refreshed/<ifname>`.
 pub(super) const REFRESHED: &str = "refreshed";
@@ -76,6 +76,15 @@ pub(super) fn remove_stamp(paths: &Paths, name: &IfName) {
 /// another name by its MAC takes them over. Each interface is handled under its lock,
 /// so a refresh never races a lease event.
 pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
+    with_real_effects(cfg, |fx| refresh_with(fx, only, cfg))
+}
+
+/// [`refresh`] with the kernel, the provider and the clock handed in.
+pub fn refresh_with(
+    fx: &mut Effects<'_>,
+    only: Option<&IfName>,
+    cfg: &HookConfig,
+) -> Result<Vec<RefreshOutcome>> {
     let paths = Paths::new(&cfg.root);
     let (states, errors) = state::list_states(&paths);
     for e in errors {
@@ -92,7 +101,6 @@ pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOut
             "no recorded plan".to_owned(),
         )]);
     }
-    let mut applier = NetlinkApplier::try_new()?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let _lock = state::lock_interface(&paths, &name)?;
@@ -107,30 +115,35 @@ pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOut
             continue;
         }
         // The gate asks about the link's name now (it may have been renamed).
-        let now = applier
+        let now = fx
+            .kernel
             .links()?
             .into_iter()
             .find(|l| l.mac == Some(st.mac))
             .map_or_else(|| name.clone(), |l| l.name);
-        let cfg = match kubernetes_gate(&mut applier, cfg, &now)? {
+        let cfg = match kubernetes_gate(fx.kernel, cfg, &now)? {
             Gate::Plan(c) => c,
             Gate::Cni(why) => {
-                let why = leave_to_cni(&mut applier, &paths, &name, &why)?;
+                let why = leave_to_cni(fx.kernel, &paths, &name, &why)?;
                 out.push(RefreshOutcome::Kept(name, why));
                 continue;
             }
         };
-        out.push(refresh_one(&mut applier, &paths, &st, &cfg)?);
+        out.push(refresh_one(fx, &paths, &st, &cfg)?);
     }
     Ok(out)
 }
 
+/// Refreshes one recorded interface: its link by MAC (gone: its objects and state
+/// go), the provider's answer for the recorded leases, then
+/// [`apply_refreshed`].
 pub(super) fn refresh_one(
-    applier: &mut NetlinkApplier,
+    fx: &mut Effects<'_>,
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
 ) -> Result<RefreshOutcome> {
+    let applier = &mut *fx.kernel;
     let name = st.name.clone();
     let links = applier.links()?;
     let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
@@ -166,9 +179,9 @@ pub(super) fn refresh_one(
     let os = os_links(applier, cfg)?;
     let nic =
         NicEvent::try_new(to.clone(), st.mac, leases.clone())?.with_peers(os.iter().map(|l| l.mac));
-    // One client per NIC, bound to it; the token comes from the shared cache.
-    let ec2 = nic_client(cfg, &to, &leases)?;
-    let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(cfg.sync_budget));
+    // The provider's client is bound to the NIC; the token comes from the shared cache.
+    let policy = WaitPolicy::default().with_budget(cfg.sync_budget);
+    let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
     touch(paths, &to);
     let network = match outcome {
         Outcome::Complete(network) => network,
@@ -185,8 +198,55 @@ pub(super) fn refresh_one(
         }
         Outcome::Failed(e) => return Ok(RefreshOutcome::Kept(name, unanswered(&e))),
     };
-    let link_addresses = applier.link_addresses(&index_of(&links))?;
-    let p = plan_one(cfg, &network, &link, &os, &leases, &link_addresses)?;
+    apply_refreshed(
+        applier,
+        paths,
+        st,
+        cfg,
+        &Answered {
+            link,
+            os,
+            network,
+            leases,
+            links: &links,
+        },
+    )
+}
+
+/// What [`refresh_one`] learned for [`apply_refreshed`].
+struct Answered<'a> {
+    /// The recorded NIC's link now (its name may be new).
+    link: Link,
+    /// The OS's links, for the `cloud-init` order.
+    os: Vec<Link>,
+    /// The provider's complete answer.
+    network: crate::model::InstanceNetwork,
+    /// The recorded leases.
+    leases: Vec<crate::model::Lease>,
+    /// The kernel's links.
+    links: &'a [crate::apply::KernelLink],
+}
+
+/// Plans the refreshed interface from `answered`, moves its policy routing when
+/// its link was renamed, and commits.
+fn apply_refreshed(
+    applier: &mut dyn Kernel,
+    paths: &Paths,
+    st: &InterfaceState,
+    cfg: &HookConfig,
+    answered: &Answered<'_>,
+) -> Result<RefreshOutcome> {
+    let Answered {
+        link,
+        os,
+        network,
+        leases,
+        links,
+    } = answered;
+    let (name, to) = (st.name.clone(), link.name.clone());
+    let renamed = to != name;
+    let link_addresses = applier.link_addresses(&index_of(links))?;
+    let p = plan_one(cfg, network, link, os, leases, &link_addresses)?;
     log_refused(&p);
     if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
         log::warn!("{to}: {why}");
@@ -205,7 +265,7 @@ pub(super) fn refresh_one(
             st.mac
         );
     }
-    let report = commit_guarded(applier, paths, &p, previous.as_ref(), &network, &leases)?;
+    let report = commit_guarded(applier, paths, &p, previous.as_ref(), network, leases)?;
     if renamed {
         removed.ops.extend(report.ops);
         Ok(RefreshOutcome::Renamed {

@@ -12,14 +12,13 @@ use serde::{Deserialize, Serialize};
 
 use super::event::{apply_outcome, remove};
 use super::{
-    Gate, HookConfig, HookOutcome, find_link, kubernetes_gate, lease_of, leave_to_cni, log_missing,
-    nic_client, nic_event, os_links, stderr_is_file_or_terminal, unanswered,
+    Effects, Gate, HookConfig, HookOutcome, find_link, kubernetes_gate, leave_to_cni, log_missing,
+    nic_event, os_links, stderr_is_file_or_terminal, unanswered, with_real_effects,
 };
-use crate::apply::netlink::NetlinkApplier;
 use crate::apply::state::{self, Paths};
 use crate::error::{Error, Result};
 use crate::model::{Action, IfName, LeaseEvent};
-use crate::source::ec2::{Outcome, WaitPolicy};
+use crate::source::provider::{Outcome, WaitPolicy};
 
 /// A hand-over from a hook to its worker: `<root>/run/leasehook/pending/<ifname>.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -242,6 +241,16 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
     // Leave the DHCP client's session: a signal to its process group, or its
     // terminal going away, must not stop the wait.
     let _ = rustix::process::setsid();
+    with_real_effects(cfg, |fx| run_worker_with(fx, name, cfg))
+}
+
+/// [`run_worker`] (but for leaving the session) with the kernel, the provider
+/// and the clock handed in.
+pub fn run_worker_with(
+    fx: &mut Effects<'_>,
+    name: &IfName,
+    cfg: &HookConfig,
+) -> Result<HookOutcome> {
     let paths = Paths::new(&cfg.root);
     // The lock is waited for until the hand-over's deadline at most: a process
     // that never lets it go (a stopped `refresh`) must not keep a worker forever.
@@ -253,18 +262,18 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
         |p| p.deadline_ms,
     );
     let until =
-        Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(state::unix_ms()));
+        fx.clock.now() + Duration::from_millis(deadline_ms.saturating_sub(state::unix_ms()));
     let _lock = loop {
         if let Some(lock) = state::try_lock_interface(&paths, name)? {
             break lock;
         }
-        if Instant::now() >= until {
+        if fx.clock.now() >= until {
             return Err(Error::Io {
                 path: format!("{:?}", paths.lock_file(name)),
                 message: "still held when the budget ended: the event is dropped (the next event or refresh applies it)".to_owned(),
             });
         }
-        std::thread::sleep(WORKER_LOCK_POLL);
+        fx.clock.sleep(WORKER_LOCK_POLL);
     };
     let Some(mut pending) = read_pending(&paths, name) else {
         return Ok(HookOutcome::Kept(
@@ -290,8 +299,7 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
         pending.queued = false;
         if pending.event.action() == Action::Remove {
             remove_pending(&paths, name);
-            let mut applier = NetlinkApplier::try_new()?;
-            return remove(&mut applier, &paths, &pending.event).map(HookOutcome::Removed);
+            return remove(fx.kernel, &paths, &pending.event).map(HookOutcome::Removed);
         }
         // Kept while the wait lasts, so that a newer event can stop this worker.
         write_pending(&paths, name, &pending)?;
@@ -301,12 +309,13 @@ pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
             "a newer event superseded this one".to_owned(),
         ));
     }
-    let result = finish_wait(&paths, &pending, cfg);
+    let result = finish_wait(fx, &paths, &pending, cfg);
     remove_pending(&paths, name);
     result
 }
 
 pub(super) fn finish_wait(
+    fx: &mut Effects<'_>,
     paths: &Paths,
     pending: &Pending,
     cfg: &HookConfig,
@@ -314,20 +323,19 @@ pub(super) fn finish_wait(
     let event = &pending.event;
     let left = Duration::from_millis(pending.deadline_ms.saturating_sub(state::unix_ms()))
         .max(Duration::from_millis(100));
-    let mut applier = NetlinkApplier::try_new()?;
-    let cfg = &match kubernetes_gate(&mut applier, cfg, &event.interface)? {
+    let applier = &mut *fx.kernel;
+    let cfg = &match kubernetes_gate(applier, cfg, &event.interface)? {
         Gate::Plan(c) => c,
         Gate::Cni(why) => {
             remove_pending(paths, &event.interface);
-            return leave_to_cni(&mut applier, paths, &event.interface, &why)
-                .map(HookOutcome::Kept);
+            return leave_to_cni(applier, paths, &event.interface, &why).map(HookOutcome::Kept);
         }
     };
-    let link = find_link(&mut applier, &event.interface)?;
-    let os = os_links(&mut applier, cfg)?;
-    let ec2 = nic_client(cfg, &event.interface, &[lease_of(event)?])?;
+    let link = find_link(applier, &event.interface)?;
+    let os = os_links(applier, cfg)?;
     let nic = nic_event(event, &link, &os)?;
-    let outcome = ec2.wait_for_nic(&nic, &WaitPolicy::default().with_budget(left));
+    let policy = WaitPolicy::default().with_budget(left);
+    let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
     // The wait is over: from here on a newer event must not stop this worker (a
     // SIGTERM halfway through the writes would leave them unrecorded), so the
     // hand-over that names it goes first. That event then only waits for the lock,
@@ -335,11 +343,11 @@ pub(super) fn finish_wait(
     remove_pending(paths, &event.interface);
     match outcome {
         Outcome::Complete(network) => {
-            apply_outcome(&mut applier, paths, event, &link, &os, &network, cfg, false)
+            apply_outcome(applier, paths, event, &link, &os, &network, cfg, false)
         }
         Outcome::Partial { network, missing } => {
             log_missing(&missing);
-            apply_outcome(&mut applier, paths, event, &link, &os, &network, cfg, true)
+            apply_outcome(applier, paths, event, &link, &os, &network, cfg, true)
         }
         Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
     }
