@@ -50,6 +50,8 @@ use crate::source::ec2::{Ec2Provider, NicEvent};
 use crate::source::provider::{Clock, Provider, ProviderChoice, ProviderKind, SystemClock};
 
 mod event;
+#[cfg(test)]
+mod lease_tests;
 mod refresh;
 mod worker;
 
