@@ -105,3 +105,39 @@ impl Provider for Ec2Provider {
         Ok(Box::new(source))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceKind;
+    use crate::source::provider::ProviderChoice;
+
+    #[test]
+    fn auto_resolves_to_ec2_whatever_the_boot_stage_recorded_until_another_exists() {
+        for recorded in [
+            None,
+            Some(SourceKind::Ec2),
+            Some(SourceKind::Lxd),
+            Some(SourceKind::NoCloud),
+            Some(SourceKind::None),
+        ] {
+            assert_eq!(ProviderChoice::Auto.resolve(recorded), ProviderKind::Ec2);
+        }
+        assert_eq!(
+            ProviderChoice::Named(ProviderKind::Ec2).resolve(Some(SourceKind::Lxd)),
+            ProviderKind::Ec2
+        );
+    }
+
+    #[test]
+    fn an_endpoint_that_is_not_an_ip_literal_is_refused_when_the_provider_is_built() {
+        let root = tempfile::tempdir().unwrap();
+        let e = Ec2Provider::try_new(root.path(), &["http://metadata.example".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("metadata.example"), "{e}");
+        let p = Ec2Provider::try_new(root.path(), &["http://127.0.0.1:1".to_owned()]).unwrap();
+        assert_eq!(p.kind(), ProviderKind::Ec2);
+        assert_eq!(p.client().unwrap().endpoints(), ["http://127.0.0.1:1"]);
+    }
+}
