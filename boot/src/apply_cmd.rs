@@ -9,6 +9,7 @@ use anyhow::{Context as _, bail};
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
 use leasehook_core::apply::{self, Report};
+use leasehook_core::commit;
 use leasehook_core::config::Loaded;
 use leasehook_core::diff::Op;
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
@@ -63,44 +64,12 @@ pub(crate) fn apply(args: &ApplyArgs, root: &Path) -> anyhow::Result<String> {
         .iter()
         .filter_map(|n| state::read_state_or_set_aside(&paths, n))
         .collect();
-    // Every other interface's state too: a table of this plan that another NIC's
-    // state records is a conflict (two NICs with one device-number).
-    let (all, _) = state::list_states(&paths);
-    let known: Vec<InterfaceState> = recorded
-        .iter()
-        .cloned()
-        .chain(all.into_iter().filter(|st| !names.contains(&&st.name)))
-        .collect();
     let mut applier = NetlinkApplier::try_new()?;
-    let report =
-        apply::apply_plan(&mut applier, &plan, &known).context("failed to apply the plan")?;
-    // The kernel and the state files must agree: when a state file cannot be
-    // written, the run's writes are undone and the files written before it are put
-    // back.
-    apply::record_or_roll_back(&mut applier, &report, || {
-        let mut written: Vec<(&IfName, Option<&InterfaceState>)> = Vec::new();
-        for ip in &plan.interfaces {
-            let previous = recorded.iter().find(|s| s.name == ip.name);
-            let now =
-                InterfaceState::record(previous.cloned(), &report.owned_part(ip), plan.profile);
-            // An unchanged plan writes no file either.
-            match state::save_if_changed(&paths, previous, now, state::unix_ms()) {
-                Ok(true) => written.push((&ip.name, previous)),
-                Ok(false) => {}
-                Err(e) => {
-                    for (name, prev) in written {
-                        let _ = match prev {
-                            Some(st) => state::write_state(&paths, st),
-                            None => state::remove_state(&paths, name),
-                        };
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    })
-    .context("failed to record the state")?;
+    // Every other interface's state is read too (a table of this plan that another
+    // NIC's state records is a conflict), and when a state file cannot be written
+    // the run's writes are undone and the files written before it put back.
+    let report = commit::commit(&mut applier, &paths, &plan, &recorded, &[])
+        .context("failed to apply the plan")?;
     Ok(summary(&report, args.verbose))
 }
 

@@ -36,6 +36,7 @@
 
 pub mod apply;
 pub mod boot;
+pub mod commit;
 pub mod config;
 pub mod constants;
 pub mod diff;

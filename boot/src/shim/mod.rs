@@ -33,8 +33,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use leasehook_core::config::{self, Sources};
 pub(crate) use leasehook_core::config::env_help;
+use leasehook_core::config::{self, Sources};
 use leasehook_core::event::Env;
 use leasehook_core::hook::{self, HookConfig, HookOutcome};
 use leasehook_core::model::{IfName, LeaseEvent};

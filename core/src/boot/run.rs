@@ -40,10 +40,10 @@ use crate::instance_data::{self, Provenance};
 use crate::source::detect::{
     Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot_with,
 };
-use crate::source::ec2::identity::Ec2Source;
-use crate::source::ec2::{Ec2, WaitPolicy};
+use crate::source::ec2::{Ec2Provider, WaitPolicy};
 use crate::source::lxd::Lxd;
 use crate::source::nocloud::NoCloud;
+use crate::source::provider::Provider as _;
 use crate::source::{Datasource, InstanceData, NoneSource, SourceKind};
 
 /// What a stage is told by its command line.
@@ -150,20 +150,16 @@ impl Sources for RealSources {
     fn source(&self, kind: SourceKind) -> Result<Box<dyn Datasource>> {
         Ok(match kind {
             SourceKind::Ec2 => {
-                let mut client =
-                    Ec2::try_new(&self.root)?.with_imdsv1_fallback(self.config.imdsv1_fallback);
-                if let Some(list) = &self.config.imds_endpoints {
-                    client = client.with_endpoints(list)?;
-                }
+                // The identity is the EC2 provider's question; its datasource answers.
+                let endpoints = self.config.imds_endpoints.clone().unwrap_or_default();
                 let mut policy = WaitPolicy::default();
                 if let Some(b) = self.config.imds_budget {
                     policy = policy.with_budget(b);
                 }
-                Box::new(
-                    Ec2Source::new(client)
-                        .with_cloud_name(&self.cloud_name)
-                        .with_policy(policy),
-                )
+                Ec2Provider::try_new(&self.root, &endpoints)?
+                    .with_imdsv1_fallback(self.config.imdsv1_fallback)
+                    .with_cloud_name(&self.cloud_name)
+                    .datasource(policy)?
             }
             SourceKind::Lxd => Box::new(Lxd::new(&self.root).with_virt(&self.virt)),
             SourceKind::NoCloud => Box::new(NoCloud::new(&self.root).with_virt(&self.virt)),

@@ -127,6 +127,18 @@ pub const KEYS: &[Key] = &[
         show: |s| json!(s.kubernetes.to_string()),
     },
     Key {
+        name: "provider",
+        env: Some("LEASEHOOK_PROVIDER"),
+        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else ec2) or ec2 (default auto; gce, azure, aliyun, oracle and openstack are planned)",
+        set: |s, r| {
+            s.provider = word(r)?
+                .parse()
+                .map_err(|p: crate::error::Problem| p.to_string())?;
+            Ok(())
+        },
+        show: |s| json!(s.provider.to_string()),
+    },
+    Key {
         name: "imds.endpoints",
         env: Some("LEASEHOOK_IMDS_ENDPOINTS"),
         help: "IMDS base URLs, tried in order (comma-separated in the environment; default http://169.254.169.254,http://[fd00:ec2::254])",

@@ -86,6 +86,9 @@ pub struct Settings {
     pub unmanaged: Vec<Unmanaged>,
     /// `kubernetes`: detect a Kubernetes node with a VPC-native CNI, or say so.
     pub kubernetes: crate::kubernetes::Mode,
+    /// `provider`: which cloud the hooks and `refresh` ask (`auto`: the boot
+    /// stage's verdict, else EC2).
+    pub provider: crate::source::provider::ProviderChoice,
     /// `imds.*`.
     pub imds: ImdsSettings,
     /// `imdsv1_fallback`.
@@ -105,6 +108,7 @@ impl Default for Settings {
             plan: PlanConfig::default(),
             unmanaged: Vec::new(),
             kubernetes: crate::kubernetes::Mode::default(),
+            provider: crate::source::provider::ProviderChoice::default(),
             imds: ImdsSettings::default(),
             imdsv1_fallback: false,
             datasource_list: None,
@@ -461,6 +465,7 @@ struct FileDoc {
     secondary_addresses: Option<Spanned<Value>>,
     unmanaged: Option<Spanned<Value>>,
     kubernetes: Option<Spanned<Value>>,
+    provider: Option<Spanned<Value>>,
     imds: Option<ImdsDoc>,
     imdsv1_fallback: Option<Spanned<Value>>,
     datasource_list: Option<Spanned<Value>>,
@@ -567,6 +572,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("secondary_addresses", doc.secondary_addresses);
     put("unmanaged", doc.unmanaged);
     put("kubernetes", doc.kubernetes);
+    put("provider", doc.provider);
     put("imds.endpoints", imds.endpoints);
     put("imds.sync_budget_s", imds.sync_budget_s);
     put("imds.budget_s", imds.budget_s);

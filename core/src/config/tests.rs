@@ -364,7 +364,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
     for (text, want) in [
         (
             shadow,
-            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, imds, imdsv1_fallback, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "imds:\n  budget_s: 1\n  SECRET pass: 2\n",
@@ -376,7 +376,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
         ),
         (
             "tabel_base: 3\n",
-            "configuration /etc/shadow: unknown field `tabel_base`, expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, imds, imdsv1_fallback, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: unknown field `tabel_base`, expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "table_base: 1\ntable_base: 2\n",
@@ -393,5 +393,44 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
             .to_string();
         assert!(!e.contains("SECRET") && !e.contains("19000"), "{e}");
         assert_eq!(e, want);
+    }
+}
+
+#[test]
+fn provider_is_auto_or_ec2_and_a_planned_name_says_so() {
+    let d = merged(&[], &Sources::default()).unwrap();
+    assert_eq!(
+        d.settings.provider,
+        crate::source::provider::ProviderChoice::Auto
+    );
+    let l = merged(
+        &[("/etc/leasehook/config.yaml", "provider: ec2\n")],
+        &Sources::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        l.settings.provider,
+        crate::source::provider::ProviderChoice::Named(crate::source::provider::ProviderKind::Ec2)
+    );
+    for (value, want) in [
+        (
+            "gce",
+            "expected auto or ec2 (this provider is planned, not built yet) (got \"gce\")",
+        ),
+        (
+            "digitalocean",
+            "expected auto or ec2 (got \"digitalocean\")",
+        ),
+    ] {
+        let e = merged(
+            &[(
+                "/etc/leasehook/config.yaml",
+                &format!("provider: {value}\n"),
+            )],
+            &Sources::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("provider") && e.contains(want), "{e}");
     }
 }

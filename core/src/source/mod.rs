@@ -19,6 +19,7 @@ mod kind;
 pub mod lxd;
 pub mod nocloud;
 mod none;
+pub mod provider;
 mod yaml;
 
 pub use instance::{InstanceData, REDACTED, SENSITIVE_KEYS, is_sensitive};

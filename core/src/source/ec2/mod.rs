@@ -32,6 +32,7 @@
 mod bind;
 pub mod identity;
 pub mod nic;
+mod provider;
 mod resolver;
 mod token;
 pub mod wait;
@@ -53,6 +54,7 @@ use crate::constants::{
 use crate::error::{Error, ImdsErrorKind, Problem, Result};
 
 pub use nic::NicEvent;
+pub use provider::Ec2Provider;
 pub use wait::{Clock, Outcome, SystemClock, WaitPolicy, wait_for_nic};
 
 use token::{Token, TokenCache};

@@ -51,10 +51,11 @@ use std::net::IpAddr;
 use serde_json::{Map, Value, json};
 
 use crate::constants::IMDS_META_DATA;
-use crate::error::{Error, Problem, Result};
+use crate::error::Result;
 use crate::metadata::{MACS_PATH, parse_nic, parse_tree};
-use crate::model::{Family, IfName, InstanceNetwork, Lease, Link, MacAddr, Missing, Profile};
+use crate::model::{Family, InstanceNetwork, Link, MacAddr, Missing, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+pub use crate::source::provider::{Assessment, NicEvent};
 
 /// A key of a MAC folder that leasehook reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -167,83 +168,16 @@ impl Request {
     }
 }
 
-/// What a DHCP event asks about: one interface, its MAC, and the lease(s) in force.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NicEvent {
-    interface: IfName,
-    mac: MacAddr,
-    leases: Vec<Lease>,
-    peers: BTreeSet<MacAddr>,
-}
-
-impl NicEvent {
-    /// An event with at least one lease and at most one per family.
-    pub fn try_new(interface: IfName, mac: MacAddr, leases: Vec<Lease>) -> Result<Self> {
-        let bad = |reason: &str| Error::Argument {
-            arg: "lease".to_owned(),
-            problem: Problem::bad(reason, interface.as_str()),
-        };
-        if leases.is_empty() {
-            return Err(bad("a NIC event needs a lease"));
-        }
-        let families: BTreeSet<Family> = leases.iter().map(|l| l.family).collect();
-        if families.len() != leases.len() {
-            return Err(bad("two leases of one family"));
-        }
-        if leases.iter().any(|l| Family::of(&l.address) != l.family) {
-            return Err(bad("a lease's address is not of its family"));
-        }
-        Ok(Self {
-            interface,
-            mac,
-            leases,
-            peers: BTreeSet::new(),
+/// The keys `event` reads: the family-neutral ones and those of its leases'
+/// families, in [`NicKey::ALL`] order.
+pub fn keys(event: &NicEvent) -> Vec<NicKey> {
+    NicKey::ALL
+        .into_iter()
+        .filter(|k| {
+            k.family()
+                .is_none_or(|f| event.leases().iter().any(|l| l.family == f))
         })
-    }
-
-    /// Also reads the position keys of the OS's other NICs (`peers`, their MACs):
-    /// the `macs/` listing once, then `device-number` of each peer IMDS lists, and
-    /// its `network-card` when the instance type serves the key. What the
-    /// `cloud-init` profile needs to number this NIC by its position among all
-    /// NICs present in both the OS and IMDS, as cloud-init does, from the metadata
-    /// and never from which leases were seen. Each is read once per event.
-    #[must_use]
-    pub fn with_peers(mut self, peers: impl IntoIterator<Item = MacAddr>) -> Self {
-        self.peers = peers.into_iter().filter(|m| *m != self.mac).collect();
-        self
-    }
-
-    /// The other NICs whose position keys this event reads.
-    pub fn peers(&self) -> &BTreeSet<MacAddr> {
-        &self.peers
-    }
-
-    /// The interface.
-    pub fn interface(&self) -> &IfName {
-        &self.interface
-    }
-
-    /// The interface's MAC.
-    pub fn mac(&self) -> MacAddr {
-        self.mac
-    }
-
-    /// The leases.
-    pub fn leases(&self) -> &[Lease] {
-        &self.leases
-    }
-
-    /// The keys this event reads: the family-neutral ones and those of its leases'
-    /// families, in [`NicKey::ALL`] order.
-    pub fn keys(&self) -> Vec<NicKey> {
-        NicKey::ALL
-            .into_iter()
-            .filter(|k| {
-                k.family()
-                    .is_none_or(|f| self.leases.iter().any(|l| l.family == f))
-            })
-            .collect()
-    }
+        .collect()
 }
 
 /// One answer: a value, or absent (404, or not in the folder's listing).
@@ -342,7 +276,7 @@ impl Fetched {
         // A peer's network-card (the primary's among them) says as much.
         let primary = self
             .primary()
-            .filter(|p| *p != event.mac && !event.peers.contains(p))?;
+            .filter(|p| *p != event.mac() && !event.peers().contains(p))?;
         let own = matches!(self.keys.get(&NicKey::NetworkCard), Some(Leaf::Value(_)));
         (self.folder_exists() && !own && self.primary_card.is_none()).then_some(primary)
     }
@@ -354,23 +288,6 @@ impl Fetched {
 
 fn leaf(answer: Option<String>) -> Leaf {
     answer.map_or(Leaf::Absent, Leaf::Value)
-}
-
-/// The consistency decision for what has been fetched so far.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Assessment {
-    /// The metadata fetched so far: the primary MAC, and this NIC when its folder
-    /// exists.
-    pub network: InstanceNetwork,
-    /// What IMDS does not say yet; empty when it agrees with the lease.
-    pub missing: Vec<Missing>,
-}
-
-impl Assessment {
-    /// Whether IMDS agrees with the lease.
-    pub fn is_complete(&self) -> bool {
-        self.missing.is_empty()
-    }
 }
 
 /// Parses what was fetched and asks the planner (`ec2-net-utils` scheme) what it
@@ -390,13 +307,13 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
                 Leaf::Absent => None,
             })
             .collect();
-        let path = format!("{MACS_PATH}/{}", event.mac);
-        nics.push(parse_nic(event.mac, &path, &folder)?);
+        let path = format!("{MACS_PATH}/{}", event.mac());
+        nics.push(parse_nic(event.mac(), &path, &folder)?);
     }
     // Peers: only the position keys, for the cloud-init order and for telling a
     // late network-card from one the type does not serve.
     if let Some(listed) = &fetched.macs {
-        for peer in listed.iter().filter(|m| event.peers.contains(m)) {
+        for peer in listed.iter().filter(|m| event.peers().contains(m)) {
             let folder: Map<String, Value> = [NicKey::DeviceNumber, NicKey::NetworkCard]
                 .into_iter()
                 .filter_map(|k| match fetched.peer_keys.get(&(*peer, k)) {
@@ -413,7 +330,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
     // (otherwise empty) entry.
     if let (Some((mac, Leaf::Value(v))), Some(primary)) = (&fetched.primary_card, primary_mac)
         && *mac == primary
-        && primary != event.mac
+        && primary != event.mac()
     {
         let folder: Map<String, Value> = [(
             NicKey::NetworkCard.name().to_owned(),
@@ -430,15 +347,15 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
     }
     let network = InstanceNetwork { primary_mac, nics };
     let links = [Link {
-        name: event.interface.clone(),
-        mac: event.mac,
+        name: event.interface().clone(),
+        mac: event.mac(),
         ipv6_router: None,
     }];
     let leases: Vec<InterfaceLease> = event
-        .leases
+        .leases()
         .iter()
         .map(|l| InterfaceLease {
-            interface: event.interface.clone(),
+            interface: event.interface().clone(),
             lease: l.clone(),
         })
         .collect();
@@ -519,7 +436,7 @@ pub fn next_request(
         // Keys cannot be told absent before the folder exists.
         return due(Request::Listing, true).then_some(Request::Listing);
     }
-    let key = event.keys().into_iter().map(Request::Key).find(|r| {
+    let key = keys(event).into_iter().map(Request::Key).find(|r| {
         let Request::Key(k) = *r else { return false };
         let needed = match fetched.keys.get(&k) {
             None => fetched.is_listed(k) || again.contains(r),
@@ -539,7 +456,7 @@ pub fn next_request(
 /// (this NIC or a peer has one; asked after every `device-number`, so that the
 /// first peer's answer, the primary's on a multi-card type, decides for all).
 fn next_peer_request(event: &NicEvent, fetched: &Fetched) -> Option<Request> {
-    if event.peers.is_empty() || !fetched.folder_exists() {
+    if event.peers().is_empty() || !fetched.folder_exists() {
         return None;
     }
     let Some(listed) = &fetched.macs else {
@@ -547,7 +464,7 @@ fn next_peer_request(event: &NicEvent, fetched: &Fetched) -> Option<Request> {
     };
     let listed: Vec<MacAddr> = listed
         .iter()
-        .filter(|m| event.peers.contains(m))
+        .filter(|m| event.peers().contains(m))
         .copied()
         .collect();
     let unasked = |k: NicKey| {
@@ -581,7 +498,7 @@ fn next_peer_request(event: &NicEvent, fetched: &Fetched) -> Option<Request> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Reason;
+    use crate::model::{IfName, Lease, Reason};
 
     const PRIMARY: &str = "02:00:00:00:00:01";
     const SECONDARY: &str = "02:00:00:00:00:02";
@@ -629,7 +546,7 @@ mod tests {
 
     #[test]
     fn keys_follow_the_lease_families() {
-        let names = |ev: &NicEvent| ev.keys().into_iter().map(NicKey::name).collect::<Vec<_>>();
+        let names = |ev: &NicEvent| keys(ev).into_iter().map(NicKey::name).collect::<Vec<_>>();
         assert_eq!(
             names(&event(SECONDARY, &["10.0.1.20"])),
             [

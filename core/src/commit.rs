@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: the one way a plan reaches the kernel and the state files, and the
+//! one way an interface's objects leave them. The hook event, the worker,
+//! `leasehook refresh` and `leasehook apply` all commit through [`commit`]; the
+//! removals of the hooks and `refresh` (a RELEASE, a link that is gone or renamed,
+//! an ENI the CNI took over) go through [`remove`].
+//!
+//! [`commit`] is plan → apply → record, or roll back:
+//!
+//! 1. [`apply::apply_plan`] validates the whole plan, observes, diffs and writes
+//!    (undoing its own writes when one fails), knowing every interface's recorded
+//!    state so that a table another NIC holds is refused before any write.
+//! 2. Each planned interface's state file is saved when its content changed (an
+//!    unchanged plan writes no file).
+//! 3. When a state file cannot be saved, the files this run saved before it are
+//!    put back as they were (or removed, when there was none) and the run's kernel
+//!    writes are rolled back ([`apply::record_or_roll_back`]): the kernel and the
+//!    state files never disagree about what leasehook applied.
+//!
+//! [`remove`] is teardown → forget: the family's (or every) object of the
+//! interface goes, best effort, and the state file forgets it (removed when
+//! nothing is left).
+
+use crate::apply::state::{self, InterfaceState, Paths};
+use crate::apply::{self, Applier, Report};
+use crate::error::Result;
+use crate::model::{Family, IfName, Lease, Plan};
+
+/// Applies `plan` and records it, or changes nothing (see the module docs).
+///
+/// `recorded` holds the state files of the plan's interfaces as read under their
+/// locks (each is the previous state its new one is built on); every other
+/// interface's state is read here, for the table check. `leases` are recorded with
+/// the families they belong to (the hooks' and `refresh`'s leases; empty for a
+/// plan applied by hand, which keeps what was recorded).
+pub fn commit<A: Applier + ?Sized>(
+    applier: &mut A,
+    paths: &Paths,
+    plan: &Plan,
+    recorded: &[InterfaceState],
+    leases: &[Lease],
+) -> Result<Report> {
+    let report = apply::apply_plan(applier, plan, &with_others(paths, recorded))?;
+    apply::record_or_roll_back(applier, &report, || {
+        save_all(paths, plan, &report, recorded, leases)
+    })?;
+    Ok(report)
+}
+
+/// Saves every planned interface's state; on the first failure the files saved
+/// before it are put back, and the error returned.
+fn save_all(
+    paths: &Paths,
+    plan: &Plan,
+    report: &Report,
+    recorded: &[InterfaceState],
+    leases: &[Lease],
+) -> Result<()> {
+    let mut written: Vec<(&IfName, Option<&InterfaceState>)> = Vec::new();
+    for ip in &plan.interfaces {
+        let previous = recorded.iter().find(|s| s.name == ip.name);
+        let now = InterfaceState::record(previous.cloned(), &report.owned_part(ip), plan.profile)
+            .with_leases(leases);
+        match state::save_if_changed(paths, previous, now, state::unix_ms()) {
+            Ok(true) => written.push((&ip.name, previous)),
+            Ok(false) => {}
+            Err(e) => {
+                for (name, prev) in written {
+                    let restored = match prev {
+                        Some(st) => state::write_state(paths, st),
+                        None => state::remove_state(paths, name),
+                    };
+                    if let Err(re) = restored {
+                        log::warn!("{re}");
+                    }
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `own` (the states of the plan's interfaces) and every other interface's, so the
+/// applier can tell a table another NIC holds.
+fn with_others(paths: &Paths, own: &[InterfaceState]) -> Vec<InterfaceState> {
+    let (all, _) = state::list_states(paths);
+    own.iter()
+        .cloned()
+        .chain(
+            all.into_iter()
+                .filter(|st| own.iter().all(|o| o.name != st.name)),
+        )
+        .collect()
+}
+
+/// Tears down `family` (every family: `None`) of interface `name` and forgets it
+/// in the recorded state `recorded` (the state file goes when nothing is left).
+/// Teardown is best effort: what could not be removed is in the report's errors,
+/// for the caller to log or report.
+pub fn remove<A: Applier + ?Sized>(
+    applier: &mut A,
+    paths: &Paths,
+    name: &IfName,
+    family: Option<Family>,
+    recorded: Option<InterfaceState>,
+) -> Result<Report> {
+    let report = apply::teardown(applier, name, family, recorded.as_ref())?;
+    if let Some(mut st) = recorded {
+        if st.forget(family) {
+            state::remove_state(paths, name)?;
+        } else {
+            state::write_state(paths, &st)?;
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::record::RecordingApplier;
+    use crate::model::{InterfacePlan, Profile, Route, Rule};
+
+    fn eth1() -> IfName {
+        IfName::try_new("eth1").unwrap()
+    }
+
+    fn world() -> (RecordingApplier, tempfile::TempDir, Plan) {
+        let applier = RecordingApplier {
+            links: vec![crate::apply::KernelLink {
+                index: 3,
+                name: eth1(),
+                mac: Some("02:00:00:00:00:02".parse().unwrap()),
+            }],
+            ..Default::default()
+        };
+        let plan = Plan {
+            profile: Profile::Ec2NetUtils,
+            interfaces: vec![InterfacePlan {
+                name: eth1(),
+                mac: "02:00:00:00:00:02".parse().unwrap(),
+                primary: false,
+                families: vec![Family::V4],
+                table: Some(10001),
+                metric: None,
+                addresses: Vec::new(),
+                routes: vec![Route {
+                    to: "10.0.1.0/24".parse().unwrap(),
+                    via: None,
+                    dev: eth1(),
+                    scope: None,
+                    src: None,
+                    table: 10001,
+                }],
+                rules: vec![Rule {
+                    from: "10.0.1.20/32".parse().unwrap(),
+                    table: 10001,
+                    priority: None,
+                }],
+                missing: Vec::new(),
+                refused: Vec::new(),
+            }],
+        };
+        (applier, tempfile::tempdir().unwrap(), plan)
+    }
+
+    #[test]
+    fn commit_records_and_remove_forgets() {
+        let (mut k, root, plan) = world();
+        let paths = Paths::new(root.path());
+        let report = commit(&mut k, &paths, &plan, &[], &[]).unwrap();
+        assert_eq!(report.writes(), 2);
+        let st = state::read_state_or_set_aside(&paths, &eth1()).unwrap();
+        assert_eq!(st.tables().into_iter().collect::<Vec<_>>(), [10001]);
+        // The same plan again: no write, no file rewritten.
+        let again = commit(&mut k, &paths, &plan, std::slice::from_ref(&st), &[]).unwrap();
+        assert_eq!(again.writes(), 0);
+        let gone = remove(&mut k, &paths, &eth1(), Some(Family::V4), Some(st)).unwrap();
+        assert_eq!(gone.writes(), 2);
+        assert!(k.owned.rules.is_empty() && k.owned.routes.is_empty());
+        assert!(state::read_state_or_set_aside(&paths, &eth1()).is_none());
+    }
+
+    #[test]
+    fn a_state_that_cannot_be_saved_rolls_the_kernel_back() {
+        let (mut k, root, plan) = world();
+        let paths = Paths::new(root.path());
+        // A folder where eth1's state file goes: the save fails.
+        std::fs::create_dir_all(paths.state_file(&eth1())).unwrap();
+        let err = commit(&mut k, &paths, &plan, &[], &[]).unwrap_err();
+        assert!(err.to_string().contains("rolled back"), "{err}");
+        assert!(k.owned.rules.is_empty() && k.owned.routes.is_empty());
+    }
+}

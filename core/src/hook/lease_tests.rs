@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Unit tests of the lease path with its effects handed in: the recording kernel,
+//! a scripted provider and a fake clock, below a temporary root.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::apply::record::RecordingApplier;
+use crate::apply::state::{self, Paths};
+use crate::error::ImdsErrorKind;
+use crate::model::{Family, InstanceNetwork, Lease, Missing, Reason};
+use crate::source::provider::{Outcome, WaitPolicy};
+
+/// A provider that answers each wait with the next scripted outcome and records
+/// what it was asked.
+#[derive(Debug, Default)]
+struct Scripted {
+    outcomes: RefCell<VecDeque<Outcome>>,
+    asked: RefCell<Vec<(IfName, Duration)>>,
+}
+
+impl Scripted {
+    fn new(outcomes: impl IntoIterator<Item = Outcome>) -> Self {
+        Self {
+            outcomes: RefCell::new(outcomes.into_iter().collect()),
+            asked: RefCell::default(),
+        }
+    }
+}
+
+impl Provider for Scripted {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Ec2
+    }
+
+    fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, _clock: &dyn Clock) -> Outcome {
+        self.asked
+            .borrow_mut()
+            .push((nic.interface().clone(), policy.budget));
+        self.outcomes
+            .borrow_mut()
+            .pop_front()
+            .unwrap_or_else(|| Outcome::Failed(disabled()))
+    }
+
+    fn datasource(&self, _policy: WaitPolicy) -> Result<Box<dyn crate::source::Datasource>> {
+        Ok(Box::new(crate::source::NoneSource))
+    }
+}
+
+/// A clock that only moves when slept on.
+struct FakeClock {
+    start: Instant,
+    elapsed: Cell<Duration>,
+}
+
+impl FakeClock {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            elapsed: Cell::new(Duration::ZERO),
+        }
+    }
+}
+
+impl Clock for FakeClock {
+    fn now(&self) -> Instant {
+        self.start + self.elapsed.get()
+    }
+    fn sleep(&self, pause: Duration) {
+        self.elapsed.set(self.elapsed.get() + pause);
+    }
+}
+
+fn disabled() -> Error {
+    Error::Imds {
+        method: "PUT",
+        url: "http://169.254.169.254/latest/api/token".to_owned(),
+        kind: ImdsErrorKind::Disabled,
+    }
+}
+
+fn eth1() -> IfName {
+    IfName::try_new("eth1").unwrap()
+}
+
+const ETH1_MAC: &str = "02:00:00:00:00:02";
+
+/// eth0 (primary) and eth1 in the kernel; the configuration defaults (no worker:
+/// the whole budget is the synchronous one) below a temporary root.
+fn world() -> (RecordingApplier, HookConfig, tempfile::TempDir) {
+    let kernel = RecordingApplier {
+        links: ["02:00:00:00:00:01", ETH1_MAC]
+            .iter()
+            .zip(0u32..)
+            .map(|(m, i)| crate::apply::KernelLink {
+                index: i + 2,
+                name: IfName::try_new(&format!("eth{i}")).unwrap(),
+                mac: Some(m.parse().unwrap()),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let root = tempfile::tempdir().unwrap();
+    let env: crate::event::Env = [
+        ("LEASEHOOK_CONFIG", "/dev/null"),
+        ("LEASEHOOK_IMDS_BUDGET_S", "3"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    let mut cfg = HookConfig::load(&env).unwrap();
+    cfg.root = root.path().to_owned();
+    (kernel, cfg, root)
+}
+
+/// What IMDS says of eth1; `subnet: false` leaves its subnet out (not propagated).
+fn network(subnet: bool) -> InstanceNetwork {
+    let mut eth1 = serde_json::json!({"device-number": "1", "local-ipv4s": "10.0.1.20"});
+    if subnet {
+        eth1["subnet-ipv4-cidr-block"] = "10.0.1.0/24".into();
+    }
+    crate::metadata::parse_tree(&serde_json::json!({
+        "mac": "02:00:00:00:00:01",
+        "network": {"interfaces": {"macs": {ETH1_MAC: eth1}}}
+    }))
+    .unwrap()
+}
+
+fn bound() -> LeaseEvent {
+    let lease = Lease {
+        family: Family::V4,
+        address: "10.0.1.20".parse().unwrap(),
+        prefix_len: 24,
+        routers: vec!["10.0.1.1".parse().unwrap()],
+        reason: Reason::Bound,
+    };
+    LeaseEvent {
+        interface: eth1(),
+        family: Family::V4,
+        reason: Reason::Bound,
+        new: Some(lease),
+        old: None,
+    }
+}
+
+fn released() -> LeaseEvent {
+    let mut ev = bound();
+    ev.reason = Reason::Release;
+    ev.old = ev.new.take();
+    ev
+}
+
+/// Runs `event` through the event path with the effects handed in.
+fn run(
+    kernel: &mut RecordingApplier,
+    provider: &Scripted,
+    cfg: &HookConfig,
+    event: &LeaseEvent,
+) -> HookOutcome {
+    let clock = FakeClock::new();
+    let mut fx = Effects {
+        kernel,
+        provider,
+        clock: &clock,
+    };
+    // No worker is ever started here: the budget leaves nothing to hand over.
+    handle_with(
+        &mut fx,
+        event,
+        cfg,
+        Path::new("/nonexistent/leasehook-worker"),
+    )
+    .unwrap()
+}
+
+fn rules(k: &RecordingApplier) -> Vec<String> {
+    k.owned.rules.iter().map(ToString::to_string).collect()
+}
+
+fn recorded(cfg: &HookConfig) -> Option<InterfaceState> {
+    state::read_state_or_set_aside(&Paths::new(&cfg.root), &eth1())
+}
+
+#[test]
+fn a_complete_answer_is_applied_and_recorded_with_its_lease() {
+    let (mut k, cfg, _root) = world();
+    let provider = Scripted::new([Outcome::Complete(network(true))]);
+    let out = run(&mut k, &provider, &cfg, &bound());
+    assert!(matches!(out, HookOutcome::Applied(_)), "{out:?}");
+    assert_eq!(rules(&k), ["from 10.0.1.20/32 lookup 10001 priority 10001"]);
+    // The provider was asked about eth1 within the synchronous budget.
+    assert_eq!(
+        provider.asked.borrow().as_slice(),
+        [(eth1(), cfg.sync_budget)]
+    );
+    let st = recorded(&cfg).unwrap();
+    assert_eq!(st.leases(), [bound().new.unwrap()]);
+}
+
+#[test]
+fn a_partial_answer_after_the_wait_applies_what_the_lease_proves_once() {
+    let (mut k, cfg, _root) = world();
+    let partial = || Outcome::Partial {
+        network: network(false),
+        missing: vec![Missing::Subnet { family: Family::V4 }],
+    };
+    let provider = Scripted::new([partial(), partial()]);
+    let out = run(&mut k, &provider, &cfg, &bound());
+    assert!(matches!(out, HookOutcome::AppliedPartial(_)), "{out:?}");
+    assert_eq!(rules(&k), ["from 10.0.1.20/32 lookup 10001 priority 10001"]);
+    // Once something is applied for the family, an incomplete answer keeps it.
+    let before = k.owned.clone();
+    let again = run(&mut k, &provider, &cfg, &bound());
+    let HookOutcome::Kept(why) = again else {
+        panic!("{again:?}")
+    };
+    assert!(why.contains("keeping the IPv4 state"), "{why}");
+    assert_eq!(k.owned, before);
+}
+
+#[test]
+fn an_imds_error_keeps_the_last_applied_state() {
+    let (mut k, cfg, _root) = world();
+    let provider = Scripted::new([
+        Outcome::Complete(network(true)),
+        Outcome::Failed(disabled()),
+    ]);
+    run(&mut k, &provider, &cfg, &bound());
+    let (before, st_before) = (k.owned.clone(), recorded(&cfg));
+    let out = run(&mut k, &provider, &cfg, &bound());
+    let HookOutcome::Kept(why) = out else {
+        panic!("{out:?}")
+    };
+    assert!(why.contains("IMDS did not answer usefully"), "{why}");
+    assert_eq!(k.owned, before);
+    assert_eq!(recorded(&cfg), st_before);
+    assert!(!k.owned.rules.is_empty());
+}
+
+#[test]
+fn an_unmanaged_nic_is_left_alone_without_asking_the_cloud() {
+    let (mut k, mut cfg, _root) = world();
+    cfg.unmanaged = vec![Unmanaged::Mac(ETH1_MAC.parse().unwrap())];
+    let provider = Scripted::new([Outcome::Complete(network(true))]);
+    assert_eq!(
+        run(&mut k, &provider, &cfg, &bound()),
+        HookOutcome::Unmanaged
+    );
+    assert!(provider.asked.borrow().is_empty());
+    assert!(k.writes.is_empty() && recorded(&cfg).is_none());
+}
+
+#[test]
+fn a_release_removes_the_family_and_forgets_it() {
+    let (mut k, cfg, _root) = world();
+    let provider = Scripted::new([Outcome::Complete(network(true))]);
+    run(&mut k, &provider, &cfg, &bound());
+    assert!(!k.owned.rules.is_empty());
+    let out = run(&mut k, &provider, &cfg, &released());
+    let HookOutcome::Removed(report) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(report.writes(), 3);
+    assert!(k.owned.rules.is_empty() && k.owned.routes.is_empty());
+    assert!(recorded(&cfg).is_none());
+    // A removal never asks the cloud.
+    assert_eq!(provider.asked.borrow().len(), 1);
+}
+
+#[test]
+fn a_newer_event_stops_the_waiting_worker() {
+    let (mut k, cfg, _root) = world();
+    // A worker for eth1 as the hand-over names it (`--worker eth1` in its
+    // command line); `; :` keeps the shell from exec'ing sleep.
+    let mut worker = std::process::Command::new("sh")
+        .args(["-c", "sleep 30; :", "--worker", "eth1"])
+        .spawn()
+        .unwrap();
+    let pending = serde_json::json!({
+        "generation": 1,
+        "pid": worker.id(),
+        "event": bound(),
+        "deadline_ms": state::unix_ms() + 30_000,
+    });
+    let paths = Paths::new(&cfg.root);
+    state::write_run_file(
+        &paths,
+        Some("pending"),
+        "eth1.json",
+        pending.to_string().as_bytes(),
+        0o600,
+    )
+    .unwrap();
+    let provider = Scripted::new([Outcome::Complete(network(true))]);
+    let out = run(&mut k, &provider, &cfg, &bound());
+    assert!(matches!(out, HookOutcome::Applied(_)), "{out:?}");
+    let status = worker.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(15)
+    );
+    // The superseded hand-over is gone.
+    assert!(
+        state::read_run_file(&paths, Some("pending"), "eth1.json", 4096)
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn a_worker_whose_event_was_superseded_stands_down() {
+    let (mut k, cfg, _root) = world();
+    let paths = Paths::new(&cfg.root);
+    let pending = serde_json::json!({
+        "generation": 1,
+        "pid": std::process::id(),
+        "event": bound(),
+        "deadline_ms": state::unix_ms() + 30_000,
+    });
+    state::write_run_file(
+        &paths,
+        Some("pending"),
+        "eth1.json",
+        pending.to_string().as_bytes(),
+        0o600,
+    )
+    .unwrap();
+    // A newer event counted since.
+    state::write_run_file(&paths, Some("generation"), "eth1", b"2", 0o600).unwrap();
+    let provider = Scripted::new([Outcome::Complete(network(true))]);
+    let clock = FakeClock::new();
+    let mut fx = Effects {
+        kernel: &mut k,
+        provider: &provider,
+        clock: &clock,
+    };
+    let out = run_worker_with(&mut fx, &eth1(), &cfg).unwrap();
+    assert_eq!(
+        out,
+        HookOutcome::Kept("a newer event superseded this one".to_owned())
+    );
+    assert!(provider.asked.borrow().is_empty() && k.writes.is_empty());
+}
+
+#[test]
+fn refresh_keeps_the_state_on_an_imds_error_and_drops_a_gone_link() {
+    let (mut k, cfg, _root) = world();
+    let provider = Scripted::new([
+        Outcome::Complete(network(true)),
+        Outcome::Failed(disabled()),
+    ]);
+    run(&mut k, &provider, &cfg, &bound());
+    let before = k.owned.clone();
+    let clock = FakeClock::new();
+    let mut fx = Effects {
+        kernel: &mut k,
+        provider: &provider,
+        clock: &clock,
+    };
+    let out = refresh_with(&mut fx, None, &cfg).unwrap();
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Kept(n, why)] if *n == eth1() && why.contains("IMDS did not answer")),
+        "{out:?}"
+    );
+    assert_eq!(k.owned, before);
+    // eth1 is detached: refresh takes its rules, routes and state with it.
+    k.links.retain(|l| l.name != eth1());
+    let mut fx = Effects {
+        kernel: &mut k,
+        provider: &provider,
+        clock: &clock,
+    };
+    let out = refresh_with(&mut fx, None, &cfg).unwrap();
+    assert!(
+        matches!(&out[..], [RefreshOutcome::LinkGone(n, _)] if *n == eth1()),
+        "{out:?}"
+    );
+    assert!(k.owned.rules.is_empty() && recorded(&cfg).is_none());
+}

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: `leasehook refresh`, which re-checks every recorded interface
+//! against IMDS between leases, under each interface's lock.
+
+use std::path::PathBuf;
+
+use super::{
+    Effects, Gate, HookConfig, Kernel, commit_guarded, index_of, kubernetes_gate, leave_to_cni,
+    log_refused, os_links, plan_one, table_held_by_other, unanswered, with_real_effects,
+};
+use crate::apply::Report;
+use crate::apply::state::{self, InterfaceState, Paths};
+use crate::error::Result;
+use crate::model::{IfName, Link};
+use crate::source::ec2::NicEvent;
+use crate::source::provider::{Outcome, WaitPolicy};
+
+/// `run/leasehook/refreshed/<ifname>`.
+pub(super) const REFRESHED: &str = "refreshed";
+
+/// What `leasehook refresh` did for one interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefreshOutcome {
+    /// IMDS agrees with the recorded leases; the report holds the writes (none when
+    /// nothing changed).
+    Refreshed(IfName, Report),
+    /// No link has the recorded MAC any more: the interface's rules, routes and
+    /// state are gone.
+    LinkGone(IfName, Report),
+    /// The link with the recorded MAC has another name now: the policy routing moved
+    /// to it.
+    Renamed {
+        /// The recorded name.
+        from: IfName,
+        /// The link's name now.
+        to: IfName,
+        /// Removals under the old name and writes under the new one.
+        report: Report,
+    },
+    /// Nothing changed, and why (IMDS did not answer, said less than before, ...).
+    Kept(IfName, String),
+}
+
+/// `<root>/run/leasehook/refreshed/<ifname>`: its modification time is when the
+/// interface was last refreshed (the file stays empty; refreshing rewrites nothing).
+pub fn refresh_stamp(paths: &Paths, name: &IfName) -> PathBuf {
+    paths.run_dir().join(REFRESHED).join(name.as_str())
+}
+
+/// When the interface was last refreshed (`None`: never, or the stamp is unusable,
+/// which is logged).
+pub fn refreshed_at(paths: &Paths, name: &IfName) -> Option<std::time::SystemTime> {
+    state::run_file_modified(paths, REFRESHED, name.as_str())
+        .inspect_err(|e| log::warn!("{e}"))
+        .ok()
+        .flatten()
+}
+
+pub(super) fn touch(paths: &Paths, name: &IfName) {
+    if let Err(e) = state::touch_run_file(paths, REFRESHED, name.as_str()) {
+        log::warn!("{e}");
+    }
+}
+
+pub(super) fn remove_stamp(paths: &Paths, name: &IfName) {
+    if let Err(e) = state::remove_run_file(paths, Some(REFRESHED), name.as_str()) {
+        log::warn!("{e}");
+    }
+}
+
+/// Re-checks every interface with a recorded plan (or only `only`) between leases:
+/// asks IMDS again for that NIC's keys (one client, its token reused), plans from
+/// the recorded leases, and applies the difference. Unchanged → no netlink write and
+/// no state file written; an IMDS error or an incomplete answer changes nothing. A
+/// link that is gone takes its rules, routes and state with it; a link found under
+/// another name by its MAC takes them over. Each interface is handled under its lock,
+/// so a refresh never races a lease event.
+pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
+    with_real_effects(cfg, |fx| refresh_with(fx, only, cfg))
+}
+
+/// [`refresh`] with the kernel, the provider and the clock handed in.
+pub fn refresh_with(
+    fx: &mut Effects<'_>,
+    only: Option<&IfName>,
+    cfg: &HookConfig,
+) -> Result<Vec<RefreshOutcome>> {
+    let paths = Paths::new(&cfg.root);
+    let (states, errors) = state::list_states(&paths);
+    for e in errors {
+        log::warn!("{e}");
+    }
+    let names: Vec<IfName> = states
+        .into_iter()
+        .map(|s| s.name)
+        .filter(|n| only.is_none_or(|o| o == n))
+        .collect();
+    if let (Some(o), true) = (only, names.is_empty()) {
+        return Ok(vec![RefreshOutcome::Kept(
+            o.clone(),
+            "no recorded plan".to_owned(),
+        )]);
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let _lock = state::lock_interface(&paths, &name)?;
+        let Some(st) = state::read_state_or_set_aside(&paths, &name) else {
+            continue;
+        };
+        if cfg.is_unmanaged(&name, Some(st.mac)) {
+            out.push(RefreshOutcome::Kept(
+                name,
+                "unmanaged (configuration key unmanaged): left alone".to_owned(),
+            ));
+            continue;
+        }
+        // The gate asks about the link's name now (it may have been renamed).
+        let now = fx
+            .kernel
+            .links()?
+            .into_iter()
+            .find(|l| l.mac == Some(st.mac))
+            .map_or_else(|| name.clone(), |l| l.name);
+        let cfg = match kubernetes_gate(fx.kernel, cfg, &now)? {
+            Gate::Plan(c) => c,
+            Gate::Cni(why) => {
+                let why = leave_to_cni(fx.kernel, &paths, &name, &why)?;
+                out.push(RefreshOutcome::Kept(name, why));
+                continue;
+            }
+        };
+        out.push(refresh_one(fx, &paths, &st, &cfg)?);
+    }
+    Ok(out)
+}
+
+/// Refreshes one recorded interface: its link by MAC (gone: its objects and state
+/// go), the provider's answer for the recorded leases, then
+/// [`apply_refreshed`].
+pub(super) fn refresh_one(
+    fx: &mut Effects<'_>,
+    paths: &Paths,
+    st: &InterfaceState,
+    cfg: &HookConfig,
+) -> Result<RefreshOutcome> {
+    let applier = &mut *fx.kernel;
+    let name = st.name.clone();
+    let links = applier.links()?;
+    let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
+        let report = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
+        remove_stamp(paths, &name);
+        log::info!(
+            "{name}: no link has {} any more; removed {} object(s)",
+            st.mac,
+            report.writes()
+        );
+        return Ok(RefreshOutcome::LinkGone(name, report));
+    };
+    let leases: Vec<crate::model::Lease> = st.leases();
+    if leases.is_empty() {
+        return Ok(RefreshOutcome::Kept(
+            name,
+            "no lease recorded (a plan applied by hand)".to_owned(),
+        ));
+    }
+    let to = k.name.clone();
+    let renamed = to != name;
+    // A lease event on the new name takes this lock too.
+    let _new_lock = if renamed {
+        Some(state::lock_interface(paths, &to)?)
+    } else {
+        None
+    };
+    let link = Link {
+        name: to.clone(),
+        mac: st.mac,
+        ipv6_router: applier.ipv6_default_router(k.index)?,
+    };
+    let os = os_links(applier, cfg)?;
+    let nic =
+        NicEvent::try_new(to.clone(), st.mac, leases.clone())?.with_peers(os.iter().map(|l| l.mac));
+    // The provider's client is bound to the NIC; the token comes from the shared cache.
+    let policy = WaitPolicy::default().with_budget(cfg.sync_budget);
+    let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
+    touch(paths, &to);
+    let network = match outcome {
+        Outcome::Complete(network) => network,
+        Outcome::Partial { missing, .. } => {
+            let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+            let why = format!(
+                "IMDS incomplete ({}); keeping the state applied before",
+                list.join("; ")
+            );
+            let mut now = st.clone();
+            now.missing = missing;
+            state::save_if_changed(paths, Some(st), now, state::unix_ms())?;
+            return Ok(RefreshOutcome::Kept(name, why));
+        }
+        Outcome::Failed(e) => return Ok(RefreshOutcome::Kept(name, unanswered(&e))),
+    };
+    apply_refreshed(
+        applier,
+        paths,
+        st,
+        cfg,
+        &Answered {
+            link,
+            os,
+            network,
+            leases,
+            links: &links,
+        },
+    )
+}
+
+/// What [`refresh_one`] learned for [`apply_refreshed`].
+struct Answered<'a> {
+    /// The recorded NIC's link now (its name may be new).
+    link: Link,
+    /// The OS's links, for the `cloud-init` order.
+    os: Vec<Link>,
+    /// The provider's complete answer.
+    network: crate::model::InstanceNetwork,
+    /// The recorded leases.
+    leases: Vec<crate::model::Lease>,
+    /// The kernel's links.
+    links: &'a [crate::apply::KernelLink],
+}
+
+/// Plans the refreshed interface from `answered`, moves its policy routing when
+/// its link was renamed, and commits.
+fn apply_refreshed(
+    applier: &mut dyn Kernel,
+    paths: &Paths,
+    st: &InterfaceState,
+    cfg: &HookConfig,
+    answered: &Answered<'_>,
+) -> Result<RefreshOutcome> {
+    let Answered {
+        link,
+        os,
+        network,
+        leases,
+        links,
+    } = answered;
+    let (name, to) = (st.name.clone(), link.name.clone());
+    let renamed = to != name;
+    let link_addresses = applier.link_addresses(&index_of(links))?;
+    let p = plan_one(cfg, network, link, os, leases, &link_addresses)?;
+    log_refused(&p);
+    if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
+        log::warn!("{to}: {why}");
+        return Ok(RefreshOutcome::Kept(name, why));
+    }
+    let mut removed = Report::default();
+    let mut previous = Some(st.clone());
+    if renamed {
+        // Renamed (or re-added under another name), recognised by its MAC: the old
+        // name's rules go, the new name gets the plan.
+        removed = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
+        remove_stamp(paths, &name);
+        previous = None;
+        log::info!(
+            "{name}: its MAC {} is {to} now; moved its policy routing",
+            st.mac
+        );
+    }
+    let report = commit_guarded(applier, paths, &p, previous.as_ref(), network, leases)?;
+    if renamed {
+        removed.ops.extend(report.ops);
+        Ok(RefreshOutcome::Renamed {
+            from: name,
+            to,
+            report: removed,
+        })
+    } else {
+        Ok(RefreshOutcome::Refreshed(to, report))
+    }
+}

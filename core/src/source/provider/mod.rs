@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: the provider seam (SPEC §4). Everything the hook, the worker, `leasehook
+//! refresh` and the boot stage ask a cloud goes through one [`Provider`], which
+//! answers in cloud-neutral values: "what does the metadata say about the NIC with
+//! this MAC, and is it complete for the lease" ([`Provider::wait_for_nic`], an
+//! [`InstanceNetwork`] that `plan` reads whatever the cloud) and "who is this
+//! instance" ([`Provider::datasource`], the boot stage's [`Datasource`]).
+//!
+//! The consistency wait is written once, in [`wait`], over [`NicSession`]: a
+//! provider says what to ask next and what its answers so far mean; the driver
+//! asks, backs off, honours `Retry-After` and keeps the budget. afterburn's one
+//! folder per provider is the model: [`crate::source::ec2`] is the first.
+//!
+//! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
+//!
+//! None of these is built yet; `provider:` accepts `auto` and `ec2` only, and names
+//! them as planned in its error.
+//!
+//! * **Google Cloud** (`gce/`): the NIC is found by MAC in
+//!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
+//!   `Metadata-Flavor: Google`), its index N is the table's device number, and its
+//!   answer becomes an [`InstanceNetwork`] NIC like EC2's. Its /32 leases are the
+//!   lease parsers' and planner's concern, not the seam's; a session is complete
+//!   once the NIC's entry lists the leased `ip`. `wait_for_change` long polls fit
+//!   [`NicSession::ask`] (one request that may take the round's budget).
+//! * **Azure** (`azure/`): IMDS answers only requests from the primary NIC's
+//!   primary address and allows 5 requests/s: its provider never binds a request
+//!   to the event's NIC (EC2 does), and its session asks one request per round
+//!   (`network?api-version=…` answers every NIC at once), so the driver's backoff,
+//!   starting at 100 ms, stays under the limit; a 429 is retryable with its
+//!   `Retry-After`. MACs come without separators and are parsed into [`MacAddr`].
+//! * **Alibaba** (`aliyun/`): EC2's tree at `100.100.100.200` with its own token
+//!   header in hardened mode: the EC2 session's shape with other paths and keys.
+//! * **Oracle Cloud** (`oracle/`): `/opc/v2/vnics/` lists every VNIC (primary
+//!   first, `nicIndex`, `vlanTag`) in one answer. Secondary VNICs get no DHCP, so
+//!   `refresh` and the boot stage ask the provider for a NIC with no lease
+//!   (completeness then means "the VNIC is listed"); the lease-less path is the
+//!   planner's, the seam already takes a MAC and any leases.
+//! * **`OpenStack`** (`openstack/`): `network_data.json` (metadata service or config
+//!   drive) answers every link at once; a session is one request per round,
+//!   complete when the link with the MAC and its network are listed.
+//!
+//! Each one's datasource (identity, user-data) is its [`Datasource`], as EC2's.
+
+pub mod wait;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::error::{Error, Problem, Result};
+use crate::model::{Family, IfName, InstanceNetwork, Lease, MacAddr, Missing};
+use crate::source::{Datasource, SourceKind};
+
+pub use wait::{Clock, Outcome, SystemClock, WaitPolicy};
+
+/// The providers leasehook has (configuration key `provider`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProviderKind {
+    /// Amazon EC2 IMDS ([`crate::source::ec2`]).
+    Ec2,
+}
+
+impl ProviderKind {
+    /// The configuration name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ec2 => "ec2",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
+/// them with a message saying so.
+pub const PLANNED: [&str; 5] = ["gce", "azure", "aliyun", "oracle", "openstack"];
+
+/// The configuration key `provider`: `auto` (the default) or a provider's name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProviderChoice {
+    /// The boot stage's verdict recorded in `boot.json`, else EC2.
+    #[default]
+    Auto,
+    /// This provider.
+    Named(ProviderKind),
+}
+
+impl ProviderChoice {
+    /// The provider to use, given the datasource the boot stage recorded (if any).
+    /// Pure: the caller reads `boot.json`. Only EC2 exists yet, so every verdict
+    /// (EC2, LXD, NoCloud, none, or no `boot.json`) resolves to EC2, as before the
+    /// `provider` key; a GCE verdict will resolve to the GCE provider.
+    pub fn resolve(self, recorded: Option<SourceKind>) -> ProviderKind {
+        match (self, recorded) {
+            (Self::Named(k), _) => k,
+            // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
+            // none, no boot.json): EC2, as before the key.
+            (Self::Auto, _) => ProviderKind::Ec2,
+        }
+    }
+}
+
+impl fmt::Display for ProviderChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Named(k) => k.fmt(f),
+        }
+    }
+}
+
+impl std::str::FromStr for ProviderChoice {
+    type Err = Problem;
+    fn from_str(s: &str) -> std::result::Result<Self, Problem> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "ec2" => Ok(Self::Named(ProviderKind::Ec2)),
+            p if PLANNED.contains(&p) => Err(Problem::bad(
+                "expected auto or ec2 (this provider is planned, not built yet)",
+                s,
+            )),
+            _ => Err(Problem::bad("expected auto or ec2", s)),
+        }
+    }
+}
+
+/// A cloud, as the hook, the worker, `refresh` and the boot stage ask it.
+pub trait Provider: fmt::Debug {
+    /// Which provider this is.
+    fn kind(&self) -> ProviderKind;
+
+    /// The consistency wait for one NIC: asks the metadata service about `nic`
+    /// (its MAC, leases and the OS's other NICs) until its answer is complete for
+    /// the leases, or `policy.budget` is spent, sleeping on `clock`. Requests are
+    /// the provider's to shape (EC2 binds them to the NIC; Azure could not).
+    fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome;
+
+    /// Who this instance is: the provider's datasource for the boot stage
+    /// (identity, user-data), its fetch retried within `policy`.
+    fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>>;
+}
+
+/// One NIC's consistency wait as a provider runs it: what to ask next and what the
+/// answers so far mean (both pure), and one request (IO). [`wait::wait`] drives it.
+pub trait NicSession {
+    /// One request; a round never asks the same one twice.
+    type Request: Copy + Ord + fmt::Debug;
+
+    /// The interface, for log lines.
+    fn interface(&self) -> &IfName;
+
+    /// What the answers so far say, and what is still missing for the leases.
+    /// An answer that does not parse is an error naming it.
+    fn assess(&self) -> Result<Assessment>;
+
+    /// The next request of a round that started from `missing` and has asked
+    /// `asked` already; `None` ends the round.
+    fn next_request(
+        &self,
+        missing: &[Missing],
+        asked: &BTreeSet<Self::Request>,
+    ) -> Option<Self::Request>;
+
+    /// Asks `request` and keeps its answer. An error ends the round.
+    fn ask(&mut self, request: Self::Request) -> Result<()>;
+}
+
+/// The consistency decision for what has been fetched so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assessment {
+    /// The metadata fetched so far: the primary MAC, and this NIC when its folder
+    /// exists.
+    pub network: InstanceNetwork,
+    /// What IMDS does not say yet; empty when it agrees with the lease.
+    pub missing: Vec<Missing>,
+}
+
+impl Assessment {
+    /// Whether IMDS agrees with the lease.
+    pub fn is_complete(&self) -> bool {
+        self.missing.is_empty()
+    }
+}
+
+/// What a DHCP event asks about: one interface, its MAC, and the lease(s) in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicEvent {
+    interface: IfName,
+    mac: MacAddr,
+    leases: Vec<Lease>,
+    peers: BTreeSet<MacAddr>,
+}
+
+impl NicEvent {
+    /// An event with at least one lease and at most one per family.
+    pub fn try_new(interface: IfName, mac: MacAddr, leases: Vec<Lease>) -> Result<Self> {
+        let bad = |reason: &str| Error::Argument {
+            arg: "lease".to_owned(),
+            problem: Problem::bad(reason, interface.as_str()),
+        };
+        if leases.is_empty() {
+            return Err(bad("a NIC event needs a lease"));
+        }
+        let families: BTreeSet<Family> = leases.iter().map(|l| l.family).collect();
+        if families.len() != leases.len() {
+            return Err(bad("two leases of one family"));
+        }
+        if leases.iter().any(|l| Family::of(&l.address) != l.family) {
+            return Err(bad("a lease's address is not of its family"));
+        }
+        Ok(Self {
+            interface,
+            mac,
+            leases,
+            peers: BTreeSet::new(),
+        })
+    }
+
+    /// Also reads the position keys of the OS's other NICs (`peers`, their MACs):
+    /// the `macs/` listing once, then `device-number` of each peer IMDS lists, and
+    /// its `network-card` when the instance type serves the key. What the
+    /// `cloud-init` profile needs to number this NIC by its position among all
+    /// NICs present in both the OS and IMDS, as cloud-init does, from the metadata
+    /// and never from which leases were seen. Each is read once per event.
+    #[must_use]
+    pub fn with_peers(mut self, peers: impl IntoIterator<Item = MacAddr>) -> Self {
+        self.peers = peers.into_iter().filter(|m| *m != self.mac).collect();
+        self
+    }
+
+    /// The other NICs whose position keys this event reads.
+    pub fn peers(&self) -> &BTreeSet<MacAddr> {
+        &self.peers
+    }
+
+    /// The interface.
+    pub fn interface(&self) -> &IfName {
+        &self.interface
+    }
+
+    /// The interface's MAC.
+    pub fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    /// The leases.
+    pub fn leases(&self) -> &[Lease] {
+        &self.leases
+    }
+}
