@@ -301,7 +301,7 @@ impl Kernel for crate::apply::record::RecordingApplier {
 
 /// What the event path, the worker and `refresh` are handed: the kernel, the
 /// cloud and the clock. Built once, at the entry points ([`handle`],
-/// [`run_worker`], [`refresh`]), from [`Effects::real`].
+/// [`run_worker`], [`refresh`]), by `with_real_effects`.
 pub struct Effects<'a> {
     /// The kernel (netlink in production).
     pub kernel: &'a mut dyn Kernel,
