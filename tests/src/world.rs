@@ -585,7 +585,12 @@ if [ -n "$NETWORKD_DROPIN" ]; then
     cp "$NETWORKD_DROPIN" /run/systemd/networkd.conf.d/leasehook.conf
 fi
 /usr/bin/networkd-dispatcher -v -S "$SCRIPTS" > "$WORLD/networkd-dispatcher.log" 2>&1 &
-sleep 1
+# networkd only once the dispatcher listens: a state change before is never run.
+i=0
+until grep -q 'Startup complete' "$WORLD/networkd-dispatcher.log"; do
+    i=$((i + 1)); [ "$i" -lt 300 ] || { echo "networkd-dispatcher did not start" >&2; exit 1; }
+    sleep 0.1
+done
 echo ready
 # networkd is restarted whenever it stops (tests stop it to see what a restart does).
 set +e
