@@ -15,7 +15,7 @@ use crate::source::SourceKind;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in the pure core.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A variable of a DHCP client's hook environment is missing or malformed.
     #[error("{source_name} variable {var}: {problem}")]

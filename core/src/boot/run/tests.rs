@@ -20,9 +20,32 @@ type Calls = Rc<RefCell<Vec<String>>>;
 #[derive(Debug, Clone)]
 struct Fake {
     kind: SourceKind,
-    fetch: Result<InstanceData>,
-    check: Result<bool>,
+    fetch: Rc<Result<InstanceData>>,
+    check: Rc<Result<bool>>,
     calls: Calls,
+}
+
+/// A scripted answer, given again: the error type is not `Clone`, so the
+/// scripted errors are built anew.
+fn again<T: Clone>(r: &Result<T>) -> Result<T> {
+    match r {
+        Ok(v) => Ok(v.clone()),
+        Err(Error::NotFound { datasource, .. }) => Err(not_found(*datasource)),
+        Err(Error::Imds {
+            kind: ImdsErrorKind::Disabled,
+            ..
+        }) => Err(imds_disabled()),
+        Err(Error::Datasource {
+            datasource,
+            what,
+            problem,
+        }) => Err(Error::Datasource {
+            datasource: *datasource,
+            what: what.clone(),
+            problem: problem.clone(),
+        }),
+        Err(e) => panic!("not a scripted error: {e}"),
+    }
 }
 
 impl Datasource for Fake {
@@ -34,13 +57,13 @@ impl Datasource for Fake {
     }
     fn fetch(&self) -> Result<InstanceData> {
         self.calls.borrow_mut().push(format!("fetch {}", self.kind));
-        self.fetch.clone()
+        again(&self.fetch)
     }
     fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
         self.calls
             .borrow_mut()
             .push(format!("check {} {}", self.kind, cached.instance_id));
-        self.check.clone()
+        again(&self.check)
     }
 }
 
@@ -55,8 +78,8 @@ impl Sources for Script {
             Some(f) => Box::new(f.clone()),
             None => Box::new(Fake {
                 kind,
-                fetch: Err(not_found(kind)),
-                check: Err(not_found(kind)),
+                fetch: Rc::new(Err(not_found(kind))),
+                check: Rc::new(Err(not_found(kind))),
                 calls: Rc::clone(&self.calls),
             }),
         })
@@ -108,8 +131,8 @@ impl Script {
             kind,
             Fake {
                 kind,
-                fetch,
-                check,
+                fetch: Rc::new(fetch),
+                check: Rc::new(check),
                 calls: Rc::clone(&self.calls),
             },
         );

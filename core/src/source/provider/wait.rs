@@ -110,7 +110,7 @@ impl WaitPolicy {
 
 /// The result of the wait. On [`Outcome::Failed`] callers keep the last applied
 /// state: an error says nothing about what IMDS holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 #[must_use]
 pub enum Outcome {
     /// IMDS agrees with the lease: the primary MAC and this NIC's metadata.
