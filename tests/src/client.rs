@@ -193,6 +193,7 @@ impl Client {
     pub fn end(self, w: &mut World, end: End) {
         match (self, end) {
             (Self::Dhclient, End::Release | End::Stop) => {
+                dhclient_lease_on_file(w, false);
                 w.dhclient_end("eth1", false, end == End::Release);
             }
             (Self::Dhcpcd, End::Release | End::Stop) => {
@@ -344,7 +345,10 @@ impl Client {
     /// Releases eth1's DHCPv6 lease (NetworkManager: takes the connection down).
     pub fn end_v6(self, w: &mut World) {
         match self {
-            Self::Dhclient => w.dhclient_end("eth1", true, true),
+            Self::Dhclient => {
+                dhclient_lease_on_file(w, true);
+                w.dhclient_end("eth1", true, true);
+            }
             Self::Dhcpcd => w.dhcpcd_end("eth1", true, true),
             Self::Nm => {
                 w.nmcli(&["connection", "down", "leasehook-eth1"]);
@@ -584,6 +588,24 @@ impl Client {
             }
         }
     }
+}
+
+/// Waits until dhclient has written eth1's lease to its lease file, which it does
+/// once `dhclient-script` (and leasehook's hook) returned: `dhclient -r` releases
+/// only a lease on file, and a loaded machine can install the rules first.
+fn dhclient_lease_on_file(w: &World, v6: bool) {
+    let (file, address) = if v6 {
+        ("dhclient-eth1-6.leases", "fd00:98:1::20")
+    } else {
+        ("dhclient-eth1.leases", "10.98.1.20")
+    };
+    let path = w.dir.0.join(file);
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read_to_string(&path)
+            .is_ok_and(|t| t.contains(address))),
+        "dhclient wrote no lease for {address} to {path:?}:\n{}",
+        w.log("eth1", v6)
+    );
 }
 
 /// networkd's lease files, read in networkd's own mount namespace (its

@@ -171,7 +171,7 @@ pub fn renew(c: Client) {
         RenewHook::Runs(line) | RenewHook::Silent { line, .. } => line,
     };
     let count = |w: &World| c.hook_log(w, false).matches(line).count();
-    let (acks0, lines0) = (w.secondary_acks(), count(&w));
+    let lines0 = count(&w);
     let mut monitor = w
         .inst
         .command("ip")
@@ -179,19 +179,18 @@ pub fn renew(c: Client) {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("ip monitor: {e}"));
-    let mut renewed = true;
+    // Each round: one renewal (dnsmasq's ACK) and, where the hook runs for it,
+    // its line, before the next trigger (a SIGUSR1 to udhcpc while it renews
+    // makes it start over, with `deconfig`).
+    let (mut renewed, mut hooks_done) = (true, true);
     for _ in 0..2 {
-        let acks = w.secondary_acks();
+        let (acks, lines) = (w.secondary_acks(), count(&w));
         c.trigger_renew(&w);
         renewed &= wait_until(Duration::from_secs(30), || w.secondary_acks() > acks);
+        if let RenewHook::Runs(_) = c.renew_hook() {
+            hooks_done &= wait_until(Duration::from_secs(10), || count(&w) > lines);
+        }
     }
-    // Every renewal's hook run is over (one line per ACK since the lease).
-    let hooks_done = match c.renew_hook() {
-        RenewHook::Runs(_) => wait_until(Duration::from_secs(10), || {
-            count(&w).saturating_sub(lines0) >= w.secondary_acks().saturating_sub(acks0)
-        }),
-        RenewHook::Silent { .. } => true,
-    };
     std::thread::sleep(Duration::from_millis(300));
     let _ = monitor.kill();
     let mut seen = String::new();
