@@ -1003,7 +1003,7 @@ fn find_link(applier: &mut NetlinkApplier, name: &IfName) -> Result<(Link, u32)>
         .links()?
         .into_iter()
         .find(|l| &l.name == name)
-        .ok_or_else(|| Error::InvalidPlan(format!("no link named {name}")))?;
+        .ok_or_else(|| Error::NoSuchLink(name.clone()))?;
     let mac = k
         .mac
         .ok_or_else(|| Error::InvalidPlan(format!("{name} has no MAC address")))?;
@@ -1182,10 +1182,9 @@ fn record_conflict(
 }
 
 fn lease_of(event: &LeaseEvent) -> Result<crate::model::Lease> {
-    event
-        .new
-        .clone()
-        .ok_or_else(|| Error::InvalidPlan(format!("{} event without a lease", event.reason)))
+    event.new.clone().ok_or_else(|| Error::NoLease {
+        reason: event.reason.to_string(),
+    })
 }
 
 fn remove<A: Applier>(applier: &mut A, paths: &Paths, event: &LeaseEvent) -> Result<Report> {
