@@ -98,8 +98,43 @@ fn report(result: anyhow::Result<(String, ExitCode)>) -> ExitCode {
             code
         }
         Err(e) => {
-            eprintln!("leasehook: error: {e:#}");
+            eprintln!("leasehook: error: {}", one_line(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes on one line, `: `-separated. A cause whose words its
+/// error already shows (leasehook's errors show their IO or kernel cause and also
+/// keep it as `source()`) is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+
+    #[test]
+    fn an_error_line_names_each_cause_once() {
+        let e = anyhow::Error::new(leasehook_core::Error::io(
+            std::path::Path::new("/run/leasehook/lock/eth1.lock"),
+            &std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        ))
+        .context("failed to lock");
+        assert_eq!(
+            super::one_line(&e),
+            "failed to lock: \"/run/leasehook/lock/eth1.lock\": permission denied"
+        );
     }
 }

@@ -62,29 +62,59 @@ pub enum Error {
         others: Vec<String>,
     },
     /// A netlink request failed. `object` is the operation as an `ip` command line.
-    #[error("{object}: {message}{}", rollback_note(*rolled_back, rollback_errors))]
+    #[error("{object}: {cause}{note}{}", rollback_note(*rolled_back, rollback_errors))]
     Netlink {
         /// The operation that failed, for example `ip -4 rule add from 10.0.1.20/32 lookup 10001`.
         object: String,
-        /// The kernel's (or the netlink library's) answer.
-        message: String,
-        /// The kernel's errno, when it sent one.
-        errno: Option<i32>,
+        /// Why: the kernel's answer, the socket's or the netlink library's error.
+        #[source]
+        cause: NetlinkCause,
+        /// What leasehook adds to the cause (whose object is in the way), or empty.
+        note: String,
         /// How many earlier changes of the same run were undone.
         rolled_back: usize,
         /// Changes that could not be undone.
         rollback_errors: Vec<String>,
     },
+    /// An interface the operation needs has no link (`ip link show` does not list it).
+    #[error("no link named {0}")]
+    NoSuchLink(crate::model::IfName),
+    /// An event that should carry a lease carries none.
+    #[error("{reason} event without a lease")]
+    NoLease {
+        /// The event's reason, as the DHCP client named it.
+        reason: String,
+    },
     /// Tearing down went through every object; these ones failed.
     #[error("{} object(s) could not be removed: {}", .0.len(), .0.join("; "))]
     Teardown(Vec<String>),
-    /// A file or folder could not be read or written.
+    /// A file or folder could not be read or written: the system said why.
+    #[error("{path}: {source}")]
+    File {
+        /// The path (already root-prefixed, `{:?}`-quoted).
+        path: String,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file or folder is not as it must be (vanished, held too long, corrupt);
+    /// `message` says how.
     #[error("{path}: {message}")]
     Io {
         /// The path (already root-prefixed).
         path: String,
         /// What went wrong.
         message: String,
+    },
+    /// The applied state could not be recorded; `note` says what became of the
+    /// run's writes (rolled back, or what could not be).
+    #[error("{source} ({note})")]
+    NotRecorded {
+        /// Why the state could not be recorded.
+        #[source]
+        source: Box<Error>,
+        /// What was done about the kernel's state.
+        note: String,
     },
     /// A request to the EC2 instance metadata service failed. The message names the
     /// URL (never the token: it travels in a header only); `kind` says what failed so
@@ -171,11 +201,66 @@ fn rollback_note(rolled_back: usize, errors: &[String]) -> String {
 }
 
 impl Error {
-    /// An IO error on `path`.
+    /// An IO error on `path`, keeping the cause: [`Error::File`] with the same
+    /// error (an OS error is rebuilt from its errno, anything else from its kind
+    /// and message).
     pub fn io(path: &std::path::Path, e: &std::io::Error) -> Self {
-        Self::Io {
+        let source = e.raw_os_error().map_or_else(
+            || std::io::Error::new(e.kind(), e.to_string()),
+            std::io::Error::from_raw_os_error,
+        );
+        Self::File {
             path: format!("{path:?}"),
-            message: e.to_string(),
+            source,
+        }
+    }
+
+    /// The errno behind this error, when the kernel or the system gave one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Self::Netlink { cause, .. } => cause.errno(),
+            Self::File { source, .. } => source.raw_os_error(),
+            Self::NotRecorded { source, .. } => source.errno(),
+            _ => None,
+        }
+    }
+}
+
+/// Why a netlink request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NetlinkCause {
+    /// The kernel refused it; its errno as an IO error.
+    #[error("{0}")]
+    Kernel(std::io::Error),
+    /// The netlink socket failed (sending, receiving, opening).
+    #[error("{0}")]
+    Socket(std::io::Error),
+    /// The netlink library failed.
+    #[error("{0}")]
+    Library(Box<rtnetlink::Error>),
+    /// The netlink library refused to build the request (a gateway or source of
+    /// another family than the destination): nothing was sent.
+    #[error("{0}")]
+    Request(Box<dyn std::error::Error + Send + Sync>),
+    /// The request names a device that has no link: nothing was sent.
+    #[error("no link named {0}")]
+    NoSuchLink(crate::model::IfName),
+    /// The kernel acknowledged every other request of the batch but this one.
+    #[error("no answer from the kernel")]
+    NoAnswer,
+    /// The applier failed otherwise.
+    #[error("{0}")]
+    Applier(Box<Error>),
+}
+
+impl NetlinkCause {
+    /// The kernel's (or the socket's) errno; `ENODEV` for a link that is not there.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Self::Kernel(e) | Self::Socket(e) => e.raw_os_error(),
+            Self::NoSuchLink(_) => Some(libc::ENODEV),
+            Self::Library(_) | Self::Request(_) | Self::NoAnswer => None,
+            Self::Applier(e) => e.errno(),
         }
     }
 }

@@ -18,7 +18,7 @@ pub mod state;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::diff::{Op, State, diff_states};
-use crate::error::{Error, Result};
+use crate::error::{Error, NetlinkCause, Result};
 use crate::model::{Family, IfName, MacAddr, Plan};
 use state::InterfaceState;
 
@@ -520,35 +520,44 @@ fn execute_all<A: Applier + ?Sized>(
     }
     let failed = results.into_iter().nth(first_failure).and_then(Result::err);
     let in_the_way = ops.get(first_failure).and_then(|op| in_the_way(op, owned));
+    let object = || {
+        ops.get(first_failure)
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    };
     Err(match failed {
         Some(Error::Netlink {
             object,
-            mut message,
-            errno,
+            cause,
+            mut note,
             ..
         }) => {
             // EEXIST on an add: say whose object is in the way. What is in the way
             // is never adopted or replaced (docs/faults.md).
-            if errno == Some(17)
+            if cause.errno() == Some(libc::EEXIST)
                 && let Some(whose) = in_the_way
             {
-                message.push_str(whose);
+                note.push_str(whose);
             }
             Error::Netlink {
                 object,
-                message,
-                errno,
+                cause,
+                note,
                 rolled_back,
                 rollback_errors,
             }
         }
-        other => Error::Netlink {
-            object: ops
-                .get(first_failure)
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-            message: other.map(|e| e.to_string()).unwrap_or_default(),
-            errno: None,
+        Some(other) => Error::Netlink {
+            object: object(),
+            cause: NetlinkCause::Applier(Box::new(other)),
+            note: String::new(),
+            rolled_back,
+            rollback_errors,
+        },
+        None => Error::Netlink {
+            object: object(),
+            cause: NetlinkCause::NoAnswer,
+            note: String::new(),
             rolled_back,
             rollback_errors,
         },
@@ -594,15 +603,9 @@ pub fn record_or_roll_back<A: Applier + ?Sized>(
             errors.join("; ")
         )
     };
-    Err(match e {
-        Error::Io { path, message } => Error::Io {
-            path,
-            message: format!("{message} ({note})"),
-        },
-        other => Error::Io {
-            path: "state".to_owned(),
-            message: format!("{other} ({note})"),
-        },
+    Err(Error::NotRecorded {
+        source: Box::new(e),
+        note,
     })
 }
 
@@ -742,7 +745,7 @@ fn tear_down<A: Applier + ?Sized>(
         match result {
             Ok(()) => report.ops.push(op.clone()),
             // Gone already (the kernel removes routes with their link or address).
-            Err(Error::Netlink { errno: Some(e), .. }) if is_gone(e) => {}
+            Err(e @ Error::Netlink { .. }) if e.errno().is_some_and(is_gone) => {}
             Err(e) => report.errors.push(match owner(op) {
                 Some(name) => format!("{name}: {e}"),
                 None => e.to_string(),

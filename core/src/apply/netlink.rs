@@ -32,7 +32,7 @@ use rtnetlink::{AddressMessageBuilder, Handle, IpVersion, RouteMessageBuilder};
 
 use super::{Applier, KernelLink, LinkIndex, Observed, PROTOCOL};
 use crate::diff::{Op, State};
-use crate::error::{Error, Result};
+use crate::error::{Error, NetlinkCause, Result};
 use crate::kubernetes::{ForeignRoute, ForeignRule};
 use crate::model::{Address, IfName, MacAddr, Route, Rule, Scope};
 
@@ -50,33 +50,30 @@ pub struct NetlinkApplier {
     writer: Writer,
 }
 
-fn nl_error(object: &str, e: &rtnetlink::Error) -> Error {
-    let (message, errno) = match e {
-        rtnetlink::Error::NetlinkError(m) => {
-            let errno = m.raw_code().checked_neg();
-            (m.to_io().to_string(), errno)
-        }
-        other => (other.to_string(), None),
-    };
+/// A failed request: `object` as an `ip` command line, and why.
+fn failure(object: String, cause: NetlinkCause) -> Error {
     Error::Netlink {
-        object: object.to_owned(),
-        message,
-        errno,
+        object,
+        cause,
+        note: String::new(),
         rolled_back: 0,
         rollback_errors: Vec::new(),
     }
 }
 
+fn nl_error(object: &str, e: rtnetlink::Error) -> Error {
+    let cause = match e {
+        rtnetlink::Error::NetlinkError(m) => NetlinkCause::Kernel(m.to_io()),
+        other => NetlinkCause::Library(Box::new(other)),
+    };
+    failure(object.to_owned(), cause)
+}
+
 impl NetlinkApplier {
     /// Opens a netlink connection in the current network namespace.
     pub fn try_new() -> Result<Self> {
-        let setup = |e: std::io::Error| Error::Netlink {
-            object: "netlink socket".to_owned(),
-            message: e.to_string(),
-            errno: e.raw_os_error(),
-            rolled_back: 0,
-            rollback_errors: Vec::new(),
-        };
+        let setup =
+            |e: std::io::Error| failure("netlink socket".to_owned(), NetlinkCause::Socket(e));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .build()
@@ -107,7 +104,7 @@ impl NetlinkApplier {
                 .execute()
                 .try_collect()
                 .await
-                .map_err(|e| nl_error("ip -6 route show default", &e))?;
+                .map_err(|e| nl_error("ip -6 route show default", e))?;
             Ok(routes.iter().find_map(|m| {
                 let mut table = u32::from(m.header.table);
                 let (mut oif, mut gateway) = (None, None);
@@ -169,7 +166,7 @@ async fn dump_rules(handle: &Handle) -> Result<Vec<RuleMessage>> {
             .execute()
             .try_collect()
             .await
-            .map_err(|e| nl_error("ip rule show", &e))?;
+            .map_err(|e| nl_error("ip rule show", e))?;
         rules.extend(msgs);
     }
     Ok(rules)
@@ -189,7 +186,7 @@ async fn dump_routes(handle: &Handle) -> Result<Vec<RouteMessage>> {
             .execute()
             .try_collect()
             .await
-            .map_err(|e| nl_error("ip route show table all", &e))?;
+            .map_err(|e| nl_error("ip route show table all", e))?;
         routes.extend(msgs);
     }
     Ok(routes)
@@ -403,7 +400,10 @@ fn rule_message(r: &Rule) -> RuleMessage {
     msg
 }
 
-fn route_message(r: &Route, index: u32) -> std::result::Result<RouteMessage, String> {
+fn route_message(
+    r: &Route,
+    index: u32,
+) -> std::result::Result<RouteMessage, Box<dyn std::error::Error + Send + Sync>> {
     let scope = if r.scope == Some(Scope::Link) {
         RouteScope::Link
     } else {
@@ -412,17 +412,16 @@ fn route_message(r: &Route, index: u32) -> std::result::Result<RouteMessage, Str
     // The IpAddr builder checks that gateway and source match the destination's
     // family (a mismatch is an error, not a malformed message).
     let mut b = RouteMessageBuilder::<IpAddr>::new()
-        .destination_prefix(r.to.addr(), r.to.prefix_len())
-        .map_err(|e| e.to_string())?
+        .destination_prefix(r.to.addr(), r.to.prefix_len())?
         .output_interface(index)
         .table_id(r.table)
         .scope(scope)
         .protocol(RouteProtocol::from(PROTOCOL));
     if let Some(via) = r.via {
-        b = b.gateway(via).map_err(|e| e.to_string())?;
+        b = b.gateway(via)?;
     }
     if let Some(src) = r.src {
-        b = b.pref_source(src).map_err(|e| e.to_string())?;
+        b = b.pref_source(src)?;
     }
     Ok(b.build())
 }
@@ -453,8 +452,36 @@ struct Writer {
     buf: Vec<u8>,
 }
 
-/// The kernel's answer to one request: `Ok`, or its message and errno.
-type Answer = std::result::Result<(), (String, Option<i32>)>;
+/// Why a request of a batch failed, as plain data: one socket error answers for
+/// every request of the batch.
+#[derive(Debug, Clone)]
+enum Refusal {
+    /// The kernel's errno.
+    Kernel(i32),
+    /// The socket's error: its kind, errno and message.
+    Socket(std::io::ErrorKind, Option<i32>, String),
+}
+
+impl Refusal {
+    fn socket(e: &std::io::Error) -> Self {
+        Self::Socket(e.kind(), e.raw_os_error(), e.to_string())
+    }
+
+    fn cause(self) -> NetlinkCause {
+        match self {
+            Self::Kernel(errno) => NetlinkCause::Kernel(std::io::Error::from_raw_os_error(errno)),
+            Self::Socket(_, Some(errno), _) => {
+                NetlinkCause::Socket(std::io::Error::from_raw_os_error(errno))
+            }
+            Self::Socket(kind, None, message) => {
+                NetlinkCause::Socket(std::io::Error::new(kind, message))
+            }
+        }
+    }
+}
+
+/// The kernel's answer to one request: `Ok`, or why not.
+type Answer = std::result::Result<(), Refusal>;
 
 impl Writer {
     fn try_new() -> std::io::Result<Self> {
@@ -488,7 +515,7 @@ impl Writer {
                 msg.serialize(slot);
             }
         }
-        let failed_all = |e: &std::io::Error| vec![Err((e.to_string(), e.raw_os_error())); n];
+        let failed_all = |e: &std::io::Error| vec![Err(Refusal::socket(e)); n];
         if let Err(e) = self.socket.send(&out, 0) {
             return failed_all(&e);
         }
@@ -514,7 +541,10 @@ impl Writer {
                     if let Some(slot @ None) = answers.get_mut(idx) {
                         *slot = Some(match e.code {
                             None => Ok(()),
-                            Some(_) => Err((e.to_io().to_string(), e.raw_code().checked_neg())),
+                            // The kernel sends the errno negated.
+                            Some(_) => Err(Refusal::Kernel(
+                                e.raw_code().checked_neg().unwrap_or(libc::EIO),
+                            )),
                         });
                         pending -= 1;
                     }
@@ -537,32 +567,25 @@ const DEL: u16 = NLM_F_REQUEST | NLM_F_ACK;
 /// The netlink request for one operation, flagged like `ip ... add` (create,
 /// exclusive) or `ip ... del`.
 fn request_for(op: &Op, links: &LinkIndex) -> Result<NetlinkMessage<RouteNetlinkMessage>> {
-    let object = || op.to_string();
-    let failed = |message: String, errno: Option<i32>| Error::Netlink {
-        object: object(),
-        message,
-        errno,
-        rolled_back: 0,
-        rollback_errors: Vec::new(),
-    };
+    let failed = |cause: NetlinkCause| failure(op.to_string(), cause);
     let index = |dev: &IfName| {
         links
             .get(dev)
             .copied()
-            .ok_or_else(|| failed(format!("no link named {dev}"), Some(19)))
+            .ok_or_else(|| failed(NetlinkCause::NoSuchLink(dev.clone())))
     };
     let (payload, flags) = match op {
         Op::AddRule(r) => (RouteNetlinkMessage::NewRule(rule_message(r)), ADD),
         Op::DelRule(r) => (RouteNetlinkMessage::DelRule(rule_message(r)), DEL),
         Op::AddRoute(r) => (
             RouteNetlinkMessage::NewRoute(
-                route_message(r, index(&r.dev)?).map_err(|m| failed(m, None))?,
+                route_message(r, index(&r.dev)?).map_err(|e| failed(NetlinkCause::Request(e)))?,
             ),
             ADD,
         ),
         Op::DelRoute(r) => (
             RouteNetlinkMessage::DelRoute(
-                route_message(r, index(&r.dev)?).map_err(|m| failed(m, None))?,
+                route_message(r, index(&r.dev)?).map_err(|e| failed(NetlinkCause::Request(e)))?,
             ),
             DEL,
         ),
@@ -600,7 +623,7 @@ impl NetlinkApplier {
                 .execute()
                 .try_collect()
                 .await
-                .map_err(|e| nl_error("ip address show", &e))?;
+                .map_err(|e| nl_error("ip address show", e))?;
             Ok(addrs.iter().filter_map(|m| address_of(m, &names)).collect())
         })
     }
@@ -616,7 +639,7 @@ impl Applier for NetlinkApplier {
                 .execute()
                 .try_collect()
                 .await
-                .map_err(|e| nl_error("ip link show", &e))?;
+                .map_err(|e| nl_error("ip link show", e))?;
             Ok(msgs.iter().filter_map(link_of).collect())
         })
     }
@@ -682,20 +705,8 @@ impl Applier for NetlinkApplier {
                     Err(e) => Err(e),
                     Ok(_) => match answers.next() {
                         Some(Ok(())) => Ok(()),
-                        Some(Err((message, errno))) => Err(Error::Netlink {
-                            object: op.to_string(),
-                            message,
-                            errno,
-                            rolled_back: 0,
-                            rollback_errors: Vec::new(),
-                        }),
-                        None => Err(Error::Netlink {
-                            object: op.to_string(),
-                            message: "no answer from the kernel".to_owned(),
-                            errno: None,
-                            rolled_back: 0,
-                            rollback_errors: Vec::new(),
-                        }),
+                        Some(Err(why)) => Err(failure(op.to_string(), why.cause())),
+                        None => Err(failure(op.to_string(), NetlinkCause::NoAnswer)),
                     },
                 });
             }

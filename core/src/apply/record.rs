@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use super::{Applier, KernelLink, LinkIndex, Observed};
 use crate::diff::{Op, State};
-use crate::error::{Error, Result};
+use crate::error::{Error, NetlinkCause, Result};
 use crate::model::Address;
 
 /// The in-memory kernel.
@@ -26,11 +26,12 @@ pub struct RecordingApplier {
     pub fail_on: Option<(Op, i32)>,
 }
 
-fn err(op: &Op, errno: i32, message: &str) -> Error {
+/// The kernel's answer `errno` to `op`.
+fn err(op: &Op, errno: i32) -> Error {
     Error::Netlink {
         object: op.to_string(),
-        message: message.to_owned(),
-        errno: Some(errno),
+        cause: NetlinkCause::Kernel(std::io::Error::from_raw_os_error(errno)),
+        note: String::new(),
         rolled_back: 0,
         rollback_errors: Vec::new(),
     }
@@ -61,7 +62,7 @@ impl Applier for RecordingApplier {
 
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {
         if let Some((_, errno)) = self.fail_on.take_if(|(o, _)| o == op) {
-            return Err(err(op, errno, "injected failure"));
+            return Err(err(op, errno));
         }
         let dev_missing = match op {
             Op::AddRoute(r) | Op::DelRoute(r) => !links.contains_key(&r.dev),
@@ -69,7 +70,7 @@ impl Applier for RecordingApplier {
             Op::AddRule(_) | Op::DelRule(_) => false,
         };
         if dev_missing {
-            return Err(err(op, 19, "No such device"));
+            return Err(err(op, libc::ENODEV));
         }
         let (owned, foreign) = (&mut self.owned, &self.foreign);
         let done = match op {
@@ -85,9 +86,9 @@ impl Applier for RecordingApplier {
         if !done {
             let adding = matches!(op, Op::AddRule(_) | Op::AddRoute(_) | Op::AddAddress(_));
             return Err(if adding {
-                err(op, 17, "File exists")
+                err(op, libc::EEXIST)
             } else {
-                err(op, 2, "No such file or directory")
+                err(op, libc::ENOENT)
             });
         }
         self.writes.push(op.clone());

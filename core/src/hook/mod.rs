@@ -436,7 +436,7 @@ fn find_link(applier: &mut dyn Kernel, name: &IfName) -> Result<(Link, u32)> {
         .links()?
         .into_iter()
         .find(|l| &l.name == name)
-        .ok_or_else(|| Error::InvalidPlan(format!("no link named {name}")))?;
+        .ok_or_else(|| Error::NoSuchLink(name.clone()))?;
     let mac = k
         .mac
         .ok_or_else(|| Error::InvalidPlan(format!("{name} has no MAC address")))?;
@@ -534,10 +534,9 @@ fn record_conflict(
 }
 
 fn lease_of(event: &LeaseEvent) -> Result<crate::model::Lease> {
-    event
-        .new
-        .clone()
-        .ok_or_else(|| Error::InvalidPlan(format!("{} event without a lease", event.reason)))
+    event.new.clone().ok_or_else(|| Error::NoLease {
+        reason: event.reason.to_string(),
+    })
 }
 
 #[cfg(test)]

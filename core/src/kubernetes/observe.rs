@@ -24,7 +24,10 @@ pub fn cni_confs(root: &Path) -> Result<Vec<String>> {
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         // ENOTDIR
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(20) => {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
             return Ok(Vec::new());
         }
         Err(e) => return Err(Error::io(&dir, &e)),
