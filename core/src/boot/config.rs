@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::decide::FallbackPolicy;
+use crate::config::FallbackPolicy;
 use crate::config::{Loaded, Settings};
 
 /// The boot stage's settings.

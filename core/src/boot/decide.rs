@@ -6,12 +6,12 @@
 //! No files, no sockets, no clock: [`super::run`] gathers the facts (the detection,
 //! the cache as read, what each source answered) and asks these functions.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::source::SourceKind;
+use crate::config::FallbackPolicy;
+use crate::model::SourceKind;
 use crate::source::detect::Detection;
 
 /// The two boot stages.
@@ -178,27 +178,6 @@ pub enum CacheView {
     },
 }
 
-/// `fallback:` settings: global, and per datasource (`datasource: {Ec2: {fallback:
-/// false}}`). A datasource's own setting wins; without either, fallback is on.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FallbackPolicy {
-    /// `fallback:` at the top of the configuration.
-    pub global: Option<bool>,
-    /// `datasource.<Name>.fallback`.
-    pub per_datasource: BTreeMap<SourceKind, bool>,
-}
-
-impl FallbackPolicy {
-    /// Whether the cache of `kind` may stand in, and which setting said no.
-    pub fn allows(&self, kind: SourceKind) -> Result<(), String> {
-        match (self.per_datasource.get(&kind), self.global) {
-            (Some(true), _) | (None, Some(true) | None) => Ok(()),
-            (Some(false), _) => Err(format!("datasource.{kind}.fallback is false")),
-            (None, Some(false)) => Err("fallback is false".to_owned()),
-        }
-    }
-}
-
 /// Why the cache was not used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotUsed {
@@ -300,6 +279,8 @@ pub fn fallback(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use SourceKind::{Ec2, Lxd, NoCloud, None as NoneDs};
 

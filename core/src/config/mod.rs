@@ -29,16 +29,36 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
-use crate::boot::decide::FallbackPolicy;
 use crate::constants::{CONFIG_MAX_BYTES, LEASEHOOK_CONFIG, LEASEHOOK_CONFIG_D};
 use crate::error::{Error, Result};
 use crate::event::Env;
+use crate::model::SourceKind;
 use crate::model::{IfName, MacAddr};
 use crate::plan::PlanConfig;
-use crate::source::SourceKind;
 
 pub use keys::{KEYS, Key};
 pub use show::{show_json, show_yaml};
+
+/// `fallback:` settings: global, and per datasource (`datasource: {Ec2: {fallback:
+/// false}}`). A datasource's own setting wins; without either, fallback is on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FallbackPolicy {
+    /// `fallback:` at the top of the configuration.
+    pub global: Option<bool>,
+    /// `datasource.<Name>.fallback`.
+    pub per_datasource: BTreeMap<SourceKind, bool>,
+}
+
+impl FallbackPolicy {
+    /// Whether the cache of `kind` may stand in, and which setting said no.
+    pub fn allows(&self, kind: SourceKind) -> Result<(), String> {
+        match (self.per_datasource.get(&kind), self.global) {
+            (Some(true), _) | (None, Some(true) | None) => Ok(()),
+            (Some(false), _) => Err(format!("datasource.{kind}.fallback is false")),
+            (None, Some(false)) => Err("fallback is false".to_owned()),
+        }
+    }
+}
 
 /// The environment variable that names the prefix of every path.
 pub const ROOT_ENV: &str = "LEASEHOOK_ROOT";

@@ -12,8 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::error::ImdsErrorKind;
-use crate::source::detect::Snapshot;
-use crate::source::{Check, Verdict as DetectVerdict};
+use crate::source::Check;
 
 type Calls = Rc<RefCell<Vec<String>>>;
 
@@ -28,9 +27,6 @@ struct Fake {
 impl Datasource for Fake {
     fn kind(&self) -> SourceKind {
         self.kind
-    }
-    fn detect(&self, _: &Snapshot) -> DetectVerdict {
-        DetectVerdict::not_found("scripted")
     }
     fn fetch(&self) -> Result<InstanceData> {
         self.calls.borrow_mut().push(format!("fetch {}", self.kind));

@@ -30,8 +30,7 @@ use std::time::Duration;
 use ureq::Agent;
 
 use self::data::{Context, Raw};
-use super::detect::{Snapshot, check};
-use super::{Datasource, InstanceData, SourceKind, Verdict};
+use super::{Datasource, InstanceData, SourceKind};
 use crate::constants::{
     LXD_500_ATTEMPTS, LXD_500_PAUSE, LXD_API_VERSION, LXD_MAX_BODY_BYTES, LXD_REQUEST_TIMEOUT,
     LXD_SOCKET,
@@ -282,10 +281,6 @@ fn describe(e: &ureq::Error) -> String {
 impl Datasource for Lxd {
     fn kind(&self) -> SourceKind {
         SourceKind::Lxd
-    }
-
-    fn detect(&self, snapshot: &Snapshot) -> Verdict {
-        check(SourceKind::Lxd, snapshot)
     }
 
     fn fetch(&self) -> Result<InstanceData> {
