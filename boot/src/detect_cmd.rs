@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use leasehook_core::source::detect::{ReadOptions, detect};
+use leasehook_core::config;
+use leasehook_core::source::detect::{ConfiguredList, ReadOptions, detect};
 
 /// Decide which datasources this instance has, without network, and print the
 /// decision as JSON.
@@ -45,13 +46,15 @@ pub(crate) fn run(args: &DetectArgs) -> anyhow::Result<String> {
     if !args.root.is_dir() {
         bail!("--root {:?} is not a folder", args.root);
     }
-    let mut options = ReadOptions::new(&args.root).with_env(leasehook_core::hook::process_env());
+    let layers = config::Sources::from_env(leasehook_core::hook::process_env())
+        .with_root(Some(args.root.clone()))
+        .with_file(args.config.clone());
+    let loaded = config::load(&layers).context("failed to detect the datasource")?;
+    let mut options =
+        ReadOptions::new(&args.root).with_datasource_list(ConfiguredList::from_config(&loaded));
     if let Some(virt) = &args.virt {
         crate::init_cmd::check_virt(virt)?;
         options = options.with_virt(virt);
-    }
-    if let Some(config) = &args.config {
-        options = options.with_config(config);
     }
     let detection = detect(&options).context("failed to detect the datasource")?;
     let json = serde_json::to_string_pretty(&detection).context("failed to write JSON")?;

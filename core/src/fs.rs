@@ -98,6 +98,46 @@ impl From<Errno> for Problem {
     }
 }
 
+/// Opens `<root>/run/leasehook` (`sub: None`) or the folder `sub` below it, creating
+/// them (mode 0755) when `create`; `Ok(None)` when missing and not created.
+/// `<root>/run` is the system's; from `leasehook` down every folder is opened
+/// no-follow, and a symlink, or anything but a folder, is refused with an error that
+/// names it. What the hooks' state files, locks, stamps and hand-overs and the IMDS
+/// token cache are opened through.
+pub fn run_folder(root: &Path, sub: Option<&str>, create: bool) -> Result<Option<Dir>, Error> {
+    let parent = root.join(crate::constants::RUN_PARENT);
+    let Some(base) = Dir::open_trusted(&parent, create)? else {
+        return Ok(None);
+    };
+    let Some(run) = base.child_strict(crate::constants::RUN_NAME, create, 0o755)? else {
+        return Ok(None);
+    };
+    match sub {
+        None => Ok(Some(run)),
+        Some(sub) => run.child_strict(sub, create, 0o755),
+    }
+}
+
+/// [`run_folder`], created when missing: the folder a write goes to.
+pub fn run_folder_for_write(root: &Path, sub: Option<&str>) -> Result<Dir, Error> {
+    run_folder(root, sub, true)?.ok_or_else(|| Error::Io {
+        path: format!(
+            "{:?}",
+            root.join(crate::constants::RUN_PARENT)
+                .join(crate::constants::RUN_NAME)
+        ),
+        message: "vanished while being created".to_owned(),
+    })
+}
+
+/// The current time in milliseconds since the Unix epoch (0 if the clock is before
+/// it): the one wall-clock helper of the run-time files (deadlines, boot records).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// A folder, held open.
 #[derive(Debug)]
 pub struct Dir {

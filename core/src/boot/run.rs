@@ -38,7 +38,8 @@ use crate::constants::{INSTANCE_DATA, INSTANCE_DATA_SENSITIVE};
 use crate::error::{Error, Result};
 use crate::instance_data::{self, Provenance};
 use crate::source::detect::{
-    Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot_with,
+    ConfiguredList, Detection, Node, ReadOptions, decide as decide_list, ec2_platform,
+    read_snapshot,
 };
 use crate::source::ec2::identity::Ec2Source;
 use crate::source::ec2::{Ec2, WaitPolicy};
@@ -87,15 +88,13 @@ impl Context {
         if let Some(v) = &o.virt {
             ro = ro.with_virt(v);
         }
-        if let Some(c) = &o.config {
-            ro = ro.with_config(c);
-        }
         let loaded = crate::config::load(
             &crate::config::Sources::from_env(o.env.clone())
                 .with_root(Some(o.root.clone()))
                 .with_file(o.config.clone()),
         )?;
-        let snapshot = read_snapshot_with(&ro, &loaded)?;
+        let ro = ro.with_datasource_list(ConfiguredList::from_config(&loaded));
+        let snapshot = read_snapshot(&ro)?;
         let detection = decide_list(&snapshot)?;
         let config = BootConfig::from_config(&loaded);
         Ok(Self {
@@ -107,7 +106,7 @@ impl Context {
                 .map_or("unknown", |(p, _)| p.cloud_name())
                 .to_owned(),
             boot_id: state::boot_id(&o.root),
-            now_ms: crate::apply::state::unix_ms(),
+            now_ms: crate::fs::unix_ms(),
             detection,
         })
     }

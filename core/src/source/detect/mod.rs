@@ -44,7 +44,7 @@ use self::config::{CloudConfig, Setting};
 use super::kind::{Check, SourceKind, Verdict};
 use crate::error::Result;
 
-pub use self::read::{ReadOptions, detect, read_snapshot, read_snapshot_with};
+pub use self::read::{ReadOptions, detect, read_snapshot};
 
 /// Virtualisation types that are containers: systemd-detect-virt's container names
 /// (ds-identify's list, plus `podman`, `openvz`, `wsl`, `proot` and `pouch`, which
