@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use clap::Args;
 use leasehook_core::config;
-use leasehook_core::source::detect::{ConfiguredList, ReadOptions, detect};
+use leasehook_core::source::detect::{ReadOptions, detect};
 
 /// Decide which datasources this instance has, without network, and print the
 /// decision as JSON.
@@ -50,8 +50,7 @@ pub(crate) fn run(args: &DetectArgs) -> anyhow::Result<String> {
         .with_root(Some(args.root.clone()))
         .with_file(args.config.clone());
     let loaded = config::load(&layers).context("failed to detect the datasource")?;
-    let mut options =
-        ReadOptions::new(&args.root).with_datasource_list(ConfiguredList::from_config(&loaded));
+    let mut options = ReadOptions::new(&args.root).with_datasource_list(loaded.datasource_list());
     if let Some(virt) = &args.virt {
         crate::init_cmd::check_virt(virt)?;
         options = options.with_virt(virt);

@@ -18,7 +18,7 @@
 //! * [`source`] fetches metadata: the EC2 IMDS client and its consistency wait, and
 //!   the datasources (EC2, LXD, NoCloud) with [`source::detect`], which decides
 //!   without network which of them the instance has;
-//! * [`boot`] runs the boot stages: the datasource cache, the fallback to it, and
+//! * [`boot`] runs the boot stages: the fallback to the datasource [`cache`], and
 //!   [`instance_data`], which [`query`] reads.
 //!
 //! * [`config`] merges the configuration files, environment and flags;
@@ -26,7 +26,7 @@
 //!   [`logging`] sends the binaries' lines to the journal, syslog or stderr.
 //!
 //! The parsers, the planner, the diff and the renderers are pure: no files,
-//! sockets, clock or environment. IO lives in [`source`], [`boot`],
+//! sockets, clock or environment. IO lives in [`source`], [`boot`], [`cache`],
 //! [`apply::netlink`], [`apply::state`], [`hook`], [`logging`] and [`config::load`],
 //! and in the binaries, behind seams they are handed (the [`apply::Applier`] trait,
 //! base URLs, a root prefix for every path, a clock).
@@ -35,6 +35,7 @@
 
 pub mod apply;
 pub mod boot;
+pub mod cache;
 pub mod config;
 pub mod constants;
 pub mod diff;

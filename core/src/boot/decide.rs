@@ -11,59 +11,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::config::FallbackPolicy;
+use crate::instance_data::Stage;
 use crate::model::SourceKind;
 use crate::source::detect::Detection;
-
-/// The two boot stages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    /// `leasehook init --local`: before networking; local files and the LXD socket.
-    Local,
-    /// `leasehook init`: once the network is up.
-    Network,
-}
-
-impl fmt::Display for Stage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Local => "local",
-            Self::Network => "network",
-        })
-    }
-}
-
-/// Where the instance data in use came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Origin {
-    /// Fetched from the datasource this boot.
-    Fetched,
-    /// The cache, after the datasource confirmed the instance-id.
-    CacheChecked,
-    /// The cache, because no configured datasource answered.
-    CacheFallback,
-    /// No datasource and no usable cache: the `None` datasource.
-    NoDatasource,
-}
-
-impl Origin {
-    /// Whether the data came from the cache.
-    pub fn from_cache(self) -> bool {
-        matches!(self, Self::CacheChecked | Self::CacheFallback)
-    }
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Fetched => "fetched",
-            Self::CacheChecked => "restored from the cache (instance-id confirmed)",
-            Self::CacheFallback => "restored from the cache (fallback)",
-            Self::NoDatasource => "no datasource",
-        })
-    }
-}
 
 /// What a stage does with a datasource of the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -495,7 +445,10 @@ mod tests {
         assert_eq!(json["result"], "check-failed");
         assert_eq!(json["stage"], "network");
         assert_eq!(json["datasource"], "Ec2");
-        assert!(Origin::CacheFallback.from_cache() && !Origin::Fetched.from_cache());
+        assert!(
+            crate::instance_data::Origin::CacheFallback.from_cache()
+                && !crate::instance_data::Origin::Fetched.from_cache()
+        );
     }
 
     #[test]

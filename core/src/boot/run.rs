@@ -29,17 +29,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::cache::{Cache, Loaded};
 use super::config::BootConfig;
-use super::decide::{self, Attempt, CacheView, Origin, Role, Stage, Tried};
-use super::record::CacheRecord;
+use super::decide::{self, Attempt, CacheView, Role, Tried};
 use super::state::{self, BOOT_STATE_VERSION, BootState, Verdict};
+use crate::cache::record::CacheRecord;
+use crate::cache::{Cache, Loaded};
 use crate::constants::{INSTANCE_DATA, INSTANCE_DATA_SENSITIVE};
 use crate::error::{Error, Result};
 use crate::instance_data::{self, Provenance};
+use crate::instance_data::{Origin, Stage};
 use crate::source::detect::{
-    ConfiguredList, Detection, Node, ReadOptions, decide as decide_list, ec2_platform,
-    read_snapshot,
+    Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot,
 };
 use crate::source::ec2::identity::Ec2Source;
 use crate::source::ec2::{Ec2, WaitPolicy};
@@ -93,7 +93,7 @@ impl Context {
                 .with_root(Some(o.root.clone()))
                 .with_file(o.config.clone()),
         )?;
-        let ro = ro.with_datasource_list(ConfiguredList::from_config(&loaded));
+        let ro = ro.with_datasource_list(loaded.datasource_list());
         let snapshot = read_snapshot(&ro)?;
         let detection = decide_list(&snapshot)?;
         let config = BootConfig::from_config(&loaded);

@@ -357,6 +357,18 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// The `datasource_list` setting and where it came from, when it is set: what
+    /// detection is handed ([`crate::source::detect::ReadOptions`]).
+    pub fn datasource_list(&self) -> Option<crate::source::detect::ConfiguredList> {
+        self.settings
+            .datasource_list
+            .as_ref()
+            .map(|names| crate::source::detect::ConfiguredList {
+                names: names.clone(),
+                from: self.origin("datasource_list").to_string(),
+            })
+    }
+
     /// Where `key`'s value came from.
     pub fn origin(&self, key: &str) -> Origin {
         self.origins.get(key).cloned().unwrap_or(Origin::Default)

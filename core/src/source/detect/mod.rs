@@ -126,16 +126,6 @@ pub struct ConfiguredList {
     pub from: String,
 }
 
-impl ConfiguredList {
-    /// The setting in merged configuration, when it is set.
-    pub fn from_config(loaded: &crate::config::Loaded) -> Option<Self> {
-        loaded.settings.datasource_list.as_ref().map(|names| Self {
-            names: names.clone(),
-            from: loaded.origin("datasource_list").to_string(),
-        })
-    }
-}
-
 /// The DMI (SMBIOS) values the checks read, from `sys/class/dmi/id/`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dmi {

@@ -64,7 +64,7 @@ impl ReadOptions {
     }
 
     /// Takes leasehook's `datasource_list` setting (see
-    /// [`ConfiguredList::from_config`]).
+    /// [`crate::config::Loaded::datasource_list`]).
     #[must_use]
     pub fn with_datasource_list(mut self, list: Option<ConfiguredList>) -> Self {
         self.datasource_list = list;
@@ -278,7 +278,7 @@ mod tests {
         let loaded = crate::config::load(&layers)?;
         Ok(ReadOptions::new(root)
             .with_virt("kvm")
-            .with_datasource_list(ConfiguredList::from_config(&loaded)))
+            .with_datasource_list(loaded.datasource_list()))
     }
 
     fn write(root: &Path, rel: &str, body: &[u8]) {

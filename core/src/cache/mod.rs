@@ -18,7 +18,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::record::{self, CacheRecord};
+pub mod record;
+
+use self::record::CacheRecord;
 use crate::constants::{CACHE_MAX_BYTES, CACHE_NAME, CACHE_PARENT, NO_PREVIOUS_INSTANCE_ID};
 use crate::error::Result;
 use crate::fs::{Dir, Problem};
