@@ -590,6 +590,38 @@ mod tests {
         (t, d)
     }
 
+    /// Issue 20 item 1: one no-follow opener for `run/leasehook` and every folder
+    /// below it, whoever asks (the hooks' locks and state files, the IMDS token).
+    #[test]
+    fn run_folder_refuses_a_symlinked_subfolder_naming_it() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::create_dir_all(t.path().join("run/leasehook")).unwrap();
+        symlink(&outside, t.path().join("run/leasehook/iface")).unwrap();
+        for create in [false, true] {
+            let e = run_folder(t.path(), Some("iface"), create).unwrap_err();
+            assert!(
+                e.to_string().ends_with(
+                    "run/leasehook/iface\": is a symlink, which is never followed; refusing to use it"
+                ),
+                "{e}"
+            );
+        }
+        let e = run_folder_for_write(t.path(), Some("iface")).unwrap_err();
+        assert!(
+            e.to_string().contains("leasehook/iface\": is a symlink"),
+            "{e}"
+        );
+        assert!(run_folder(t.path(), Some("lock"), false).unwrap().is_none());
+        assert!(run_folder(t.path(), Some("lock"), true).unwrap().is_some());
+        assert_eq!(
+            fs::read_dir(&outside).unwrap().count(),
+            0,
+            "created through a link"
+        );
+    }
+
     #[test]
     fn writes_are_atomic_with_exact_modes() {
         let (t, d) = base();
