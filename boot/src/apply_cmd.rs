@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
 use leasehook_core::apply::{self, Report};
-use leasehook_core::config::{self, Sources};
+use leasehook_core::config::{self, Layers};
 use leasehook_core::diff::Op;
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{Family, IfName, Plan};
@@ -259,7 +259,7 @@ pub(crate) fn flush(args: &FlushArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn refresh(args: &RefreshArgs) -> anyhow::Result<String> {
-    let sources = Sources::from_env(hook::process_env())
+    let sources = Layers::from_env(hook::process_env())
         .with_root(args.root.clone())
         .with_file(args.config.clone());
     let cfg = HookConfig::from_settings(&config::load(&sources)?.settings);
@@ -317,7 +317,7 @@ fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
 /// The `kubernetes` setting the hooks read below `root` (`auto` when the
 /// configuration cannot be read: the hooks would then change nothing at all).
 fn kubernetes_mode(root: &std::path::Path) -> leasehook_core::kubernetes::Mode {
-    let sources = Sources::from_env(hook::process_env()).with_root(Some(root.to_path_buf()));
+    let sources = Layers::from_env(hook::process_env()).with_root(Some(root.to_path_buf()));
     config::load(&sources).map_or_else(
         |_| leasehook_core::kubernetes::Mode::default(),
         |l| l.settings.kubernetes,

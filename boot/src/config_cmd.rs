@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
-use leasehook_core::config::{self, Sources};
+use leasehook_core::config::{self, Layers};
 
 /// Show or check leasehook's configuration.
 ///
@@ -54,7 +54,7 @@ enum Format {
 pub(crate) fn run(args: &ConfigArgs) -> anyhow::Result<String> {
     match &args.action {
         Action::Show(a) => {
-            let sources = Sources::from_env(leasehook_core::hook::process_env())
+            let sources = Layers::from_env(leasehook_core::hook::process_env())
                 .with_root(a.root.clone())
                 .with_file(a.config.clone());
             let loaded = config::load(&sources)?;

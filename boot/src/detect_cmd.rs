@@ -46,7 +46,7 @@ pub(crate) fn run(args: &DetectArgs) -> anyhow::Result<String> {
     if !args.root.is_dir() {
         bail!("--root {:?} is not a folder", args.root);
     }
-    let layers = config::Sources::from_env(leasehook_core::hook::process_env())
+    let layers = config::Layers::from_env(leasehook_core::hook::process_env())
         .with_root(Some(args.root.clone()))
         .with_file(args.config.clone());
     let loaded = config::load(&layers).context("failed to detect the datasource")?;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use leasehook_core::boot::run::{self, Context, Options, RealSources, Report};
+use leasehook_core::boot::run::{self, Facts, Options, RealSources, RunReport};
 use leasehook_core::boot::state::Verdict;
 use leasehook_core::boot::{Origin, Stage};
 
@@ -91,7 +91,7 @@ pub(crate) fn when(ms: u64) -> String {
 }
 
 /// The summary `init` prints.
-pub(crate) fn summary(report: &Report) -> String {
+pub(crate) fn summary(report: &RunReport) -> String {
     let st = &report.state;
     let mut out = String::new();
     let what = match (st.verdict, st.datasource, &st.instance_id, st.origin) {
@@ -169,7 +169,7 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<(String, ExitCode)> {
         config: args.config.clone(),
         env: leasehook_core::hook::process_env(),
     };
-    let ctx = Context::gather(&options).context("failed to read the configuration")?;
+    let ctx = Facts::gather(&options).context("failed to read the configuration")?;
     let sources = RealSources::new(&ctx);
     let report =
         run::run(stage, &ctx, &sources).with_context(|| format!("the {stage} stage failed"))?;

@@ -89,7 +89,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // log_level from the configuration below LEASEHOOK_ROOT (or /); a bad
     // configuration is reported by the command that reads it.
-    let level = leasehook_core::config::load(&leasehook_core::config::Sources::from_env(
+    let level = leasehook_core::config::load(&leasehook_core::config::Layers::from_env(
         leasehook_core::hook::process_env(),
     ))
     .map_or(log::LevelFilter::Info, |l| l.settings.log_level);

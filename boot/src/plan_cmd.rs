@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
-use leasehook_core::config::{self, Sources};
+use leasehook_core::config::{self, Layers};
 use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
 use leasehook_core::kubernetes;
 use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
@@ -125,7 +125,7 @@ fn plan_config(args: &PlanArgs) -> anyhow::Result<PlanConfig> {
         ProfileArg::Ec2NetUtils => Profile::Ec2NetUtils,
         ProfileArg::CloudInit => Profile::CloudInit,
     });
-    let sources = Sources::from_env(leasehook_core::hook::process_env())
+    let sources = Layers::from_env(leasehook_core::hook::process_env())
         .with_root(args.root.clone())
         .with_file(args.config.clone())
         .with_flag("profile", "--profile", profile.map(|p| p.to_string()))

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::apply::netlink::NetlinkApplier;
 use crate::apply::state::{self, InterfaceState, Paths};
 use crate::apply::{self, Applier, Report};
-use crate::config::{self, Settings, Sources, Unmanaged};
+use crate::config::{self, Layers, Settings, Unmanaged};
 use crate::error::{Error, Result};
 use crate::model::{Action, IfName, LeaseEvent, Link, MacAddr, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
@@ -111,7 +111,7 @@ impl HookConfig {
     /// `LEASEHOOK_*` variables of `env`; a bad value is an error naming the file
     /// and line, or the variable.
     pub fn load(env: &crate::event::Env) -> Result<Self> {
-        config::load(&Sources::from_env(env.clone())).map(|l| Self::from_settings(&l.settings))
+        config::load(&Layers::from_env(env.clone())).map(|l| Self::from_settings(&l.settings))
     }
 
     /// Whether the NIC `name` (MAC `mac`, when known) is listed in `unmanaged`.
@@ -1307,7 +1307,7 @@ pub fn run_shim(
         Some(w) => log_context(Some(w), Some("worker"), |_| true),
         None => shim.context.clone(),
     };
-    let loaded = config::load(&Sources::from_env(env.clone()));
+    let loaded = config::load(&Layers::from_env(env.clone()));
     let level = loaded
         .as_ref()
         .map_or(log::LevelFilter::Info, |l| l.settings.log_level);

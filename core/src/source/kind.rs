@@ -26,14 +26,14 @@ pub enum Check {
 
 /// A check's answer and why, in words an operator can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
+pub struct Finding {
     /// The answer.
     pub check: Check,
     /// Why, naming the file or value that decided it.
     pub reason: String,
 }
 
-impl Verdict {
+impl Finding {
     /// `Found`, because `reason`.
     pub fn found(reason: impl Into<String>) -> Self {
         Self {

@@ -45,7 +45,7 @@ struct Script {
     calls: Calls,
 }
 
-impl Sources for Script {
+impl Datasources for Script {
     fn source(&self, kind: SourceKind) -> Result<Box<dyn Datasource>> {
         Ok(match self.fakes.get(&kind) {
             Some(f) => Box::new(f.clone()),
@@ -131,8 +131,8 @@ fn detection(list: &[SourceKind], checked: &[(SourceKind, Check)]) -> Detection 
     }
 }
 
-fn ctx(root: &Path, d: Detection) -> Context {
-    Context {
+fn ctx(root: &Path, d: Detection) -> Facts {
+    Facts {
         root: root.to_owned(),
         detection: d,
         config: BootConfig::default(),

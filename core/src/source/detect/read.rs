@@ -272,7 +272,7 @@ mod tests {
     /// Options with the list leasehook's configuration below `root` (or `file`, and
     /// the `LEASEHOOK_*` variables in `env`) sets, loaded as the callers load it.
     fn configured(root: &Path, env: crate::event::Env, file: Option<&Path>) -> Result<ReadOptions> {
-        let layers = crate::config::Sources::from_env(env)
+        let layers = crate::config::Layers::from_env(env)
             .with_root(Some(root.to_path_buf()))
             .with_file(file.map(Path::to_path_buf));
         let loaded = crate::config::load(&layers)?;

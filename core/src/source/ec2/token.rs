@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::constants::{IMDS_MAX_TOKEN_BYTES, IMDS_TOKEN_CACHE, IMDS_TOKEN_EXPIRY_MARGIN};
-use crate::fs::{Problem, run_folder, run_folder_for_write};
+use crate::fs::{FileProblem, run_folder, run_folder_for_write};
 
 /// The cache file's name in `run/leasehook`.
 const CACHE_NAME: &str = "imds-token";
@@ -158,7 +158,7 @@ impl TokenCache {
         let (bytes, mode) = match dir.read_with_mode(CACHE_NAME, MAX_CACHE_BYTES) {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(None),
-            Err(Problem::Wrong(_)) => return Err("not a regular file".to_owned()),
+            Err(FileProblem::Wrong(_)) => return Err("not a regular file".to_owned()),
             Err(p) => return Err(p.to_string()),
         };
         if mode & 0o077 != 0 {

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use ureq::Agent;
 
-use self::data::{Context, Raw};
+use self::data::{Inputs, Raw};
 use super::{Datasource, InstanceData, SourceKind};
 use crate::constants::{
     LXD_500_ATTEMPTS, LXD_500_PAUSE, LXD_API_VERSION, LXD_MAX_BODY_BYTES, LXD_REQUEST_TIMEOUT,
@@ -287,7 +287,7 @@ impl Datasource for Lxd {
         let raw = self.read()?;
         data::assemble(
             &raw,
-            &Context {
+            &Inputs {
                 socket: self.socket.display().to_string(),
                 virt: self.virt.clone(),
                 machine: self.machine.clone(),
