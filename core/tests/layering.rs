@@ -17,7 +17,8 @@
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing,
-    clippy::print_stdout
+    clippy::print_stdout,
+    clippy::too_many_lines // a lexer and a parser, one token loop each
 )]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -348,12 +349,12 @@ fn parse_file(krate: &mut Crate, file_mod: &Mod, file: &str, src: &str) {
             _ if cfg_test => {
                 cfg_test = false;
                 let end = skip_item(&toks, i);
-                if let Some(k) = (i..end).find(|&k| ident(&toks, k) == Some("mod")) {
-                    if let Some(name) = ident(&toks, k + 1) {
-                        let mut m = cur.clone();
-                        m.push(name.to_string());
-                        krate.test_mods.insert(m);
-                    }
+                if let Some(k) = (i..end).find(|&k| ident(&toks, k) == Some("mod"))
+                    && let Some(name) = ident(&toks, k + 1)
+                {
+                    let mut m = cur.clone();
+                    m.push(name.to_string());
+                    krate.test_mods.insert(m);
                 }
                 i = end;
                 continue;
@@ -389,16 +390,16 @@ fn parse_file(krate: &mut Crate, file_mod: &Mod, file: &str, src: &str) {
                 continue;
             }
             Tok::Ident(w) if w == "mod" => {
-                if let Some(name) = ident(&toks, i + 1) {
-                    if is(&toks, i + 2, &Tok::P('{')) {
-                        let mut m = cur.clone();
-                        m.push(name.to_string());
-                        krate.mods.insert(m.clone());
-                        stack.push((m, depth));
-                        depth += 1;
-                        i += 3;
-                        continue;
-                    }
+                if let Some(name) = ident(&toks, i + 1)
+                    && is(&toks, i + 2, &Tok::P('{'))
+                {
+                    let mut m = cur.clone();
+                    m.push(name.to_string());
+                    krate.mods.insert(m.clone());
+                    stack.push((m, depth));
+                    depth += 1;
+                    i += 3;
+                    continue;
                 }
             }
             Tok::Ident(w) if DEF_WORDS.contains(&w.as_str()) => {
