@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use leasehook_core::config::Loaded;
-use leasehook_core::source::detect::{ReadOptions, decide, read_snapshot_with};
+use leasehook_core::source::detect::{ReadOptions, detect};
 
 use crate::cli::DetectArgs;
 
@@ -16,14 +16,12 @@ pub(crate) fn run(args: &DetectArgs, root: &Path, loaded: &Loaded) -> anyhow::Re
     if !root.is_dir() {
         bail!("--root {root:?} is not a folder");
     }
-    let mut options = ReadOptions::new(root);
+    let mut options = ReadOptions::new(root).with_datasource_list(loaded.datasource_list());
     if let Some(virt) = &args.virt {
         crate::init_cmd::check_virt(virt)?;
         options = options.with_virt(virt);
     }
-    let detection = read_snapshot_with(&options, loaded)
-        .and_then(|s| decide(&s))
-        .context("failed to detect the datasource")?;
+    let detection = detect(&options).context("failed to detect the datasource")?;
     let json = serde_json::to_string_pretty(&detection).context("failed to write JSON")?;
     Ok(json + "\n")
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use leasehook_core::boot::run::{self, Context, Options, RealSources, Report};
+use leasehook_core::boot::run::{self, Facts, Options, RealSources, RunReport};
 use leasehook_core::boot::state::Verdict;
 use leasehook_core::boot::{Origin, Stage};
 use leasehook_core::config::Loaded;
@@ -48,7 +48,7 @@ pub(crate) fn when(ms: u64) -> String {
 }
 
 /// The summary `init` prints.
-pub(crate) fn summary(report: &Report) -> String {
+pub(crate) fn summary(report: &RunReport) -> String {
     let st = &report.state;
     let mut out = String::new();
     let what = match (st.verdict, st.datasource, &st.instance_id, st.origin) {
@@ -126,7 +126,7 @@ pub(crate) fn run(
     } else {
         Stage::Network
     };
-    // `config` and `env` are what `Context::gather` would load; `main` has loaded
+    // `config` and `env` are what `Facts::gather` would load; `main` has loaded
     // them already.
     let options = Options {
         root: root.to_path_buf(),
@@ -134,7 +134,7 @@ pub(crate) fn run(
         config: None,
         env: leasehook_core::event::Env::default(),
     };
-    let ctx = Context::gather_with(&options, loaded).context("failed to read the configuration")?;
+    let ctx = Facts::gather_with(&options, loaded).context("failed to read the configuration")?;
     let sources = RealSources::new(&ctx);
     let report =
         run::run(stage, &ctx, &sources).with_context(|| format!("the {stage} stage failed"))?;

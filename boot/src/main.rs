@@ -30,7 +30,7 @@ use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _};
-use leasehook_core::config::{self, Loaded, Sources};
+use leasehook_core::config::{self, Layers, Loaded};
 
 use crate::cli::{Cli, Command};
 
@@ -39,9 +39,9 @@ impl Cli {
     /// `--config`), the `LEASEHOOK_*` variables, then `plan`'s flags. `--root` is
     /// a flag only when given on the command line, so `config show` names the
     /// variable when `LEASEHOOK_ROOT` set it.
-    fn sources(&self, matches: &ArgMatches) -> Sources {
+    fn sources(&self, matches: &ArgMatches) -> Layers {
         let from_flag = matches.value_source("root") == Some(ValueSource::CommandLine);
-        let sources = Sources::from_env(shim::process_env())
+        let sources = Layers::from_env(shim::process_env())
             .with_root(from_flag.then(|| self.root.clone()))
             .with_file(self.config.clone());
         match &self.command {

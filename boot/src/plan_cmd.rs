@@ -6,7 +6,7 @@ use std::io::Read as _;
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use leasehook_core::config::{Loaded, Sources};
+use leasehook_core::config::{Layers, Loaded};
 use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
 use leasehook_core::kubernetes;
 use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
@@ -32,7 +32,7 @@ fn read_input(path: &Path) -> anyhow::Result<String> {
 
 /// The configuration's sources with the planner flags on top (they win, and
 /// `config show`-style origins name them).
-pub(crate) fn with_flags(sources: Sources, args: &PlanArgs) -> Sources {
+pub(crate) fn with_flags(sources: Layers, args: &PlanArgs) -> Layers {
     let profile = args.profile.map(|p| match p {
         ProfileArg::Ec2NetUtils => Profile::Ec2NetUtils,
         ProfileArg::CloudInit => Profile::CloudInit,

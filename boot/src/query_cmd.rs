@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use leasehook_core::boot::state::run_dir_if_present;
 use leasehook_core::constants::{INSTANCE_DATA, INSTANCE_DATA_SENSITIVE};
-use leasehook_core::fs::Problem;
+use leasehook_core::fs::FileProblem;
 use leasehook_core::query::{self, KeyPath};
 use serde_json::Value;
 
@@ -61,7 +61,7 @@ fn read(root: &Path) -> anyhow::Result<Value> {
     let load = |name: &str| -> anyhow::Result<Option<Vec<u8>>> {
         match dir.read(name, MAX_BYTES) {
             Ok(b) => Ok(b),
-            Err(Problem::Io(e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(FileProblem::Io(e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 bail!("no read permission on {}; try sudo", dir.shown(name))
             }
             Err(p) => bail!("{} {p}", dir.shown(name)),

@@ -7,9 +7,7 @@
 //! file and shows the offending value escaped and shortened, so a hostile value can
 //! neither forge log lines nor flood them.
 
-use std::fmt;
-
-use crate::source::SourceKind;
+use crate::model::SourceKind;
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -314,53 +312,8 @@ impl ImdsErrorKind {
     }
 }
 
-/// What is wrong with a value: a short reason and the value as received.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// Why the value was refused, for example `not an IPv4 address`.
-    pub reason: String,
-    /// The value as received (`None` when it was missing).
-    pub value: Option<String>,
-}
-
-impl Problem {
-    /// A value that was present but refused.
-    pub fn bad(reason: impl Into<String>, value: &str) -> Self {
-        Self {
-            reason: reason.into(),
-            value: Some(value.to_owned()),
-        }
-    }
-
-    /// A value that was required but absent.
-    pub fn missing() -> Self {
-        Self {
-            reason: "missing".to_owned(),
-            value: None,
-        }
-    }
-}
-
-/// How many characters of a bad value an error message shows.
-const SHOWN_CHARS: usize = 64;
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.value {
-            None => f.write_str(&self.reason),
-            Some(v) => {
-                let shown: String = v.chars().take(SHOWN_CHARS).collect();
-                // Debug formatting escapes control characters and quotes, so a value
-                // carrying a newline cannot start a fake log line.
-                write!(f, "{} (got {shown:?}", self.reason)?;
-                if v.chars().count() > SHOWN_CHARS {
-                    write!(f, "… {} chars in all", v.chars().count())?;
-                }
-                f.write_str(")")
-            }
-        }
-    }
-}
+/// What is wrong with a value (a plain value of [`crate::model`], named here too).
+pub use crate::model::Problem;
 
 #[cfg(test)]
 mod tests {

@@ -68,7 +68,7 @@ impl fmt::Display for Entry {
 
 /// Why a name could not be used.
 #[derive(Debug)]
-pub enum Problem {
+pub enum FileProblem {
     /// A symlink stands there.
     Symlink,
     /// Something other than what was wanted stands there.
@@ -79,7 +79,7 @@ pub enum Problem {
     Io(io::Error),
 }
 
-impl fmt::Display for Problem {
+impl fmt::Display for FileProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Symlink => f.write_str("is a symlink, which is never followed"),
@@ -92,10 +92,50 @@ impl fmt::Display for Problem {
     }
 }
 
-impl From<Errno> for Problem {
+impl From<Errno> for FileProblem {
     fn from(e: Errno) -> Self {
         Self::Io(e.into())
     }
+}
+
+/// Opens `<root>/run/leasehook` (`sub: None`) or the folder `sub` below it, creating
+/// them (mode 0755) when `create`; `Ok(None)` when missing and not created.
+/// `<root>/run` is the system's; from `leasehook` down every folder is opened
+/// no-follow, and a symlink, or anything but a folder, is refused with an error that
+/// names it. What the hooks' state files, locks, stamps and hand-overs and the IMDS
+/// token cache are opened through.
+pub fn run_folder(root: &Path, sub: Option<&str>, create: bool) -> Result<Option<Dir>, Error> {
+    let parent = root.join(crate::constants::RUN_PARENT);
+    let Some(base) = Dir::open_trusted(&parent, create)? else {
+        return Ok(None);
+    };
+    let Some(run) = base.child_strict(crate::constants::RUN_NAME, create, 0o755)? else {
+        return Ok(None);
+    };
+    match sub {
+        None => Ok(Some(run)),
+        Some(sub) => run.child_strict(sub, create, 0o755),
+    }
+}
+
+/// [`run_folder`], created when missing: the folder a write goes to.
+pub fn run_folder_for_write(root: &Path, sub: Option<&str>) -> Result<Dir, Error> {
+    run_folder(root, sub, true)?.ok_or_else(|| Error::Io {
+        path: format!(
+            "{:?}",
+            root.join(crate::constants::RUN_PARENT)
+                .join(crate::constants::RUN_NAME)
+        ),
+        message: "vanished while being created".to_owned(),
+    })
+}
+
+/// The current time in milliseconds since the Unix epoch (0 if the clock is before
+/// it): the one wall-clock helper of the run-time files (deadlines, boot records).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A folder, held open.
@@ -164,19 +204,19 @@ impl Dir {
     }
 
     /// An error about `name` in this folder.
-    pub fn error(&self, name: &str, p: &Problem) -> Error {
+    pub fn error(&self, name: &str, p: &FileProblem) -> Error {
         Error::Io {
             path: format!("{:?}", self.path.join(name)),
             // After `path: ` the bare error reads right, reading or writing.
             message: match p {
-                Problem::Io(e) => e.to_string(),
+                FileProblem::Io(e) => e.to_string(),
                 other => other.to_string(),
             },
         }
     }
 
     /// What is at `name` (not following a symlink).
-    pub fn entry(&self, name: &str) -> Result<Entry, Problem> {
+    pub fn entry(&self, name: &str) -> Result<Entry, FileProblem> {
         match statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(kind_of(st.st_mode)),
             Err(Errno::NOENT) => Ok(Entry::Missing),
@@ -185,17 +225,17 @@ impl Dir {
     }
 
     /// Opens the folder `name`; `Ok(None)` when nothing is there.
-    pub fn child(&self, name: &str) -> Result<Option<Self>, Problem> {
+    pub fn child(&self, name: &str) -> Result<Option<Self>, FileProblem> {
         match openat(&self.fd, name, DIR_FLAGS, Mode::empty()) {
             Ok(fd) => Ok(Some(Self {
                 fd,
                 path: self.path.join(name),
             })),
             Err(Errno::NOENT) => Ok(None),
-            Err(Errno::LOOP) => Err(Problem::Symlink),
+            Err(Errno::LOOP) => Err(FileProblem::Symlink),
             Err(Errno::NOTDIR) => Err(match self.entry(name)? {
-                Entry::Symlink => Problem::Symlink,
-                other => Problem::Wrong(other),
+                Entry::Symlink => FileProblem::Symlink,
+                other => FileProblem::Wrong(other),
             }),
             Err(e) => Err(e.into()),
         }
@@ -207,7 +247,7 @@ impl Dir {
         match self.child(name) {
             Ok(Some(d)) => return Ok(d),
             Ok(None) => {}
-            Err(p @ (Problem::Symlink | Problem::Wrong(_))) => {
+            Err(p @ (FileProblem::Symlink | FileProblem::Wrong(_))) => {
                 let to = self.set_aside(name).map_err(|e| self.error(name, &e))?;
                 log::warn!(
                     "{} {p}; set aside as {to} and replaced by a folder",
@@ -223,7 +263,7 @@ impl Dir {
         // Opened again without following: a symlink raced in is refused here.
         match self.child(name) {
             Ok(Some(d)) => Ok(d),
-            Ok(None) => Err(self.error(name, &Problem::Wrong(Entry::Missing))),
+            Ok(None) => Err(self.error(name, &FileProblem::Wrong(Entry::Missing))),
             Err(p) => Err(self.error(name, &p)),
         }
     }
@@ -234,7 +274,7 @@ impl Dir {
     /// refused with an error that says so (the hooks' run-time folders: a planted
     /// link must not be "repaired" mid-lease either).
     pub fn child_strict(&self, name: &str, create: bool, mode: u32) -> Result<Option<Self>, Error> {
-        let refuse = |p: &Problem| {
+        let refuse = |p: &FileProblem| {
             let mut e = self.error(name, p);
             if let Error::Io { message, .. } = &mut e {
                 message.push_str("; refusing to use it");
@@ -253,20 +293,20 @@ impl Dir {
         }
         match self.child(name) {
             Ok(Some(d)) => Ok(Some(d)),
-            Ok(None) => Err(self.error(name, &Problem::Wrong(Entry::Missing))),
+            Ok(None) => Err(self.error(name, &FileProblem::Wrong(Entry::Missing))),
             Err(p) => Err(refuse(&p)),
         }
     }
 
     /// Opens (creating with `mode`) the regular file `name` for a lock: no-follow,
     /// non-blocking, close-on-exec. A symlink, FIFO or anything else is refused.
-    pub fn open_lock(&self, name: &str, mode: u32) -> Result<std::fs::File, Problem> {
+    pub fn open_lock(&self, name: &str, mode: u32) -> Result<std::fs::File, FileProblem> {
         self.open_file(name, OFlags::RDWR | OFlags::CREATE, mode)
     }
 
     /// Sets the modification time of the regular file `name` to now, creating it
     /// (empty, with `mode`) when missing; never through a symlink, never blocking.
-    pub fn touch(&self, name: &str, mode: u32) -> Result<(), Problem> {
+    pub fn touch(&self, name: &str, mode: u32) -> Result<(), FileProblem> {
         let f = self.open_file(name, OFlags::WRONLY | OFlags::CREATE, mode)?;
         let now = Timespec {
             tv_sec: 0,
@@ -283,7 +323,7 @@ impl Dir {
     }
 
     /// The modification time of the regular file `name`; `Ok(None)` when missing.
-    pub fn modified(&self, name: &str) -> Result<Option<std::time::SystemTime>, Problem> {
+    pub fn modified(&self, name: &str) -> Result<Option<std::time::SystemTime>, FileProblem> {
         let st = match statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => st,
             Err(Errno::NOENT) => return Ok(None),
@@ -291,8 +331,8 @@ impl Dir {
         };
         match kind_of(st.st_mode) {
             Entry::File => {}
-            Entry::Symlink => return Err(Problem::Symlink),
-            other => return Err(Problem::Wrong(other)),
+            Entry::Symlink => return Err(FileProblem::Symlink),
+            other => return Err(FileProblem::Wrong(other)),
         }
         let secs = u64::try_from(st.st_mtime).unwrap_or(0);
         let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
@@ -301,7 +341,7 @@ impl Dir {
 
     /// Removes the entry `name` (a file, a symlink — not its target — or a special
     /// file; never a folder). `Ok(false)` when nothing was there.
-    pub fn remove(&self, name: &str) -> Result<bool, Problem> {
+    pub fn remove(&self, name: &str) -> Result<bool, FileProblem> {
         match unlinkat(&self.fd, name, AtFlags::empty()) {
             Ok(()) => Ok(true),
             Err(Errno::NOENT) => Ok(false),
@@ -310,7 +350,7 @@ impl Dir {
     }
 
     /// The names in this folder (without `.` and `..`), sorted.
-    pub fn names(&self) -> Result<Vec<String>, Problem> {
+    pub fn names(&self) -> Result<Vec<String>, FileProblem> {
         let fd = openat(&self.fd, ".", DIR_FLAGS, Mode::empty())?;
         let mut out = Vec::new();
         for entry in rustix::fs::Dir::read_from(&fd)? {
@@ -326,7 +366,12 @@ impl Dir {
 
     /// Opens the regular file `name` with `flags` (plus no-follow, non-blocking,
     /// close-on-exec), creating it with `mode` when `flags` say so.
-    fn open_file(&self, name: &str, flags: OFlags, mode: u32) -> Result<std::fs::File, Problem> {
+    fn open_file(
+        &self,
+        name: &str,
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<std::fs::File, FileProblem> {
         let fd = match openat(
             &self.fd,
             name,
@@ -334,21 +379,21 @@ impl Dir {
             Mode::from_raw_mode(mode),
         ) {
             Ok(fd) => fd,
-            Err(Errno::LOOP) => return Err(Problem::Symlink),
+            Err(Errno::LOOP) => return Err(FileProblem::Symlink),
             // O_CREAT on a dangling symlink with O_NOFOLLOW: ELOOP too, but some
             // file systems say EEXIST; look.
             Err(e @ (Errno::EXIST | Errno::ISDIR | Errno::NXIO)) => {
                 return Err(match self.entry(name)? {
-                    Entry::Symlink => Problem::Symlink,
-                    Entry::File => Problem::Io(e.into()),
-                    other => Problem::Wrong(other),
+                    Entry::Symlink => FileProblem::Symlink,
+                    Entry::File => FileProblem::Io(e.into()),
+                    other => FileProblem::Wrong(other),
                 });
             }
             Err(e) => return Err(e.into()),
         };
         let kind = kind_of(fstat(&fd)?.st_mode);
         if kind != Entry::File {
-            return Err(Problem::Wrong(kind));
+            return Err(FileProblem::Wrong(kind));
         }
         Ok(std::fs::File::from(fd))
     }
@@ -356,7 +401,7 @@ impl Dir {
     /// A regular file's bytes, up to `limit`; `Ok(None)` when nothing is there.
     /// Opened with `O_NOFOLLOW | O_NONBLOCK`: a symlink is refused, a FIFO does not
     /// block.
-    pub fn read(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>, Problem> {
+    pub fn read(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>, FileProblem> {
         Ok(self.read_with_mode(name, limit)?.map(|(b, _)| b))
     }
 
@@ -365,7 +410,7 @@ impl Dir {
         &self,
         name: &str,
         limit: u64,
-    ) -> Result<Option<(Vec<u8>, u32)>, Problem> {
+    ) -> Result<Option<(Vec<u8>, u32)>, FileProblem> {
         use std::io::Read as _;
         let fd = match openat(
             &self.fd,
@@ -375,26 +420,26 @@ impl Dir {
         ) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(None),
-            Err(Errno::LOOP) => return Err(Problem::Symlink),
+            Err(Errno::LOOP) => return Err(FileProblem::Symlink),
             Err(e) => return Err(e.into()),
         };
         let st = fstat(&fd)?;
         let kind = kind_of(st.st_mode);
         if kind != Entry::File {
-            return Err(Problem::Wrong(kind));
+            return Err(FileProblem::Wrong(kind));
         }
         // Refused before reading when it says it is larger (a 1.5 GB state file
         // must not be read into memory); the read is capped in case it grows.
         if u64::try_from(st.st_size).unwrap_or(u64::MAX) > limit {
-            return Err(Problem::TooLarge(limit));
+            return Err(FileProblem::TooLarge(limit));
         }
         let mut buf = Vec::new();
         std::fs::File::from(fd)
             .take(limit.saturating_add(1))
             .read_to_end(&mut buf)
-            .map_err(Problem::Io)?;
+            .map_err(FileProblem::Io)?;
         if buf.len() as u64 > limit {
-            return Err(Problem::TooLarge(limit));
+            return Err(FileProblem::TooLarge(limit));
         }
         Ok(Some((buf, st.st_mode & 0o7777)))
     }
@@ -432,7 +477,7 @@ impl Dir {
     /// its first byte on (see the module docs).
     pub fn write_atomic(&self, name: &str, bytes: &[u8], mode: u32) -> Result<(), Error> {
         use std::io::Write as _;
-        let fail = |p: Problem| self.error(name, &p);
+        let fail = |p: FileProblem| self.error(name, &p);
         let (tmp, fd) = loop {
             let tmp = Self::temp_name(name);
             match openat(
@@ -446,12 +491,12 @@ impl Dir {
                 Err(e) => return Err(fail(e.into())),
             }
         };
-        let result = (|| -> Result<(), Problem> {
+        let result = (|| -> Result<(), FileProblem> {
             // The umask may have taken bits away (0644 under umask 077): set them.
             fchmod(&fd, Mode::from_raw_mode(mode))?;
             let mut f = std::fs::File::from(fd);
-            f.write_all(bytes).map_err(Problem::Io)?;
-            f.sync_all().map_err(Problem::Io)?;
+            f.write_all(bytes).map_err(FileProblem::Io)?;
+            f.sync_all().map_err(FileProblem::Io)?;
             drop(f);
             renameat(&self.fd, tmp.as_str(), &self.fd, name)?;
             fsync(&self.fd)?;
@@ -465,7 +510,7 @@ impl Dir {
 
     /// The target of the symlink `name`: `Ok(None)` when nothing is there, an error
     /// when something other than a symlink is.
-    pub fn read_link(&self, name: &str) -> Result<Option<String>, Problem> {
+    pub fn read_link(&self, name: &str) -> Result<Option<String>, FileProblem> {
         match readlinkat(&self.fd, name, Vec::new()) {
             Ok(target) => Ok(Some(
                 OsString::from_vec(target.into_bytes())
@@ -473,7 +518,7 @@ impl Dir {
                     .into_owned(),
             )),
             Err(Errno::NOENT) => Ok(None),
-            Err(Errno::INVAL) => Err(Problem::Wrong(self.entry(name)?)),
+            Err(Errno::INVAL) => Err(FileProblem::Wrong(self.entry(name)?)),
             Err(e) => Err(e.into()),
         }
     }
@@ -510,7 +555,7 @@ impl Dir {
 
     /// Renames `name` to `name.corrupt` (or `.corrupt.1`, ... when taken), never
     /// replacing anything. Returns the new path.
-    pub fn set_aside(&self, name: &str) -> Result<String, Problem> {
+    pub fn set_aside(&self, name: &str) -> Result<String, FileProblem> {
         for n in 0..100 {
             let to = if n == 0 {
                 format!("{name}.corrupt")
@@ -532,7 +577,7 @@ impl Dir {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(Problem::Io(io::Error::other(
+        Err(FileProblem::Io(io::Error::other(
             "100 set-aside copies exist already",
         )))
     }
@@ -548,6 +593,38 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let d = Dir::open_trusted(t.path(), false).unwrap().unwrap();
         (t, d)
+    }
+
+    /// Issue 20 item 1: one no-follow opener for `run/leasehook` and every folder
+    /// below it, whoever asks (the hooks' locks and state files, the IMDS token).
+    #[test]
+    fn run_folder_refuses_a_symlinked_subfolder_naming_it() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::create_dir_all(t.path().join("run/leasehook")).unwrap();
+        symlink(&outside, t.path().join("run/leasehook/iface")).unwrap();
+        for create in [false, true] {
+            let e = run_folder(t.path(), Some("iface"), create).unwrap_err();
+            assert!(
+                e.to_string().ends_with(
+                    "run/leasehook/iface\": is a symlink, which is never followed; refusing to use it"
+                ),
+                "{e}"
+            );
+        }
+        let e = run_folder_for_write(t.path(), Some("iface")).unwrap_err();
+        assert!(
+            e.to_string().contains("leasehook/iface\": is a symlink"),
+            "{e}"
+        );
+        assert!(run_folder(t.path(), Some("lock"), false).unwrap().is_none());
+        assert!(run_folder(t.path(), Some("lock"), true).unwrap().is_some());
+        assert_eq!(
+            fs::read_dir(&outside).unwrap().count(),
+            0,
+            "created through a link"
+        );
     }
 
     #[test]
@@ -577,8 +654,8 @@ mod tests {
         fs::write(outside.path().join("target"), b"outside").unwrap();
         symlink(outside.path().join("target"), t.path().join("file")).unwrap();
         symlink(outside.path(), t.path().join("folder")).unwrap();
-        assert!(matches!(d.read("file", 100), Err(Problem::Symlink)));
-        assert!(matches!(d.child("folder"), Err(Problem::Symlink)));
+        assert!(matches!(d.read("file", 100), Err(FileProblem::Symlink)));
+        assert!(matches!(d.child("folder"), Err(FileProblem::Symlink)));
         assert_eq!(d.entry("file").unwrap(), Entry::Symlink);
         // Writing over a symlink replaces the link, not its target.
         d.write_atomic("file", b"inside", 0o600).unwrap();
@@ -593,9 +670,12 @@ mod tests {
         // A folder where a file is wanted, a FIFO, a size limit.
         assert!(matches!(
             d.read("folder", 100),
-            Err(Problem::Wrong(Entry::Dir))
+            Err(FileProblem::Wrong(Entry::Dir))
         ));
-        assert!(matches!(d.child("file"), Err(Problem::Wrong(Entry::File))));
+        assert!(matches!(
+            d.child("file"),
+            Err(FileProblem::Wrong(Entry::File))
+        ));
         let ok = std::process::Command::new("mkfifo")
             .arg(t.path().join("fifo"))
             .status()
@@ -603,9 +683,9 @@ mod tests {
         assert!(ok.success());
         assert!(matches!(
             d.read("fifo", 100),
-            Err(Problem::Wrong(Entry::Other))
+            Err(FileProblem::Wrong(Entry::Other))
         ));
-        assert!(matches!(d.read("file", 3), Err(Problem::TooLarge(3))));
+        assert!(matches!(d.read("file", 3), Err(FileProblem::TooLarge(3))));
         assert_eq!(d.read("missing", 3).unwrap(), None);
     }
 
@@ -622,7 +702,7 @@ mod tests {
         fs::write(t.path().join("plain"), b"x").unwrap();
         assert!(matches!(
             d.read_link("plain"),
-            Err(Problem::Wrong(Entry::File))
+            Err(FileProblem::Wrong(Entry::File))
         ));
         // A file where the link goes is set aside, not deleted.
         d.replace_symlink("plain", "instances/c").unwrap();
@@ -632,6 +712,6 @@ mod tests {
         let to = d.set_aside("plain").unwrap();
         assert!(to.ends_with("plain.corrupt.1"), "{to}");
         assert_eq!(fs::read(t.path().join("plain.corrupt")).unwrap(), b"x");
-        assert!(matches!(d.set_aside("nothing"), Err(Problem::Io(_))));
+        assert!(matches!(d.set_aside("nothing"), Err(FileProblem::Io(_))));
     }
 }

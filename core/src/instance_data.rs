@@ -29,10 +29,61 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use std::fmt;
 
-use crate::boot::decide::{Origin, Stage};
 use crate::error::{Error, Result};
 use crate::source::{InstanceData, REDACTED, is_sensitive};
+
+/// The two boot stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// `leasehook init --local`: before networking; local files and the LXD socket.
+    Local,
+    /// `leasehook init`: once the network is up.
+    Network,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Local => "local",
+            Self::Network => "network",
+        })
+    }
+}
+
+/// Where the instance data in use came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// Fetched from the datasource this boot.
+    Fetched,
+    /// The cache, after the datasource confirmed the instance-id.
+    CacheChecked,
+    /// The cache, because no configured datasource answered.
+    CacheFallback,
+    /// No datasource and no usable cache: the `None` datasource.
+    NoDatasource,
+}
+
+impl Origin {
+    /// Whether the data came from the cache.
+    pub fn from_cache(self) -> bool {
+        matches!(self, Self::CacheChecked | Self::CacheFallback)
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Fetched => "fetched",
+            Self::CacheChecked => "restored from the cache (instance-id confirmed)",
+            Self::CacheFallback => "restored from the cache (fallback)",
+            Self::NoDatasource => "no datasource",
+        })
+    }
+}
 
 /// `ds._doc`: the shape under `ds` is each source's own.
 pub const DS_DOC: &str = "EXPERIMENTAL: The structure and format of content scoped under the 'ds' key may change in subsequent releases of leasehook.";

@@ -18,7 +18,7 @@
 //! * [`source`] fetches metadata: the EC2 IMDS client and its consistency wait, and
 //!   the datasources (EC2, LXD, NoCloud) with [`source::detect`], which decides
 //!   without network which of them the instance has;
-//! * [`boot`] runs the boot stages: the datasource cache, the fallback to it, and
+//! * [`boot`] runs the boot stages: the fallback to the datasource [`cache`], and
 //!   [`instance_data`], which [`query`] reads.
 //!
 //! * [`config`] merges the configuration files, environment and flags;
@@ -27,8 +27,8 @@
 //!   up logging; the library only uses the `log` macros).
 //!
 //! The parsers, the planner, the diff and the renderers are pure: no files,
-//! sockets, clock or environment. IO lives in [`source`], [`boot`],
-//! [`apply::netlink`], [`apply::state`], [`hook`] and [`config::load`],
+//! sockets, clock or environment. IO lives in [`source`], [`boot`], [`cache`],
+//! [`apply::netlink`], [`apply::state`], [`commit`], [`hook`] and [`config::load`],
 //! and in the binaries, behind seams they are handed (the [`apply::Applier`] trait,
 //! base URLs, a root prefix for every path, a clock).
 
@@ -36,6 +36,7 @@
 
 pub mod apply;
 pub mod boot;
+pub mod cache;
 pub mod commit;
 pub mod config;
 pub mod constants;

@@ -12,8 +12,6 @@ use std::str::FromStr;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Problem;
-
 /// An IP address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Family {
@@ -628,6 +626,113 @@ impl Plan {
         self.interfaces
             .iter()
             .all(|i| i.missing.iter().all(|m| !m.is_metadata()))
+    }
+}
+
+/// What is wrong with a value: a short reason and the value as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Why the value was refused, for example `not an IPv4 address`.
+    pub reason: String,
+    /// The value as received (`None` when it was missing).
+    pub value: Option<String>,
+}
+
+impl Problem {
+    /// A value that was present but refused.
+    pub fn bad(reason: impl Into<String>, value: &str) -> Self {
+        Self {
+            reason: reason.into(),
+            value: Some(value.to_owned()),
+        }
+    }
+
+    /// A value that was required but absent.
+    pub fn missing() -> Self {
+        Self {
+            reason: "missing".to_owned(),
+            value: None,
+        }
+    }
+}
+
+/// How many characters of a bad value an error message shows.
+const SHOWN_CHARS: usize = 64;
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            None => f.write_str(&self.reason),
+            Some(v) => {
+                let shown: String = v.chars().take(SHOWN_CHARS).collect();
+                // Debug formatting escapes control characters and quotes, so a value
+                // carrying a newline cannot start a fake log line.
+                write!(f, "{} (got {shown:?}", self.reason)?;
+                if v.chars().count() > SHOWN_CHARS {
+                    write!(f, "… {} chars in all", v.chars().count())?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+/// A datasource leasehook knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum SourceKind {
+    /// The EC2 instance metadata service (IMDS).
+    Ec2,
+    /// LXD's dev-lxd socket, `/dev/lxd/sock`.
+    #[serde(rename = "LXD")]
+    Lxd,
+    /// NoCloud seeds: folders, the kernel command line, DMI.
+    NoCloud,
+    /// No datasource: the end of every list ds-identify writes.
+    None,
+}
+
+impl SourceKind {
+    /// Every kind, in the order ds-identify's built-in list names them (`None` last).
+    pub const ALL: [Self; 4] = [Self::NoCloud, Self::Ec2, Self::Lxd, Self::None];
+
+    /// cloud-init's name: `Ec2`, `LXD`, `NoCloud`, `None`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ec2 => "Ec2",
+            Self::Lxd => "LXD",
+            Self::NoCloud => "NoCloud",
+            Self::None => "None",
+        }
+    }
+
+    /// The kind a `datasource_list` entry or a `ds=` value names, compared without
+    /// regard to case. `nocloud-net` (cloud-init's `DataSourceNoCloudNet`, the same
+    /// source read in the network stage) is NoCloud. Any other name is a datasource
+    /// leasehook does not implement: `None`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        let n = name.trim();
+        if n.eq_ignore_ascii_case("nocloud-net") || n.eq_ignore_ascii_case("nocloudnet") {
+            return Some(Self::NoCloud);
+        }
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(n))
+    }
+
+    /// cloud-init's `platform` for instance data: `ec2`, `lxd`, `nocloud`, `none`.
+    pub fn platform(self) -> &'static str {
+        match self {
+            Self::Ec2 => "ec2",
+            Self::Lxd => "lxd",
+            Self::NoCloud => "nocloud",
+            Self::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Fuzz target: the boot stage's cache file (`boot::record::parse`, the
+//! Fuzz target: the boot stage's cache file (`cache::record::parse`, the
 //! `obj.json` under `var/lib/leasehook/instances/<id>/` read back at every boot),
 //! and the folder name an instance id turns into.
 #![no_main]
 
-use leasehook_core::boot::record;
+use leasehook_core::cache::record;
 use leasehook_fuzz::{first_line, text};
 use libfuzzer_sys::fuzz_target;
 

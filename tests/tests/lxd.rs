@@ -382,10 +382,10 @@ fn check_instance_id_is_cheap_and_honours_user_meta_data() {
 #[test]
 fn detect_uses_the_snapshot() {
     use leasehook_core::source::Check;
-    use leasehook_core::source::detect::{ReadOptions, read_snapshot};
+    use leasehook_core::source::detect::{ReadOptions, check, read_snapshot};
     let f = start(Config::new("instance-id: x\n"));
     let snap = read_snapshot(&ReadOptions::new(&f.root).with_virt("lxc")).unwrap();
-    assert_eq!(f.lxd().detect(&snap).check, Check::Found);
+    assert_eq!(check(f.lxd().kind(), &snap).check, Check::Found);
     assert_eq!(f.lxd().kind(), SourceKind::Lxd);
 }
 

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use leasehook_core::Error;
-use leasehook_core::source::detect::{ReadOptions, read_snapshot};
+use leasehook_core::source::detect::{ReadOptions, check, read_snapshot};
 use leasehook_core::source::ec2::identity::Ec2Source;
 use leasehook_core::source::ec2::{Ec2, WaitPolicy};
 use leasehook_core::source::lxd::Lxd;
@@ -375,7 +375,7 @@ fn every_source_behind_one_trait() {
     let snap = read_snapshot(&ReadOptions::new(root).with_virt("kvm")).unwrap();
     let found: Vec<(SourceKind, Check)> = sources
         .iter()
-        .map(|s| (s.kind(), s.detect(&snap).check))
+        .map(|s| (s.kind(), check(s.kind(), &snap).check))
         .collect();
     assert_eq!(
         found,

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub(crate) use leasehook_core::config::env_help;
-use leasehook_core::config::{self, Sources};
+use leasehook_core::config::{self, Layers};
 use leasehook_core::event::Env;
 use leasehook_core::hook::{self, HookConfig, HookOutcome};
 use leasehook_core::model::{IfName, LeaseEvent};
@@ -224,7 +224,7 @@ pub(crate) fn run_shim(
         Some(w) => log_context(Some(w), Some("worker"), |_| true),
         None => shim.context.clone(),
     };
-    let loaded = config::load(&Sources::from_env(env.clone()));
+    let loaded = config::load(&Layers::from_env(env.clone()));
     let level = loaded
         .as_ref()
         .map_or(log::LevelFilter::Info, |l| l.settings.log_level);

@@ -77,25 +77,12 @@ impl Paths {
     /// `<root>/run` is the system's; from `leasehook` down a symlink, or anything
     /// but a folder, is refused with an error that names it.
     pub fn run_folder(&self, sub: Option<&str>, create: bool) -> Result<Option<Dir>> {
-        let parent = self.root.join(crate::constants::RUN_PARENT);
-        let Some(base) = Dir::open_trusted(&parent, create)? else {
-            return Ok(None);
-        };
-        let Some(run) = base.child_strict(crate::constants::RUN_NAME, create, 0o755)? else {
-            return Ok(None);
-        };
-        match sub {
-            None => Ok(Some(run)),
-            Some(sub) => run.child_strict(sub, create, 0o755),
-        }
+        crate::fs::run_folder(&self.root, sub, create)
     }
 }
 
 fn run_folder_for_write(paths: &Paths, sub: Option<&str>) -> Result<Dir> {
-    paths.run_folder(sub, true)?.ok_or_else(|| Error::Io {
-        path: format!("{:?}", paths.run_dir()),
-        message: "vanished while being created".to_owned(),
-    })
+    crate::fs::run_folder_for_write(&paths.root, sub)
 }
 
 /// Reads the run-time file `name` (in `sub` below `run/leasehook`, or in it), at
@@ -368,12 +355,7 @@ pub fn set_aside(paths: &Paths, name: &IfName) -> Result<PathBuf> {
         .map_err(|p| dir.error(&file, &p))
 }
 
-/// The current time in milliseconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub use crate::fs::unix_ms;
 
 /// Writes `now` unless it holds the same content as `previous` (an unchanged plan
 /// writes no file), stamping the time it changed. Returns whether it wrote.

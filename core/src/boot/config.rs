@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::decide::FallbackPolicy;
+use crate::config::FallbackPolicy;
 use crate::config::{Loaded, Settings};
 
 /// The boot stage's settings.
@@ -41,7 +41,7 @@ impl BootConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Origin, Sources, merge, parse_file};
+    use crate::config::{Layers, SettingOrigin, merge, parse_file};
     use crate::source::SourceKind;
 
     #[test]
@@ -53,9 +53,9 @@ mod tests {
         .unwrap();
         let loaded = merge(
             std::path::Path::new("/"),
-            Origin::Default,
+            SettingOrigin::Default,
             &[layer],
-            &Sources::default(),
+            &Layers::default(),
         )
         .unwrap();
         let c = BootConfig::from_config(&loaded);

@@ -6,64 +6,14 @@
 //! No files, no sockets, no clock: [`super::run`] gathers the facts (the detection,
 //! the cache as read, what each source answered) and asks these functions.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::source::SourceKind;
+use crate::config::FallbackPolicy;
+use crate::instance_data::Stage;
+use crate::model::SourceKind;
 use crate::source::detect::Detection;
-
-/// The two boot stages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    /// `leasehook init --local`: before networking; local files and the LXD socket.
-    Local,
-    /// `leasehook init`: once the network is up.
-    Network,
-}
-
-impl fmt::Display for Stage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Local => "local",
-            Self::Network => "network",
-        })
-    }
-}
-
-/// Where the instance data in use came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Origin {
-    /// Fetched from the datasource this boot.
-    Fetched,
-    /// The cache, after the datasource confirmed the instance-id.
-    CacheChecked,
-    /// The cache, because no configured datasource answered.
-    CacheFallback,
-    /// No datasource and no usable cache: the `None` datasource.
-    NoDatasource,
-}
-
-impl Origin {
-    /// Whether the data came from the cache.
-    pub fn from_cache(self) -> bool {
-        matches!(self, Self::CacheChecked | Self::CacheFallback)
-    }
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Fetched => "fetched",
-            Self::CacheChecked => "restored from the cache (instance-id confirmed)",
-            Self::CacheFallback => "restored from the cache (fallback)",
-            Self::NoDatasource => "no datasource",
-        })
-    }
-}
 
 /// What a stage does with a datasource of the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,27 +128,6 @@ pub enum CacheView {
     },
 }
 
-/// `fallback:` settings: global, and per datasource (`datasource: {Ec2: {fallback:
-/// false}}`). A datasource's own setting wins; without either, fallback is on.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FallbackPolicy {
-    /// `fallback:` at the top of the configuration.
-    pub global: Option<bool>,
-    /// `datasource.<Name>.fallback`.
-    pub per_datasource: BTreeMap<SourceKind, bool>,
-}
-
-impl FallbackPolicy {
-    /// Whether the cache of `kind` may stand in, and which setting said no.
-    pub fn allows(&self, kind: SourceKind) -> Result<(), String> {
-        match (self.per_datasource.get(&kind), self.global) {
-            (Some(true), _) | (None, Some(true) | None) => Ok(()),
-            (Some(false), _) => Err(format!("datasource.{kind}.fallback is false")),
-            (None, Some(false)) => Err("fallback is false".to_owned()),
-        }
-    }
-}
-
 /// Why the cache was not used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotUsed {
@@ -300,6 +229,8 @@ pub fn fallback(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use SourceKind::{Ec2, Lxd, NoCloud, None as NoneDs};
 
@@ -514,7 +445,10 @@ mod tests {
         assert_eq!(json["result"], "check-failed");
         assert_eq!(json["stage"], "network");
         assert_eq!(json["datasource"], "Ec2");
-        assert!(Origin::CacheFallback.from_cache() && !Origin::Fetched.from_cache());
+        assert!(
+            crate::instance_data::Origin::CacheFallback.from_cache()
+                && !crate::instance_data::Origin::Fetched.from_cache()
+        );
     }
 
     #[test]

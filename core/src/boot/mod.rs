@@ -5,12 +5,11 @@
 //!
 //! * [`decide`] (pure): which stage tries which datasource, whether the cache may
 //!   stand in, and why not;
-//! * [`record`] (pure): the versioned cache record;
 //! * [`config`] (pure): the boot stage's configuration keys;
 //! * [`crate::fs`] (performs IO, shared with the hooks): files below leasehook's
 //!   folders, never through a symlink, written atomically;
-//! * [`cache`] (performs IO): `/var/lib/leasehook` — records, the `instance` link,
-//!   `data/instance-id`, `data/previous-instance-id`;
+//! * [`crate::cache`] (performs IO; its record is pure): `/var/lib/leasehook` —
+//!   records, the `instance` link, `data/instance-id`, `data/previous-instance-id`;
 //! * [`state`] (performs IO): `/run/leasehook/boot.json`, the verdict the local
 //!   stage hands to the network stage;
 //! * [`run`] (performs IO): one stage end to end.
@@ -18,11 +17,9 @@
 //! What goes into instance-data is [`crate::instance_data`] (pure); how
 //! `leasehook query` reads it is [`crate::query`] (pure).
 
-pub mod cache;
 pub mod config;
 pub mod decide;
-pub mod record;
 pub mod run;
 pub mod state;
 
-pub use decide::{Origin, Stage};
+pub use crate::instance_data::{Origin, Stage};

@@ -29,16 +29,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::cache::{Cache, Loaded};
 use super::config::BootConfig;
-use super::decide::{self, Attempt, CacheView, Origin, Role, Stage, Tried};
-use super::record::CacheRecord;
+use super::decide::{self, Attempt, CacheView, Role, Tried};
 use super::state::{self, BOOT_STATE_VERSION, BootState, Verdict};
+use crate::cache::record::CacheRecord;
+use crate::cache::{Cache, Lookup};
 use crate::constants::{INSTANCE_DATA, INSTANCE_DATA_SENSITIVE};
 use crate::error::{Error, Result};
 use crate::instance_data::{self, Provenance};
+use crate::instance_data::{Origin, Stage};
 use crate::source::detect::{
-    Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot_with,
+    Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot,
 };
 use crate::source::ec2::{Ec2Provider, WaitPolicy};
 use crate::source::lxd::Lxd;
@@ -61,7 +62,7 @@ pub struct Options {
 
 /// Everything a stage decides from, gathered before it starts.
 #[derive(Debug, Clone)]
-pub struct Context {
+pub struct Facts {
     /// The root.
     pub root: PathBuf,
     /// Which datasources the instance has (ds-identify's decision).
@@ -80,11 +81,11 @@ pub struct Context {
     pub now_ms: u64,
 }
 
-impl Context {
+impl Facts {
     /// Reads the detection snapshot and leasehook's configuration below the root.
     pub fn gather(o: &Options) -> Result<Self> {
         let loaded = crate::config::load(
-            &crate::config::Sources::from_env(o.env.clone())
+            &crate::config::Layers::from_env(o.env.clone())
                 .with_root(Some(o.root.clone()))
                 .with_file(o.config.clone()),
         )?;
@@ -98,10 +99,8 @@ impl Context {
         if let Some(v) = &o.virt {
             ro = ro.with_virt(v);
         }
-        if let Some(c) = &o.config {
-            ro = ro.with_config(c);
-        }
-        let snapshot = read_snapshot_with(&ro, loaded)?;
+        let ro = ro.with_datasource_list(loaded.datasource_list());
+        let snapshot = read_snapshot(&ro)?;
         let detection = decide_list(&snapshot)?;
         let config = BootConfig::from_config(loaded);
         Ok(Self {
@@ -113,14 +112,14 @@ impl Context {
                 .map_or("unknown", |(p, _)| p.cloud_name())
                 .to_owned(),
             boot_id: state::boot_id(&o.root),
-            now_ms: crate::apply::state::unix_ms(),
+            now_ms: crate::fs::unix_ms(),
             detection,
         })
     }
 }
 
 /// Builds the datasource of a kind: the seam tests replace.
-pub trait Sources {
+pub trait Datasources {
     /// The datasource `kind`, ready to check or fetch.
     fn source(&self, kind: SourceKind) -> Result<Box<dyn Datasource>>;
 }
@@ -136,7 +135,7 @@ pub struct RealSources {
 
 impl RealSources {
     /// The datasources a context describes.
-    pub fn new(ctx: &Context) -> Self {
+    pub fn new(ctx: &Facts) -> Self {
         Self {
             root: ctx.root.clone(),
             virt: ctx.virt.clone(),
@@ -146,7 +145,7 @@ impl RealSources {
     }
 }
 
-impl Sources for RealSources {
+impl Datasources for RealSources {
     fn source(&self, kind: SourceKind) -> Result<Box<dyn Datasource>> {
         Ok(match kind {
             SourceKind::Ec2 => {
@@ -170,7 +169,7 @@ impl Sources for RealSources {
 
 /// What a stage did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
+pub struct RunReport {
     /// The verdict as recorded in `boot.json`.
     pub state: BootState,
     /// The network stage found a final verdict of this boot and trusted it: no
@@ -191,8 +190,8 @@ pub fn publish(root: &Path, data: &InstanceData, p: &Provenance) -> Result<()> {
 /// One stage's work, with its sources built on demand (once each).
 struct StageRun<'a> {
     stage: Stage,
-    ctx: &'a Context,
-    sources: &'a dyn Sources,
+    ctx: &'a Facts,
+    sources: &'a dyn Datasources,
     built: BTreeMap<SourceKind, Box<dyn Datasource>>,
     cache: Cache,
     attempts: Vec<Attempt>,
@@ -362,7 +361,7 @@ fn describe(view: &CacheView) -> String {
 
 /// Runs one stage (see the module docs) and records its verdict.
 #[allow(clippy::too_many_lines)] // the stage reads top to bottom, as the module docs list it
-pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report> {
+pub fn run(stage: Stage, ctx: &Facts, sources: &dyn Datasources) -> Result<RunReport> {
     let previous_state = state::read(&ctx.root, ctx.boot_id.as_deref());
     let cache = Cache::new(&ctx.root);
     let mut r = StageRun {
@@ -391,7 +390,7 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
             );
             let prev = prev.clone();
             republish_if_missing(ctx, &prev);
-            return Ok(Report {
+            return Ok(RunReport {
                 state: prev,
                 trusted: true,
             });
@@ -405,7 +404,7 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
         let mut st = r.state(Verdict::Disabled);
         st.cache = format!("not used: disabled ({why})");
         state::write(&ctx.root, &st)?;
-        return Ok(Report {
+        return Ok(RunReport {
             state: st,
             trusted: false,
         });
@@ -414,12 +413,12 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
     r.previous_instance_id = r.cache.instance_id();
     let loaded = r.cache.load();
     let view = match &loaded {
-        Loaded::Missing => CacheView::Missing,
-        Loaded::Bad(why) => {
+        Lookup::Missing => CacheView::Missing,
+        Lookup::Bad(why) => {
             log::warn!("cache: {why}");
             CacheView::Corrupt(why.clone())
         }
-        Loaded::Valid(rec) => CacheView::Valid {
+        Lookup::Valid(rec) => CacheView::Valid {
             datasource: rec.datasource,
             instance_id: rec.instance_id.clone(),
         },
@@ -449,7 +448,7 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
 
     // Cache check.
     let mut failed_check = None;
-    if let Loaded::Valid(rec) = &loaded {
+    if let Lookup::Valid(rec) = &loaded {
         let k = rec.datasource;
         if r.configured.contains(&k) && to_try.contains(&k) && role(k) == Role::Try {
             let answer = r.source(k)?.check_instance_id(&rec.instance_data);
@@ -471,7 +470,7 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
                         note,
                     )?;
                     state::write(&ctx.root, &st)?;
-                    return Ok(Report {
+                    return Ok(RunReport {
                         state: st,
                         trusted: false,
                     });
@@ -514,7 +513,7 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
                     let note = format!("not needed: {k} answered; {}", describe(&view));
                     let st = r.found(Origin::Fetched, &data, ctx.now_ms, note)?;
                     state::write(&ctx.root, &st)?;
-                    return Ok(Report {
+                    return Ok(RunReport {
                         state: st,
                         trusted: false,
                     });
@@ -538,7 +537,7 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
                 .join(", ")
         );
         state::write(&ctx.root, &st)?;
-        return Ok(Report {
+        return Ok(RunReport {
             state: st,
             trusted: false,
         });
@@ -554,7 +553,7 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
         &r.attempts,
     );
     let st = match (decision, &loaded) {
-        (Ok(()), Loaded::Valid(rec)) => {
+        (Ok(()), Lookup::Valid(rec)) => {
             log::warn!(
                 "no configured datasource answered (tried: {}); using the cached {} {:?}, fetched at {} ms since the epoch",
                 if tried.is_empty() {
@@ -591,7 +590,7 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
         }
     };
     state::write(&ctx.root, &st)?;
-    Ok(Report {
+    Ok(RunReport {
         state: st,
         trusted: false,
     })
@@ -599,7 +598,7 @@ pub fn run(stage: Stage, ctx: &Context, sources: &dyn Sources) -> Result<Report>
 
 /// The network stage trusted a verdict, but instance-data is gone (removed by
 /// hand): write it again from the cache (or as `None`), asking no datasource.
-fn republish_if_missing(ctx: &Context, prev: &BootState) {
+fn republish_if_missing(ctx: &Facts, prev: &BootState) {
     let present = state::run_dir_if_present(&ctx.root)
         .ok()
         .flatten()
@@ -612,7 +611,7 @@ fn republish_if_missing(ctx: &Context, prev: &BootState) {
     }
     let data = match (prev.verdict, Cache::new(&ctx.root).load()) {
         (Verdict::NoDatasource, _) => NoneSource.fetch().ok(),
-        (Verdict::Found, Loaded::Valid(rec))
+        (Verdict::Found, Lookup::Valid(rec))
             if Some(&rec.instance_id) == prev.instance_id.as_ref() =>
         {
             Some(rec.instance_data)

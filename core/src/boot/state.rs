@@ -10,10 +10,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::decide::{Attempt, Origin, Stage};
+use super::decide::Attempt;
 use crate::constants::{BOOT_STATE, RUN_NAME, RUN_PARENT};
 use crate::error::{Error, Result};
 use crate::fs::Dir;
+use crate::instance_data::{Origin, Stage};
 use crate::source::SourceKind;
 
 /// The version of `boot.json` this leasehook writes and reads.

@@ -2,7 +2,7 @@
 //! leasehook's configuration (SPEC §7): `/etc/leasehook/config.yaml`, then
 //! `/etc/leasehook/config.d/*.yaml` in lexical order, then `LEASEHOOK_*`
 //! environment variables, then command-line flags; a later layer wins a key. Every
-//! value remembers where it came from ([`Origin`]), which `leasehook config show`
+//! value remembers where it came from ([`SettingOrigin`]), which `leasehook config show`
 //! prints.
 //!
 //! Parsing a file ([`parse_file`]) and merging layers are pure; [`load`] reads the
@@ -29,16 +29,36 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
-use crate::boot::decide::FallbackPolicy;
 use crate::constants::{CONFIG_MAX_BYTES, LEASEHOOK_CONFIG, LEASEHOOK_CONFIG_D};
 use crate::error::{Error, Result};
 use crate::event::Env;
+use crate::model::SourceKind;
 use crate::model::{IfName, MacAddr};
 use crate::plan::PlanConfig;
-use crate::source::SourceKind;
 
 pub use keys::{KEYS, Key};
 pub use show::{show_json, show_yaml};
+
+/// `fallback:` settings: global, and per datasource (`datasource: {Ec2: {fallback:
+/// false}}`). A datasource's own setting wins; without either, fallback is on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FallbackPolicy {
+    /// `fallback:` at the top of the configuration.
+    pub global: Option<bool>,
+    /// `datasource.<Name>.fallback`.
+    pub per_datasource: BTreeMap<SourceKind, bool>,
+}
+
+impl FallbackPolicy {
+    /// Whether the cache of `kind` may stand in, and which setting said no.
+    pub fn allows(&self, kind: SourceKind) -> Result<(), String> {
+        match (self.per_datasource.get(&kind), self.global) {
+            (Some(true), _) | (None, Some(true) | None) => Ok(()),
+            (Some(false), _) => Err(format!("datasource.{kind}.fallback is false")),
+            (None, Some(false)) => Err("fallback is false".to_owned()),
+        }
+    }
+}
 
 /// The environment variable that names the prefix of every path.
 pub const ROOT_ENV: &str = "LEASEHOOK_ROOT";
@@ -195,7 +215,7 @@ impl Settings {
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
+pub enum SettingOrigin {
     /// Nothing set it.
     Default,
     /// A configuration file, at this line.
@@ -211,7 +231,7 @@ pub enum Origin {
     Flag(String),
 }
 
-impl fmt::Display for Origin {
+impl fmt::Display for SettingOrigin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Default => f.write_str("default"),
@@ -237,7 +257,7 @@ pub struct Flag {
 
 /// Where to read from: what the command line and the environment say.
 #[derive(Debug, Clone, Default)]
-pub struct Sources {
+pub struct Layers {
     /// `--root` (wins over `LEASEHOOK_ROOT`).
     pub root: Option<PathBuf>,
     /// `--config FILE` (wins over `LEASEHOOK_CONFIG`): read only this file, as given
@@ -249,7 +269,7 @@ pub struct Sources {
     pub flags: Vec<Flag>,
 }
 
-impl Sources {
+impl Layers {
     /// Reading with this environment and nothing from the command line.
     pub fn from_env(env: Env) -> Self {
         Self {
@@ -294,13 +314,13 @@ impl Sources {
     }
 
     /// The root: `--root`, else `LEASEHOOK_ROOT`, else `/`, and where it came from.
-    pub fn resolve_root(&self) -> (PathBuf, Origin) {
+    pub fn resolve_root(&self) -> (PathBuf, SettingOrigin) {
         if let Some(r) = &self.root {
-            return (r.clone(), Origin::Flag("--root".to_owned()));
+            return (r.clone(), SettingOrigin::Flag("--root".to_owned()));
         }
         match self.env_value(ROOT_ENV) {
-            Some(r) => (PathBuf::from(r), Origin::Env(ROOT_ENV.to_owned())),
-            None => (PathBuf::from("/"), Origin::Default),
+            Some(r) => (PathBuf::from(r), SettingOrigin::Env(ROOT_ENV.to_owned())),
+            None => (PathBuf::from("/"), SettingOrigin::Default),
         }
     }
 
@@ -348,15 +368,30 @@ pub struct Loaded {
     pub settings: Settings,
     /// Each key that was set (`imds.budget_s`, `datasource.Ec2.fallback`) and where
     /// its value came from; keys not listed are defaults.
-    pub origins: BTreeMap<String, Origin>,
+    pub origins: BTreeMap<String, SettingOrigin>,
     /// The files read, in order.
     pub files: Vec<String>,
 }
 
 impl Loaded {
+    /// The `datasource_list` setting and where it came from, when it is set: what
+    /// detection is handed ([`crate::source::detect::ReadOptions`]).
+    pub fn datasource_list(&self) -> Option<crate::source::detect::ConfiguredList> {
+        self.settings
+            .datasource_list
+            .as_ref()
+            .map(|names| crate::source::detect::ConfiguredList {
+                names: names.clone(),
+                from: self.origin("datasource_list").to_string(),
+            })
+    }
+
     /// Where `key`'s value came from.
-    pub fn origin(&self, key: &str) -> Origin {
-        self.origins.get(key).cloned().unwrap_or(Origin::Default)
+    pub fn origin(&self, key: &str) -> SettingOrigin {
+        self.origins
+            .get(key)
+            .cloned()
+            .unwrap_or(SettingOrigin::Default)
     }
 }
 
@@ -371,7 +406,7 @@ pub struct Layer {
 }
 
 /// Reads every layer and merges them (see the module docs).
-pub fn load(sources: &Sources) -> Result<Loaded> {
+pub fn load(sources: &Layers) -> Result<Loaded> {
     let (root, root_origin) = sources.resolve_root();
     let mut layers = Vec::new();
     for (path, required) in sources.files(&root)? {
@@ -392,19 +427,19 @@ pub fn load(sources: &Sources) -> Result<Loaded> {
 /// Merges parsed files, then the environment, then flags, over the defaults.
 pub fn merge(
     root: &Path,
-    root_origin: Origin,
+    root_origin: SettingOrigin,
     layers: &[Layer],
-    sources: &Sources,
+    sources: &Layers,
 ) -> Result<Loaded> {
     let mut loaded = Loaded::default();
     loaded.settings.root = root.to_path_buf();
-    if root_origin != Origin::Default {
+    if root_origin != SettingOrigin::Default {
         loaded.origins.insert("root".to_owned(), root_origin);
     }
     for layer in layers {
         loaded.files.push(layer.path.clone());
         for (key, value, line) in &layer.values {
-            let origin = Origin::File {
+            let origin = SettingOrigin::File {
                 path: layer.path.clone(),
                 line: *line,
             };
@@ -419,7 +454,7 @@ pub fn merge(
                 &mut loaded,
                 key.name,
                 &keys::Raw::Text(v),
-                Origin::Env(var.to_owned()),
+                SettingOrigin::Env(var.to_owned()),
             )?;
         }
     }
@@ -428,13 +463,13 @@ pub fn merge(
             &mut loaded,
             f.key,
             &keys::Raw::Text(&f.value),
-            Origin::Flag(f.flag.to_owned()),
+            SettingOrigin::Flag(f.flag.to_owned()),
         )?;
     }
     Ok(loaded)
 }
 
-fn set(loaded: &mut Loaded, key: &str, raw: &keys::Raw<'_>, origin: Origin) -> Result<()> {
+fn set(loaded: &mut Loaded, key: &str, raw: &keys::Raw<'_>, origin: SettingOrigin) -> Result<()> {
     let result = match key
         .strip_prefix("datasource.")
         .and_then(|k| k.strip_suffix(".fallback"))

@@ -7,14 +7,21 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::{KEYS, Loaded, Origin};
+use super::{KEYS, Loaded, SettingOrigin};
 
 /// Writes one `key: value  # origin` line.
-fn line(out: &mut String, indent: &str, name: &str, value: &Value, origin: &Origin, help: &str) {
+fn line(
+    out: &mut String,
+    indent: &str,
+    name: &str,
+    value: &Value,
+    origin: &SettingOrigin,
+    help: &str,
+) {
     // A JSON scalar or list of scalars is also a YAML flow value.
     let text = format!("{indent}{name}: {value}");
     let note = match origin {
-        Origin::Default => format!("default; {help}"),
+        SettingOrigin::Default => format!("default; {help}"),
         o => o.to_string(),
     };
     let _ = writeln!(out, "{text:<48} # {note}");

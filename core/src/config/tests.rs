@@ -11,18 +11,18 @@ fn env(pairs: &[(&str, &str)]) -> Env {
         .collect()
 }
 
-fn merged(files: &[(&str, &str)], sources: &Sources) -> Result<Loaded> {
+fn merged(files: &[(&str, &str)], sources: &Layers) -> Result<Loaded> {
     let layers = files
         .iter()
         .map(|(p, t)| parse_file(p, t))
         .collect::<Result<Vec<_>>>()?;
-    merge(Path::new("/"), Origin::Default, &layers, sources)
+    merge(Path::new("/"), SettingOrigin::Default, &layers, sources)
 }
 
 #[test]
 fn empty_files_give_the_defaults() {
     for text in ["", "# nothing\n", "---\n", "~\n"] {
-        let l = merged(&[("/c.yaml", text)], &Sources::default()).unwrap();
+        let l = merged(&[("/c.yaml", text)], &Layers::default()).unwrap();
         assert_eq!(l.settings, Settings::default(), "{text:?}");
         assert!(l.origins.is_empty());
     }
@@ -31,7 +31,7 @@ fn empty_files_give_the_defaults() {
 #[test]
 fn the_shipped_file_is_all_defaults() {
     let text = include_str!("../../../hooks/config/config.yaml");
-    let l = merged(&[("/etc/leasehook/config.yaml", text)], &Sources::default()).unwrap();
+    let l = merged(&[("/etc/leasehook/config.yaml", text)], &Layers::default()).unwrap();
     assert_eq!(l.settings, Settings::default());
     // Uncommented, every key it shows parses and still gives the defaults.
     // `#key: value` and `#  nested: value` are keys; `# text` and `#  # text`
@@ -48,7 +48,7 @@ fn the_shipped_file_is_all_defaults() {
             out.push('\n');
             out
         });
-    let l = merged(&[("/u.yaml", &uncommented)], &Sources::default()).unwrap();
+    let l = merged(&[("/u.yaml", &uncommented)], &Layers::default()).unwrap();
     let mut want = Settings::default();
     want.plan.priority_base = Some(10_000);
     want.imds.endpoints = Some(
@@ -80,7 +80,7 @@ fn later_layers_win_and_say_where_from() {
             "# over\ntable_base: 30000\ndatasource:\n  Ec2:\n    fallback: false\n",
         ),
     ];
-    let sources = Sources::from_env(env(&[
+    let sources = Layers::from_env(env(&[
         ("LEASEHOOK_IMDS_BUDGET_S", "12.5"),
         ("LEASEHOOK_PRIMARY_RULES", "yes"),
         ("LEASEHOOK_FALLBACK", ""),
@@ -122,7 +122,7 @@ fn later_layers_win_and_say_where_from() {
         "environment LEASEHOOK_IMDS_BUDGET_S"
     );
     assert_eq!(l.origin("profile").to_string(), "flag --profile");
-    assert_eq!(l.origin("priority_base"), Origin::Default);
+    assert_eq!(l.origin("priority_base"), SettingOrigin::Default);
 }
 
 #[test]
@@ -213,7 +213,7 @@ fn mistakes_name_the_file_line_and_key() {
         ("table_base: [1\n", "configuration /c.yaml: ", ""),
     ];
     for (text, prefix, want) in cases {
-        let e = merged(&[("/c.yaml", text)], &Sources::default())
+        let e = merged(&[("/c.yaml", text)], &Layers::default())
             .unwrap_err()
             .to_string();
         assert!(
@@ -227,7 +227,7 @@ fn mistakes_name_the_file_line_and_key() {
 fn bad_environment_and_flags_name_themselves() {
     let e = merged(
         &[],
-        &Sources::from_env(env(&[("LEASEHOOK_TABLE_BASE", "-1")])),
+        &Layers::from_env(env(&[("LEASEHOOK_TABLE_BASE", "-1")])),
     )
     .unwrap_err()
     .to_string();
@@ -239,7 +239,7 @@ fn bad_environment_and_flags_name_themselves() {
     );
     let e = merged(
         &[],
-        &Sources::default().with_flag("imds.budget_s", "--budget", Some("NaN".into())),
+        &Layers::default().with_flag("imds.budget_s", "--budget", Some("NaN".into())),
     )
     .unwrap_err()
     .to_string();
@@ -249,7 +249,7 @@ fn bad_environment_and_flags_name_themselves() {
     );
     let e = merged(
         &[],
-        &Sources::from_env(env(&[("LEASEHOOK_UNMANAGED", "eth0,,eth1")])),
+        &Layers::from_env(env(&[("LEASEHOOK_UNMANAGED", "eth0,,eth1")])),
     )
     .unwrap_err()
     .to_string();
@@ -260,7 +260,7 @@ fn bad_environment_and_flags_name_themselves() {
 fn hostile_values_are_escaped_in_messages() {
     let e = merged(
         &[("/c.yaml", "profile: \"x\\n<13>fake: line\"\n")],
-        &Sources::default(),
+        &Layers::default(),
     )
     .unwrap_err()
     .to_string();
@@ -281,7 +281,7 @@ fn load_reads_config_d_in_lexical_order_below_the_root() {
     .unwrap();
     std::fs::write(etc.join("config.d/30-c.yaml.dpkg-old"), "table_base: x\n").unwrap();
     std::fs::write(etc.join("config.d/.hidden.yaml"), "table_base: x\n").unwrap();
-    let sources = Sources::default().with_root(Some(dir.path().to_path_buf()));
+    let sources = Layers::default().with_root(Some(dir.path().to_path_buf()));
     let l = load(&sources).unwrap();
     assert_eq!(l.settings.plan.table_base, 3);
     assert_eq!(l.settings.plan.profile, Profile::CloudInit);
@@ -302,7 +302,7 @@ fn load_reads_config_d_in_lexical_order_below_the_root() {
     .unwrap_err();
     assert!(e.to_string().contains("nope.yaml"), "{e}");
     // LEASEHOOK_ROOT is the root when --root is not given.
-    let mut s = Sources::from_env(env(&[(ROOT_ENV, dir.path().to_str().unwrap())]));
+    let mut s = Layers::from_env(env(&[(ROOT_ENV, dir.path().to_str().unwrap())]));
     assert_eq!(load(&s).unwrap().settings.plan.table_base, 3);
     s.env.insert(CONFIG_ENV.into(), only.display().to_string());
     assert_eq!(load(&s).unwrap().settings.plan.table_base, 7);
@@ -315,7 +315,7 @@ fn show_prints_every_key_with_its_origin() {
             "/etc/leasehook/config.yaml",
             "table_base: 20000\ndatasource:\n  LXD: {fallback: false}\n",
         )],
-        &Sources::from_env(env(&[("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1")])),
+        &Layers::from_env(env(&[("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1")])),
     )
     .unwrap();
     let y = show_yaml(&l);
@@ -333,7 +333,7 @@ fn show_prints_every_key_with_its_origin() {
         "{y}"
     );
     // What it prints is itself a configuration that gives the same settings.
-    let again = merged(&[("/shown.yaml", &y)], &Sources::default()).unwrap();
+    let again = merged(&[("/shown.yaml", &y)], &Layers::default()).unwrap();
     let mut want = l.settings.clone();
     want.plan.priority_base = None;
     let mut got = again.settings.clone();
@@ -398,14 +398,14 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
 
 #[test]
 fn provider_is_auto_or_ec2_and_a_planned_name_says_so() {
-    let d = merged(&[], &Sources::default()).unwrap();
+    let d = merged(&[], &Layers::default()).unwrap();
     assert_eq!(
         d.settings.provider,
         crate::source::provider::ProviderChoice::Auto
     );
     let l = merged(
         &[("/etc/leasehook/config.yaml", "provider: ec2\n")],
-        &Sources::default(),
+        &Layers::default(),
     )
     .unwrap();
     assert_eq!(
@@ -427,7 +427,7 @@ fn provider_is_auto_or_ec2_and_a_planned_name_says_so() {
                 "/etc/leasehook/config.yaml",
                 &format!("provider: {value}\n"),
             )],
-            &Sources::default(),
+            &Layers::default(),
         )
         .unwrap_err()
         .to_string();

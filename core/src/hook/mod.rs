@@ -41,7 +41,7 @@ use std::time::Duration;
 use crate::apply::netlink::NetlinkApplier;
 use crate::apply::state::{self, InterfaceState, Paths};
 use crate::apply::{self, Applier, Report};
-use crate::config::{self, Settings, Sources, Unmanaged};
+use crate::config::{self, Layers, Settings, Unmanaged};
 use crate::error::{Error, Result};
 use crate::model::{IfName, LeaseEvent, Link, MacAddr, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
@@ -106,7 +106,7 @@ impl HookConfig {
     /// `LEASEHOOK_*` variables of `env`; a bad value is an error naming the file
     /// and line, or the variable.
     pub fn load(env: &crate::event::Env) -> Result<Self> {
-        config::load(&Sources::from_env(env.clone())).map(|l| Self::from_settings(&l.settings))
+        config::load(&Layers::from_env(env.clone())).map(|l| Self::from_settings(&l.settings))
     }
 
     /// Whether the NIC `name` (MAC `mac`, when known) is listed in `unmanaged`.

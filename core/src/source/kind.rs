@@ -1,78 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Pure: the closed set of datasources, what detecting one says, and the one trait
-//! every datasource implements.
-//!
-//! The set is closed (SPEC §5: Ec2, LXD, NoCloud and the final `None`), so it is an
-//! enum: selection, logs and cache tags name a [`SourceKind`], never a string.
-//! Names are cloud-init's spelling (`Ec2`, `LXD`, `NoCloud`, `None`) and are matched
-//! without regard to case, as cloud-init matches `datasource_list` entries.
+//! Pure: what detecting a datasource says, and the one trait every datasource
+//! implements. The closed set of datasources, [`SourceKind`], is a plain value in
+//! [`crate::model`] (the error type names it, so it sits below everything).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::detect::Snapshot;
 use super::instance::InstanceData;
 use crate::error::Result;
-
-/// A datasource leasehook knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum SourceKind {
-    /// The EC2 instance metadata service (IMDS).
-    Ec2,
-    /// LXD's dev-lxd socket, `/dev/lxd/sock`.
-    #[serde(rename = "LXD")]
-    Lxd,
-    /// NoCloud seeds: folders, the kernel command line, DMI.
-    NoCloud,
-    /// No datasource: the end of every list ds-identify writes.
-    None,
-}
-
-impl SourceKind {
-    /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 4] = [Self::NoCloud, Self::Ec2, Self::Lxd, Self::None];
-
-    /// cloud-init's name: `Ec2`, `LXD`, `NoCloud`, `None`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Ec2 => "Ec2",
-            Self::Lxd => "LXD",
-            Self::NoCloud => "NoCloud",
-            Self::None => "None",
-        }
-    }
-
-    /// The kind a `datasource_list` entry or a `ds=` value names, compared without
-    /// regard to case. `nocloud-net` (cloud-init's `DataSourceNoCloudNet`, the same
-    /// source read in the network stage) is NoCloud. Any other name is a datasource
-    /// leasehook does not implement: `None`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        let n = name.trim();
-        if n.eq_ignore_ascii_case("nocloud-net") || n.eq_ignore_ascii_case("nocloudnet") {
-            return Some(Self::NoCloud);
-        }
-        Self::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(n))
-    }
-
-    /// cloud-init's `platform` for instance data: `ec2`, `lxd`, `nocloud`, `none`.
-    pub fn platform(self) -> &'static str {
-        match self {
-            Self::Ec2 => "ec2",
-            Self::Lxd => "lxd",
-            Self::NoCloud => "nocloud",
-            Self::None => "none",
-        }
-    }
-}
-
-impl fmt::Display for SourceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::model::SourceKind;
 
 /// What a datasource's check says, in ds-identify's three words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -89,14 +26,14 @@ pub enum Check {
 
 /// A check's answer and why, in words an operator can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
+pub struct Finding {
     /// The answer.
     pub check: Check,
     /// Why, naming the file or value that decided it.
     pub reason: String,
 }
 
-impl Verdict {
+impl Finding {
     /// `Found`, because `reason`.
     pub fn found(reason: impl Into<String>) -> Self {
         Self {
@@ -130,10 +67,6 @@ impl Verdict {
 pub trait Datasource: fmt::Debug {
     /// Which datasource this is.
     fn kind(&self) -> SourceKind;
-
-    /// Whether the instance has this datasource, decided from a snapshot of the
-    /// root's files (see [`super::detect`]): no network, no IO of its own.
-    fn detect(&self, snapshot: &Snapshot) -> Verdict;
 
     /// Reads the instance's data: IO at the edge, parsing pure. A source that is not
     /// there at all is [`crate::Error::NotFound`]; one that answers garbage is

@@ -23,5 +23,5 @@ pub mod provider;
 mod yaml;
 
 pub use instance::{InstanceData, REDACTED, SENSITIVE_KEYS, is_sensitive};
-pub use kind::{Check, Datasource, SourceKind, Verdict};
+pub use kind::{Check, Datasource, Finding, SourceKind};
 pub use none::{NONE_INSTANCE_ID, NoneSource};

@@ -30,10 +30,10 @@ use serde_json::{Map, Value, json};
 
 use super::detect::config::CloudConfig;
 use super::detect::read::cloud_config_files;
-use super::detect::{CONTAINERS, NOCLOUD_LABELS, Snapshot, check};
+use super::detect::{CONTAINERS, NOCLOUD_LABELS};
 use super::files::{first_line, read_limited, read_optional};
 use super::yaml::{scalar_text, yaml};
-use super::{Datasource, InstanceData, SourceKind, Verdict};
+use super::{Datasource, InstanceData, SourceKind};
 use crate::constants::{NOCLOUD_SEED_DIRS, SEED_MAX_BYTES, UBUNTU_CORE_WRITABLE};
 use crate::error::{Error, Problem, Result};
 
@@ -484,10 +484,6 @@ impl NoCloud {
 impl Datasource for NoCloud {
     fn kind(&self) -> SourceKind {
         SourceKind::NoCloud
-    }
-
-    fn detect(&self, snapshot: &Snapshot) -> Verdict {
-        check(SourceKind::NoCloud, snapshot)
     }
 
     fn fetch(&self) -> Result<InstanceData> {

@@ -6,8 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::detect::Snapshot;
-use super::{Datasource, InstanceData, SourceKind, Verdict};
+use super::{Datasource, InstanceData, SourceKind};
 use crate::error::Result;
 
 /// cloud-init's instance-id for "no datasource".
@@ -20,10 +19,6 @@ pub struct NoneSource;
 impl Datasource for NoneSource {
     fn kind(&self) -> SourceKind {
         SourceKind::None
-    }
-
-    fn detect(&self, _snapshot: &Snapshot) -> Verdict {
-        Verdict::not_found("None is never detected; it only ends the list")
     }
 
     fn fetch(&self) -> Result<InstanceData> {
@@ -55,12 +50,16 @@ impl Datasource for NoneSource {
 mod tests {
     use super::*;
     use crate::source::Check;
+    use crate::source::detect::{Snapshot, check};
 
     #[test]
     fn none_is_never_detected_and_always_fetches() {
         let n = NoneSource;
         assert_eq!(n.kind(), SourceKind::None);
-        assert_eq!(n.detect(&Snapshot::default()).check, Check::NotFound);
+        assert_eq!(
+            check(SourceKind::None, &Snapshot::default()).check,
+            Check::NotFound
+        );
         let d = n.fetch().unwrap();
         assert_eq!(d.instance_id, NONE_INSTANCE_ID);
         assert!(n.check_instance_id(&d).unwrap());

@@ -12,8 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::error::ImdsErrorKind;
-use crate::source::detect::Snapshot;
-use crate::source::{Check, Verdict as DetectVerdict};
+use crate::source::Check;
 
 type Calls = Rc<RefCell<Vec<String>>>;
 
@@ -52,9 +51,6 @@ impl Datasource for Fake {
     fn kind(&self) -> SourceKind {
         self.kind
     }
-    fn detect(&self, _: &Snapshot) -> DetectVerdict {
-        DetectVerdict::not_found("scripted")
-    }
     fn fetch(&self) -> Result<InstanceData> {
         self.calls.borrow_mut().push(format!("fetch {}", self.kind));
         again(&self.fetch)
@@ -72,7 +68,7 @@ struct Script {
     calls: Calls,
 }
 
-impl Sources for Script {
+impl Datasources for Script {
     fn source(&self, kind: SourceKind) -> Result<Box<dyn Datasource>> {
         Ok(match self.fakes.get(&kind) {
             Some(f) => Box::new(f.clone()),
@@ -158,8 +154,8 @@ fn detection(list: &[SourceKind], checked: &[(SourceKind, Check)]) -> Detection 
     }
 }
 
-fn ctx(root: &Path, d: Detection) -> Context {
-    Context {
+fn ctx(root: &Path, d: Detection) -> Facts {
+    Facts {
         root: root.to_owned(),
         detection: d,
         config: BootConfig::default(),

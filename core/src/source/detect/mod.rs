@@ -41,10 +41,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use self::config::{CloudConfig, Setting};
-use super::kind::{Check, SourceKind, Verdict};
+use super::kind::{Check, Finding, SourceKind};
 use crate::error::Result;
 
-pub use self::read::{ReadOptions, detect, read_snapshot, read_snapshot_with};
+pub use self::read::{ReadOptions, detect, read_snapshot};
 
 /// Virtualisation types that are containers: systemd-detect-virt's container names
 /// (ds-identify's list, plus `podman`, `openvz`, `wsl`, `proot` and `pouch`, which
@@ -124,16 +124,6 @@ pub struct ConfiguredList {
     /// Where the setting came from (`/etc/leasehook/config.yaml line 2`,
     /// `environment LEASEHOOK_DATASOURCE_LIST`).
     pub from: String,
-}
-
-impl ConfiguredList {
-    /// The setting in merged configuration, when it is set.
-    pub fn from_config(loaded: &crate::config::Loaded) -> Option<Self> {
-        loaded.settings.datasource_list.as_ref().map(|names| Self {
-            names: names.clone(),
-            from: loaded.origin("datasource_list").to_string(),
-        })
-    }
 }
 
 /// The DMI (SMBIOS) values the checks read, from `sys/class/dmi/id/`.
@@ -439,7 +429,7 @@ fn list_to_check(
 
 /// Checks one datasource against a snapshot (pure). This is what each source's
 /// [`super::Datasource::detect`] runs.
-pub fn check(kind: SourceKind, s: &Snapshot) -> Verdict {
+pub fn check(kind: SourceKind, s: &Snapshot) -> Finding {
     let cloud = CloudConfig::parse(&s.cloud_config);
     check_with(kind, s, s.kernel_cmdline(), &cloud)
 }
@@ -449,12 +439,12 @@ fn check_with(
     s: &Snapshot,
     cmdline: Option<&str>,
     cloud: &CloudConfig,
-) -> Verdict {
+) -> Finding {
     match kind {
         SourceKind::Ec2 => check_ec2(s, cmdline, cloud),
         SourceKind::Lxd => check_lxd(s),
         SourceKind::NoCloud => check_nocloud(s, cloud),
-        SourceKind::None => Verdict::not_found("None is never detected; it only ends the list"),
+        SourceKind::None => Finding::not_found("None is never detected; it only ends the list"),
     }
 }
 
@@ -564,22 +554,22 @@ pub fn ec2_platform(s: &Snapshot) -> Option<(Ec2Platform, String)> {
     None
 }
 
-fn check_ec2(s: &Snapshot, cmdline: Option<&str>, cloud: &CloudConfig) -> Verdict {
+fn check_ec2(s: &Snapshot, cmdline: Option<&str>, cloud: &CloudConfig) -> Finding {
     if s.is_container() {
-        return Verdict::not_found(format!(
+        return Finding::not_found(format!(
             "running in a container (virt {}): never EC2",
             s.virt
         ));
     }
     if let Some((platform, why)) = ec2_platform(s) {
-        return Verdict::found(format!("platform {}: {why}", platform.cloud_name()));
+        return Finding::found(format!("platform {}: {why}", platform.cloud_name()));
     }
     let (strict, from) = ec2_strict_id(s, cmdline, cloud);
     let unknown = "platform not identified (DMI product_uuid, sys/hypervisor/uuid and the known product serials, asset tags and vendors say nothing of EC2)";
     if strict == "true" {
-        Verdict::not_found(format!("{unknown}, and strict_id is true ({from})"))
+        Finding::not_found(format!("{unknown}, and strict_id is true ({from})"))
     } else {
-        Verdict::maybe(format!("{unknown}; strict_id is {strict} ({from})"))
+        Finding::maybe(format!("{unknown}; strict_id is {strict} ({from})"))
     }
 }
 
@@ -625,32 +615,32 @@ fn ec2_strict_id(s: &Snapshot, cmdline: Option<&str>, cloud: &CloudConfig) -> (S
     }
 }
 
-fn check_lxd(s: &Snapshot) -> Verdict {
+fn check_lxd(s: &Snapshot) -> Finding {
     let sock = s.shown(crate::constants::LXD_SOCKET);
     match &s.lxd_socket {
-        Node::Socket => return Verdict::found(format!("{sock} is a socket")),
+        Node::Socket => return Finding::found(format!("{sock} is a socket")),
         Node::Missing => {}
         Node::Other(kind) => {
             if !s.is_kvm_or_qemu() {
-                return Verdict::not_found(format!("{sock} is a {kind}, not a socket"));
+                return Finding::not_found(format!("{sock} is a {kind}, not a socket"));
             }
         }
     }
     if !s.is_kvm_or_qemu() {
-        return Verdict::not_found(format!(
+        return Finding::not_found(format!(
             "{sock} does not exist, and this is not a KVM/QEMU virtual machine (virt {})",
             s.virt
         ));
     }
     // An LXD VM: the socket appears only once lxd-agent runs, later in boot.
     if s.dmi.board_name.as_deref() == Some("LXD") {
-        return Verdict::found(format!("virt {} and DMI board_name \"LXD\"", s.virt));
+        return Finding::found(format!("virt {} and DMI board_name \"LXD\"", s.virt));
     }
     for p in &s.virtio_ports {
         if let Some(name) = &p.name
             && LXD_VIRTIO_PORT_NAMES.contains(&name.as_str())
         {
-            return Verdict::found(format!(
+            return Finding::found(format!(
                 "virt {} and {} is {}",
                 s.virt,
                 s.shown(&format!("sys/class/virtio-ports/{}/name", p.port)),
@@ -658,21 +648,21 @@ fn check_lxd(s: &Snapshot) -> Verdict {
             ));
         }
     }
-    Verdict::not_found(format!(
+    Finding::not_found(format!(
         "{sock} is not a socket; virt {}, but neither DMI board_name \"LXD\" nor an LXD virtio port",
         s.virt
     ))
 }
 
-fn check_nocloud(s: &Snapshot, cloud: &CloudConfig) -> Verdict {
+fn check_nocloud(s: &Snapshot, cloud: &CloudConfig) -> Finding {
     if let Some(serial) = &s.dmi.product_serial
         && format!(" {serial} ").contains(" ds=nocloud")
     {
-        return Verdict::found(format!("DMI product_serial {}", quote(serial)));
+        return Finding::found(format!("DMI product_serial {}", quote(serial)));
     }
     for seed in &s.seeds {
         if seed.meta_data && seed.user_data {
-            return Verdict::found(format!(
+            return Finding::found(format!(
                 "{} holds meta-data and user-data",
                 s.shown(&seed.dir)
             ));
@@ -685,13 +675,13 @@ fn check_nocloud(s: &Snapshot, cloud: &CloudConfig) -> Verdict {
             .iter()
             .find(|l| NOCLOUD_LABELS.contains(&l.as_str()))
     {
-        return Verdict::found(format!(
+        return Finding::found(format!(
             "a file system labelled {label} ({})",
             s.shown(&format!("dev/disk/by-label/{label}"))
         ));
     }
     if let Some(why) = cloud.nocloud_configured() {
-        return Verdict::found(why);
+        return Finding::found(why);
     }
     let half: Vec<String> = s
         .seeds
@@ -701,9 +691,9 @@ fn check_nocloud(s: &Snapshot, cloud: &CloudConfig) -> Verdict {
         .collect();
     let base = "no ds=nocloud DMI serial, no seed with both meta-data and user-data, no cidata file system, no NoCloud seed in cloud-init's configuration";
     if half.is_empty() {
-        Verdict::not_found(base)
+        Finding::not_found(base)
     } else {
-        Verdict::not_found(format!(
+        Finding::not_found(format!(
             "{base} ({} holds only one of meta-data and user-data)",
             half.join(", ")
         ))

@@ -41,12 +41,9 @@ pub struct ReadOptions {
     pub root: PathBuf,
     /// The virtualisation to assume instead of detecting it (`--virt`).
     pub virt: Option<String>,
-    /// leasehook's configuration file (`--config`), taken as given (not below the
-    /// root). Without it, `<root>/etc/leasehook/config.yaml` and `config.d`.
-    pub config: Option<PathBuf>,
-    /// The environment leasehook's configuration reads (`LEASEHOOK_*`); empty by
-    /// default.
-    pub env: crate::event::Env,
+    /// leasehook's own `datasource_list` setting, from the configuration the caller
+    /// loaded (detection reads no configuration itself); `None` when it is not set.
+    pub datasource_list: Option<ConfiguredList>,
 }
 
 impl ReadOptions {
@@ -55,16 +52,8 @@ impl ReadOptions {
         Self {
             root: root.into(),
             virt: None,
-            config: None,
-            env: crate::event::Env::new(),
+            datasource_list: None,
         }
-    }
-
-    /// Reads `LEASEHOOK_*` settings from this environment.
-    #[must_use]
-    pub fn with_env(mut self, env: crate::event::Env) -> Self {
-        self.env = env;
-        self
     }
 
     /// Assumes this virtualisation (`kvm`, `lxc`, `none`, ...).
@@ -74,10 +63,11 @@ impl ReadOptions {
         self
     }
 
-    /// Reads leasehook's configuration from this file.
+    /// Takes leasehook's `datasource_list` setting (see
+    /// [`crate::config::Loaded::datasource_list`]).
     #[must_use]
-    pub fn with_config(mut self, config: impl Into<PathBuf>) -> Self {
-        self.config = Some(config.into());
+    pub fn with_datasource_list(mut self, list: Option<ConfiguredList>) -> Self {
+        self.datasource_list = list;
         self
     }
 }
@@ -87,19 +77,9 @@ pub fn detect(options: &ReadOptions) -> Result<Detection> {
     decide(&read_snapshot(options)?)
 }
 
-/// Reads leasehook's configuration (the files below the root, or `--config`, and
-/// the `LEASEHOOK_*` variables in `o.env`) and every file the decision needs (see
-/// the module docs).
+/// Reads every file the decision needs (see the module docs); leasehook's own
+/// configuration comes in `o.datasource_list`, loaded by the caller.
 pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
-    let sources = crate::config::Sources::from_env(o.env.clone())
-        .with_root(Some(o.root.clone()))
-        .with_file(o.config.clone());
-    read_snapshot_with(o, &crate::config::load(&sources)?)
-}
-
-/// Reads every file the decision needs, with leasehook's configuration already
-/// loaded.
-pub fn read_snapshot_with(o: &ReadOptions, config: &crate::config::Loaded) -> Result<Snapshot> {
     let root = o.root.as_path();
     let at = |rel: &str| root.join(rel);
     let mut warnings = Vec::new();
@@ -137,7 +117,7 @@ pub fn read_snapshot_with(o: &ReadOptions, config: &crate::config::Loaded) -> Re
             .map(|p| file_name(p))
             .collect(),
         disabled_marker: is_file(&at(CLOUD_INIT_DISABLED_MARKER)),
-        leasehook_datasource_list: ConfiguredList::from_config(config),
+        leasehook_datasource_list: o.datasource_list.clone(),
         cloud_config,
         ds_identify_config: config_file(&at(DS_IDENTIFY_CFG), &mut warnings).map(|c| c.text),
         warnings,
@@ -288,6 +268,18 @@ fn file_name(p: &Path) -> String {
 mod tests {
     use super::*;
     use crate::source::SourceKind;
+
+    /// Options with the list leasehook's configuration below `root` (or `file`, and
+    /// the `LEASEHOOK_*` variables in `env`) sets, loaded as the callers load it.
+    fn configured(root: &Path, env: crate::event::Env, file: Option<&Path>) -> Result<ReadOptions> {
+        let layers = crate::config::Layers::from_env(env)
+            .with_root(Some(root.to_path_buf()))
+            .with_file(file.map(Path::to_path_buf));
+        let loaded = crate::config::load(&layers)?;
+        Ok(ReadOptions::new(root)
+            .with_virt("kvm")
+            .with_datasource_list(loaded.datasource_list()))
+    }
 
     fn write(root: &Path, rel: &str, body: &[u8]) {
         let p = root.join(rel);
@@ -451,7 +443,7 @@ mod tests {
             "etc/leasehook/config.yaml",
             b"datasource_list: [LXD]\n",
         );
-        let d = detect(&ReadOptions::new(root).with_virt("kvm")).unwrap();
+        let d = detect(&configured(root, crate::event::Env::new(), None).unwrap()).unwrap();
         assert_eq!(d.datasource_list, [SourceKind::Lxd]);
         assert!(
             d.list_from.ends_with("etc/leasehook/config.yaml line 1"),
@@ -463,10 +455,10 @@ mod tests {
             "etc/leasehook/config.d/50-nocloud.yaml",
             b"datasource_list: [NoCloud]\n",
         );
-        let d = detect(&ReadOptions::new(root).with_virt("kvm")).unwrap();
+        let d = detect(&configured(root, crate::event::Env::new(), None).unwrap()).unwrap();
         assert_eq!(d.datasource_list, [SourceKind::NoCloud]);
         let env = [("LEASEHOOK_DATASOURCE_LIST".to_owned(), "Ec2".to_owned())].into();
-        let d = detect(&ReadOptions::new(root).with_virt("kvm").with_env(env)).unwrap();
+        let d = detect(&configured(root, env, None).unwrap()).unwrap();
         assert_eq!(
             d.list_from,
             "datasource_list in environment LEASEHOOK_DATASOURCE_LIST"
@@ -474,10 +466,15 @@ mod tests {
 
         let other = root.join("other.yaml");
         fs::write(&other, "datasource_list: [NoCloud, None]\n").unwrap();
-        let d = detect(&ReadOptions::new(root).with_virt("kvm").with_config(&other)).unwrap();
+        let d = detect(&configured(root, crate::event::Env::new(), Some(&other)).unwrap()).unwrap();
         assert_eq!(d.datasource_list, [SourceKind::NoCloud, SourceKind::None]);
 
-        let e = detect(&ReadOptions::new(root).with_config(root.join("missing.yaml"))).unwrap_err();
+        let e = configured(
+            root,
+            crate::event::Env::new(),
+            Some(&root.join("missing.yaml")),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("missing.yaml"), "{e}");
     }
 }

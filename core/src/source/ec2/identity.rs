@@ -34,8 +34,7 @@ use crate::constants::{
 use crate::error::{Error, Problem, Result};
 use crate::metadata::{MACS_PATH, parse_tree};
 use crate::model::MacAddr;
-use crate::source::detect::{Snapshot, check};
-use crate::source::{Datasource, InstanceData, SourceKind, Verdict};
+use crate::source::{Datasource, InstanceData, SourceKind};
 
 /// The most NICs read (the largest instance types have far fewer).
 const MAX_NICS: usize = 64;
@@ -310,10 +309,6 @@ impl Ec2Source {
 impl Datasource for Ec2Source {
     fn kind(&self) -> SourceKind {
         SourceKind::Ec2
-    }
-
-    fn detect(&self, snapshot: &Snapshot) -> Verdict {
-        check(SourceKind::Ec2, snapshot)
     }
 
     fn fetch(&self) -> Result<InstanceData> {

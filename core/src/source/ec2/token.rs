@@ -10,7 +10,7 @@
 //! one, never half of either. It is never read through a symlink (at the file or
 //! at `run/leasehook`), never blocks on a FIFO, is read up to 4 KiB, and a file that
 //! others could read or write is ignored: the same no-follow files as every other
-//! run-time file ([`crate::fs`], through [`crate::apply::state::Paths`]).
+//! run-time file ([`crate::fs::run_folder`]).
 //!
 //! The token is a credential: [`Token`]'s `Debug` does not show it, and no message
 //! written here contains it.
@@ -21,9 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::apply::state::{Paths, write_run_file};
 use crate::constants::{IMDS_MAX_TOKEN_BYTES, IMDS_TOKEN_CACHE, IMDS_TOKEN_EXPIRY_MARGIN};
-use crate::fs::Problem;
+use crate::fs::{FileProblem, run_folder, run_folder_for_write};
 
 /// The cache file's name in `run/leasehook`.
 const CACHE_NAME: &str = "imds-token";
@@ -112,7 +111,7 @@ struct CacheFile {
 #[derive(Debug, Clone)]
 pub(crate) struct TokenCache {
     path: PathBuf,
-    paths: Paths,
+    root: PathBuf,
 }
 
 impl TokenCache {
@@ -120,7 +119,7 @@ impl TokenCache {
     pub(crate) fn new(root: &Path) -> Self {
         Self {
             path: root.join(IMDS_TOKEN_CACHE),
-            paths: Paths::new(root),
+            root: root.to_path_buf(),
         }
     }
 
@@ -151,7 +150,7 @@ impl TokenCache {
     fn read(&self) -> Result<Option<Token>, String> {
         // No-follow, non-blocking, a regular file of at most 4 KiB: a symlink or a
         // FIFO planted here must neither make us read another file nor hang the hook.
-        let dir = match self.paths.run_folder(None, false) {
+        let dir = match run_folder(&self.root, None, false) {
             Ok(Some(d)) => d,
             Ok(None) => return Ok(None),
             Err(e) => return Err(e.to_string()),
@@ -159,7 +158,7 @@ impl TokenCache {
         let (bytes, mode) = match dir.read_with_mode(CACHE_NAME, MAX_CACHE_BYTES) {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(None),
-            Err(Problem::Wrong(_)) => return Err("not a regular file".to_owned()),
+            Err(FileProblem::Wrong(_)) => return Err("not a regular file".to_owned()),
             Err(p) => return Err(p.to_string()),
         };
         if mode & 0o077 != 0 {
@@ -208,7 +207,8 @@ impl TokenCache {
         // The shared atomic write: a 0600 temporary file in the same folder (which
         // must not be a symlink), fsync, rename over the name (replacing a symlink
         // rather than following it), fsync of the folder.
-        write_run_file(&self.paths, None, CACHE_NAME, body.as_bytes(), 0o600)
+        run_folder_for_write(&self.root, None)
+            .and_then(|dir| dir.write_atomic(CACHE_NAME, body.as_bytes(), 0o600))
             .map_err(|e| e.to_string())
     }
 }

@@ -146,7 +146,7 @@ pub fn instance_id(meta: &Map<String, Value>) -> Result<String> {
 
 /// Where the answers came from, and what decides the default network config.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Context {
+pub struct Inputs {
     /// The socket, as shown in `subplatform`.
     pub socket: String,
     /// The virtualisation (`kvm`, `lxc`, ...).
@@ -156,7 +156,7 @@ pub struct Context {
 }
 
 /// Interprets dev-lxd's answers.
-pub fn assemble(raw: &Raw, ctx: &Context) -> Result<InstanceData> {
+pub fn assemble(raw: &Raw, ctx: &Inputs) -> Result<InstanceData> {
     let mut meta = parse_mapping(&raw.meta_data, "meta-data")?;
     let config: Map<String, Value> = raw
         .config
@@ -226,8 +226,8 @@ pub fn assemble(raw: &Raw, ctx: &Context) -> Result<InstanceData> {
 mod tests {
     use super::*;
 
-    fn ctx(virt: &str, machine: &str) -> Context {
-        Context {
+    fn ctx(virt: &str, machine: &str) -> Inputs {
+        Inputs {
             socket: "/dev/lxd/sock".into(),
             virt: virt.into(),
             machine: machine.into(),

@@ -29,9 +29,8 @@ use std::time::Duration;
 
 use ureq::Agent;
 
-use self::data::{Context, Raw};
-use super::detect::{Snapshot, check};
-use super::{Datasource, InstanceData, SourceKind, Verdict};
+use self::data::{Inputs, Raw};
+use super::{Datasource, InstanceData, SourceKind};
 use crate::constants::{
     LXD_500_ATTEMPTS, LXD_500_PAUSE, LXD_API_VERSION, LXD_MAX_BODY_BYTES, LXD_REQUEST_TIMEOUT,
     LXD_SOCKET,
@@ -284,15 +283,11 @@ impl Datasource for Lxd {
         SourceKind::Lxd
     }
 
-    fn detect(&self, snapshot: &Snapshot) -> Verdict {
-        check(SourceKind::Lxd, snapshot)
-    }
-
     fn fetch(&self) -> Result<InstanceData> {
         let raw = self.read()?;
         data::assemble(
             &raw,
-            &Context {
+            &Inputs {
                 socket: self.socket.display().to_string(),
                 virt: self.virt.clone(),
                 machine: self.machine.clone(),

@@ -18,10 +18,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::record::{self, CacheRecord};
+pub mod record;
+
+use self::record::CacheRecord;
 use crate::constants::{CACHE_MAX_BYTES, CACHE_NAME, CACHE_PARENT, NO_PREVIOUS_INSTANCE_ID};
 use crate::error::Result;
-use crate::fs::{Dir, Problem};
+use crate::fs::{Dir, FileProblem};
 
 const INSTANCE_LINK: &str = "instance";
 const INSTANCES: &str = "instances";
@@ -32,7 +34,7 @@ const PREVIOUS_INSTANCE_ID: &str = "previous-instance-id";
 
 /// What reading the cache found.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Loaded {
+pub enum Lookup {
     /// No cache (no `instance` link).
     Missing,
     /// A cache that cannot be used, and why (it has been set aside).
@@ -91,16 +93,16 @@ impl Cache {
     }
 
     /// Reads the current instance's record (see the module docs).
-    pub fn load(&self) -> Loaded {
+    pub fn load(&self) -> Lookup {
         let dir = match self.open() {
             Ok(Some(d)) => d,
-            Ok(None) => return Loaded::Missing,
-            Err(why) => return Loaded::Bad(why),
+            Ok(None) => return Lookup::Missing,
+            Err(why) => return Lookup::Bad(why),
         };
         let target = match dir.read_link(INSTANCE_LINK) {
             Ok(Some(t)) => t,
-            Ok(None) => return Loaded::Missing,
-            Err(p) => return Loaded::Bad(bad_entry(&dir, INSTANCE_LINK, &p)),
+            Ok(None) => return Lookup::Missing,
+            Err(p) => return Lookup::Bad(bad_entry(&dir, INSTANCE_LINK, &p)),
         };
         // The link must name one folder below instances/, by a relative path.
         let name = target
@@ -112,7 +114,7 @@ impl Cache {
                 dir.shown(INSTANCE_LINK),
                 dir.shown(INSTANCES)
             );
-            return Loaded::Bad(set_aside(&dir, INSTANCE_LINK, &why));
+            return Lookup::Bad(set_aside(&dir, INSTANCE_LINK, &why));
         };
         let instances = match dir.child(INSTANCES) {
             Ok(Some(d)) => d,
@@ -121,9 +123,9 @@ impl Cache {
                     "{} points at {target}, which does not exist",
                     dir.shown(INSTANCE_LINK)
                 );
-                return Loaded::Bad(set_aside(&dir, INSTANCE_LINK, &why));
+                return Lookup::Bad(set_aside(&dir, INSTANCE_LINK, &why));
             }
-            Err(p) => return Loaded::Bad(bad_entry(&dir, INSTANCES, &p)),
+            Err(p) => return Lookup::Bad(bad_entry(&dir, INSTANCES, &p)),
         };
         let folder = match instances.child(name) {
             Ok(Some(d)) => d,
@@ -132,22 +134,22 @@ impl Cache {
                     "{} points at {target}, which does not exist",
                     dir.shown(INSTANCE_LINK)
                 );
-                return Loaded::Bad(set_aside(&dir, INSTANCE_LINK, &why));
+                return Lookup::Bad(set_aside(&dir, INSTANCE_LINK, &why));
             }
-            Err(p) => return Loaded::Bad(bad_entry(&instances, name, &p)),
+            Err(p) => return Lookup::Bad(bad_entry(&instances, name, &p)),
         };
         let bytes = match folder.read(RECORD, CACHE_MAX_BYTES) {
             Ok(Some(b)) => b,
             Ok(None) => {
-                return Loaded::Bad(format!("{} is missing", folder.shown(RECORD)));
+                return Lookup::Bad(format!("{} is missing", folder.shown(RECORD)));
             }
-            Err(p) => return Loaded::Bad(bad_entry(&folder, RECORD, &p)),
+            Err(p) => return Lookup::Bad(bad_entry(&folder, RECORD, &p)),
         };
         match record::parse(&bytes, name) {
-            Ok(r) => Loaded::Valid(Box::new(r)),
+            Ok(r) => Lookup::Valid(Box::new(r)),
             Err(p) => {
                 let why = format!("{} is {p}", folder.shown(RECORD));
-                Loaded::Bad(set_aside(&folder, RECORD, &why))
+                Lookup::Bad(set_aside(&folder, RECORD, &why))
             }
         }
     }
@@ -222,11 +224,13 @@ fn set_aside(dir: &Dir, name: &str, why: &str) -> String {
 
 /// A bad entry met while reading: symlinks and wrong kinds are set aside; other
 /// errors (permissions, ...) are only reported.
-fn bad_entry(dir: &Dir, name: &str, p: &Problem) -> String {
+fn bad_entry(dir: &Dir, name: &str, p: &FileProblem) -> String {
     let why = format!("{} {p}", dir.shown(name));
     match p {
-        Problem::Symlink | Problem::Wrong(_) | Problem::TooLarge(_) => set_aside(dir, name, &why),
-        Problem::Io(_) => why,
+        FileProblem::Symlink | FileProblem::Wrong(_) | FileProblem::TooLarge(_) => {
+            set_aside(dir, name, &why)
+        }
+        FileProblem::Io(_) => why,
     }
 }
 
@@ -269,10 +273,10 @@ mod tests {
     #[test]
     fn store_load_and_reflect() {
         let (_t, c, p) = cache();
-        assert_eq!(c.load(), Loaded::Missing);
+        assert_eq!(c.load(), Lookup::Missing);
         let r = record("c1");
         c.store(&r).unwrap();
-        assert_eq!(c.load(), Loaded::Valid(Box::new(r.clone())));
+        assert_eq!(c.load(), Lookup::Valid(Box::new(r.clone())));
         assert_eq!(
             fs::read_link(p.join("instance")).unwrap(),
             Path::new("instances/c1")
@@ -326,7 +330,7 @@ mod tests {
             .unwrap()
             .replace("\"version\": 1", "\"version\": 9");
         fs::write(&file, &text).unwrap();
-        let Loaded::Bad(why) = c.load() else { panic!() };
+        let Lookup::Bad(why) = c.load() else { panic!() };
         assert!(why.contains("unknown cache version (version 9"), "{why}");
         assert!(why.contains("set aside as"), "{why}");
         assert_eq!(
@@ -335,7 +339,7 @@ mod tests {
         );
         assert_eq!(
             c.load(),
-            Loaded::Bad(format!("{} is missing", file.display()))
+            Lookup::Bad(format!("{} is missing", file.display()))
         );
 
         // A symlink planted at the record, pointing outside.
@@ -347,7 +351,7 @@ mod tests {
         let file = p.join("instances/c1/datasource.json");
         fs::remove_file(&file).unwrap();
         symlink(&secret, &file).unwrap();
-        let Loaded::Bad(why) = c.load() else { panic!() };
+        let Lookup::Bad(why) = c.load() else { panic!() };
         assert!(
             why.contains("is a symlink, which is never followed"),
             "{why}"
@@ -365,7 +369,7 @@ mod tests {
         c.store(&record("c1")).unwrap();
         fs::remove_file(p.join("instance")).unwrap();
         symlink(outside.path(), p.join("instance")).unwrap();
-        let Loaded::Bad(why) = c.load() else { panic!() };
+        let Lookup::Bad(why) = c.load() else { panic!() };
         assert!(why.contains("outside"), "{why}");
         assert!(fs::symlink_metadata(p.join("instance.corrupt")).is_ok());
         for target in [
@@ -376,7 +380,7 @@ mod tests {
             fs::remove_file(p.join("instance")).ok();
             symlink(target, p.join("instance")).unwrap();
             assert!(
-                matches!(c.load(), Loaded::Bad(w) if w.contains("not followed")),
+                matches!(c.load(), Lookup::Bad(w) if w.contains("not followed")),
                 "{target}"
             );
         }
@@ -386,12 +390,12 @@ mod tests {
         c.store(&record("c1")).unwrap();
         fs::rename(p.join("instances"), outside.path().join("moved")).unwrap();
         symlink(outside.path().join("moved"), p.join("instances")).unwrap();
-        let Loaded::Bad(why) = c.load() else { panic!() };
+        let Lookup::Bad(why) = c.load() else { panic!() };
         assert!(why.contains("instances is a symlink"), "{why}");
         // Storing again makes a real folder and leaves the planted one alone.
         c.store(&record("c1")).unwrap();
         assert!(fs::symlink_metadata(p.join("instances")).unwrap().is_dir());
-        assert!(matches!(c.load(), Loaded::Valid(_)));
+        assert!(matches!(c.load(), Lookup::Valid(_)));
         assert!(outside.path().join("moved/c1/datasource.json").is_file());
 
         // The whole cache folder a symlink.
@@ -399,7 +403,7 @@ mod tests {
         fs::create_dir_all(t.path().join("var/lib")).unwrap();
         symlink(outside.path(), t.path().join("var/lib/leasehook")).unwrap();
         let c = Cache::new(t.path());
-        assert!(matches!(c.load(), Loaded::Bad(w) if w.contains("is a symlink")));
+        assert!(matches!(c.load(), Lookup::Bad(w) if w.contains("is a symlink")));
         assert!(fs::symlink_metadata(t.path().join("var/lib/leasehook.corrupt")).is_ok());
     }
 
