@@ -43,12 +43,17 @@ const PURE: &[&str] = &[
     "source::yaml",
     "source::detect",
     "source::ec2::nic",
+    "source::provider",
     "boot::decide",
     "cache::record",
 ];
 
 /// Submodules of a pure module that do IO.
-const NOT_PURE: &[&str] = &["kubernetes::observe", "source::detect::read"];
+const NOT_PURE: &[&str] = &[
+    "kubernetes::observe",
+    "source::detect::read",
+    "source::provider::wait",
+];
 
 /// What a pure module never imports (unless the target is itself pure): the shell.
 const IO: &[&str] = &[

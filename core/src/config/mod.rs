@@ -22,6 +22,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -74,7 +75,7 @@ pub fn env_help() -> String {
          then these environment variables (`leasehook config show` prints the result):\n",
     );
     for (var, help) in environment() {
-        out.push_str(&format!("  {var:<30} {help}\n"));
+        let _ = writeln!(out, "  {var:<30} {help}");
     }
     out
 }

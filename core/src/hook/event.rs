@@ -8,19 +8,18 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Instant;
 
+use super::outcome::{apply_outcome, remove};
 use super::worker::{
     hand_over, is_our_worker, pending_worker, queue_for_worker, read_generation, remove_pending,
     write_generation,
 };
 use super::{
-    Effects, Gate, HookConfig, HookOutcome, commit_guarded, find_link, index_of, kubernetes_gate,
-    lease_of, leave_to_cni, log_missing, log_refused, nic_event, os_links, plan_one, retryable,
-    table_held_by_other, unanswered, with_real_effects,
+    Effects, Gate, HookConfig, HookOutcome, find_link, kubernetes_gate, leave_to_cni, log_missing,
+    nic_event, os_links, retryable, unanswered, with_real_effects,
 };
 use crate::apply::state::{self, Paths};
-use crate::apply::{Applier, Report};
 use crate::error::Result;
-use crate::model::{Action, IfName, LeaseEvent, Link};
+use crate::model::{Action, IfName, LeaseEvent};
 use crate::source::provider::{Clock, Outcome, WaitPolicy};
 
 /// Stops the interface's waiting worker, if any: a newer event supersedes it. The
@@ -166,96 +165,4 @@ pub fn handle_with(
         }
         Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
     }
-}
-
-#[allow(clippy::too_many_arguments)] // the event, its link, the OS's links, the answer, where to record
-pub(super) fn apply_outcome<A: Applier + ?Sized>(
-    applier: &mut A,
-    paths: &Paths,
-    event: &LeaseEvent,
-    link: &(Link, u32),
-    os: &[Link],
-    network: &crate::model::InstanceNetwork,
-    cfg: &HookConfig,
-    partial: bool,
-) -> Result<HookOutcome> {
-    let recorded = state::read_state_or_set_aside(paths, &event.interface);
-    if partial
-        && recorded
-            .as_ref()
-            .is_some_and(|st| st.families.contains_key(&event.family))
-    {
-        return Ok(HookOutcome::Kept(format!(
-            "IMDS incomplete: keeping the {} state applied before",
-            event.family
-        )));
-    }
-    let kernel_links = applier.links()?;
-    let link_addresses = applier.link_addresses(&index_of(&kernel_links))?;
-    let p = plan_one(
-        cfg,
-        network,
-        &link.0,
-        os,
-        &[lease_of(event)?],
-        &link_addresses,
-    )?;
-    log_refused(&p);
-    if let Some(why) = table_held_by_other(paths, &p, cfg, link.0.mac) {
-        log::warn!("{why}");
-        return Ok(HookOutcome::Kept(why));
-    }
-    if partial {
-        match p.interfaces.first().and_then(|i| i.table) {
-            Some(t) => log::warn!("applying what the lease alone proves (table {t})"),
-            None => {
-                log::warn!("the table cannot be known (no valid device-number): applying no rules");
-            }
-        }
-    }
-    let lease = lease_of(event)?;
-    let report = commit_guarded(
-        applier,
-        paths,
-        &p,
-        recorded.as_ref(),
-        network,
-        std::slice::from_ref(&lease),
-    )?;
-    log::info!(
-        "{} change(s) for {} {}",
-        report.writes(),
-        event.interface,
-        event.family
-    );
-    Ok(if partial {
-        HookOutcome::AppliedPartial(report)
-    } else {
-        HookOutcome::Applied(report)
-    })
-}
-
-pub(super) fn remove<A: Applier + ?Sized>(
-    applier: &mut A,
-    paths: &Paths,
-    event: &LeaseEvent,
-) -> Result<Report> {
-    let recorded = state::read_state_or_set_aside(paths, &event.interface);
-    let report = crate::commit::remove(
-        applier,
-        paths,
-        &event.interface,
-        Some(event.family),
-        recorded,
-    )?;
-    for e in &report.errors {
-        log::warn!("{e}");
-    }
-    log::info!(
-        "removed {} object(s) of {} {}",
-        report.writes(),
-        event.interface,
-        event.family
-    );
-    Ok(report)
 }

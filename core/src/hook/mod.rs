@@ -51,6 +51,7 @@ use crate::source::provider::{Clock, Provider, ProviderChoice, ProviderKind, Sys
 mod event;
 #[cfg(test)]
 mod lease_tests;
+mod outcome;
 mod refresh;
 mod worker;
 
@@ -541,7 +542,7 @@ fn lease_of(event: &LeaseEvent) -> Result<crate::model::Lease> {
 
 #[cfg(test)]
 mod tests {
-    use super::event::apply_outcome;
+    use super::outcome::apply_outcome;
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> crate::event::Env {

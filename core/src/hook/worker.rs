@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::event::{apply_outcome, remove};
+use super::outcome::{apply_outcome, remove};
 use super::{
     Effects, Gate, HookConfig, HookOutcome, find_link, kubernetes_gate, leave_to_cni, log_missing,
     nic_event, os_links, unanswered, with_real_effects,

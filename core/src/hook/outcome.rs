@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: what the hook and its worker do alike once the wait is over: apply
+//! the metadata's answer for the event's family through the one commit path
+//! ([`crate::commit`]), or tear it down on a remove reason.
+
+use super::{
+    HookConfig, HookOutcome, commit_guarded, index_of, lease_of, log_refused, plan_one,
+    table_held_by_other,
+};
+use crate::apply::state::{self, Paths};
+use crate::apply::{Applier, Report};
+use crate::error::Result;
+use crate::model::{LeaseEvent, Link};
+
+/// Plans and commits the event's family from `network` (the wait's answer); with
+/// `partial`, what the lease alone proves, and only when nothing of that family
+/// was applied before.
+#[allow(clippy::too_many_arguments)] // the event, its link, the OS's links, the answer, where to record
+pub(super) fn apply_outcome<A: Applier + ?Sized>(
+    applier: &mut A,
+    paths: &Paths,
+    event: &LeaseEvent,
+    link: &(Link, u32),
+    os: &[Link],
+    network: &crate::model::InstanceNetwork,
+    cfg: &HookConfig,
+    partial: bool,
+) -> Result<HookOutcome> {
+    let recorded = state::read_state_or_set_aside(paths, &event.interface);
+    if partial
+        && recorded
+            .as_ref()
+            .is_some_and(|st| st.families.contains_key(&event.family))
+    {
+        return Ok(HookOutcome::Kept(format!(
+            "IMDS incomplete: keeping the {} state applied before",
+            event.family
+        )));
+    }
+    let kernel_links = applier.links()?;
+    let link_addresses = applier.link_addresses(&index_of(&kernel_links))?;
+    let p = plan_one(
+        cfg,
+        network,
+        &link.0,
+        os,
+        &[lease_of(event)?],
+        &link_addresses,
+    )?;
+    log_refused(&p);
+    if let Some(why) = table_held_by_other(paths, &p, cfg, link.0.mac) {
+        log::warn!("{why}");
+        return Ok(HookOutcome::Kept(why));
+    }
+    if partial {
+        match p.interfaces.first().and_then(|i| i.table) {
+            Some(t) => log::warn!("applying what the lease alone proves (table {t})"),
+            None => {
+                log::warn!("the table cannot be known (no valid device-number): applying no rules");
+            }
+        }
+    }
+    let lease = lease_of(event)?;
+    let report = commit_guarded(
+        applier,
+        paths,
+        &p,
+        recorded.as_ref(),
+        network,
+        std::slice::from_ref(&lease),
+    )?;
+    log::info!(
+        "{} change(s) for {} {}",
+        report.writes(),
+        event.interface,
+        event.family
+    );
+    Ok(if partial {
+        HookOutcome::AppliedPartial(report)
+    } else {
+        HookOutcome::Applied(report)
+    })
+}
+
+pub(super) fn remove<A: Applier + ?Sized>(
+    applier: &mut A,
+    paths: &Paths,
+    event: &LeaseEvent,
+) -> Result<Report> {
+    let recorded = state::read_state_or_set_aside(paths, &event.interface);
+    let report = crate::commit::remove(
+        applier,
+        paths,
+        &event.interface,
+        Some(event.family),
+        recorded,
+    )?;
+    for e in &report.errors {
+        log::warn!("{e}");
+    }
+    log::info!(
+        "removed {} object(s) of {} {}",
+        report.writes(),
+        event.interface,
+        event.family
+    );
+    Ok(report)
+}
