@@ -142,9 +142,12 @@ fn fetch_reads_every_route_and_merges_like_cloud_init() {
             "ds/config/user.meta-data",
             "ds/config/user.user-data",
             "ds/config/user.vendor-data",
+            "ds/meta-data",
         ]
     );
     let redacted = d.redacted_ds();
+    // LXD appended user.meta-data to its meta-data: the raw text is redacted too.
+    assert_eq!(redacted["meta-data"], "redacted for non-root user");
     assert_eq!(
         redacted["config"]["user.user-data"],
         "redacted for non-root user"

@@ -21,6 +21,9 @@ pub mod nocloud;
 mod none;
 mod yaml;
 
-pub use instance::{InstanceData, REDACTED, SENSITIVE_KEYS, is_sensitive};
+pub use instance::{
+    InstanceData, META_DATA_CARRIES_USER_VALUE, REDACTED, SENSITIVE_KEYS, contextual_sensitive,
+    is_sensitive,
+};
 pub use kind::{Check, Datasource, SourceKind, Verdict};
 pub use none::{NONE_INSTANCE_ID, NoneSource};

@@ -333,7 +333,8 @@ mod tests {
                 "ds/config/cloud-init.user-data",
                 "ds/config/user.meta-data",
                 "ds/config/user.user-data",
-                "ds/config/user.vendor-data"
+                "ds/config/user.vendor-data",
+                "ds/meta-data"
             ]
         );
         assert!(d.ds.get("user-data").is_none());
