@@ -23,7 +23,7 @@ const MAX_BYTES: u64 = 128 * 1024 * 1024;
 ///
 /// KEY is a dotted path (`v1.instance_id`, `ds.meta-data.mac`); a key holding dots
 /// is written in double quotes, `ds.config."user.user-data"`, or in brackets with
-/// or without quotes: `ds.config["user.user-data"]`, `ds[1.0].config`; `[0]` picks
+/// or without quotes: `ds.config["user.user-data"]`, `ds.config[user.tag]`; `[0]` picks
 /// a list item. An unknown key is an error naming the keys there and the nearest
 /// ones. Root reads instance-data-sensitive.json; other users read
 /// instance-data.json, where user-data, vendor-data and other sensitive values read
@@ -36,7 +36,7 @@ const MAX_BYTES: u64 = 128 * 1024 * 1024;
 /// `{{ ds.meta_data }}`). A value the data lacks may be tested (`{% if x is defined
 /// %}`, `{{ x | default("-") }}`) but not printed.
 ///
-/// Examples: `leasehook query v1.instance_id`, `leasehook query 'ds[1.0].config'`,
+/// Examples: `leasehook query v1.instance_id`, `leasehook query 'ds.config[user.tag]'`,
 /// `leasehook query --list-keys ds`, `leasehook query --all --format yaml`,
 /// `leasehook query --format '{{platform}} {{subplatform}}'`.
 ///
