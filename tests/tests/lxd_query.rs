@@ -344,3 +344,27 @@ fn the_example_extraction_sees_every_form() {
     );
     assert_eq!(err, ["leasehook: error: instance-data key a.b: nope"]);
 }
+
+#[test]
+fn init_and_detect_on_an_incus_socket_write_platform_incus() {
+    let root = TempDir::new("incus-init");
+    fs::create_dir_all(root.0.join("dev/incus")).unwrap();
+    let _d = Devlxd::start(&root.0.join("dev/incus/sock"), lxd_config()).unwrap();
+    let r = root.0.to_str().unwrap();
+    let detect = ok(&leasehook(&["detect", "--root", r, "--virt", "lxc"]));
+    assert!(detect.contains("dev/incus/sock is a socket (Incus)"), "{detect}");
+    boot(&root.0, "lxc");
+    let public = json_file(&root.0, "run/leasehook/instance-data.json");
+    assert_eq!(public["v1"]["platform"], "incus");
+    assert_eq!(public["v1"]["cloud_name"], "lxd");
+    assert_eq!(public["leasehook"]["datasource"], "LXD");
+    let sock = root.0.join("dev/incus/sock");
+    assert_eq!(
+        public["v1"]["subplatform"],
+        format!("Incus socket API v. 1.0 ({})", sock.display())
+    );
+    // The same redaction on Incus.
+    assert_eq!(public["ds"]["meta-data"], REDACTED);
+    let q = ok(&leasehook(&["query", "--root", r, "--format", "raw", "v1.platform"]));
+    assert_eq!(q, "incus\n");
+}
