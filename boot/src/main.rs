@@ -22,6 +22,7 @@ mod kube_status;
 mod plan_cmd;
 mod query_cmd;
 mod template;
+mod watch_cmd;
 
 use std::process::ExitCode;
 
@@ -66,6 +67,7 @@ enum Command {
     Init(init_cmd::InitArgs),
     Query(query_cmd::QueryArgs),
     Config(config_cmd::ConfigArgs),
+    Watch(watch_cmd::WatchArgs),
 }
 
 /// `leasehook generate WHAT --out DIR`: the manual pages and completion scripts,
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Init(args) => init_cmd::run(&args),
         Command::Query(args) => ok(query_cmd::run(&args)),
         Command::Config(args) => ok(config_cmd::run(&args)),
+        Command::Watch(args) => ok(watch_cmd::run(&args)),
     };
     report(result)
 }

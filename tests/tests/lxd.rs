@@ -461,7 +461,10 @@ fn incus_socket_is_the_same_datasource_and_says_incus() {
     let d = lxd.fetch().unwrap();
     assert_eq!(d.datasource, SourceKind::Lxd);
     assert_eq!(d.instance_id, "i-87018aed");
-    assert_eq!((d.cloud_name.as_str(), d.platform.as_str()), ("lxd", "incus"));
+    assert_eq!(
+        (d.cloud_name.as_str(), d.platform.as_str()),
+        ("lxd", "incus")
+    );
     assert_eq!(
         d.subplatform,
         format!("Incus socket API v. 1.0 ({})", f.socket())
@@ -470,7 +473,11 @@ fn incus_socket_is_the_same_datasource_and_says_incus() {
     let snap = read_snapshot(&ReadOptions::new(&f.root).with_virt("lxc")).unwrap();
     let v = lxd.detect(&snap);
     assert_eq!(v.check, Check::Found);
-    assert!(v.reason.contains("dev/incus/sock is a socket (Incus)"), "{}", v.reason);
+    assert!(
+        v.reason.contains("dev/incus/sock is a socket (Incus)"),
+        "{}",
+        v.reason
+    );
     assert_eq!(
         decide(&snap).unwrap().datasource_list,
         [SourceKind::Lxd, SourceKind::None]
@@ -481,12 +488,18 @@ fn incus_socket_is_the_same_datasource_and_says_incus() {
 fn with_both_sockets_incus_wins_and_without_incus_lxd_stays() {
     let f = start_incus(Config::new("instance-id: on-incus\n"));
     std::fs::create_dir_all(f.root.join("dev/lxd")).unwrap();
-    let _old = Devlxd::start(&f.root.join("dev/lxd/sock"), Config::new("instance-id: on-lxd\n"))
-        .unwrap();
+    let _old = Devlxd::start(
+        &f.root.join("dev/lxd/sock"),
+        Config::new("instance-id: on-lxd\n"),
+    )
+    .unwrap();
     assert_eq!(f.lxd().fetch().unwrap().instance_id, "on-incus");
     // A directory where Incus's socket should be: the LXD socket is used.
     std::fs::remove_file(f.root.join("dev/incus/sock")).unwrap();
     std::fs::create_dir(f.root.join("dev/incus/sock")).unwrap();
     let d = f.lxd().fetch().unwrap();
-    assert_eq!((d.instance_id.as_str(), d.platform.as_str()), ("on-lxd", "lxd"));
+    assert_eq!(
+        (d.instance_id.as_str(), d.platform.as_str()),
+        ("on-lxd", "lxd")
+    );
 }

@@ -55,7 +55,9 @@ fn ok(out: &Output) -> String {
 /// Both boot stages, as one boot.
 fn boot(root: &Path, virt: &str) {
     let r = root.to_str().unwrap();
-    ok(&leasehook(&["init", "--root", r, "--virt", virt, "--local"]));
+    ok(&leasehook(&[
+        "init", "--root", r, "--virt", virt, "--local",
+    ]));
     ok(&leasehook(&["init", "--root", r, "--virt", virt]));
 }
 
@@ -159,9 +161,9 @@ fn runnable(span: &str) -> bool {
         return false;
     };
     let args = &span[at + "leasehook query ".len()..];
-    let placeholder = args.split(|c: char| !c.is_ascii_alphabetic()).any(|w| {
-        w.len() >= 3 && w.chars().all(|c| c.is_ascii_uppercase()) && w != "TBD"
-    });
+    let placeholder = args
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .any(|w| w.len() >= 3 && w.chars().all(|c| c.is_ascii_uppercase()) && w != "TBD");
     !args.trim().is_empty() && !placeholder
 }
 
@@ -298,7 +300,12 @@ fn every_documented_query_example_works_on_data_leasehook_wrote() {
                     )
                 })
                 .collect();
-            failed.push(format!("{}: {}\n    {}", e.from, e.text, why.join("\n    ")));
+            failed.push(format!(
+                "{}: {}\n    {}",
+                e.from,
+                e.text,
+                why.join("\n    ")
+            ));
         }
     }
     assert!(
@@ -352,7 +359,10 @@ fn init_and_detect_on_an_incus_socket_write_platform_incus() {
     let _d = Devlxd::start(&root.0.join("dev/incus/sock"), lxd_config()).unwrap();
     let r = root.0.to_str().unwrap();
     let detect = ok(&leasehook(&["detect", "--root", r, "--virt", "lxc"]));
-    assert!(detect.contains("dev/incus/sock is a socket (Incus)"), "{detect}");
+    assert!(
+        detect.contains("dev/incus/sock is a socket (Incus)"),
+        "{detect}"
+    );
     boot(&root.0, "lxc");
     let public = json_file(&root.0, "run/leasehook/instance-data.json");
     assert_eq!(public["v1"]["platform"], "incus");
@@ -365,6 +375,13 @@ fn init_and_detect_on_an_incus_socket_write_platform_incus() {
     );
     // The same redaction on Incus.
     assert_eq!(public["ds"]["meta-data"], REDACTED);
-    let q = ok(&leasehook(&["query", "--root", r, "--format", "raw", "v1.platform"]));
+    let q = ok(&leasehook(&[
+        "query",
+        "--root",
+        r,
+        "--format",
+        "raw",
+        "v1.platform",
+    ]));
     assert_eq!(q, "incus\n");
 }

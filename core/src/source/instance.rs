@@ -121,7 +121,11 @@ impl InstanceData {
     pub fn sensitive_keys(&self) -> Vec<String> {
         let mut out = Vec::new();
         sensitive_paths(&self.ds, "ds", &mut out);
-        out.extend(contextual_sensitive(&self.ds).into_iter().map(str::to_owned));
+        out.extend(
+            contextual_sensitive(&self.ds)
+                .into_iter()
+                .map(str::to_owned),
+        );
         out.sort();
         out
     }

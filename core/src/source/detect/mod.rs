@@ -665,7 +665,11 @@ fn check_lxd(s: &Snapshot) -> Verdict {
         .as_deref()
         .filter(|b| LXD_BOARD_NAMES.contains(b))
     {
-        return Verdict::found(format!("virt {} and DMI board_name {}", s.virt, quote(board)));
+        return Verdict::found(format!(
+            "virt {} and DMI board_name {}",
+            s.virt,
+            quote(board)
+        ));
     }
     for p in &s.virtio_ports {
         if let Some(name) = &p.name

@@ -406,7 +406,11 @@ mod tests {
             ("/tmp/sock", Flavour::Lxd),
             ("/tmp/incus/sockets", Flavour::Lxd),
         ] {
-            assert_eq!(Flavour::of_socket(std::path::Path::new(path)), want, "{path}");
+            assert_eq!(
+                Flavour::of_socket(std::path::Path::new(path)),
+                want,
+                "{path}"
+            );
         }
     }
 

@@ -22,6 +22,8 @@
 //! matches.
 
 pub mod data;
+pub mod events;
+pub mod stream;
 mod transport;
 
 use std::fs;
@@ -173,6 +175,22 @@ impl Lxd {
             config,
             devices,
         })
+    }
+
+    /// `GET /1.0/devices` alone (`None`: this LXD serves no devices, HTTP 404), for
+    /// matching a NIC device to a link by its `hwaddr`.
+    pub fn devices(&self) -> Result<Option<serde_json::Value>> {
+        self.present()?;
+        let a = self.get("/devices")?;
+        if a.status == 200 {
+            Ok(Some(data::parse_devices(
+                &a.body,
+                &format!("GET {}", a.url),
+            )?))
+        } else {
+            log::debug!("LXD GET {}: HTTP {}; no devices (old LXD)", a.url, a.status);
+            Ok(None)
+        }
     }
 
     /// The meta-data as [`Datasource::fetch`] sees it: `GET /1.0/meta-data` with
