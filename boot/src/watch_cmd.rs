@@ -82,6 +82,8 @@ struct Waiting {
 
 struct WatchHandler {
     root: PathBuf,
+    socket: PathBuf,
+    virt: String,
     lxd: Lxd,
     cfg: HookConfig,
     link_wait: Duration,
@@ -110,7 +112,9 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<String> {
     let socket = socket_below(&args.root);
     let mut handler = WatchHandler {
         root: args.root.clone(),
-        lxd: Lxd::at_socket(&socket).with_virt(virt),
+        lxd: Lxd::at_socket(&socket).with_virt(&virt),
+        socket: socket.clone(),
+        virt,
         cfg,
         link_wait: Duration::from_secs(args.link_wait),
         known: BTreeMap::new(),
@@ -381,6 +385,11 @@ impl WatchHandler {
 
 impl Handler for WatchHandler {
     fn work(&mut self, work: Work) {
+        if work.rewrite.as_ref().is_some_and(Vec::is_empty) {
+            // A (re)connection: a new client, so that no kept-alive connection to
+            // the server before the outage is used again.
+            self.lxd = Lxd::at_socket(&self.socket).with_virt(&self.virt);
+        }
         if let Some(keys) = &work.rewrite
             && let Err(e) = self.rewrite(keys)
         {
