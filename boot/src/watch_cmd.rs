@@ -92,6 +92,9 @@ struct WatchHandler {
     known: BTreeMap<String, MacAddr>,
     waiting: BTreeMap<String, Waiting>,
     applier: Option<NetlinkApplier>,
+    /// A rewrite that failed (the socket went away mid-fetch, ...): its keys, when
+    /// to try again, and the pause after that (doubling to a minute).
+    retry: Option<(Vec<String>, Instant, Duration)>,
 }
 
 pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<String> {
@@ -120,6 +123,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<String> {
         known: BTreeMap::new(),
         waiting: BTreeMap::new(),
         applier: None,
+        retry: None,
     };
     let stats = Watcher::new(socket).run(&stop, &mut handler);
     log::info!(
@@ -184,6 +188,22 @@ impl WatchHandler {
         }
         log::info!("LXD events: {why}; instance-data rewritten");
         Ok(())
+    }
+
+    /// Rewrites, or on failure (logged once until it works) tries again after
+    /// `pause`.
+    fn try_rewrite(&mut self, keys: Vec<String>, pause: Duration) {
+        match self.rewrite(&keys) {
+            Ok(()) => {}
+            Err(e) => {
+                if pause == RETRY_PAUSE {
+                    log::warn!("LXD events: instance-data not rewritten: {e:#}; trying again");
+                } else {
+                    log::debug!("LXD events: instance-data not rewritten: {e:#}");
+                }
+                self.retry = Some((keys, Instant::now() + pause, pause));
+            }
+        }
     }
 
     /// The sensitive instance-data document as written now (`None`: missing or
@@ -390,10 +410,9 @@ impl Handler for WatchHandler {
             // the server before the outage is used again.
             self.lxd = Lxd::at_socket(&self.socket).with_virt(&self.virt);
         }
-        if let Some(keys) = &work.rewrite
-            && let Err(e) = self.rewrite(keys)
-        {
-            log::warn!("LXD events: instance-data not rewritten: {e:#}");
+        if let Some(keys) = work.rewrite.clone() {
+            self.retry = None;
+            self.try_rewrite(keys, RETRY_PAUSE);
         }
         if work.rewrite.as_ref().is_some_and(Vec::is_empty) && self.known.is_empty() {
             // First connection (or a reconnection): learn the NICs' MACs, so that a
@@ -405,6 +424,13 @@ impl Handler for WatchHandler {
     }
 
     fn tick(&mut self) {
+        if let Some((keys, at, pause)) = self.retry.take() {
+            if Instant::now() >= at {
+                self.try_rewrite(keys, (pause * 2).min(Duration::from_secs(60)));
+            } else {
+                self.retry = Some((keys, at, pause));
+            }
+        }
         self.check_links();
     }
 }

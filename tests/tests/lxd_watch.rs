@@ -503,3 +503,45 @@ fn sigterm_ends_watch_with_status_0_even_while_the_socket_is_gone() {
     assert!(status.success(), "{status}");
     eprintln!("SIGTERM to exit (backing off): {took:?}");
 }
+
+#[test]
+fn the_watch_unit_verifies_and_stays_off_without_lxd_or_incus() {
+    let dir = TempDir::new("watch-unit");
+    let unit = fs::read_to_string(
+        leasehook_tests::workspace_root().join("hooks/systemd/leasehook-watch.service"),
+    )
+    .unwrap();
+    dir.file(
+        "leasehook-watch.service",
+        &unit.replace("/usr/bin/leasehook", leasehook_bin().to_str().unwrap()),
+    );
+    let out = Command::new("systemd-analyze")
+        .current_dir(&dir.0)
+        .args(["verify", "./leasehook-watch.service"])
+        .output()
+        .expect("systemd-analyze (package systemd) is needed");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "ExecStart=/usr/bin/leasehook watch\n",
+        "Type=simple",
+        "ConditionPathExists=|/dev/lxd/sock",
+        "ConditionPathExists=|/dev/incus/sock",
+        "ConditionPathExists=|/dev/virtio-ports/org.linuxcontainers.incus",
+    ] {
+        assert!(unit.contains(line), "{line}");
+    }
+    // Every condition is a triggering one (`|`): any of them starts it, none of
+    // them alone is required.
+    assert!(
+        unit.lines()
+            .filter(|l| l.starts_with("Condition"))
+            .all(|l| l.contains("=|")),
+        "{unit}"
+    );
+    // It must reach the sockets under /dev.
+    assert!(!unit.contains("PrivateDevices=yes"));
+}
