@@ -102,12 +102,13 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<String> {
         .with_root(Some(args.root.clone()))
         .with_file(args.config.clone());
     let cfg = HookConfig::from_settings(&config::load(&sources)?.settings);
-    let virt = read_snapshot(&ReadOptions::new(&args.root))
-        .map(|s| s.virt)
-        .unwrap_or_else(|e| {
+    let virt = read_snapshot(&ReadOptions::new(&args.root)).map_or_else(
+        |e| {
             log::warn!("{e}");
             "unavailable".to_owned()
-        });
+        },
+        |s| s.virt,
+    );
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).context("signal handler")?;
@@ -331,7 +332,7 @@ impl WatchHandler {
                     log::info!("LXD events: {from} is {to} now; routing moved");
                 }
                 RefreshOutcome::Kept(name, why) => {
-                    log::info!("LXD events: {name}: unchanged ({why})")
+                    log::info!("LXD events: {name}: unchanged ({why})");
                 }
             }
         }
@@ -353,7 +354,7 @@ impl WatchHandler {
                 }
             }
         }
-        let links = match self.applier.as_mut().map(|a| a.links()) {
+        let links = match self.applier.as_mut().map(NetlinkApplier::links) {
             Some(Ok(l)) => l,
             Some(Err(e)) => {
                 log::warn!("LXD events: {e}");

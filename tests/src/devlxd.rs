@@ -230,7 +230,7 @@ impl Devlxd {
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone());
             match c.config.iter_mut().find(|(k, _)| k == key) {
-                Some(kv) => kv.1 = value.to_owned(),
+                Some(kv) => value.clone_into(&mut kv.1),
                 None => c.config.push((key.to_owned(), value.to_owned())),
             }
             old

@@ -191,9 +191,9 @@ fn examples_in(name: &str, text: &str, out: &mut Vec<Example>, errors: &mut Vec<
                     pending.push('\n');
                     pending.push_str(line);
                 } else if line.trim_start().starts_with("leasehook query") {
-                    pending = line.to_owned();
+                    line.clone_into(&mut pending);
                 }
-                if !pending.is_empty() && pending.matches('\'').count() % 2 == 0 {
+                if !pending.is_empty() && pending.matches('\'').count().is_multiple_of(2) {
                     out.push(Example {
                         from,
                         text: std::mem::take(&mut pending),
@@ -243,7 +243,7 @@ fn with_echo(text: &str) -> String {
     }
 }
 
-/// Runs shell text with `leasehook` being the built binary and LEASEHOOK_ROOT
+/// Runs shell text with `leasehook` being the built binary and `LEASEHOOK_ROOT`
 /// set, in an empty folder (no file for a bracket glob to match).
 fn sh(text: &str, root: &Path, cwd: &Path) -> Output {
     let script = format!("leasehook() {{ \"$LEASEHOOK_TEST_BIN\" \"$@\"; }}\n{text}\n");
