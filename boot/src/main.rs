@@ -4,8 +4,9 @@
 //! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again),
 //! `status` (what is applied), `refresh` (re-check recorded plans against IMDS),
 //! `detect` (which datasources the instance has), `init` (the boot stages: find
-//! the datasource, cache it, write instance-data), `query` (read instance-data)
-//! and `config show` (the merged configuration and where each value came from).
+//! the datasource, cache it, write instance-data), `query` (read instance-data),
+//! `config show` (the merged configuration and where each value came from) and
+//! `watch` (follow LXD/Incus events).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
 //! error (reported by clap), 3 (`init`) no datasource and no usable cache.
