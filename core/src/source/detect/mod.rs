@@ -72,7 +72,8 @@ pub const LXD_VIRTIO_PORT_NAMES: [&str; 3] = [
     "org.linuxcontainers.incus",
 ];
 
-/// The DMI `board_name` of LXD and Incus virtual machines.
+/// The DMI `board_name` of LXD and Incus virtual machines (their QEMU gets
+/// `-smbios type=2,...,product=LXD` or `product=Incus`, on x86_64 and aarch64).
 pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 
 /// The file system labels of a NoCloud seed disk.
