@@ -71,6 +71,7 @@ pub(crate) enum Command {
     Init(InitArgs),
     Query(QueryArgs),
     Config(ConfigArgs),
+    Watch(WatchArgs),
 }
 
 // `leasehook plan` (plan_cmd.rs).
@@ -350,7 +351,7 @@ pub(crate) struct InitArgs {
 ///
 /// KEY is a dotted path (`v1.instance_id`, `ds.meta-data.mac`); a key holding dots
 /// is written in double quotes, `ds.config."user.user-data"`, or in brackets with
-/// or without quotes: `ds.config["user.user-data"]`, `ds[1.0].config`; `[0]` picks
+/// or without quotes: `ds.config["user.user-data"]`, `ds.config[user.tag]`; `[0]` picks
 /// a list item. An unknown key is an error naming the keys there and the nearest
 /// ones. Root reads instance-data-sensitive.json; other users read
 /// instance-data.json, where user-data, vendor-data and other sensitive values read
@@ -363,7 +364,7 @@ pub(crate) struct InitArgs {
 /// `{{ ds.meta_data }}`). A value the data lacks may be tested (`{% if x is defined
 /// %}`, `{{ x | default("-") }}`) but not printed.
 ///
-/// Examples: `leasehook query v1.instance_id`, `leasehook query 'ds[1.0].config'`,
+/// Examples: `leasehook query v1.instance_id`, `leasehook query 'ds.config[user.tag]'`,
 /// `leasehook query --list-keys ds`, `leasehook query --all --format yaml`,
 /// `leasehook query --format '{{platform}} {{subplatform}}'`.
 ///
@@ -387,6 +388,23 @@ pub(crate) struct QueryArgs {
     /// `json`, `yaml`, `raw`, or a Jinja template over all the instance data.
     #[arg(short, long, value_name = "json|yaml|raw|TEMPLATE")]
     pub(crate) format: Option<String>,
+}
+
+/// Follow the LXD (or Incus) instance's events: rewrite instance-data when a
+/// `user.*` or `cloud-init.*` key changes, and run the refresh path for a NIC
+/// device that is added, updated or removed.
+///
+/// It subscribes to `/1.0/events?type=config,device` on `/dev/incus/sock` when
+/// that is a socket, else `/dev/lxd/sock`; reconnects with backoff (100 ms
+/// doubling to 30 s) when the socket goes away, logging it once; exits 0 on
+/// SIGTERM or SIGINT. It runs commands nowhere, never applies user-data, and
+/// touches the routing only through the refresh path of `leasehook refresh`.
+/// `leasehook-watch.service` runs it on LXD and Incus instances.
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// The longest a NIC device waits for its link, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub(crate) link_wait: u64,
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@
 //! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again),
 //! `status` (what is applied), `refresh` (re-check recorded plans against IMDS),
 //! `detect` (which datasources the instance has), `init` (the boot stages: find
-//! the datasource, cache it, write instance-data), `query` (read instance-data)
-//! and `config show` (the merged configuration and where each value came from).
+//! the datasource, cache it, write instance-data), `query` (read instance-data),
+//! `config show` (the merged configuration and where each value came from) and
+//! `watch` (follow LXD/Incus events).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
 //! error (reported by clap), 3 (`init`) no datasource and no usable cache.
@@ -24,6 +25,7 @@ mod plan_cmd;
 mod query_cmd;
 mod shim;
 mod template;
+mod watch_cmd;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -87,6 +89,7 @@ fn run(
         Command::Init(args) => init_cmd::run(&args, root, &loaded?),
         Command::Query(args) => ok(query_cmd::run(&args, root)),
         Command::Config(args) => ok(config_cmd::run(&args, &loaded?)),
+        Command::Watch(args) => ok(watch_cmd::run(&args, root, &loaded?)),
     }
 }
 

@@ -89,6 +89,10 @@ pub const IMDS_MAX_USER_DATA_BYTES: u64 = 1024 * 1024;
 /// LXD's dev-lxd socket (SPEC §4.2).
 pub const LXD_SOCKET: &str = "dev/lxd/sock";
 
+/// Incus's guest API socket, the same API as [`LXD_SOCKET`] (`security.guestapi`;
+/// SPEC §4.5). Older Incus versions serve `dev/lxd/sock` instead.
+pub const INCUS_SOCKET: &str = "dev/incus/sock";
+
 /// The dev-lxd API version leasehook speaks.
 pub const LXD_API_VERSION: &str = "1.0";
 

@@ -23,7 +23,10 @@
 //! of the document, compared without regard to case, is one of
 //! [`crate::source::SENSITIVE_KEYS`]. [`redact`] replaces each with
 //! [`crate::source::REDACTED`], walking mappings and — stricter than cloud-init —
-//! lists too, so a sensitive key nested in a list is not shown either.
+//! lists too, so a sensitive key nested in a list is not shown either. LXD's raw
+//! meta-data text (`ds/meta-data`) is sensitive too when the user set
+//! `user.meta-data`, which LXD appends to it
+//! ([`crate::source::contextual_sensitive`]).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -32,7 +35,7 @@ use serde_json::{Map, Value, json};
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::source::{InstanceData, REDACTED, is_sensitive};
+use crate::source::{InstanceData, REDACTED, contextual_sensitive, is_sensitive};
 
 /// The two boot stages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -175,7 +178,11 @@ fn blob(bytes: Option<&[u8]>) -> (Value, bool) {
 pub fn sensitive_paths(doc: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(doc, "", &mut |path, _| out.push(path.to_owned()));
+    if let Some(ds) = doc.get("ds") {
+        out.extend(contextual_sensitive(ds).into_iter().map(str::to_owned));
+    }
     out.sort();
+    out.dedup();
     out
 }
 
@@ -213,6 +220,15 @@ fn walk(v: &Value, path: &str, found: &mut dyn FnMut(&str, &Value)) {
 pub fn redact(doc: &Value) -> Value {
     let mut out = doc.clone();
     redact_in_place(&mut out, "");
+    if let Some(ds) = doc.get("ds") {
+        for path in contextual_sensitive(ds) {
+            if let Some(key) = path.strip_prefix("ds/")
+                && let Some(v) = out.get_mut("ds").and_then(|d| d.get_mut(key))
+            {
+                *v = Value::String(REDACTED.to_owned());
+            }
+        }
+    }
     out
 }
 
@@ -412,7 +428,7 @@ mod tests {
         let r = render(&lxd(), &prov(Origin::Fetched)).unwrap();
         let public = String::from_utf8(r.public.clone()).unwrap();
         let sensitive = String::from_utf8(r.sensitive.clone()).unwrap();
-        for secret in ["hunter2", "vendor secret", "in a list", "instance-id: c1\""] {
+        for secret in ["hunter2", "vendor secret", "in a list", "instance-id: c1"] {
             assert!(!public.contains(secret), "{secret} leaked: {public}");
         }
         assert!(sensitive.contains("hunter2"));
@@ -426,8 +442,10 @@ mod tests {
         assert_eq!(p["ds"]["config"]["user.network-config"], "version: 2");
         assert_eq!(p["ds"]["config"]["user.tag"], "blue");
         assert_eq!(p["ds"]["nested"][0]["UserData"], REDACTED);
-        // The raw meta-data string is not a sensitive key, as in cloud-init.
-        assert_eq!(p["ds"]["meta-data"], "instance-id: c1\n");
+        // LXD appended user.meta-data to the raw meta-data text: redacted too
+        // (cloud-init shows it), and listed.
+        assert_eq!(p["ds"]["meta-data"], REDACTED);
+        assert_eq!(s["ds"]["meta-data"], "instance-id: c1\n");
         // Vendor-data is gzip: base64 in the sensitive file, and said so.
         assert_eq!(s["vendordata"], "H4sI");
         assert_eq!(s["base64_encoded_keys"], json!(["vendordata"]));
@@ -437,6 +455,7 @@ mod tests {
                 "ds/config/Cloud-Init.Vendor-Data",
                 "ds/config/user.meta-data",
                 "ds/config/user.user-data",
+                "ds/meta-data",
                 "ds/nested/0/UserData",
                 "userdata",
                 "vendordata"

@@ -12,7 +12,16 @@
 //!   lists them sorted);
 //! * `GET /1.0/config/<key>` — the value, or 404;
 //! * `GET /1.0/devices` — the devices JSON, or 404 when there are none (LXD 4.0);
+//! * `GET /1.0/events?type=config,device` — a WebSocket upgrade that never ends,
+//!   as LXD's: [`Devlxd::set_key`], [`Devlxd::remove_key`] and [`Devlxd::add_nic`]
+//!   change what is served and send the `config` / `device` event LXD sends;
+//!   [`Devlxd::send_event`] sends any message; [`Devlxd::drop_event_streams`] cuts
+//!   every stream without a close frame (a connection that drops). Only the types
+//!   the subscriber asked for (`?type=`) are sent;
 //! * anything else: 404.
+//!
+//! The emulator serves whatever socket path it is given: `dev/lxd/sock` or Incus's
+//! `dev/incus/sock`.
 //!
 //! **Rules** make it misbehave: the first rule whose `path` equals the request's
 //! path (and whose `count`, when set, is not used up) answers `status` with `body`
@@ -25,6 +34,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
@@ -121,10 +131,29 @@ impl Config {
     }
 }
 
+/// What an event stream's thread is told.
+enum Cmd {
+    /// Send this text message.
+    Send(String),
+    /// Drop the connection without a close frame.
+    Cut,
+}
+
+/// One connected event stream.
+struct Subscriber {
+    types: Vec<String>,
+    tx: Sender<Cmd>,
+}
+
 struct Shared {
-    config: Config,
+    config: Mutex<Config>,
     hits: Vec<AtomicU64>,
     log: Mutex<Vec<String>>,
+    subscribers: Mutex<Vec<Subscriber>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A running emulator; stops (and removes its socket) when dropped.
@@ -150,8 +179,9 @@ impl Devlxd {
         let server = tiny_http::Server::http_unix(path).map_err(io::Error::other)?;
         let shared = Arc::new(Shared {
             hits: config.rules.iter().map(|_| AtomicU64::new(0)).collect(),
-            config,
+            config: Mutex::new(config),
             log: Mutex::new(Vec::new()),
+            subscribers: Mutex::new(Vec::new()),
         });
         let server = Arc::new(server);
         let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
@@ -178,11 +208,7 @@ impl Devlxd {
 
     /// Every request so far: `METHOD PATH STATUS`.
     pub fn log(&self) -> Vec<String> {
-        self.shared
-            .log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.shared.log).clone()
     }
 
     /// How many requests asked for exactly `path`.
@@ -191,6 +217,102 @@ impl Devlxd {
             .iter()
             .filter(|l| l.split(' ').nth(1) == Some(path))
             .count()
+    }
+
+    /// Sets a config key (added at the end of `/1.0/config` when new) and sends
+    /// the `config` event LXD sends.
+    pub fn set_key(&self, key: &str, value: &str) {
+        let old = {
+            let mut c = lock(&self.shared.config);
+            let old = c
+                .config
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone());
+            match c.config.iter_mut().find(|(k, _)| k == key) {
+                Some(kv) => value.clone_into(&mut kv.1),
+                None => c.config.push((key.to_owned(), value.to_owned())),
+            }
+            old
+        };
+        self.send_event(&config_event(key, old.as_deref().unwrap_or(""), value));
+    }
+
+    /// Unsets a config key and sends the `config` event (an empty value).
+    pub fn remove_key(&self, key: &str) {
+        let old = {
+            let mut c = lock(&self.shared.config);
+            let old = c
+                .config
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone());
+            c.config.retain(|(k, _)| k != key);
+            old
+        };
+        self.send_event(&config_event(key, old.as_deref().unwrap_or(""), ""));
+    }
+
+    /// Adds a NIC device (`hwaddr` in `/1.0/devices`, as current LXD serves it)
+    /// and sends the `device` `added` event, whose config has no MAC.
+    pub fn add_nic(&self, name: &str, hwaddr: &str) {
+        let config = json!({"type": "nic", "network": "lxdbr1", "name": name});
+        {
+            let mut c = lock(&self.shared.config);
+            let devices = c.devices.get_or_insert_with(|| json!({}));
+            if let Some(m) = devices.as_object_mut() {
+                let mut served = config.clone();
+                served["hwaddr"] = json!(hwaddr);
+                m.insert(name.to_owned(), served);
+            }
+        }
+        self.send_event(&device_event(name, "added", &config));
+    }
+
+    /// Removes a device and sends the `device` `removed` event.
+    pub fn remove_device(&self, name: &str) {
+        let config = {
+            let mut c = lock(&self.shared.config);
+            c.devices
+                .as_mut()
+                .and_then(Value::as_object_mut)
+                .and_then(|m| m.remove(name))
+                .unwrap_or_else(|| json!({}))
+        };
+        self.send_event(&device_event(name, "removed", &config));
+    }
+
+    /// Sends a message to every event stream that asked for its `type` (any
+    /// stream when it has none, or is not JSON); returns how many got it.
+    pub fn send_event(&self, message: &str) -> usize {
+        let kind = serde_json::from_str::<Value>(message)
+            .ok()
+            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned));
+        let mut subs = lock(&self.shared.subscribers);
+        subs.retain(|s| {
+            let wanted = kind
+                .as_ref()
+                .is_none_or(|k| s.types.is_empty() || s.types.contains(k));
+            !wanted || s.tx.send(Cmd::Send(message.to_owned())).is_ok()
+        });
+        subs.iter()
+            .filter(|s| {
+                kind.as_ref()
+                    .is_none_or(|k| s.types.is_empty() || s.types.contains(k))
+            })
+            .count()
+    }
+
+    /// Cuts every event stream, without a close frame.
+    pub fn drop_event_streams(&self) {
+        for s in lock(&self.shared.subscribers).drain(..) {
+            let _ = s.tx.send(Cmd::Cut);
+        }
+    }
+
+    /// Event streams connected now.
+    pub fn event_streams(&self) -> usize {
+        lock(&self.shared.subscribers).len()
     }
 
     /// Blocks until the server thread ends (never, unless stopped): for the binary.
@@ -203,9 +325,74 @@ impl Devlxd {
 
 impl Drop for Devlxd {
     fn drop(&mut self) {
+        self.drop_event_streams();
         self.server.unblock();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// LXD's event message.
+pub fn config_event(key: &str, old: &str, value: &str) -> String {
+    json!({"type": "config", "timestamp": "2026-01-01T00:00:00.000000000Z",
+           "metadata": {"key": key, "old_value": old, "value": value}})
+    .to_string()
+}
+
+/// LXD's device event message.
+pub fn device_event(name: &str, action: &str, config: &Value) -> String {
+    json!({"type": "device", "timestamp": "2026-01-01T00:00:00.000000000Z",
+           "metadata": {"action": action, "config": config, "name": name}})
+    .to_string()
+}
+
+/// The `type=` list of a query string.
+fn event_types(url: &str) -> Vec<String> {
+    url.split_once('?')
+        .map(|(_, q)| q)
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|kv| kv.strip_prefix("type="))
+        .flat_map(|v| v.split(','))
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Upgrades `/1.0/events` to a WebSocket and serves it until cut or closed.
+fn serve_events(sh: &Shared, request: tiny_http::Request) {
+    let key = request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Sec-WebSocket-Key"))
+        .map(|h| h.value.as_str().to_owned());
+    let Some(key) = key else {
+        let _ = request.respond(
+            tiny_http::Response::from_string("not a websocket upgrade").with_status_code(400),
+        );
+        return;
+    };
+    let types = event_types(request.url());
+    let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let mut resp = tiny_http::Response::empty(101);
+    if let Ok(h) = tiny_http::Header::from_bytes("Sec-WebSocket-Accept", accept) {
+        resp.add_header(h);
+    }
+    let (tx, rx) = channel();
+    lock(&sh.subscribers).push(Subscriber { types, tx });
+    lock(&sh.log).push("GET /1.0/events 101".to_owned());
+    let stream = request.upgrade("websocket", resp);
+    let mut ws =
+        tungstenite::WebSocket::from_raw_socket(stream, tungstenite::protocol::Role::Server, None);
+    for cmd in rx {
+        match cmd {
+            Cmd::Send(text) => {
+                if ws.send(tungstenite::Message::text(text)).is_err() {
+                    return;
+                }
+            }
+            Cmd::Cut => return,
         }
     }
 }
@@ -218,8 +405,7 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
         .next()
         .unwrap_or_default()
         .to_owned();
-    let rule = sh
-        .config
+    let rule = lock(&sh.config)
         .rules
         .iter()
         .zip(&sh.hits)
@@ -228,11 +414,15 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
                 && r.count
                     .is_none_or(|n| hits.fetch_add(1, Ordering::SeqCst) < n)
         })
-        .map(|(r, _)| r);
+        .map(|(r, _)| (r.status, r.body.clone()));
+    if rule.is_none() && method == "GET" && path == "/1.0/events" {
+        serve_events(sh, request);
+        return;
+    }
     let (status, body, json_body) = match rule {
-        Some(r) => (r.status, r.body.clone(), false),
+        Some((status, body)) => (status, body, false),
         None if method != "GET" => (405, "method not allowed".to_owned(), false),
-        None => answer(&sh.config, &path),
+        None => answer(&lock(&sh.config), &path),
     };
     sh.log
         .lock()

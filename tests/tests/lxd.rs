@@ -142,9 +142,12 @@ fn fetch_reads_every_route_and_merges_like_cloud_init() {
             "ds/config/user.meta-data",
             "ds/config/user.user-data",
             "ds/config/user.vendor-data",
+            "ds/meta-data",
         ]
     );
     let redacted = d.redacted_ds();
+    // LXD appended user.meta-data to its meta-data: the raw text is redacted too.
+    assert_eq!(redacted["meta-data"], "redacted for non-root user");
     assert_eq!(
         redacted["config"]["user.user-data"],
         "redacted for non-root user"
@@ -430,4 +433,73 @@ fn the_emulator_binary_serves_a_config_file() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
+}
+
+/// A fake root with the emulator on Incus's `dev/incus/sock`.
+fn start_incus(config: Config) -> Fixture {
+    let _ = logs_with("");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    std::fs::create_dir_all(root.join("dev/incus")).unwrap();
+    let devlxd = Devlxd::start(&root.join("dev/incus/sock"), config).unwrap();
+    Fixture {
+        _dir: dir,
+        root,
+        devlxd,
+    }
+}
+
+#[test]
+fn incus_socket_is_the_same_datasource_and_says_incus() {
+    use leasehook_core::source::Check;
+    use leasehook_core::source::detect::{ReadOptions, check, decide, read_snapshot};
+    use leasehook_core::source::lxd::data::Flavour;
+    let f = start_incus(full_config());
+    let lxd = f.lxd();
+    assert_eq!(lxd.socket(), f.root.join("dev/incus/sock"));
+    assert_eq!(lxd.flavour(), Flavour::Incus);
+    let d = lxd.fetch().unwrap();
+    assert_eq!(d.datasource, SourceKind::Lxd);
+    assert_eq!(d.instance_id, "i-87018aed");
+    assert_eq!(
+        (d.cloud_name.as_str(), d.platform.as_str()),
+        ("lxd", "incus")
+    );
+    assert_eq!(
+        d.subplatform,
+        format!("Incus socket API v. 1.0 ({})", f.socket())
+    );
+    assert!(lxd.check_instance_id(&d).unwrap());
+    let snap = read_snapshot(&ReadOptions::new(&f.root).with_virt("lxc")).unwrap();
+    let v = check(SourceKind::Lxd, &snap);
+    assert_eq!(v.check, Check::Found);
+    assert!(
+        v.reason.contains("dev/incus/sock is a socket (Incus)"),
+        "{}",
+        v.reason
+    );
+    assert_eq!(
+        decide(&snap).unwrap().datasource_list,
+        [SourceKind::Lxd, SourceKind::None]
+    );
+}
+
+#[test]
+fn with_both_sockets_incus_wins_and_without_incus_lxd_stays() {
+    let f = start_incus(Config::new("instance-id: on-incus\n"));
+    std::fs::create_dir_all(f.root.join("dev/lxd")).unwrap();
+    let _old = Devlxd::start(
+        &f.root.join("dev/lxd/sock"),
+        Config::new("instance-id: on-lxd\n"),
+    )
+    .unwrap();
+    assert_eq!(f.lxd().fetch().unwrap().instance_id, "on-incus");
+    // A directory where Incus's socket should be: the LXD socket is used.
+    std::fs::remove_file(f.root.join("dev/incus/sock")).unwrap();
+    std::fs::create_dir(f.root.join("dev/incus/sock")).unwrap();
+    let d = f.lxd().fetch().unwrap();
+    assert_eq!(
+        (d.instance_id.as_str(), d.platform.as_str()),
+        ("on-lxd", "lxd")
+    );
 }

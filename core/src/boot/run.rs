@@ -71,7 +71,7 @@ pub struct Facts {
     pub config: BootConfig,
     /// The virtualisation.
     pub virt: String,
-    /// Whether `dev/lxd/sock` is a socket.
+    /// Whether `dev/lxd/sock` or `dev/incus/sock` is a socket.
     pub lxd_socket_present: bool,
     /// The EC2-API cloud detection identified (`aws`, ...; `unknown`).
     pub ec2_cloud_name: String,
@@ -107,7 +107,8 @@ impl Facts {
             root: o.root.clone(),
             config,
             virt: snapshot.virt.clone(),
-            lxd_socket_present: snapshot.lxd_socket == Node::Socket,
+            lxd_socket_present: snapshot.lxd_socket == Node::Socket
+                || snapshot.incus_socket == Node::Socket,
             ec2_cloud_name: ec2_platform(&snapshot)
                 .map_or("unknown", |(p, _)| p.cloud_name())
                 .to_owned(),

@@ -13,6 +13,11 @@
 //! list plus LXD's `user.*` / `cloud-init.*` user-data, vendor-data and meta-data keys.
 //! [`InstanceData::redacted_ds`] is the world-readable view.
 //!
+//! One value is sensitive by what sits beside it: LXD appends the user's
+//! `user.meta-data` to its own `/1.0/meta-data` answer, so the raw meta-data text
+//! of an LXD `ds` (`ds/meta-data`) carries that value too whenever `ds/config`
+//! holds a meta-data key ([`META_DATA_CARRIES_USER_VALUE`], [`contextual_sensitive`]).
+//!
 //! **Bytes.** User-data and vendor-data are bytes (EC2 user-data is often gzip). In
 //! JSON they are a string when they are UTF-8 and otherwise `ci-b64:` followed by
 //! their base64, as cloud-init writes bytes.
@@ -46,6 +51,32 @@ pub const SENSITIVE_KEYS: &[&str] = &[
     "cloud-init.vendor-data",
     "cloud-init.meta-data",
 ];
+
+/// The slash path (below the document, `ds` first) of LXD's raw meta-data text,
+/// which carries `user.meta-data` when the user set it.
+pub const META_DATA_CARRIES_USER_VALUE: &str = "ds/meta-data";
+
+/// The config keys (lower case) whose value LXD appends to `/1.0/meta-data`.
+const APPENDED_META_DATA_KEYS: [&str; 2] = ["user.meta-data", "cloud-init.meta-data"];
+
+/// The slash paths, below `ds` (`ds/...`), that are sensitive because of what sits
+/// beside them: `ds/meta-data` when `ds/config` holds `user.meta-data` or
+/// `cloud-init.meta-data` (compared without regard to case).
+pub fn contextual_sensitive(ds: &Value) -> Vec<&'static str> {
+    let appended = ds
+        .get("config")
+        .and_then(Value::as_object)
+        .is_some_and(|config| {
+            config
+                .keys()
+                .any(|k| APPENDED_META_DATA_KEYS.contains(&k.to_ascii_lowercase().as_str()))
+        });
+    if appended && ds.get("meta-data").is_some() {
+        vec![META_DATA_CARRIES_USER_VALUE]
+    } else {
+        Vec::new()
+    }
+}
 
 /// Prefix of a byte string that is not UTF-8, in JSON.
 const B64_PREFIX: &str = "ci-b64:";
@@ -90,6 +121,11 @@ impl InstanceData {
     pub fn sensitive_keys(&self) -> Vec<String> {
         let mut out = Vec::new();
         sensitive_paths(&self.ds, "ds", &mut out);
+        out.extend(
+            contextual_sensitive(&self.ds)
+                .into_iter()
+                .map(str::to_owned),
+        );
         out.sort();
         out
     }
@@ -98,6 +134,13 @@ impl InstanceData {
     pub fn redacted_ds(&self) -> Value {
         let mut ds = self.ds.clone();
         redact(&mut ds, "ds");
+        for path in contextual_sensitive(&self.ds) {
+            if let Some(key) = path.strip_prefix("ds/")
+                && let Some(v) = ds.get_mut(key)
+            {
+                *v = Value::String(REDACTED.to_owned());
+            }
+        }
         ds
     }
 }
@@ -212,6 +255,7 @@ mod tests {
                 "ds/config/USER.Meta-Data",
                 "ds/config/cloud-init.vendor-data",
                 "ds/config/user.user-data",
+                "ds/meta-data",
                 "ds/nested/userData",
                 "ds/vendor_data",
             ]
@@ -220,12 +264,38 @@ mod tests {
         assert_eq!(r["config"]["user.user-data"], REDACTED);
         assert_eq!(r["config"]["user.network-config"], "n");
         assert_eq!(r["config"]["user.tag"], "t");
-        // The raw meta-data string of LXD's `ds` is not a sensitive key (cloud-init
-        // does not redact it either); `user.meta-data` is.
-        assert_eq!(r["meta-data"], "instance-id: i-1");
+        // LXD appends `user.meta-data` to its raw meta-data text: with that key set,
+        // the text is redacted too (cloud-init leaves it readable).
+        assert_eq!(r["meta-data"], REDACTED);
         assert_eq!(r["nested"]["list"][0]["user-data"], "not walked");
         // The original is untouched.
         assert_eq!(d.ds["config"]["user.user-data"], "#cloud-config");
+    }
+
+    #[test]
+    fn raw_meta_data_is_readable_without_user_meta_data() {
+        for (config, redacted) in [
+            (json!({"user.tag": "t"}), false),
+            (json!({}), false),
+            (json!({"user.meta-data": ""}), true),
+            (json!({"Cloud-Init.Meta-Data": "x: 1"}), true),
+        ] {
+            let d = sample(
+                json!({"config": config, "meta-data": "instance-id: i-1\nsecret: s\n"}),
+                None,
+            );
+            let r = d.redacted_ds();
+            let shown = r["meta-data"] == REDACTED;
+            assert_eq!(shown, redacted, "{config}");
+            assert_eq!(
+                d.sensitive_keys().contains(&"ds/meta-data".to_owned()),
+                redacted,
+                "{config}"
+            );
+        }
+        // Not LXD-shaped (no config mapping): nothing extra.
+        let d = sample(json!({"meta-data": {"user.meta-data": 1}}), None);
+        assert!(contextual_sensitive(&d.ds).is_empty());
     }
 
     #[test]

@@ -22,6 +22,9 @@ mod none;
 pub mod provider;
 mod yaml;
 
-pub use instance::{InstanceData, REDACTED, SENSITIVE_KEYS, is_sensitive};
+pub use instance::{
+    InstanceData, META_DATA_CARRIES_USER_VALUE, REDACTED, SENSITIVE_KEYS, contextual_sensitive,
+    is_sensitive,
+};
 pub use kind::{Check, Datasource, Finding, SourceKind};
 pub use none::{NONE_INSTANCE_ID, NoneSource};

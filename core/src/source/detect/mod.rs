@@ -64,8 +64,17 @@ pub const CONTAINERS: [&str; 12] = [
     "jail",
 ];
 
-/// The names the LXD agent gives its virtio serial port, current and legacy.
-pub const LXD_VIRTIO_PORT_NAMES: [&str; 2] = ["com.canonical.lxd", "org.linuxcontainers.lxd"];
+/// The names the LXD and Incus agents give their virtio serial port: LXD's current
+/// and legacy names, and Incus's (which also offers the legacy one).
+pub const LXD_VIRTIO_PORT_NAMES: [&str; 3] = [
+    "com.canonical.lxd",
+    "org.linuxcontainers.lxd",
+    "org.linuxcontainers.incus",
+];
+
+/// The DMI `board_name` of LXD and Incus virtual machines (their QEMU gets
+/// `-smbios type=2,...,product=LXD` or `product=Incus`, on `x86_64` and `aarch64`).
+pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 
 /// The file system labels of a NoCloud seed disk.
 pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
@@ -98,6 +107,8 @@ pub struct Snapshot {
     pub hypervisor_uuid: Option<String>,
     /// What `dev/lxd/sock` is.
     pub lxd_socket: Node,
+    /// What `dev/incus/sock` is (Incus's guest API, the same API).
+    pub incus_socket: Node,
     /// `sys/class/virtio-ports/*/name`.
     pub virtio_ports: Vec<VirtioPort>,
     /// The NoCloud seed folders.
@@ -616,6 +627,12 @@ fn ec2_strict_id(s: &Snapshot, cmdline: Option<&str>, cloud: &CloudConfig) -> (S
 }
 
 fn check_lxd(s: &Snapshot) -> Finding {
+    if s.incus_socket == Node::Socket {
+        return Finding::found(format!(
+            "{} is a socket (Incus)",
+            s.shown(crate::constants::INCUS_SOCKET)
+        ));
+    }
     let sock = s.shown(crate::constants::LXD_SOCKET);
     match &s.lxd_socket {
         Node::Socket => return Finding::found(format!("{sock} is a socket")),
@@ -632,9 +649,18 @@ fn check_lxd(s: &Snapshot) -> Finding {
             s.virt
         ));
     }
-    // An LXD VM: the socket appears only once lxd-agent runs, later in boot.
-    if s.dmi.board_name.as_deref() == Some("LXD") {
-        return Finding::found(format!("virt {} and DMI board_name \"LXD\"", s.virt));
+    // An LXD or Incus VM: the socket appears only once the agent runs, later in boot.
+    if let Some(board) = s
+        .dmi
+        .board_name
+        .as_deref()
+        .filter(|b| LXD_BOARD_NAMES.contains(b))
+    {
+        return Finding::found(format!(
+            "virt {} and DMI board_name {}",
+            s.virt,
+            quote(board)
+        ));
     }
     for p in &s.virtio_ports {
         if let Some(name) = &p.name
@@ -649,7 +675,7 @@ fn check_lxd(s: &Snapshot) -> Finding {
         }
     }
     Finding::not_found(format!(
-        "{sock} is not a socket; virt {}, but neither DMI board_name \"LXD\" nor an LXD virtio port",
+        "{sock} is not a socket; virt {}, but neither DMI board_name \"LXD\"/\"Incus\" nor an LXD or Incus virtio port",
         s.virt
     ))
 }

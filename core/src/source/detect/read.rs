@@ -24,7 +24,7 @@ use std::process::Command;
 use super::{ConfigText, ConfiguredList, Detection, Dmi, Node, Seed, Snapshot, VirtioPort, decide};
 use crate::constants::{
     CLOUD_CFG, CLOUD_CFG_D, CLOUD_INIT_DISABLED_MARKER, CONFIG_MAX_BYTES, DS_IDENTIFY_CFG,
-    LXD_SOCKET, NOCLOUD_SEED_DIRS, UBUNTU_CORE_WRITABLE,
+    INCUS_SOCKET, LXD_SOCKET, NOCLOUD_SEED_DIRS, UBUNTU_CORE_WRITABLE,
 };
 use crate::error::Result;
 use crate::source::files::{first_line, is_file, read_limited, read_text};
@@ -104,6 +104,7 @@ pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
         },
         hypervisor_uuid: first_line(&at("sys/hypervisor/uuid")),
         lxd_socket: node(&at(LXD_SOCKET)),
+        incus_socket: node(&at(INCUS_SOCKET)),
         virtio_ports: sorted_entries(&at("sys/class/virtio-ports"))
             .into_iter()
             .map(|p| VirtioPort {

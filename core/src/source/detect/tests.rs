@@ -134,6 +134,41 @@ fn decisions() {
             vec![Lxd, NoneDs],
         ),
         (
+            "incus socket",
+            base("lxc"),
+            |s| s.incus_socket = Node::Socket,
+            vec![Lxd, NoneDs],
+        ),
+        (
+            "incus socket is a directory",
+            base("lxc"),
+            |s| s.incus_socket = Node::Other("directory".into()),
+            vec![],
+        ),
+        (
+            "incus kvm board name",
+            base("kvm"),
+            |s| s.dmi.board_name = Some("Incus".into()),
+            vec![Lxd, NoneDs],
+        ),
+        (
+            "incus board name in a container",
+            base("lxc"),
+            |s| s.dmi.board_name = Some("Incus".into()),
+            vec![],
+        ),
+        (
+            "incus kvm virtio port",
+            base("kvm"),
+            |s| {
+                s.virtio_ports = vec![VirtioPort {
+                    port: "vport1p1".into(),
+                    name: Some("org.linuxcontainers.incus".into()),
+                }];
+            },
+            vec![Lxd, NoneDs],
+        ),
+        (
             "lxd socket is a file",
             base("lxc"),
             |s| {

@@ -12,6 +12,9 @@
 //!   meta-data, key by key.
 //! * Without a network-config, DHCPv4 on the fallback NIC: `eth0`, or under KVM/QEMU
 //!   (LXD VMs) `enp5s0` (`enp0s5` on ppc64le, `enc9` on s390x).
+//! * Incus serves the same API on `/dev/incus/sock` ([`Flavour`]): the same
+//!   datasource (`LXD`, `cloud_name` `lxd`), with `platform` `incus` and a
+//!   `subplatform` naming Incus and the socket.
 
 use serde_json::{Map, Value, json};
 
@@ -144,9 +147,49 @@ pub fn instance_id(meta: &Map<String, Value>) -> Result<String> {
         })
 }
 
+/// Which server speaks the dev-lxd API: LXD (`/dev/lxd/sock`) or Incus
+/// (`/dev/incus/sock`; older Incus versions serve `/dev/lxd/sock` too).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Flavour {
+    /// LXD, or Incus on its LXD-compatible socket.
+    #[default]
+    Lxd,
+    /// Incus on its own socket.
+    Incus,
+}
+
+impl Flavour {
+    /// The flavour a socket path names: `.../incus/sock` is Incus, anything else LXD.
+    pub fn of_socket(socket: &std::path::Path) -> Self {
+        if socket.ends_with("incus/sock") {
+            Self::Incus
+        } else {
+            Self::Lxd
+        }
+    }
+
+    /// instance-data's `platform`: `lxd` or `incus`.
+    pub fn platform(self) -> &'static str {
+        match self {
+            Self::Lxd => "lxd",
+            Self::Incus => "incus",
+        }
+    }
+
+    /// The server's name in words: `LXD` or `Incus`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lxd => "LXD",
+            Self::Incus => "Incus",
+        }
+    }
+}
+
 /// Where the answers came from, and what decides the default network config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inputs {
+    /// LXD or Incus.
+    pub flavour: Flavour,
     /// The socket, as shown in `subplatform`.
     pub socket: String,
     /// The virtualisation (`kvm`, `lxc`, ...).
@@ -210,8 +253,12 @@ pub fn assemble(raw: &Raw, ctx: &Inputs) -> Result<InstanceData> {
         instance_id: instance_id(&meta)?,
         local_hostname: meta.get("local-hostname").and_then(scalar_text),
         cloud_name: "lxd".to_owned(),
-        platform: "lxd".to_owned(),
-        subplatform: format!("LXD socket API v. {LXD_API_VERSION} ({})", ctx.socket),
+        platform: ctx.flavour.platform().to_owned(),
+        subplatform: format!(
+            "{} socket API v. {LXD_API_VERSION} ({})",
+            ctx.flavour.name(),
+            ctx.socket
+        ),
         region: None,
         availability_zone: None,
         meta_data: meta,
@@ -228,6 +275,7 @@ mod tests {
 
     fn ctx(virt: &str, machine: &str) -> Inputs {
         Inputs {
+            flavour: Flavour::Lxd,
             socket: "/dev/lxd/sock".into(),
             virt: virt.into(),
             machine: machine.into(),
@@ -333,10 +381,37 @@ mod tests {
                 "ds/config/cloud-init.user-data",
                 "ds/config/user.meta-data",
                 "ds/config/user.user-data",
-                "ds/config/user.vendor-data"
+                "ds/config/user.vendor-data",
+                "ds/meta-data"
             ]
         );
         assert!(d.ds.get("user-data").is_none());
+    }
+
+    #[test]
+    fn incus_says_so_in_platform_and_subplatform() {
+        let c = Inputs {
+            flavour: Flavour::of_socket(std::path::Path::new("/dev/incus/sock")),
+            socket: "/dev/incus/sock".into(),
+            ..ctx("lxc", "x86_64")
+        };
+        let d = assemble(&raw("instance-id: i\n", &[]), &c).unwrap();
+        assert_eq!(d.platform, "incus");
+        assert_eq!(d.cloud_name, "lxd");
+        assert_eq!(d.datasource, SourceKind::Lxd);
+        assert_eq!(d.subplatform, "Incus socket API v. 1.0 (/dev/incus/sock)");
+        for (path, want) in [
+            ("/dev/lxd/sock", Flavour::Lxd),
+            ("/r/dev/incus/sock", Flavour::Incus),
+            ("/tmp/sock", Flavour::Lxd),
+            ("/tmp/incus/sockets", Flavour::Lxd),
+        ] {
+            assert_eq!(
+                Flavour::of_socket(std::path::Path::new(path)),
+                want,
+                "{path}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Performs IO: the LXD datasource, HTTP over the dev-lxd unix socket
-//! (`/dev/lxd/sock`, API 1.0; SPEC §4.2).
+//! (`/dev/lxd/sock`, API 1.0; SPEC §4.2), or Incus's `/dev/incus/sock`, the same
+//! API (SPEC §4.5): [`Lxd::new`] takes the Incus socket when it is one, else the
+//! LXD socket.
 //!
 //! One ureq agent with a unix-socket transport (`transport.rs`) makes the requests,
 //! kept alive on one connection: `GET /1.0/meta-data` (must answer), `GET
@@ -20,6 +22,8 @@
 //! matches.
 
 pub mod data;
+pub mod events;
+pub mod stream;
 mod transport;
 
 use std::fs;
@@ -29,11 +33,11 @@ use std::time::Duration;
 
 use ureq::Agent;
 
-use self::data::{Inputs, Raw};
+use self::data::{Flavour, Inputs, Raw};
 use super::{Datasource, InstanceData, SourceKind};
 use crate::constants::{
-    LXD_500_ATTEMPTS, LXD_500_PAUSE, LXD_API_VERSION, LXD_MAX_BODY_BYTES, LXD_REQUEST_TIMEOUT,
-    LXD_SOCKET,
+    INCUS_SOCKET, LXD_500_ATTEMPTS, LXD_500_PAUSE, LXD_API_VERSION, LXD_MAX_BODY_BYTES,
+    LXD_REQUEST_TIMEOUT, LXD_SOCKET,
 };
 use crate::error::{Error, Problem, Result};
 
@@ -41,6 +45,7 @@ use crate::error::{Error, Problem, Result};
 #[derive(Debug)]
 pub struct Lxd {
     socket: PathBuf,
+    flavour: Flavour,
     agent: Agent,
     virt: String,
     machine: String,
@@ -81,16 +86,18 @@ fn agent(socket: &Path, timeout: Duration) -> Agent {
 }
 
 impl Lxd {
-    /// The datasource at `<root>/dev/lxd/sock`.
+    /// The datasource at `<root>/dev/incus/sock` when that is a socket (Incus),
+    /// else at `<root>/dev/lxd/sock`.
     pub fn new(root: impl AsRef<Path>) -> Self {
-        Self::at_socket(root.as_ref().join(LXD_SOCKET))
+        Self::at_socket(socket_below(root.as_ref()))
     }
 
-    /// The datasource at this socket.
+    /// The datasource at this socket (Incus when it is `.../incus/sock`).
     pub fn at_socket(socket: impl Into<PathBuf>) -> Self {
         let socket = socket.into();
         Self {
             agent: agent(&socket, LXD_REQUEST_TIMEOUT),
+            flavour: Flavour::of_socket(&socket),
             socket,
             virt: "unavailable".to_owned(),
             machine: machine().to_owned(),
@@ -135,6 +142,11 @@ impl Lxd {
         &self.socket
     }
 
+    /// LXD or Incus.
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
+    }
+
     /// Reads everything dev-lxd serves (see the module docs).
     pub fn read(&self) -> Result<Raw> {
         self.present()?;
@@ -162,6 +174,22 @@ impl Lxd {
             config,
             devices,
         })
+    }
+
+    /// `GET /1.0/devices` alone (`None`: this LXD serves no devices, HTTP 404), for
+    /// matching a NIC device to a link by its `hwaddr`.
+    pub fn devices(&self) -> Result<Option<serde_json::Value>> {
+        self.present()?;
+        let a = self.get("/devices")?;
+        if a.status == 200 {
+            Ok(Some(data::parse_devices(
+                &a.body,
+                &format!("GET {}", a.url),
+            )?))
+        } else {
+            log::debug!("LXD GET {}: HTTP {}; no devices (old LXD)", a.url, a.status);
+            Ok(None)
+        }
     }
 
     /// The meta-data as [`Datasource::fetch`] sees it: `GET /1.0/meta-data` with
@@ -267,6 +295,17 @@ impl Lxd {
     }
 }
 
+/// The socket below `root` a dev-lxd client talks to: `dev/incus/sock` when it is
+/// a socket, else `dev/lxd/sock` (which the errors then name).
+pub fn socket_below(root: &Path) -> PathBuf {
+    let incus = root.join(INCUS_SOCKET);
+    if fs::metadata(&incus).is_ok_and(|m| m.file_type().is_socket()) {
+        incus
+    } else {
+        root.join(LXD_SOCKET)
+    }
+}
+
 /// A ureq error in words.
 fn describe(e: &ureq::Error) -> String {
     match e {
@@ -288,6 +327,7 @@ impl Datasource for Lxd {
         data::assemble(
             &raw,
             &Inputs {
+                flavour: self.flavour,
                 socket: self.socket.display().to_string(),
                 virt: self.virt.clone(),
                 machine: self.machine.clone(),

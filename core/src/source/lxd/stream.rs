@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: follows dev-lxd's `/1.0/events?type=config,device` WebSocket over
+//! the unix socket (tungstenite's client handshake and framing over a
+//! `UnixStream`; SPEC §4.5) and hands coalesced [`Work`] to a [`Handler`].
+//!
+//! * Reads wait at most one tick (100 ms), so a stop request (SIGTERM) is seen
+//!   within a tick, and work that waits (a NIC whose link is not there yet) is
+//!   looked at every tick ([`Handler::tick`]).
+//! * Events are coalesced ([`Pending`]) and handed over when the stream has been
+//!   quiet for a tick, or at the latest [`FLUSH_EVERY`] after the first one of a
+//!   burst: a flood costs bounded memory and at most a few rewrites a second.
+//! * Every (re)connection asks for one resync (events may have been missed while
+//!   nobody listened).
+//! * A socket that is missing, refuses, or ends the stream (`security.devlxd`
+//!   switched off, the host restarting) is logged once as a warning until it
+//!   answers again; attempts follow [`Backoff`] (100 ms doubling to 30 s), sleeping
+//!   in ticks, never spinning.
+
+use std::io;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tungstenite::handshake::HandshakeError;
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Message, WebSocket};
+
+use super::events::{
+    BACKOFF_MAX, BACKOFF_MIN, Backoff, EVENTS_ROUTE, MAX_EVENT_BYTES, Pending, Work, parse,
+};
+
+/// How long one read waits: the longest a stop request goes unseen.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// The longest events wait, coalescing, before they are handed over.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(250);
+
+/// The longest the WebSocket handshake may take.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What `leasehook watch` does with events.
+pub trait Handler {
+    /// Coalesced work from a burst of events, or a resync after connecting.
+    fn work(&mut self, work: Work);
+
+    /// Called about once a tick, connected or not: for work that waits.
+    fn tick(&mut self) {}
+}
+
+/// What a run saw, for tests and the log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Connections made (the WebSocket handshake succeeded).
+    pub connections: u64,
+    /// Outages logged: a warning each time the socket stopped answering.
+    pub outages: u64,
+    /// Event messages read.
+    pub events: u64,
+    /// Messages that were not events (logged, skipped).
+    pub bad_messages: u64,
+    /// Times work was handed to the handler.
+    pub batches: u64,
+}
+
+/// Follows one socket's events.
+#[derive(Debug, Clone)]
+pub struct Watcher {
+    socket: PathBuf,
+    min: Duration,
+    max: Duration,
+}
+
+type Socket = WebSocket<UnixStream>;
+
+impl Watcher {
+    /// Follows the events of this socket (`dev/lxd/sock` or `dev/incus/sock`).
+    pub fn new(socket: impl Into<PathBuf>) -> Self {
+        Self {
+            socket: socket.into(),
+            min: BACKOFF_MIN,
+            max: BACKOFF_MAX,
+        }
+    }
+
+    /// Other reconnection pauses (tests).
+    #[must_use]
+    pub fn with_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.min = min;
+        self.max = max;
+        self
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Follows the events until `stop` is set; then closes the stream and returns
+    /// what it saw.
+    pub fn run(&self, stop: &AtomicBool, handler: &mut dyn Handler) -> Stats {
+        let shown = self.socket.display().to_string();
+        let mut backoff = Backoff::new(self.min, self.max);
+        let mut stats = Stats::default();
+        let mut down = false;
+        let mut pending = Pending::default();
+        while !stop.load(Ordering::SeqCst) {
+            match self.connect() {
+                Ok(mut ws) => {
+                    stats.connections += 1;
+                    if down {
+                        log::warn!("LXD events: {shown} answers again; following its events");
+                    } else {
+                        log::info!("LXD events: following {shown}{EVENTS_ROUTE}");
+                    }
+                    backoff.succeeded();
+                    pending.add_resync();
+                    let why = follow(&mut ws, stop, handler, &mut pending, &mut stats);
+                    if stop.load(Ordering::SeqCst) {
+                        let _ = ws.close(None);
+                        let _ = ws.flush();
+                        break;
+                    }
+                    stats.outages += 1;
+                    down = true;
+                    log::warn!(
+                        "LXD events: the stream from {shown} ended ({why}); reconnecting with backoff (logged once until it answers)"
+                    );
+                }
+                Err(e) => {
+                    if down {
+                        log::debug!("LXD events: {shown}: {e}");
+                    } else {
+                        stats.outages += 1;
+                        down = true;
+                        log::warn!(
+                            "LXD events: cannot follow {shown}: {e}; trying again with backoff (logged once until it answers)"
+                        );
+                    }
+                }
+            }
+            let wait = backoff.failed();
+            pause(wait, stop, handler);
+        }
+        stats
+    }
+
+    /// Connects and upgrades to the events WebSocket.
+    fn connect(&self) -> Result<Socket, String> {
+        let stream = UnixStream::connect(&self.socket).map_err(|e| e.to_string())?;
+        stream
+            .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+            .and_then(|()| stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
+            .map_err(|e| e.to_string())?;
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_EVENT_BYTES))
+            .max_frame_size(Some(MAX_EVENT_BYTES));
+        let url = format!("ws://lxd{EVENTS_ROUTE}");
+        let (ws, _response) =
+            tungstenite::client::client_with_config(url.as_str(), stream, Some(config)).map_err(
+                |e| match e {
+                    HandshakeError::Failure(tungstenite::Error::Http(r)) => {
+                        format!(
+                            "GET {EVENTS_ROUTE}: HTTP {} (not a WebSocket)",
+                            r.status().as_u16()
+                        )
+                    }
+                    HandshakeError::Failure(e) => format!("GET {EVENTS_ROUTE}: {e}"),
+                    HandshakeError::Interrupted(_) => format!(
+                        "GET {EVENTS_ROUTE}: no WebSocket handshake within {HANDSHAKE_TIMEOUT:?}"
+                    ),
+                },
+            )?;
+        ws.get_ref()
+            .set_read_timeout(Some(TICK))
+            .map_err(|e| e.to_string())?;
+        Ok(ws)
+    }
+}
+
+/// Sleeps `wait` in ticks, returning early on a stop request.
+fn pause(wait: Duration, stop: &AtomicBool, handler: &mut dyn Handler) {
+    let end = Instant::now() + wait;
+    loop {
+        handler.tick();
+        let now = Instant::now();
+        if stop.load(Ordering::SeqCst) || now >= end {
+            return;
+        }
+        std::thread::sleep((end - now).min(TICK));
+    }
+}
+
+/// Hands pending work over (if any).
+fn flush(pending: &mut Pending, handler: &mut dyn Handler, stats: &mut Stats) {
+    let work = pending.take();
+    if work.events > 0 {
+        log::debug!(
+            "LXD events: {} event(s), {} of them asking for nothing",
+            work.events,
+            work.ignored
+        );
+    }
+    if !work.is_empty() {
+        stats.batches += 1;
+        handler.work(work);
+    }
+}
+
+/// Reads events until the stream ends (returns why) or `stop` is set.
+fn follow(
+    ws: &mut Socket,
+    stop: &AtomicBool,
+    handler: &mut dyn Handler,
+    pending: &mut Pending,
+    stats: &mut Stats,
+) -> String {
+    // The resync asked for on connecting goes first.
+    flush(pending, handler, stats);
+    let mut first_pending: Option<Instant> = None;
+    let mut last_tick = Instant::now();
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return "stopped".to_owned();
+        }
+        let text = match ws.read() {
+            Ok(Message::Text(t)) => Some(t.as_str().to_owned()),
+            Ok(Message::Binary(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
+            Ok(Message::Close(frame)) => {
+                return frame.map_or_else(
+                    || "closed by the server".to_owned(),
+                    |f| format!("closed by the server: {} {}", f.code, f.reason),
+                );
+            }
+            Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => None,
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                // Quiet for a tick: hand over what piled up.
+                flush(pending, handler, stats);
+                first_pending = None;
+                handler.tick();
+                last_tick = Instant::now();
+                continue;
+            }
+            Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                return "connection closed".to_owned();
+            }
+            Err(e) => return e.to_string(),
+        };
+        if let Some(text) = text {
+            stats.events += 1;
+            match parse(&text) {
+                Ok(event) => pending.add(event),
+                Err(why) => {
+                    stats.bad_messages += 1;
+                    if stats.bad_messages == 1 {
+                        log::warn!("LXD events: {why}; skipped (further ones logged at debug)");
+                    } else {
+                        log::debug!("LXD events: {why}; skipped");
+                    }
+                }
+            }
+            let since = *first_pending.get_or_insert_with(Instant::now);
+            if since.elapsed() >= FLUSH_EVERY {
+                flush(pending, handler, stats);
+                first_pending = None;
+            }
+            if last_tick.elapsed() >= TICK {
+                handler.tick();
+                last_tick = Instant::now();
+            }
+        }
+    }
+}
