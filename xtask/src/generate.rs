@@ -2,7 +2,7 @@
 //! The manual pages and shell completion scripts of `leasehook`, made from the same
 //! clap definition that parses its command line (`boot/src/cli.rs`), so they
 //! cannot drift from `--help`. [`man_pages`] and [`completion`] are pure;
-//! [`write`] performs IO: it writes their output into a folder.
+//! [`write()`] performs IO: it writes their output into a folder.
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -438,8 +438,8 @@ fn list_to_check(
     }
 }
 
-/// Checks one datasource against a snapshot (pure). This is what each source's
-/// [`super::Datasource::detect`] runs.
+/// Checks one datasource against a snapshot (pure): what [`decide`] asks of each
+/// kind in the list.
 pub fn check(kind: SourceKind, s: &Snapshot) -> Finding {
     let cloud = CloudConfig::parse(&s.cloud_config);
     check_with(kind, s, s.kernel_cmdline(), &cloud)
