@@ -5,7 +5,7 @@
 # cargo-generate-rpm when that version is missing, builds the release binary,
 # makes the man pages and shell completions with the build-time tool
 # (`cargo run -p xtask -- man|completions DIR`), and packages it all from
-# [package.metadata.generate-rpm] in boot/Cargo.toml (scriptlets in
+# [package.metadata.generate-rpm] in cli/Cargo.toml (scriptlets in
 # packaging/rpm/).
 #
 # Prints the path of the .rpm on the last line.
@@ -46,5 +46,5 @@ fi
 # --auto-req builtin: the Requires come from the binaries' ELF dependencies
 # (libc), the same on every build machine, whether or not it has rpm-build's
 # find-requires.
-cargo generate-rpm -p boot --auto-req builtin -o "$out/" >&2
+cargo generate-rpm -p cli --auto-req builtin -o "$out/" >&2
 ls "$out"/leasehook-*.rpm

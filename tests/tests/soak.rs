@@ -1407,7 +1407,7 @@ fn shim() -> PathBuf {
     );
     // Built before the last change to its sources, it would test older code.
     let root = leasehook_tests::workspace_root();
-    let newest = ["core/src", "boot/src"]
+    let newest = ["core/src", "cli/src"]
         .iter()
         .flat_map(|d| files(&root.join(d)))
         .filter_map(|f| mtime(&f).map(|m| (m, f)))

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The manual pages and shell completion scripts of `leasehook`, made from the same
-//! clap definition that parses its command line (`boot/src/cli.rs`), so they
+//! clap definition that parses its command line (`cli/src/cli.rs`), so they
 //! cannot drift from `--help`. [`man_pages`] and [`completion`] are pure;
 //! [`write()`] performs IO: it writes their output into a folder.
 

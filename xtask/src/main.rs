@@ -9,7 +9,7 @@
 
 // The binary's own clap definition, the same file: every field is read by
 // `leasehook`'s commands, none here.
-#[path = "../../boot/src/cli.rs"]
+#[path = "../../cli/src/cli.rs"]
 #[allow(dead_code)]
 mod cli;
 mod generate;

@@ -21,7 +21,7 @@ use std::process::{Command, Output};
 use clap::CommandFactory as _;
 
 // `leasehook`'s command line, the file its binary parses with.
-#[path = "../../boot/src/cli.rs"]
+#[path = "../../cli/src/cli.rs"]
 #[allow(dead_code)]
 mod cli;
 
