@@ -119,12 +119,17 @@ def main():
     ap.add_argument("--budget", type=float, default=3.0)
     ap.add_argument("--bin-dir", default=os.path.join(TOP, "target", "release"))
     a = ap.parse_args()
-    # The dhclient hook is the one binary run under the hook's name, as installed
-    # (tests/src/netns.rs makes the same link).
+    # The dhclient hook is the hook binary run under the hook's name, as installed
+    # (tests/src/netns.rs makes the same link; one left from before issue 20 led
+    # to the CLI and is made again).
     dhclient = os.path.join(a.bin_dir, "hooks", "leasehook-dhclient")
-    if os.access(os.path.join(a.bin_dir, "leasehook"), os.X_OK) and not os.path.islink(dhclient):
+    target = os.path.join("..", "leasehook-hook")
+    if os.access(os.path.join(a.bin_dir, "leasehook-hook"), os.X_OK) and (
+            not os.path.islink(dhclient) or os.readlink(dhclient) != target):
         os.makedirs(os.path.dirname(dhclient), exist_ok=True)
-        os.symlink(os.path.join("..", "leasehook"), dhclient)
+        if os.path.lexists(dhclient):
+            os.remove(dhclient)
+        os.symlink(target, dhclient)
     emulator = os.path.join(a.bin_dir, "imds-emulator")
     for b in (dhclient, emulator):
         if not os.access(b, os.X_OK):

@@ -20,9 +20,9 @@ target=$(cargo metadata --format-version 1 --no-deps --locked |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 [ -n "$target" ] || { echo "build-deb: cannot find cargo's target folder" >&2; exit 1; }
 
-# One binary: the CLI, the boot stage and the DHCP clients' hooks (the package
-# links /usr/libexec/leasehook/leasehook-<client> to it).
-cargo build --release --locked -p leasehook
+# Two binaries: the CLI with the boot stage, and the DHCP clients' hook (the
+# package links /usr/libexec/leasehook/leasehook-<client> to leasehook-hook).
+cargo build --release --locked -p leasehook -p leasehook-hook
 
 gen="$target/release/pkg"
 rm -rf "$gen"

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Builds the RPM for Amazon Linux 2023, RHEL/Rocky/Alma 9 and Fedora into
 # target/generate-rpm/ (`make rpm`; docs/packaging.md): installs the pinned
-# cargo-generate-rpm when that version is missing, builds the release binary,
-# makes the man pages and shell completions with the build-time tool
+# cargo-generate-rpm when that version is missing, builds the release binaries
+# (CLI and hook), makes the man pages and shell completions with the build-time tool
 # (`cargo run -p xtask -- man|completions DIR`), and packages it all from
 # [package.metadata.generate-rpm] in cli/Cargo.toml (scriptlets in
 # packaging/rpm/).
@@ -24,9 +24,9 @@ target=$(cargo metadata --format-version 1 --no-deps --locked |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 [ -n "$target" ] || { echo "build-rpm: cannot find cargo's target folder" >&2; exit 1; }
 
-# One binary: the CLI, the boot stage and the DHCP clients' hooks (the package
-# links /usr/libexec/leasehook/leasehook-<client> to it).
-cargo build --release --locked -p leasehook >&2
+# Two binaries: the CLI with the boot stage, and the DHCP clients' hook (the
+# package links /usr/libexec/leasehook/leasehook-<client> to leasehook-hook).
+cargo build --release --locked -p leasehook -p leasehook-hook >&2
 
 gen="$target/release/pkg"
 rm -rf "$gen"

@@ -71,12 +71,12 @@ step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 # The netns feature compiles the tests that need root and a real kernel: they
-# fail, never skip, when that is missing. The soak test drives the release shim
-# (its memory limit is about the binary that ships) with a CI-sized number of
-# events; `LEASEHOOK_SOAK_EVENTS=200` is the full run (docs/soak.md).
+# fail, never skip, when that is missing. The soak test drives the release hook
+# binary (its memory limit is about the binary that ships) with a CI-sized number
+# of events; `LEASEHOOK_SOAK_EVENTS=200` is the full run (docs/soak.md).
 step "cargo test (with the netns tests)"
 cargo build --workspace --locked --bins
-cargo build --release --locked -p leasehook
+cargo build --release --locked -p leasehook -p leasehook-hook
 LEASEHOOK_SOAK_EVENTS="${LEASEHOOK_SOAK_EVENTS:-60}" cargo test --workspace --locked --features leasehook-tests/netns
 
 # The Debian package, last: it installs into this machine's /etc and /usr, where

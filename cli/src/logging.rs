@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO: where the binary's log lines go, for the CLI and the hooks alike.
-//! The library only uses the `log` macros; `main` (or the hook front end,
-//! [`crate::shim::run_shim`]) calls [`init`] once.
+//! Performs IO: where the binary's log lines go, for the CLI and the hooks alike:
+//! both binaries compile this file (`leasehook-hook` includes it with `#[path]`,
+//! as the xtask includes cli.rs). The library only uses the `log` macros; the CLI's
+//! `main` (or the hook's `run_shim`) calls [`init`] once.
 //!
 //! Lines go to the systemd journal when standard error is connected to it (a
 //! systemd service, or networkd-dispatcher's children: `JOURNAL_STREAM`), with

@@ -6,7 +6,8 @@
 //! `detect` (which datasources the instance has), `init` (the boot stages: find
 //! the datasource, cache it, write instance-data), `query` (read instance-data),
 //! `config show` (the merged configuration and where each value came from) and
-//! `watch` (follow LXD/Incus events).
+//! `watch` (follow LXD/Incus events). The DHCP clients' hooks are another binary,
+//! `leasehook-hook` (hook/).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
 //! error (reported by clap), 3 (`init`) no datasource and no usable cache.
@@ -23,7 +24,6 @@ mod kube_status;
 mod logging;
 mod plan_cmd;
 mod query_cmd;
-mod shim;
 mod template;
 mod watch_cmd;
 
@@ -33,6 +33,7 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _};
 use leasehook_core::config::{self, Layers, Loaded};
+use leasehook_core::event::Env;
 
 use crate::cli::{Cli, Command};
 
@@ -43,7 +44,7 @@ impl Cli {
     /// variable when `LEASEHOOK_ROOT` set it.
     fn sources(&self, matches: &ArgMatches) -> Layers {
         let from_flag = matches.value_source("root") == Some(ValueSource::CommandLine);
-        let sources = Layers::from_env(shim::process_env())
+        let sources = Layers::from_env(process_env())
             .with_root(from_flag.then(|| self.root.clone()))
             .with_file(self.config.clone());
         match &self.command {
@@ -53,12 +54,15 @@ impl Cli {
     }
 }
 
+/// The process environment as an [`Env`]. Variables whose name or value is not
+/// UTF-8 are left out: none of them is one the CLI reads.
+fn process_env() -> Env {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
 fn main() -> ExitCode {
-    // A DHCP client's hook (argv[0] `leasehook-<client>`, or `leasehook <client>`):
-    // chosen before the CLI's parser is built.
-    if let Some(status) = shim::dispatch() {
-        return status;
-    }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // The configuration, read once for the whole process; a bad one is reported by

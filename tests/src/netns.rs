@@ -234,8 +234,8 @@ pub fn leasehook_bin() -> PathBuf {
     sibling_bin("leasehook")
 }
 
-/// The DHCP clients' hook names: each is the `leasehook` binary run under that name
-/// (the package installs them as symlinks in `/usr/libexec/leasehook/`).
+/// The DHCP clients' hook names: each is the `leasehook-hook` binary run under that
+/// name (the package installs them as symlinks to it in `/usr/libexec/leasehook/`).
 pub const HOOKS: [&str; 5] = [
     "leasehook-dhclient",
     "leasehook-networkd",
@@ -246,7 +246,7 @@ pub const HOOKS: [&str; 5] = [
 
 /// A workspace binary built beside the test executable (`target/<profile>/NAME`);
 /// fails the test when it is missing (`cargo build --workspace --bins` first). A
-/// hook name ([`HOOKS`]) is [`hook_link`] to that `leasehook`.
+/// hook name ([`HOOKS`]) is [`hook_link`] to that `leasehook-hook`.
 pub fn sibling_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     // target/<profile>/deps/<test> for tests, target/<profile>/<bin> for binaries.
@@ -255,7 +255,7 @@ pub fn sibling_bin(name: &str) -> PathBuf {
         dir.pop();
     }
     if HOOKS.contains(&name) {
-        return hook_link(&sibling_bin("leasehook"), name);
+        return hook_link(&sibling_bin("leasehook-hook"), name);
     }
     let bin = dir.join(name);
     assert!(
@@ -266,7 +266,7 @@ pub fn sibling_bin(name: &str) -> PathBuf {
 }
 
 /// The hook `name` (`leasehook-dhclient`) as the package installs it: a symlink
-/// named so to the `leasehook` binary `bin`, made (or repaired) on demand in
+/// named so to the `leasehook-hook` binary `bin`, made (or repaired) on demand in
 /// `hooks/` beside it. Safe to call from tests running at once: a link is made
 /// under a name of its own and renamed into place.
 pub fn hook_link(bin: &Path, name: &str) -> PathBuf {

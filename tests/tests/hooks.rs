@@ -13,7 +13,7 @@
 
 use std::process::Command;
 
-use leasehook_tests::netns::TempDir;
+use leasehook_tests::netns::{TempDir, sibling_bin};
 use leasehook_tests::workspace_root;
 
 /// Runs `script` under `sh` with a fake shim that records its calls and fails.
@@ -183,4 +183,51 @@ fn hostile_values_reach_the_shim_unchanged_and_no_shell() {
             }
         }
     }
+}
+
+/// The hook binary runs a hook only for a client it is named for (argv\[0\]
+/// `leasehook-<client>` or a first argument); anything else is a usage error (2),
+/// never the CLI. The CLI no longer takes a client's name (issue 20: two binaries).
+#[test]
+fn the_hook_binary_runs_only_the_clients_and_the_cli_none() {
+    let hook = sibling_bin("leasehook-hook");
+    let run = |bin: &std::path::Path, args: &[&str]| {
+        let out = Command::new(bin)
+            .args(args)
+            .env("LEASEHOOK_ROOT", "/nonexistent-leasehook-root")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for args in [&[][..], &["plan"], &["--help"], &["leasehook-dhclient"]] {
+        let (code, out, err) = run(&hook, args);
+        assert_eq!(code, Some(2), "leasehook-hook {args:?}: {out}{err}");
+        assert!(
+            err.contains("usage: leasehook-hook <client>"),
+            "{args:?}: {err}"
+        );
+    }
+    for name in leasehook_tests::netns::HOOKS {
+        let client = name.trim_start_matches("leasehook-");
+        // By a first argument, and by the name the package's symlink gives it.
+        for (bin, args) in [
+            (hook.clone(), vec![client, "--help"]),
+            (sibling_bin(name), vec!["--help"]),
+        ] {
+            let (code, out, err) = run(&bin, &args);
+            assert_eq!(code, Some(0), "{bin:?} {args:?}: {out}{err}");
+            assert!(
+                out.contains(&format!("Usage: {name}")),
+                "{bin:?} {args:?}: {out}"
+            );
+        }
+    }
+    // `leasehook dhclient` is an unknown subcommand of the CLI (clap: 2).
+    let (code, out, err) = run(&sibling_bin("leasehook"), &["dhclient", "--help"]);
+    assert_eq!(code, Some(2), "leasehook dhclient: {out}{err}");
+    assert!(err.contains("unrecognized subcommand"), "{err}");
 }

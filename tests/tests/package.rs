@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use leasehook_tests::world::{World, WorldOptions, wait_until};
 
-/// The DHCP clients' hooks: symlinks to the one binary, which picks the client by
-/// the name it runs under (`../../bin/leasehook`, relative as Debian policy asks).
+/// The DHCP clients' hooks: symlinks to the hook binary, which picks the client by
+/// the name it runs under (`leasehook-hook`, relative as Debian policy asks).
 const HOOK_LINKS: &[&str] = &[
     "/usr/libexec/leasehook/leasehook-dhclient",
     "/usr/libexec/leasehook/leasehook-networkd",
@@ -42,14 +42,19 @@ const HOOK_LINKS: &[&str] = &[
 ];
 
 /// The package's ELF files (issue 20: at most two) and what it may install in all
-/// (`Installed-Size`, KiB: at most 8 MiB; five shims and the CLI were 22,297 KiB).
-const ELF_FILES: &[&str] = &["/usr/bin/leasehook"];
+/// (`Installed-Size`, KiB: at most 8 MiB; five shims and the CLI were 22,297 KiB):
+/// the CLI and the hook binary.
+const ELF_FILES: &[&str] = &[
+    "/usr/bin/leasehook",
+    "/usr/libexec/leasehook/leasehook-hook",
+];
 const MAX_INSTALLED_KIB: u64 = 8 * 1024;
 
 /// Every file the package installs (directories aside) with its mode; all owned
 /// by root:root. The documentation is checked apart (one file per `docs/*.md`).
 const FILES: &[(&str, u32)] = &[
     ("/usr/bin/leasehook", 0o755),
+    ("/usr/libexec/leasehook/leasehook-hook", 0o755),
     ("/usr/libexec/leasehook/udhcpc.script", 0o755),
     ("/etc/dhcp/dhclient-exit-hooks.d/leasehook", 0o644),
     (
@@ -230,6 +235,7 @@ fn check_installed_files() {
     want.extend(HOOK_LINKS.iter().map(|p| (*p).to_owned()));
     want.extend(workspace_docs());
     let mut have = BTreeSet::new();
+    let mut elf_files = Vec::new();
     for path in listing.lines().filter(|l| l.starts_with('/')) {
         let meta = std::fs::symlink_metadata(path)
             .unwrap_or_else(|e| panic!("dpkg lists {path}, which is missing: {e}"));
@@ -250,13 +256,16 @@ fn check_installed_files() {
                 "{path} is an unexpected symlink"
             );
             let target = std::fs::read_link(path).unwrap();
-            assert_eq!(target, Path::new("../../bin/leasehook"), "{path}");
+            assert_eq!(target, Path::new("leasehook-hook"), "{path}");
             have.insert(path.to_owned());
             continue;
         }
         assert!(meta.is_file(), "{path} is not a regular file");
         let elf = std::fs::read(path).unwrap().starts_with(b"\x7fELF");
         assert_eq!(elf, ELF_FILES.contains(&path), "{path}: ELF {elf}");
+        if elf {
+            elf_files.push(path.to_owned());
+        }
         let mode = meta.mode() & 0o7777;
         let expected = FILES
             .iter()
@@ -275,6 +284,9 @@ fn check_installed_files() {
         Vec::<&String>::new(),
         "expected but not installed"
     );
+    // Exactly two ELF files (issue 20: at most two; the hooks are not the CLI).
+    elf_files.sort();
+    assert_eq!(elf_files, ELF_FILES, "the package's ELF files");
 
     let (ok, size) =
         sh(Command::new("dpkg-query").args(["-W", "-f=${Installed-Size}", "leasehook"]));

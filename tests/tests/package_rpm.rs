@@ -47,8 +47,10 @@ use leasehook_tests::world::{World, WorldOptions, wait_until};
 /// Everything is root:root. The package lists no folders (cargo-generate-rpm
 /// 0.21.1 cannot): rpm makes [`MADE_FOLDERS`] as it installs.
 const ENTRIES: &[(&str, char, u32, &str)] = &[
-    // The one ELF file: the CLI and the DHCP clients' hooks (see HOOK_LINKS).
+    // The two ELF files (ELF_FILES): the CLI, and the DHCP clients' hook binary
+    // (the hooks' names are symlinks to it, see HOOK_LINKS).
     ("/usr/bin/leasehook", '-', 0o755, ""),
+    ("/usr/libexec/leasehook/leasehook-hook", '-', 0o755, ""),
     ("/usr/libexec/leasehook/udhcpc.script", '-', 0o755, ""),
     // Executable: RHEL's dhclient-script skips a dhclient.d/*.sh that is not.
     ("/etc/dhcp/dhclient.d/leasehook.sh", '-', 0o755, ""),
@@ -147,7 +149,7 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
     ("/usr/share/doc/leasehook/README.md", '-', 0o644, "d"),
 ];
 
-/// The DHCP clients' hooks: symlinks to `../../bin/leasehook` that `%posttrans`
+/// The DHCP clients' hooks: symlinks to `leasehook-hook` that `%posttrans`
 /// makes and `%postun` removes on erase (cargo-generate-rpm 0.21.1 packages
 /// regular files only), relative to the folder, as the .deb ships them.
 const HOOK_LINKS: &[&str] = &[
@@ -157,7 +159,13 @@ const HOOK_LINKS: &[&str] = &[
     "usr/libexec/leasehook/leasehook-dhcpcd",
     "usr/libexec/leasehook/leasehook-udhcpc",
 ];
-const HOOK_TARGET: &str = "../../bin/leasehook";
+const HOOK_TARGET: &str = "leasehook-hook";
+
+/// The package's ELF files (issue 20: at most two): the CLI and the hook binary.
+const ELF_FILES: &[&str] = &[
+    "/usr/bin/leasehook",
+    "/usr/libexec/leasehook/leasehook-hook",
+];
 
 /// At most what the package installs (issue 20: 8 MiB; the five shims and the CLI
 /// were 22,297 KiB), in bytes as `rpm -qp --qf %{SIZE}` counts them.
@@ -366,7 +374,7 @@ fn the_package_lists_every_file_with_its_mode_owner_and_flags() {
         "config files"
     );
 
-    // At most 8 MiB installed (the one ELF file is checked once installed).
+    // At most 8 MiB installed (the two ELF files are checked once installed).
     let size: u64 = query(&rpm, &["--qf", "%{SIZE}"]).trim().parse().unwrap();
     assert!(
         size <= MAX_SIZE,
@@ -802,6 +810,7 @@ fn install_into_a_throwaway_root_run_the_rhel_dhclient_hook_then_erase() {
     let want = expected();
     let installed = tree(&root);
     let mut new = BTreeSet::new();
+    let mut elf_files = Vec::new();
     for (path, meta) in &installed {
         if before.contains(path) {
             continue;
@@ -841,8 +850,14 @@ fn install_into_a_throwaway_root_run_the_rhel_dhclient_hook_then_erase() {
         let elf = std::fs::read(root.join(path.trim_start_matches('/')))
             .unwrap()
             .starts_with(b"\x7fELF");
-        assert_eq!(elf, path == "/usr/bin/leasehook", "{path}: ELF {elf}");
+        assert_eq!(elf, ELF_FILES.contains(&path.as_str()), "{path}: ELF {elf}");
+        if elf {
+            elf_files.push(path.clone());
+        }
     }
+    // Exactly two ELF files (issue 20: at most two; the hooks are not the CLI).
+    elf_files.sort();
+    assert_eq!(elf_files, ELF_FILES, "the package's ELF files");
     let missing: Vec<&String> = want.keys().filter(|p| !new.contains(*p)).collect();
     assert!(
         missing.is_empty(),

@@ -1397,9 +1397,9 @@ fn shim() -> PathBuf {
     let release = debug
         .parent()
         .and_then(Path::parent)
-        .map(|t| t.join("release/leasehook"))
+        .map(|t| t.join("release/leasehook-hook"))
         .unwrap_or_default();
-    let build = "cargo build --release --locked -p leasehook";
+    let build = "cargo build --release --locked -p leasehook-hook";
     let mtime = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
     assert!(
         release.exists(),
@@ -1407,7 +1407,7 @@ fn shim() -> PathBuf {
     );
     // Built before the last change to its sources, it would test older code.
     let root = leasehook_tests::workspace_root();
-    let newest = ["core/src", "cli/src"]
+    let newest = ["core/src", "hook/src", "cli/src/logging.rs"]
         .iter()
         .flat_map(|d| files(&root.join(d)))
         .filter_map(|f| mtime(&f).map(|m| (m, f)))

@@ -48,7 +48,7 @@ const FILES: &[(&str, &str)] = &[
     ),
     (
         "/usr/libexec/leasehook/",
-        "The DHCP client shims leasehook-dhclient, leasehook-networkd, leasehook-nm, leasehook-dhcpcd, leasehook-udhcpc and the udhcpc script.",
+        "The DHCP clients' hook binary leasehook-hook, the names the hooks run it as (leasehook-dhclient, leasehook-networkd, leasehook-nm, leasehook-dhcpcd, leasehook-udhcpc: symlinks to it) and the udhcpc script.",
     ),
     (
         "/etc/dhcp/dhclient-exit-hooks.d/leasehook",

@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO: the DHCP clients' hook front end, inside the `leasehook` binary
-//! (one ELF file for the CLI and the five hooks).
+//! `leasehook-hook`: performs IO: the DHCP clients' hook, one binary for the five
+//! clients, apart from the `leasehook` CLI so that a lease event maps only the
+//! lease path's code (a hook's peak RSS follows the text pages it touches; see
+//! docs/performance.md).
 //!
 //! The hooks run `/usr/libexec/leasehook/leasehook-<client>`, a symlink to
-//! `/usr/bin/leasehook`; [`dispatch`], first thing in `main` (before the CLI's clap
-//! parser is built), picks the client from the name the binary was started under
-//! (argv\[0\]'s file name: `leasehook-dhclient`, `leasehook-networkd`,
-//! `leasehook-nm`, `leasehook-dhcpcd`, `leasehook-udhcpc`) or from a first argument
-//! (`leasehook dhclient ...`). Each client's module parses its command line (its own
-//! `--help`, the hidden `--worker IFNAME`) and its event; [`run_shim`] does the rest
-//! with the library's [`leasehook_core::hook`]: configuration, logging, lock, IMDS
-//! wait, plan, apply, detached worker.
+//! `/usr/libexec/leasehook/leasehook-hook`; [`dispatch`] picks the client from the
+//! name the binary was started under (argv\[0\]'s file name: `leasehook-dhclient`,
+//! `leasehook-networkd`, `leasehook-nm`, `leasehook-dhcpcd`, `leasehook-udhcpc`)
+//! or from a first argument (`leasehook-hook dhclient ...`). Each client's module
+//! parses its command line (its own `--help`, the hidden `--worker IFNAME`) and its
+//! event; [`run_shim`] does the rest with the library's [`leasehook_core::hook`]:
+//! configuration, logging, lock, IMDS wait, plan, apply, detached worker.
 //!
 //! The worker is started again through the path the hook was started through (the
 //! symlink, so the worker is the same client's, logging under the same name) when
@@ -21,10 +22,15 @@
 //! Exit codes of every hook: 0 done (applied, removed, ignored, handed to the
 //! worker, or nothing changed on purpose), 1 a runtime error (netlink, files, IMDS),
 //! 2 a malformed environment, event or configuration. The hook scripts ignore the
-//! status: a DHCP lease must never fail because of leasehook.
+//! status: a DHCP lease must never fail because of leasehook. Any other command
+//! line (no client named) is a usage error: a message on standard error and 2.
 
 mod dhclient;
 mod dhcpcd;
+// The CLI's log set-up, shared by both binaries without a crate of its own (one
+// file, nothing public to version), the way the xtask includes cli/src/cli.rs.
+#[path = "../../cli/src/logging.rs"]
+mod logging;
 mod networkd;
 mod nm;
 mod udhcpc;
@@ -40,7 +46,12 @@ use leasehook_core::hook::{self, HookConfig, HookOutcome};
 use leasehook_core::model::{IfName, LeaseEvent};
 use leasehook_core::{Error, Result};
 
-use crate::logging;
+/// The binary's own name: the worker started without a client's name logs as it.
+const PROGRAM: &str = "leasehook-hook";
+
+fn main() -> ExitCode {
+    dispatch()
+}
 
 /// The DHCP clients leasehook hooks, one front end each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +78,7 @@ impl Client {
         Self::Udhcpc,
     ];
 
-    /// The first-argument name: `leasehook dhclient ...`.
+    /// The first-argument name: `leasehook-hook dhclient ...`.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Dhclient => "dhclient",
@@ -111,41 +122,54 @@ impl Client {
     }
 }
 
-/// Runs a hook when the command line asks for one, before anything of the CLI is
-/// built: `Some(status)` when this run was a hook (or its worker), `None` for the
-/// CLI. A hook is chosen by argv\[0\]'s file name (`leasehook-<client>`, the
-/// symlinks the hooks run) or by a first argument (`leasehook <client> ...`);
-/// `leasehook --worker IFNAME` is the worker started when the path the hook ran
-/// through is not known.
-pub(crate) fn dispatch() -> Option<ExitCode> {
+/// Runs the hook the command line names and returns its exit status. A hook is
+/// chosen by argv\[0\]'s file name (`leasehook-<client>`, the symlinks the hooks
+/// run) or by a first argument (`leasehook-hook <client> ...`); `leasehook-hook
+/// --worker IFNAME` is the worker started when the path the hook ran through is
+/// not known. Anything else is a usage error (2).
+fn dispatch() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().collect();
-    let argv0 = args.first()?.clone();
+    let argv0 = args.first().cloned().unwrap_or_default();
     if let Some(client) = Path::new(&argv0).file_name().and_then(Client::from_program) {
         let exe = worker_exe(Some(Path::new(&argv0)), client.program());
-        return Some(client.run(args, &exe));
+        return client.run(args, &exe);
     }
-    let first = args.get(1)?;
-    if let Some(client) = Client::from_name(first) {
-        // `leasehook dhclient ARGS`: the client sees `leasehook-dhclient ARGS`.
+    let first = args.get(1).cloned().unwrap_or_default();
+    if let Some(client) = Client::from_name(&first) {
+        // `leasehook-hook dhclient ARGS`: the client sees `leasehook-dhclient ARGS`.
         args.splice(0..2, [OsString::from(client.program())]);
         let exe = worker_exe(None, client.program());
-        return Some(client.run(args, &exe));
+        return client.run(args, &exe);
     }
     if first == "--worker" {
         let name = args.get(2).and_then(|a| a.to_str()).unwrap_or_default();
-        let exe = worker_exe(None, "leasehook");
-        return Some(run_shim(
+        let exe = worker_exe(None, PROGRAM);
+        return run_shim(
             &Shim {
-                program: "leasehook",
+                program: PROGRAM,
                 worker: Some(name),
                 context: logging::Context::default(),
             },
             &process_env(),
             &exe,
             |_| Ok(Vec::new()),
-        ));
+        );
     }
-    None
+    usage()
+}
+
+/// The usage error of a command line that names no client: the message on
+/// standard error, exit status 2 (as clap's usage errors).
+#[allow(clippy::print_stderr)]
+fn usage() -> ExitCode {
+    let names: Vec<&str> = Client::ALL.iter().map(|c| c.name()).collect();
+    eprintln!(
+        "{PROGRAM}: the DHCP clients' hook, run by their hook scripts as \
+         /usr/libexec/leasehook/leasehook-<client>\n\
+         usage: {PROGRAM} <client> [ARGS]... (client: {}); the admin CLI is `leasehook`",
+        names.join(", ")
+    );
+    ExitCode::from(2)
 }
 
 /// The executable a hook's worker is started as (`EXE --worker IFNAME`): the path
@@ -168,7 +192,7 @@ fn worker_exe(started_as: Option<&Path>, program: &str) -> PathBuf {
 }
 
 /// The process environment as an [`Env`]. Variables whose name or value is not
-/// UTF-8 are left out: none of them is one a hook or the CLI reads.
+/// UTF-8 are left out: none of them is one a hook reads.
 pub(crate) fn process_env() -> Env {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
@@ -326,7 +350,7 @@ mod tests {
         assert_eq!(worker_exe(Some(Path::new("leasehook-dhclient")), "p"), exe);
         assert_eq!(worker_exe(None, "p"), exe);
         // A symlink to it: the symlink, so the worker keeps the client's name.
-        let dir = std::env::temp_dir().join(format!("leasehook-shim-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("leasehook-hook-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let link = dir.join("leasehook-dhclient");
         let _ = std::fs::remove_file(&link);

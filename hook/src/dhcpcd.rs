@@ -3,7 +3,7 @@
 //! sourced by `dhcpcd-run-hooks`) with dhcpcd's environment — `reason`, `interface`,
 //! `new_*` and `old_*` — which it reads itself: nothing passes through a shell. It
 //! turns them into lease events (`leasehook_core::event::dhcpcd`) and then does what
-//! the other shims do, with the same code (`crate::shim::run_shim`): lock,
+//! the other shims do, with the same code (`crate::run_shim`): lock,
 //! IMDS wait, worker, logging.
 //!
 //! dhcpcd clears the environment of its hooks: configuration (`LEASEHOOK_*`, `--help`
@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use leasehook_core::event::dhcpcd;
 
-use super::{Shim, env_help, log_context, process_env, run_shim};
+use crate::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the DHCP lease in dhcpcd-run-hooks' environment.
 ///

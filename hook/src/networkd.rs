@@ -4,7 +4,7 @@
 //! `AdministrativeState` and `OperationalState` from its environment and the DHCPv4
 //! lease from `/run/systemd/netif/leases/<ifindex>` (under `LEASEHOOK_ROOT`), and
 //! then does what the dhclient shim does, with the same code
-//! (`crate::shim::run_shim`): lock, IMDS wait, worker, logging.
+//! (`crate::run_shim`): lock, IMDS wait, worker, logging.
 //!
 //! States (`DispatcherEvent::dispatch`): `routable` applies the lease; `off` and
 //! `no-carrier` remove both families; `degraded` without an IPv4 address removes
@@ -24,7 +24,7 @@ use leasehook_core::event::networkd::{self, Dispatch};
 use leasehook_core::hook::{self, HookConfig};
 use leasehook_core::model::LeaseEvent;
 
-use super::{Shim, env_help, log_context, process_env, run_shim};
+use crate::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the link networkd-dispatcher reports.
 ///

@@ -2,7 +2,7 @@
 //! `leasehook-dhclient`: run by the dhclient exit hook (`hooks/dhclient/`) with
 //! dhclient-script's environment, which it reads itself — nothing passes through a
 //! shell. It maps the reason (SPEC §6.1) to a lease event and then does what every
-//! shim does, with the same code (`crate::shim::run_shim`): lock, IMDS
+//! shim does, with the same code (`crate::run_shim`): lock, IMDS
 //! wait, plan, apply, detached worker, logging.
 //!
 //! Configuration comes from /etc/leasehook/config.yaml and config.d, then
@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use leasehook_core::event::dhclient;
 
-use super::{Shim, env_help, log_context, process_env, run_shim};
+use crate::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the DHCP lease in dhclient-script's environment.
 ///

@@ -5,7 +5,7 @@
 //! `DHCP4_SUBNET_MASK`, `DHCP4_ROUTERS`, `DHCP6_IP6_ADDRESS`, `DEVICE_IP_IFACE`,
 //! `CONNECTION_UUID`, ...), which it reads itself: nothing passes through a shell.
 //! It turns them into lease events (`leasehook_core::event::nm`) and then does what
-//! the other shims do, with the same code (`crate::shim::run_shim`): lock,
+//! the other shims do, with the same code (`crate::run_shim`): lock,
 //! IMDS wait, worker, logging.
 //!
 //! Exit codes: 0 done, 1 a runtime error, 2 a malformed event or configuration.
@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use leasehook_core::event::nm;
 
-use super::{Shim, env_help, log_context, process_env, run_shim};
+use crate::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the DHCP lease NetworkManager's dispatcher reports.
 ///

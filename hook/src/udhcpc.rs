@@ -5,7 +5,7 @@
 //! and udhcpc's environment (`interface`, `ip`, `subnet`, `mask`, `router`, ...),
 //! which it reads itself: nothing passes through a shell. It turns them into a lease
 //! event (`leasehook_core::event::udhcpc`) and then does what the other shims do,
-//! with the same code (`crate::shim::run_shim`): lock, IMDS wait, worker,
+//! with the same code (`crate::run_shim`): lock, IMDS wait, worker,
 //! logging.
 //!
 //! Exit codes: 0 done, 1 a runtime error, 2 a malformed event or configuration. The
@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use leasehook_core::event::udhcpc;
 
-use super::{Shim, env_help, log_context, process_env, run_shim};
+use crate::{Shim, env_help, log_context, process_env, run_shim};
 
 /// Source policy routing for the DHCP lease udhcpc reports to its script.
 ///
