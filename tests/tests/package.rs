@@ -78,6 +78,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/lib/systemd/system/leasehook.service", 0o644),
     ("/usr/lib/systemd/system/leasehook-refresh.service", 0o644),
     ("/usr/lib/systemd/system/leasehook-refresh.timer", 0o644),
+    ("/usr/lib/systemd/system/leasehook-watch.service", 0o644),
     ("/etc/leasehook/config.yaml", 0o644),
     ("/usr/share/man/man1/leasehook.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-plan.1.gz", 0o644),
@@ -90,6 +91,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/share/man/man1/leasehook-query.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-config.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-config-show.1.gz", 0o644),
+    ("/usr/share/man/man1/leasehook-watch.1.gz", 0o644),
     ("/usr/share/bash-completion/completions/leasehook", 0o644),
     ("/usr/share/zsh/vendor-completions/_leasehook", 0o644),
     ("/usr/share/fish/vendor_completions.d/leasehook.fish", 0o644),
@@ -118,6 +120,10 @@ const ENABLE_LINKS: &[(&str, &str)] = &[
     (
         "/etc/systemd/system/timers.target.wants/leasehook-refresh.timer",
         "/usr/lib/systemd/system/leasehook-refresh.timer",
+    ),
+    (
+        "/etc/systemd/system/multi-user.target.wants/leasehook-watch.service",
+        "/usr/lib/systemd/system/leasehook-watch.service",
     ),
 ];
 

@@ -111,6 +111,12 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "",
     ),
+    (
+        "/usr/lib/systemd/system/leasehook-watch.service",
+        '-',
+        0o644,
+        "",
+    ),
     ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
     ("/usr/share/man/man1/leasehook.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man1/leasehook-plan.1.gz", '-', 0o644, "d"),
@@ -133,6 +139,7 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "d",
     ),
+    ("/usr/share/man/man1/leasehook-watch.1.gz", '-', 0o644, "d"),
     (
         "/usr/share/bash-completion/completions/leasehook",
         '-',
@@ -481,9 +488,9 @@ const fn row(
     }
 }
 
-const ENABLE: &str = "systemctl --no-reload enable leasehook-local.service leasehook.service leasehook-refresh.timer";
-const STOP: &str = "systemctl stop leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service";
-const DISABLE: &str = "systemctl --no-reload disable leasehook-local.service leasehook.service leasehook-refresh.timer";
+const ENABLE: &str = "systemctl --no-reload enable leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
+const STOP: &str = "systemctl stop leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
+const DISABLE: &str = "systemctl --no-reload disable leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
 const FLUSH: &str = "leasehook flush";
 const RELOAD: &str = "systemctl daemon-reload";
 
