@@ -227,6 +227,16 @@ pub(crate) fn log_context(
     }
 }
 
+/// A client's command line `args` (`args[0]` the program name), parsed by its clap
+/// definition with the configuration section appended to `--help`; a bad one, or
+/// `--help`/`--version`, ends the process as clap does (status 2 or 0).
+pub(crate) fn parse_args<C: clap::Parser>(args: Vec<OsString>) -> C {
+    let matches = C::command()
+        .after_long_help(env_help())
+        .get_matches_from(args);
+    C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 /// Everything a hook does after reading its command line, shared by every DHCP
 /// client: reads the configuration ([`config::load`]: files, then `LEASEHOOK_*`
 /// variables), sets up logging at its `log_level`, and then either finishes a

@@ -18,13 +18,13 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::{CommandFactory as _, FromArgMatches as _, Parser};
+use clap::Parser;
 use leasehook_core::event::Env;
 use leasehook_core::event::networkd::{self, Dispatch};
 use leasehook_core::hook::{self, HookConfig};
 use leasehook_core::model::LeaseEvent;
 
-use crate::{Shim, env_help, log_context, process_env, run_shim};
+use crate::{Shim, log_context, parse_args, process_env, run_shim};
 
 /// Source policy routing for the link networkd-dispatcher reports.
 ///
@@ -95,13 +95,7 @@ fn events(env: &Env, cfg: &HookConfig) -> leasehook_core::Result<Vec<LeaseEvent>
 /// Runs the hook for the command line `args` (`args[0]` the program name); a
 /// worker is started as `worker_exe --worker IFNAME`.
 pub(super) fn run(args: Vec<OsString>, worker_exe: &Path) -> ExitCode {
-    let matches = Cli::command()
-        .after_long_help(env_help())
-        .get_matches_from(args);
-    let cli = match Cli::from_arg_matches(&matches) {
-        Ok(c) => c,
-        Err(e) => e.exit(),
-    };
+    let cli: Cli = parse_args(args);
     let env = process_env();
     let shim = Shim {
         program: "leasehook-networkd",

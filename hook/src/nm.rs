@@ -16,10 +16,10 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::{CommandFactory as _, FromArgMatches as _, Parser};
+use clap::Parser;
 use leasehook_core::event::nm;
 
-use crate::{Shim, env_help, log_context, process_env, run_shim};
+use crate::{Shim, log_context, parse_args, process_env, run_shim};
 
 /// Source policy routing for the DHCP lease NetworkManager's dispatcher reports.
 ///
@@ -43,13 +43,7 @@ struct Cli {
 /// Runs the hook for the command line `args` (`args[0]` the program name); a
 /// worker is started as `worker_exe --worker IFNAME`.
 pub(super) fn run(args: Vec<OsString>, worker_exe: &Path) -> ExitCode {
-    let matches = Cli::command()
-        .after_long_help(env_help())
-        .get_matches_from(args);
-    let cli = match Cli::from_arg_matches(&matches) {
-        Ok(c) => c,
-        Err(e) => e.exit(),
-    };
+    let cli: Cli = parse_args(args);
     let env = process_env();
     let (iface, action) = (
         cli.interface.unwrap_or_default(),
