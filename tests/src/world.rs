@@ -70,6 +70,11 @@ pub struct WorldOptions {
     pub sync_budget_s: f64,
     /// `LEASEHOOK_IMDS_BUDGET_S` for the hook.
     pub budget_s: f64,
+    /// Another cloud's metadata service in place of the IMDS emulator (whose
+    /// `tree` is then ignored); `None`: the IMDS emulator.
+    pub metadata: Option<MetadataService>,
+    /// Extra environment for every hook (`LEASEHOOK_PROVIDER=gce`, ...).
+    pub extra_hook_env: Vec<(String, String)>,
     /// Run the hook and shim the Debian package installed
     /// (`/etc/dhcp/dhclient-exit-hooks.d/leasehook`,
     /// `/usr/libexec/leasehook/leasehook-dhclient`) with the real root `/`, instead
@@ -87,9 +92,35 @@ impl Default for WorldOptions {
             dnsmasq_extra: Vec::new(),
             sync_budget_s: 3.0,
             budget_s: 30.0,
+            metadata: None,
+            extra_hook_env: Vec::new(),
             installed: false,
         }
     }
+}
+
+/// A metadata service the world runs in the router namespace in place of the IMDS
+/// emulator: an emulator binary built beside the tests, its arguments (the world's
+/// folder is appended as `--dir <dir>`), and the addresses it answers on, put on
+/// the router's loopback (169.254.169.254 is always there).
+#[derive(Debug, Clone)]
+pub struct MetadataService {
+    /// The binary's name (`gce-emulator`, ...), found with [`sibling_bin`].
+    pub emulator: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Addresses to add to the router's `lo` (`100.100.100.200/32`, ...).
+    pub addresses: Vec<String>,
+}
+
+/// Starts `service` in the router namespace and waits for its ready line.
+pub fn start_metadata(router: &Netns, dir: &Path, service: &MetadataService) -> Child {
+    for a in &service.addresses {
+        router.ip(&["address", "add", a, "dev", "lo"]);
+    }
+    let mut emu = router.command(sibling_bin(&service.emulator).to_str().unwrap_or_default());
+    emu.args(&service.args).arg("--dir").arg(dir);
+    start_ready(emu, &service.emulator)
 }
 
 /// The running world.
@@ -245,6 +276,7 @@ fn hook_env(opts: &WorldOptions, root: PathBuf) -> (PathBuf, Vec<(String, String
         ),
         ("LEASEHOOK_LOG_LEVEL".to_owned(), "debug".to_owned()),
     ]);
+    hook_env.extend(opts.extra_hook_env.iter().cloned());
     (root, hook_env)
 }
 
@@ -333,10 +365,13 @@ impl World {
         );
         services.push(child);
 
-        let imds = opts
-            .tree
-            .as_ref()
-            .map(|tree| start_imds(&router, &dir.0, tree, &opts.scenario));
+        let imds = match &opts.metadata {
+            Some(service) => Some(start_metadata(&router, &dir.0, service)),
+            None => opts
+                .tree
+                .as_ref()
+                .map(|tree| start_imds(&router, &dir.0, tree, &opts.scenario)),
+        };
         let mut echo = router.command("/usr/bin/python3");
         echo.args(["-c", ECHO_SERVER]);
         services.push(start_ready(echo, "echo host"));
