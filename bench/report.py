@@ -174,7 +174,55 @@ def derive(raw):
     h["margin_ms"] = h["bound_ms"] - worst["max_ms"]
     h["separate_run"] = h.get("separate_run") or False
     v["hold"] = h
+
+    # Another run of the same benchmarks (`bench/run --baseline`), before a change.
+    v["baseline"] = False
+    if raw.get("baseline"):
+        v["baseline"] = compare(derive(raw["baseline"]), v)
     return v
+
+
+# The numbers a change must not regress (issue 20: the hook event, apply, detect
+# and init), as (label, dotted path into derive()'s values, unit).
+HEADLINE = [
+    ("hook, BOUND (rules installed at exit)", "hook.bound.median_ms", "ms"),
+    ("hook, RENEW unchanged", "hook.renew.median_ms", "ms"),
+    ("refresh, 4 NICs unchanged", "hook.refresh.median_ms", "ms"),
+    ("apply from empty, wall", "apply.apply_empty.wall.median_ms", "ms"),
+    ("apply from empty, CPU", "apply.apply_empty.cpu.median_ms", "ms"),
+    ("apply unchanged, wall", "apply.apply_same.wall.median_ms", "ms"),
+    ("apply / ip -batch, CPU", "apply.ratio_cpu", "ratio"),
+    ("flush / ip -batch deleting, CPU", "apply.flush_ratio_cpu", "ratio"),
+    ("detect process (debian-ec2)", "detect.debian_ec2.process.median_ms", "ms"),
+    ("detect process (lxd-container)", "detect.lxd_container.process.median_ms", "ms"),
+    ("`init --local` + `init`, EC2 first boot", "boot.tmp.ec2_first.both.median_ms", "ms"),
+    ("`init --local` + `init`, EC2 reboot", "boot.tmp.ec2_reboot.both.median_ms", "ms"),
+    ("one event against IMDS, warm (tmpfs)", "imds.shm.warm.median_ms", "ms"),
+]
+
+
+def _get(values, path):
+    for part in path.split("."):
+        if not isinstance(values, dict) or part not in values:
+            return None
+        values = values[part]
+    return values
+
+
+def compare(before, after):
+    """The headline numbers of two runs side by side, with after / before. A number
+    the earlier run lacks (a benchmark it did not have yet) is left out."""
+    rows = []
+    for label, path, unit in HEADLINE:
+        b, a = _get(before, path), _get(after, path)
+        if b is None or a is None:
+            continue
+        rows.append({"label": label, "before": b, "after": a, "unit": unit,
+                     "is_ms": unit == "ms", "change": _ratio(a, b)})
+    if not rows:
+        raise RenderError("the baseline run shares no headline number with this one")
+    return {"commit": before["commit"], "date": before["date"], "load": before["load"],
+            "rows": rows}
 
 
 def _summary_ms(samples):

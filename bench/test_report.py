@@ -89,6 +89,24 @@ class RecordedRun(unittest.TestCase):
         with self.assertRaisesRegex(report.RenderError, "hook"):
             report.report(raw, self.template)
 
+    def test_a_baseline_run_is_shown_beside_this_one(self):
+        self.assertNotIn("## Before and after", report.report(self.raw, self.template))
+        before = copy.deepcopy(self.raw)
+        before["commit"] = "0000000"
+        hook = next(b for b in before["benches"] if b["bench"] == "hook")
+        hook["bound"]["median_ms"] *= 2
+        raw = copy.deepcopy(self.raw)
+        raw["baseline"] = before
+        rows = {r["label"]: r for r in report.derive(raw)["baseline"]["rows"]}
+        bound = rows["hook, BOUND (rules installed at exit)"]
+        self.assertAlmostEqual(bound["change"], 0.5)
+        # The recorded run predates `leasehook flush`'s benchmark: no such row.
+        self.assertNotIn("flush / ip -batch deleting, CPU", rows)
+        text = report.report(raw, self.template)
+        self.assertIn("| | 0000000 | %s | after / before |" % self.raw["commit"], text)
+        self.assertIn("| hook, BOUND (rules installed at exit) | ", text)
+        self.assertIn(" | 0.50 |", text)
+
 
 if __name__ == "__main__":
     unittest.main()
