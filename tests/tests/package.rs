@@ -229,9 +229,9 @@ fn workspace_docs() -> Vec<String> {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        // Exactly what cargo-deb's docs/*.md glob takes.
+        // Exactly what build-deb.sh compresses from the docs/*.md glob.
         .filter(|n| Path::new(n).extension().is_some_and(|e| e == "md"))
-        .map(|n| format!("/usr/share/doc/leasehook/{n}"))
+        .map(|n| format!("/usr/share/doc/leasehook/{n}.gz"))
         .collect();
     docs.sort();
     docs
@@ -293,6 +293,20 @@ fn check_installed_files() {
         Vec::<&String>::new(),
         "expected but not installed"
     );
+    // The documentation is the tree's, compressed (gzip -n: reproducible).
+    for doc in workspace_docs() {
+        let (ok, text) = sh(Command::new("gzip").arg("-dc").arg(&doc));
+        let name = doc.trim_start_matches("/usr/share/doc/leasehook/");
+        let source = leasehook_tests::workspace_root()
+            .join("docs")
+            .join(name.trim_end_matches(".gz"));
+        assert!(ok, "gzip -dc {doc}: {text}");
+        assert_eq!(
+            text,
+            std::fs::read_to_string(&source).unwrap(),
+            "{doc} is not {source:?} compressed"
+        );
+    }
     // Exactly two ELF files (issue 20: at most two; the hooks are not the CLI).
     elf_files.sort();
     assert_eq!(elf_files, ELF_FILES, "the package's ELF files");

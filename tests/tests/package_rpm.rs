@@ -304,7 +304,7 @@ fn docs() -> Vec<String> {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| Path::new(n).extension().is_some_and(|e| e == "md"))
-        .map(|n| format!("/usr/share/doc/leasehook/{n}"))
+        .map(|n| format!("/usr/share/doc/leasehook/{n}.gz"))
         .collect();
     docs.sort();
     docs
