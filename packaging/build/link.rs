@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The build script of the two shipped binaries (`cli/` and `hook/` name it in
+//! their `Cargo.toml`): in a release build, links them with identical code folding
+//! (`--icf=all`), which merges the many byte-identical functions that generics
+//! leave behind (serde's visitors, netlink's message types, sorting). It takes
+//! about 190 KB off the two binaries together, at no cost in speed
+//! (docs/packaging.md has the numbers). Rust's `x86_64` Linux target links with its
+//! own LLD, which has the option; `LEASEHOOK_LINK_ICF=0` leaves it out, for a
+//! linker without it (GNU ld). Tests and debug builds are linked as before.
+
+#[allow(clippy::print_stdout)] // Cargo reads a build script's instructions on standard output.
+fn main() {
+    println!("cargo::rerun-if-env-changed=LEASEHOOK_LINK_ICF");
+    let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
+    let wanted = !std::env::var("LEASEHOOK_LINK_ICF").is_ok_and(|v| v == "0");
+    let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
+    if release && wanted && linux {
+        println!("cargo::rustc-link-arg-bins=-Wl,--icf=all");
+    }
+}
