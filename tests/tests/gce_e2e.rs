@@ -197,6 +197,27 @@ mod in_process {
         assert_eq!(d.cloud_name, "gce");
         assert_eq!(d.user_data.as_deref(), Some(&b"#cloud-config\n{}\n"[..]));
         assert!(ds.check_instance_id(&d).unwrap());
+        // instance-data v1, as cloud-init writes it for GCE.
+        let r = leasehook_core::instance_data::render(
+            &d,
+            &leasehook_core::instance_data::Provenance {
+                origin: leasehook_core::instance_data::Origin::Fetched,
+                stage: leasehook_core::instance_data::Stage::Network,
+                cache: String::new(),
+                fetched_at_ms: Some(0),
+                decided_at_ms: 0,
+            },
+        )
+        .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&r.public).unwrap();
+        let v1 = &doc["v1"];
+        assert_eq!(v1["cloud_name"], "gce", "{doc:#}");
+        assert_eq!(v1["platform"], "gce");
+        assert_eq!(v1["region"], "us-central1");
+        assert_eq!(v1["availability_zone"], "us-central1-a");
+        assert_eq!(v1["instance_id"], "4520031799277581759");
+        assert_eq!(v1["local_hostname"], "vm-1");
+        assert_eq!(doc["ds"]["meta_data"]["network-interfaces"][1]["ip"], "10.98.1.20");
         assert!(
             emu.log().iter().all(|e| e.flavor == "Google"
                 && (e.status == "200" || e.path.ends_with("user-data-encoding"))),
