@@ -217,7 +217,10 @@ mod in_process {
         assert_eq!(v1["availability_zone"], "us-central1-a");
         assert_eq!(v1["instance_id"], "4520031799277581759");
         assert_eq!(v1["local_hostname"], "vm-1");
-        assert_eq!(doc["ds"]["meta_data"]["network-interfaces"][1]["ip"], "10.98.1.20");
+        assert_eq!(
+            doc["ds"]["meta_data"]["network-interfaces"][1]["ip"],
+            "10.98.1.20"
+        );
         assert!(
             emu.log().iter().all(|e| e.flavor == "Google"
                 && (e.status == "200" || e.path.ends_with("user-data-encoding"))),
