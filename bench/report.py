@@ -121,6 +121,14 @@ def derive(raw):
     im["ratio_requests"] = _ratio(ci["requests"]["max"], base["cold"]["requests"]["max"])
     v["imds"] = im
 
+    # One NIC event on Google Compute Engine (issue 21; runs before it lack it).
+    v["has_gce"] = "gce" in lines
+    if v["has_gce"]:
+        g = {k: dict(lines["gce"][k]) for k in ("event", "datasource")}
+        for k in g:
+            g[k]["requests_text"] = _requests_text(g[k]["requests"])
+        v["gce"] = g
+
     # The dhclient hook, and refresh.
     h = dict(lines["hook"])
     h["hook_only_ms"] = h["bound"]["median_ms"] - h["netns_exec"]["median_ms"]

@@ -682,6 +682,9 @@ impl fmt::Display for Problem {
 pub enum SourceKind {
     /// The EC2 instance metadata service (IMDS).
     Ec2,
+    /// The Google Compute Engine metadata server.
+    #[serde(rename = "GCE")]
+    Gce,
     /// LXD's dev-lxd socket, `/dev/lxd/sock`.
     #[serde(rename = "LXD")]
     Lxd,
@@ -693,12 +696,13 @@ pub enum SourceKind {
 
 impl SourceKind {
     /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 4] = [Self::NoCloud, Self::Ec2, Self::Lxd, Self::None];
+    pub const ALL: [Self; 5] = [Self::NoCloud, Self::Ec2, Self::Gce, Self::Lxd, Self::None];
 
     /// cloud-init's name: `Ec2`, `LXD`, `NoCloud`, `None`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Ec2 => "Ec2",
+            Self::Gce => "GCE",
             Self::Lxd => "LXD",
             Self::NoCloud => "NoCloud",
             Self::None => "None",
@@ -723,6 +727,7 @@ impl SourceKind {
     pub fn platform(self) -> &'static str {
         match self {
             Self::Ec2 => "ec2",
+            Self::Gce => "gce",
             Self::Lxd => "lxd",
             Self::NoCloud => "nocloud",
             Self::None => "none",

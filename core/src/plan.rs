@@ -561,14 +561,35 @@ fn plan_v4(
     });
     if let Some((table, priority)) = routed {
         match lease.routers.first() {
-            Some(gateway) => ip.routes.push(Route {
-                to: IpNet::V4(Ipv4Net::default()),
-                via: Some(*gateway),
-                dev: link.name.clone(),
-                scope: None,
-                src: None,
-                table,
-            }),
+            Some(gateway) => {
+                // A lease whose own network does not hold its gateway (GCE's /32
+                // leases, whose gateway the option-121 route reaches): the table
+                // gets the gateway's link route, so its default route works
+                // whatever the main table holds (the kernel checks a gateway
+                // within the route's table first, and the diff adds on-link
+                // routes before the routes through them).
+                if let IpAddr::V4(gw) = gateway
+                    && !lease.interface_net().is_some_and(|n| n.contains(gateway))
+                    && gate::check_ip(*gateway).is_ok()
+                {
+                    ip.routes.push(Route {
+                        to: IpNet::V4(Ipv4Net::from(*gw)),
+                        via: None,
+                        dev: link.name.clone(),
+                        scope: Some(Scope::Link),
+                        src: None,
+                        table,
+                    });
+                }
+                ip.routes.push(Route {
+                    to: IpNet::V4(Ipv4Net::default()),
+                    via: Some(*gateway),
+                    dev: link.name.clone(),
+                    scope: None,
+                    src: None,
+                    table,
+                });
+            }
             None => ip.missing.push(Missing::Router { family: Family::V4 }),
         }
         if let Some(subnet) = subnet {

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 pub mod devlxd;
 pub mod ds_identify;
 pub mod emulator;
+pub mod gce_emulator;
 
 /// Whether the tests run in CI, where a missing prerequisite must fail the test
 /// instead of skipping it.

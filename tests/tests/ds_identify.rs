@@ -19,7 +19,7 @@
 //! # Comparing
 //!
 //! Only the sources leasehook implements are compared. A name in ds-identify's list
-//! that leasehook does not implement (`Azure`, `GCE`, ...) is dropped, names compare
+//! that leasehook does not implement (`Azure`, `Oracle`, ...) is dropped, names compare
 //! without regard to case (`ds=nocloud` is written as `nocloud`), and a list left
 //! holding only `None` because every source found is one leasehook lacks counts as
 //! "nothing found" (leasehook prints an empty list). ds-identify's "nothing found"
@@ -229,8 +229,26 @@ fn scenarios() -> Vec<Case> {
             .ec2()
             .cloud_cfg("cloud.cfg", "datasource_list: [ Azure, Ec2, None ]\n"),
         case("only-unimplemented-found", "kvm", &[])
+            .dmi("chassis_asset_tag", "OracleCloud.com"),
+        // Google Compute Engine (issue 21)
+        case("gce-product-name", "kvm", &["GCE", "None"])
             .dmi("product_name", "Google Compute Engine")
             .dmi("sys_vendor", "Google"),
+        case("gce-product-serial-only", "kvm", &["GCE", "None"])
+            .dmi("product_name", "Google")
+            .dmi("product_serial", "GoogleCloud-7A3F0E6C5B2D1E4F"),
+        case("gce-serial-other-case-is-not-gce", "kvm", &[])
+            .dmi("product_serial", "googlecloud-7A3F0E6C5B2D1E4F"),
+        case("gce-and-nocloud-in-built-in-order", "kvm", &["NoCloud", "GCE", "None"])
+            .dmi("product_name", "Google Compute Engine")
+            .seed(nocloud, &["meta-data", "user-data"]),
+        case("gce-after-ec2-in-built-in-order", "kvm", &["Ec2", "GCE", "None"])
+            .ec2()
+            .dmi("product_serial", "GoogleCloud-7A3F0E6C5B2D1E4F"),
+        case("gce-configured-first", "kvm", &["GCE", "Ec2", "None"])
+            .ec2()
+            .dmi("product_serial", "GoogleCloud-7A3F0E6C5B2D1E4F")
+            .cloud_cfg("cloud.cfg", "datasource_list: [ GCE, Ec2, None ]\n"),
         case("unimplemented-found-and-nocloud", "kvm", &["NoCloud", "None"])
             .dmi("chassis_asset_tag", "7783-7084-3265-9085-8269-3286-77")
             .seed(nocloud, &["meta-data", "user-data"]),

@@ -1083,6 +1083,99 @@ matrix! {
         max_secs: 3.0,
         run: run_stderr_read_to_end,
     };
+    // --- Google Compute Engine, through leasehook-dhclient (issue 21; RENEW after
+    // a good BOUND, `provider: gce`) ----------------------------------------------
+    #[cfg(feature = "netns")]
+    gce_down => Row {
+        name: "gce_down",
+        fault: "GCE metadata server down (connection refused)",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "Connection refused (os error 111); keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || gce_renew(None),
+    };
+    #[cfg(feature = "netns")]
+    gce_403 => Row {
+        name: "gce_403",
+        fault: "GCE metadata server answers 403 (the header refused)",
+        does: "an error waiting cannot fix: keeps the last applied state at once",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "network-interfaces/?recursive=true: HTTP 403; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || gce_renew(Some(json!({"rules": [{"path": "/computeMetadata", "status": 403}]}))),
+    };
+    #[cfg(feature = "netns")]
+    gce_400 => Row {
+        name: "gce_400",
+        fault: "GCE metadata server answers 400",
+        does: "an error waiting cannot fix: keeps the last applied state at once",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "network-interfaces/?recursive=true: HTTP 400; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || gce_renew(Some(json!({"rules": [{"path": "/computeMetadata", "status": 400}]}))),
+    };
+    #[cfg(feature = "netns")]
+    gce_429 => Row {
+        name: "gce_429",
+        fault: "GCE metadata server answers 429 for the whole budget",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "HTTP 429; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || gce_renew(Some(json!({"rules": [{"path": "/computeMetadata", "status": 429}]}))),
+    };
+    #[cfg(feature = "netns")]
+    gce_garbage => Row {
+        name: "gce_garbage",
+        fault: "GCE metadata server answers bytes that are not JSON",
+        does: "refuses the answer at once; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "unusable answer: not UTF-8 (byte 0); keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || gce_renew(Some(json!({"rules": [{"path": "/computeMetadata", "action": "garbage"}]}))),
+    };
+    #[cfg(feature = "netns")]
+    gce_no_flavor => Row {
+        name: "gce_no_flavor",
+        fault: "an answer without `Metadata-Flavor: Google` (not Google's server)",
+        does: "refuses the answer at once; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "not Google's metadata server; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || gce_renew(Some(json!({"rules": [{"path": "/computeMetadata", "action": "no-flavor"}]}))),
+    };
+    #[cfg(feature = "netns")]
+    gce_slow => Row {
+        name: "gce_slow",
+        fault: "GCE metadata server slow: its answer takes 1.5 s, the budget is 1 s",
+        does: "the round's one request finishes within its 2 s timeout and counts: the metadata agrees, nothing to change",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Holds(STATE, "\"table\":10001")],
+        log: "IMDS agrees with the lease after 1 round(s), 1 request(s)",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || gce_renew(Some(json!({"rules": [{"path": "/computeMetadata", "delay": 1.5}]}))),
+    };
 }
 
 #[test]
@@ -1342,6 +1435,65 @@ impl Instance {
             keep: vec![Box::new(self)],
         }
     }
+}
+
+// --- Google Compute Engine (issue 21) ---------------------------------------------
+
+impl Instance {
+    /// (Re)starts the GCE metadata emulator inside the namespace with `scenario`;
+    /// returns its base URL.
+    fn start_gce(&mut self, scenario: &Value) -> String {
+        self.imds = None;
+        let mut cmd = self
+            .ns
+            .command(sibling_bin("gce-emulator").to_str().unwrap());
+        cmd.args([
+            "--bind",
+            "127.0.0.1:0",
+            "--scenario",
+            &scenario.to_string(),
+            "--log",
+        ])
+        .arg(self.dir.0.join("gce.log"));
+        let (p, addr) = start_with_addr(cmd, "gce-emulator");
+        self.imds = Some(p);
+        format!("http://{addr}")
+    }
+}
+
+/// A good BOUND with `provider: gce`, then a RENEW while the metadata server
+/// misbehaves as `how` says (`None`: down).
+fn gce_renew(how: Option<Value>) -> Seen {
+    let mut i = Instance::new("fgce");
+    let url = i.start_gce(&json!({}));
+    let env = |url: &str| {
+        [
+            ("LEASEHOOK_PROVIDER", "gce"),
+            ("LEASEHOOK_GCE_ENDPOINT", url),
+        ]
+        .map(|(k, v)| (k, v.to_owned()))
+    };
+    let good = env(&url);
+    let good: Vec<(&str, &str)> = good.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (out, _) = i.shim_env("BOUND", "http://127.0.0.1:9", &good);
+    assert!(out.status.success(), "BOUND failed: {}", text(&out));
+    assert_eq!(
+        snap(&i.ns).0,
+        BASE_RULES,
+        "BOUND did not apply the plan: {}",
+        text(&out)
+    );
+    i.imds = None;
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = match how {
+        Some(s) => i.start_gce(&s),
+        None => "http://127.0.0.1:9".to_owned(),
+    };
+    let bad = env(&url);
+    let bad: Vec<(&str, &str)> = bad.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (out, elapsed) = i.shim_env("RENEW", "http://127.0.0.1:9", &bad);
+    i.seen(&out, elapsed, before, files)
 }
 
 fn tree_with_eth1_ips(ips: Option<&str>) -> Value {

@@ -42,6 +42,7 @@ use crate::source::detect::{
     Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot,
 };
 use crate::source::ec2::{Ec2Provider, WaitPolicy};
+use crate::source::gce::GceProvider;
 use crate::source::lxd::Lxd;
 use crate::source::nocloud::NoCloud;
 use crate::source::provider::Provider as _;
@@ -160,6 +161,13 @@ impl Datasources for RealSources {
                     .with_imdsv1_fallback(self.config.imdsv1_fallback)
                     .with_cloud_name(&self.cloud_name)
                     .datasource(policy)?
+            }
+            SourceKind::Gce => {
+                let mut policy = WaitPolicy::default();
+                if let Some(b) = self.config.imds_budget {
+                    policy = policy.with_budget(b);
+                }
+                GceProvider::try_new(self.config.gce_endpoint.as_deref())?.datasource(policy)?
             }
             SourceKind::Lxd => Box::new(Lxd::new(&self.root).with_virt(&self.virt)),
             SourceKind::NoCloud => Box::new(NoCloud::new(&self.root).with_virt(&self.virt)),

@@ -129,7 +129,7 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "provider",
         env: Some("LEASEHOOK_PROVIDER"),
-        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else ec2) or ec2 (default auto; gce, azure, aliyun, oracle and openstack are planned)",
+        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else ec2), ec2 or gce (default auto; azure, aliyun, oracle and openstack are planned)",
         set: |s, r| {
             s.provider = word(r)?
                 .parse()
@@ -197,6 +197,26 @@ pub const KEYS: &[Key] = &[
             Ok(())
         },
         show: |s| json!(s.imdsv1_fallback),
+    },
+    Key {
+        name: "gce.endpoint",
+        env: Some("LEASEHOOK_GCE_ENDPOINT"),
+        help: "the Google Compute Engine metadata server's base URL, an http:// IP literal (default http://169.254.169.254)",
+        set: |s, r| {
+            let url = word(r)?;
+            let checked = crate::source::gce::Gce::new()
+                .with_endpoint(&url)
+                .map_err(|e| e.to_string())?;
+            s.gce_endpoint = Some(checked.endpoint().to_owned());
+            Ok(())
+        },
+        show: |s| {
+            json!(
+                s.gce_endpoint
+                    .as_deref()
+                    .unwrap_or(crate::source::gce::GCE_ENDPOINT)
+            )
+        },
     },
     Key {
         name: "datasource_list",

@@ -46,6 +46,7 @@ use crate::error::{Error, Result};
 use crate::model::{IfName, LeaseEvent, Link, MacAddr, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use crate::source::ec2::{Ec2Provider, NicEvent};
+use crate::source::gce::GceProvider;
 use crate::source::provider::{Clock, Provider, ProviderChoice, ProviderKind, SystemClock};
 
 mod event;
@@ -83,6 +84,8 @@ pub struct HookConfig {
     pub kubernetes: crate::kubernetes::Mode,
     /// `provider`: the cloud asked about a NIC.
     pub provider: ProviderChoice,
+    /// `gce.endpoint` (`None`: the default).
+    pub gce_endpoint: Option<String>,
 }
 
 impl HookConfig {
@@ -100,6 +103,7 @@ impl HookConfig {
             unmanaged: s.unmanaged.clone(),
             kubernetes: s.kubernetes,
             provider: s.provider,
+            gce_endpoint: s.gce_endpoint.clone(),
         }
     }
 
@@ -336,6 +340,7 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
                 .with_imdsv1_fallback(cfg.imdsv1_fallback)
                 .with_bind_interface(cfg.imds_bind_interface),
         ),
+        ProviderKind::Gce => Box::new(GceProvider::try_new(cfg.gce_endpoint.as_deref())?),
     })
 }
 

@@ -99,10 +99,14 @@ mod tests {
             SourceKind::from_name("NoCloudNet"),
             Some(SourceKind::NoCloud)
         );
-        for other in ["Azure", "GCE", "", "Ec2x", "LXD "] {
+        for other in ["Azure", "GCE ", "", "Ec2x", "LXD "] {
             assert_eq!(
                 SourceKind::from_name(other),
-                (other == "LXD ").then_some(SourceKind::Lxd),
+                match other {
+                    "LXD " => Some(SourceKind::Lxd),
+                    "GCE " => Some(SourceKind::Gce),
+                    _ => None,
+                },
                 "{other:?}"
             );
         }
@@ -111,7 +115,7 @@ mod tests {
     #[test]
     fn serialises_as_cloud_init_names() {
         let json = serde_json::to_string(&SourceKind::ALL).unwrap();
-        assert_eq!(json, r#"["NoCloud","Ec2","LXD","None"]"#);
+        assert_eq!(json, r#"["NoCloud","Ec2","GCE","LXD","None"]"#);
         let back: Vec<SourceKind> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, SourceKind::ALL);
         assert_eq!(

@@ -14,6 +14,7 @@
 pub mod detect;
 pub mod ec2;
 pub(crate) mod files;
+pub mod gce;
 mod instance;
 mod kind;
 pub mod lxd;

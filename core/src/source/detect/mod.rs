@@ -81,7 +81,12 @@ pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
 
 /// ds-identify's built-in `datasource_list`, reduced to the sources leasehook
 /// implements (its order: `... NoCloud ... Ec2 ... LXD ...`).
-pub const DEFAULT_LIST: [SourceKind; 3] = [SourceKind::NoCloud, SourceKind::Ec2, SourceKind::Lxd];
+pub const DEFAULT_LIST: [SourceKind; 4] = [
+    SourceKind::NoCloud,
+    SourceKind::Ec2,
+    SourceKind::Gce,
+    SourceKind::Lxd,
+];
 
 /// Everything the decision reads, read once (see [`read::read_snapshot`]).
 ///
@@ -453,6 +458,7 @@ fn check_with(
 ) -> Finding {
     match kind {
         SourceKind::Ec2 => check_ec2(s, cmdline, cloud),
+        SourceKind::Gce => check_gce(s),
         SourceKind::Lxd => check_lxd(s),
         SourceKind::NoCloud => check_nocloud(s, cloud),
         SourceKind::None => Finding::not_found("None is never detected; it only ends the list"),
@@ -624,6 +630,21 @@ fn ec2_strict_id(s: &Snapshot, cmdline: Option<&str>, cloud: &CloudConfig) -> (S
             format!("{from} set {}, which is not valid", quote(&v)),
         )
     }
+}
+
+/// ds-identify's `dscheck_GCE`: DMI product name `Google Compute Engine`, or a
+/// product serial starting `GoogleCloud-` (the product name is not guaranteed,
+/// LP: #1674861).
+fn check_gce(s: &Snapshot) -> Finding {
+    if s.dmi.product_name.as_deref() == Some("Google Compute Engine") {
+        return Finding::found("DMI product_name \"Google Compute Engine\"");
+    }
+    if let Some(serial) = &s.dmi.product_serial
+        && serial.starts_with("GoogleCloud-")
+    {
+        return Finding::found(format!("DMI product_serial {}", quote(serial)));
+    }
+    Finding::not_found("DMI names no Google Compute Engine (product_name, product_serial)")
 }
 
 fn check_lxd(s: &Snapshot) -> Finding {

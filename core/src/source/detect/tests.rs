@@ -4,7 +4,7 @@
 #![allow(clippy::too_many_lines)]
 
 use super::*;
-use SourceKind::{Ec2, Lxd, NoCloud, None as NoneDs};
+use SourceKind::{Ec2, Gce, Lxd, NoCloud, None as NoneDs};
 
 fn base(virt: &str) -> Snapshot {
     Snapshot {
@@ -496,6 +496,7 @@ fn checks_and_reasons_say_why() {
         d.checks,
         BTreeMap::from([
             (Ec2, Check::NotFound),
+            (Gce, Check::NotFound),
             (Lxd, Check::NotFound),
             (NoCloud, Check::NotFound)
         ])
@@ -617,4 +618,20 @@ fn detection_serialises_as_documented() {
             .starts_with("platform aws: DMI product_uuid")
     );
     assert_eq!(v["disabled"], serde_json::Value::Null);
+}
+
+#[test]
+fn gce_is_found_by_its_dmi_product_name_or_serial() {
+    let mut s = base("kvm");
+    assert_eq!(check(Gce, &s).check, Check::NotFound);
+    s.dmi.product_name = Some("Google Compute Engine".to_owned());
+    let f = check(Gce, &s);
+    assert_eq!(f.check, Check::Found);
+    assert!(f.reason.contains("Google Compute Engine"), "{f:?}");
+    assert_eq!(decide(&s).unwrap().datasource_list, [Gce, NoneDs]);
+    s.dmi.product_name = Some("Google".to_owned());
+    s.dmi.product_serial = Some("GoogleCloud-6E1BF4C5A2B3".to_owned());
+    assert_eq!(check(Gce, &s).check, Check::Found);
+    s.dmi.product_serial = Some("googlecloud-6E1B".to_owned());
+    assert_eq!(check(Gce, &s).check, Check::NotFound);
 }

@@ -423,7 +423,11 @@ impl Ec2 {
 
 /// Builds the one agent a client uses: keep-alive, no proxy, no redirects, statuses
 /// as data, IP literals only.
-fn agent(connect: Duration, request: Duration, binding: Option<&bind::Binding>) -> Agent {
+pub(crate) fn agent(
+    connect: Duration,
+    request: Duration,
+    binding: Option<&bind::Binding>,
+) -> Agent {
     let config = Agent::config_builder()
         .timeout_connect(Some(connect))
         .timeout_global(Some(request))
@@ -463,7 +467,7 @@ pub(crate) fn check_endpoint(url: &str) -> Result<String> {
 }
 
 /// Reads a body of at most `limit` bytes.
-fn read_bytes(resp: &mut Response<Body>, limit: u64) -> Result<Vec<u8>, ImdsErrorKind> {
+pub(crate) fn read_bytes(resp: &mut Response<Body>, limit: u64) -> Result<Vec<u8>, ImdsErrorKind> {
     resp.body_mut()
         .with_config()
         .limit(limit)
@@ -472,7 +476,7 @@ fn read_bytes(resp: &mut Response<Body>, limit: u64) -> Result<Vec<u8>, ImdsErro
 }
 
 /// Reads a body of at most `limit` bytes as UTF-8.
-fn read_body(resp: &mut Response<Body>, limit: u64) -> Result<String, ImdsErrorKind> {
+pub(crate) fn read_body(resp: &mut Response<Body>, limit: u64) -> Result<String, ImdsErrorKind> {
     let bytes = read_bytes(resp, limit)?;
     String::from_utf8(bytes).map_err(|e| ImdsErrorKind::Garbage {
         reason: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
@@ -481,7 +485,7 @@ fn read_body(resp: &mut Response<Body>, limit: u64) -> Result<String, ImdsErrorK
 
 /// Reads and drops an answer's body, so the connection can serve the next request
 /// (ureq closes a connection whose answer was not read to the end).
-fn drain(resp: &mut Response<Body>) {
+pub(crate) fn drain(resp: &mut Response<Body>) {
     let _ = resp
         .body_mut()
         .with_config()
@@ -490,7 +494,7 @@ fn drain(resp: &mut Response<Body>) {
 }
 
 /// An HTTP status that is an error, with a 503's `Retry-After` in seconds.
-fn http_error(resp: &Response<Body>) -> ImdsErrorKind {
+pub(crate) fn http_error(resp: &Response<Body>) -> ImdsErrorKind {
     let retry_after = resp
         .headers()
         .get("retry-after")
@@ -526,7 +530,7 @@ fn is_unreachable(e: &ureq::Error) -> bool {
     }
 }
 
-fn map_ureq_error(e: &ureq::Error) -> ImdsErrorKind {
+pub(crate) fn map_ureq_error(e: &ureq::Error) -> ImdsErrorKind {
     match e {
         ureq::Error::Timeout(t) => ImdsErrorKind::Timeout {
             phase: match t {

@@ -13,16 +13,17 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! None of these is built yet; `provider:` accepts `auto` and `ec2` only, and names
-//! them as planned in its error.
+//! `provider:` names the ones not built yet as planned in its error.
 //!
-//! * **Google Cloud** (`gce/`): the NIC is found by MAC in
+//! * **Google Cloud** ([`crate::source::gce`], built): the NIC is found by MAC in
 //!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
-//!   `Metadata-Flavor: Google`), its index N is the table's device number, and its
-//!   answer becomes an [`InstanceNetwork`] NIC like EC2's. Its /32 leases are the
-//!   lease parsers' and planner's concern, not the seam's; a session is complete
-//!   once the NIC's entry lists the leased `ip`. `wait_for_change` long polls fit
-//!   [`NicSession::ask`] (one request that may take the round's budget).
+//!   `Metadata-Flavor: Google` both ways), its index N is the table's device
+//!   number, and its answer becomes an [`InstanceNetwork`] NIC like EC2's. Its /32
+//!   leases are the planner's concern, not the seam's (the gateway's link route
+//!   goes in the table); a session asks that one request per round and is
+//!   complete once the NIC's entry lists the leased `ip` and its subnet.
+//!   `wait_for_change` long polls would fit [`NicSession::ask`] (one request that
+//!   may take the round's budget); they are not used.
 //! * **Azure** (`azure/`): IMDS answers only requests from the primary NIC's
 //!   primary address and allows 5 requests/s: its provider never binds a request
 //!   to the event's NIC (EC2 does), and its session asks one request per round
@@ -58,6 +59,8 @@ pub use wait::{Clock, Outcome, SystemClock, WaitPolicy};
 pub enum ProviderKind {
     /// Amazon EC2 IMDS ([`crate::source::ec2`]).
     Ec2,
+    /// Google Compute Engine's metadata server ([`crate::source::gce`]).
+    Gce,
 }
 
 impl ProviderKind {
@@ -65,6 +68,7 @@ impl ProviderKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::Ec2 => "ec2",
+            Self::Gce => "gce",
         }
     }
 }
@@ -77,7 +81,7 @@ impl fmt::Display for ProviderKind {
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
 /// them with a message saying so.
-pub const PLANNED: [&str; 5] = ["gce", "azure", "aliyun", "oracle", "openstack"];
+pub const PLANNED: [&str; 4] = ["azure", "aliyun", "oracle", "openstack"];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -91,12 +95,13 @@ pub enum ProviderChoice {
 
 impl ProviderChoice {
     /// The provider to use, given the datasource the boot stage recorded (if any).
-    /// Pure: the caller reads `boot.json`. Only EC2 exists yet, so every verdict
-    /// (EC2, LXD, NoCloud, none, or no `boot.json`) resolves to EC2, as before the
-    /// `provider` key; a GCE verdict will resolve to the GCE provider.
+    /// Pure: the caller reads `boot.json`. A GCE verdict resolves to the GCE
+    /// provider; every other verdict (EC2, LXD, NoCloud, none, or no `boot.json`)
+    /// resolves to EC2, as before the `provider` key.
     pub fn resolve(self, recorded: Option<SourceKind>) -> ProviderKind {
         match (self, recorded) {
             (Self::Named(k), _) => k,
+            (Self::Auto, Some(SourceKind::Gce)) => ProviderKind::Gce,
             // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
             // none, no boot.json): EC2, as before the key.
             (Self::Auto, _) => ProviderKind::Ec2,
@@ -119,11 +124,12 @@ impl std::str::FromStr for ProviderChoice {
         match s {
             "auto" => Ok(Self::Auto),
             "ec2" => Ok(Self::Named(ProviderKind::Ec2)),
+            "gce" => Ok(Self::Named(ProviderKind::Gce)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto or ec2 (this provider is planned, not built yet)",
+                "expected auto, ec2 or gce (this provider is planned, not built yet)",
                 s,
             )),
-            _ => Err(Problem::bad("expected auto or ec2", s)),
+            _ => Err(Problem::bad("expected auto, ec2 or gce", s)),
         }
     }
 }

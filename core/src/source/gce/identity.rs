@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: the GCE datasource — the instance-level data the boot stage needs,
+//! as cloud-init's `DataSourceGCE` reads it, with the same client as the hot-plug
+//! wait.
+//!
+//! | request | for |
+//! |---|---|
+//! | `instance/id` | instance-id (required) |
+//! | `instance/zone` | `projects/P/zones/Z`: availability zone Z, region Z without its last `-` part |
+//! | `instance/hostname` | local-hostname: its first label, as cloud-init (GCE's FQDNs are long) |
+//! | `instance/network-interfaces/?recursive=true` | the NICs, in instance-data's `meta-data` |
+//! | `instance/attributes/user-data` | user-data, bytes (404: none) |
+//! | `instance/attributes/user-data-encoding` | `base64`: user-data is decoded (only read when there is user-data) |
+//!
+//! A request that fails in a way waiting can fix is sent again with the wait's
+//! jittered backoff, within one budget for the whole fetch. What the answers mean
+//! is pure ([`assemble`]).
+
+use std::cell::Cell;
+use std::time::Instant;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use super::nic::{INTERFACES_PATH, parse_interfaces};
+use super::{GCE_ROOT, Gce};
+use crate::constants::IMDS_MAX_USER_DATA_BYTES;
+use crate::error::{Error, Problem, Result};
+use crate::source::ec2::Fetch;
+use crate::source::provider::wait::{is_retryable, retry_after};
+use crate::source::provider::{Clock, SystemClock, WaitPolicy};
+use crate::source::{Datasource, InstanceData, SourceKind};
+
+/// What the metadata server answered, before it is interpreted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answers {
+    /// `instance/id`.
+    pub id: Option<String>,
+    /// `instance/zone`.
+    pub zone: Option<String>,
+    /// `instance/hostname`.
+    pub hostname: Option<String>,
+    /// `instance/network-interfaces/?recursive=true`.
+    pub interfaces: Option<String>,
+    /// `instance/attributes/user-data`.
+    pub user_data: Option<Vec<u8>>,
+    /// `instance/attributes/user-data-encoding`.
+    pub user_data_encoding: Option<String>,
+}
+
+/// Sends a request again while it fails in a way waiting can fix.
+struct Retrying<'a> {
+    fetch: &'a dyn Fetch,
+    policy: &'a WaitPolicy,
+    clock: &'a dyn Clock,
+    start: Instant,
+    requests: Cell<u32>,
+}
+
+impl Retrying<'_> {
+    fn retry<T>(&self, path: &str, op: impl Fn() -> Result<T>) -> Result<T> {
+        let mut backoff = self.policy.backoff();
+        loop {
+            self.requests.set(self.requests.get() + 1);
+            let e = match op() {
+                Ok(v) => return Ok(v),
+                Err(e) if is_retryable(&e) => e,
+                Err(e) => return Err(e),
+            };
+            let elapsed = self.clock.now().saturating_duration_since(self.start);
+            let remaining = self.policy.budget.saturating_sub(elapsed);
+            let after = retry_after(&e);
+            if remaining.is_zero() || after.is_some_and(|a| a > remaining) {
+                return Err(e);
+            }
+            let pause = backoff
+                .next()
+                .unwrap_or(self.policy.max_delay)
+                .max(after.unwrap_or_default())
+                .min(remaining);
+            log::debug!("GCE {path}: {e}; again in {} ms", pause.as_millis());
+            self.clock.sleep(pause);
+        }
+    }
+
+    fn get(&self, key: &str) -> Result<Option<String>> {
+        let path = format!("{GCE_ROOT}/{key}");
+        self.retry(&path, || self.fetch.get(&path))
+    }
+}
+
+/// Fetches the keys of the module docs' table.
+pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
+    let r = Retrying {
+        fetch,
+        policy,
+        clock,
+        start: clock.now(),
+        requests: Cell::new(0),
+    };
+    let mut a = Answers {
+        id: r.get("instance/id")?,
+        zone: r.get("instance/zone")?,
+        hostname: r.get("instance/hostname")?,
+        interfaces: r.get(INTERFACES_PATH.trim_start_matches('/'))?,
+        ..Answers::default()
+    };
+    let path = format!("{GCE_ROOT}/instance/attributes/user-data");
+    a.user_data = r.retry(&path, || fetch.get_bytes(&path, IMDS_MAX_USER_DATA_BYTES))?;
+    if a.user_data.is_some() {
+        a.user_data_encoding = r.get("instance/attributes/user-data-encoding")?;
+    }
+    log::debug!(
+        "GCE: instance data in {} request(s), {} ms",
+        r.requests.get(),
+        clock.now().saturating_duration_since(r.start).as_millis()
+    );
+    Ok(a)
+}
+
+fn trimmed(v: Option<&String>) -> Option<String> {
+    v.map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+/// Interprets the answers; `endpoint` is the base URL that gave them.
+pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
+    let instance_id = trimmed(a.id.as_ref()).ok_or_else(|| Error::Metadata {
+        key: format!("{GCE_ROOT}/instance/id"),
+        problem: Problem::missing(),
+    })?;
+    if instance_id.chars().any(char::is_control) {
+        return Err(Error::Metadata {
+            key: format!("{GCE_ROOT}/instance/id"),
+            problem: Problem::bad("holds a control character", &instance_id),
+        });
+    }
+    // cloud-init: the zone's last path part; the region is the zone without its
+    // last `-` part (`us-central1-a` → `us-central1`).
+    let availability_zone = trimmed(a.zone.as_ref())
+        .and_then(|z| z.rsplit('/').next().map(str::to_owned))
+        .filter(|z| !z.is_empty());
+    let region = availability_zone
+        .as_deref()
+        .and_then(|z| z.rsplit_once('-'))
+        .map(|(r, _)| r.to_owned());
+    let hostname = trimmed(a.hostname.as_ref());
+    let local_hostname = hostname
+        .as_deref()
+        .and_then(|h| h.split('.').next())
+        .filter(|h| !h.is_empty())
+        .map(str::to_owned);
+    let interfaces = match &a.interfaces {
+        Some(body) => {
+            parse_interfaces(body)?;
+            serde_json::from_str::<Value>(body).unwrap_or(Value::Null)
+        }
+        None => Value::Array(Vec::new()),
+    };
+    let user_data = match (&a.user_data, a.user_data_encoding.as_deref().map(str::trim)) {
+        (Some(raw), Some("base64")) => Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(raw.trim_ascii())
+                .map_err(|e| Error::Metadata {
+                    key: format!("{GCE_ROOT}/instance/attributes/user-data"),
+                    problem: Problem::bad(format!("user-data-encoding base64, but {e}"), ""),
+                })?,
+        ),
+        (raw, _) => raw.clone(),
+    };
+    let mut md = Map::new();
+    md.insert("instance-id".to_owned(), json!(instance_id));
+    if let Some(z) = &availability_zone {
+        md.insert("availability-zone".to_owned(), json!(z));
+    }
+    if let Some(h) = &hostname {
+        md.insert("local-hostname".to_owned(), json!(h));
+    }
+    md.insert("network-interfaces".to_owned(), interfaces);
+    let ds = json!({"meta_data": Value::Object(md.clone())});
+    Ok(InstanceData {
+        datasource: SourceKind::Gce,
+        instance_id,
+        local_hostname,
+        cloud_name: "gce".to_owned(),
+        platform: "gce".to_owned(),
+        subplatform: format!("metadata ({endpoint}{GCE_ROOT}/)"),
+        region,
+        availability_zone,
+        meta_data: md,
+        user_data,
+        vendor_data: None,
+        network_config: None,
+        ds,
+    })
+}
+
+/// The GCE datasource: a metadata client and the retry budget.
+#[derive(Debug)]
+pub struct GceSource {
+    client: Gce,
+    policy: WaitPolicy,
+}
+
+impl GceSource {
+    /// The datasource behind `client`.
+    pub fn new(client: Gce) -> Self {
+        Self {
+            client,
+            policy: WaitPolicy::default(),
+        }
+    }
+
+    /// How long and how often failing requests are sent again.
+    #[must_use]
+    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+}
+
+impl Datasource for GceSource {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Gce
+    }
+
+    fn fetch(&self) -> Result<InstanceData> {
+        let answers = fetch_answers(&self.client, &self.policy, &SystemClock)?;
+        assemble(&answers, self.client.endpoint())
+    }
+
+    /// One request, `instance/id`.
+    fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
+        let r = Retrying {
+            fetch: &self.client,
+            policy: &self.policy,
+            clock: &SystemClock,
+            start: SystemClock.now(),
+            requests: Cell::new(0),
+        };
+        let id = trimmed(r.get("instance/id")?.as_ref()).ok_or_else(|| Error::Metadata {
+            key: format!("{GCE_ROOT}/instance/id"),
+            problem: Problem::missing(),
+        })?;
+        Ok(id == cached.instance_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::ImdsErrorKind;
+
+    struct Script {
+        answers: BTreeMap<String, String>,
+        fail_first: RefCell<u32>,
+        asked: RefCell<Vec<String>>,
+    }
+
+    impl Fetch for Script {
+        fn get(&self, path: &str) -> Result<Option<String>> {
+            self.asked.borrow_mut().push(path.to_owned());
+            if *self.fail_first.borrow() > 0 {
+                *self.fail_first.borrow_mut() -= 1;
+                return Err(Error::Imds {
+                    method: "GET",
+                    url: path.to_owned(),
+                    kind: ImdsErrorKind::Http {
+                        status: 503,
+                        retry_after: None,
+                    },
+                });
+            }
+            Ok(self.answers.get(path).cloned())
+        }
+    }
+
+    struct FakeClock {
+        start: Instant,
+        slept: Cell<Duration>,
+    }
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Instant {
+            self.start + self.slept.get()
+        }
+        fn sleep(&self, pause: Duration) {
+            self.slept.set(self.slept.get() + pause);
+        }
+    }
+
+    fn gce(user_data: Option<(&str, Option<&str>)>) -> Script {
+        let mut answers: BTreeMap<String, String> = [
+            ("instance/id", "4520031799277581759"),
+            ("instance/zone", "projects/123456789/zones/us-central1-a"),
+            ("instance/hostname", "vm-1.us-central1-a.c.project.internal"),
+            (
+                "instance/network-interfaces/?recursive=true",
+                super::super::nic::tests::TWO,
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (format!("{GCE_ROOT}/{k}"), v.to_owned()))
+        .collect();
+        if let Some((ud, enc)) = user_data {
+            answers.insert(
+                format!("{GCE_ROOT}/instance/attributes/user-data"),
+                ud.to_owned(),
+            );
+            if let Some(e) = enc {
+                answers.insert(
+                    format!("{GCE_ROOT}/instance/attributes/user-data-encoding"),
+                    e.to_owned(),
+                );
+            }
+        }
+        Script {
+            answers,
+            fail_first: RefCell::new(0),
+            asked: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn run(s: &Script) -> Result<InstanceData> {
+        let clock = FakeClock {
+            start: Instant::now(),
+            slept: Cell::new(Duration::ZERO),
+        };
+        let policy = WaitPolicy {
+            jitter: false,
+            ..WaitPolicy::default()
+        };
+        let a = fetch_answers(s, &policy, &clock)?;
+        assemble(&a, "http://169.254.169.254")
+    }
+
+    #[test]
+    fn identity_as_cloud_init_reads_it() {
+        let s = gce(Some(("#cloud-config\n{}\n", None)));
+        let d = run(&s).unwrap();
+        assert_eq!(d.instance_id, "4520031799277581759");
+        assert_eq!(d.availability_zone.as_deref(), Some("us-central1-a"));
+        assert_eq!(d.region.as_deref(), Some("us-central1"));
+        assert_eq!(d.local_hostname.as_deref(), Some("vm-1"));
+        assert_eq!(d.cloud_name, "gce");
+        assert_eq!(d.platform, "gce");
+        assert_eq!(d.datasource, SourceKind::Gce);
+        assert_eq!(d.user_data.as_deref(), Some(&b"#cloud-config\n{}\n"[..]));
+        assert_eq!(
+            d.subplatform,
+            "metadata (http://169.254.169.254/computeMetadata/v1/)"
+        );
+        assert_eq!(
+            d.meta_data["network-interfaces"].as_array().unwrap().len(),
+            2
+        );
+        // id, zone, hostname, NICs, user-data, its encoding.
+        assert_eq!(s.asked.borrow().len(), 6);
+    }
+
+    #[test]
+    fn base64_user_data_is_decoded_and_none_costs_no_encoding_request() {
+        let d = run(&gce(Some(("I2Nsb3VkLWNvbmZpZwo=", Some("base64"))))).unwrap();
+        assert_eq!(d.user_data.as_deref(), Some(&b"#cloud-config\n"[..]));
+        let e = run(&gce(Some(("!!", Some("base64"))))).unwrap_err();
+        assert!(e.to_string().contains("user-data"), "{e}");
+        let s = gce(None);
+        let d = run(&s).unwrap();
+        assert_eq!(d.user_data, None);
+        assert_eq!(s.asked.borrow().len(), 5);
+    }
+
+    #[test]
+    fn a_missing_id_or_garbage_nics_fail_and_503s_are_retried() {
+        let mut s = gce(None);
+        s.answers.remove(&format!("{GCE_ROOT}/instance/id"));
+        assert!(run(&s).unwrap_err().to_string().contains("instance/id"));
+        let mut s = gce(None);
+        s.answers.insert(
+            format!("{GCE_ROOT}/instance/network-interfaces/?recursive=true"),
+            "{".to_owned(),
+        );
+        assert!(run(&s).is_err());
+        let s = gce(None);
+        *s.fail_first.borrow_mut() = 3;
+        assert!(run(&s).is_ok());
+        assert_eq!(s.asked.borrow().len(), 5 + 3);
+    }
+}

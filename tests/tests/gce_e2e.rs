@@ -1,0 +1,557 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Google Compute Engine end to end: the GCE provider against the GCE metadata
+//! emulator (`leasehook_tests::gce_emulator`).
+//!
+//! * `in_process`: the provider's client, wait and datasource against the
+//!   emulator on loopback: the header both ways, one request per round, the
+//!   hot-plugged NIC's late entry, the faults (always compiled).
+//! * `world` (the `netns` feature): the two-NIC world with the emulator on
+//!   169.254.169.254:80, `LEASEHOOK_PROVIDER=gce`, and dnsmasq handing out GCE's
+//!   leases: /32 with the routes in option 121 (the gateway's /32 on the link, then
+//!   the default or the subnet through it). Debian's dhclient installs option-121
+//!   routes with its `rfc3442-classless-routes` exit hook, which is copied into
+//!   the world's private `/etc/netns/<ns>/dhcp/` next to leasehook's. Real
+//!   dhclient and real systemd-networkd: the secondary's lease and its IP alias
+//!   get rules and a table whose default route reaches the /32 lease's gateway,
+//!   traffic from them passes the router's source check, RELEASE removes
+//!   everything, renewals write nothing, and the hot-plug race hands over to the
+//!   worker. Needs root, isc-dhcp-client, dnsmasq, systemd-networkd,
+//!   networkd-dispatcher and dbus-daemon, and fails, never skips, without them.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::too_many_lines
+)]
+
+mod in_process {
+    use std::net::IpAddr;
+    use std::time::{Duration, Instant};
+
+    use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
+    use leasehook_core::source::gce::GceProvider;
+    use leasehook_core::source::provider::{NicEvent, Outcome, Provider, SystemClock, WaitPolicy};
+    use leasehook_tests::gce_emulator::{Config, GceEmulator, Scenario, world_tree};
+    use leasehook_tests::world::MAC1;
+    use serde_json::json;
+
+    const NICS: &str = "/computeMetadata/v1/instance/network-interfaces/?recursive=true";
+
+    fn start(scenario: serde_json::Value) -> GceEmulator {
+        let mut c = Config::new(world_tree());
+        c.scenario = Scenario::from_value(scenario).unwrap();
+        GceEmulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap()
+    }
+
+    fn event() -> NicEvent {
+        let address: IpAddr = "10.98.1.20".parse().unwrap();
+        NicEvent::try_new(
+            IfName::try_new("eth1").unwrap(),
+            MAC1.parse().unwrap(),
+            vec![Lease {
+                family: Family::V4,
+                address,
+                prefix_len: 32,
+                routers: vec!["10.98.1.1".parse().unwrap()],
+                reason: Reason::Bound,
+            }],
+        )
+        .unwrap()
+    }
+
+    fn policy(secs: u64) -> WaitPolicy {
+        WaitPolicy::default().with_budget(Duration::from_secs(secs))
+    }
+
+    fn wait(emu: &GceEmulator, secs: u64) -> Outcome {
+        GceProvider::try_new(Some(&emu.base_url()))
+            .unwrap()
+            .wait_for_nic(&event(), &policy(secs), &SystemClock)
+    }
+
+    #[test]
+    fn one_request_with_the_header_when_the_metadata_agrees() {
+        let emu = start(json!({}));
+        let Outcome::Complete(net) = wait(&emu, 10) else {
+            panic!("{:?}", emu.log())
+        };
+        let nic = net.nic(MAC1.parse().unwrap()).unwrap();
+        assert_eq!(nic.device_number, Some(1));
+        assert_eq!(nic.subnet_ipv4_cidr_blocks[0].to_string(), "10.98.1.0/24");
+        assert_eq!(nic.ipv4_prefixes[0].to_string(), "10.98.1.21/32");
+        let log = emu.log();
+        assert_eq!(log.len(), 1, "{log:?}");
+        assert_eq!(log[0].path, NICS);
+        assert_eq!(log[0].flavor, "Google");
+        assert_eq!(log[0].status, "200");
+    }
+
+    #[test]
+    fn the_hot_plugged_nic_is_waited_for_one_request_a_round() {
+        let emu = start(json!({"appear": [{"nic": 1, "after": 1.0}]}));
+        let t = Instant::now();
+        let out = wait(&emu, 10);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        assert!(t.elapsed() >= Duration::from_millis(900));
+        let n = emu.count("network-interfaces");
+        assert!((2..=8).contains(&n), "{n} requests: {:?}", emu.log());
+        assert_eq!(n, emu.log().len());
+        // Never appearing within the budget: Partial, the entry missing.
+        let emu = start(json!({"appear": [{"nic": 1, "after": 60.0}]}));
+        let Outcome::Partial { missing, .. } = wait(&emu, 2) else {
+            panic!()
+        };
+        assert_eq!(missing, [Missing::MacFolder]);
+    }
+
+    /// Each fault row: the wait fails (or gives up) and never reads the fault as
+    /// an empty answer.
+    #[test]
+    fn faults_fail_the_wait_and_are_never_empty() {
+        let rule = |r: serde_json::Value| json!({"rules": [r]});
+        for (what, scenario, retried) in [
+            (
+                "403",
+                rule(json!({"path": NICS.split('?').next().unwrap(), "status": 403})),
+                false,
+            ),
+            (
+                "400",
+                rule(json!({"path": "/computeMetadata", "status": 400})),
+                false,
+            ),
+            (
+                "429",
+                rule(json!({"path": "/computeMetadata", "status": 429})),
+                true,
+            ),
+            (
+                "503",
+                rule(json!({"path": "/computeMetadata", "status": 503, "retry_after": 1})),
+                true,
+            ),
+            (
+                "garbage",
+                rule(json!({"path": "/computeMetadata", "action": "garbage"})),
+                false,
+            ),
+            (
+                "huge",
+                rule(json!({"path": "/computeMetadata", "action": "huge"})),
+                false,
+            ),
+            (
+                "no-flavor",
+                rule(json!({"path": "/computeMetadata", "action": "no-flavor"})),
+                false,
+            ),
+            (
+                "slow",
+                rule(json!({"path": "/computeMetadata", "delay": 3.0})),
+                true,
+            ),
+        ] {
+            let emu = start(scenario);
+            let t = Instant::now();
+            let out = wait(&emu, 2);
+            assert!(matches!(out, Outcome::Failed(_)), "{what}: {out:?}");
+            // One request timeout (2 s) past the budget at most.
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "{what}: {:?}",
+                t.elapsed()
+            );
+            let n = emu.log().len();
+            // (A slow answer is logged once its delay is over: after the wait.)
+            if retried {
+                assert!(n >= 1 || what == "slow", "{what}");
+            } else {
+                assert_eq!(n, 1, "{what}: waiting cannot fix it: {:?}", emu.log());
+            }
+        }
+        // Down: nothing listens.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let out = GceProvider::try_new(Some(&format!("http://127.0.0.1:{port}")))
+            .unwrap()
+            .wait_for_nic(&event(), &policy(1), &SystemClock);
+        assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
+    }
+
+    #[test]
+    fn the_datasource_reads_the_identity_as_cloud_init() {
+        let emu = start(json!({}));
+        let ds = GceProvider::try_new(Some(&emu.base_url()))
+            .unwrap()
+            .datasource(policy(5))
+            .unwrap();
+        let d = ds.fetch().unwrap();
+        assert_eq!(d.instance_id, "4520031799277581759");
+        assert_eq!(d.region.as_deref(), Some("us-central1"));
+        assert_eq!(d.availability_zone.as_deref(), Some("us-central1-a"));
+        assert_eq!(d.local_hostname.as_deref(), Some("vm-1"));
+        assert_eq!(d.cloud_name, "gce");
+        assert_eq!(d.user_data.as_deref(), Some(&b"#cloud-config\n{}\n"[..]));
+        assert!(ds.check_instance_id(&d).unwrap());
+        // instance-data v1, as cloud-init writes it for GCE.
+        let r = leasehook_core::instance_data::render(
+            &d,
+            &leasehook_core::instance_data::Provenance {
+                origin: leasehook_core::instance_data::Origin::Fetched,
+                stage: leasehook_core::instance_data::Stage::Network,
+                cache: String::new(),
+                fetched_at_ms: Some(0),
+                decided_at_ms: 0,
+            },
+        )
+        .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&r.public).unwrap();
+        let v1 = &doc["v1"];
+        assert_eq!(v1["cloud_name"], "gce", "{doc:#}");
+        assert_eq!(v1["platform"], "gce");
+        assert_eq!(v1["region"], "us-central1");
+        assert_eq!(v1["availability_zone"], "us-central1-a");
+        assert_eq!(v1["instance_id"], "4520031799277581759");
+        assert_eq!(v1["local_hostname"], "vm-1");
+        assert_eq!(
+            doc["ds"]["meta_data"]["network-interfaces"][1]["ip"],
+            "10.98.1.20"
+        );
+        assert!(
+            emu.log().iter().all(|e| e.flavor == "Google"
+                && (e.status == "200" || e.path.ends_with("user-data-encoding"))),
+            "{:?}",
+            emu.log()
+        );
+        // id, zone, hostname, NICs, user-data, its encoding (404), the check.
+        assert_eq!(emu.log().len(), 7, "{:?}", emu.log());
+    }
+
+    /// One raw GET: the status line, then the rest of the answer.
+    fn raw_get(emu: &GceEmulator, path: &str, headers: &str) -> String {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(emu.addr()).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: metadata.google.internal\r\n{headers}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_emulator_refuses_requests_without_the_header() {
+        let emu = start(json!({}));
+        let id = "/computeMetadata/v1/instance/id";
+        assert!(raw_get(&emu, id, "").starts_with("HTTP/1.1 403"));
+        assert!(
+            raw_get(
+                &emu,
+                id,
+                "Metadata-Flavor: Google\r\nX-Forwarded-For: 10.0.0.1\r\n"
+            )
+            .starts_with("HTTP/1.1 403")
+        );
+        let a = raw_get(
+            &emu,
+            "/computeMetadata/v1/instance/network-interfaces/1/",
+            "Metadata-Flavor: Google\r\n",
+        );
+        assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+        assert!(
+            a.to_ascii_lowercase().contains("metadata-flavor: google"),
+            "{a}"
+        );
+        assert!(
+            a.contains("ip-aliases/\n") && a.contains("gateway\n"),
+            "{a}"
+        );
+    }
+}
+
+#[cfg(feature = "netns")]
+mod world {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    use leasehook_tests::client::RENEW_T1;
+    use leasehook_tests::gce_emulator::{LogEntry, read_log};
+    use leasehook_tests::world::{MetadataService, World, WorldOptions, wait_until};
+    use serde_json::json;
+
+    const RULES: [&str; 2] = [
+        "10001 from 10.98.1.20 lookup 10001 proto 176",
+        "10001 from 10.98.1.21 lookup 10001 proto 176",
+    ];
+    const ROUTES: [&str; 3] = [
+        "10.98.1.1 via - dev eth1 scope link src - table 10001 proto 176",
+        "default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176",
+        "10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176",
+    ];
+
+    /// GCE's leases: /32, the gateway's /32 on the link and the rest through it
+    /// (option 121); only nic0 gets a default route.
+    fn gce_dhcp() -> Vec<String> {
+        [
+            "dhcp-option=tag:n0,option:netmask,255.255.255.255",
+            "dhcp-option=tag:n1,option:netmask,255.255.255.255",
+            "dhcp-option=tag:n0,121,10.98.0.1/32,0.0.0.0,0.0.0.0/0,10.98.0.1",
+            "dhcp-option=tag:n1,121,10.98.1.1/32,0.0.0.0,10.98.1.0/24,10.98.1.1",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    fn options(scenario: &serde_json::Value) -> WorldOptions {
+        WorldOptions {
+            tree: None,
+            dnsmasq_extra: gce_dhcp(),
+            metadata: Some(MetadataService {
+                emulator: "gce-emulator".to_owned(),
+                args: vec![
+                    "--bind".to_owned(),
+                    "169.254.169.254:80".to_owned(),
+                    "--scenario".to_owned(),
+                    scenario.to_string(),
+                ],
+                addresses: Vec::new(),
+            }),
+            extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "gce".to_owned())],
+            ..WorldOptions::default()
+        }
+    }
+
+    /// The world, with Debian's option-121 exit hook beside leasehook's.
+    fn world(tag: &str, opts: &WorldOptions) -> World {
+        let w = World::new(tag, opts);
+        let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
+        let to = format!(
+            "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
+            w.inst.name
+        );
+        std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to}: {e}"));
+        w
+    }
+
+    fn requests(w: &World) -> Vec<LogEntry> {
+        read_log(&w.dir.0.join("gce.log"))
+    }
+
+    fn report(w: &World) -> String {
+        format!(
+            "{}\n--- eth1\n{}\n--- gce.log\n{}",
+            w.pbr_report(),
+            w.log("eth1", false),
+            std::fs::read_to_string(w.dir.0.join("gce.log")).unwrap_or_default()
+        )
+    }
+
+    fn installed(w: &World) -> bool {
+        let (rules, routes) = (w.our_rules(), w.our_routes());
+        RULES.iter().all(|r| rules.iter().any(|h| h == r))
+            && ROUTES.iter().all(|r| routes.iter().any(|h| h == r))
+    }
+
+    fn wait_installed(w: &World, when: &str) {
+        assert!(
+            wait_until(Duration::from_secs(40), || installed(w)),
+            "no GCE policy routing for eth1 {when}:\n{}",
+            report(w)
+        );
+    }
+
+    /// guest-agent's local route for an IP alias (proto 66): the alias is the
+    /// instance's without being an address of the link.
+    fn alias_route(w: &World) {
+        w.inst.ip(&[
+            "route",
+            "add",
+            "to",
+            "local",
+            "10.98.1.21/32",
+            "dev",
+            "eth1",
+            "proto",
+            "66",
+            "table",
+            "local",
+        ]);
+    }
+
+    fn assert_traffic(w: &World, sources: &[&str]) {
+        for src in sources {
+            assert_eq!(
+                w.echo_from(src).as_deref(),
+                Some(*src),
+                "traffic from {src}:\n{}",
+                report(w)
+            );
+        }
+    }
+
+    #[test]
+    fn dhclient_slash_32_leases_get_a_table_whose_default_route_works() {
+        let mut w = world("gce-apply", &options(&json!({})));
+        w.bind("eth0", false);
+        w.bind("eth1", false);
+        wait_installed(&w, "after the lease");
+        let addr = w.inst.ip(&["-4", "addr", "show", "eth1"]);
+        assert!(
+            addr.contains("10.98.1.20/32"),
+            "not GCE's /32 lease: {addr}"
+        );
+        assert!(
+            !w.inst.addresses().iter().any(|a| a.contains("10.98.1.21")),
+            "an IP alias is a rule source, never an address: {:?}",
+            w.inst.addresses()
+        );
+        assert_eq!(w.our_rules().len(), 2, "{}", report(&w));
+        assert_eq!(w.our_routes().len(), 3, "{}", report(&w));
+        alias_route(&w);
+        assert_traffic(&w, &["10.98.1.20", "10.98.1.21", "10.98.0.10"]);
+        // The primary's and the secondary's event: one request each, with the
+        // header, from the instance.
+        let reqs = requests(&w);
+        assert!(
+            reqs.iter()
+                .all(|e| e.flavor == "Google" && e.status == "200"),
+            "{reqs:?}"
+        );
+        assert_eq!(
+            reqs.iter()
+                .filter(|e| e.path.contains("network-interfaces"))
+                .count(),
+            2,
+            "{reqs:?}"
+        );
+        // RELEASE removes everything of leasehook's for eth1.
+        w.dhclient_end("eth1", false, true);
+        assert!(
+            wait_until(Duration::from_secs(20), || w.our_rules().is_empty()
+                && w.our_routes().is_empty()),
+            "RELEASE left policy routing:\n{}",
+            report(&w)
+        );
+        assert!(
+            w.log("eth1", false).contains("eth1 RELEASE: removed"),
+            "{}",
+            report(&w)
+        );
+        assert!(!w.root.join("run/leasehook/iface/eth1.json").exists());
+        // The lease back: exactly the plan again.
+        w.bind("eth1", false);
+        wait_installed(&w, "after the lease came back");
+        assert_eq!(w.our_routes().len(), 3, "{}", report(&w));
+    }
+
+    #[test]
+    fn dhclient_renewals_with_unchanged_metadata_write_nothing() {
+        let opts = WorldOptions {
+            t1: Some(RENEW_T1),
+            ..options(&json!({}))
+        };
+        let mut w = world("gce-renew", &opts);
+        w.bind("eth0", false);
+        w.bind("eth1", false);
+        wait_installed(&w, "after the lease");
+        let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
+        let renews = |w: &World| w.log("eth1", false).matches("eth1 RENEW: ").count();
+        let lines0 = renews(&w);
+        let mut monitor = w
+            .inst
+            .command("ip")
+            .args(["monitor", "rule", "route", "address"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let renewed = wait_until(Duration::from_secs(30), || renews(&w) >= lines0 + 2);
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = monitor.kill();
+        let mut seen = String::new();
+        if let Some(mut out) = monitor.stdout.take() {
+            let _ = out.read_to_string(&mut seen);
+        }
+        let _ = monitor.wait();
+        assert!(renewed, "fewer than 2 renewals:\n{}", report(&w));
+        let ours: Vec<&str> = seen
+            .lines()
+            .filter(|l| l.contains("proto 176") || l.contains("lookup 10001"))
+            .collect();
+        assert_eq!(
+            ours,
+            Vec::<&str>::new(),
+            "a renewal changed leasehook's objects"
+        );
+        assert_eq!(
+            (w.our_rules(), w.our_routes(), w.inst.addresses()),
+            before,
+            "the dumps after the renewals differ"
+        );
+        assert_traffic(&w, &["10.98.1.20"]);
+    }
+
+    #[test]
+    fn dhclient_hot_plug_race_hands_over_to_the_worker() {
+        // nic1's entry appears 8 s after the first request (eth0's event), well
+        // past the 1 s the hook may hold dhclient-script.
+        let opts = WorldOptions {
+            sync_budget_s: 1.0,
+            budget_s: 30.0,
+            ..options(&json!({"appear": [{"nic": 1, "after": 8.0}]}))
+        };
+        let mut w = world("gce-race", &opts);
+        w.bind("eth0", false);
+        w.bind("eth1", false);
+        assert!(
+            wait_until(Duration::from_secs(6), || w.log("eth1", false).contains(
+                "eth1 BOUND: IMDS does not agree with the lease yet; worker"
+            )),
+            "the hook did not hand over within its sync budget:\n{}",
+            report(&w)
+        );
+        assert!(w.our_rules().is_empty(), "{}", report(&w));
+        wait_installed(&w, "once nic1's entry appeared");
+        assert!(w.wait_workers("eth1", 10), "the worker did not finish");
+        let log = w.log("eth1", false);
+        assert!(
+            log.contains("eth1 worker: eth1: IMDS agrees with the lease"),
+            "{log}"
+        );
+        let polls = requests(&w)
+            .iter()
+            .filter(|e| e.path.contains("network-interfaces"))
+            .count();
+        assert!(polls >= 3, "{polls} requests: the worker did not wait");
+        assert_traffic(&w, &["10.98.1.20"]);
+    }
+
+    #[test]
+    fn networkd_slash_32_leases_get_the_same_table() {
+        let mut w = world("gce-nd", &options(&json!({})));
+        w.start_networkd(true);
+        wait_installed(&w, "from networkd's lease");
+        assert!(
+            w.inst
+                .ip(&["-4", "addr", "show", "eth1"])
+                .contains("10.98.1.20/32"),
+            "{}",
+            report(&w)
+        );
+        alias_route(&w);
+        assert_traffic(&w, &["10.98.1.20", "10.98.1.21"]);
+        w.router.ip(&["link", "set", "gw1", "down"]);
+        assert!(
+            wait_until(Duration::from_secs(20), || w.our_rules().is_empty()
+                && w.our_routes().is_empty()),
+            "carrier loss left policy routing:\n{}",
+            report(&w)
+        );
+    }
+}
