@@ -687,13 +687,15 @@ pub enum SourceKind {
     Lxd,
     /// NoCloud seeds: folders, the kernel command line, DMI.
     NoCloud,
+    /// Microsoft Azure's instance metadata service.
+    Azure,
     /// No datasource: the end of every list ds-identify writes.
     None,
 }
 
 impl SourceKind {
     /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 4] = [Self::NoCloud, Self::Ec2, Self::Lxd, Self::None];
+    pub const ALL: [Self; 5] = [Self::NoCloud, Self::Azure, Self::Ec2, Self::Lxd, Self::None];
 
     /// cloud-init's name: `Ec2`, `LXD`, `NoCloud`, `None`.
     pub fn name(self) -> &'static str {
@@ -701,6 +703,7 @@ impl SourceKind {
             Self::Ec2 => "Ec2",
             Self::Lxd => "LXD",
             Self::NoCloud => "NoCloud",
+            Self::Azure => "Azure",
             Self::None => "None",
         }
     }
@@ -725,6 +728,7 @@ impl SourceKind {
             Self::Ec2 => "ec2",
             Self::Lxd => "lxd",
             Self::NoCloud => "nocloud",
+            Self::Azure => "azure",
             Self::None => "none",
         }
     }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Pure: the boot stage's part of leasehook's [configuration](crate::config):
-//! `fallback`, `datasource.<Name>.fallback`, `imds.endpoints`, `imds.budget_s` and
-//! `imdsv1_fallback`. (`datasource_list` reaches the boot stage through detection.)
+//! `fallback`, `datasource.<Name>.fallback`, `imds.endpoints`, `imds.budget_s`,
+//! `imdsv1_fallback` and `azure.endpoint`. (`datasource_list` reaches the boot stage through detection.)
 
 use std::time::Duration;
 
@@ -19,6 +19,8 @@ pub struct BootConfig {
     pub imds_budget: Option<Duration>,
     /// `imdsv1_fallback`.
     pub imdsv1_fallback: bool,
+    /// `azure.endpoint` (`None`: the default).
+    pub azure_endpoint: Option<String>,
 }
 
 impl BootConfig {
@@ -34,6 +36,10 @@ impl BootConfig {
                 .contains_key("imds.budget_s")
                 .then_some(s.imds.budget),
             imdsv1_fallback: s.imdsv1_fallback,
+            azure_endpoint: loaded
+                .origins
+                .contains_key("azure.endpoint")
+                .then(|| s.azure_endpoint.clone()),
         }
     }
 }

@@ -161,6 +161,14 @@ impl Datasources for RealSources {
                     .with_cloud_name(&self.cloud_name)
                     .datasource(policy)?
             }
+            SourceKind::Azure => {
+                let mut policy = WaitPolicy::default();
+                if let Some(b) = self.config.imds_budget {
+                    policy = policy.with_budget(b);
+                }
+                crate::source::azure::AzureProvider::try_new(self.config.azure_endpoint.as_deref())?
+                    .datasource(policy)?
+            }
             SourceKind::Lxd => Box::new(Lxd::new(&self.root).with_virt(&self.virt)),
             SourceKind::NoCloud => Box::new(NoCloud::new(&self.root).with_virt(&self.virt)),
             SourceKind::None => Box::new(NoneSource),

@@ -83,6 +83,8 @@ pub struct HookConfig {
     pub kubernetes: crate::kubernetes::Mode,
     /// `provider`: the cloud asked about a NIC.
     pub provider: ProviderChoice,
+    /// `azure.endpoint`.
+    pub azure_endpoint: String,
 }
 
 impl HookConfig {
@@ -100,6 +102,7 @@ impl HookConfig {
             unmanaged: s.unmanaged.clone(),
             kubernetes: s.kubernetes,
             provider: s.provider,
+            azure_endpoint: s.azure_endpoint.clone(),
         }
     }
 
@@ -336,6 +339,9 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
                 .with_imdsv1_fallback(cfg.imdsv1_fallback)
                 .with_bind_interface(cfg.imds_bind_interface),
         ),
+        ProviderKind::Azure => Box::new(crate::source::azure::AzureProvider::try_new(Some(
+            &cfg.azure_endpoint,
+        ))?),
     })
 }
 

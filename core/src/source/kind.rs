@@ -99,7 +99,7 @@ mod tests {
             SourceKind::from_name("NoCloudNet"),
             Some(SourceKind::NoCloud)
         );
-        for other in ["Azure", "GCE", "", "Ec2x", "LXD "] {
+        for other in ["Oracle", "GCE", "", "Ec2x", "LXD "] {
             assert_eq!(
                 SourceKind::from_name(other),
                 (other == "LXD ").then_some(SourceKind::Lxd),
@@ -111,7 +111,7 @@ mod tests {
     #[test]
     fn serialises_as_cloud_init_names() {
         let json = serde_json::to_string(&SourceKind::ALL).unwrap();
-        assert_eq!(json, r#"["NoCloud","Ec2","LXD","None"]"#);
+        assert_eq!(json, r#"["NoCloud","Azure","Ec2","LXD","None"]"#);
         let back: Vec<SourceKind> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, SourceKind::ALL);
         assert_eq!(

@@ -115,6 +115,8 @@ pub struct Snapshot {
     pub seeds: Vec<Seed>,
     /// The names in `dev/disk/by-label/` (udev's file system labels).
     pub fs_labels: Vec<String>,
+    /// Whether `var/lib/cloud/seed/azure/ovf-env.xml` is a file (Azure's seed).
+    pub azure_seed: bool,
     /// Whether `etc/cloud/cloud-init.disabled` is a file.
     pub disabled_marker: bool,
     /// `datasource_list` from leasehook's configuration, when it sets one.
@@ -455,6 +457,7 @@ fn check_with(
         SourceKind::Ec2 => check_ec2(s, cmdline, cloud),
         SourceKind::Lxd => check_lxd(s),
         SourceKind::NoCloud => check_nocloud(s, cloud),
+        SourceKind::Azure => check_azure(s),
         SourceKind::None => Finding::not_found("None is never detected; it only ends the list"),
     }
 }
@@ -677,6 +680,34 @@ fn check_lxd(s: &Snapshot) -> Finding {
     Finding::not_found(format!(
         "{sock} is not a socket; virt {}, but neither DMI board_name \"LXD\"/\"Incus\" nor an LXD or Incus virtio port",
         s.virt
+    ))
+}
+
+/// Azure's chassis asset tag, as ds-identify's `dscheck_Azure` matches it.
+pub const AZURE_CHASSIS_ASSET_TAG: &str = "7783-7084-3265-9085-8269-3286-77";
+
+/// Azure's seed, relative to the root.
+pub const AZURE_SEED: &str = "var/lib/cloud/seed/azure/ovf-env.xml";
+
+/// ds-identify's `dscheck_Azure`: the chassis asset tag, the seed, or (virt
+/// `microsoft`) a file system labelled `rd_rdfe_*`.
+fn check_azure(s: &Snapshot) -> Finding {
+    if let Some(tag) = &s.dmi.chassis_asset_tag
+        && tag == AZURE_CHASSIS_ASSET_TAG
+    {
+        return Finding::found(format!("DMI chassis_asset_tag {}", quote(tag)));
+    }
+    if s.azure_seed {
+        return Finding::found(format!("{} is a file", s.shown(AZURE_SEED)));
+    }
+    if s.virt == "microsoft"
+        && let Some(label) = s.fs_labels.iter().find(|l| l.starts_with("rd_rdfe_"))
+    {
+        return Finding::found(format!("virt microsoft and a file system labelled {label}"));
+    }
+    Finding::not_found(format!(
+        "no Azure chassis asset tag ({AZURE_CHASSIS_ASSET_TAG}), no {} seed, no rd_rdfe_* file system on virt microsoft",
+        s.shown(AZURE_SEED)
     ))
 }
 

@@ -333,7 +333,7 @@ fn decisions() {
             "ds= names a source we lack",
             ec2("kvm"),
             |s| {
-                s.proc_cmdline = Some("ds=Azure".into());
+                s.proc_cmdline = Some("ds=Oracle".into());
             },
             vec![],
         ),
@@ -387,7 +387,7 @@ fn decisions() {
                 s.seeds = vec![seed("var/lib/cloud/seed/nocloud", true, true)];
                 s.cloud_config = vec![cfg(
                     "/etc/cloud/cloud.cfg",
-                    "datasource_list: [ LXD, Azure, Ec2, NoCloud, None ]\n",
+                    "datasource_list: [ LXD, Oracle, Ec2, NoCloud, None ]\n",
                 )];
             },
             vec![Lxd, Ec2, NoCloud, NoneDs],
@@ -455,7 +455,7 @@ fn decisions() {
             |s| {
                 s.cloud_config = vec![cfg(
                     "/etc/cloud/cloud.cfg",
-                    "datasource_list: [ Azure, GCE ]\n",
+                    "datasource_list: [ Oracle, GCE ]\n",
                 )];
             },
             vec![],
@@ -559,10 +559,10 @@ fn unimplemented_names_and_disabling_are_explained() {
     let mut s = ec2("kvm");
     s.cloud_config = vec![cfg(
         "/etc/cloud/cloud.cfg",
-        "datasource_list: [ Azure, Ec2, None ]\n",
+        "datasource_list: [ Oracle, Ec2, None ]\n",
     )];
     let d = decide(&s).unwrap();
-    assert!(d.reasons["Azure"].contains("does not implement"), "{d:#?}");
+    assert!(d.reasons["Oracle"].contains("does not implement"), "{d:#?}");
     assert!(!d.checks.contains_key(&NoCloud));
     assert_eq!(d.list_from, "datasource_list in /etc/cloud/cloud.cfg");
 

@@ -13,8 +13,8 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! None of these is built yet; `provider:` accepts `auto` and `ec2` only, and names
-//! them as planned in its error.
+//! Azure is built; `provider:` accepts `auto`, `ec2` and `azure`, and names the others
+//! as planned in its error.
 //!
 //! * **Google Cloud** (`gce/`): the NIC is found by MAC in
 //!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
@@ -23,12 +23,13 @@
 //!   lease parsers' and planner's concern, not the seam's; a session is complete
 //!   once the NIC's entry lists the leased `ip`. `wait_for_change` long polls fit
 //!   [`NicSession::ask`] (one request that may take the round's budget).
-//! * **Azure** (`azure/`): IMDS answers only requests from the primary NIC's
-//!   primary address and allows 5 requests/s: its provider never binds a request
-//!   to the event's NIC (EC2 does), and its session asks one request per round
-//!   (`network?api-version=…` answers every NIC at once), so the driver's backoff,
-//!   starting at 100 ms, stays under the limit; a 429 is retryable with its
-//!   `Retry-After`. MACs come without separators and are parsed into [`MacAddr`].
+//! * **Azure** ([`crate::source::azure`], built): IMDS answers only requests from
+//!   the primary NIC's primary address and allows 5 requests/s: its provider never
+//!   binds a request to the event's NIC (EC2 does), and its session asks one
+//!   request per round (`network?api-version=2021-02-01` answers every NIC at
+//!   once), its client spacing requests 200 ms apart; a 429 is retryable with its
+//!   `Retry-After`. MACs come without separators and are parsed into [`MacAddr`];
+//!   the table number comes from the NIC's rank by MAC, never its list position.
 //! * **Alibaba** (`aliyun/`): EC2's tree at `100.100.100.200` with its own token
 //!   header in hardened mode: the EC2 session's shape with other paths and keys.
 //! * **Oracle Cloud** (`oracle/`): `/opc/v2/vnics/` lists every VNIC (primary
@@ -58,6 +59,8 @@ pub use wait::{Clock, Outcome, SystemClock, WaitPolicy};
 pub enum ProviderKind {
     /// Amazon EC2 IMDS ([`crate::source::ec2`]).
     Ec2,
+    /// Microsoft Azure IMDS ([`crate::source::azure`]).
+    Azure,
 }
 
 impl ProviderKind {
@@ -65,6 +68,7 @@ impl ProviderKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::Ec2 => "ec2",
+            Self::Azure => "azure",
         }
     }
 }
@@ -77,7 +81,7 @@ impl fmt::Display for ProviderKind {
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
 /// them with a message saying so.
-pub const PLANNED: [&str; 5] = ["gce", "azure", "aliyun", "oracle", "openstack"];
+pub const PLANNED: [&str; 4] = ["gce", "aliyun", "oracle", "openstack"];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -97,6 +101,7 @@ impl ProviderChoice {
     pub fn resolve(self, recorded: Option<SourceKind>) -> ProviderKind {
         match (self, recorded) {
             (Self::Named(k), _) => k,
+            (Self::Auto, Some(SourceKind::Azure)) => ProviderKind::Azure,
             // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
             // none, no boot.json): EC2, as before the key.
             (Self::Auto, _) => ProviderKind::Ec2,
@@ -119,11 +124,12 @@ impl std::str::FromStr for ProviderChoice {
         match s {
             "auto" => Ok(Self::Auto),
             "ec2" => Ok(Self::Named(ProviderKind::Ec2)),
+            "azure" => Ok(Self::Named(ProviderKind::Azure)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto or ec2 (this provider is planned, not built yet)",
+                "expected auto, ec2 or azure (this provider is planned, not built yet)",
                 s,
             )),
-            _ => Err(Problem::bad("expected auto or ec2", s)),
+            _ => Err(Problem::bad("expected auto, ec2 or azure", s)),
         }
     }
 }
