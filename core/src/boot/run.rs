@@ -166,8 +166,11 @@ impl Datasources for RealSources {
                 if let Some(b) = self.config.imds_budget {
                     policy = policy.with_budget(b);
                 }
-                crate::source::azure::AzureProvider::try_new(self.config.azure_endpoint.as_deref())?
-                    .datasource(policy)?
+                crate::source::azure::AzureProvider::try_new(
+                    &self.root,
+                    self.config.azure_endpoint.as_deref(),
+                )?
+                .datasource(policy)?
             }
             SourceKind::Lxd => Box::new(Lxd::new(&self.root).with_virt(&self.virt)),
             SourceKind::NoCloud => Box::new(NoCloud::new(&self.root).with_virt(&self.virt)),

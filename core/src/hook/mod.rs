@@ -339,9 +339,10 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
                 .with_imdsv1_fallback(cfg.imdsv1_fallback)
                 .with_bind_interface(cfg.imds_bind_interface),
         ),
-        ProviderKind::Azure => Box::new(crate::source::azure::AzureProvider::try_new(Some(
-            &cfg.azure_endpoint,
-        ))?),
+        ProviderKind::Azure => Box::new(crate::source::azure::AzureProvider::try_new(
+            &cfg.root,
+            Some(&cfg.azure_endpoint),
+        )?),
     })
 }
 

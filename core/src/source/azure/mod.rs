@@ -11,11 +11,15 @@
 //!   primary NIC's primary address. Requests are never bound to the event's NIC
 //!   (EC2's are): the kernel's main table sends them out of the primary, whatever
 //!   NIC the event is about.
-//! * **5 requests/s per VM.** Requests of one process are spaced at least
-//!   [`MIN_SPACING`] (200 ms) apart; the wait asks one request per round and backs
-//!   off from 100 ms, so one event costs one request when the metadata agrees and
-//!   never more than five a second. A 429 is an error ("retry"), never "empty", and
-//!   its `Retry-After` is honoured by the wait.
+//! * **5 requests/s per VM.** Requests are spaced at least [`MIN_SPACING`]
+//!   (250 ms) apart, across every leasehook process of the machine: the hooks of
+//!   two NICs and a worker run at once, so the last request's time is kept as the
+//!   modification time of `<root>/run/leasehook/azure-imds.lock`, read and set
+//!   under that file's lock (in-process only when the folder cannot be written).
+//!   The wait asks one request per round, so one event costs one request when the
+//!   metadata agrees, and the machine never asks more than four a second. A 429 is
+//!   an error ("retry"), never "empty", and its `Retry-After` is honoured by the
+//!   wait.
 //! * **Bounded.** Connect 1 s, whole request 2 s, no proxy (IMDS is link-local, and
 //!   a proxy's request would not come from the primary address), no redirects,
 //!   answers capped at [`nic::MAX_BODY_BYTES`] and required to be UTF-8 JSON. The
@@ -26,8 +30,9 @@ pub mod nic;
 mod provider;
 pub mod wait;
 
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use ureq::Agent;
 use ureq::http::Response;
@@ -56,8 +61,12 @@ pub const INSTANCE_PATH: &str = "/metadata/instance";
 /// The VM id alone (a leaf: `format=text`).
 pub const VM_ID_PATH: &str = "/metadata/instance/compute/vmId";
 
-/// The least time between two requests of one process: IMDS allows 5 a second.
-pub const MIN_SPACING: Duration = Duration::from_millis(200);
+/// The least time between two requests of the machine: IMDS allows 5 a second,
+/// and a clock tick of slack keeps four well under it.
+pub const MIN_SPACING: Duration = Duration::from_millis(250);
+
+/// The lock file whose modification time is the machine's last request.
+pub const PACE_FILE: &str = "azure-imds.lock";
 
 /// Connect timeout of one request.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -65,8 +74,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Whole-request timeout (body included).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// When the process's last request started: requests are spaced by
-/// [`MIN_SPACING`] whatever client sends them.
+/// When the process's last request started (the fallback when the machine-wide
+/// pace file cannot be used).
 static LAST_REQUEST: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// Reads one IMDS path: the seam between the wait and the transport.
@@ -83,6 +92,8 @@ pub struct Azure {
     endpoint: String,
     agent: Agent,
     timeout: Duration,
+    /// The root whose `run/leasehook/` holds [`PACE_FILE`].
+    pace_root: Option<PathBuf>,
 }
 
 impl Default for Azure {
@@ -98,7 +109,16 @@ impl Azure {
             endpoint: ENDPOINT.to_owned(),
             agent: agent(CONNECT_TIMEOUT, REQUEST_TIMEOUT),
             timeout: REQUEST_TIMEOUT,
+            pace_root: None,
         }
+    }
+
+    /// Paces requests across processes through `<root>/run/leasehook/`
+    /// ([`PACE_FILE`]); without it, within this process only.
+    #[must_use]
+    pub fn with_pace_root(mut self, root: impl AsRef<Path>) -> Self {
+        self.pace_root = Some(root.as_ref().to_owned());
+        self
     }
 
     /// Replaces the base URL (config `azure.endpoint`): `http://`, an IP literal,
@@ -134,8 +154,41 @@ impl Azure {
     }
 }
 
+/// Waits until [`MIN_SPACING`] has passed since the machine's last request
+/// (the pace file's modification time, under its lock), then records this one.
+fn pace(root: Option<&Path>) {
+    let Some(root) = root else {
+        return pace_process();
+    };
+    let locked = crate::fs::run_folder_for_write(root, None).and_then(|dir| {
+        let file = dir
+            .open_lock(PACE_FILE, 0o600)
+            .map_err(|p| dir.error(PACE_FILE, &p))?;
+        file.lock()
+            .map_err(|e| Error::io(&dir.path().join(PACE_FILE), &e))?;
+        Ok((dir, file))
+    });
+    let (dir, file) = match locked {
+        Ok(held) => held,
+        Err(e) => {
+            log::debug!("Azure IMDS: {e}; pacing this process's requests only");
+            return pace_process();
+        }
+    };
+    if let Ok(Some(last)) = dir.modified(PACE_FILE) {
+        let since = SystemTime::now().duration_since(last).unwrap_or_default();
+        if since < MIN_SPACING {
+            std::thread::sleep(MIN_SPACING.saturating_sub(since));
+        }
+    }
+    if let Err(p) = dir.touch(PACE_FILE, 0o600) {
+        log::debug!("Azure IMDS: {}", dir.error(PACE_FILE, &p));
+    }
+    drop(file);
+}
+
 /// Waits until [`MIN_SPACING`] has passed since the process's last request.
-fn pace() {
+fn pace_process() {
     let mut last = LAST_REQUEST
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -156,7 +209,7 @@ impl Fetch for Azure {
             url: url.clone(),
             kind,
         };
-        pace();
+        pace(self.pace_root.as_deref());
         let answer = self
             .agent
             .get(&url)
@@ -278,5 +331,23 @@ mod tests {
             assert!(e.starts_with("argument azure.endpoint"), "{e}");
         }
         assert_eq!(Azure::new().endpoint(), ENDPOINT);
+    }
+
+    #[test]
+    fn requests_are_paced_through_the_shared_pace_file() {
+        let root = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        for _ in 0..3 {
+            pace(Some(root.path()));
+        }
+        // Three requests: two full spacings between them (a lower bound: a sleep
+        // never ends early), and the last one recorded in the file another
+        // process would read.
+        assert!(start.elapsed() >= MIN_SPACING * 2, "{:?}", start.elapsed());
+        let dir = crate::fs::run_folder(root.path(), None, false)
+            .unwrap()
+            .unwrap();
+        let last = dir.modified(PACE_FILE).unwrap().unwrap();
+        assert!(SystemTime::now().duration_since(last).unwrap() < Duration::from_secs(5));
     }
 }

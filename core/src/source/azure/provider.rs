@@ -4,6 +4,8 @@
 //! main table sends them. The boot stage's datasource is [`AzureSource`].
 
 use super::Azure;
+use std::path::{Path, PathBuf};
+
 use super::identity::AzureSource;
 use super::wait::wait_for_nic;
 use crate::error::Result;
@@ -14,14 +16,17 @@ use crate::source::provider::{NicEvent, Provider, ProviderKind};
 /// The Azure provider: the base URL every client it makes asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AzureProvider {
+    root: PathBuf,
     endpoint: Option<String>,
 }
 
 impl AzureProvider {
-    /// A provider asking `endpoint` (`None`: `http://169.254.169.254`). Fails on an
-    /// endpoint that is not an `http://` IP literal.
-    pub fn try_new(endpoint: Option<&str>) -> Result<Self> {
+    /// A provider asking `endpoint` (`None`: `http://169.254.169.254`), pacing
+    /// its requests through `<root>/run/leasehook/`. Fails on an endpoint that is
+    /// not an `http://` IP literal.
+    pub fn try_new(root: impl AsRef<Path>, endpoint: Option<&str>) -> Result<Self> {
         let p = Self {
+            root: root.as_ref().to_owned(),
             endpoint: endpoint.map(str::to_owned),
         };
         p.client()?;
@@ -30,9 +35,10 @@ impl AzureProvider {
 
     /// A client with the provider's settings.
     pub fn client(&self) -> Result<Azure> {
+        let azure = Azure::new().with_pace_root(&self.root);
         match &self.endpoint {
-            None => Ok(Azure::new()),
-            Some(e) => Azure::new().with_endpoint(e),
+            None => Ok(azure),
+            Some(e) => azure.with_endpoint(e),
         }
     }
 }
@@ -78,15 +84,16 @@ mod tests {
 
     #[test]
     fn an_endpoint_that_is_not_an_ip_literal_is_refused() {
-        let e = AzureProvider::try_new(Some("http://metadata.azure.internal"))
+        let root = tempfile::tempdir().unwrap();
+        let e = AzureProvider::try_new(root.path(), Some("http://metadata.azure.internal"))
             .unwrap_err()
             .to_string();
         assert!(e.contains("azure.endpoint"), "{e}");
-        let p = AzureProvider::try_new(Some("http://127.0.0.1:1")).unwrap();
+        let p = AzureProvider::try_new(root.path(), Some("http://127.0.0.1:1")).unwrap();
         assert_eq!(p.kind(), ProviderKind::Azure);
         assert_eq!(p.client().unwrap().endpoint(), "http://127.0.0.1:1");
         assert_eq!(
-            AzureProvider::try_new(None)
+            AzureProvider::try_new(root.path(), None)
                 .unwrap()
                 .client()
                 .unwrap()
