@@ -80,8 +80,13 @@ pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
 
 /// ds-identify's built-in `datasource_list`, reduced to the sources leasehook
-/// implements (its order: `... NoCloud ... Ec2 ... LXD ...`).
-pub const DEFAULT_LIST: [SourceKind; 3] = [SourceKind::NoCloud, SourceKind::Ec2, SourceKind::Lxd];
+/// implements (its order: `... NoCloud ... Azure ... Ec2 ... LXD ...`).
+pub const DEFAULT_LIST: [SourceKind; 4] = [
+    SourceKind::NoCloud,
+    SourceKind::Azure,
+    SourceKind::Ec2,
+    SourceKind::Lxd,
+];
 
 /// Everything the decision reads, read once (see [`read::read_snapshot`]).
 ///
@@ -689,10 +694,11 @@ pub const AZURE_CHASSIS_ASSET_TAG: &str = "7783-7084-3265-9085-8269-3286-77";
 /// Azure's seed, relative to the root.
 pub const AZURE_SEED: &str = "var/lib/cloud/seed/azure/ovf-env.xml";
 
-/// ds-identify's `dscheck_Azure`: the chassis asset tag, the seed, or (virt
-/// `microsoft`) a file system labelled `rd_rdfe_*`.
+/// ds-identify 25.1.4's `dscheck_Azure`: the chassis asset tag (never in a
+/// container, as every DMI match), or the seed `ovf-env.xml`.
 fn check_azure(s: &Snapshot) -> Finding {
-    if let Some(tag) = &s.dmi.chassis_asset_tag
+    if !s.is_container()
+        && let Some(tag) = &s.dmi.chassis_asset_tag
         && tag == AZURE_CHASSIS_ASSET_TAG
     {
         return Finding::found(format!("DMI chassis_asset_tag {}", quote(tag)));
@@ -700,13 +706,8 @@ fn check_azure(s: &Snapshot) -> Finding {
     if s.azure_seed {
         return Finding::found(format!("{} is a file", s.shown(AZURE_SEED)));
     }
-    if s.virt == "microsoft"
-        && let Some(label) = s.fs_labels.iter().find(|l| l.starts_with("rd_rdfe_"))
-    {
-        return Finding::found(format!("virt microsoft and a file system labelled {label}"));
-    }
     Finding::not_found(format!(
-        "no Azure chassis asset tag ({AZURE_CHASSIS_ASSET_TAG}), no {} seed, no rd_rdfe_* file system on virt microsoft",
+        "no Azure chassis asset tag ({AZURE_CHASSIS_ASSET_TAG}) outside a container, and {} is not a file",
         s.shown(AZURE_SEED)
     ))
 }

@@ -497,7 +497,8 @@ fn checks_and_reasons_say_why() {
         BTreeMap::from([
             (Ec2, Check::NotFound),
             (Lxd, Check::NotFound),
-            (NoCloud, Check::NotFound)
+            (NoCloud, Check::NotFound),
+            (SourceKind::Azure, Check::NotFound)
         ])
     );
     assert!(
@@ -617,4 +618,21 @@ fn detection_serialises_as_documented() {
             .starts_with("platform aws: DMI product_uuid")
     );
     assert_eq!(v["disabled"], serde_json::Value::Null);
+}
+
+#[test]
+fn azure_is_its_chassis_asset_tag_or_its_seed() {
+    let mut s = base("microsoft");
+    assert_eq!(check(SourceKind::Azure, &s).check, Check::NotFound);
+    s.dmi.chassis_asset_tag = Some(AZURE_CHASSIS_ASSET_TAG.into());
+    let f = check(SourceKind::Azure, &s);
+    assert_eq!(f.check, Check::Found);
+    let d = decide(&s).unwrap();
+    assert_eq!(d.datasource_list, [SourceKind::Azure, NoneDs]);
+    // Not in a container (ds-identify trusts no DMI there); the seed still counts.
+    let mut c = base("lxc");
+    c.dmi.chassis_asset_tag = Some(AZURE_CHASSIS_ASSET_TAG.into());
+    assert_eq!(check(SourceKind::Azure, &c).check, Check::NotFound);
+    c.azure_seed = true;
+    assert_eq!(check(SourceKind::Azure, &c).check, Check::Found);
 }
