@@ -56,7 +56,8 @@ pub fn azure_mac(mac: &str) -> String {
     mac.replace([':', '-'], "").to_uppercase()
 }
 
-/// One `interface[]` entry: private IPv4s (primary first) in `subnet`/`prefix`.
+/// One `interface[]` entry: private IPv4 addresses (primary first) in
+/// `subnet`/`prefix`.
 pub fn interface(mac: &str, ipv4: &[&str], subnet: &str, prefix: u8) -> Value {
     let ips: Vec<Value> = ipv4
         .iter()
@@ -169,6 +170,9 @@ pub struct Config {
     pub log_file: Option<PathBuf>,
     /// The file of hidden MACs ([`HIDDEN_FILE`]), read on every request.
     pub hidden_file: Option<PathBuf>,
+    /// Requests per second answered before 429 (`None`: no limit, for the
+    /// benchmark, which measures one event at a time from fresh clients).
+    pub rate_limit: Option<usize>,
 }
 
 impl Config {
@@ -180,6 +184,7 @@ impl Config {
             allowed_sources: None,
             log_file: None,
             hidden_file: None,
+            rate_limit: Some(RATE_LIMIT),
         }
     }
 }
@@ -445,16 +450,9 @@ fn error(status: u16, message: &str) -> Reply {
     Reply::Json(status, json!({ "error": message }).to_string(), None)
 }
 
-fn reply(
-    sh: &Shared,
-    now: Instant,
-    method: &str,
-    url: &str,
-    path: &str,
-    request: &tiny_http::Request,
-) -> Reply {
-    let first = *sh.first.get_or_init(|| now);
-    let t = now.saturating_duration_since(first).as_secs_f64();
+/// What the scenario's first matching rule answers instead, if anything (after
+/// its delay).
+fn injected(sh: &Shared, t: f64, path: &str) -> Option<Reply> {
     let rule = sh
         .config
         .scenario
@@ -468,49 +466,67 @@ fn reply(
                 && r.count
                     .is_none_or(|n| hits.fetch_add(1, Ordering::SeqCst) < n)
         })
-        .map(|(r, _)| r);
-    if let Some(r) = rule {
-        if r.delay > 0.0 {
-            std::thread::sleep(Duration::from_secs_f64(r.delay));
-        }
-        match (r.action, r.status) {
-            (Some(Action::Drop), _) => return Reply::Silence("drop"),
-            (Some(Action::Garbage), _) => {
-                return Reply::Bytes(vec![0xff, 0xfe, b'{', 0x80, b'x'], "garbage");
-            }
-            (Some(Action::NotJson), _) => {
-                return Reply::Bytes(
-                    b"<html><body>502 Bad Gateway</body></html>".to_vec(),
-                    "not-json",
-                );
-            }
-            (None, Some(status)) => {
-                return Reply::Json(
-                    status,
-                    json!({"error": format!("injected {status}")}).to_string(),
-                    r.retry_after,
-                );
-            }
-            (None, None) => {}
-        }
+        .map(|(r, _)| r)?;
+    if rule.delay > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(rule.delay));
     }
-    // The documented rate limit, over what the service itself answers.
+    match (rule.action, rule.status) {
+        (Some(Action::Drop), _) => Some(Reply::Silence("drop")),
+        (Some(Action::Garbage), _) => {
+            Some(Reply::Bytes(vec![0xff, 0xfe, b'{', 0x80, b'x'], "garbage"))
+        }
+        (Some(Action::NotJson), _) => Some(Reply::Bytes(
+            b"<html><body>502 Bad Gateway</body></html>".to_vec(),
+            "not-json",
+        )),
+        (None, Some(status)) => Some(Reply::Json(
+            status,
+            json!({"error": format!("injected {status}")}).to_string(),
+            rule.retry_after,
+        )),
+        (None, None) => None,
+    }
+}
+
+/// Whether this request is over the documented limit (what the service itself
+/// answers counts; injected answers do not).
+fn rate_limited(sh: &Shared, now: Instant) -> bool {
+    let Some(limit) = sh.config.rate_limit else {
+        return false;
+    };
+    let mut recent = sh.recent.lock().unwrap_or_else(PoisonError::into_inner);
+    while recent
+        .front()
+        .is_some_and(|t0| now.saturating_duration_since(*t0) >= Duration::from_secs(1))
     {
-        let mut recent = sh.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        while recent
-            .front()
-            .is_some_and(|t0| now.saturating_duration_since(*t0) >= Duration::from_secs(1))
-        {
-            recent.pop_front();
-        }
-        if recent.len() >= RATE_LIMIT {
-            return Reply::Json(
-                429,
-                json!({"error": "Too many requests"}).to_string(),
-                Some(1),
-            );
-        }
-        recent.push_back(now);
+        recent.pop_front();
+    }
+    if recent.len() >= limit {
+        return true;
+    }
+    recent.push_back(now);
+    false
+}
+
+fn reply(
+    sh: &Shared,
+    now: Instant,
+    method: &str,
+    url: &str,
+    path: &str,
+    request: &tiny_http::Request,
+) -> Reply {
+    let first = *sh.first.get_or_init(|| now);
+    let t = now.saturating_duration_since(first).as_secs_f64();
+    if let Some(r) = injected(sh, t, path) {
+        return r;
+    }
+    if rate_limited(sh, now) {
+        return Reply::Json(
+            429,
+            json!({"error": "Too many requests"}).to_string(),
+            Some(1),
+        );
     }
     if method != "GET" {
         return error(405, "Method not allowed");
@@ -606,13 +622,14 @@ mod tests {
     /// A raw HTTP/1.0 GET: (status, body, Retry-After); status 0 when the
     /// connection closed without an answer.
     fn get(base: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, Option<String>) {
+        use std::fmt::Write as _;
         use std::io::Read as _;
         let addr = base.trim_start_matches("http://");
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n");
         for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
+            let _ = write!(req, "{k}: {v}\r\n");
         }
         req.push_str("\r\n");
         s.write_all(req.as_bytes()).unwrap();

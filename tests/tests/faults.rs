@@ -515,7 +515,7 @@ matrix! {
         log: "HTTP 400; keeping the last applied state",
         not_in_log: "",
         max_secs: 2.0,
-        run: || azure_renew(Some(json!({"rules": [{"path": "/metadata", "status": 400}]}))),
+        run: || azure_renew(Some(&json!({"rules": [{"path": "/metadata", "status": 400}]}))),
     };
     #[cfg(feature = "netns")]
     azure_429_once => Row {
@@ -529,7 +529,7 @@ matrix! {
         not_in_log: "",
         max_secs: 4.0,
         run: || azure_renew_budget(
-            Some(json!({"rules": [{"path": "/metadata", "status": 429, "retry_after": 1, "count": 1}]})),
+            Some(&json!({"rules": [{"path": "/metadata", "status": 429, "retry_after": 1, "count": 1}]})),
             "3",
         ),
     };
@@ -544,7 +544,7 @@ matrix! {
         log: "HTTP 429 (retry after 1 s); keeping the last applied state",
         not_in_log: "",
         max_secs: 3.0,
-        run: || azure_renew(Some(json!({"rules": [{"path": "/metadata", "status": 429, "retry_after": 1}]}))),
+        run: || azure_renew(Some(&json!({"rules": [{"path": "/metadata", "status": 429, "retry_after": 1}]}))),
     };
     #[cfg(feature = "netns")]
     azure_garbage => Row {
@@ -557,7 +557,7 @@ matrix! {
         log: "unusable answer: not UTF-8",
         not_in_log: "",
         max_secs: 2.0,
-        run: || azure_renew(Some(json!({"rules": [{"path": "/metadata", "action": "garbage"}]}))),
+        run: || azure_renew(Some(&json!({"rules": [{"path": "/metadata", "action": "garbage"}]}))),
     };
     #[cfg(feature = "netns")]
     azure_not_json => Row {
@@ -570,7 +570,7 @@ matrix! {
         log: "Azure IMDS network: expected value",
         not_in_log: "",
         max_secs: 2.0,
-        run: || azure_renew(Some(json!({"rules": [{"path": "/metadata", "action": "not-json"}]}))),
+        run: || azure_renew(Some(&json!({"rules": [{"path": "/metadata", "action": "not-json"}]}))),
     };
     #[cfg(feature = "netns")]
     azure_slow => Row {
@@ -583,7 +583,7 @@ matrix! {
         log: "nothing changed: IMDS incomplete: keeping the IPv4 state applied before",
         not_in_log: "",
         max_secs: 3.0,
-        run: || azure_renew(Some(json!({
+        run: || azure_renew(Some(&json!({
             "appear": [{"mac": MAC1, "after": 1000}],
             "rules": [{"path": "/metadata", "delay": 0.6}]
         }))),
@@ -1515,11 +1515,11 @@ impl Instance {
 
 /// A good BOUND against a healthy Azure IMDS, then a RENEW (budget 1 s) while it
 /// misbehaves as `scenario` says (`None`: down).
-fn azure_renew(scenario: Option<Value>) -> Seen {
+fn azure_renew(scenario: Option<&Value>) -> Seen {
     azure_renew_budget(scenario, "1")
 }
 
-fn azure_renew_budget(scenario: Option<Value>, budget: &str) -> Seen {
+fn azure_renew_budget(scenario: Option<&Value>, budget: &str) -> Seen {
     let mut i = Instance::new("fazure");
     let url = i.start_azure(Some(&json!({})));
     let (out, _) = i.azure_shim("BOUND", &url, "1");
@@ -1532,7 +1532,7 @@ fn azure_renew_budget(scenario: Option<Value>, budget: &str) -> Seen {
     );
     let before = snap(&i.ns);
     let files = files_under(&i.root);
-    let url = i.start_azure(scenario.as_ref());
+    let url = i.start_azure(scenario);
     let (out, elapsed) = i.azure_shim("RENEW", &url, budget);
     i.seen(&out, elapsed, before, files)
 }

@@ -75,6 +75,7 @@ fn run(args: Args) -> Result<(), String> {
             .log
             .or_else(|| args.dir.as_ref().map(|d| d.join(LOG_FILE))),
         hidden_file: args.dir.as_ref().map(|d| d.join(HIDDEN_FILE)),
+        rate_limit: Some(leasehook_tests::azure_emulator::RATE_LIMIT),
     };
     let emulator =
         Emulator::start(args.bind, config).map_err(|e| format!("binding {}: {e}", args.bind))?;

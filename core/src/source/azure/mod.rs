@@ -13,9 +13,9 @@
 //!   NIC the event is about.
 //! * **5 requests/s per VM.** Requests are spaced at least [`MIN_SPACING`]
 //!   (250 ms) apart, across every leasehook process of the machine: the hooks of
-//!   two NICs and a worker run at once, so the last request's time is kept as the
-//!   modification time of `<root>/run/leasehook/azure-imds.lock`, read and set
-//!   under that file's lock (in-process only when the folder cannot be written).
+//!   two NICs and a worker run at once, so the last request's time (Unix ms) is
+//!   kept in `<root>/run/leasehook/azure-imds.lock`, read and written under that
+//!   file's lock (in-process only when the folder cannot be written).
 //!   The wait asks one request per round, so one event costs one request when the
 //!   metadata agrees, and the machine never asks more than four a second. A 429 is
 //!   an error ("retry"), never "empty", and its `Retry-After` is honoured by the
@@ -30,9 +30,10 @@ pub mod nic;
 mod provider;
 pub mod wait;
 
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ureq::Agent;
 use ureq::http::Response;
@@ -65,7 +66,7 @@ pub const VM_ID_PATH: &str = "/metadata/instance/compute/vmId";
 /// and a clock tick of slack keeps four well under it.
 pub const MIN_SPACING: Duration = Duration::from_millis(250);
 
-/// The lock file whose modification time is the machine's last request.
+/// The lock file that holds the machine's last request time (Unix ms).
 pub const PACE_FILE: &str = "azure-imds.lock";
 
 /// Connect timeout of one request.
@@ -155,7 +156,7 @@ impl Azure {
 }
 
 /// Waits until [`MIN_SPACING`] has passed since the machine's last request
-/// (the pace file's modification time, under its lock), then records this one.
+/// (the time the pace file holds, under its lock), then records this one.
 fn pace(root: Option<&Path>) {
     let Some(root) = root else {
         return pace_process();
@@ -168,21 +169,35 @@ fn pace(root: Option<&Path>) {
             .map_err(|e| Error::io(&dir.path().join(PACE_FILE), &e))?;
         Ok((dir, file))
     });
-    let (dir, file) = match locked {
+    let (dir, mut file) = match locked {
         Ok(held) => held,
         Err(e) => {
             log::debug!("Azure IMDS: {e}; pacing this process's requests only");
             return pace_process();
         }
     };
-    if let Ok(Some(last)) = dir.modified(PACE_FILE) {
+    // The file holds the last request's time (Unix ms); a new, empty or garbled
+    // one says nothing, and no one waits for it.
+    let mut text = String::new();
+    let last = (&mut file)
+        .take(32)
+        .read_to_string(&mut text)
+        .ok()
+        .and_then(|_| text.trim().parse::<u64>().ok())
+        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
+    if let Some(last) = last {
         let since = SystemTime::now().duration_since(last).unwrap_or_default();
         if since < MIN_SPACING {
             std::thread::sleep(MIN_SPACING.saturating_sub(since));
         }
     }
-    if let Err(p) = dir.touch(PACE_FILE, 0o600) {
-        log::debug!("Azure IMDS: {}", dir.error(PACE_FILE, &p));
+    let now = crate::fs::unix_ms().to_string();
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.seek(SeekFrom::Start(0)))
+        .and_then(|_| file.write_all(now.as_bytes()));
+    if let Err(e) = written {
+        log::debug!("Azure IMDS: {}", Error::io(&dir.path().join(PACE_FILE), &e));
     }
     drop(file);
 }

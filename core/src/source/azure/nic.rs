@@ -294,6 +294,21 @@ pub fn parse_network(text: &str) -> Result<AzureNetwork> {
     Ok(AzureNetwork { nics })
 }
 
+/// Parses a saved Azure answer for `leasehook plan --provider azure`: the network
+/// document (`{"interface": [...]}`) or the whole instance document (its
+/// `network`), into the cloud-neutral metadata.
+pub fn parse_saved(text: &str) -> Result<InstanceNetwork> {
+    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
+        what: "Azure IMDS document".to_owned(),
+        message: e.to_string(),
+    })?;
+    let network = match root.get("network") {
+        Some(n) => n.to_string(),
+        None => text.to_owned(),
+    };
+    parse_network(&network).map(|n| to_instance(&n))
+}
+
 /// The cloud-neutral metadata: the first entry is the primary (device number 0),
 /// the others are numbered from 1 by MAC (see the module docs); entries sorted by
 /// MAC.
@@ -597,6 +612,17 @@ mod tests {
                 .as_deref(),
             Some("00:0d:3a:00:00:01")
         );
+    }
+
+    #[test]
+    fn a_saved_instance_or_network_document_parses_for_plan() {
+        let net = serde_json::from_str::<Value>(&two_nics()).unwrap();
+        let whole = serde_json::json!({"compute": {"vmId": "x"}, "network": net}).to_string();
+        let a = parse_saved(&whole).unwrap();
+        assert_eq!(a, parse_saved(&two_nics()).unwrap());
+        assert_eq!(a.nics.len(), 2);
+        assert!(parse_saved("{\"network\": 5}").is_err());
+        assert!(parse_saved("not json").is_err());
     }
 
     #[test]
