@@ -128,6 +128,12 @@ def derive(raw):
         for k in g:
             g[k]["requests_text"] = _requests_text(g[k]["requests"])
         v["gce"] = g
+    # One NIC event against Azure IMDS (runs before the step existed lack it).
+    v["has_azure"] = "azure" in lines
+    if v["has_azure"]:
+        az = dict(lines["azure"])
+        az["event"] = dict(az["event"], requests_text=_requests_text(az["event"]["requests"]))
+        v["azure"] = az
 
     # The dhclient hook, and refresh.
     h = dict(lines["hook"])

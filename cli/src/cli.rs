@@ -112,6 +112,12 @@ pub(crate) struct PlanArgs {
     #[arg(long, value_enum)]
     pub(crate) profile: Option<ProfileArg>,
 
+    /// Whose metadata `--metadata` holds: `ec2` (the default: an IMDS
+    /// `meta-data/` tree) or `azure` (a saved answer of Azure IMDS
+    /// `/metadata/instance` or `/metadata/instance/network`).
+    #[arg(long, value_name = "PROVIDER")]
+    pub(crate) provider: Option<String>,
+
     /// Output format.
     #[arg(long, value_enum, default_value_t = PlanFormat::Ip)]
     pub(crate) format: PlanFormat,

@@ -11,6 +11,7 @@ use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
 use leasehook_core::kubernetes;
 use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
 use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use leasehook_core::source::provider::{ProviderChoice, ProviderKind};
 use leasehook_core::{example, metadata, render};
 
 use crate::cli::{PlanArgs, PlanFormat as Format, ProfileArg};
@@ -117,8 +118,22 @@ fn inputs(args: &PlanArgs) -> anyhow::Result<(InstanceNetwork, Vec<Link>, Vec<In
     let Some(md_path) = &args.metadata else {
         bail!("--metadata FILE is required (or use --example)")
     };
-    let md = metadata::parse_json(&read_input(md_path)?)
-        .with_context(|| format!("bad metadata in {md_path:?}"))?;
+    let text = read_input(md_path)?;
+    let provider = match args.provider.as_deref() {
+        None => ProviderKind::Ec2,
+        Some(p) => match p.parse::<ProviderChoice>() {
+            Ok(ProviderChoice::Named(k)) => k,
+            Ok(ProviderChoice::Auto) => ProviderKind::Ec2,
+            Err(e) => bail!("--provider: {e}"),
+        },
+    };
+    let md = match provider {
+        ProviderKind::Ec2 => metadata::parse_json(&text),
+        ProviderKind::Gce => leasehook_core::source::gce::nic::parse_interfaces(&text)
+            .map(|nics| leasehook_core::source::gce::nic::network(&nics)),
+        ProviderKind::Azure => leasehook_core::source::azure::nic::parse_saved(&text),
+    }
+    .with_context(|| format!("bad {provider} metadata in {md_path:?}"))?;
     let links = args
         .links
         .iter()

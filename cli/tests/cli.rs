@@ -456,3 +456,57 @@ fn the_shipped_binary_has_no_generator() {
         "{out:?}"
     );
 }
+
+#[test]
+fn plan_reads_a_saved_azure_answer_with_provider_azure() {
+    let dir = TempDir::new("plan-azure");
+    // The secondary is listed first: its table comes from its MAC, not the order.
+    let md = dir.file(
+        "azure.json",
+        r#"{"compute": {"vmId": "x"}, "network": {"interface": [
+            {"macAddress": "000D3A000001", "ipv4": {"ipAddress": [{"privateIpAddress": "10.0.0.4"}], "subnet": [{"address": "10.0.0.0", "prefix": "24"}]}},
+            {"macAddress": "000D3A000002", "ipv4": {"ipAddress": [{"privateIpAddress": "10.0.1.20"}, {"privateIpAddress": "10.0.1.21"}], "subnet": [{"address": "10.0.1.0", "prefix": "24"}]}}
+        ]}}"#,
+    );
+    let lease = dir.file(
+        "lease.env",
+        "reason=BOUND\ninterface=eth1\nnew_ip_address=10.0.1.20\nnew_subnet_mask=255.255.255.0\nnew_routers=10.0.1.1\n",
+    );
+    let args = [
+        "plan",
+        "--provider",
+        "azure",
+        "--metadata",
+        md.as_str(),
+        "--link",
+        "eth0=00:0d:3a:00:00:01",
+        "--link",
+        "eth1=00:0d:3a:00:00:02",
+        "--lease",
+        lease.as_str(),
+    ];
+    let out = leasehook(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("rule add from 10.0.1.21/32 lookup 10001"),
+        "{text}"
+    );
+    assert!(
+        text.contains("route add default via 10.0.1.1 dev eth1 table 10001"),
+        "{text}"
+    );
+    // The same file read as EC2 metadata is refused, naming the provider.
+    let out = leasehook(&args[3..]);
+    assert!(!out.status.success());
+    let out = leasehook(&[&["plan", "--provider", "gce"][..], &args[3..]].concat());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("planned, not built yet"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -690,13 +690,22 @@ pub enum SourceKind {
     Lxd,
     /// NoCloud seeds: folders, the kernel command line, DMI.
     NoCloud,
+    /// Microsoft Azure's instance metadata service.
+    Azure,
     /// No datasource: the end of every list ds-identify writes.
     None,
 }
 
 impl SourceKind {
     /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 5] = [Self::NoCloud, Self::Ec2, Self::Gce, Self::Lxd, Self::None];
+    pub const ALL: [Self; 6] = [
+        Self::NoCloud,
+        Self::Azure,
+        Self::Ec2,
+        Self::Gce,
+        Self::Lxd,
+        Self::None,
+    ];
 
     /// cloud-init's name: `Ec2`, `LXD`, `NoCloud`, `None`.
     pub fn name(self) -> &'static str {
@@ -705,6 +714,7 @@ impl SourceKind {
             Self::Gce => "GCE",
             Self::Lxd => "LXD",
             Self::NoCloud => "NoCloud",
+            Self::Azure => "Azure",
             Self::None => "None",
         }
     }
@@ -730,6 +740,7 @@ impl SourceKind {
             Self::Gce => "gce",
             Self::Lxd => "lxd",
             Self::NoCloud => "nocloud",
+            Self::Azure => "azure",
             Self::None => "none",
         }
     }

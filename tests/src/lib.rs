@@ -19,6 +19,7 @@ pub mod world;
 
 use std::path::PathBuf;
 
+pub mod azure_emulator;
 pub mod devlxd;
 pub mod ds_identify;
 pub mod emulator;

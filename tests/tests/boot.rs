@@ -912,3 +912,84 @@ fn query_templates_and_paths_as_nobody_see_only_redacted_secrets() {
     );
     assert!(!as_root.stdout.contains(REDACTED), "{}", as_root.stdout);
 }
+
+// --- Azure -----------------------------------------------------------------------
+
+const AZURE_ID: &str = "5c08b38e-4d57-4c23-ac45-aca61037f084";
+
+/// An Azure VM (its chassis asset tag) whose IMDS is the Azure emulator `emu`.
+fn azure_root(tag: &str, emu: &leasehook_tests::azure_emulator::Emulator) -> Root {
+    let r = Root::new(tag);
+    r.write(
+        "sys/class/dmi/id/chassis_asset_tag",
+        "7783-7084-3265-9085-8269-3286-77\n",
+    );
+    r.write("sys/class/dmi/id/sys_vendor", "Microsoft Corporation\n");
+    r.write("proc/cmdline", "ro quiet\n");
+    r.write(
+        "etc/leasehook/config.yaml",
+        &format!("azure:\n  endpoint: \"{}\"\n", emu.base_url()),
+    );
+    r
+}
+
+#[test]
+fn azure_boot_writes_cloud_init_v1_keys_and_the_cache_takes_over_when_imds_fails() {
+    use leasehook_tests::azure_emulator::{self as az, Emulator as AzureEmulator};
+    let start = |scenario: Value| {
+        let mut c = az::Config::new(az::world_instance());
+        c.scenario = az::Scenario::from_value(scenario).unwrap();
+        AzureEmulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap()
+    };
+    let emu = start(json!({}));
+    let root = azure_root("azure-boot", &emu);
+    let (local, net) = boot(&root, "microsoft");
+    local
+        .ok()
+        .has("tried: Azure (local stage): left to the network stage: IMDS needs the network");
+    net.ok().has(&format!(
+        "network stage: datasource Azure \"{AZURE_ID}\", fetched"
+    ));
+    // One request: /metadata/instance answers compute and network at once.
+    let asked: Vec<String> = emu.log().iter().map(|e| e.url.clone()).collect();
+    assert_eq!(asked, ["/metadata/instance?api-version=2021-02-01"]);
+    assert!(emu.log().iter().all(|e| e.metadata == "true"));
+    let doc = root.json("run/leasehook/instance-data.json");
+    let v1 = &doc["v1"];
+    assert_eq!(v1["cloud_name"], "azure", "{doc:#}");
+    assert_eq!(v1["platform"], "azure");
+    assert_eq!(v1["instance_id"], AZURE_ID);
+    assert_eq!(v1["region"], "westeurope");
+    assert_eq!(v1["availability_zone"], "1");
+    assert_eq!(v1["local_hostname"], "leasehook-vm");
+    // The user-data is in the sensitive file only, and never in `ds`.
+    let sensitive = root.read("run/leasehook/instance-data-sensitive.json");
+    assert!(!sensitive.contains("I2Nsb3Vk"), "{sensitive}");
+    assert!(
+        !root
+            .read("run/leasehook/instance-data.json")
+            .contains("cloud-config")
+    );
+    drop(emu);
+
+    // Next boot IMDS answers 500 for ever: the cached Azure instance is used.
+    root.reboot();
+    let emu = start(json!({"rules": [{"path": "/metadata", "status": 500}]}));
+    root.write(
+        "etc/leasehook/config.yaml",
+        &format!(
+            "azure:\n  endpoint: \"{}\"\nimds:\n  budget_s: 1\n",
+            emu.base_url()
+        ),
+    );
+    let (_, net) = boot(&root, "microsoft");
+    net.ok()
+        .has(&format!(
+            "network stage: datasource Azure \"{AZURE_ID}\", restored from the cache (fallback)"
+        ))
+        .has("not a new instance");
+    assert!(!emu.log().is_empty());
+    let doc = root.json("run/leasehook/instance-data.json");
+    assert_eq!(doc["v1"]["cloud_name"], "azure");
+    assert_eq!(doc["leasehook"]["restored_from_cache"], true);
+}

@@ -19,7 +19,7 @@
 //! # Comparing
 //!
 //! Only the sources leasehook implements are compared. A name in ds-identify's list
-//! that leasehook does not implement (`Azure`, `Oracle`, ...) is dropped, names compare
+//! that leasehook does not implement (`Oracle`, `OpenStack`, ...) is dropped, names compare
 //! without regard to case (`ds=nocloud` is written as `nocloud`), and a list left
 //! holding only `None` because every source found is one leasehook lacks counts as
 //! "nothing found" (leasehook prints an empty list). ds-identify's "nothing found"
@@ -96,6 +96,11 @@ impl Case {
             .dmi("chassis_asset_tag", "Amazon EC2")
             .dmi("product_uuid", EC2_UUID)
             .dmi("product_serial", EC2_UUID)
+    }
+    fn azure(self) -> Self {
+        self.dmi("chassis_asset_tag", "7783-7084-3265-9085-8269-3286-77")
+            .dmi("sys_vendor", "Microsoft Corporation")
+            .dmi("product_name", "Virtual Machine")
     }
     fn cmdline(self, line: &str) -> Self {
         self.file("proc/cmdline", format!("{line}\n"))
@@ -191,6 +196,28 @@ fn scenarios() -> Vec<Case> {
             "cloud.cfg.d/50-seed.cfg",
             "datasource:\n  NoCloud:\n    seedfrom: file:///srv/seed/\n",
         ),
+        // Azure
+        case("azure-chassis-asset-tag", "microsoft", &["Azure", "None"]).azure(),
+        case("azure-chassis-asset-tag-on-kvm", "kvm", &["Azure", "None"]).azure(),
+        case("azure-chassis-in-container", "lxc", &[]).azure(),
+        case("azure-other-asset-tag", "microsoft", &[])
+            .dmi("chassis_asset_tag", "7783-7084-3265-9085-8269-3286-78"),
+        case("azure-ovf-env-seed", "microsoft", &["Azure", "None"])
+            .file("var/lib/cloud/seed/azure/ovf-env.xml", "<Environment/>\n"),
+        case("azure-seed-in-container", "lxc", &["Azure", "None"])
+            .file("var/lib/cloud/seed/azure/ovf-env.xml", "<Environment/>\n"),
+        case("azure-seed-folder-without-ovf-env", "microsoft", &[])
+            .file("var/lib/cloud/seed/azure/meta-data", ""),
+        case("azure-and-nocloud", "microsoft", &["NoCloud", "Azure", "None"])
+            .azure()
+            .seed(nocloud, &["meta-data", "user-data"]),
+        case("azure-and-ec2-dmi", "kvm", &["Azure", "Ec2", "None"])
+            .ec2()
+            .dmi("chassis_asset_tag", "7783-7084-3265-9085-8269-3286-77"),
+        case("cmdline-ds-azure", "kvm", &["Azure", "None"]).ec2().cmdline("ds=Azure"),
+        case("configured-azure-only", "kvm", &["Azure"])
+            .azure()
+            .cloud_cfg("cloud.cfg.d/90-azure.cfg", "datasource_list: [ Azure ]\n"),
         // The kernel command line
         case("cmdline-ds-nocloud", "kvm", &["NoCloud", "None"])
             .ec2()
@@ -198,7 +225,7 @@ fn scenarios() -> Vec<Case> {
         case("cmdline-ci-ds-lxd-last-wins", "kvm", &["LXD", "None"]).cmdline("ds=Ec2 ci.ds=LXD"),
         case("cmdline-ds-ec2-in-container", "lxc", &["Ec2", "None"])
             .file("proc/1/cmdline", b"/sbin/init\0ds=Ec2\0"),
-        case("cmdline-ds-unimplemented", "kvm", &[]).ec2().cmdline("ds=Azure"),
+        case("cmdline-ds-unimplemented", "kvm", &[]).ec2().cmdline("ds=Oracle"),
         case("cmdline-cc-datasource-list", "kvm", &["NoCloud", "None"])
             .ec2()
             .seed(nocloud, &["meta-data", "user-data"])
@@ -250,7 +277,7 @@ fn scenarios() -> Vec<Case> {
             .dmi("product_serial", "GoogleCloud-7A3F0E6C5B2D1E4F")
             .cloud_cfg("cloud.cfg", "datasource_list: [ GCE, Ec2, None ]\n"),
         case("unimplemented-found-and-nocloud", "kvm", &["NoCloud", "None"])
-            .dmi("chassis_asset_tag", "7783-7084-3265-9085-8269-3286-77")
+            .dmi("chassis_asset_tag", "OracleCloud.com")
             .seed(nocloud, &["meta-data", "user-data"]),
         case("multi-line-list", "kvm", &["LXD", "None"])
             .ec2()

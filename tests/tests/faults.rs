@@ -490,6 +490,105 @@ matrix! {
         run: || imds_renew(&Imds::Reset, None),
     };
 
+    // --- Azure IMDS, through leasehook-dhclient (RENEW after a good BOUND) ---------
+    #[cfg(feature = "netns")]
+    azure_down => Row {
+        name: "azure_down",
+        fault: "Azure IMDS down (connection refused)",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "nothing changed: IMDS did not answer usefully",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || azure_renew(None),
+    };
+    #[cfg(feature = "netns")]
+    azure_400 => Row {
+        name: "azure_400",
+        fault: "Azure IMDS answers 400 (the request refused)",
+        does: "fails at once (asking again cannot fix a refused request); keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "HTTP 400; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 2.0,
+        run: || azure_renew(Some(&json!({"rules": [{"path": "/metadata", "status": 400}]}))),
+    };
+    #[cfg(feature = "netns")]
+    azure_429_once => Row {
+        name: "azure_429_once",
+        fault: "Azure IMDS rate-limits the first request (429, `Retry-After: 1`); the budget (synchronous too) is 3 s",
+        does: "waits the `Retry-After`, asks once more, finds nothing to change in the kernel and records the renewed lease",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Holds(STATE, "\"reason\":\"renew\"")],
+        log: "IMDS agrees with the lease after 2 round(s), 2 request(s)",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || azure_renew_budget(
+            Some(&json!({"rules": [{"path": "/metadata", "status": 429, "retry_after": 1, "count": 1}]})),
+            "3",
+        ),
+    };
+    #[cfg(feature = "netns")]
+    azure_429 => Row {
+        name: "azure_429",
+        fault: "Azure IMDS rate-limits every request (429, `Retry-After: 1`); the budget is 1 s",
+        does: "a 429 is never read as \"no NIC\": gives up with the error; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "HTTP 429 (retry after 1 s); keeping the last applied state",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || azure_renew(Some(&json!({"rules": [{"path": "/metadata", "status": 429, "retry_after": 1}]}))),
+    };
+    #[cfg(feature = "netns")]
+    azure_garbage => Row {
+        name: "azure_garbage",
+        fault: "Azure IMDS answers garbage (200, body not UTF-8)",
+        does: "fails at once (waiting cannot fix garbage); keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "unusable answer: not UTF-8",
+        not_in_log: "",
+        max_secs: 2.0,
+        run: || azure_renew(Some(&json!({"rules": [{"path": "/metadata", "action": "garbage"}]}))),
+    };
+    #[cfg(feature = "netns")]
+    azure_not_json => Row {
+        name: "azure_not_json",
+        fault: "Azure IMDS answers an HTML error page with 200",
+        does: "fails at once naming the answer; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "Azure IMDS network: expected value",
+        not_in_log: "",
+        max_secs: 2.0,
+        run: || azure_renew(Some(&json!({"rules": [{"path": "/metadata", "action": "not-json"}]}))),
+    };
+    #[cfg(feature = "netns")]
+    azure_slow => Row {
+        name: "azure_slow",
+        fault: "Azure IMDS slow (every answer takes 0.6 s) and no longer lists eth1; the budget is 1 s",
+        does: "stops asking when the budget is spent (overrun: at most the request under way); IMDS said too little, so keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "nothing changed: IMDS incomplete: keeping the IPv4 state applied before",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || azure_renew(Some(&json!({
+            "appear": [{"mac": MAC1, "after": 1000}],
+            "rules": [{"path": "/metadata", "delay": 0.6}]
+        }))),
+    };
+
     // --- LXD, through `leasehook init --local` --------------------------------------
     lxd_socket_missing => Row {
         name: "lxd_socket_missing",
@@ -1525,6 +1624,68 @@ fn run_imds_partial() -> Seen {
     let files = files_under(&i.root);
     let url = i.start_imds(&tree, &Imds::Scenario(json!({})));
     let (out, elapsed) = i.shim("BOUND", &url);
+    i.seen(&out, elapsed, before, files)
+}
+
+// --- Azure rows ------------------------------------------------------------------
+
+impl Instance {
+    /// Starts the Azure emulator inside the namespace (the world's VM, both NICs)
+    /// with `scenario`, or none at all (`None`: connections refused); its URL.
+    fn start_azure(&mut self, scenario: Option<&Value>) -> String {
+        self.imds = None;
+        let Some(scenario) = scenario else {
+            return "http://127.0.0.1:9".to_owned();
+        };
+        let mut cmd = self
+            .ns
+            .command(sibling_bin("azure-emulator").to_str().unwrap());
+        cmd.args(["--bind", "127.0.0.1:0", "--scenario"])
+            .arg(scenario.to_string())
+            .arg("--log")
+            .arg(self.dir.0.join("azure-imds.log"));
+        let (p, addr) = start_with_addr(cmd, "azure-emulator");
+        self.imds = Some(p);
+        format!("http://{addr}")
+    }
+
+    /// `leasehook-dhclient` for eth1 with `reason`, `provider: azure` at `url`,
+    /// the whole wait (and the part the client waits for) `budget` seconds.
+    fn azure_shim(&self, reason: &str, url: &str, budget: &str) -> (Output, Duration) {
+        self.shim_env(
+            reason,
+            "http://127.0.0.1:9",
+            &[
+                ("LEASEHOOK_PROVIDER", "azure"),
+                ("LEASEHOOK_AZURE_ENDPOINT", url),
+                ("LEASEHOOK_IMDS_BUDGET_S", budget),
+                ("LEASEHOOK_IMDS_SYNC_BUDGET_S", budget),
+            ],
+        )
+    }
+}
+
+/// A good BOUND against a healthy Azure IMDS, then a RENEW (budget 1 s) while it
+/// misbehaves as `scenario` says (`None`: down).
+fn azure_renew(scenario: Option<&Value>) -> Seen {
+    azure_renew_budget(scenario, "1")
+}
+
+fn azure_renew_budget(scenario: Option<&Value>, budget: &str) -> Seen {
+    let mut i = Instance::new("fazure");
+    let url = i.start_azure(Some(&json!({})));
+    let (out, _) = i.azure_shim("BOUND", &url, "1");
+    assert!(out.status.success(), "BOUND failed: {}", text(&out));
+    assert_eq!(
+        snap(&i.ns).0,
+        BASE_RULES,
+        "BOUND did not apply: {}",
+        text(&out)
+    );
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_azure(scenario);
+    let (out, elapsed) = i.azure_shim("RENEW", &url, budget);
     i.seen(&out, elapsed, before, files)
 }
 

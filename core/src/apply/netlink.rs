@@ -20,7 +20,7 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressMessage, AddressProtocol,
 };
-use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope,
 };
@@ -260,22 +260,31 @@ fn foreign_route_of(
     })
 }
 
+/// A link as leasehook sees it. A link with a master (`IFLA_MASTER`) or the
+/// `IFF_SLAVE` flag is a port of another link: Azure's accelerated-networking VF
+/// (mlx4, mlx5, MANA) carries the same MAC as the synthetic `hv_netvsc` NIC it is
+/// enslaved to, and bond or bridge ports are configured through their master. Such
+/// a link is reported without a MAC, so no lookup by MAC (the hook's, refresh's,
+/// apply's) can take it for the NIC: leasehook manages the synthetic NIC only and
+/// never touches the VF.
 fn link_of(msg: &LinkMessage) -> Option<KernelLink> {
     let mut name = None;
     let mut mac = None;
+    let mut port = msg.header.flags.contains(LinkFlags::Port);
     for a in &msg.attributes {
         match a {
             LinkAttribute::IfName(n) => name = IfName::try_new(n).ok(),
             LinkAttribute::Address(bytes) => {
                 mac = <[u8; 6]>::try_from(bytes.as_slice()).ok().map(MacAddr::new);
             }
+            LinkAttribute::Controller(_) => port = true,
             _ => {}
         }
     }
     Some(KernelLink {
         index: msg.header.index,
         name: name?,
-        mac,
+        mac: if port { None } else { mac },
     })
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Pure: the boot stage's part of leasehook's [configuration](crate::config):
-//! `fallback`, `datasource.<Name>.fallback`, `imds.endpoints`, `imds.budget_s` and
-//! `imdsv1_fallback`. (`datasource_list` reaches the boot stage through detection.)
+//! `fallback`, `datasource.<Name>.fallback`, `imds.endpoints`, `imds.budget_s`,
+//! `imdsv1_fallback` and `azure.endpoint`. (`datasource_list` reaches the boot stage through detection.)
 
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ pub struct BootConfig {
     pub imdsv1_fallback: bool,
     /// `gce.endpoint` (`None`: the default).
     pub gce_endpoint: Option<String>,
+    /// `azure.endpoint` (`None`: the default).
+    pub azure_endpoint: Option<String>,
 }
 
 impl BootConfig {
@@ -37,6 +39,10 @@ impl BootConfig {
                 .then_some(s.imds.budget),
             imdsv1_fallback: s.imdsv1_fallback,
             gce_endpoint: s.gce_endpoint.clone(),
+            azure_endpoint: loaded
+                .origins
+                .contains_key("azure.endpoint")
+                .then(|| s.azure_endpoint.clone()),
         }
     }
 }

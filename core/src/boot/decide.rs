@@ -33,7 +33,9 @@ pub fn role(kind: SourceKind, stage: Stage, lxd_socket_present: bool, virt: &str
     match (kind, stage) {
         (SourceKind::None, _) => Role::Skip,
         (_, Stage::Network) | (SourceKind::NoCloud, Stage::Local) => Role::Try,
-        (SourceKind::Ec2, Stage::Local) => Role::Defer("IMDS needs the network"),
+        (SourceKind::Ec2 | SourceKind::Azure, Stage::Local) => {
+            Role::Defer("IMDS needs the network")
+        }
         (SourceKind::Gce, Stage::Local) => Role::Defer("the metadata server needs the network"),
         (SourceKind::Lxd, Stage::Local) => {
             if !lxd_socket_present && matches!(virt, "kvm" | "qemu") {

@@ -169,6 +169,17 @@ impl Datasources for RealSources {
                 }
                 GceProvider::try_new(self.config.gce_endpoint.as_deref())?.datasource(policy)?
             }
+            SourceKind::Azure => {
+                let mut policy = WaitPolicy::default();
+                if let Some(b) = self.config.imds_budget {
+                    policy = policy.with_budget(b);
+                }
+                crate::source::azure::AzureProvider::try_new(
+                    &self.root,
+                    self.config.azure_endpoint.as_deref(),
+                )?
+                .datasource(policy)?
+            }
             SourceKind::Lxd => Box::new(Lxd::new(&self.root).with_virt(&self.virt)),
             SourceKind::NoCloud => Box::new(NoCloud::new(&self.root).with_virt(&self.virt)),
             SourceKind::None => Box::new(NoneSource),

@@ -129,7 +129,7 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "provider",
         env: Some("LEASEHOOK_PROVIDER"),
-        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else ec2), ec2 or gce (default auto; azure, aliyun, oracle and openstack are planned)",
+        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else ec2), ec2, gce or azure (default auto; aliyun, oracle and openstack are planned)",
         set: |s, r| {
             s.provider = word(r)?
                 .parse()
@@ -187,6 +187,20 @@ pub const KEYS: &[Key] = &[
             Ok(())
         },
         show: |s| json!(s.imds.bind_interface),
+    },
+    Key {
+        name: "azure.endpoint",
+        env: Some("LEASEHOOK_AZURE_ENDPOINT"),
+        help: "the Azure IMDS base URL, an http:// IP literal (default http://169.254.169.254)",
+        set: |s, r| {
+            let url = word(r)?;
+            let a = crate::source::azure::Azure::new()
+                .with_endpoint(&url)
+                .map_err(|e| e.to_string())?;
+            a.endpoint().clone_into(&mut s.azure_endpoint);
+            Ok(())
+        },
+        show: |s| json!(s.azure_endpoint),
     },
     Key {
         name: "imdsv1_fallback",

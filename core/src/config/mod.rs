@@ -116,6 +116,8 @@ pub struct Settings {
     pub imdsv1_fallback: bool,
     /// `gce.endpoint` (`None`: `http://169.254.169.254`).
     pub gce_endpoint: Option<String>,
+    /// `azure.endpoint` (default `http://169.254.169.254`).
+    pub azure_endpoint: String,
     /// `datasource_list` (`None`: what detection finds).
     pub datasource_list: Option<Vec<String>>,
     /// `fallback` and `datasource.<Name>.fallback`.
@@ -135,6 +137,7 @@ impl Default for Settings {
             imds: ImdsSettings::default(),
             imdsv1_fallback: false,
             gce_endpoint: None,
+            azure_endpoint: crate::source::azure::ENDPOINT.to_owned(),
             datasource_list: None,
             fallback: FallbackPolicy::default(),
             log_level: log::LevelFilter::Info,
@@ -508,6 +511,7 @@ struct FileDoc {
     imds: Option<ImdsDoc>,
     imdsv1_fallback: Option<Spanned<Value>>,
     gce: Option<GceDoc>,
+    azure: Option<AzureDoc>,
     datasource_list: Option<Spanned<Value>>,
     fallback: Option<Spanned<Value>>,
     datasource: Option<BTreeMap<String, PerSourceDoc>>,
@@ -527,6 +531,12 @@ struct ImdsDoc {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GceDoc {
+    endpoint: Option<Spanned<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AzureDoc {
     endpoint: Option<Spanned<Value>>,
 }
 
@@ -625,6 +635,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("imds.bind_interface", imds.bind_interface);
     put("imdsv1_fallback", doc.imdsv1_fallback);
     put("gce.endpoint", doc.gce.unwrap_or_default().endpoint);
+    put("azure.endpoint", doc.azure.unwrap_or_default().endpoint);
     put("datasource_list", doc.datasource_list);
     put("fallback", doc.fallback);
     put("log_level", doc.log_level);

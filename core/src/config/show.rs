@@ -41,16 +41,17 @@ pub fn show_yaml(loaded: &Loaded) -> String {
         s.root.display(),
         loaded.origin("root")
     );
-    let mut in_imds = false;
+    // The section (`imds`, `azure`, ...) whose header was printed last.
+    let mut section: Option<&str> = None;
     for key in KEYS {
         let (indent, name) = if let Some((parent, child)) = key.name.split_once('.') {
-            if !in_imds {
+            if section != Some(parent) {
                 let _ = writeln!(out, "{parent}:");
-                in_imds = true;
+                section = Some(parent);
             }
             ("  ", child)
         } else {
-            in_imds = false;
+            section = None;
             ("", key.name)
         };
         let help = key.help.split(" (").next().unwrap_or(key.help);

@@ -86,6 +86,8 @@ pub struct HookConfig {
     pub provider: ProviderChoice,
     /// `gce.endpoint` (`None`: the default).
     pub gce_endpoint: Option<String>,
+    /// `azure.endpoint`.
+    pub azure_endpoint: String,
 }
 
 impl HookConfig {
@@ -104,6 +106,7 @@ impl HookConfig {
             kubernetes: s.kubernetes,
             provider: s.provider,
             gce_endpoint: s.gce_endpoint.clone(),
+            azure_endpoint: s.azure_endpoint.clone(),
         }
     }
 
@@ -341,6 +344,10 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
                 .with_bind_interface(cfg.imds_bind_interface),
         ),
         ProviderKind::Gce => Box::new(GceProvider::try_new(cfg.gce_endpoint.as_deref())?),
+        ProviderKind::Azure => Box::new(crate::source::azure::AzureProvider::try_new(
+            &cfg.root,
+            Some(&cfg.azure_endpoint),
+        )?),
     })
 }
 

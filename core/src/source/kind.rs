@@ -99,7 +99,7 @@ mod tests {
             SourceKind::from_name("NoCloudNet"),
             Some(SourceKind::NoCloud)
         );
-        for other in ["Azure", "GCE ", "", "Ec2x", "LXD "] {
+        for other in ["Oracle", "GCE ", "", "Ec2x", "LXD "] {
             assert_eq!(
                 SourceKind::from_name(other),
                 match other {
@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn serialises_as_cloud_init_names() {
         let json = serde_json::to_string(&SourceKind::ALL).unwrap();
-        assert_eq!(json, r#"["NoCloud","Ec2","GCE","LXD","None"]"#);
+        assert_eq!(json, r#"["NoCloud","Azure","Ec2","GCE","LXD","None"]"#);
         let back: Vec<SourceKind> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, SourceKind::ALL);
         assert_eq!(

@@ -80,9 +80,10 @@ pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
 
 /// ds-identify's built-in `datasource_list`, reduced to the sources leasehook
-/// implements (its order: `... NoCloud ... Ec2 ... LXD ...`).
-pub const DEFAULT_LIST: [SourceKind; 4] = [
+/// implements (its order: `... NoCloud ... Azure ... Ec2 GCE ... LXD ...`).
+pub const DEFAULT_LIST: [SourceKind; 5] = [
     SourceKind::NoCloud,
+    SourceKind::Azure,
     SourceKind::Ec2,
     SourceKind::Gce,
     SourceKind::Lxd,
@@ -120,6 +121,8 @@ pub struct Snapshot {
     pub seeds: Vec<Seed>,
     /// The names in `dev/disk/by-label/` (udev's file system labels).
     pub fs_labels: Vec<String>,
+    /// Whether `var/lib/cloud/seed/azure/ovf-env.xml` is a file (Azure's seed).
+    pub azure_seed: bool,
     /// Whether `etc/cloud/cloud-init.disabled` is a file.
     pub disabled_marker: bool,
     /// `datasource_list` from leasehook's configuration, when it sets one.
@@ -461,6 +464,7 @@ fn check_with(
         SourceKind::Gce => check_gce(s),
         SourceKind::Lxd => check_lxd(s),
         SourceKind::NoCloud => check_nocloud(s, cloud),
+        SourceKind::Azure => check_azure(s),
         SourceKind::None => Finding::not_found("None is never detected; it only ends the list"),
     }
 }
@@ -698,6 +702,30 @@ fn check_lxd(s: &Snapshot) -> Finding {
     Finding::not_found(format!(
         "{sock} is not a socket; virt {}, but neither DMI board_name \"LXD\"/\"Incus\" nor an LXD or Incus virtio port",
         s.virt
+    ))
+}
+
+/// Azure's chassis asset tag, as ds-identify's `dscheck_Azure` matches it.
+pub const AZURE_CHASSIS_ASSET_TAG: &str = "7783-7084-3265-9085-8269-3286-77";
+
+/// Azure's seed, relative to the root.
+pub const AZURE_SEED: &str = "var/lib/cloud/seed/azure/ovf-env.xml";
+
+/// ds-identify 25.1.4's `dscheck_Azure`: the chassis asset tag (never in a
+/// container, as every DMI match), or the seed `ovf-env.xml`.
+fn check_azure(s: &Snapshot) -> Finding {
+    if !s.is_container()
+        && let Some(tag) = &s.dmi.chassis_asset_tag
+        && tag == AZURE_CHASSIS_ASSET_TAG
+    {
+        return Finding::found(format!("DMI chassis_asset_tag {}", quote(tag)));
+    }
+    if s.azure_seed {
+        return Finding::found(format!("{} is a file", s.shown(AZURE_SEED)));
+    }
+    Finding::not_found(format!(
+        "no Azure chassis asset tag ({AZURE_CHASSIS_ASSET_TAG}) outside a container, and {} is not a file",
+        s.shown(AZURE_SEED)
     ))
 }
 

@@ -333,7 +333,7 @@ fn decisions() {
             "ds= names a source we lack",
             ec2("kvm"),
             |s| {
-                s.proc_cmdline = Some("ds=Azure".into());
+                s.proc_cmdline = Some("ds=Oracle".into());
             },
             vec![],
         ),
@@ -387,7 +387,7 @@ fn decisions() {
                 s.seeds = vec![seed("var/lib/cloud/seed/nocloud", true, true)];
                 s.cloud_config = vec![cfg(
                     "/etc/cloud/cloud.cfg",
-                    "datasource_list: [ LXD, Azure, Ec2, NoCloud, None ]\n",
+                    "datasource_list: [ LXD, Oracle, Ec2, NoCloud, None ]\n",
                 )];
             },
             vec![Lxd, Ec2, NoCloud, NoneDs],
@@ -455,7 +455,7 @@ fn decisions() {
             |s| {
                 s.cloud_config = vec![cfg(
                     "/etc/cloud/cloud.cfg",
-                    "datasource_list: [ Azure, GCE ]\n",
+                    "datasource_list: [ Oracle, GCE ]\n",
                 )];
             },
             vec![],
@@ -498,7 +498,8 @@ fn checks_and_reasons_say_why() {
             (Ec2, Check::NotFound),
             (Gce, Check::NotFound),
             (Lxd, Check::NotFound),
-            (NoCloud, Check::NotFound)
+            (NoCloud, Check::NotFound),
+            (SourceKind::Azure, Check::NotFound)
         ])
     );
     assert!(
@@ -560,10 +561,10 @@ fn unimplemented_names_and_disabling_are_explained() {
     let mut s = ec2("kvm");
     s.cloud_config = vec![cfg(
         "/etc/cloud/cloud.cfg",
-        "datasource_list: [ Azure, Ec2, None ]\n",
+        "datasource_list: [ Oracle, Ec2, None ]\n",
     )];
     let d = decide(&s).unwrap();
-    assert!(d.reasons["Azure"].contains("does not implement"), "{d:#?}");
+    assert!(d.reasons["Oracle"].contains("does not implement"), "{d:#?}");
     assert!(!d.checks.contains_key(&NoCloud));
     assert_eq!(d.list_from, "datasource_list in /etc/cloud/cloud.cfg");
 
@@ -634,4 +635,21 @@ fn gce_is_found_by_its_dmi_product_name_or_serial() {
     assert_eq!(check(Gce, &s).check, Check::Found);
     s.dmi.product_serial = Some("googlecloud-6E1B".to_owned());
     assert_eq!(check(Gce, &s).check, Check::NotFound);
+}
+
+#[test]
+fn azure_is_its_chassis_asset_tag_or_its_seed() {
+    let mut s = base("microsoft");
+    assert_eq!(check(SourceKind::Azure, &s).check, Check::NotFound);
+    s.dmi.chassis_asset_tag = Some(AZURE_CHASSIS_ASSET_TAG.into());
+    let f = check(SourceKind::Azure, &s);
+    assert_eq!(f.check, Check::Found);
+    let d = decide(&s).unwrap();
+    assert_eq!(d.datasource_list, [SourceKind::Azure, NoneDs]);
+    // Not in a container (ds-identify trusts no DMI there); the seed still counts.
+    let mut c = base("lxc");
+    c.dmi.chassis_asset_tag = Some(AZURE_CHASSIS_ASSET_TAG.into());
+    assert_eq!(check(SourceKind::Azure, &c).check, Check::NotFound);
+    c.azure_seed = true;
+    assert_eq!(check(SourceKind::Azure, &c).check, Check::Found);
 }

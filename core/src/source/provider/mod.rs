@@ -13,7 +13,8 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! `provider:` names the ones not built yet as planned in its error.
+//! Google Cloud and Azure are built; `provider:` names the ones not built yet as
+//! planned in its error.
 //!
 //! * **Google Cloud** ([`crate::source::gce`], built): the NIC is found by MAC in
 //!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
@@ -24,12 +25,13 @@
 //!   complete once the NIC's entry lists the leased `ip` and its subnet.
 //!   `wait_for_change` long polls would fit [`NicSession::ask`] (one request that
 //!   may take the round's budget); they are not used.
-//! * **Azure** (`azure/`): IMDS answers only requests from the primary NIC's
-//!   primary address and allows 5 requests/s: its provider never binds a request
-//!   to the event's NIC (EC2 does), and its session asks one request per round
-//!   (`network?api-version=…` answers every NIC at once), so the driver's backoff,
-//!   starting at 100 ms, stays under the limit; a 429 is retryable with its
-//!   `Retry-After`. MACs come without separators and are parsed into [`MacAddr`].
+//! * **Azure** ([`crate::source::azure`], built): IMDS answers only requests from
+//!   the primary NIC's primary address and allows 5 requests/s: its provider never
+//!   binds a request to the event's NIC (EC2 does), and its session asks one
+//!   request per round (`network?api-version=2021-02-01` answers every NIC at
+//!   once), its client spacing requests 200 ms apart; a 429 is retryable with its
+//!   `Retry-After`. MACs come without separators and are parsed into [`MacAddr`];
+//!   the table number comes from the NIC's rank by MAC, never its list position.
 //! * **Alibaba** (`aliyun/`): EC2's tree at `100.100.100.200` with its own token
 //!   header in hardened mode: the EC2 session's shape with other paths and keys.
 //! * **Oracle Cloud** (`oracle/`): `/opc/v2/vnics/` lists every VNIC (primary
@@ -61,6 +63,8 @@ pub enum ProviderKind {
     Ec2,
     /// Google Compute Engine's metadata server ([`crate::source::gce`]).
     Gce,
+    /// Microsoft Azure IMDS ([`crate::source::azure`]).
+    Azure,
 }
 
 impl ProviderKind {
@@ -69,6 +73,7 @@ impl ProviderKind {
         match self {
             Self::Ec2 => "ec2",
             Self::Gce => "gce",
+            Self::Azure => "azure",
         }
     }
 }
@@ -81,7 +86,7 @@ impl fmt::Display for ProviderKind {
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
 /// them with a message saying so.
-pub const PLANNED: [&str; 4] = ["azure", "aliyun", "oracle", "openstack"];
+pub const PLANNED: [&str; 3] = ["aliyun", "oracle", "openstack"];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -102,6 +107,7 @@ impl ProviderChoice {
         match (self, recorded) {
             (Self::Named(k), _) => k,
             (Self::Auto, Some(SourceKind::Gce)) => ProviderKind::Gce,
+            (Self::Auto, Some(SourceKind::Azure)) => ProviderKind::Azure,
             // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
             // none, no boot.json): EC2, as before the key.
             (Self::Auto, _) => ProviderKind::Ec2,
@@ -125,11 +131,12 @@ impl std::str::FromStr for ProviderChoice {
             "auto" => Ok(Self::Auto),
             "ec2" => Ok(Self::Named(ProviderKind::Ec2)),
             "gce" => Ok(Self::Named(ProviderKind::Gce)),
+            "azure" => Ok(Self::Named(ProviderKind::Azure)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto, ec2 or gce (this provider is planned, not built yet)",
+                "expected auto, ec2, gce or azure (this provider is planned, not built yet)",
                 s,
             )),
-            _ => Err(Problem::bad("expected auto, ec2 or gce", s)),
+            _ => Err(Problem::bad("expected auto, ec2, gce or azure", s)),
         }
     }
 }

@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: the Azure Instance Metadata Service (IMDS) client, over HTTP
+//! (SPEC §4.4, `reference/clouds-and-clusters.md` §2).
+//!
+//! * **One request per question.** `GET /metadata/instance/network?api-version=
+//!   2021-02-01` answers every NIC at once ([`nic`]); the boot stage's
+//!   `GET /metadata/instance?api-version=2021-02-01` answers compute and network
+//!   at once ([`identity`]). Every request carries `Metadata: true`; IMDS refuses
+//!   one without it (400), and one with `X-Forwarded-For`, which is never sent.
+//! * **From the primary NIC only.** IMDS answers only requests whose source is the
+//!   primary NIC's primary address. Requests are never bound to the event's NIC
+//!   (EC2's are): the kernel's main table sends them out of the primary, whatever
+//!   NIC the event is about.
+//! * **5 requests/s per VM.** Requests are spaced at least [`MIN_SPACING`]
+//!   (250 ms) apart, across every leasehook process of the machine: the hooks of
+//!   two NICs and a worker run at once, so the last request's time (Unix ms) is
+//!   kept in `<root>/run/leasehook/azure-imds.lock`, read and written under that
+//!   file's lock (in-process only when the folder cannot be written).
+//!   The wait asks one request per round, so one event costs one request when the
+//!   metadata agrees, and the machine never asks more than four a second. A 429 is
+//!   an error ("retry"), never "empty", and its `Retry-After` is honoured by the
+//!   wait.
+//! * **Bounded.** Connect 1 s, whole request 2 s, no proxy (IMDS is link-local, and
+//!   a proxy's request would not come from the primary address), no redirects,
+//!   answers capped at [`nic::MAX_BODY_BYTES`] and required to be UTF-8 JSON. The
+//!   base URL must be an `http://` IP literal (config `azure.endpoint`): no DNS.
+
+pub mod identity;
+pub mod nic;
+mod provider;
+pub mod wait;
+
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ureq::Agent;
+use ureq::http::Response;
+
+use crate::error::{Error, ImdsErrorKind, Result};
+
+pub use identity::AzureSource;
+pub use provider::AzureProvider;
+pub use wait::wait_for_nic;
+
+/// The IMDS base URL.
+pub const ENDPOINT: &str = "http://169.254.169.254";
+
+/// The API version asked for (the oldest that serves everything read here).
+pub const API_VERSION: &str = "2021-02-01";
+
+/// The header every request carries.
+pub const METADATA_HEADER: (&str, &str) = ("Metadata", "true");
+
+/// Every NIC's network metadata.
+pub const NETWORK_PATH: &str = "/metadata/instance/network";
+
+/// The instance's compute and network metadata.
+pub const INSTANCE_PATH: &str = "/metadata/instance";
+
+/// The VM id alone (a leaf: `format=text`).
+pub const VM_ID_PATH: &str = "/metadata/instance/compute/vmId";
+
+/// The least time between two requests of the machine: IMDS allows 5 a second,
+/// and a clock tick of slack keeps four well under it.
+pub const MIN_SPACING: Duration = Duration::from_millis(250);
+
+/// The lock file that holds the machine's last request time (Unix ms).
+pub const PACE_FILE: &str = "azure-imds.lock";
+
+/// Connect timeout of one request.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whole-request timeout (body included).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// When the process's last request started (the fallback when the machine-wide
+/// pace file cannot be used).
+static LAST_REQUEST: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Reads one IMDS path: the seam between the wait and the transport.
+pub trait Fetch {
+    /// `GET`s `path` (below the base URL, starting with `/`, with or without a
+    /// query; `api-version` is added). Only a 200 is an answer: every other
+    /// status, 404 and 429 included, is an error.
+    fn get(&self, path: &str) -> Result<String>;
+}
+
+/// The Azure IMDS client.
+#[derive(Debug)]
+pub struct Azure {
+    endpoint: String,
+    agent: Agent,
+    timeout: Duration,
+    /// The root whose `run/leasehook/` holds [`PACE_FILE`].
+    pace_root: Option<PathBuf>,
+}
+
+impl Default for Azure {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Azure {
+    /// A client for [`ENDPOINT`].
+    pub fn new() -> Self {
+        Self {
+            endpoint: ENDPOINT.to_owned(),
+            agent: agent(CONNECT_TIMEOUT, REQUEST_TIMEOUT),
+            timeout: REQUEST_TIMEOUT,
+            pace_root: None,
+        }
+    }
+
+    /// Paces requests across processes through `<root>/run/leasehook/`
+    /// ([`PACE_FILE`]); without it, within this process only.
+    #[must_use]
+    pub fn with_pace_root(mut self, root: impl AsRef<Path>) -> Self {
+        self.pace_root = Some(root.as_ref().to_owned());
+        self
+    }
+
+    /// Replaces the base URL (config `azure.endpoint`): `http://`, an IP literal,
+    /// an optional port, no path.
+    pub fn with_endpoint(mut self, url: &str) -> Result<Self> {
+        self.endpoint = crate::source::ec2::check_endpoint(url).map_err(|e| match e {
+            Error::Argument { problem, .. } => Error::Argument {
+                arg: "azure.endpoint".to_owned(),
+                problem,
+            },
+            other => other,
+        })?;
+        Ok(self)
+    }
+
+    /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
+    #[must_use]
+    pub fn with_timeouts(mut self, connect: Duration, request: Duration) -> Self {
+        self.agent = agent(connect, request);
+        self.timeout = request;
+        self
+    }
+
+    /// The base URL.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The URL of `path` with the API version.
+    fn url(&self, path: &str) -> String {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        format!("{}{path}{sep}api-version={API_VERSION}", self.endpoint)
+    }
+}
+
+/// Waits until [`MIN_SPACING`] has passed since the machine's last request
+/// (the time the pace file holds, under its lock), then records this one.
+fn pace(root: Option<&Path>) {
+    let Some(root) = root else {
+        return pace_process();
+    };
+    let locked = crate::fs::run_folder_for_write(root, None).and_then(|dir| {
+        let file = dir
+            .open_lock(PACE_FILE, 0o600)
+            .map_err(|p| dir.error(PACE_FILE, &p))?;
+        file.lock()
+            .map_err(|e| Error::io(&dir.path().join(PACE_FILE), &e))?;
+        Ok((dir, file))
+    });
+    let (dir, mut file) = match locked {
+        Ok(held) => held,
+        Err(e) => {
+            log::debug!("Azure IMDS: {e}; pacing this process's requests only");
+            return pace_process();
+        }
+    };
+    // The file holds the last request's time (Unix ms); a new, empty or garbled
+    // one says nothing, and no one waits for it.
+    let mut text = String::new();
+    let last = (&mut file)
+        .take(32)
+        .read_to_string(&mut text)
+        .ok()
+        .and_then(|_| text.trim().parse::<u64>().ok())
+        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
+    if let Some(last) = last {
+        let since = SystemTime::now().duration_since(last).unwrap_or_default();
+        if since < MIN_SPACING {
+            std::thread::sleep(MIN_SPACING.saturating_sub(since));
+        }
+    }
+    let now = crate::fs::unix_ms().to_string();
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.seek(SeekFrom::Start(0)))
+        .and_then(|_| file.write_all(now.as_bytes()));
+    if let Err(e) = written {
+        log::debug!("Azure IMDS: {}", Error::io(&dir.path().join(PACE_FILE), &e));
+    }
+    drop(file);
+}
+
+/// Waits until [`MIN_SPACING`] has passed since the process's last request.
+fn pace_process() {
+    let mut last = LAST_REQUEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(t) = *last {
+        let since = t.elapsed();
+        if since < MIN_SPACING {
+            std::thread::sleep(MIN_SPACING.saturating_sub(since));
+        }
+    }
+    *last = Some(Instant::now());
+}
+
+impl Fetch for Azure {
+    fn get(&self, path: &str) -> Result<String> {
+        let url = self.url(path);
+        let fail = |kind| Error::Imds {
+            method: "GET",
+            url: url.clone(),
+            kind,
+        };
+        pace(self.pace_root.as_deref());
+        let answer = self
+            .agent
+            .get(&url)
+            .config()
+            .timeout_global(Some(self.timeout))
+            .build()
+            .header(METADATA_HEADER.0, METADATA_HEADER.1)
+            .call();
+        let mut resp = answer.map_err(|e| fail(map_ureq_error(&e)))?;
+        let status = resp.status().as_u16();
+        log::debug!("Azure IMDS GET {url}: {status}");
+        if status != 200 {
+            let kind = http_error(&resp);
+            drain(&mut resp);
+            return Err(fail(kind));
+        }
+        read_body(&mut resp).map_err(fail)
+    }
+}
+
+/// The one agent of a client: keep-alive, no proxy, no redirects, statuses as data.
+fn agent(connect: Duration, request: Duration) -> Agent {
+    Agent::config_builder()
+        .timeout_connect(Some(connect))
+        .timeout_global(Some(request))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .proxy(None)
+        .user_agent(concat!("leasehook/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .new_agent()
+}
+
+/// Reads a body of at most [`nic::MAX_BODY_BYTES`] as UTF-8.
+fn read_body(resp: &mut Response<ureq::Body>) -> std::result::Result<String, ImdsErrorKind> {
+    let limit = u64::try_from(nic::MAX_BODY_BYTES).unwrap_or(u64::MAX);
+    let bytes = resp
+        .body_mut()
+        .with_config()
+        .limit(limit)
+        .read_to_vec()
+        .map_err(|e| map_ureq_error(&e))?;
+    String::from_utf8(bytes).map_err(|e| ImdsErrorKind::Garbage {
+        reason: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+    })
+}
+
+/// Reads and drops an error's body so the connection can be reused.
+fn drain(resp: &mut Response<ureq::Body>) {
+    let _ = resp.body_mut().with_config().limit(64 * 1024).read_to_vec();
+}
+
+/// An HTTP status that is not an answer, with its `Retry-After` in seconds (IMDS
+/// sends one with 429).
+fn http_error(resp: &Response<ureq::Body>) -> ImdsErrorKind {
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    ImdsErrorKind::Http {
+        status: resp.status().as_u16(),
+        retry_after,
+    }
+}
+
+fn map_ureq_error(e: &ureq::Error) -> ImdsErrorKind {
+    match e {
+        ureq::Error::Timeout(t) => ImdsErrorKind::Timeout {
+            phase: match t {
+                ureq::Timeout::Connect => "connect".to_owned(),
+                ureq::Timeout::Global => "whole request".to_owned(),
+                other => format!("{other:?}").to_lowercase(),
+            },
+        },
+        ureq::Error::Io(io) => ImdsErrorKind::Io {
+            kind: io.kind(),
+            message: io.to_string(),
+        },
+        ureq::Error::Protocol(p) => ImdsErrorKind::Garbage {
+            reason: format!("not an HTTP answer ({p})"),
+        },
+        ureq::Error::BodyExceedsLimit(n) => ImdsErrorKind::Garbage {
+            reason: format!("answer larger than {n} bytes"),
+        },
+        other => ImdsErrorKind::Io {
+            kind: std::io::ErrorKind::Other,
+            message: other.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_is_an_http_ip_literal_and_every_url_names_the_api_version() {
+        let a = Azure::new()
+            .with_endpoint("http://127.0.0.1:8080/")
+            .unwrap();
+        assert_eq!(a.endpoint(), "http://127.0.0.1:8080");
+        assert_eq!(
+            a.url(NETWORK_PATH),
+            "http://127.0.0.1:8080/metadata/instance/network?api-version=2021-02-01"
+        );
+        assert_eq!(
+            a.url("/metadata/instance/compute/vmId?format=text"),
+            "http://127.0.0.1:8080/metadata/instance/compute/vmId?format=text&api-version=2021-02-01"
+        );
+        for bad in [
+            "https://169.254.169.254",
+            "http://metadata.azure",
+            "http://1.2.3.4/x",
+            "",
+        ] {
+            let e = Azure::new().with_endpoint(bad).unwrap_err().to_string();
+            assert!(e.starts_with("argument azure.endpoint"), "{e}");
+        }
+        assert_eq!(Azure::new().endpoint(), ENDPOINT);
+    }
+
+    #[test]
+    fn requests_are_paced_through_the_shared_pace_file() {
+        let root = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        for _ in 0..3 {
+            pace(Some(root.path()));
+        }
+        // Three requests: two full spacings between them (a lower bound: a sleep
+        // never ends early), and the last one recorded in the file another
+        // process would read.
+        assert!(start.elapsed() >= MIN_SPACING * 2, "{:?}", start.elapsed());
+        let dir = crate::fs::run_folder(root.path(), None, false)
+            .unwrap()
+            .unwrap();
+        let last = dir.modified(PACE_FILE).unwrap().unwrap();
+        assert!(SystemTime::now().duration_since(last).unwrap() < Duration::from_secs(5));
+    }
+}

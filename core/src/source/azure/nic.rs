@@ -1,0 +1,667 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: Azure's NIC model. One answer of `GET /metadata/instance/network`
+//! (every NIC of the VM at once) is parsed strictly ([`parse_network`]) and mapped
+//! to the cloud-neutral [`InstanceNetwork`] the planner reads ([`to_instance`]);
+//! [`assess`] says whether it agrees with one NIC event's lease(s).
+//!
+//! # The answer
+//!
+//! ```json
+//! {"interface": [{"macAddress": "000D3A0A0B0C",
+//!   "ipv4": {"ipAddress": [{"privateIpAddress": "10.0.1.20", "publicIpAddress": ""}],
+//!            "subnet": [{"address": "10.0.1.0", "prefix": "24"}]},
+//!   "ipv6": {"ipAddress": [{"privateIpAddress": "fd00::20"}]}}]}
+//! ```
+//!
+//! * `macAddress` is 12 hex digits without separators; anything else (separators,
+//!   13 digits, a non-hex digit) is an error naming the entry. A MAC listed twice is
+//!   an error too: which entry would be the NIC's?
+//! * `ipv4.ipAddress[].privateIpAddress`, the NIC's private addresses, primary
+//!   first, become `local_ipv4s`; `ipv6.ipAddress[]` the `ipv6s`.
+//! * `ipv4.subnet[].{address,prefix}` (the prefix a string or a number) becomes
+//!   the subnet; `ipv6.subnet[]` the same when the answer has it.
+//! * There is no gateway field: Azure's gateway is the subnet's first host
+//!   ([`gateway`]), which is also what its DHCP server hands out as the router, so
+//!   "the gateway is known" means "the subnet is listed".
+//!
+//! # The table number
+//!
+//! Azure does not promise any order of `interface[]`, so a NIC's table must not
+//! come from its position in the list. Every NIC gets a `device_number`: `0` for
+//! the primary (the first entry, as cloud-init's `DataSourceAzure` and
+//! nm-cloud-setup read it), and for the others `1 + ` their rank when the
+//! secondaries are sorted by MAC. That depends only on the set of MACs, not on the
+//! answer's order; Azure attaches and detaches NICs only while the VM is
+//! deallocated, so the set (and every NIC's table, `10000 + device_number` in the
+//! default profile) stays the same for a whole boot and across reboots that keep
+//! the NICs.
+
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::model::{InstanceNetwork, Link, MacAddr, Missing, NicMetadata, Problem, Profile};
+use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use crate::source::provider::{Assessment, NicEvent};
+
+/// The most NICs read from one answer (Azure's largest sizes have 8).
+pub const MAX_NICS: usize = 64;
+
+/// The most addresses (or subnets) read per NIC and family (Azure allows 256 IP
+/// configurations per NIC).
+pub const MAX_ADDRESSES: usize = 512;
+
+/// The largest answer parsed, in bytes (the client reads no more either).
+pub const MAX_BODY_BYTES: usize = 512 * 1024;
+
+/// One `interface[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AzureNic {
+    /// `macAddress`.
+    pub mac: MacAddr,
+    /// `ipv4.ipAddress[].privateIpAddress`, primary first.
+    pub ipv4: Vec<Ipv4Addr>,
+    /// `ipv4.subnet[]`.
+    pub subnets_v4: Vec<Ipv4Net>,
+    /// `ipv6.ipAddress[].privateIpAddress`.
+    pub ipv6: Vec<Ipv6Addr>,
+    /// `ipv6.subnet[]`, when the answer has them.
+    pub subnets_v6: Vec<Ipv6Net>,
+}
+
+/// The whole answer, in the order Azure listed the NICs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AzureNetwork {
+    /// The `interface[]` entries.
+    pub nics: Vec<AzureNic>,
+}
+
+impl AzureNetwork {
+    /// The entry with this MAC.
+    pub fn nic(&self, mac: MacAddr) -> Option<&AzureNic> {
+        self.nics.iter().find(|n| n.mac == mac)
+    }
+}
+
+/// The subnet's first host: Azure's gateway (none for a /31 or /32).
+pub fn gateway(subnet: Ipv4Net) -> Option<Ipv4Addr> {
+    if subnet.prefix_len() >= 31 {
+        return None;
+    }
+    u32::from(subnet.network())
+        .checked_add(1)
+        .map(Ipv4Addr::from)
+}
+
+fn bad(key: &str, reason: &str, value: &str) -> Error {
+    Error::Metadata {
+        key: key.to_owned(),
+        problem: Problem::bad(reason, value),
+    }
+}
+
+/// A JSON value, shown shortly in an error.
+fn shown(v: &Value) -> String {
+    let s = v.to_string();
+    s.chars().take(80).collect()
+}
+
+/// Parses `macAddress`: exactly 12 hex digits.
+pub fn parse_mac(key: &str, v: &Value) -> Result<MacAddr> {
+    let Some(s) = v.as_str() else {
+        return Err(bad(key, "not a string", &shown(v)));
+    };
+    let t = s.trim();
+    if t.len() != 12 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad(key, "not 12 hex digits", s));
+    }
+    let mut bytes = [0u8; 6];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        let pair = t
+            .get(2 * i..2 * i + 2)
+            .ok_or_else(|| bad(key, "not 12 hex digits", s))?;
+        *b = u8::from_str_radix(pair, 16).map_err(|_| bad(key, "not 12 hex digits", s))?;
+    }
+    Ok(MacAddr::new(bytes))
+}
+
+/// The array at `obj[k]`: absent or `null` is empty, anything but an array is an
+/// error, more than `MAX_ADDRESSES` entries too.
+fn array<'a>(obj: &'a Map<String, Value>, k: &str, key: &str) -> Result<&'a [Value]> {
+    match obj.get(k) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) if a.len() <= MAX_ADDRESSES => Ok(a),
+        Some(Value::Array(a)) => Err(bad(
+            key,
+            &format!("more than {MAX_ADDRESSES} entries"),
+            &a.len().to_string(),
+        )),
+        Some(v) => Err(bad(key, "not a list", &shown(v))),
+    }
+}
+
+fn object<'a>(v: &'a Value, key: &str) -> Result<&'a Map<String, Value>> {
+    v.as_object()
+        .ok_or_else(|| bad(key, "not a JSON object", &shown(v)))
+}
+
+/// The family object (`ipv4`, `ipv6`) of an entry: absent or `null` is none.
+fn family<'a>(
+    nic: &'a Map<String, Value>,
+    k: &str,
+    key: &str,
+) -> Result<Option<&'a Map<String, Value>>> {
+    match nic.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => object(v, key).map(Some),
+    }
+}
+
+fn addresses<A: std::str::FromStr>(
+    fam: Option<&Map<String, Value>>,
+    key: &str,
+    what: &str,
+) -> Result<Vec<A>> {
+    let Some(fam) = fam else {
+        return Ok(Vec::new());
+    };
+    let key = format!("{key}/ipAddress");
+    let mut out = Vec::new();
+    for (i, e) in array(fam, "ipAddress", &key)?.iter().enumerate() {
+        let k = format!("{key}[{i}]/privateIpAddress");
+        let e = object(e, &format!("{key}[{i}]"))?;
+        let v = e.get("privateIpAddress").unwrap_or(&Value::Null);
+        let s = v
+            .as_str()
+            .ok_or_else(|| bad(&k, "not a string", &shown(v)))?;
+        out.push(
+            s.trim()
+                .parse::<A>()
+                .map_err(|_| bad(&k, &format!("not {what}"), s))?,
+        );
+    }
+    Ok(out)
+}
+
+fn prefix(key: &str, v: &Value, max: u8) -> Result<u8> {
+    let n = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse::<u64>().ok(),
+        _ => None,
+    };
+    n.and_then(|n| u8::try_from(n).ok())
+        .filter(|n| *n <= max)
+        .ok_or_else(|| bad(key, &format!("not a prefix length 0..={max}"), &shown(v)))
+}
+
+fn subnets<A, N>(
+    fam: Option<&Map<String, Value>>,
+    key: &str,
+    max: u8,
+    make: impl Fn(A, u8) -> Option<N>,
+) -> Result<Vec<N>>
+where
+    A: std::str::FromStr,
+{
+    let Some(fam) = fam else {
+        return Ok(Vec::new());
+    };
+    let key = format!("{key}/subnet");
+    let mut out = Vec::new();
+    for (i, entry) in array(fam, "subnet", &key)?.iter().enumerate() {
+        let at = format!("{key}[{i}]");
+        let entry = object(entry, &at)?;
+        let address = entry.get("address").unwrap_or(&Value::Null);
+        let text = address
+            .as_str()
+            .ok_or_else(|| bad(&format!("{at}/address"), "not a string", &shown(address)))?;
+        let addr = text
+            .trim()
+            .parse::<A>()
+            .map_err(|_| bad(&format!("{at}/address"), "not an address", text))?;
+        let len = prefix(
+            &format!("{at}/prefix"),
+            entry.get("prefix").unwrap_or(&Value::Null),
+            max,
+        )?;
+        out.push(make(addr, len).ok_or_else(|| bad(&at, "not a subnet", text))?);
+    }
+    Ok(out)
+}
+
+/// Parses one answer of `/metadata/instance/network`. Strict: not JSON, not an
+/// object with an `interface` list, a bad MAC or address, a MAC listed twice or a
+/// body over [`MAX_BODY_BYTES`] is an error naming what is wrong; nothing of a
+/// bad answer is used.
+pub fn parse_network(text: &str) -> Result<AzureNetwork> {
+    if text.len() > MAX_BODY_BYTES {
+        return Err(bad(
+            "network",
+            &format!("answer larger than {MAX_BODY_BYTES} bytes"),
+            &text.len().to_string(),
+        ));
+    }
+    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
+        what: "Azure IMDS network".to_owned(),
+        message: e.to_string(),
+    })?;
+    let root = object(&root, "network")?;
+    let list = match root.get("interface") {
+        Some(Value::Array(a)) => a,
+        Some(v) => return Err(bad("interface", "not a list", &shown(v))),
+        None => return Err(bad("interface", "missing", "")),
+    };
+    if list.len() > MAX_NICS {
+        return Err(bad(
+            "interface",
+            &format!("more than {MAX_NICS} NICs"),
+            &list.len().to_string(),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    let mut nics = Vec::with_capacity(list.len());
+    for (i, entry) in list.iter().enumerate() {
+        let key = format!("interface[{i}]");
+        let e = object(entry, &key)?;
+        let mac = parse_mac(
+            &format!("{key}/macAddress"),
+            e.get("macAddress").unwrap_or(&Value::Null),
+        )?;
+        if !seen.insert(mac) {
+            return Err(bad(
+                &format!("{key}/macAddress"),
+                "MAC listed twice",
+                &mac.to_string(),
+            ));
+        }
+        let v4 = family(e, "ipv4", &format!("{key}/ipv4"))?;
+        let v6 = family(e, "ipv6", &format!("{key}/ipv6"))?;
+        nics.push(AzureNic {
+            mac,
+            ipv4: addresses(v4, &format!("{key}/ipv4"), "an IPv4 address")?,
+            subnets_v4: subnets(v4, &format!("{key}/ipv4"), 32, |a: Ipv4Addr, p| {
+                Ipv4Net::new(a, p).ok().map(|n| n.trunc())
+            })?,
+            ipv6: addresses(v6, &format!("{key}/ipv6"), "an IPv6 address")?,
+            subnets_v6: subnets(v6, &format!("{key}/ipv6"), 128, |a: Ipv6Addr, p| {
+                Ipv6Net::new(a, p).ok().map(|n| n.trunc())
+            })?,
+        });
+    }
+    Ok(AzureNetwork { nics })
+}
+
+/// Parses a saved Azure answer for `leasehook plan --provider azure`: the network
+/// document (`{"interface": [...]}`) or the whole instance document (its
+/// `network`), into the cloud-neutral metadata.
+pub fn parse_saved(text: &str) -> Result<InstanceNetwork> {
+    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
+        what: "Azure IMDS document".to_owned(),
+        message: e.to_string(),
+    })?;
+    let network = match root.get("network") {
+        Some(n) => n.to_string(),
+        None => text.to_owned(),
+    };
+    parse_network(&network).map(|n| to_instance(&n))
+}
+
+/// The cloud-neutral metadata: the first entry is the primary (device number 0),
+/// the others are numbered from 1 by MAC (see the module docs); entries sorted by
+/// MAC.
+pub fn to_instance(net: &AzureNetwork) -> InstanceNetwork {
+    let primary = net.nics.first().map(|n| n.mac);
+    let secondaries: BTreeSet<MacAddr> = net
+        .nics
+        .iter()
+        .map(|n| n.mac)
+        .filter(|m| Some(*m) != primary)
+        .collect();
+    let mut nics: Vec<NicMetadata> = net
+        .nics
+        .iter()
+        .map(|n| {
+            let device = if Some(n.mac) == primary {
+                0
+            } else {
+                let rank = secondaries.iter().take_while(|m| **m != n.mac).count();
+                u32::try_from(rank).map_or(u32::MAX, |r| r.saturating_add(1))
+            };
+            NicMetadata {
+                device_number: Some(device),
+                local_ipv4s: n.ipv4.clone(),
+                ipv6s: n.ipv6.clone(),
+                subnet_ipv4_cidr_blocks: n.subnets_v4.clone(),
+                subnet_ipv6_cidr_blocks: n.subnets_v6.clone(),
+                ..NicMetadata::empty(n.mac)
+            }
+        })
+        .collect();
+    nics.sort_by_key(|n| n.mac);
+    InstanceNetwork {
+        primary_mac: primary,
+        nics,
+    }
+}
+
+/// Whether `network` (`None`: nothing fetched yet) agrees with `event`'s leases:
+/// the NIC is listed with the leased address and its subnet (so its gateway, the
+/// subnet's first host). Decided by the planner itself, as for EC2, so the wait
+/// and the plan cannot disagree about "complete".
+pub fn assess(event: &NicEvent, network: Option<&AzureNetwork>) -> Result<Assessment> {
+    let network = network.map(to_instance).unwrap_or_default();
+    let links = [Link {
+        name: event.interface().clone(),
+        mac: event.mac(),
+        ipv6_router: None,
+    }];
+    let leases: Vec<InterfaceLease> = event
+        .leases()
+        .iter()
+        .map(|l| InterfaceLease {
+            interface: event.interface().clone(),
+            lease: l.clone(),
+        })
+        .collect();
+    let cfg = PlanConfig {
+        profile: Profile::Ec2NetUtils,
+        ..PlanConfig::default()
+    };
+    let p = plan(
+        &PlanInput {
+            metadata: &network,
+            links: &links,
+            leases: &leases,
+            link_addresses: &[],
+        },
+        &cfg,
+    )?;
+    let mut missing: Vec<Missing> = p
+        .interfaces
+        .into_iter()
+        .flat_map(|i| i.missing)
+        .filter(Missing::is_metadata)
+        .collect();
+    missing.sort();
+    missing.dedup();
+    // Every NIC is kept: the `cloud-init` profile numbers this one by its
+    // position among them.
+    Ok(Assessment { network, missing })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use super::*;
+    use crate::model::{Family, IfName, Lease, Reason};
+
+    const PRIMARY: &str = "000D3A000001";
+    const SECONDARY: &str = "000D3A000002";
+
+    fn entry(mac: &str, v4: &[&str], subnet: (&str, &str)) -> Value {
+        let ips: Vec<Value> = v4
+            .iter()
+            .map(|a| serde_json::json!({"privateIpAddress": a, "publicIpAddress": ""}))
+            .collect();
+        serde_json::json!({
+            "macAddress": mac,
+            "ipv4": {"ipAddress": ips, "subnet": [{"address": subnet.0, "prefix": subnet.1}]},
+            "ipv6": {"ipAddress": []}
+        })
+    }
+
+    fn two_nics() -> String {
+        serde_json::json!({"interface": [
+            entry(PRIMARY, &["10.0.0.4"], ("10.0.0.0", "24")),
+            entry(SECONDARY, &["10.0.1.20", "10.0.1.21"], ("10.0.1.0", "24")),
+        ]})
+        .to_string()
+    }
+
+    fn event(mac: &str, addr: &str) -> NicEvent {
+        let address: IpAddr = addr.parse().unwrap();
+        let m = parse_mac("m", &Value::String(mac.to_owned())).unwrap();
+        NicEvent::try_new(
+            IfName::try_new("eth1").unwrap(),
+            m,
+            vec![Lease {
+                family: Family::of(&address),
+                address,
+                prefix_len: 24,
+                routers: vec!["10.0.1.1".parse().unwrap()],
+                reason: Reason::Bound,
+            }],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_documented_answer_parses() {
+        let net = parse_network(&two_nics()).unwrap();
+        assert_eq!(net.nics.len(), 2);
+        let s = &net.nics[1];
+        assert_eq!(s.mac.to_string(), "00:0d:3a:00:00:02");
+        assert_eq!(
+            s.ipv4,
+            [
+                "10.0.1.20".parse::<Ipv4Addr>().unwrap(),
+                "10.0.1.21".parse().unwrap()
+            ]
+        );
+        assert_eq!(s.subnets_v4, ["10.0.1.0/24".parse::<Ipv4Net>().unwrap()]);
+        assert_eq!(gateway(s.subnets_v4[0]), Some("10.0.1.1".parse().unwrap()));
+        // A numeric prefix and an IPv6 list, as newer API versions write them.
+        let v6 = r#"{"interface":[{"macAddress":"000d3a000009","ipv4":{"ipAddress":[],"subnet":[{"address":"10.9.0.0","prefix":16}]},"ipv6":{"ipAddress":[{"privateIpAddress":"fd00::9"}]}}]}"#;
+        let n = parse_network(v6).unwrap();
+        assert_eq!(n.nics[0].ipv6, ["fd00::9".parse::<Ipv6Addr>().unwrap()]);
+        assert_eq!(
+            n.nics[0].subnets_v4,
+            ["10.9.0.0/16".parse::<Ipv4Net>().unwrap()]
+        );
+        // No interface list entries: no NICs, which is not an error.
+        assert!(
+            parse_network(r#"{"interface":[]}"#)
+                .unwrap()
+                .nics
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn gateway_is_the_subnets_first_host() {
+        assert_eq!(
+            gateway("10.0.1.0/24".parse().unwrap()),
+            Some("10.0.1.1".parse().unwrap())
+        );
+        assert_eq!(
+            gateway("172.16.4.0/22".parse().unwrap()),
+            Some("172.16.4.1".parse().unwrap())
+        );
+        assert_eq!(gateway("10.0.1.4/31".parse().unwrap()), None);
+        assert_eq!(gateway("10.0.1.4/32".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn bad_macs_are_errors_naming_the_entry() {
+        for bad in [
+            "00:0D:3A:00:00:02",
+            "000D3A00000",
+            "000D3A0000020",
+            "000D3A00000G",
+            "",
+            "000D3A00000\u{e9}",
+        ] {
+            let text =
+                serde_json::json!({"interface": [entry(bad, &[], ("10.0.0.0", "24"))]}).to_string();
+            let e = parse_network(&text).unwrap_err().to_string();
+            assert!(e.contains("interface[0]/macAddress"), "{bad:?}: {e}");
+        }
+        for v in [
+            r#"{"interface":[{"macAddress":12}]}"#,
+            r#"{"interface":[{}]}"#,
+        ] {
+            let e = parse_network(v).unwrap_err().to_string();
+            assert!(e.contains("macAddress"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_mac_listed_twice_is_refused() {
+        let text = serde_json::json!({"interface": [
+            entry(PRIMARY, &["10.0.0.4"], ("10.0.0.0", "24")),
+            entry(&PRIMARY.to_lowercase(), &["10.0.1.20"], ("10.0.1.0", "24")),
+        ]})
+        .to_string();
+        let e = parse_network(&text).unwrap_err().to_string();
+        assert!(e.contains("listed twice"), "{e}");
+    }
+
+    #[test]
+    fn garbage_and_hostile_answers_are_errors_never_an_empty_network() {
+        for bad in [
+            "",
+            "null",
+            "[]",
+            "\"interface\"",
+            "{}",
+            r#"{"interface": {}}"#,
+            r#"{"interface": [1]}"#,
+            r#"{"interface": [{"macAddress": "000D3A000001", "ipv4": []}]}"#,
+            r#"{"interface": [{"macAddress": "000D3A000001", "ipv4": {"ipAddress": [{"privateIpAddress": "10.0.0.256"}]}}]}"#,
+            r#"{"interface": [{"macAddress": "000D3A000001", "ipv4": {"ipAddress": [{"privateIpAddress": "fd00::1"}]}}]}"#,
+            r#"{"interface": [{"macAddress": "000D3A000001", "ipv4": {"ipAddress": [{"privateIpAddress": 1}]}}]}"#,
+            r#"{"interface": [{"macAddress": "000D3A000001", "ipv4": {"subnet": [{"address": "10.0.0.0", "prefix": "33"}]}}]}"#,
+            r#"{"interface": [{"macAddress": "000D3A000001", "ipv4": {"subnet": [{"address": "10.0.0.0", "prefix": "-1"}]}}]}"#,
+            r#"{"interface": [{"macAddress": "000D3A000001", "ipv4": {"subnet": [{"address": "10.0.0.0"}]}}]}"#,
+            r#"{"interface": [{"macAddress": "000D3A000001", "ipv4": {"subnet": [{"address": "x", "prefix": "24"}]}}]}"#,
+            r#"{"interface": [{"macAddress": "000D3A000001", "ipv6": {"ipAddress": [{"privateIpAddress": "10.0.0.1"}]}}]}"#,
+            r#"{"interface": []} trailing"#,
+            r#"{"interface": [], "interface": [{"macAddress": "x"}]}"#,
+            "<html>503</html>",
+            "{\"interface\": [",
+        ] {
+            assert!(parse_network(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn huge_answers_and_lists_are_refused() {
+        let big = format!(
+            r#"{{"interface": [], "pad": "{}"}}"#,
+            "x".repeat(MAX_BODY_BYTES)
+        );
+        let e = parse_network(&big).unwrap_err().to_string();
+        assert!(e.contains("larger than"), "{e}");
+        let many: Vec<Value> = (0..=MAX_NICS)
+            .map(|i| entry(&format!("000D3A{i:06X}"), &[], ("10.0.0.0", "24")))
+            .collect();
+        let e = parse_network(&serde_json::json!({ "interface": many }).to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than"), "{e}");
+        let ips: Vec<String> = (0..=MAX_ADDRESSES)
+            .map(|i| format!("10.0.{}.{}", i / 250, i % 250))
+            .collect();
+        let ips: Vec<&str> = ips.iter().map(String::as_str).collect();
+        let text = serde_json::json!({"interface": [entry(PRIMARY, &ips, ("10.0.0.0", "16"))]})
+            .to_string();
+        assert!(
+            parse_network(&text)
+                .unwrap_err()
+                .to_string()
+                .contains("more than")
+        );
+        // Deeply nested garbage does not overflow the stack.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_network(&deep).is_err());
+    }
+
+    #[test]
+    fn table_numbers_do_not_follow_the_list_order() {
+        let a = entry(PRIMARY, &["10.0.0.4"], ("10.0.0.0", "24"));
+        let b = entry("000D3A0000FF", &["10.0.2.30"], ("10.0.2.0", "24"));
+        let c = entry(SECONDARY, &["10.0.1.20"], ("10.0.1.0", "24"));
+        let numbers = |list: Vec<&Value>| {
+            let net = parse_network(&serde_json::json!({ "interface": list }).to_string()).unwrap();
+            let inst = to_instance(&net);
+            inst.nics
+                .iter()
+                .map(|n| (n.mac.to_string(), n.device_number))
+                .collect::<Vec<_>>()
+        };
+        let one = numbers(vec![&a, &b, &c]);
+        assert_eq!(
+            one,
+            [
+                ("00:0d:3a:00:00:01".to_owned(), Some(0)),
+                ("00:0d:3a:00:00:02".to_owned(), Some(1)),
+                ("00:0d:3a:00:00:ff".to_owned(), Some(2)),
+            ]
+        );
+        // The secondaries listed the other way round keep their numbers.
+        assert_eq!(numbers(vec![&a, &c, &b]), one);
+        let net = parse_network(&two_nics()).unwrap();
+        assert_eq!(
+            to_instance(&net)
+                .primary_mac
+                .map(|m| m.to_string())
+                .as_deref(),
+            Some("00:0d:3a:00:00:01")
+        );
+    }
+
+    #[test]
+    fn a_saved_instance_or_network_document_parses_for_plan() {
+        let net = serde_json::from_str::<Value>(&two_nics()).unwrap();
+        let whole = serde_json::json!({"compute": {"vmId": "x"}, "network": net}).to_string();
+        let a = parse_saved(&whole).unwrap();
+        assert_eq!(a, parse_saved(&two_nics()).unwrap());
+        assert_eq!(a.nics.len(), 2);
+        assert!(parse_saved("{\"network\": 5}").is_err());
+        assert!(parse_saved("not json").is_err());
+    }
+
+    #[test]
+    fn assess_wants_the_mac_the_address_and_the_subnet() {
+        let net = parse_network(&two_nics()).unwrap();
+        let a = assess(&event(SECONDARY, "10.0.1.20"), Some(&net)).unwrap();
+        assert!(a.is_complete(), "{:?}", a.missing);
+        assert_eq!(a.network.nics.len(), 2);
+        // A second private address of the NIC is listed too.
+        assert!(
+            assess(&event(SECONDARY, "10.0.1.21"), Some(&net))
+                .unwrap()
+                .is_complete()
+        );
+        // Not listed yet: the hot-plug race.
+        let a = assess(&event("000D3A000003", "10.0.3.5"), Some(&net)).unwrap();
+        assert_eq!(a.missing, [Missing::MacFolder]);
+        // Listed, without the leased address.
+        let a = assess(&event(SECONDARY, "10.0.1.99"), Some(&net)).unwrap();
+        assert_eq!(
+            a.missing,
+            [Missing::LeaseAddress {
+                address: "10.0.1.99".parse().unwrap()
+            }]
+        );
+        // Listed without a subnet: no gateway known.
+        let text = serde_json::json!({"interface": [
+            entry(PRIMARY, &["10.0.0.4"], ("10.0.0.0", "24")),
+            {"macAddress": SECONDARY, "ipv4": {"ipAddress": [{"privateIpAddress": "10.0.1.20"}], "subnet": []}},
+        ]})
+        .to_string();
+        let a = assess(
+            &event(SECONDARY, "10.0.1.20"),
+            Some(&parse_network(&text).unwrap()),
+        )
+        .unwrap();
+        assert_eq!(a.missing, [Missing::Subnet { family: Family::V4 }]);
+        // Nothing fetched yet.
+        let a = assess(&event(SECONDARY, "10.0.1.20"), None).unwrap();
+        assert!(!a.is_complete());
+    }
+}

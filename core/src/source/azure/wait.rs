@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO (through the [`Fetch`] it is handed): Azure's consistency wait, the
+//! generic driver ([`crate::source::provider::wait`]) over a session of one
+//! request per round, `GET /metadata/instance/network`, which answers every NIC.
+//! The session is complete when the pure [`nic::assess`] finds the event's MAC
+//! listed with the leased address and its subnet. An answer that does not parse
+//! ends the wait as `Failed` (never as "no NIC"); a 429 or 5xx is retried with
+//! the driver's backoff and the answer's `Retry-After`.
+
+use std::collections::BTreeSet;
+
+use super::Fetch;
+use super::nic::{self, AzureNetwork};
+use crate::error::Result;
+use crate::model::{IfName, Missing};
+use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
+use crate::source::provider::{self, Assessment, NicEvent, NicSession};
+
+/// The one request of the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Request {
+    /// `GET /metadata/instance/network`.
+    Network,
+}
+
+/// One NIC event's wait on Azure.
+struct Session<'a> {
+    fetch: &'a dyn Fetch,
+    event: &'a NicEvent,
+    network: Option<AzureNetwork>,
+}
+
+impl<'a> Session<'a> {
+    /// A session for `event`, asking through `fetch`.
+    fn new(fetch: &'a dyn Fetch, event: &'a NicEvent) -> Self {
+        Self {
+            fetch,
+            event,
+            network: None,
+        }
+    }
+}
+
+impl NicSession for Session<'_> {
+    type Request = Request;
+
+    fn interface(&self) -> &IfName {
+        self.event.interface()
+    }
+
+    fn assess(&self) -> Result<Assessment> {
+        nic::assess(self.event, self.network.as_ref())
+    }
+
+    fn next_request(&self, missing: &[Missing], asked: &BTreeSet<Request>) -> Option<Request> {
+        (!missing.is_empty() && !asked.contains(&Request::Network)).then_some(Request::Network)
+    }
+
+    fn ask(&mut self, request: Request) -> Result<()> {
+        match request {
+            Request::Network => {
+                let text = self.fetch.get(super::NETWORK_PATH)?;
+                self.network = Some(nic::parse_network(&text)?);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Waits until Azure IMDS agrees with `event`'s lease(s), fetching through
+/// `fetch` and sleeping on `clock`, within `policy.budget`.
+pub fn wait_for_nic(
+    fetch: &dyn Fetch,
+    event: &NicEvent,
+    policy: &WaitPolicy,
+    clock: &dyn Clock,
+) -> Outcome {
+    let mut session = Session::new(fetch, event);
+    provider::wait::wait(&mut session, policy, clock)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::net::IpAddr;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::error::{Error, ImdsErrorKind};
+    use crate::model::{Family, Lease, Reason};
+
+    struct FakeClock {
+        start: Instant,
+        elapsed: Cell<Duration>,
+        sleeps: RefCell<Vec<Duration>>,
+    }
+
+    impl FakeClock {
+        fn new() -> Self {
+            Self {
+                start: Instant::now(),
+                elapsed: Cell::new(Duration::ZERO),
+                sleeps: RefCell::new(Vec::new()),
+            }
+        }
+    }
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Instant {
+            self.start + self.elapsed.get()
+        }
+        fn sleep(&self, pause: Duration) {
+            self.sleeps.borrow_mut().push(pause);
+            self.elapsed.set(self.elapsed.get() + pause);
+        }
+    }
+
+    type Answer = Box<dyn Fn(Duration) -> Result<String>>;
+
+    /// A fake IMDS: one answer that depends on the fake time; each request takes
+    /// `each` and is logged with its start.
+    struct FakeImds<'c> {
+        clock: &'c FakeClock,
+        answer: Answer,
+        each: Duration,
+        log: RefCell<Vec<(Duration, String)>>,
+    }
+
+    impl<'c> FakeImds<'c> {
+        fn new(clock: &'c FakeClock, f: impl Fn(Duration) -> Result<String> + 'static) -> Self {
+            Self {
+                clock,
+                answer: Box::new(f),
+                each: Duration::from_millis(1),
+                log: RefCell::new(Vec::new()),
+            }
+        }
+        fn count(&self) -> usize {
+            self.log.borrow().len()
+        }
+    }
+
+    impl Fetch for FakeImds<'_> {
+        fn get(&self, path: &str) -> Result<String> {
+            let t = self.clock.elapsed.get();
+            self.log.borrow_mut().push((t, path.to_owned()));
+            self.clock.elapsed.set(t + self.each);
+            (self.answer)(t)
+        }
+    }
+
+    const ONE: &str = r#"{"interface":[{"macAddress":"000D3A000001","ipv4":{"ipAddress":[{"privateIpAddress":"10.0.0.4"}],"subnet":[{"address":"10.0.0.0","prefix":"24"}]}}]}"#;
+    const TWO: &str = r#"{"interface":[{"macAddress":"000D3A000001","ipv4":{"ipAddress":[{"privateIpAddress":"10.0.0.4"}],"subnet":[{"address":"10.0.0.0","prefix":"24"}]}},{"macAddress":"000D3A000002","ipv4":{"ipAddress":[{"privateIpAddress":"10.0.1.20"}],"subnet":[{"address":"10.0.1.0","prefix":"24"}]}}]}"#;
+
+    fn event() -> NicEvent {
+        let address: IpAddr = "10.0.1.20".parse().unwrap();
+        NicEvent::try_new(
+            IfName::try_new("eth1").unwrap(),
+            "00:0d:3a:00:00:02".parse().unwrap(),
+            vec![Lease {
+                family: Family::of(&address),
+                address,
+                prefix_len: 24,
+                routers: vec!["10.0.1.1".parse().unwrap()],
+                reason: Reason::Bound,
+            }],
+        )
+        .unwrap()
+    }
+
+    fn policy(budget_ms: u64) -> WaitPolicy {
+        WaitPolicy {
+            jitter: false,
+            ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
+        }
+    }
+
+    fn http(status: u16, retry_after: Option<u64>) -> Error {
+        Error::Imds {
+            method: "GET",
+            url: "http://169.254.169.254/metadata/instance/network".into(),
+            kind: ImdsErrorKind::Http {
+                status,
+                retry_after: retry_after.map(Duration::from_secs),
+            },
+        }
+    }
+
+    #[test]
+    fn consistent_metadata_takes_one_request() {
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Ok(TWO.to_owned()));
+        let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
+        let Outcome::Complete(net) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(imds.count(), 1);
+        assert_eq!(imds.log.borrow()[0].1, "/metadata/instance/network");
+        let nic = net.nic("00:0d:3a:00:00:02".parse().unwrap()).unwrap();
+        assert_eq!(nic.device_number, Some(1));
+        assert!(clock.sleeps.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_nic_that_appears_late_is_waited_for_one_request_per_round() {
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |t| {
+            Ok(if t < Duration::from_secs(2) { ONE } else { TWO }.to_owned())
+        });
+        let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        // Rounds at 0, 0.1, 0.3, 0.7, 1.5 read ONE; the one at ~3.1 s reads TWO.
+        assert_eq!(imds.count(), 6);
+        // Never more than 5 requests in any second.
+        let starts: Vec<Duration> = imds.log.borrow().iter().map(|(t, _)| *t).collect();
+        for (i, t) in starts.iter().enumerate() {
+            let within = starts[i..]
+                .iter()
+                .filter(|s| **s < *t + Duration::from_secs(1))
+                .count();
+            assert!(within <= 5, "{starts:?}");
+        }
+    }
+
+    #[test]
+    fn a_nic_that_never_appears_is_partial_within_the_budget() {
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Ok(ONE.to_owned()));
+        let out = wait_for_nic(&imds, &event(), &policy(3_000), &clock);
+        let Outcome::Partial { missing, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(missing, [Missing::MacFolder]);
+        assert!(clock.elapsed.get() <= Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_429_is_retried_after_its_retry_after_and_never_read_as_empty() {
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |t| {
+            if t < Duration::from_millis(10) {
+                Err(http(429, Some(2)))
+            } else {
+                Ok(TWO.to_owned())
+            }
+        });
+        let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        assert_eq!(*clock.sleeps.borrow(), [Duration::from_secs(2)]);
+        assert_eq!(imds.count(), 2);
+
+        // 429 until the budget ends: Failed with the 429, not Partial.
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Err(http(429, Some(1))));
+        let out = wait_for_nic(&imds, &event(), &policy(4_000), &clock);
+        assert!(
+            matches!(
+                &out,
+                Outcome::Failed(Error::Imds {
+                    kind: ImdsErrorKind::Http { status: 429, .. },
+                    ..
+                })
+            ),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_400_or_garbage_ends_the_wait_at_once() {
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Err(http(400, None)));
+        let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
+        assert_eq!(imds.count(), 1);
+
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Ok("<html>gateway error</html>".to_owned()));
+        let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
+        let Outcome::Failed(e) = out else {
+            panic!("{out:?}")
+        };
+        assert!(e.to_string().contains("Azure IMDS network"), "{e}");
+        assert_eq!(imds.count(), 1);
+    }
+
+    #[test]
+    fn a_slow_imds_holds_the_caller_at_most_one_request_past_the_budget() {
+        let clock = FakeClock::new();
+        let mut imds = FakeImds::new(&clock, |_| Err(http(503, None)));
+        imds.each = Duration::from_millis(1_900);
+        let out = wait_for_nic(&imds, &event(), &policy(3_000), &clock);
+        assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
+        assert!(
+            clock.elapsed.get() <= Duration::from_millis(3_000 + 1_900),
+            "{:?}",
+            clock.elapsed.get()
+        );
+        assert!(
+            imds.log
+                .borrow()
+                .iter()
+                .all(|(t, _)| *t < Duration::from_secs(3))
+        );
+    }
+}
