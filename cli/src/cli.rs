@@ -113,8 +113,9 @@ pub(crate) struct PlanArgs {
     pub(crate) profile: Option<ProfileArg>,
 
     /// Whose metadata `--metadata` holds: `ec2` (the default: an IMDS
-    /// `meta-data/` tree) or `azure` (a saved answer of Azure IMDS
-    /// `/metadata/instance` or `/metadata/instance/network`).
+    /// `meta-data/` tree), `gce` (a saved answer of the metadata server's
+    /// `instance/network-interfaces/?recursive=true`) or `azure` (a saved answer
+    /// of Azure IMDS `/metadata/instance` or `/metadata/instance/network`).
     #[arg(long, value_name = "PROVIDER")]
     pub(crate) provider: Option<String>,
 
