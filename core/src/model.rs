@@ -689,11 +689,19 @@ pub enum SourceKind {
     NoCloud,
     /// No datasource: the end of every list ds-identify writes.
     None,
+    /// Alibaba Cloud ECS's metadata service, `100.100.100.200`.
+    AliYun,
 }
 
 impl SourceKind {
     /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 4] = [Self::NoCloud, Self::Ec2, Self::Lxd, Self::None];
+    pub const ALL: [Self; 5] = [
+        Self::NoCloud,
+        Self::AliYun,
+        Self::Ec2,
+        Self::Lxd,
+        Self::None,
+    ];
 
     /// cloud-init's name: `Ec2`, `LXD`, `NoCloud`, `None`.
     pub fn name(self) -> &'static str {
@@ -702,6 +710,7 @@ impl SourceKind {
             Self::Lxd => "LXD",
             Self::NoCloud => "NoCloud",
             Self::None => "None",
+            Self::AliYun => "AliYun",
         }
     }
 
@@ -726,6 +735,7 @@ impl SourceKind {
             Self::Lxd => "lxd",
             Self::NoCloud => "nocloud",
             Self::None => "none",
+            Self::AliYun => "aliyun",
         }
     }
 }

@@ -19,6 +19,8 @@ pub struct BootConfig {
     pub imds_budget: Option<Duration>,
     /// `imdsv1_fallback`.
     pub imdsv1_fallback: bool,
+    /// `aliyun.endpoint` (`None`: the default).
+    pub aliyun_endpoint: Option<String>,
 }
 
 impl BootConfig {
@@ -34,6 +36,7 @@ impl BootConfig {
                 .contains_key("imds.budget_s")
                 .then_some(s.imds.budget),
             imdsv1_fallback: s.imdsv1_fallback,
+            aliyun_endpoint: s.aliyun_endpoint.clone(),
         }
     }
 }

@@ -189,6 +189,24 @@ pub const KEYS: &[Key] = &[
         show: |s| json!(s.imds.bind_interface),
     },
     Key {
+        name: "aliyun.endpoint",
+        env: Some("LEASEHOOK_ALIYUN_ENDPOINT"),
+        help: "Alibaba Cloud ECS metadata base URL, an http:// IP literal (default http://100.100.100.200)",
+        set: |s, r| {
+            let url = word(r)?;
+            let url = crate::source::aliyun::check_endpoint(&url).map_err(|e| e.to_string())?;
+            s.aliyun_endpoint = Some(url);
+            Ok(())
+        },
+        show: |s| {
+            json!(
+                s.aliyun_endpoint
+                    .as_deref()
+                    .unwrap_or(crate::constants::ALIYUN_ENDPOINTS[0])
+            )
+        },
+    },
+    Key {
         name: "imdsv1_fallback",
         env: Some("LEASEHOOK_IMDSV1_FALLBACK"),
         help: "use IMDSv1 when IMDS refuses a session token (default false)",

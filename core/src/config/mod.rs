@@ -114,6 +114,8 @@ pub struct Settings {
     pub imds: ImdsSettings,
     /// `imdsv1_fallback`.
     pub imdsv1_fallback: bool,
+    /// `aliyun.endpoint` (`None`: [`crate::constants::ALIYUN_ENDPOINTS`]).
+    pub aliyun_endpoint: Option<String>,
     /// `datasource_list` (`None`: what detection finds).
     pub datasource_list: Option<Vec<String>>,
     /// `fallback` and `datasource.<Name>.fallback`.
@@ -132,6 +134,7 @@ impl Default for Settings {
             provider: crate::source::provider::ProviderChoice::default(),
             imds: ImdsSettings::default(),
             imdsv1_fallback: false,
+            aliyun_endpoint: None,
             datasource_list: None,
             fallback: FallbackPolicy::default(),
             log_level: log::LevelFilter::Info,
@@ -504,6 +507,7 @@ struct FileDoc {
     provider: Option<Spanned<Value>>,
     imds: Option<ImdsDoc>,
     imdsv1_fallback: Option<Spanned<Value>>,
+    aliyun: Option<AliyunDoc>,
     datasource_list: Option<Spanned<Value>>,
     fallback: Option<Spanned<Value>>,
     datasource: Option<BTreeMap<String, PerSourceDoc>>,
@@ -518,6 +522,12 @@ struct ImdsDoc {
     sync_budget_s: Option<Spanned<Value>>,
     budget_s: Option<Spanned<Value>>,
     bind_interface: Option<Spanned<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AliyunDoc {
+    endpoint: Option<Spanned<Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -614,6 +624,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("imds.budget_s", imds.budget_s);
     put("imds.bind_interface", imds.bind_interface);
     put("imdsv1_fallback", doc.imdsv1_fallback);
+    put("aliyun.endpoint", doc.aliyun.unwrap_or_default().endpoint);
     put("datasource_list", doc.datasource_list);
     put("fallback", doc.fallback);
     put("log_level", doc.log_level);

@@ -41,16 +41,18 @@ pub fn show_yaml(loaded: &Loaded) -> String {
         s.root.display(),
         loaded.origin("root")
     );
-    let mut in_imds = false;
+    // The parent of the dotted keys being written (`imds`, `aliyun`), whose
+    // heading is out.
+    let mut parent_out: Option<&str> = None;
     for key in KEYS {
         let (indent, name) = if let Some((parent, child)) = key.name.split_once('.') {
-            if !in_imds {
+            if parent_out != Some(parent) {
                 let _ = writeln!(out, "{parent}:");
-                in_imds = true;
+                parent_out = Some(parent);
             }
             ("  ", child)
         } else {
-            in_imds = false;
+            parent_out = None;
             ("", key.name)
         };
         let help = key.help.split(" (").next().unwrap_or(key.help);

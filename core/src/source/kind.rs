@@ -111,7 +111,7 @@ mod tests {
     #[test]
     fn serialises_as_cloud_init_names() {
         let json = serde_json::to_string(&SourceKind::ALL).unwrap();
-        assert_eq!(json, r#"["NoCloud","Ec2","LXD","None"]"#);
+        assert_eq!(json, r#"["NoCloud","AliYun","Ec2","LXD","None"]"#);
         let back: Vec<SourceKind> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, SourceKind::ALL);
         assert_eq!(

@@ -497,6 +497,7 @@ fn checks_and_reasons_say_why() {
         BTreeMap::from([
             (Ec2, Check::NotFound),
             (Lxd, Check::NotFound),
+            (SourceKind::AliYun, Check::NotFound),
             (NoCloud, Check::NotFound)
         ])
     );
@@ -617,4 +618,32 @@ fn detection_serialises_as_documented() {
             .starts_with("platform aws: DMI product_uuid")
     );
     assert_eq!(v["disabled"], serde_json::Value::Null);
+}
+
+#[test]
+fn aliyun_by_product_name_or_seed_and_dmi_alone_for_provider_auto() {
+    let mut s = base("kvm");
+    s.dmi.product_name = Some("Alibaba Cloud ECS".to_owned());
+    let d = decide(&s).unwrap();
+    assert_eq!(d.datasource_list, [SourceKind::AliYun, NoneDs]);
+    assert!(d.reasons["AliYun"].contains("product_name"), "{d:#?}");
+    // Never in a container: its DMI is the host's.
+    let mut c = s.clone();
+    c.virt = "lxc".to_owned();
+    assert_eq!(check(SourceKind::AliYun, &c).check, Check::NotFound);
+    // The seed needs both files.
+    let mut seeded = base("kvm");
+    seeded.aliyun_seed = Some(seed("var/lib/cloud/seed/AliYun", true, false));
+    assert_eq!(check(SourceKind::AliYun, &seeded).check, Check::NotFound);
+    seeded.aliyun_seed = Some(seed("var/lib/cloud/seed/AliYun", true, true));
+    assert_eq!(check(SourceKind::AliYun, &seeded).check, Check::Found);
+    // provider: auto reads DMI only.
+    assert_eq!(cloud_from_dmi(&s.dmi), Some(SourceKind::AliYun));
+    assert_eq!(cloud_from_dmi(&seeded.dmi), None);
+    assert_eq!(cloud_from_dmi(&ec2("kvm").dmi), Some(Ec2));
+    let near = Dmi {
+        product_name: Some("alibaba cloud ecs".to_owned()),
+        ..Dmi::default()
+    };
+    assert_eq!(cloud_from_dmi(&near), None);
 }

@@ -58,6 +58,8 @@ pub use wait::{Clock, Outcome, SystemClock, WaitPolicy};
 pub enum ProviderKind {
     /// Amazon EC2 IMDS ([`crate::source::ec2`]).
     Ec2,
+    /// Alibaba Cloud ECS's metadata service ([`crate::source::aliyun`]).
+    Aliyun,
 }
 
 impl ProviderKind {
@@ -65,6 +67,7 @@ impl ProviderKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::Ec2 => "ec2",
+            Self::Aliyun => "aliyun",
         }
     }
 }
@@ -77,12 +80,13 @@ impl fmt::Display for ProviderKind {
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
 /// them with a message saying so.
-pub const PLANNED: [&str; 5] = ["gce", "azure", "aliyun", "oracle", "openstack"];
+pub const PLANNED: [&str; 4] = ["gce", "azure", "oracle", "openstack"];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ProviderChoice {
-    /// The boot stage's verdict recorded in `boot.json`, else EC2.
+    /// The boot stage's verdict recorded in `boot.json`, else the cloud DMI
+    /// names ([`crate::source::detect::cloud_from_dmi`]), else EC2.
     #[default]
     Auto,
     /// This provider.
@@ -90,18 +94,30 @@ pub enum ProviderChoice {
 }
 
 impl ProviderChoice {
-    /// The provider to use, given the datasource the boot stage recorded (if any).
-    /// Pure: the caller reads `boot.json`. Only EC2 exists yet, so every verdict
-    /// (EC2, LXD, NoCloud, none, or no `boot.json`) resolves to EC2, as before the
-    /// `provider` key; a GCE verdict will resolve to the GCE provider.
+    /// The provider to use, given the verdict `auto` goes by: the datasource the
+    /// boot stage recorded, else the one detection found ([`auto_verdict`]).
+    /// Pure: the caller reads `boot.json` and DMI. A cloud with a provider of its
+    /// own resolves to it; every other verdict (EC2, LXD, NoCloud, none, or none
+    /// at all) to EC2, as before the `provider` key.
     pub fn resolve(self, recorded: Option<SourceKind>) -> ProviderKind {
         match (self, recorded) {
             (Self::Named(k), _) => k,
+            (Self::Auto, Some(SourceKind::AliYun)) => ProviderKind::Aliyun,
             // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
             // none, no boot.json): EC2, as before the key.
             (Self::Auto, _) => ProviderKind::Ec2,
         }
     }
+}
+
+/// The verdict `auto` goes by (SPEC §4): the boot stage's, else, when there is
+/// none (no `boot.json` of this boot, or one without a datasource), what
+/// `detect` says (called only then: the hooks' entry point reads DMI in it).
+pub fn auto_verdict(
+    recorded: Option<SourceKind>,
+    detect: impl FnOnce() -> Option<SourceKind>,
+) -> Option<SourceKind> {
+    recorded.or_else(detect)
 }
 
 impl fmt::Display for ProviderChoice {
@@ -119,6 +135,7 @@ impl std::str::FromStr for ProviderChoice {
         match s {
             "auto" => Ok(Self::Auto),
             "ec2" => Ok(Self::Named(ProviderKind::Ec2)),
+            "aliyun" => Ok(Self::Named(ProviderKind::Aliyun)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
                 "expected auto or ec2 (this provider is planned, not built yet)",
                 s,
@@ -250,5 +267,39 @@ impl NicEvent {
     /// The leases.
     pub fn leases(&self) -> &[Lease] {
         &self.leases
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_goes_by_the_boot_verdict_else_detection() {
+        // A verdict is taken as is: detection is not even asked.
+        let never = || -> Option<SourceKind> { panic!("detection asked despite a verdict") };
+        assert_eq!(
+            auto_verdict(Some(SourceKind::Lxd), never),
+            Some(SourceKind::Lxd)
+        );
+        assert_eq!(
+            auto_verdict(None, || Some(SourceKind::AliYun)),
+            Some(SourceKind::AliYun)
+        );
+        assert_eq!(auto_verdict(None, || None), None);
+        let auto = |v| ProviderChoice::Auto.resolve(v);
+        assert_eq!(auto(Some(SourceKind::AliYun)), ProviderKind::Aliyun);
+        for other in [None, Some(SourceKind::Ec2), Some(SourceKind::NoCloud)] {
+            assert_eq!(auto(other), ProviderKind::Ec2);
+        }
+        assert_eq!(
+            ProviderChoice::Named(ProviderKind::Ec2).resolve(Some(SourceKind::AliYun)),
+            ProviderKind::Ec2
+        );
+        assert_eq!(
+            "aliyun".parse::<ProviderChoice>().unwrap(),
+            ProviderChoice::Named(ProviderKind::Aliyun)
+        );
+        assert_eq!(ProviderKind::Aliyun.to_string(), "aliyun");
     }
 }
