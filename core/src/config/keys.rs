@@ -129,7 +129,7 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "provider",
         env: Some("LEASEHOOK_PROVIDER"),
-        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else ec2) or ec2 (default auto; gce, azure, aliyun, oracle and openstack are planned)",
+        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else DMI detection, else ec2), ec2 or aliyun (default auto; gce, azure, oracle and openstack are planned)",
         set: |s, r| {
             s.provider = word(r)?
                 .parse()
@@ -267,7 +267,7 @@ pub(super) fn set_datasource_fallback(
 ) -> Result<(), String> {
     let Some(kind) = datasource_kind(name) else {
         return Err(format!(
-            "{name:?} is not a datasource leasehook implements (Ec2, LXD, NoCloud)"
+            "{name:?} is not a datasource leasehook implements (AliYun, Ec2, LXD, NoCloud)"
         ));
     };
     s.fallback.per_datasource.insert(kind, boolean(r)?);

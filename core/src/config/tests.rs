@@ -416,11 +416,11 @@ fn provider_is_auto_or_ec2_and_a_planned_name_says_so() {
     for (value, want) in [
         (
             "gce",
-            "expected auto or ec2 (this provider is planned, not built yet) (got \"gce\")",
+            "expected auto, ec2 or aliyun (this provider is planned, not built yet) (got \"gce\")",
         ),
         (
             "digitalocean",
-            "expected auto or ec2 (got \"digitalocean\")",
+            "expected auto, ec2 or aliyun (got \"digitalocean\")",
         ),
     ] {
         let e = merged(

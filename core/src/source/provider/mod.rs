@@ -137,10 +137,10 @@ impl std::str::FromStr for ProviderChoice {
             "ec2" => Ok(Self::Named(ProviderKind::Ec2)),
             "aliyun" => Ok(Self::Named(ProviderKind::Aliyun)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto or ec2 (this provider is planned, not built yet)",
+                "expected auto, ec2 or aliyun (this provider is planned, not built yet)",
                 s,
             )),
-            _ => Err(Problem::bad("expected auto or ec2", s)),
+            _ => Err(Problem::bad("expected auto, ec2 or aliyun", s)),
         }
     }
 }
