@@ -121,6 +121,13 @@ def derive(raw):
     im["ratio_requests"] = _ratio(ci["requests"]["max"], base["cold"]["requests"]["max"])
     v["imds"] = im
 
+    # One NIC event against the Alibaba ECS metadata emulator (runs before it lack it).
+    if "aliyun" in lines:
+        al = {k: dict(lines["aliyun"][k]) for k in ("cold", "warm")}
+        for k in al:
+            al[k]["requests_text"] = _requests_text(al[k]["requests"])
+        v["aliyun"] = dict(al, present=True)
+
     # The dhclient hook, and refresh.
     h = dict(lines["hook"])
     h["hook_only_ms"] = h["bound"]["median_ms"] - h["netns_exec"]["median_ms"]

@@ -13,8 +13,8 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! None of these is built yet; `provider:` accepts `auto` and `ec2` only, and names
-//! them as planned in its error.
+//! Alibaba's is built; `provider:` accepts `auto`, `ec2` and `aliyun`, and names
+//! the others as planned in its error.
 //!
 //! * **Google Cloud** (`gce/`): the NIC is found by MAC in
 //!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
@@ -29,8 +29,12 @@
 //!   (`network?api-version=…` answers every NIC at once), so the driver's backoff,
 //!   starting at 100 ms, stays under the limit; a 429 is retryable with its
 //!   `Retry-After`. MACs come without separators and are parsed into [`MacAddr`].
-//! * **Alibaba** (`aliyun/`): EC2's tree at `100.100.100.200` with its own token
-//!   header in hardened mode: the EC2 session's shape with other paths and keys.
+//! * **Alibaba** (`aliyun/`, built): EC2's tree at `100.100.100.200` with its own
+//!   token headers in hardened mode, so its client is EC2's with another dialect;
+//!   its session asks `mac` and four keys of the MAC folder (no listing: every key
+//!   is required), `private-ipv4s` is a JSON list, and with no `device-number` the
+//!   NIC's table slot is a function of its MAC
+//!   ([`crate::source::aliyun::nic::device_slot`]).
 //! * **Oracle Cloud** (`oracle/`): `/opc/v2/vnics/` lists every VNIC (primary
 //!   first, `nicIndex`, `vlanTag`) in one answer. Secondary VNICs get no DHCP, so
 //!   `refresh` and the boot stage ask the provider for a NIC with no lease
