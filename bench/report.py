@@ -134,6 +134,13 @@ def derive(raw):
         az = dict(lines["azure"])
         az["event"] = dict(az["event"], requests_text=_requests_text(az["event"]["requests"]))
         v["azure"] = az
+    # One NIC event against the Alibaba ECS metadata emulator (runs before it lack it).
+    v["has_aliyun"] = "aliyun" in lines
+    if v["has_aliyun"]:
+        al = {k: dict(lines["aliyun"][k]) for k in ("cold", "warm")}
+        for k in al:
+            al[k]["requests_text"] = _requests_text(al[k]["requests"])
+        v["aliyun"] = al
 
     # The dhclient hook, and refresh.
     h = dict(lines["hook"])

@@ -114,8 +114,9 @@ pub(crate) struct PlanArgs {
 
     /// Whose metadata `--metadata` holds: `ec2` (the default: an IMDS
     /// `meta-data/` tree), `gce` (a saved answer of the metadata server's
-    /// `instance/network-interfaces/?recursive=true`) or `azure` (a saved answer
-    /// of Azure IMDS `/metadata/instance` or `/metadata/instance/network`).
+    /// `instance/network-interfaces/?recursive=true`), `azure` (a saved answer
+    /// of Azure IMDS `/metadata/instance` or `/metadata/instance/network`) or
+    /// `aliyun` (an ECS `meta-data/` tree, as EC2's).
     #[arg(long, value_name = "PROVIDER")]
     pub(crate) provider: Option<String>,
 

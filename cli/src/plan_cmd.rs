@@ -132,6 +132,7 @@ fn inputs(args: &PlanArgs) -> anyhow::Result<(InstanceNetwork, Vec<Link>, Vec<In
         ProviderKind::Gce => leasehook_core::source::gce::nic::parse_interfaces(&text)
             .map(|nics| leasehook_core::source::gce::nic::network(&nics)),
         ProviderKind::Azure => leasehook_core::source::azure::nic::parse_saved(&text),
+        ProviderKind::Aliyun => leasehook_core::source::aliyun::nic::parse_saved(&text),
     }
     .with_context(|| format!("bad {provider} metadata in {md_path:?}"))?;
     let links = args

@@ -694,13 +694,16 @@ pub enum SourceKind {
     Azure,
     /// No datasource: the end of every list ds-identify writes.
     None,
+    /// Alibaba Cloud ECS's metadata service, `100.100.100.200`.
+    AliYun,
 }
 
 impl SourceKind {
     /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::NoCloud,
         Self::Azure,
+        Self::AliYun,
         Self::Ec2,
         Self::Gce,
         Self::Lxd,
@@ -716,6 +719,7 @@ impl SourceKind {
             Self::NoCloud => "NoCloud",
             Self::Azure => "Azure",
             Self::None => "None",
+            Self::AliYun => "AliYun",
         }
     }
 
@@ -742,6 +746,7 @@ impl SourceKind {
             Self::NoCloud => "nocloud",
             Self::Azure => "azure",
             Self::None => "none",
+            Self::AliYun => "aliyun",
         }
     }
 }

@@ -43,6 +43,7 @@ const PURE: &[&str] = &[
     "source::yaml",
     "source::detect",
     "source::ec2::nic",
+    "source::aliyun::nic",
     "source::provider",
     "boot::decide",
     "cache::record",

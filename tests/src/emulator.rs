@@ -90,6 +90,22 @@ use serde_json::{Value, json};
 const TTL_HEADER: &str = "X-aws-ec2-metadata-token-ttl-seconds";
 /// The header a `GET` carries its token in.
 const TOKEN_HEADER: &str = "X-aws-ec2-metadata-token";
+
+/// The token headers of a service shaped like IMDS: EC2's by default, Alibaba
+/// ECS's in [`crate::aliyun_emulator`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenHeaders {
+    /// The `PUT`'s header naming the token's lifetime.
+    pub ttl: &'static str,
+    /// The `GET`'s header carrying the token.
+    pub token: &'static str,
+}
+
+/// EC2's IMDSv2 headers.
+pub const EC2_HEADERS: TokenHeaders = TokenHeaders {
+    ttl: TTL_HEADER,
+    token: TOKEN_HEADER,
+};
 /// The path tokens are `PUT` to.
 const TOKEN_PATH: &str = "/latest/api/token";
 /// The longest token lifetime IMDS grants, in seconds.
@@ -263,6 +279,12 @@ pub struct Config {
     pub require_token: bool,
     /// A file to append one line per request to.
     pub log_file: Option<std::path::PathBuf>,
+    /// The token headers (EC2's by default).
+    pub headers: TokenHeaders,
+    /// Where requests may come from: a request from any other address gets 403
+    /// (Alibaba's metadata service answers addresses of the instance's VPC only).
+    /// Empty: from anywhere.
+    pub allowed_peers: Vec<ipnet::IpNet>,
 }
 
 impl Config {
@@ -273,6 +295,8 @@ impl Config {
             scenario: Scenario::default(),
             require_token: false,
             log_file: None,
+            headers: EC2_HEADERS,
+            allowed_peers: Vec::new(),
         }
     }
 }
@@ -605,7 +629,12 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
     {
         std::thread::sleep(Duration::from_secs_f64(r.delay));
     }
+    let refused = !sh.config.allowed_peers.is_empty()
+        && !request
+            .remote_addr()
+            .is_some_and(|a| sh.config.allowed_peers.iter().any(|n| n.contains(&a.ip())));
     let reply = match rule {
+        _ if refused => Reply::Text(text(403, "source address not allowed"), 403),
         Some(r) if r.status.is_some() || r.action.is_some() => rule_reply(r),
         _ => {
             let (status, body) = answer(sh, t, &method, &path, &request);
@@ -721,7 +750,8 @@ fn answer(
     let mut tokens = sh.tokens.lock().unwrap_or_else(PoisonError::into_inner);
     match method {
         "PUT" if path == TOKEN_PATH => {
-            let ttl = header(request, TTL_HEADER).and_then(|v| v.trim().parse::<u64>().ok());
+            let ttl =
+                header(request, sh.config.headers.ttl).and_then(|v| v.trim().parse::<u64>().ok());
             match ttl {
                 Some(ttl @ 1..=MAX_TTL) => {
                     let token = new_token(sh);
@@ -733,7 +763,7 @@ fn answer(
         }
         "PUT" => (404, "not found".to_owned()),
         "GET" => {
-            match header(request, TOKEN_HEADER) {
+            match header(request, sh.config.headers.token) {
                 Some(tok) if tokens.get(tok).is_none_or(|exp| *exp < Instant::now()) => {
                     return (401, "unauthorized".to_owned());
                 }

@@ -10,6 +10,7 @@
     clippy::indexing_slicing
 )]
 
+pub mod aliyun_emulator;
 pub mod bench;
 pub mod client;
 pub mod clients;

@@ -291,6 +291,27 @@ fn scenarios() -> Vec<Case> {
             .ec2()
             .cloud_cfg("cloud.cfg", "datasource_list: [ nocloud, ec2, None ]\n")
             .differs(&[], "ds-identify has no check for 'ec2' (case); cloud-init itself matches names without case"),
+        // AliYun (issue 21): ds-identify's dscheck_AliYun
+        case("aliyun-product-name", "kvm", &["AliYun", "None"])
+            .dmi("product_name", "Alibaba Cloud ECS")
+            .dmi("sys_vendor", "Alibaba Cloud"),
+        case("aliyun-product-name-in-container", "lxc", &[])
+            .dmi("product_name", "Alibaba Cloud ECS"),
+        case("aliyun-product-name-case", "kvm", &[]).dmi("product_name", "alibaba cloud ecs"),
+        case("aliyun-product-name-longer", "kvm", &[])
+            .dmi("product_name", "Alibaba Cloud ECS (g7)"),
+        case("aliyun-seed", "none", &["AliYun", "None"])
+            .seed("var/lib/cloud/seed/AliYun", &["meta-data", "user-data"]),
+        case("aliyun-half-seed", "kvm", &[]).seed("var/lib/cloud/seed/AliYun", &["meta-data"]),
+        case("aliyun-lower-case-seed-folder", "kvm", &[])
+            .seed("var/lib/cloud/seed/aliyun", &["meta-data", "user-data"]),
+        case("aliyun-before-ec2-and-after-nocloud", "kvm", &["NoCloud", "AliYun", "Ec2", "None"])
+            .ec2()
+            .dmi("product_name", "Alibaba Cloud ECS")
+            .seed(nocloud, &["meta-data", "user-data"]),
+        case("aliyun-configured-list", "kvm", &["AliYun", "None"])
+            .dmi("product_name", "Alibaba Cloud ECS")
+            .cloud_cfg("cloud.cfg", "datasource_list: [ AliYun, Ec2, None ]\n"),
         // Nothing
         case("nothing-found", "kvm", &[])
             .dmi("sys_vendor", "QEMU")

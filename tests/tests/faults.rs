@@ -322,7 +322,10 @@ fn check(row: &Row) {
 /// row (with the row's attributes, such as the `netns` gate).
 macro_rules! matrix {
     ($($(#[$attr:meta])* $name:ident => $row:expr;)*) => {
-        const ROWS: &[Row] = &[$($row),*];
+        matrix! { @table ROWS; $($(#[$attr])* $name => $row;)* }
+    };
+    (@table $table:ident; $($(#[$attr:meta])* $name:ident => $row:expr;)*) => {
+        const $table: &[Row] = &[$($row),*];
         $(
             #[test]
             $(#[$attr])*
@@ -1277,12 +1280,17 @@ matrix! {
     };
 }
 
+/// Every row: the main table, then each cloud's own (issue 21).
+fn every_row() -> Vec<&'static Row> {
+    ROWS.iter().chain(ALIYUN_ROWS).collect()
+}
+
 #[test]
 fn docs_list_every_row_exactly() {
     let path = workspace_root().join("docs/faults.md");
     let doc = std::fs::read_to_string(&path).unwrap();
     let mut missing = String::new();
-    for row in ROWS {
+    for row in every_row() {
         let line = row.doc_line();
         if !doc.lines().any(|l| l == line) {
             let _ = writeln!(missing, "{line}");
@@ -1298,7 +1306,7 @@ fn docs_list_every_row_exactly() {
         .count();
     assert_eq!(
         table_rows,
-        ROWS.len(),
+        every_row().len(),
         "docs/faults.md has rows the test does not"
     );
 }
@@ -2537,5 +2545,174 @@ fn run_gate_from_all_rule_flushed() -> Seen {
     // The summary is on standard output; the row reads both.
     let stdout = out.stdout.clone();
     out.stderr.extend_from_slice(&stdout);
+    i.seen(&out, elapsed, before, files)
+}
+
+// --- Alibaba Cloud ECS (issue 21): its metadata client through the shim ----------
+
+/// eth1's plan with the `aliyun` provider: table `10000 + slot(MAC1)`.
+const ALIYUN_RULES: &[&str] = &[
+    "19872 from 10.98.1.20 lookup 19872 proto 176",
+    "19872 from 10.98.1.21 lookup 19872 proto 176",
+];
+const ALIYUN_TOKEN: &str = "run/leasehook/aliyun-token";
+
+matrix! {
+    @table ALIYUN_ROWS;
+    #[cfg(feature = "netns")]
+    aliyun_down => Row {
+        name: "aliyun_down",
+        fault: "Alibaba ECS metadata down (connection refused)",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE), FileWant::Unchanged(ALIYUN_TOKEN)],
+        log: "nothing changed: IMDS did not answer usefully",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || aliyun_renew(&Imds::Down),
+    };
+    #[cfg(feature = "netns")]
+    aliyun_disabled => Row {
+        name: "aliyun_disabled",
+        fault: "Alibaba ECS metadata restarted (cached token refused) and disabled (403 on the token)",
+        does: "fails the source at once, no retry; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "IMDS disabled (the token request was refused with HTTP 403)",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || aliyun_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest/api/token", "method": "PUT", "status": 403}]}))),
+    };
+    #[cfg(feature = "netns")]
+    aliyun_400 => Row {
+        name: "aliyun_400",
+        fault: "Alibaba ECS metadata answers 400 to every GET",
+        does: "fails at once (waiting cannot fix a bad request); keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "HTTP 400; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || aliyun_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest/meta-data", "status": 400}]}))),
+    };
+    #[cfg(feature = "netns")]
+    aliyun_429 => Row {
+        name: "aliyun_429",
+        fault: "Alibaba ECS metadata throttles (429 to every GET)",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE), FileWant::Unchanged(ALIYUN_TOKEN)],
+        log: "HTTP 429; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || aliyun_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest/meta-data", "status": 429}]}))),
+    };
+    #[cfg(feature = "netns")]
+    aliyun_garbage_list => Row {
+        name: "aliyun_garbage_list",
+        fault: "Alibaba ECS metadata serves `private-ipv4s` that is not a JSON list",
+        does: "fails at once, naming the key; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "private-ipv4s: not a JSON list",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || aliyun_renew(&Imds::Scenario(json!({"values": [{"path": format!("/latest/meta-data/network/interfaces/macs/{MAC1}/private-ipv4s"), "value": "10.98.1.20,10.98.1.21"}]}))),
+    };
+    #[cfg(feature = "netns")]
+    aliyun_garbage_bytes => Row {
+        name: "aliyun_garbage_bytes",
+        fault: "Alibaba ECS metadata answers garbage (200, body not UTF-8)",
+        does: "fails at once (waiting cannot fix garbage); keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "unusable answer: not UTF-8",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || aliyun_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest/meta-data", "action": "garbage"}]}))),
+    };
+    #[cfg(feature = "netns")]
+    aliyun_slow => Row {
+        name: "aliyun_slow",
+        fault: "Alibaba ECS metadata slow: every answer takes 0.5 s, the budget is 1 s",
+        does: "stops asking when the budget is spent; the metadata said too little, so keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "nothing changed: IMDS incomplete: keeping the IPv4 state applied before",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: || aliyun_renew(&Imds::Scenario(json!({"rules": [{"path": "/latest", "delay": 0.5}]}))),
+    };
+}
+
+#[test]
+fn aliyun_rows_use_the_mac_slot_table() {
+    let slot = leasehook_core::source::aliyun::nic::device_slot(MAC1.parse().unwrap());
+    let t = 10_000 + slot;
+    assert_eq!(
+        ALIYUN_RULES,
+        [
+            format!("{t} from 10.98.1.20 lookup {t} proto 176"),
+            format!("{t} from 10.98.1.21 lookup {t} proto 176")
+        ]
+    );
+}
+
+impl Instance {
+    /// (Re)starts the ECS metadata emulator inside the namespace (hardened mode,
+    /// answering loopback); returns its base URL.
+    fn start_aliyun(&mut self, how: &Imds) -> String {
+        self.imds = None;
+        let Imds::Scenario(s) = how else {
+            return "http://127.0.0.1:9".to_owned();
+        };
+        let log = self.dir.0.join("aliyun.log");
+        let sc = self.dir.file("aliyun-scenario.json", &s.to_string());
+        let mut cmd = self
+            .ns
+            .command(sibling_bin("aliyun-emulator").to_str().unwrap());
+        cmd.args(["--bind", "127.0.0.1:0", "--allow", "127.0.0.0/8", "--log"])
+            .arg(&log)
+            .arg("--scenario")
+            .arg(sc);
+        let (p, addr) = start_with_addr(cmd, "aliyun-emulator");
+        self.imds = Some(p);
+        format!("http://{addr}")
+    }
+
+    /// `leasehook-dhclient` for eth1 with the `aliyun` provider at `endpoint`.
+    fn aliyun_shim(&self, reason: &str, endpoint: &str) -> (Output, Duration) {
+        self.shim_env(
+            reason,
+            "http://127.0.0.1:9",
+            &[
+                ("LEASEHOOK_PROVIDER", "aliyun"),
+                ("LEASEHOOK_ALIYUN_ENDPOINT", endpoint),
+            ],
+        )
+    }
+}
+
+/// A good BOUND with the `aliyun` provider, then a RENEW while the ECS metadata
+/// service misbehaves as `how` says (restarted: the cached token is refused).
+fn aliyun_renew(how: &Imds) -> Seen {
+    let mut i = Instance::new("faliyun");
+    let url = i.start_aliyun(&Imds::Scenario(json!({})));
+    let (out, _) = i.aliyun_shim("BOUND", &url);
+    assert!(out.status.success(), "BOUND failed: {}", text(&out));
+    assert_eq!(snap(&i.ns).0, ALIYUN_RULES, "BOUND: {}", text(&out));
+    assert!(i.root.join(ALIYUN_TOKEN).is_file(), "{}", text(&out));
+    i.imds = None;
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_aliyun(how);
+    let (out, elapsed) = i.aliyun_shim("RENEW", &url);
     i.seen(&out, elapsed, before, files)
 }

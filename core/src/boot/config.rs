@@ -23,6 +23,8 @@ pub struct BootConfig {
     pub gce_endpoint: Option<String>,
     /// `azure.endpoint` (`None`: the default).
     pub azure_endpoint: Option<String>,
+    /// `aliyun.endpoint` (`None`: the default).
+    pub aliyun_endpoint: Option<String>,
 }
 
 impl BootConfig {
@@ -43,6 +45,7 @@ impl BootConfig {
                 .origins
                 .contains_key("azure.endpoint")
                 .then(|| s.azure_endpoint.clone()),
+            aliyun_endpoint: s.aliyun_endpoint.clone(),
         }
     }
 }

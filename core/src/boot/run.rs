@@ -38,6 +38,7 @@ use crate::constants::{INSTANCE_DATA, INSTANCE_DATA_SENSITIVE};
 use crate::error::{Error, Result};
 use crate::instance_data::{self, Provenance};
 use crate::instance_data::{Origin, Stage};
+use crate::source::aliyun::AliyunProvider;
 use crate::source::detect::{
     Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot,
 };
@@ -179,6 +180,14 @@ impl Datasources for RealSources {
                     self.config.azure_endpoint.as_deref(),
                 )?
                 .datasource(policy)?
+            }
+            SourceKind::AliYun => {
+                let mut policy = WaitPolicy::default();
+                if let Some(b) = self.config.imds_budget {
+                    policy = policy.with_budget(b);
+                }
+                AliyunProvider::try_new(&self.root, self.config.aliyun_endpoint.as_deref())?
+                    .datasource(policy)?
             }
             SourceKind::Lxd => Box::new(Lxd::new(&self.root).with_virt(&self.virt)),
             SourceKind::NoCloud => Box::new(NoCloud::new(&self.root).with_virt(&self.virt)),

@@ -129,7 +129,7 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "provider",
         env: Some("LEASEHOOK_PROVIDER"),
-        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else ec2), ec2, gce or azure (default auto; aliyun, oracle and openstack are planned)",
+        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else DMI detection, else ec2), ec2, gce, azure or aliyun (default auto; oracle and openstack are planned)",
         set: |s, r| {
             s.provider = word(r)?
                 .parse()
@@ -201,6 +201,24 @@ pub const KEYS: &[Key] = &[
             Ok(())
         },
         show: |s| json!(s.azure_endpoint),
+    },
+    Key {
+        name: "aliyun.endpoint",
+        env: Some("LEASEHOOK_ALIYUN_ENDPOINT"),
+        help: "Alibaba Cloud ECS metadata base URL, an http:// IP literal (default http://100.100.100.200)",
+        set: |s, r| {
+            let url = word(r)?;
+            let url = crate::source::aliyun::check_endpoint(&url).map_err(|e| e.to_string())?;
+            s.aliyun_endpoint = Some(url);
+            Ok(())
+        },
+        show: |s| {
+            json!(
+                s.aliyun_endpoint
+                    .as_deref()
+                    .unwrap_or(crate::constants::ALIYUN_ENDPOINTS[0])
+            )
+        },
     },
     Key {
         name: "imdsv1_fallback",
@@ -283,7 +301,7 @@ pub(super) fn set_datasource_fallback(
 ) -> Result<(), String> {
     let Some(kind) = datasource_kind(name) else {
         return Err(format!(
-            "{name:?} is not a datasource leasehook implements (Ec2, LXD, NoCloud)"
+            "{name:?} is not a datasource leasehook implements (AliYun, Ec2, LXD, NoCloud)"
         ));
     };
     s.fallback.per_datasource.insert(kind, boolean(r)?);

@@ -118,6 +118,8 @@ pub struct Settings {
     pub gce_endpoint: Option<String>,
     /// `azure.endpoint` (default `http://169.254.169.254`).
     pub azure_endpoint: String,
+    /// `aliyun.endpoint` (`None`: [`crate::constants::ALIYUN_ENDPOINTS`]).
+    pub aliyun_endpoint: Option<String>,
     /// `datasource_list` (`None`: what detection finds).
     pub datasource_list: Option<Vec<String>>,
     /// `fallback` and `datasource.<Name>.fallback`.
@@ -138,6 +140,7 @@ impl Default for Settings {
             imdsv1_fallback: false,
             gce_endpoint: None,
             azure_endpoint: crate::source::azure::ENDPOINT.to_owned(),
+            aliyun_endpoint: None,
             datasource_list: None,
             fallback: FallbackPolicy::default(),
             log_level: log::LevelFilter::Info,
@@ -512,6 +515,7 @@ struct FileDoc {
     imdsv1_fallback: Option<Spanned<Value>>,
     gce: Option<GceDoc>,
     azure: Option<AzureDoc>,
+    aliyun: Option<AliyunDoc>,
     datasource_list: Option<Spanned<Value>>,
     fallback: Option<Spanned<Value>>,
     datasource: Option<BTreeMap<String, PerSourceDoc>>,
@@ -537,6 +541,12 @@ struct GceDoc {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AzureDoc {
+    endpoint: Option<Spanned<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AliyunDoc {
     endpoint: Option<Spanned<Value>>,
 }
 
@@ -636,6 +646,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("imdsv1_fallback", doc.imdsv1_fallback);
     put("gce.endpoint", doc.gce.unwrap_or_default().endpoint);
     put("azure.endpoint", doc.azure.unwrap_or_default().endpoint);
+    put("aliyun.endpoint", doc.aliyun.unwrap_or_default().endpoint);
     put("datasource_list", doc.datasource_list);
     put("fallback", doc.fallback);
     put("log_level", doc.log_level);

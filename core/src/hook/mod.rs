@@ -45,9 +45,15 @@ use crate::config::{self, Layers, Settings, Unmanaged};
 use crate::error::{Error, Result};
 use crate::model::{IfName, LeaseEvent, Link, MacAddr, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use crate::source::SourceKind;
+use crate::source::aliyun::AliyunProvider;
+use crate::source::detect::cloud_from_dmi;
+use crate::source::detect::read::read_dmi;
 use crate::source::ec2::{Ec2Provider, NicEvent};
 use crate::source::gce::GceProvider;
-use crate::source::provider::{Clock, Provider, ProviderChoice, ProviderKind, SystemClock};
+use crate::source::provider::{
+    Clock, Provider, ProviderChoice, ProviderKind, SystemClock, auto_verdict,
+};
 
 mod event;
 #[cfg(test)]
@@ -88,6 +94,8 @@ pub struct HookConfig {
     pub gce_endpoint: Option<String>,
     /// `azure.endpoint`.
     pub azure_endpoint: String,
+    /// `aliyun.endpoint` (`None`: the default).
+    pub aliyun_endpoint: Option<String>,
 }
 
 impl HookConfig {
@@ -107,6 +115,7 @@ impl HookConfig {
             provider: s.provider,
             gce_endpoint: s.gce_endpoint.clone(),
             azure_endpoint: s.azure_endpoint.clone(),
+            aliyun_endpoint: s.aliyun_endpoint.clone(),
         }
     }
 
@@ -328,13 +337,22 @@ impl std::fmt::Debug for Effects<'_> {
 }
 
 /// The provider `cfg` names; `auto` reads the boot stage's verdict in
-/// `boot.json` (SPEC §4). Fails on an endpoint that is not an IP literal.
+/// `boot.json`, else DMI below the root (SPEC §4, no network). Fails on an
+/// endpoint that is not an IP literal.
 pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
     let recorded = match cfg.provider {
-        ProviderChoice::Auto => {
+        ProviderChoice::Auto => auto_verdict(
             crate::boot::state::read(&cfg.root, crate::boot::state::boot_id(&cfg.root).as_deref())
-                .and_then(|b| b.datasource)
-        }
+                .and_then(|b| b.datasource),
+            || {
+                let found = cloud_from_dmi(&read_dmi(&cfg.root));
+                log::debug!(
+                    "provider auto: no boot-stage verdict; DMI says {}",
+                    found.map_or("no cloud", SourceKind::name)
+                );
+                found
+            },
+        ),
         ProviderChoice::Named(_) => None,
     };
     Ok(match cfg.provider.resolve(recorded) {
@@ -348,6 +366,10 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
             &cfg.root,
             Some(&cfg.azure_endpoint),
         )?),
+        ProviderKind::Aliyun => Box::new(
+            AliyunProvider::try_new(&cfg.root, cfg.aliyun_endpoint.as_deref())?
+                .with_bind_interface(cfg.imds_bind_interface),
+        ),
     })
 }
 
@@ -732,6 +754,26 @@ mod tests {
         };
         assert!(why.contains("table 102") && why.contains("eth1"), "{why}");
         assert_eq!(k.owned, before);
+    }
+
+    #[test]
+    fn auto_without_a_boot_verdict_goes_by_dmi() {
+        let root = tempfile::tempdir().unwrap();
+        let mut cfg = HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null")])).unwrap();
+        cfg.root = root.path().to_owned();
+        // No boot.json, no DMI: EC2, as before the key.
+        assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+        let dmi = root.path().join("sys/class/dmi/id");
+        std::fs::create_dir_all(&dmi).unwrap();
+        std::fs::write(dmi.join("product_name"), "Alibaba Cloud ECS\n").unwrap();
+        assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Aliyun);
+        // A named provider is taken as named.
+        cfg.provider = ProviderChoice::Named(ProviderKind::Ec2);
+        assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+        // Another product: EC2.
+        cfg.provider = ProviderChoice::Auto;
+        std::fs::write(dmi.join("product_name"), "Alibaba Cloud ECS 2\n").unwrap();
+        assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
     }
 
     #[test]

@@ -115,7 +115,10 @@ mod tests {
     #[test]
     fn serialises_as_cloud_init_names() {
         let json = serde_json::to_string(&SourceKind::ALL).unwrap();
-        assert_eq!(json, r#"["NoCloud","Azure","Ec2","GCE","LXD","None"]"#);
+        assert_eq!(
+            json,
+            r#"["NoCloud","Azure","AliYun","Ec2","GCE","LXD","None"]"#
+        );
         let back: Vec<SourceKind> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, SourceKind::ALL);
         assert_eq!(

@@ -11,6 +11,7 @@
 //! (detect from a snapshot of files, fetch [`InstanceData`], check the instance-id).
 //! [`detect`] decides, without network, which of them the instance has.
 
+pub mod aliyun;
 pub mod azure;
 pub mod detect;
 pub mod ec2;

@@ -121,6 +121,8 @@ fn run(args: Args) -> Result<(), String> {
         scenario,
         require_token: args.require_token,
         log_file: args.log,
+        headers: leasehook_tests::emulator::EC2_HEADERS,
+        allowed_peers: Vec::new(),
     };
     let emulator =
         Emulator::start(args.bind, config).map_err(|e| format!("binding {}: {e}", args.bind))?;

@@ -42,6 +42,7 @@ use serde::Serialize;
 
 use self::config::{CloudConfig, Setting};
 use super::kind::{Check, Finding, SourceKind};
+use crate::constants::{ALIYUN_PRODUCT_NAME, ALIYUN_SEED_DIR};
 use crate::error::Result;
 
 pub use self::read::{ReadOptions, detect, read_snapshot};
@@ -80,10 +81,11 @@ pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
 
 /// ds-identify's built-in `datasource_list`, reduced to the sources leasehook
-/// implements (its order: `... NoCloud ... Azure ... Ec2 GCE ... LXD ...`).
-pub const DEFAULT_LIST: [SourceKind; 5] = [
+/// implements (its order: `... NoCloud ... Azure ... AliYun Ec2 GCE ... LXD ...`).
+pub const DEFAULT_LIST: [SourceKind; 6] = [
     SourceKind::NoCloud,
     SourceKind::Azure,
+    SourceKind::AliYun,
     SourceKind::Ec2,
     SourceKind::Gce,
     SourceKind::Lxd,
@@ -119,6 +121,8 @@ pub struct Snapshot {
     pub virtio_ports: Vec<VirtioPort>,
     /// The NoCloud seed folders.
     pub seeds: Vec<Seed>,
+    /// `var/lib/cloud/seed/AliYun`, when it is a folder.
+    pub aliyun_seed: Option<Seed>,
     /// The names in `dev/disk/by-label/` (udev's file system labels).
     pub fs_labels: Vec<String>,
     /// Whether `var/lib/cloud/seed/azure/ovf-env.xml` is a file (Azure's seed).
@@ -466,7 +470,24 @@ fn check_with(
         SourceKind::NoCloud => check_nocloud(s, cloud),
         SourceKind::Azure => check_azure(s),
         SourceKind::None => Finding::not_found("None is never detected; it only ends the list"),
+        SourceKind::AliYun => check_aliyun(s),
     }
+}
+
+/// The cloud DMI alone says this is (pure): the first datasource of ds-identify's
+/// built-in list ([`DEFAULT_LIST`]) whose check finds it from `dmi` and nothing
+/// else (no seed, socket, kernel command line or configuration). What
+/// `provider: auto` goes by when the boot stage left no verdict: cheap (a few
+/// small files, no network, no `systemd-detect-virt`), and only a `found` counts.
+pub fn cloud_from_dmi(dmi: &Dmi) -> Option<SourceKind> {
+    let s = Snapshot {
+        dmi: dmi.clone(),
+        virt: "unavailable".to_owned(),
+        ..Snapshot::default()
+    };
+    DEFAULT_LIST
+        .into_iter()
+        .find(|k| check(*k, &s).check == Check::Found)
 }
 
 /// A cloud that serves the EC2 metadata API, as identified from DMI or Xen.
@@ -727,6 +748,36 @@ fn check_azure(s: &Snapshot) -> Finding {
         "no Azure chassis asset tag ({AZURE_CHASSIS_ASSET_TAG}) outside a container, and {} is not a file",
         s.shown(AZURE_SEED)
     ))
+}
+
+/// ds-identify's `dscheck_AliYun`: a seed folder with both `meta-data` and
+/// `user-data`, else DMI `product_name` exactly `Alibaba Cloud ECS` (never in a
+/// container, whose DMI is the host's).
+fn check_aliyun(s: &Snapshot) -> Finding {
+    if let Some(seed) = &s.aliyun_seed
+        && seed.meta_data
+        && seed.user_data
+    {
+        return Finding::found(format!(
+            "{} holds meta-data and user-data",
+            s.shown(&seed.dir)
+        ));
+    }
+    match &s.dmi.product_name {
+        Some(p) if p == ALIYUN_PRODUCT_NAME && !s.is_container() => {
+            Finding::found(format!("DMI product_name {}", quote(p)))
+        }
+        Some(p) if p == ALIYUN_PRODUCT_NAME => Finding::not_found(format!(
+            "DMI product_name {} but in a container ({}), whose DMI is the host's",
+            quote(p),
+            s.virt
+        )),
+        _ => Finding::not_found(format!(
+            "no {} with meta-data and user-data, DMI product_name is not {}",
+            s.shown(ALIYUN_SEED_DIR),
+            quote(ALIYUN_PRODUCT_NAME)
+        )),
+    }
 }
 
 fn check_nocloud(s: &Snapshot, cloud: &CloudConfig) -> Finding {

@@ -23,8 +23,8 @@ use std::process::Command;
 
 use super::{ConfigText, ConfiguredList, Detection, Dmi, Node, Seed, Snapshot, VirtioPort, decide};
 use crate::constants::{
-    CLOUD_CFG, CLOUD_CFG_D, CLOUD_INIT_DISABLED_MARKER, CONFIG_MAX_BYTES, DS_IDENTIFY_CFG,
-    INCUS_SOCKET, LXD_SOCKET, NOCLOUD_SEED_DIRS, UBUNTU_CORE_WRITABLE,
+    ALIYUN_SEED_DIR, CLOUD_CFG, CLOUD_CFG_D, CLOUD_INIT_DISABLED_MARKER, CONFIG_MAX_BYTES,
+    DS_IDENTIFY_CFG, INCUS_SOCKET, LXD_SOCKET, NOCLOUD_SEED_DIRS, UBUNTU_CORE_WRITABLE,
 };
 use crate::error::Result;
 use crate::source::files::{first_line, is_file, read_limited, read_text};
@@ -77,6 +77,21 @@ pub fn detect(options: &ReadOptions) -> Result<Detection> {
     decide(&read_snapshot(options)?)
 }
 
+/// The DMI values alone, below `root` (`sys/class/dmi/id/*`, first lines): what
+/// [`super::cloud_from_dmi`] decides from.
+pub fn read_dmi(root: &Path) -> Dmi {
+    let dir = root.join("sys/class/dmi/id");
+    let dmi = |f: &str| first_line(&dir.join(f));
+    Dmi {
+        sys_vendor: dmi("sys_vendor"),
+        board_name: dmi("board_name"),
+        chassis_asset_tag: dmi("chassis_asset_tag"),
+        product_name: dmi("product_name"),
+        product_serial: dmi("product_serial"),
+        product_uuid: dmi("product_uuid"),
+    }
+}
+
 /// Reads every file the decision needs (see the module docs); leasehook's own
 /// configuration comes in `o.datasource_list`, loaded by the caller.
 pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
@@ -84,8 +99,6 @@ pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
     let at = |rel: &str| root.join(rel);
     let mut warnings = Vec::new();
     let (virt, virt_from) = virt(o, &mut warnings);
-    let dmi_dir = at("sys/class/dmi/id");
-    let dmi = |f: &str| first_line(&dmi_dir.join(f));
     let cloud_config = cloud_config_files(root, &mut warnings);
     Ok(Snapshot {
         root: o.root.clone(),
@@ -94,14 +107,7 @@ pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
         proc_cmdline: first_line(&at("proc/cmdline")),
         pid1_cmdline: read_limited(&at("proc/1/cmdline"), CMDLINE_MAX_BYTES)
             .map(|b| String::from_utf8_lossy(&b).replace('\0', " ")),
-        dmi: Dmi {
-            sys_vendor: dmi("sys_vendor"),
-            board_name: dmi("board_name"),
-            chassis_asset_tag: dmi("chassis_asset_tag"),
-            product_name: dmi("product_name"),
-            product_serial: dmi("product_serial"),
-            product_uuid: dmi("product_uuid"),
-        },
+        dmi: read_dmi(root),
         hypervisor_uuid: first_line(&at("sys/hypervisor/uuid")),
         lxd_socket: node(&at(LXD_SOCKET)),
         incus_socket: node(&at(INCUS_SOCKET)),
@@ -113,6 +119,14 @@ pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
             })
             .collect(),
         seeds: seeds(root),
+        aliyun_seed: root.join(ALIYUN_SEED_DIR).is_dir().then(|| {
+            let d = root.join(ALIYUN_SEED_DIR);
+            Seed {
+                meta_data: is_file(&d.join("meta-data")),
+                user_data: is_file(&d.join("user-data")),
+                dir: ALIYUN_SEED_DIR.to_owned(),
+            }
+        }),
         fs_labels: sorted_entries(&at("dev/disk/by-label"))
             .iter()
             .map(|p| file_name(p))

@@ -499,7 +499,8 @@ fn checks_and_reasons_say_why() {
             (Gce, Check::NotFound),
             (Lxd, Check::NotFound),
             (NoCloud, Check::NotFound),
-            (SourceKind::Azure, Check::NotFound)
+            (SourceKind::Azure, Check::NotFound),
+            (SourceKind::AliYun, Check::NotFound),
         ])
     );
     assert!(
@@ -652,4 +653,32 @@ fn azure_is_its_chassis_asset_tag_or_its_seed() {
     assert_eq!(check(SourceKind::Azure, &c).check, Check::NotFound);
     c.azure_seed = true;
     assert_eq!(check(SourceKind::Azure, &c).check, Check::Found);
+}
+
+#[test]
+fn aliyun_by_product_name_or_seed_and_dmi_alone_for_provider_auto() {
+    let mut s = base("kvm");
+    s.dmi.product_name = Some("Alibaba Cloud ECS".to_owned());
+    let d = decide(&s).unwrap();
+    assert_eq!(d.datasource_list, [SourceKind::AliYun, NoneDs]);
+    assert!(d.reasons["AliYun"].contains("product_name"), "{d:#?}");
+    // Never in a container: its DMI is the host's.
+    let mut c = s.clone();
+    c.virt = "lxc".to_owned();
+    assert_eq!(check(SourceKind::AliYun, &c).check, Check::NotFound);
+    // The seed needs both files.
+    let mut seeded = base("kvm");
+    seeded.aliyun_seed = Some(seed("var/lib/cloud/seed/AliYun", true, false));
+    assert_eq!(check(SourceKind::AliYun, &seeded).check, Check::NotFound);
+    seeded.aliyun_seed = Some(seed("var/lib/cloud/seed/AliYun", true, true));
+    assert_eq!(check(SourceKind::AliYun, &seeded).check, Check::Found);
+    // provider: auto reads DMI only.
+    assert_eq!(cloud_from_dmi(&s.dmi), Some(SourceKind::AliYun));
+    assert_eq!(cloud_from_dmi(&seeded.dmi), None);
+    assert_eq!(cloud_from_dmi(&ec2("kvm").dmi), Some(Ec2));
+    let near = Dmi {
+        product_name: Some("alibaba cloud ecs".to_owned()),
+        ..Dmi::default()
+    };
+    assert_eq!(cloud_from_dmi(&near), None);
 }

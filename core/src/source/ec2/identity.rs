@@ -61,8 +61,8 @@ pub struct Answers {
 }
 
 /// Sends a request again while it fails in a way waiting can fix, within the
-/// budget of the whole fetch.
-struct Retrying<'a> {
+/// budget of the whole fetch (EC2's datasource and Alibaba's).
+pub(crate) struct Retrying<'a> {
     fetch: &'a dyn Fetch,
     policy: &'a WaitPolicy,
     clock: &'a dyn Clock,
@@ -70,7 +70,26 @@ struct Retrying<'a> {
     requests: Cell<u32>,
 }
 
-impl Retrying<'_> {
+impl<'a> Retrying<'a> {
+    /// Starts the budget now.
+    pub(crate) fn new(fetch: &'a dyn Fetch, policy: &'a WaitPolicy, clock: &'a dyn Clock) -> Self {
+        Self {
+            fetch,
+            policy,
+            clock,
+            start: clock.now(),
+            requests: Cell::new(0),
+        }
+    }
+
+    /// The requests sent so far, and the time since the start, for a log line.
+    pub(crate) fn spent(&self) -> (u32, std::time::Duration) {
+        (
+            self.requests.get(),
+            self.clock.now().saturating_duration_since(self.start),
+        )
+    }
+
     fn retry<T>(&self, path: &str, op: impl Fn() -> Result<T>) -> Result<T> {
         let mut backoff = self.policy.backoff();
         loop {
@@ -91,21 +110,24 @@ impl Retrying<'_> {
                 .unwrap_or(self.policy.max_delay)
                 .max(after.unwrap_or_default())
                 .min(remaining);
-            log::debug!("EC2 {path}: {e}; again in {} ms", pause.as_millis());
+            log::debug!("metadata {path}: {e}; again in {} ms", pause.as_millis());
             self.clock.sleep(pause);
         }
     }
 
-    fn get(&self, path: &str) -> Result<Option<String>> {
+    /// [`Fetch::get`], sent again while waiting can fix its failure.
+    pub(crate) fn get(&self, path: &str) -> Result<Option<String>> {
         self.retry(path, || self.fetch.get(path))
     }
 
-    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+    /// [`Fetch::get_bytes`], sent again while waiting can fix its failure.
+    pub(crate) fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
         self.retry(path, || self.fetch.get_bytes(path, limit))
     }
 }
 
-fn listing(text: &str) -> Vec<String> {
+/// A folder listing's entries, without the trailing `/` of subfolders.
+pub(crate) fn listing(text: &str) -> Vec<String> {
     text.lines()
         .map(|l| l.trim().trim_end_matches('/').to_owned())
         .filter(|l| !l.is_empty())

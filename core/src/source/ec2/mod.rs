@@ -48,8 +48,8 @@ use ureq::{Agent, Body};
 
 use crate::constants::{
     IMDS_CONNECT_TIMEOUT, IMDS_ENDPOINTS, IMDS_MAX_BODY_BYTES, IMDS_MAX_TOKEN_BYTES,
-    IMDS_REQUEST_TIMEOUT, IMDS_TOKEN_HEADER, IMDS_TOKEN_PATH, IMDS_TOKEN_TTL_HEADER,
-    IMDS_TOKEN_TTL_SECS,
+    IMDS_REQUEST_TIMEOUT, IMDS_TOKEN_CACHE_NAME, IMDS_TOKEN_HEADER, IMDS_TOKEN_PATH,
+    IMDS_TOKEN_TTL_HEADER, IMDS_TOKEN_TTL_SECS,
 };
 use crate::error::{Error, ImdsErrorKind, Problem, Result};
 
@@ -73,9 +73,43 @@ pub trait Fetch {
     }
 }
 
-/// The EC2 IMDS client. One per process is enough; it is `Sync`.
+/// What tells EC2's IMDS from a service shaped like it (Alibaba ECS's, at
+/// `100.100.100.200`, whose hardened mode is IMDSv2 with its own header names):
+/// the default endpoints, the token exchange's path and headers, the token cache
+/// file's name, and the configuration key named in an endpoint's error. Everything
+/// else (timeouts, bounded bodies, the 401 dance, the endpoint fallback, per-NIC
+/// binding) is the same client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dialect {
+    /// The base URLs tried when none are configured.
+    pub(crate) endpoints: &'static [&'static str],
+    /// The path a session token is `PUT` to.
+    pub(crate) token_path: &'static str,
+    /// The `PUT`'s header asking for a token of this many seconds.
+    pub(crate) ttl_header: &'static str,
+    /// The header carrying the token on every `GET`.
+    pub(crate) token_header: &'static str,
+    /// The token cache's file name in `run/leasehook`.
+    pub(crate) cache_name: &'static str,
+    /// The configuration key a bad endpoint is reported under.
+    pub(crate) endpoints_key: &'static str,
+}
+
+/// EC2's IMDS (SPEC §4.1).
+pub(crate) const EC2: Dialect = Dialect {
+    endpoints: &IMDS_ENDPOINTS,
+    token_path: IMDS_TOKEN_PATH,
+    ttl_header: IMDS_TOKEN_TTL_HEADER,
+    token_header: IMDS_TOKEN_HEADER,
+    cache_name: IMDS_TOKEN_CACHE_NAME,
+    endpoints_key: "imds.endpoints",
+};
+
+/// The EC2 IMDS client (and, with another [`Dialect`], Alibaba's). One per process
+/// is enough; it is `Sync`.
 #[derive(Debug)]
 pub struct Ec2 {
+    dialect: Dialect,
     endpoints: Vec<String>,
     /// The endpoint that answered last, tried first.
     active: AtomicUsize,
@@ -112,18 +146,24 @@ impl Ec2 {
     /// A client for the default endpoints whose token cache lives under `root`
     /// (`/` in production: `/run/leasehook/imds-token`).
     pub fn try_new(root: impl AsRef<Path>) -> Result<Self> {
-        let endpoints = IMDS_ENDPOINTS.iter().map(|s| (*s).to_owned()).collect();
-        Ok(Self {
+        Ok(Self::with_dialect(root, EC2))
+    }
+
+    /// A client for `dialect`'s default endpoints, its token cache under `root`.
+    pub(crate) fn with_dialect(root: impl AsRef<Path>, dialect: Dialect) -> Self {
+        let endpoints = dialect.endpoints.iter().map(|s| (*s).to_owned()).collect();
+        Self {
+            dialect,
             endpoints,
             active: AtomicUsize::new(0),
             agent: agent(IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT, None),
             timeouts: (IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT),
             binding: None,
-            cache: Some(TokenCache::new(root.as_ref())),
+            cache: Some(TokenCache::new(root.as_ref(), dialect.cache_name)),
             token: Mutex::new(None),
             imdsv1_fallback: false,
             v1: AtomicBool::new(false),
-        })
+        }
     }
 
     /// Replaces the endpoint list (config `imds.endpoints`): `http://` base URLs
@@ -135,11 +175,11 @@ impl Ec2 {
     {
         let mut list = Vec::new();
         for e in endpoints {
-            list.push(check_endpoint(e.as_ref())?);
+            list.push(check_endpoint_for(e.as_ref(), self.dialect.endpoints_key)?);
         }
         if list.is_empty() {
             return Err(Error::Argument {
-                arg: "imds.endpoints".to_owned(),
+                arg: self.dialect.endpoints_key.to_owned(),
                 problem: Problem::bad("at least one endpoint is needed", ""),
             });
         }
@@ -258,7 +298,7 @@ impl Ec2 {
 
     /// `PUT`s a token request, by `deadline`.
     fn fetch_token(&self, deadline: Instant) -> Result<Token> {
-        let (url, mut resp) = self.send(Method::Put, IMDS_TOKEN_PATH, None, deadline)?;
+        let (url, mut resp) = self.send(Method::Put, self.dialect.token_path, None, deadline)?;
         let status = resp.status().as_u16();
         let fail = |kind| Error::Imds {
             method: Method::Put.as_str(),
@@ -321,7 +361,7 @@ impl Ec2 {
                     .config()
                     .timeout_global(Some(left))
                     .build()
-                    .header(IMDS_TOKEN_TTL_HEADER, IMDS_TOKEN_TTL_SECS.to_string())
+                    .header(self.dialect.ttl_header, IMDS_TOKEN_TTL_SECS.to_string())
                     .send_empty(),
                 Method::Get => {
                     let req = self
@@ -331,7 +371,7 @@ impl Ec2 {
                         .timeout_global(Some(left))
                         .build();
                     match token {
-                        Some(t) => req.header(IMDS_TOKEN_HEADER, t.secret()).call(),
+                        Some(t) => req.header(self.dialect.token_header, t.secret()).call(),
                         None => req.call(),
                     }
                 }
@@ -445,8 +485,13 @@ pub(crate) fn agent(
 
 /// Checks one base URL: `http://`, an IP literal host, an optional port, no path.
 pub(crate) fn check_endpoint(url: &str) -> Result<String> {
+    check_endpoint_for(url, EC2.endpoints_key)
+}
+
+/// [`check_endpoint`], reporting a bad URL under configuration key `key`.
+pub(crate) fn check_endpoint_for(url: &str, key: &str) -> Result<String> {
     let bad = |reason: &str| Error::Argument {
-        arg: "imds.endpoints".to_owned(),
+        arg: key.to_owned(),
         problem: Problem::bad(reason, url),
     };
     let trimmed = url.trim_end_matches('/');

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Performs IO: the IMDSv2 session token and its cache file,
-//! `<root>/run/leasehook/imds-token`.
+//! `<root>/run/leasehook/imds-token` (Alibaba's hardened-mode token, the same
+//! shape, in `aliyun-token` beside it).
 //!
 //! Every hook run is a new process, and a DHCP client runs its hook for each lease
 //! on each interface: without a shared cache, every event would pay one extra
@@ -21,11 +22,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::constants::{IMDS_MAX_TOKEN_BYTES, IMDS_TOKEN_CACHE, IMDS_TOKEN_EXPIRY_MARGIN};
+use crate::constants::{IMDS_MAX_TOKEN_BYTES, IMDS_TOKEN_EXPIRY_MARGIN, RUN_DIR};
 use crate::fs::{FileProblem, run_folder, run_folder_for_write};
-
-/// The cache file's name in `run/leasehook`.
-const CACHE_NAME: &str = "imds-token";
 
 /// The largest cache file we read, in bytes.
 const MAX_CACHE_BYTES: u64 = 4096;
@@ -112,14 +110,17 @@ struct CacheFile {
 pub(crate) struct TokenCache {
     path: PathBuf,
     root: PathBuf,
+    /// The file's name in `run/leasehook`.
+    name: &'static str,
 }
 
 impl TokenCache {
-    /// The cache under `root` (`/` in production).
-    pub(crate) fn new(root: &Path) -> Self {
+    /// The cache file `name` under `root` (`/` in production).
+    pub(crate) fn new(root: &Path, name: &'static str) -> Self {
         Self {
-            path: root.join(IMDS_TOKEN_CACHE),
+            path: root.join(RUN_DIR).join(name),
             root: root.to_path_buf(),
+            name,
         }
     }
 
@@ -155,7 +156,7 @@ impl TokenCache {
             Ok(None) => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
-        let (bytes, mode) = match dir.read_with_mode(CACHE_NAME, MAX_CACHE_BYTES) {
+        let (bytes, mode) = match dir.read_with_mode(self.name, MAX_CACHE_BYTES) {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(None),
             Err(FileProblem::Wrong(_)) => return Err("not a regular file".to_owned()),
@@ -208,7 +209,7 @@ impl TokenCache {
         // must not be a symlink), fsync, rename over the name (replacing a symlink
         // rather than following it), fsync of the folder.
         run_folder_for_write(&self.root, None)
-            .and_then(|dir| dir.write_atomic(CACHE_NAME, body.as_bytes(), 0o600))
+            .and_then(|dir| dir.write_atomic(self.name, body.as_bytes(), 0o600))
             .map_err(|e| e.to_string())
     }
 }
@@ -242,7 +243,7 @@ mod tests {
     #[test]
     fn round_trip_with_mode_0600() {
         let root = tempfile::tempdir().unwrap();
-        let cache = TokenCache::new(root.path());
+        let cache = TokenCache::new(root.path(), crate::constants::IMDS_TOKEN_CACHE_NAME);
         assert_eq!(cache.load(now()), None);
         let t = Token::try_new(SECRET, Duration::from_secs(21_600), now()).unwrap();
         cache.store(&t);
@@ -262,7 +263,7 @@ mod tests {
     #[test]
     fn unsafe_or_corrupt_caches_are_ignored() {
         let root = tempfile::tempdir().unwrap();
-        let cache = TokenCache::new(root.path());
+        let cache = TokenCache::new(root.path(), crate::constants::IMDS_TOKEN_CACHE_NAME);
         let dir = cache.path().parent().unwrap().to_path_buf();
         fs::create_dir_all(&dir).unwrap();
         let good = format!(r#"{{"expires_at": 1700021600, "token": "{SECRET}"}}"#);
@@ -319,7 +320,7 @@ mod tests {
         fs::create_dir_all(&target).unwrap();
         fs::create_dir_all(root.path().join("run")).unwrap();
         std::os::unix::fs::symlink(&target, root.path().join("run/leasehook")).unwrap();
-        let cache = TokenCache::new(root.path());
+        let cache = TokenCache::new(root.path(), crate::constants::IMDS_TOKEN_CACHE_NAME);
         let t = Token::try_new(SECRET, Duration::from_secs(600), now()).unwrap();
         cache.store(&t);
         assert_eq!(fs::read_dir(&target).unwrap().count(), 0);

@@ -13,8 +13,8 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! Google Cloud and Azure are built; `provider:` names the ones not built yet as
-//! planned in its error.
+//! Google Cloud, Azure and Alibaba are built; `provider:` names the ones not built
+//! yet as planned in its error.
 //!
 //! * **Google Cloud** ([`crate::source::gce`], built): the NIC is found by MAC in
 //!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
@@ -32,8 +32,12 @@
 //!   once), its client spacing requests 200 ms apart; a 429 is retryable with its
 //!   `Retry-After`. MACs come without separators and are parsed into [`MacAddr`];
 //!   the table number comes from the NIC's rank by MAC, never its list position.
-//! * **Alibaba** (`aliyun/`): EC2's tree at `100.100.100.200` with its own token
-//!   header in hardened mode: the EC2 session's shape with other paths and keys.
+//! * **Alibaba** (`aliyun/`, built): EC2's tree at `100.100.100.200` with its own
+//!   token headers in hardened mode, so its client is EC2's with another dialect;
+//!   its session asks `mac` and four keys of the MAC folder (no listing: every key
+//!   is required), `private-ipv4s` is a JSON list, and with no `device-number` the
+//!   NIC's table slot is a function of its MAC
+//!   ([`crate::source::aliyun::nic::device_slot`]).
 //! * **Oracle Cloud** (`oracle/`): `/opc/v2/vnics/` lists every VNIC (primary
 //!   first, `nicIndex`, `vlanTag`) in one answer. Secondary VNICs get no DHCP, so
 //!   `refresh` and the boot stage ask the provider for a NIC with no lease
@@ -65,6 +69,8 @@ pub enum ProviderKind {
     Gce,
     /// Microsoft Azure IMDS ([`crate::source::azure`]).
     Azure,
+    /// Alibaba Cloud ECS's metadata service ([`crate::source::aliyun`]).
+    Aliyun,
 }
 
 impl ProviderKind {
@@ -74,6 +80,7 @@ impl ProviderKind {
             Self::Ec2 => "ec2",
             Self::Gce => "gce",
             Self::Azure => "azure",
+            Self::Aliyun => "aliyun",
         }
     }
 }
@@ -86,12 +93,13 @@ impl fmt::Display for ProviderKind {
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
 /// them with a message saying so.
-pub const PLANNED: [&str; 3] = ["aliyun", "oracle", "openstack"];
+pub const PLANNED: [&str; 2] = ["oracle", "openstack"];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ProviderChoice {
-    /// The boot stage's verdict recorded in `boot.json`, else EC2.
+    /// The boot stage's verdict recorded in `boot.json`, else the cloud DMI
+    /// names ([`crate::source::detect::cloud_from_dmi`]), else EC2.
     #[default]
     Auto,
     /// This provider.
@@ -99,20 +107,32 @@ pub enum ProviderChoice {
 }
 
 impl ProviderChoice {
-    /// The provider to use, given the datasource the boot stage recorded (if any).
-    /// Pure: the caller reads `boot.json`. A GCE verdict resolves to the GCE
-    /// provider; every other verdict (EC2, LXD, NoCloud, none, or no `boot.json`)
-    /// resolves to EC2, as before the `provider` key.
+    /// The provider to use, given the verdict `auto` goes by: the datasource the
+    /// boot stage recorded, else the one detection found ([`auto_verdict`]).
+    /// Pure: the caller reads `boot.json` and DMI. A cloud with a provider of its
+    /// own resolves to it; every other verdict (EC2, LXD, NoCloud, none, or none
+    /// at all) to EC2, as before the `provider` key.
     pub fn resolve(self, recorded: Option<SourceKind>) -> ProviderKind {
         match (self, recorded) {
             (Self::Named(k), _) => k,
             (Self::Auto, Some(SourceKind::Gce)) => ProviderKind::Gce,
             (Self::Auto, Some(SourceKind::Azure)) => ProviderKind::Azure,
+            (Self::Auto, Some(SourceKind::AliYun)) => ProviderKind::Aliyun,
             // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
             // none, no boot.json): EC2, as before the key.
             (Self::Auto, _) => ProviderKind::Ec2,
         }
     }
+}
+
+/// The verdict `auto` goes by (SPEC §4): the boot stage's, else, when there is
+/// none (no `boot.json` of this boot, or one without a datasource), what
+/// `detect` says (called only then: the hooks' entry point reads DMI in it).
+pub fn auto_verdict(
+    recorded: Option<SourceKind>,
+    detect: impl FnOnce() -> Option<SourceKind>,
+) -> Option<SourceKind> {
+    recorded.or_else(detect)
 }
 
 impl fmt::Display for ProviderChoice {
@@ -132,11 +152,12 @@ impl std::str::FromStr for ProviderChoice {
             "ec2" => Ok(Self::Named(ProviderKind::Ec2)),
             "gce" => Ok(Self::Named(ProviderKind::Gce)),
             "azure" => Ok(Self::Named(ProviderKind::Azure)),
+            "aliyun" => Ok(Self::Named(ProviderKind::Aliyun)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto, ec2, gce or azure (this provider is planned, not built yet)",
+                "expected auto, ec2, gce, azure or aliyun (this provider is planned, not built yet)",
                 s,
             )),
-            _ => Err(Problem::bad("expected auto, ec2, gce or azure", s)),
+            _ => Err(Problem::bad("expected auto, ec2, gce, azure or aliyun", s)),
         }
     }
 }
@@ -263,5 +284,39 @@ impl NicEvent {
     /// The leases.
     pub fn leases(&self) -> &[Lease] {
         &self.leases
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_goes_by_the_boot_verdict_else_detection() {
+        // A verdict is taken as is: detection is not even asked.
+        let never = || -> Option<SourceKind> { panic!("detection asked despite a verdict") };
+        assert_eq!(
+            auto_verdict(Some(SourceKind::Lxd), never),
+            Some(SourceKind::Lxd)
+        );
+        assert_eq!(
+            auto_verdict(None, || Some(SourceKind::AliYun)),
+            Some(SourceKind::AliYun)
+        );
+        assert_eq!(auto_verdict(None, || None), None);
+        let auto = |v| ProviderChoice::Auto.resolve(v);
+        assert_eq!(auto(Some(SourceKind::AliYun)), ProviderKind::Aliyun);
+        for other in [None, Some(SourceKind::Ec2), Some(SourceKind::NoCloud)] {
+            assert_eq!(auto(other), ProviderKind::Ec2);
+        }
+        assert_eq!(
+            ProviderChoice::Named(ProviderKind::Ec2).resolve(Some(SourceKind::AliYun)),
+            ProviderKind::Ec2
+        );
+        assert_eq!(
+            "aliyun".parse::<ProviderChoice>().unwrap(),
+            ProviderChoice::Named(ProviderKind::Aliyun)
+        );
+        assert_eq!(ProviderKind::Aliyun.to_string(), "aliyun");
     }
 }

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: the Alibaba Cloud ECS instance metadata client, over HTTP, with
+//! its hardened-mode token cached under `<root>/run/leasehook/` (SPEC §4.4).
+//!
+//! ECS's metadata service is EC2's IMDS in shape (`/latest/meta-data/`, one leaf
+//! per key, `macs/<mac>/` folders) at `http://100.100.100.200`, and its hardened
+//! ("security hardening") mode is IMDSv2 with its own header names: a token is
+//! `PUT` to `/latest/api/token` with `X-aliyun-ecs-metadata-token-ttl-seconds`
+//! (six hours, the most it grants) and sent as `X-aliyun-ecs-metadata-token` on
+//! every `GET`. So [`Aliyun`] is the EC2 client ([`crate::source::ec2::Ec2`])
+//! with Alibaba's dialect, and it keeps every one of its rules:
+//!
+//! * the token is cached in `<root>/run/leasehook/aliyun-token` (0600, atomic,
+//!   never through a symlink, EC2's token file left alone), replaced when the
+//!   service answers 401; a 403 on the token request is
+//!   [`crate::error::ImdsErrorKind::Disabled`] (the metadata service switched off
+//!   for the instance). A token is asked for in normal mode too: the service
+//!   accepts it there, and one client then works in both modes;
+//! * connect 1 s, whole request 2 s (the token dance included), one keep-alive
+//!   connection, no proxy, no redirects, answers capped at 64 KiB and UTF-8, base
+//!   URLs naming an IP literal (no DNS);
+//! * per-NIC binding (`imds.bind_interface`): each NIC's requests leave through
+//!   that NIC, from its leased address;
+//! * the fewest requests: [`nic`] decides what one NIC event needs (five `GET`s
+//!   when the metadata agrees), [`wait`] drives the consistency wait over it,
+//!   [`identity`] is the boot stage's datasource.
+//!
+//! The token never appears in a log line or an error.
+
+pub mod identity;
+pub mod nic;
+mod provider;
+pub mod wait;
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::constants::{
+    ALIYUN_ENDPOINTS, ALIYUN_TOKEN_CACHE_NAME, ALIYUN_TOKEN_HEADER, ALIYUN_TOKEN_TTL_HEADER,
+    IMDS_TOKEN_PATH,
+};
+use crate::error::Result;
+use crate::source::ec2::{Dialect, Ec2, Fetch};
+
+pub use identity::AliyunSource;
+pub use provider::AliyunProvider;
+pub use wait::wait_for_nic;
+
+/// The configuration key of the endpoint override.
+pub const ENDPOINT_KEY: &str = "aliyun.endpoint";
+
+/// Alibaba's dialect of the EC2 client.
+const ALIYUN: Dialect = Dialect {
+    endpoints: &ALIYUN_ENDPOINTS,
+    token_path: IMDS_TOKEN_PATH,
+    ttl_header: ALIYUN_TOKEN_TTL_HEADER,
+    token_header: ALIYUN_TOKEN_HEADER,
+    cache_name: ALIYUN_TOKEN_CACHE_NAME,
+    endpoints_key: ENDPOINT_KEY,
+};
+
+/// The ECS metadata client. One per process is enough; it is `Sync`.
+#[derive(Debug)]
+pub struct Aliyun {
+    inner: Ec2,
+}
+
+impl Aliyun {
+    /// A client for `http://100.100.100.200` whose token cache lives under `root`
+    /// (`/` in production: `/run/leasehook/aliyun-token`).
+    pub fn try_new(root: impl AsRef<Path>) -> Result<Self> {
+        Ok(Self {
+            inner: Ec2::with_dialect(root, ALIYUN),
+        })
+    }
+
+    /// Replaces the endpoint (config `aliyun.endpoint`): an `http://` base URL
+    /// whose host is an IP literal.
+    pub fn with_endpoint(self, endpoint: &str) -> Result<Self> {
+        Ok(Self {
+            inner: self.inner.with_endpoints([endpoint])?,
+        })
+    }
+
+    /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
+    #[must_use]
+    pub fn with_timeouts(self, connect: Duration, request: Duration) -> Self {
+        Self {
+            inner: self.inner.with_timeouts(connect, request),
+        }
+    }
+
+    /// Sends every request through interface `device`, from `source` (that NIC's
+    /// leased address).
+    #[must_use]
+    pub fn with_interface(self, device: &str, source: Option<std::net::IpAddr>) -> Self {
+        Self {
+            inner: self.inner.with_interface(device, source),
+        }
+    }
+
+    /// Keeps the token in memory only.
+    #[must_use]
+    pub fn without_token_cache(self) -> Self {
+        Self {
+            inner: self.inner.without_token_cache(),
+        }
+    }
+
+    /// The base URL asked.
+    pub fn endpoint(&self) -> &str {
+        self.inner.active_endpoint()
+    }
+}
+
+impl Fetch for Aliyun {
+    /// One `GET` with the token (a new one once on 401): 200 is the body, 404 is
+    /// `None`, anything else an error.
+    fn get(&self, path: &str) -> Result<Option<String>> {
+        self.inner.get(path)
+    }
+
+    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        self.inner.get_bytes(path, limit)
+    }
+}
+
+/// Checks an `aliyun.endpoint` value: `http://`, an IP literal, no path.
+pub fn check_endpoint(url: &str) -> Result<String> {
+    crate::source::ec2::check_endpoint_for(url, ENDPOINT_KEY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_checked_under_the_aliyun_key() {
+        let root = tempfile::tempdir().unwrap();
+        let c = Aliyun::try_new(root.path()).unwrap();
+        assert_eq!(c.endpoint(), "http://100.100.100.200");
+        let c = c.with_endpoint("http://127.0.0.1:8080/").unwrap();
+        assert_eq!(c.endpoint(), "http://127.0.0.1:8080");
+        for bad in [
+            "http://metadata.aliyun",
+            "https://100.100.100.200",
+            "100.100.100.200",
+        ] {
+            let e = Aliyun::try_new(root.path())
+                .unwrap()
+                .with_endpoint(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("argument aliyun.endpoint"), "{e}");
+        }
+        assert!(check_endpoint("http://[::1]:80").is_ok());
+    }
+}

@@ -1,0 +1,923 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: what one NIC event needs from Alibaba Cloud ECS's metadata service, what
+//! to ask for next, what the answers mean as cloud-neutral NIC metadata, and
+//! whether they agree with the lease (the consistency decision of SPEC §3.5).
+//!
+//! # What is fetched
+//!
+//! The ECS tree is EC2's shape with other keys: the top-level `meta-data/mac`
+//! names the primary NIC (ECS: "the MAC of eth0"), and each NIC has a folder
+//! `network/interfaces/macs/<mac>/`. Every key read is required for the lease's
+//! family, so no folder listing is read: a 404 is "not there (yet)".
+//!
+//! | key | needed for | becomes |
+//! |---|---|---|
+//! | `primary-ip-address` | every lease (read first: the folder exists once it answers) | the first of the NIC's IPv4 addresses |
+//! | `private-ipv4s` | DHCPv4 | the NIC's IPv4 addresses (a JSON list, the primary among them); must hold the leased address |
+//! | `vswitch-cidr-block` | DHCPv4 | the IPv4 subnet (the vSwitch's block) |
+//! | `netmask` | DHCPv4, only while `vswitch-cidr-block` answers 404 | the subnet, from `primary-ip-address` and the mask |
+//! | `gateway` | DHCPv4 | a check: it must lie in the subnet; the subnet counts as known only once it answers |
+//! | `ipv6s` | DHCPv6 | the IPv6 addresses (a JSON list); must hold the leased address |
+//! | `vswitch-ipv6-cidr-block` | DHCPv6 | the IPv6 subnet |
+//!
+//! A DHCPv4 event costs five `GET`s when the metadata already agrees (`mac`,
+//! `primary-ip-address`, `private-ipv4s`, `vswitch-cidr-block`, `gateway`), plus
+//! the token's `PUT` when no cached token is fresh. What is absent or does not yet
+//! say what the lease proves is asked again in the next round, nothing else.
+//!
+//! # The table number
+//!
+//! ECS has no `device-number` (nor a network card): nothing in the metadata says
+//! where a NIC sits. What is fixed for a NIC's life is its MAC: ECS gives an
+//! elastic network interface its MAC when it is created, and it keeps it through
+//! reboots, stops, detaching and attaching again. So the NIC's "device number" is
+//! [`device_slot`], a pure function of the MAC in `1..=9999`, and its table is
+//! `table_base + slot` (rule priority `priority_base + slot`, at most 19999 with
+//! the defaults, before the main table's 32766). The same NIC gets the same table
+//! on every event, boot and instance it is attached to, whatever the interface is
+//! called and in whatever order NICs come and go, with no state to keep. Two NICs
+//! whose slots collide (about one pair in ten thousand) are caught before any
+//! write: the second one's plan is refused with the table held by the first
+//! (`leasehook status` names it), never sharing it. The primary's slot is never 0,
+//! so the planner's "device 0 on a secondary" rule does not apply.
+//!
+//! # When the metadata agrees
+//!
+//! The answers become one [`NicMetadata`] and are handed to the planner with the
+//! event's link and lease: what [`plan`] lists as [`Missing`] (and waiting can fix)
+//! is what the wait is still waiting for, so the wait and the plan cannot disagree
+//! about "complete".
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use serde_json::Value;
+
+use crate::constants::IMDS_META_DATA;
+use crate::error::{Error, Problem, Result};
+use crate::metadata::MACS_PATH;
+use crate::model::{Family, InstanceNetwork, Link, MacAddr, Missing, NicMetadata, Profile};
+use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+pub use crate::source::provider::{Assessment, NicEvent};
+
+/// The number of table slots a NIC's MAC is spread over (`1..=SLOTS`).
+pub const SLOTS: u32 = 9_999;
+
+/// The most addresses one list (`private-ipv4s`, `ipv6s`) may hold: ECS allows a
+/// few dozen per NIC; more is not the metadata service talking.
+pub const MAX_ADDRESSES: usize = 256;
+
+/// The NIC's table slot: its MAC (all 48 bits, big-endian) modulo [`SLOTS`], plus
+/// one, so never 0. See the module docs.
+pub fn device_slot(mac: MacAddr) -> u32 {
+    let mut wide = [0u8; 8];
+    if let Some(tail) = wide.get_mut(2..) {
+        tail.copy_from_slice(&mac.octets());
+    }
+    let n = u64::from_be_bytes(wide) % u64::from(SLOTS);
+    // n < SLOTS, so it fits.
+    u32::try_from(n).map_or(1, |n| n + 1)
+}
+
+/// A key of a MAC folder that leasehook reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NicKey {
+    /// `primary-ip-address`.
+    PrimaryIpAddress,
+    /// `private-ipv4s` (a JSON list).
+    PrivateIpv4s,
+    /// `vswitch-cidr-block`.
+    VswitchCidrBlock,
+    /// `netmask`.
+    Netmask,
+    /// `gateway`.
+    Gateway,
+    /// `ipv6s` (a JSON list).
+    Ipv6s,
+    /// `vswitch-ipv6-cidr-block`.
+    VswitchIpv6CidrBlock,
+    /// `network-interface-id` (the boot stage's, for logs and instance-data).
+    NetworkInterfaceId,
+}
+
+impl NicKey {
+    /// Every key, in the order they are asked for.
+    pub const ALL: [Self; 8] = [
+        Self::PrimaryIpAddress,
+        Self::PrivateIpv4s,
+        Self::VswitchCidrBlock,
+        Self::Netmask,
+        Self::Gateway,
+        Self::Ipv6s,
+        Self::VswitchIpv6CidrBlock,
+        Self::NetworkInterfaceId,
+    ];
+
+    /// The key's name in the folder.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PrimaryIpAddress => "primary-ip-address",
+            Self::PrivateIpv4s => "private-ipv4s",
+            Self::VswitchCidrBlock => "vswitch-cidr-block",
+            Self::Netmask => "netmask",
+            Self::Gateway => "gateway",
+            Self::Ipv6s => "ipv6s",
+            Self::VswitchIpv6CidrBlock => "vswitch-ipv6-cidr-block",
+            Self::NetworkInterfaceId => "network-interface-id",
+        }
+    }
+
+    /// The key a folder entry names, if leasehook reads it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// One request of the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Request {
+    /// The top-level `meta-data/mac`: the primary NIC.
+    PrimaryMac,
+    /// One key of the event's MAC folder.
+    Key(NicKey),
+}
+
+impl Request {
+    /// The request's path below the base URL.
+    pub fn path(self, mac: MacAddr) -> String {
+        match self {
+            Self::PrimaryMac => format!("{IMDS_META_DATA}/mac"),
+            Self::Key(k) => key_path(mac, k),
+        }
+    }
+}
+
+/// `/latest/meta-data/network/interfaces/macs/<mac>/<key>`.
+pub fn key_path(mac: MacAddr, key: NicKey) -> String {
+    format!("{IMDS_META_DATA}/{MACS_PATH}/{mac}/{}", key.name())
+}
+
+/// One answer: a value, or absent (404).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leaf {
+    /// The service does not have it.
+    Absent,
+    /// The body it answered.
+    Value(String),
+}
+
+fn leaf(answer: Option<String>) -> Leaf {
+    answer.map_or(Leaf::Absent, Leaf::Value)
+}
+
+/// Everything fetched so far for one event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fetched {
+    primary_mac: Option<Leaf>,
+    keys: BTreeMap<NicKey, Leaf>,
+}
+
+impl Fetched {
+    /// Nothing fetched yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the answer to `request` (`None` for 404).
+    pub fn record(&mut self, request: Request, answer: Option<String>) {
+        match request {
+            Request::PrimaryMac => self.primary_mac = Some(leaf(answer)),
+            Request::Key(k) => {
+                self.keys.insert(k, leaf(answer));
+            }
+        }
+    }
+
+    /// Whether the MAC folder is known to exist: its `primary-ip-address`
+    /// answered.
+    pub fn folder_exists(&self) -> bool {
+        matches!(
+            self.keys.get(&NicKey::PrimaryIpAddress),
+            Some(Leaf::Value(_))
+        )
+    }
+
+    fn value(&self, k: NicKey) -> Option<&str> {
+        match self.keys.get(&k) {
+            Some(Leaf::Value(v)) => Some(v.as_str()),
+            _ => None,
+        }
+    }
+
+    fn is_absent(&self, k: NicKey) -> bool {
+        matches!(self.keys.get(&k), Some(Leaf::Absent))
+    }
+}
+
+/// The metadata error for `key` of `mac`'s folder.
+fn bad(mac: MacAddr, key: NicKey, reason: impl Into<String>, value: &str) -> Error {
+    Error::Metadata {
+        key: format!("{MACS_PATH}/{mac}/{}", key.name()),
+        problem: Problem::bad(reason, value),
+    }
+}
+
+/// A JSON list of addresses (`["192.168.0.10", "192.168.0.11"]`): strictly a list
+/// of strings, each an address of the family, at most [`MAX_ADDRESSES`],
+/// duplicates dropped, order kept.
+pub fn parse_address_list<A: std::str::FromStr + PartialEq>(
+    mac: MacAddr,
+    key: NicKey,
+    text: &str,
+) -> Result<Vec<A>> {
+    let value: Value = serde_json::from_str(text.trim())
+        .map_err(|e| bad(mac, key, format!("not a JSON list ({e})"), text))?;
+    let Value::Array(items) = value else {
+        return Err(bad(mac, key, "not a JSON list", text));
+    };
+    if items.len() > MAX_ADDRESSES {
+        return Err(bad(
+            mac,
+            key,
+            format!("more than {MAX_ADDRESSES} addresses ({})", items.len()),
+            "",
+        ));
+    }
+    let mut out: Vec<A> = Vec::with_capacity(items.len());
+    for item in &items {
+        let Value::String(s) = item else {
+            return Err(bad(mac, key, "an entry is not a string", &item.to_string()));
+        };
+        let a: A = s
+            .parse()
+            .map_err(|_| bad(mac, key, "an entry is not an address of the family", s))?;
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    Ok(out)
+}
+
+/// One value of the family `T` (an address or a CIDR block), surrounding white
+/// space allowed.
+fn parse_one<T: std::str::FromStr>(mac: MacAddr, key: NicKey, text: &str, what: &str) -> Result<T> {
+    text.trim()
+        .parse()
+        .map_err(|_| bad(mac, key, format!("not {what}"), text))
+}
+
+/// A dotted-quad netmask's prefix length; a mask whose ones are not contiguous is
+/// refused.
+fn netmask_prefix(mac: MacAddr, text: &str) -> Result<u8> {
+    let mask: Ipv4Addr = parse_one(mac, NicKey::Netmask, text, "an IPv4 netmask")?;
+    let bits = u32::from(mask);
+    let ones = bits.leading_ones();
+    if bits.checked_shl(ones).unwrap_or(0) != 0 {
+        return Err(bad(mac, NicKey::Netmask, "not a contiguous netmask", text));
+    }
+    u8::try_from(ones).map_err(|_| bad(mac, NicKey::Netmask, "out of range", text))
+}
+
+/// The NIC's metadata from its folder's answers (`folder`: key → body, the keys
+/// it does not have left out), in the cloud-neutral shape the planner reads.
+/// Fails on a value that does not parse, naming its key.
+pub fn parse_folder(mac: MacAddr, folder: &BTreeMap<NicKey, String>) -> Result<NicMetadata> {
+    let mut nic = NicMetadata::empty(mac);
+    nic.device_number = Some(device_slot(mac));
+    let primary: Option<Ipv4Addr> = folder
+        .get(&NicKey::PrimaryIpAddress)
+        .map(|v| parse_one(mac, NicKey::PrimaryIpAddress, v, "an IPv4 address"))
+        .transpose()?;
+    let private: Vec<Ipv4Addr> = folder
+        .get(&NicKey::PrivateIpv4s)
+        .map(|v| parse_address_list(mac, NicKey::PrivateIpv4s, v))
+        .transpose()?
+        .unwrap_or_default();
+    // The primary first, as EC2's `local-ipv4s`: the others become secondary
+    // addresses. Without the list, the NIC's addresses are not known yet.
+    if !private.is_empty() {
+        nic.local_ipv4s.extend(primary);
+        nic.local_ipv4s
+            .extend(private.iter().filter(|a| Some(**a) != primary));
+    }
+    let subnet: Option<Ipv4Net> = match (
+        folder.get(&NicKey::VswitchCidrBlock),
+        folder.get(&NicKey::Netmask),
+        primary,
+    ) {
+        (Some(block), _, _) => Some(
+            parse_one::<Ipv4Net>(mac, NicKey::VswitchCidrBlock, block, "an IPv4 CIDR block")?
+                .trunc(),
+        ),
+        (None, Some(mask), Some(p)) => {
+            let len = netmask_prefix(mac, mask)?;
+            Ipv4Net::new(p, len).ok().map(|n| n.trunc())
+        }
+        _ => None,
+    };
+    let gateway: Option<Ipv4Addr> = folder
+        .get(&NicKey::Gateway)
+        .map(|v| parse_one(mac, NicKey::Gateway, v, "an IPv4 address"))
+        .transpose()?;
+    if let (Some(g), Some(s)) = (gateway, subnet)
+        && !s.contains(&g)
+    {
+        return Err(bad(
+            mac,
+            NicKey::Gateway,
+            format!("not in the NIC's subnet {s}"),
+            &g.to_string(),
+        ));
+    }
+    // The subnet counts as known once the gateway is: a vSwitch whose gateway
+    // the service does not name yet is not propagated.
+    if let (Some(s), Some(_)) = (subnet, gateway) {
+        nic.subnet_ipv4_cidr_blocks.push(s);
+    }
+    if let Some(v) = folder.get(&NicKey::Ipv6s) {
+        nic.ipv6s = parse_address_list::<Ipv6Addr>(mac, NicKey::Ipv6s, v)?;
+    }
+    if let Some(v) = folder.get(&NicKey::VswitchIpv6CidrBlock) {
+        let block: Ipv6Net = parse_one(mac, NicKey::VswitchIpv6CidrBlock, v, "an IPv6 CIDR block")?;
+        nic.subnet_ipv6_cidr_blocks.push(block.trunc());
+    }
+    if let Some(v) = folder.get(&NicKey::NetworkInterfaceId) {
+        let id = v.trim();
+        if id.is_empty()
+            || id.len() > 64
+            || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(bad(mac, NicKey::NetworkInterfaceId, "not an ENI id", v));
+        }
+        nic.interface_id = Some(id.to_owned());
+    }
+    Ok(nic)
+}
+
+/// The primary MAC `meta-data/mac` names.
+fn parse_primary(text: &str) -> Result<MacAddr> {
+    text.trim().parse().map_err(|problem| Error::Metadata {
+        key: "mac".to_owned(),
+        problem,
+    })
+}
+
+/// The keys `event`'s leases need, in [`NicKey::ALL`] order (the folder probe
+/// first; `netmask` only as a fallback, see [`next_request`]).
+pub fn keys(event: &NicEvent) -> Vec<NicKey> {
+    let has = |f: Family| event.leases().iter().any(|l| l.family == f);
+    let mut out = vec![NicKey::PrimaryIpAddress];
+    if has(Family::V4) {
+        out.extend([
+            NicKey::PrivateIpv4s,
+            NicKey::VswitchCidrBlock,
+            NicKey::Gateway,
+        ]);
+    }
+    if has(Family::V6) {
+        out.extend([NicKey::Ipv6s, NicKey::VswitchIpv6CidrBlock]);
+    }
+    out
+}
+
+/// Parses what was fetched and asks the planner (`ec2-net-utils` scheme, which
+/// numbers the table from [`device_slot`]) what it still lacks. Fails on a value
+/// that does not parse, naming its key.
+pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
+    let primary_mac = match &fetched.primary_mac {
+        Some(Leaf::Value(v)) => Some(parse_primary(v)?),
+        _ => None,
+    };
+    let mut nics = Vec::new();
+    if fetched.folder_exists() {
+        let folder: BTreeMap<NicKey, String> = fetched
+            .keys
+            .iter()
+            .filter_map(|(k, l)| match l {
+                Leaf::Value(v) => Some((*k, v.clone())),
+                Leaf::Absent => None,
+            })
+            .collect();
+        nics.push(parse_folder(event.mac(), &folder)?);
+    }
+    let network = InstanceNetwork { primary_mac, nics };
+    let links = [Link {
+        name: event.interface().clone(),
+        mac: event.mac(),
+        ipv6_router: None,
+    }];
+    let leases: Vec<InterfaceLease> = event
+        .leases()
+        .iter()
+        .map(|l| InterfaceLease {
+            interface: event.interface().clone(),
+            lease: l.clone(),
+        })
+        .collect();
+    let cfg = PlanConfig {
+        profile: Profile::Ec2NetUtils,
+        ..PlanConfig::default()
+    };
+    let p = plan(
+        &PlanInput {
+            metadata: &network,
+            links: &links,
+            leases: &leases,
+            link_addresses: &[],
+        },
+        &cfg,
+    )?;
+    let mut missing: Vec<Missing> = p
+        .interfaces
+        .into_iter()
+        .flat_map(|i| i.missing)
+        .filter(Missing::is_metadata)
+        .collect();
+    missing.sort();
+    missing.dedup();
+    Ok(Assessment { network, missing })
+}
+
+/// The keys that answer a missing item.
+fn keys_for(missing: &Missing, fetched: &Fetched) -> Vec<NicKey> {
+    let family = |a: &IpAddr| Family::of(a);
+    match missing {
+        Missing::MacFolder => vec![NicKey::PrimaryIpAddress],
+        Missing::LeaseAddress { address } => match family(address) {
+            Family::V4 => vec![NicKey::PrivateIpv4s],
+            Family::V6 => vec![NicKey::Ipv6s],
+        },
+        Missing::Addresses { family: Family::V4 } => vec![NicKey::PrivateIpv4s],
+        Missing::Addresses { family: Family::V6 } => vec![NicKey::Ipv6s],
+        Missing::Subnet { family: Family::V4 } => {
+            // Whatever of the block (or, without it, the mask) and the gateway
+            // did not answer.
+            let mut out = Vec::new();
+            if fetched.value(NicKey::VswitchCidrBlock).is_none() {
+                out.push(NicKey::VswitchCidrBlock);
+                if fetched.is_absent(NicKey::VswitchCidrBlock) {
+                    out.push(NicKey::Netmask);
+                }
+            }
+            if fetched.value(NicKey::Gateway).is_none() {
+                out.push(NicKey::Gateway);
+            }
+            out
+        }
+        Missing::Subnet { family: Family::V6 } => vec![NicKey::VswitchIpv6CidrBlock],
+        _ => Vec::new(),
+    }
+}
+
+/// The next request of a round that started from `missing` and has asked
+/// `asked`: `mac` once (again while it is missing), then the folder probe
+/// `primary-ip-address` (while it answers 404 the round ends there: no other key
+/// can be there), then each key the leases need that was not read yet or that
+/// `missing` needs again; `netmask` only while `vswitch-cidr-block` answers 404.
+pub fn next_request(
+    event: &NicEvent,
+    fetched: &Fetched,
+    missing: &[Missing],
+    asked: &BTreeSet<Request>,
+) -> Option<Request> {
+    let again: BTreeSet<NicKey> = missing.iter().flat_map(|m| keys_for(m, fetched)).collect();
+    let due = |r: &Request| !asked.contains(r);
+    if (fetched.primary_mac.is_none() || missing.contains(&Missing::PrimaryMac))
+        && due(&Request::PrimaryMac)
+    {
+        return Some(Request::PrimaryMac);
+    }
+    if !fetched.folder_exists() {
+        let probe = Request::Key(NicKey::PrimaryIpAddress);
+        return due(&probe).then_some(probe);
+    }
+    let mut wanted = keys(event);
+    if fetched.is_absent(NicKey::VswitchCidrBlock) && wanted.contains(&NicKey::VswitchCidrBlock) {
+        wanted.push(NicKey::Netmask);
+    }
+    wanted
+        .into_iter()
+        .filter(|k| !fetched.keys.contains_key(k) || again.contains(k))
+        .map(Request::Key)
+        .find(due)
+}
+
+/// The IP network of a family-neutral CIDR, for tests and callers that print.
+#[must_use]
+pub fn subnet_of(nic: &NicMetadata, family: Family) -> Option<IpNet> {
+    match family {
+        Family::V4 => nic.subnet_ipv4_cidr_blocks.first().map(|n| IpNet::V4(*n)),
+        Family::V6 => nic.subnet_ipv6_cidr_blocks.first().map(|n| IpNet::V6(*n)),
+    }
+}
+
+/// Parses a saved ECS metadata tree for `leasehook plan --provider aliyun`: a JSON
+/// object as the EC2 tree (`{"latest": {"meta-data": {...}}}`, or the `meta-data`
+/// object itself) with `mac` and `network/interfaces/macs/<mac>/` folders whose
+/// keys are the service's answers (a list for `private-ipv4s` and `ipv6s`, or its
+/// text). Each folder goes through [`parse_folder`], so the tables are those a
+/// hook would use.
+pub fn parse_saved(text: &str) -> Result<InstanceNetwork> {
+    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
+        what: "ECS metadata JSON".to_owned(),
+        message: e.to_string(),
+    })?;
+    let md = root
+        .pointer("/latest/meta-data")
+        .or_else(|| root.get("meta-data"))
+        .unwrap_or(&root);
+    let bad = |key: &str, reason: &str, v: &Value| Error::Metadata {
+        key: key.to_owned(),
+        problem: Problem::bad(reason, &v.to_string()),
+    };
+    let primary_mac = match md.get("mac") {
+        None => None,
+        Some(Value::String(m)) => Some(m.parse::<MacAddr>().map_err(|p| Error::Metadata {
+            key: "mac".to_owned(),
+            problem: p,
+        })?),
+        Some(v) => return Err(bad("mac", "not a string", v)),
+    };
+    let mut nics = Vec::new();
+    if let Some(macs) = md.pointer(&format!("/{MACS_PATH}")) {
+        let macs = macs
+            .as_object()
+            .ok_or_else(|| bad(MACS_PATH, "not a folder", macs))?;
+        for (name, folder) in macs {
+            let path = format!("{MACS_PATH}/{name}");
+            let mac: MacAddr = name.parse().map_err(|p| Error::Metadata {
+                key: path.clone(),
+                problem: p,
+            })?;
+            let folder = folder
+                .as_object()
+                .ok_or_else(|| bad(&path, "not a folder", folder))?;
+            let mut answers = BTreeMap::new();
+            for key in NicKey::ALL {
+                match folder.get(key.name()) {
+                    None | Some(Value::Null) => {}
+                    Some(Value::String(text)) => {
+                        answers.insert(key, text.clone());
+                    }
+                    Some(list @ Value::Array(_)) => {
+                        answers.insert(key, list.to_string());
+                    }
+                    Some(v) => {
+                        return Err(bad(&format!("{path}/{}", key.name()), "not a value", v));
+                    }
+                }
+            }
+            nics.push(parse_folder(mac, &answers)?);
+        }
+    }
+    nics.sort_by_key(|n| n.mac);
+    Ok(InstanceNetwork { primary_mac, nics })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{IfName, Lease, Reason};
+
+    const PRIMARY: &str = "00:16:3e:00:00:01";
+    const SECONDARY: &str = "00:16:3e:00:00:02";
+
+    fn mac(s: &str) -> MacAddr {
+        s.parse().unwrap()
+    }
+
+    fn event(addr: &str) -> NicEvent {
+        let address: IpAddr = addr.parse().unwrap();
+        let routers = match address {
+            IpAddr::V4(_) => vec!["192.168.1.253".parse().unwrap()],
+            IpAddr::V6(_) => vec![],
+        };
+        NicEvent::try_new(
+            IfName::try_new("eth1").unwrap(),
+            mac(SECONDARY),
+            vec![Lease {
+                family: Family::of(&address),
+                address,
+                prefix_len: 24,
+                routers,
+                reason: Reason::Bound,
+            }],
+        )
+        .unwrap()
+    }
+
+    type Tree = BTreeMap<Request, &'static str>;
+
+    fn good() -> Tree {
+        [
+            (Request::PrimaryMac, PRIMARY),
+            (Request::Key(NicKey::PrimaryIpAddress), "192.168.1.20"),
+            (
+                Request::Key(NicKey::PrivateIpv4s),
+                r#"["192.168.1.21", "192.168.1.20"]"#,
+            ),
+            (Request::Key(NicKey::VswitchCidrBlock), "192.168.1.0/24"),
+            (Request::Key(NicKey::Netmask), "255.255.255.0"),
+            (Request::Key(NicKey::Gateway), "192.168.1.253"),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    /// One round against `tree`; returns what it asked.
+    fn round(ev: &NicEvent, state: &mut Fetched, missing: &[Missing], tree: &Tree) -> Vec<Request> {
+        let mut asked = BTreeSet::new();
+        let mut order = Vec::new();
+        while let Some(r) = next_request(ev, state, missing, &asked) {
+            asked.insert(r);
+            order.push(r);
+            state.record(r, tree.get(&r).map(|v| (*v).to_owned()));
+        }
+        order
+    }
+
+    #[test]
+    fn slots_are_stable_never_zero_and_spread() {
+        assert_eq!(device_slot(mac(SECONDARY)), device_slot(mac(SECONDARY)));
+        // The MAC as a number, modulo 9999, plus one.
+        assert_eq!(
+            u64::from(device_slot(mac(SECONDARY))),
+            0x0016_3e00_0002_u64 % 9_999 + 1
+        );
+        let mut seen = BTreeSet::new();
+        for last in 0..=255u8 {
+            let s = device_slot(MacAddr::new([0x00, 0x16, 0x3e, 0x12, 0x34, last]));
+            assert!((1..=SLOTS).contains(&s));
+            seen.insert(s);
+        }
+        // Consecutive MACs never share a slot.
+        assert_eq!(seen.len(), 256);
+        assert!(device_slot(MacAddr::new([0; 6])) == 1);
+        assert!(device_slot(MacAddr::new([0xff; 6])) <= SLOTS);
+    }
+
+    #[test]
+    fn consistent_metadata_takes_five_requests_in_one_round() {
+        let ev = event("192.168.1.20");
+        let mut state = Fetched::new();
+        let start = assess(&ev, &state).unwrap();
+        let asked = round(&ev, &mut state, &start.missing, &good());
+        assert_eq!(
+            asked,
+            [
+                Request::PrimaryMac,
+                Request::Key(NicKey::PrimaryIpAddress),
+                Request::Key(NicKey::PrivateIpv4s),
+                Request::Key(NicKey::VswitchCidrBlock),
+                Request::Key(NicKey::Gateway),
+            ]
+        );
+        let a = assess(&ev, &state).unwrap();
+        assert!(a.is_complete(), "{:?}", a.missing);
+        let nic = a.network.nic(mac(SECONDARY)).unwrap();
+        // The primary address first, then the others.
+        assert_eq!(
+            nic.local_ipv4s,
+            [
+                "192.168.1.20".parse::<Ipv4Addr>().unwrap(),
+                "192.168.1.21".parse().unwrap()
+            ]
+        );
+        assert_eq!(nic.device_number, Some(device_slot(mac(SECONDARY))));
+        assert_eq!(nic.network_card, None);
+        assert_eq!(
+            subnet_of(nic, Family::V4),
+            Some("192.168.1.0/24".parse().unwrap())
+        );
+        assert_eq!(a.network.primary_mac, Some(mac(PRIMARY)));
+        // Nothing more to ask.
+        assert_eq!(
+            next_request(&ev, &state, &a.missing, &BTreeSet::new()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_missing_folder_ends_the_round_at_the_probe_and_is_asked_again() {
+        let ev = event("192.168.1.20");
+        let mut state = Fetched::new();
+        let only_mac: Tree = [(Request::PrimaryMac, PRIMARY)].into_iter().collect();
+        assert_eq!(
+            round(&ev, &mut state, &[], &only_mac),
+            [Request::PrimaryMac, Request::Key(NicKey::PrimaryIpAddress)]
+        );
+        let a = assess(&ev, &state).unwrap();
+        assert_eq!(a.missing, [Missing::MacFolder]);
+        // The next round: the probe again (mac is known), then the rest.
+        assert_eq!(
+            round(&ev, &mut state, &a.missing, &good()),
+            [
+                Request::Key(NicKey::PrimaryIpAddress),
+                Request::Key(NicKey::PrivateIpv4s),
+                Request::Key(NicKey::VswitchCidrBlock),
+                Request::Key(NicKey::Gateway),
+            ]
+        );
+        assert!(assess(&ev, &state).unwrap().is_complete());
+    }
+
+    #[test]
+    fn a_late_address_is_the_only_key_asked_again() {
+        let ev = event("192.168.1.30");
+        let mut state = Fetched::new();
+        round(&ev, &mut state, &[], &good());
+        let a = assess(&ev, &state).unwrap();
+        assert_eq!(
+            a.missing,
+            [Missing::LeaseAddress {
+                address: "192.168.1.30".parse().unwrap()
+            }]
+        );
+        let mut later = good();
+        later.insert(
+            Request::Key(NicKey::PrivateIpv4s),
+            r#"["192.168.1.20","192.168.1.30"]"#,
+        );
+        assert_eq!(
+            round(&ev, &mut state, &a.missing, &later),
+            [Request::Key(NicKey::PrivateIpv4s)]
+        );
+        assert!(assess(&ev, &state).unwrap().is_complete());
+    }
+
+    #[test]
+    fn without_the_block_the_netmask_gives_the_subnet_and_the_gateway_is_required() {
+        let ev = event("192.168.1.20");
+        let mut tree = good();
+        tree.remove(&Request::Key(NicKey::VswitchCidrBlock));
+        tree.remove(&Request::Key(NicKey::Gateway));
+        let mut state = Fetched::new();
+        let asked = round(&ev, &mut state, &[], &tree);
+        assert_eq!(asked.last(), Some(&Request::Key(NicKey::Netmask)));
+        let a = assess(&ev, &state).unwrap();
+        // The mask is there, the gateway is not: not known yet.
+        assert_eq!(a.missing, [Missing::Subnet { family: Family::V4 }]);
+        tree.insert(Request::Key(NicKey::Gateway), "192.168.1.253");
+        assert_eq!(
+            round(&ev, &mut state, &a.missing, &tree),
+            [
+                Request::Key(NicKey::VswitchCidrBlock),
+                Request::Key(NicKey::Gateway),
+                Request::Key(NicKey::Netmask),
+            ]
+        );
+        let a = assess(&ev, &state).unwrap();
+        assert!(a.is_complete(), "{:?}", a.missing);
+        assert_eq!(
+            subnet_of(&a.network.nics[0], Family::V4),
+            Some("192.168.1.0/24".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn ipv6_leases_read_the_ipv6_keys_only() {
+        let ev = event("2408:4000::20");
+        let mut tree = good();
+        tree.insert(Request::Key(NicKey::Ipv6s), r#"["2408:4000::20"]"#);
+        tree.insert(Request::Key(NicKey::VswitchIpv6CidrBlock), "2408:4000::/64");
+        let mut state = Fetched::new();
+        assert_eq!(
+            round(&ev, &mut state, &[], &tree),
+            [
+                Request::PrimaryMac,
+                Request::Key(NicKey::PrimaryIpAddress),
+                Request::Key(NicKey::Ipv6s),
+                Request::Key(NicKey::VswitchIpv6CidrBlock),
+            ]
+        );
+        let a = assess(&ev, &state).unwrap();
+        assert!(a.is_complete(), "{:?}", a.missing);
+        assert_eq!(a.network.nics[0].ipv6s.len(), 1);
+    }
+
+    #[test]
+    fn garbage_lists_and_hostile_values_fail_naming_the_key() {
+        let cases: [(NicKey, &str, &str); 13] = [
+            (NicKey::PrivateIpv4s, "192.168.1.20", "not a JSON list"),
+            (NicKey::PrivateIpv4s, "[", "not a JSON list"),
+            (NicKey::PrivateIpv4s, r#"{"a": 1}"#, "not a JSON list"),
+            (NicKey::PrivateIpv4s, "[1]", "not a string"),
+            (
+                NicKey::PrivateIpv4s,
+                r#"["192.168.1.999"]"#,
+                "not an address",
+            ),
+            (NicKey::PrivateIpv4s, r#"["2408::1"]"#, "not an address"),
+            (
+                NicKey::PrivateIpv4s,
+                r#"["192.168.1.20; rm -rf /"]"#,
+                "not an address",
+            ),
+            (NicKey::PrimaryIpAddress, "192.168.1.20/24", "not an IPv4"),
+            (NicKey::VswitchCidrBlock, "192.168.1.0", "not an IPv4 CIDR"),
+            (NicKey::Gateway, "10.0.0.1", "not in the NIC's subnet"),
+            (NicKey::Netmask, "255.0.255.0", "not a contiguous"),
+            (NicKey::Ipv6s, r#"["192.168.1.20"]"#, "not an address"),
+            (NicKey::NetworkInterfaceId, "eni-1\n/etc", "not an ENI id"),
+        ];
+        for (key, body, want) in cases {
+            let mut folder: BTreeMap<NicKey, String> = [
+                (NicKey::PrimaryIpAddress, "192.168.1.20"),
+                (NicKey::PrivateIpv4s, r#"["192.168.1.20"]"#),
+                (NicKey::Gateway, "192.168.1.253"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect();
+            if key == NicKey::Netmask {
+                folder.remove(&NicKey::VswitchCidrBlock);
+            } else {
+                folder.insert(NicKey::VswitchCidrBlock, "192.168.1.0/24".to_owned());
+            }
+            folder.insert(key, body.to_owned());
+            let e = parse_folder(mac(SECONDARY), &folder)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{key:?} {body:?}: {e}");
+            assert!(
+                e.contains(&format!(
+                    "network/interfaces/macs/{SECONDARY}/{}",
+                    key.name()
+                )),
+                "{e}"
+            );
+        }
+        let long = format!(
+            "[{}]",
+            vec![r#""192.168.1.20""#; MAX_ADDRESSES + 1].join(",")
+        );
+        let mut folder = BTreeMap::new();
+        folder.insert(NicKey::PrivateIpv4s, long);
+        let e = parse_folder(mac(SECONDARY), &folder)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than 256"), "{e}");
+        // Duplicates are one address; an empty list is no address.
+        let mut folder = BTreeMap::new();
+        folder.insert(NicKey::PrimaryIpAddress, "192.168.1.20".to_owned());
+        folder.insert(
+            NicKey::PrivateIpv4s,
+            r#" ["192.168.1.20","192.168.1.20"] "#.to_owned(),
+        );
+        assert_eq!(
+            parse_folder(mac(SECONDARY), &folder)
+                .unwrap()
+                .local_ipv4s
+                .len(),
+            1
+        );
+        folder.insert(NicKey::PrivateIpv4s, "[]".to_owned());
+        assert!(
+            parse_folder(mac(SECONDARY), &folder)
+                .unwrap()
+                .local_ipv4s
+                .is_empty()
+        );
+        // A primary MAC that is not one.
+        let ev = event("192.168.1.20");
+        let mut state = Fetched::new();
+        state.record(Request::PrimaryMac, Some("eth0".into()));
+        assert!(assess(&ev, &state).unwrap_err().to_string().contains("mac"));
+    }
+
+    #[test]
+    fn an_absent_list_is_waited_for_not_read_as_empty() {
+        let ev = event("192.168.1.20");
+        let mut tree = good();
+        tree.remove(&Request::Key(NicKey::PrivateIpv4s));
+        let mut state = Fetched::new();
+        round(&ev, &mut state, &[], &tree);
+        let a = assess(&ev, &state).unwrap();
+        assert_eq!(a.missing, [Missing::Addresses { family: Family::V4 }]);
+        assert_eq!(
+            next_request(&ev, &state, &a.missing, &BTreeSet::new()),
+            Some(Request::Key(NicKey::PrivateIpv4s))
+        );
+    }
+
+    #[test]
+    fn a_saved_tree_plans_as_the_hook_would_and_garbage_is_named() {
+        let tree = r#"{"latest": {"meta-data": {"mac": "00:16:3e:00:00:01",
+            "network": {"interfaces": {"macs": {
+              "00:16:3e:00:00:02": {"primary-ip-address": "10.98.1.20",
+                "private-ipv4s": ["10.98.1.20", "10.98.1.21"],
+                "vswitch-cidr-block": "10.98.1.0/24", "gateway": "10.98.1.253"}}}}}}}"#;
+        let md = parse_saved(tree).unwrap();
+        let mac: MacAddr = "00:16:3e:00:00:02".parse().unwrap();
+        assert_eq!(md.primary_mac, Some("00:16:3e:00:00:01".parse().unwrap()));
+        let nic = md.nic(mac).unwrap();
+        assert_eq!(nic.device_number, Some(device_slot(mac)));
+        assert_eq!(nic.local_ipv4s.len(), 2);
+        let e = parse_saved(&tree.replace("\"10.98.1.21\"", "7"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("private-ipv4s"), "{e}");
+        assert!(parse_saved("[").is_err());
+    }
+}

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: Alibaba Cloud ECS as a [`Provider`]: one [`Aliyun`] client per
+//! NIC wait, bound to that NIC and its leased IPv4 address unless
+//! `imds.bind_interface` is off (the service answers any address of the VPC, and
+//! a NIC's own requests leave through it), its token shared through the on-disk
+//! cache; the boot stage's datasource is [`AliyunSource`].
+
+use std::path::{Path, PathBuf};
+
+use super::Aliyun;
+use super::identity::AliyunSource;
+use super::wait::wait_for_nic;
+use crate::error::Result;
+use crate::source::Datasource;
+use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
+use crate::source::provider::{NicEvent, Provider, ProviderKind};
+
+/// The ECS provider: the settings every client it makes is built with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AliyunProvider {
+    root: PathBuf,
+    endpoint: Option<String>,
+    bind_interface: bool,
+}
+
+impl AliyunProvider {
+    /// A provider whose token cache lives under `root`, asking `endpoint` (`None`:
+    /// `http://100.100.100.200`). Fails on an endpoint that is not an `http://`
+    /// IP literal.
+    pub fn try_new(root: impl AsRef<Path>, endpoint: Option<&str>) -> Result<Self> {
+        let p = Self {
+            root: root.as_ref().to_owned(),
+            endpoint: endpoint.map(str::to_owned),
+            bind_interface: false,
+        };
+        p.client()?;
+        Ok(p)
+    }
+
+    /// Binds each NIC's requests to that NIC (config `imds.bind_interface`).
+    #[must_use]
+    pub fn with_bind_interface(mut self, on: bool) -> Self {
+        self.bind_interface = on;
+        self
+    }
+
+    /// A client with the provider's settings, bound to no interface.
+    pub fn client(&self) -> Result<Aliyun> {
+        let c = Aliyun::try_new(&self.root)?;
+        match &self.endpoint {
+            Some(e) => c.with_endpoint(e),
+            None => Ok(c),
+        }
+    }
+
+    fn nic_client(&self, nic: &NicEvent) -> Result<Aliyun> {
+        let c = self.client()?;
+        if !self.bind_interface {
+            return Ok(c);
+        }
+        let source = nic
+            .leases()
+            .iter()
+            .map(|l| l.address)
+            .find(std::net::IpAddr::is_ipv4);
+        Ok(c.with_interface(nic.interface().as_str(), source))
+    }
+}
+
+impl Provider for AliyunProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Aliyun
+    }
+
+    fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
+        match self.nic_client(nic) {
+            Ok(c) => wait_for_nic(&c, nic, policy, clock),
+            Err(e) => Outcome::Failed(e),
+        }
+    }
+
+    fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>> {
+        Ok(Box::new(
+            AliyunSource::new(self.client()?).with_policy(policy),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_is_checked_when_the_provider_is_built() {
+        let root = tempfile::tempdir().unwrap();
+        let e = AliyunProvider::try_new(root.path(), Some("http://metadata.aliyun"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("aliyun.endpoint"), "{e}");
+        let p = AliyunProvider::try_new(root.path(), Some("http://127.0.0.1:1")).unwrap();
+        assert_eq!(p.kind(), ProviderKind::Aliyun);
+        assert_eq!(p.client().unwrap().endpoint(), "http://127.0.0.1:1");
+        let d = AliyunProvider::try_new(root.path(), None).unwrap();
+        assert_eq!(d.client().unwrap().endpoint(), "http://100.100.100.200");
+        assert_eq!(
+            d.datasource(WaitPolicy::default()).unwrap().kind(),
+            crate::source::SourceKind::AliYun
+        );
+    }
+}

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: ECS's consistency wait, the generic driver
+//! ([`crate::source::provider::wait`]) over an ECS session: the pure [`nic`]
+//! module decides what to ask next and whether the metadata agrees with the lease
+//! (the MAC's folder exists, it lists the leased address, the subnet and gateway
+//! answer), the [`Fetch`] it is handed asks (in production the
+//! [`super::Aliyun`] client, bound to the NIC).
+
+use std::collections::BTreeSet;
+
+use super::nic::{self, Fetched, NicEvent, Request};
+use crate::error::Result;
+use crate::model::{IfName, Missing};
+use crate::source::ec2::Fetch;
+use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
+use crate::source::provider::{self, Assessment, NicSession};
+
+/// One NIC event's wait on ECS: what was fetched so far, and the way to ask more.
+struct Session<'a> {
+    fetch: &'a dyn Fetch,
+    event: &'a NicEvent,
+    fetched: Fetched,
+}
+
+impl NicSession for Session<'_> {
+    type Request = Request;
+
+    fn interface(&self) -> &IfName {
+        self.event.interface()
+    }
+
+    fn assess(&self) -> Result<Assessment> {
+        nic::assess(self.event, &self.fetched)
+    }
+
+    fn next_request(&self, missing: &[Missing], asked: &BTreeSet<Request>) -> Option<Request> {
+        nic::next_request(self.event, &self.fetched, missing, asked)
+    }
+
+    fn ask(&mut self, request: Request) -> Result<()> {
+        let answer = self.fetch.get(&request.path(self.event.mac()))?;
+        self.fetched.record(request, answer);
+        Ok(())
+    }
+}
+
+/// Waits until the ECS metadata agrees with `event`'s lease(s), fetching through
+/// `fetch` and sleeping on `clock`, within `policy.budget`.
+pub fn wait_for_nic(
+    fetch: &dyn Fetch,
+    event: &NicEvent,
+    policy: &WaitPolicy,
+    clock: &dyn Clock,
+) -> Outcome {
+    let mut session = Session {
+        fetch,
+        event,
+        fetched: Fetched::new(),
+    };
+    provider::wait::wait(&mut session, policy, clock)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::collections::BTreeMap;
+    use std::net::IpAddr;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::error::{Error, ImdsErrorKind};
+    use crate::model::{Family, Lease, Reason};
+
+    const MACS: &str = "/latest/meta-data/network/interfaces/macs";
+    const SECONDARY: &str = "00:16:3e:00:00:02";
+
+    struct FakeClock {
+        start: Instant,
+        elapsed: Cell<Duration>,
+        sleeps: RefCell<Vec<Duration>>,
+    }
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Instant {
+            self.start + self.elapsed.get()
+        }
+        fn sleep(&self, pause: Duration) {
+            self.sleeps.borrow_mut().push(pause);
+            self.elapsed.set(self.elapsed.get() + pause);
+        }
+    }
+
+    fn clock() -> FakeClock {
+        FakeClock {
+            start: Instant::now(),
+            elapsed: Cell::new(Duration::ZERO),
+            sleeps: RefCell::new(Vec::new()),
+        }
+    }
+
+    type Answer = Box<dyn Fn(Duration) -> Result<Option<String>>>;
+
+    /// A fake ECS metadata service: per path, an answer that depends on the fake
+    /// time (each request takes 1 ms); every request is recorded.
+    struct FakeEcs<'c> {
+        clock: &'c FakeClock,
+        paths: BTreeMap<String, Answer>,
+        log: RefCell<Vec<String>>,
+    }
+
+    impl<'c> FakeEcs<'c> {
+        fn new(clock: &'c FakeClock) -> Self {
+            let me = Self {
+                clock,
+                paths: BTreeMap::new(),
+                log: RefCell::new(Vec::new()),
+            };
+            me.value("/latest/meta-data/mac", "00:16:3e:00:00:01")
+                .value(
+                    &format!("{MACS}/{SECONDARY}/primary-ip-address"),
+                    "192.168.1.20",
+                )
+                .value(
+                    &format!("{MACS}/{SECONDARY}/private-ipv4s"),
+                    r#"["192.168.1.20"]"#,
+                )
+                .value(
+                    &format!("{MACS}/{SECONDARY}/vswitch-cidr-block"),
+                    "192.168.1.0/24",
+                )
+                .value(&format!("{MACS}/{SECONDARY}/gateway"), "192.168.1.253")
+        }
+        fn leaf(
+            mut self,
+            path: &str,
+            f: impl Fn(Duration) -> Result<Option<String>> + 'static,
+        ) -> Self {
+            self.paths.insert(path.to_owned(), Box::new(f));
+            self
+        }
+        fn value(self, path: &str, v: &'static str) -> Self {
+            self.leaf(path, move |_| Ok(Some(v.to_owned())))
+        }
+    }
+
+    impl Fetch for FakeEcs<'_> {
+        fn get(&self, path: &str) -> Result<Option<String>> {
+            self.log.borrow_mut().push(path.to_owned());
+            self.clock
+                .elapsed
+                .set(self.clock.elapsed.get() + Duration::from_millis(1));
+            match self.paths.get(path) {
+                Some(f) => f(self.clock.elapsed.get()),
+                None => Ok(None),
+            }
+        }
+    }
+
+    fn event() -> NicEvent {
+        let address: IpAddr = "192.168.1.20".parse().unwrap();
+        NicEvent::try_new(
+            IfName::try_new("eth1").unwrap(),
+            SECONDARY.parse().unwrap(),
+            vec![Lease {
+                family: Family::V4,
+                address,
+                prefix_len: 24,
+                routers: vec!["192.168.1.253".parse().unwrap()],
+                reason: Reason::Bound,
+            }],
+        )
+        .unwrap()
+    }
+
+    fn policy(ms: u64) -> WaitPolicy {
+        WaitPolicy {
+            jitter: false,
+            ..WaitPolicy::default().with_budget(Duration::from_millis(ms))
+        }
+    }
+
+    #[test]
+    fn agreeing_metadata_is_five_requests() {
+        let c = clock();
+        let ecs = FakeEcs::new(&c);
+        let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
+        let Outcome::Complete(net) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(net.nics.len(), 1);
+        assert_eq!(ecs.log.borrow().len(), 5, "{:?}", ecs.log.borrow());
+        assert!(c.sleeps.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_nic_that_appears_late_is_waited_for() {
+        // The hot-plug race: the folder and the address appear after 1 s.
+        let c = clock();
+        let late = |v: &'static str| {
+            move |t: Duration| Ok((t >= Duration::from_secs(1)).then(|| v.to_owned()))
+        };
+        let ecs = FakeEcs::new(&c)
+            .leaf(
+                &format!("{MACS}/{SECONDARY}/primary-ip-address"),
+                late("192.168.1.20"),
+            )
+            .leaf(
+                &format!("{MACS}/{SECONDARY}/private-ipv4s"),
+                late(r#"["192.168.1.20"]"#),
+            );
+        let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        let log = ecs.log.borrow();
+        // mac once; the probe each round (0, 0.1, 0.3, 0.7 s: 404; 1.5 s: there),
+        // then the three other keys once.
+        assert_eq!(log.iter().filter(|p| p.ends_with("/mac")).count(), 1);
+        assert_eq!(
+            log.iter()
+                .filter(|p| p.ends_with("primary-ip-address"))
+                .count(),
+            5
+        );
+        assert_eq!(log.len(), 1 + 5 + 3, "{log:?}");
+    }
+
+    #[test]
+    fn a_folder_that_never_comes_is_partial_and_an_error_is_never_empty() {
+        let c = clock();
+        let ecs = FakeEcs::new(&c).leaf(&format!("{MACS}/{SECONDARY}/primary-ip-address"), |_| {
+            Ok(None)
+        });
+        let out = wait_for_nic(&ecs, &event(), &policy(3_000), &c);
+        let Outcome::Partial { missing, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(missing, [Missing::MacFolder]);
+
+        for status in [500, 429, 503] {
+            let c = clock();
+            let ecs = FakeEcs::new(&c).leaf("/latest/meta-data/mac", move |_| {
+                Err(Error::Imds {
+                    method: "GET",
+                    url: "http://100.100.100.200/latest/meta-data/mac".into(),
+                    kind: ImdsErrorKind::Http {
+                        status,
+                        retry_after: None,
+                    },
+                })
+            });
+            let out = wait_for_nic(&ecs, &event(), &policy(2_000), &c);
+            assert!(matches!(out, Outcome::Failed(_)), "{status}: {out:?}");
+        }
+        // 400 and a disabled service end the wait at once.
+        for kind in [
+            ImdsErrorKind::Http {
+                status: 400,
+                retry_after: None,
+            },
+            ImdsErrorKind::Disabled,
+        ] {
+            let c = clock();
+            let k = kind.clone();
+            let ecs = FakeEcs::new(&c).leaf("/latest/meta-data/mac", move |_| {
+                Err(Error::Imds {
+                    method: "PUT",
+                    url: "http://100.100.100.200/latest/api/token".into(),
+                    kind: k.clone(),
+                })
+            });
+            let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
+            assert!(matches!(out, Outcome::Failed(_)), "{kind:?}: {out:?}");
+            assert_eq!(ecs.log.borrow().len(), 1);
+            assert!(c.sleeps.borrow().is_empty());
+        }
+    }
+
+    #[test]
+    fn garbage_fails_the_wait_naming_the_key() {
+        let c = clock();
+        let ecs = FakeEcs::new(&c).value(&format!("{MACS}/{SECONDARY}/private-ipv4s"), "<html>");
+        let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
+        let Outcome::Failed(e) = out else {
+            panic!("{out:?}")
+        };
+        assert!(e.to_string().contains("private-ipv4s"), "{e}");
+    }
+}

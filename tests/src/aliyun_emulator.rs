@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: an Alibaba Cloud ECS instance metadata service emulator, for
+//! tests and benchmarks. It is the IMDS emulator ([`crate::emulator`]: the tree,
+//! scenario and log formats, in-process or as a binary) speaking ECS's dialect,
+//! from Alibaba's documented formats:
+//!
+//! * at `100.100.100.200:80` (the binary's default), `/latest/meta-data/` with
+//!   one leaf per key and `network/interfaces/macs/<mac>/` folders holding
+//!   `primary-ip-address`, `private-ipv4s` (a JSON list), `netmask`, `gateway`,
+//!   `vpc-cidr-block`, `vswitch-cidr-block`, `network-interface-id`;
+//! * hardened mode (the default): `PUT /latest/api/token` with
+//!   `X-aliyun-ecs-metadata-token-ttl-seconds: 1..=21600` hands out a token, and a
+//!   `GET` without a valid `X-aliyun-ecs-metadata-token` gets 401; EC2's header
+//!   names get nothing (a `PUT` without the TTL header is 400). Normal mode
+//!   (`hardened: false`) answers a `GET` without a token too;
+//! * the source-address rule: only addresses of the instance's VPC
+//!   ([`VPC`], `10.98.0.0/16` in the test world) are answered; any other gets 403.
+//!
+//! The scenario's `appear` makes a NIC's folder appear seconds after the first
+//! request (the hot-plug race); its `rules` give the fault modes (down: no
+//! emulator, 403/400/429 statuses, `garbage`, `delay`). Every request is logged
+//! with its source address (`SECONDS PEER METHOD PATH STATUS`): a `GET` that
+//! carried no token shows as 401.
+
+use std::io;
+use std::net::SocketAddr;
+
+use serde_json::{Value, json};
+
+use crate::emulator::{Config, Emulator, TokenHeaders};
+use crate::world::{MAC0, MAC1, MetadataService};
+
+/// ECS's hardened-mode headers.
+pub const HEADERS: TokenHeaders = TokenHeaders {
+    ttl: "X-aliyun-ecs-metadata-token-ttl-seconds",
+    token: "X-aliyun-ecs-metadata-token",
+};
+
+/// The metadata service's address.
+pub const ADDRESS: &str = "100.100.100.200";
+
+/// The test world's VPC: the addresses the emulator answers.
+pub const VPC: &str = "10.98.0.0/16";
+
+/// The log file the binary writes in its `--dir`.
+pub const LOG_NAME: &str = "aliyun.log";
+
+/// The instance id of [`world_tree`].
+pub const INSTANCE_ID: &str = "i-bp1leasehook0000001";
+
+/// A NIC folder as ECS serves it.
+fn nic(mac: &str, primary: &str, all: &[&str], vswitch: &str, gateway: &str, eni: &str) -> Value {
+    let list = serde_json::to_string(all).unwrap_or_default();
+    json!({
+        "mac": mac,
+        "primary-ip-address": primary,
+        "private-ipv4s": list,
+        "netmask": "255.255.255.0",
+        "gateway": gateway,
+        "vpc-id": "vpc-bp1leasehook",
+        "vpc-cidr-block": VPC,
+        "vswitch-id": "vsw-bp1leasehook",
+        "vswitch-cidr-block": vswitch,
+        "network-interface-id": eni,
+    })
+}
+
+/// The two-NIC instance of the namespace world ([`crate::world`]): `eth0`
+/// (10.98.0.10, the primary) and `eth1` (10.98.1.20 and 10.98.1.21, gateway
+/// 10.98.1.1), in ECS's shape.
+pub fn world_tree() -> Value {
+    json!({"latest": {
+        "api": {},
+        "user-data": "#cloud-config\n{}\n",
+        "meta-data": {
+            "instance-id": INSTANCE_ID,
+            "hostname": "iZbp1leasehookZ",
+            "region-id": "cn-hangzhou",
+            "zone-id": "cn-hangzhou-i",
+            "mac": MAC0,
+            "network-type": "vpc",
+            "private-ipv4": "10.98.0.10",
+            "vpc-id": "vpc-bp1leasehook",
+            "vpc-cidr-block": VPC,
+            "network": {"interfaces": {"macs": {
+                MAC0: nic(MAC0, "10.98.0.10", &["10.98.0.10"], "10.98.0.0/24", "10.98.0.1",
+                          "eni-bp1leasehook0"),
+                MAC1: nic(MAC1, "10.98.1.20", &["10.98.1.20", "10.98.1.21"], "10.98.1.0/24",
+                          "10.98.1.1", "eni-bp1leasehook1"),
+            }}}
+        }
+    }})
+}
+
+/// The emulator's configuration: `tree`, ECS's headers, the VPC rule, hardened
+/// mode or not.
+pub fn config(tree: Value, hardened: bool) -> Config {
+    let mut c = Config::new(tree);
+    c.headers = HEADERS;
+    c.require_token = hardened;
+    c.allowed_peers = vec![VPC.parse().unwrap_or_else(|e| panic!("{VPC}: {e}"))];
+    c
+}
+
+/// Starts an in-process emulator on `bind` (a loopback address) answering every
+/// source (a loopback client is not in the VPC): for unit-level tests.
+pub fn start_loopback(bind: SocketAddr, tree: Value, hardened: bool) -> io::Result<Emulator> {
+    let mut c = config(tree, hardened);
+    c.allowed_peers = vec![
+        "127.0.0.0/8".parse().unwrap_or_else(|e| panic!("{e}")),
+        "::1/128".parse().unwrap_or_else(|e| panic!("{e}")),
+    ];
+    Emulator::start(bind, c)
+}
+
+/// The world's metadata service: the `aliyun-emulator` binary on
+/// `100.100.100.200:80` in the router namespace, with `args` (files for
+/// `--tree`, `--scenario`, `--normal-mode`).
+pub fn service(args: Vec<String>) -> MetadataService {
+    MetadataService {
+        emulator: "aliyun-emulator".to_owned(),
+        args,
+        addresses: vec![format!("{ADDRESS}/32")],
+    }
+}
