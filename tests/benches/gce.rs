@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use leasehook_core::model::{Family, IfName, Lease, Reason};
 use leasehook_core::source::gce::GceProvider;
-use leasehook_core::source::provider::{NicEvent, Outcome, Provider, SystemClock, WaitPolicy};
+use leasehook_core::source::provider::{
+    Identity as _, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
+};
 use leasehook_tests::bench::{self, Stop, Summary};
 use leasehook_tests::gce_emulator::{Config, GceEmulator, world_tree};
 use leasehook_tests::world::MAC1;

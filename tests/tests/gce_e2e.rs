@@ -32,7 +32,9 @@ mod in_process {
 
     use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
     use leasehook_core::source::gce::GceProvider;
-    use leasehook_core::source::provider::{NicEvent, Outcome, Provider, SystemClock, WaitPolicy};
+    use leasehook_core::source::provider::{
+        Identity as _, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
+    };
     use leasehook_tests::gce_emulator::{Config, GceEmulator, Scenario, world_tree};
     use leasehook_tests::world::MAC1;
     use serde_json::json;

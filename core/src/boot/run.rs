@@ -46,7 +46,7 @@ use crate::source::ec2::{Ec2Provider, WaitPolicy};
 use crate::source::gce::GceProvider;
 use crate::source::lxd::Lxd;
 use crate::source::nocloud::NoCloud;
-use crate::source::provider::Provider as _;
+use crate::source::provider::Identity as _;
 use crate::source::{Datasource, InstanceData, NoneSource, SourceKind};
 
 /// What a stage is told by its command line.

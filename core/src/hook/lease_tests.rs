@@ -44,10 +44,6 @@ impl Provider for Scripted {
             .pop_front()
             .unwrap_or_else(|| Outcome::Failed(disabled()))
     }
-
-    fn datasource(&self, _policy: WaitPolicy) -> Result<Box<dyn crate::source::Datasource>> {
-        Ok(Box::new(crate::source::NoneSource))
-    }
 }
 
 /// A clock that only moves when slept on.

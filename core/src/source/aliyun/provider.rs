@@ -13,7 +13,7 @@ use super::wait::wait_for_nic;
 use crate::error::Result;
 use crate::source::Datasource;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
-use crate::source::provider::{NicEvent, Provider, ProviderKind};
+use crate::source::provider::{Identity, NicEvent, Provider, ProviderKind};
 
 /// The ECS provider: the settings every client it makes is built with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +78,9 @@ impl Provider for AliyunProvider {
             Err(e) => Outcome::Failed(e),
         }
     }
+}
 
+impl Identity for AliyunProvider {
     fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>> {
         Ok(Box::new(
             AliyunSource::new(self.client()?).with_policy(policy),

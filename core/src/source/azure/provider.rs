@@ -11,7 +11,7 @@ use super::wait::wait_for_nic;
 use crate::error::Result;
 use crate::source::Datasource;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
-use crate::source::provider::{NicEvent, Provider, ProviderKind};
+use crate::source::provider::{Identity, NicEvent, Provider, ProviderKind};
 
 /// The Azure provider: the base URL every client it makes asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,9 @@ impl Provider for AzureProvider {
             Err(e) => Outcome::Failed(e),
         }
     }
+}
 
+impl Identity for AzureProvider {
     fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>> {
         Ok(Box::new(
             AzureSource::new(self.client()?).with_policy(policy),

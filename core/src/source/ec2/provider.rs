@@ -11,7 +11,7 @@ use super::wait::{Clock, Outcome, WaitPolicy, wait_for_nic};
 use super::{Ec2, NicEvent};
 use crate::error::Result;
 use crate::source::Datasource;
-use crate::source::provider::{Provider, ProviderKind};
+use crate::source::provider::{Identity, Provider, ProviderKind};
 
 /// The EC2 provider: the settings every client it makes is built with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +96,9 @@ impl Provider for Ec2Provider {
             Err(e) => Outcome::Failed(e),
         }
     }
+}
 
+impl Identity for Ec2Provider {
     fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>> {
         let mut source = Ec2Source::new(self.client()?).with_policy(policy);
         if let Some(name) = &self.cloud_name {

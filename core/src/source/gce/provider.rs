@@ -8,7 +8,9 @@ use super::wait::wait_for_nic;
 use super::{GCE_ENDPOINT, Gce};
 use crate::error::Result;
 use crate::source::Datasource;
-use crate::source::provider::{Clock, NicEvent, Outcome, Provider, ProviderKind, WaitPolicy};
+use crate::source::provider::{
+    Clock, Identity, NicEvent, Outcome, Provider, ProviderKind, WaitPolicy,
+};
 
 /// The GCE provider: the base URL every client it makes asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +46,9 @@ impl Provider for GceProvider {
             Err(e) => Outcome::Failed(e),
         }
     }
+}
 
+impl Identity for GceProvider {
     fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>> {
         Ok(Box::new(GceSource::new(self.client()?).with_policy(policy)))
     }

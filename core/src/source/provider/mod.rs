@@ -162,7 +162,9 @@ impl std::str::FromStr for ProviderChoice {
     }
 }
 
-/// A cloud, as the hook, the worker, `refresh` and the boot stage ask it.
+/// A cloud, as the hook, the worker and `refresh` ask it about a NIC. Who the
+/// instance is, the boot stage's question, is [`Identity`], which every provider
+/// also implements.
 pub trait Provider: fmt::Debug {
     /// Which provider this is.
     fn kind(&self) -> ProviderKind;
@@ -172,9 +174,15 @@ pub trait Provider: fmt::Debug {
     /// the leases, or `policy.budget` is spent, sleeping on `clock`. Requests are
     /// the provider's to shape (EC2 binds them to the NIC; Azure could not).
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome;
+}
 
-    /// Who this instance is: the provider's datasource for the boot stage
-    /// (identity, user-data), its fetch retried within `policy`.
+/// A cloud, as the boot stage asks it: who this instance is. A trait apart from
+/// [`Provider`] so that the hooks' `Box<dyn Provider>` does not carry it: a method
+/// of that trait object would keep every provider's identity fetch (instance-data,
+/// user-data) in the hook binary, which never asks it.
+pub trait Identity {
+    /// The provider's datasource for the boot stage (identity, user-data), its
+    /// fetch retried within `policy`.
     fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>>;
 }
 
