@@ -993,3 +993,74 @@ fn azure_boot_writes_cloud_init_v1_keys_and_the_cache_takes_over_when_imds_fails
     assert_eq!(doc["v1"]["cloud_name"], "azure");
     assert_eq!(doc["leasehook"]["restored_from_cache"], true);
 }
+
+// --- Google Compute Engine -----------------------------------------------------
+
+/// A GCE VM (its DMI product name) whose metadata server is the GCE emulator `emu`.
+fn gce_root(tag: &str, emu: &leasehook_tests::gce_emulator::GceEmulator) -> Root {
+    let r = Root::new(tag);
+    r.write("sys/class/dmi/id/product_name", "Google Compute Engine\n");
+    r.write("sys/class/dmi/id/sys_vendor", "Google\n");
+    r.write("proc/cmdline", "ro quiet\n");
+    r.write(
+        "etc/leasehook/config.yaml",
+        &format!("gce:\n  endpoint: \"{}\"\n", emu.base_url()),
+    );
+    r
+}
+
+#[test]
+fn gce_boot_writes_cloud_init_v1_keys_and_the_cache_takes_over_when_the_server_fails() {
+    use leasehook_tests::gce_emulator::{self as gce, GceEmulator};
+    let start = |scenario: Value| {
+        let mut c = gce::Config::new(gce::world_tree());
+        c.scenario = gce::Scenario::from_value(scenario).unwrap();
+        GceEmulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap()
+    };
+    let id = "4520031799277581759";
+    let emu = start(json!({}));
+    let root = gce_root("gce-boot", &emu);
+    let (local, net) = boot(&root, "kvm");
+    local
+        .ok()
+        .has("tried: GCE (local stage): left to the network stage");
+    net.ok()
+        .has(&format!("network stage: datasource GCE \"{id}\", fetched"));
+    // Every request carried the flavor header the server requires.
+    assert!(!emu.log().is_empty());
+    assert!(
+        emu.log().iter().all(|e| e.flavor == "Google"),
+        "{:?}",
+        emu.log()
+    );
+    let doc = root.json("run/leasehook/instance-data.json");
+    let v1 = &doc["v1"];
+    assert_eq!(v1["cloud_name"], "gce", "{doc:#}");
+    assert_eq!(v1["platform"], "gce");
+    assert_eq!(v1["instance_id"], id);
+    assert_eq!(v1["region"], "us-central1");
+    assert_eq!(v1["availability_zone"], "us-central1-a");
+    assert_eq!(v1["local_hostname"], "vm-1");
+    drop(emu);
+
+    // Next boot the server answers 503 for ever: the cached GCE instance is used.
+    root.reboot();
+    let emu = start(json!({"rules": [{"path": "/computeMetadata", "status": 503}]}));
+    root.write(
+        "etc/leasehook/config.yaml",
+        &format!(
+            "gce:\n  endpoint: \"{}\"\nimds:\n  budget_s: 1\n",
+            emu.base_url()
+        ),
+    );
+    let (_, net) = boot(&root, "kvm");
+    net.ok()
+        .has(&format!(
+            "network stage: datasource GCE \"{id}\", restored from the cache (fallback)"
+        ))
+        .has("not a new instance");
+    assert!(!emu.log().is_empty());
+    let doc = root.json("run/leasehook/instance-data.json");
+    assert_eq!(doc["v1"]["cloud_name"], "gce");
+    assert_eq!(doc["leasehook"]["restored_from_cache"], true);
+}
