@@ -105,7 +105,7 @@ pub(crate) const EC2: Dialect = Dialect {
     endpoints_key: "imds.endpoints",
 };
 
-/// The EC2 IMDS client (and, with another [`Dialect`], Alibaba's). One per process
+/// The EC2 IMDS client (and, with another `Dialect`, Alibaba's). One per process
 /// is enough; it is `Sync`.
 #[derive(Debug)]
 pub struct Ec2 {

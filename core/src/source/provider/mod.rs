@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Pure: the provider seam (SPEC §4). Everything the hook, the worker, `leasehook
-//! refresh` and the boot stage ask a cloud goes through one [`Provider`], which
+//! refresh` and the boot stage ask a cloud goes through its provider, which
 //! answers in cloud-neutral values: "what does the metadata say about the NIC with
 //! this MAC, and is it complete for the lease" ([`Provider::wait_for_nic`], an
 //! [`InstanceNetwork`] that `plan` reads whatever the cloud) and "who is this
-//! instance" ([`Provider::datasource`], the boot stage's [`Datasource`]).
+//! instance" ([`Identity::datasource`], the boot stage's [`Datasource`]; a trait
+//! of its own, so that the hooks' provider carries none of it).
 //!
 //! The consistency wait is written once, in [`wait`], over [`NicSession`]: a
 //! provider says what to ask next and what its answers so far mean; the driver
