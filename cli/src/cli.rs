@@ -112,8 +112,8 @@ pub(crate) struct PlanArgs {
     #[arg(long, value_enum)]
     pub(crate) profile: Option<ProfileArg>,
 
-    /// Whose metadata `--metadata` holds: `ec2` (the default: an IMDS
-    /// `meta-data/` tree), `gce` (a saved answer of the metadata server's
+    /// Whose metadata `--metadata` holds [default: the configured `provider`;
+    /// `auto`: ec2]: `ec2` (an IMDS `meta-data/` tree), `gce` (a saved answer of the metadata server's
     /// `instance/network-interfaces/?recursive=true`), `azure` (a saved answer
     /// of Azure IMDS `/metadata/instance` or `/metadata/instance/network`) or
     /// `aliyun` (an ECS `meta-data/` tree, as EC2's).

@@ -89,7 +89,7 @@ pub(crate) fn run(args: &PlanArgs, loaded: &Loaded) -> anyhow::Result<String> {
             .context("the built-in example is invalid")?;
         (md, example::links(), example::leases())
     } else {
-        inputs(args)?
+        inputs(args, loaded.settings.provider)?
     };
     let plan = plan(
         &PlanInput {
@@ -114,18 +114,25 @@ pub(crate) fn run(args: &PlanArgs, loaded: &Loaded) -> anyhow::Result<String> {
     })
 }
 
-fn inputs(args: &PlanArgs) -> anyhow::Result<(InstanceNetwork, Vec<Link>, Vec<InterfaceLease>)> {
+/// The plan's inputs from the files the flags name; `--metadata` is read as the
+/// metadata of `--provider`, else of the configured `provider` (`auto`: EC2's tree).
+fn inputs(
+    args: &PlanArgs,
+    configured: ProviderChoice,
+) -> anyhow::Result<(InstanceNetwork, Vec<Link>, Vec<InterfaceLease>)> {
     let Some(md_path) = &args.metadata else {
         bail!("--metadata FILE is required (or use --example)")
     };
     let text = read_input(md_path)?;
-    let provider = match args.provider.as_deref() {
-        None => ProviderKind::Ec2,
-        Some(p) => match p.parse::<ProviderChoice>() {
-            Ok(ProviderChoice::Named(k)) => k,
-            Ok(ProviderChoice::Auto) => ProviderKind::Ec2,
-            Err(e) => bail!("--provider: {e}"),
-        },
+    let choice = match args.provider.as_deref() {
+        None => configured,
+        Some(p) => p
+            .parse::<ProviderChoice>()
+            .map_err(|e| anyhow::anyhow!("--provider: {e}"))?,
+    };
+    let provider = match choice {
+        ProviderChoice::Named(k) => k,
+        ProviderChoice::Auto => ProviderKind::Ec2,
     };
     let md = match provider {
         ProviderKind::Ec2 => metadata::parse_json(&text),

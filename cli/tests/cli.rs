@@ -500,10 +500,28 @@ fn plan_reads_a_saved_azure_answer_with_provider_azure() {
         text.contains("route add default via 10.0.1.1 dev eth1 table 10001"),
         "{text}"
     );
-    // The same file read as EC2 metadata is refused, naming the provider.
-    let out = leasehook(&args[3..]);
-    assert!(!out.status.success());
+    // Without --provider, the configured provider says whose metadata it is.
+    let configured = Command::new(env!("CARGO_BIN_EXE_leasehook"))
+        .args(["plan"])
+        .args(&args[3..])
+        .env("LEASEHOOK_PROVIDER", "azure")
+        .output()
+        .unwrap();
+    assert_eq!(configured.stdout, out.stdout, "{configured:?}");
+    // Read as EC2's tree it holds no NIC folder: no table for eth1.
+    let out = leasehook(&[&["plan"][..], &args[3..]].concat());
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("lookup 10001"),
+        "{out:?}"
+    );
+    // Read as GCE's answer it is refused, naming the provider.
     let out = leasehook(&[&["plan", "--provider", "gce"][..], &args[3..]].concat());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad gce metadata"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = leasehook(&[&["plan", "--provider", "oracle"][..], &args[3..]].concat());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("planned, not built yet"),
         "{}",
