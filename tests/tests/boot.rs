@@ -225,7 +225,8 @@ fn seed_000_imds_disabled_after_the_first_boot_keeps_the_instance() {
         .has("cache: used: no configured datasource answered")
         .has("not a new instance");
     // The log names every datasource tried and why the cache was used.
-    net.logs("no configured datasource answered (tried: LXD (local stage): not detected")
+    net.logs("no configured datasource answered (tried: ")
+        .logs("LXD (local stage): not detected")
         .logs("Ec2 (network stage): instance-id check failed")
         .logs(&format!("using the cached Ec2 \"{EC2_ID}\""));
     // One refused token request, and nothing asked again after it.
