@@ -199,11 +199,41 @@ fn dnsmasq_conf(dir: &Path, opts: &WorldOptions) -> String {
     conf
 }
 
+/// Removes `/etc/netns/lht-PID-...` folders whose test process `PID` is gone and
+/// whose namespace is gone too: what a run killed before its [`World`] was
+/// dropped leaves behind (a `World` removes its own folder when dropped).
+/// Returns the folders removed. Folders of live runs and of other tools stay.
+pub fn sweep_dead_runs(etc_netns: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(etc_netns) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("lht-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid.to_string()).exists();
+        let namespace = Path::new("/run/netns").join(&name).exists();
+        if !alive && !namespace && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed.push(e.path());
+        }
+    }
+    removed
+}
+
 /// Puts the exit hook into `/etc/netns/<ns>/dhcp/`, which `ip netns exec` mounts
 /// over `/etc/dhcp` inside that namespace only (unless `installed`: then the
 /// namespace sees the machine's `/etc/dhcp`), and an empty resolv.conf that takes
 /// the place of `/etc/resolv.conf`; returns `/etc/netns/<ns>`.
 pub fn install_hook(ns: &str, installed: bool) -> PathBuf {
+    for gone in sweep_dead_runs(Path::new("/etc/netns")) {
+        eprintln!("removed {gone:?}, left by a test run that was killed");
+    }
     let etc = PathBuf::from("/etc/netns").join(ns);
     if installed {
         std::fs::create_dir_all(&etc).unwrap_or_else(|e| panic!("{etc:?}: {e}"));
@@ -859,4 +889,28 @@ pub fn add_static_nic_metadata(tree: &mut Value, n: u8) {
     tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][&mac] = json!({
         "device-number": n.to_string(), "local-ipv4s": format!("10.98.{n}.20"),
         "subnet-ipv4-cidr-block": format!("10.98.{n}.0/24"), "mac": mac});
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_killed_runs_netns_folder_is_swept_and_a_live_ones_is_kept() {
+        let dir = TempDir::new("sweep");
+        // A pid above pid_max can never be a live process.
+        let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let dead = dir.0.join(format!("lht-{}-0-x-i", pid_max + 1));
+        let live = dir.0.join(format!("lht-{}-0-x-i", std::process::id()));
+        let other = dir.0.join("someone-else");
+        for d in [&dead, &live, &other] {
+            std::fs::create_dir_all(d.join("dhcp")).unwrap();
+        }
+        assert_eq!(sweep_dead_runs(&dir.0), std::slice::from_ref(&dead));
+        assert!(!dead.exists() && live.exists() && other.exists());
+    }
 }
