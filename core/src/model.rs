@@ -201,6 +201,10 @@ pub enum Reason {
     Depref,
     /// An ARP check before binding (`ARPCHECK`, `ARPSEND`).
     Arp,
+    /// Not a DHCP client's: the cloud serves this NIC no DHCP, its metadata gave
+    /// the address, and leasehook adds it to the link and owns it (OCI's secondary
+    /// VNICs, [`crate::source::provider::Provider::unleased`]).
+    Metadata,
 }
 
 /// What leasehook does for an event.
@@ -219,7 +223,9 @@ impl Reason {
     /// The action SPEC §6.1 assigns to this reason.
     pub fn action(self) -> Action {
         match self {
-            Self::Bound | Self::Renew | Self::Rebind | Self::Reboot => Action::Apply,
+            Self::Bound | Self::Renew | Self::Rebind | Self::Reboot | Self::Metadata => {
+                Action::Apply
+            }
             Self::Expire | Self::Fail | Self::Release | Self::Stop => Action::Remove,
             Self::Preinit | Self::Medium | Self::Timeout | Self::Depref | Self::Arp => {
                 Action::Ignore
@@ -244,6 +250,7 @@ impl fmt::Display for Reason {
             Self::Timeout => "timeout",
             Self::Depref => "depref",
             Self::Arp => "arp",
+            Self::Metadata => "metadata",
         })
     }
 }

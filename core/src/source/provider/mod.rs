@@ -41,9 +41,10 @@
 //!   ([`crate::source::aliyun::nic::device_slot`]).
 //! * **Oracle Cloud** (`oracle/`): `/opc/v2/vnics/` lists every VNIC (primary
 //!   first, `nicIndex`, `vlanTag`) in one answer. Secondary VNICs get no DHCP, so
-//!   `refresh` and the boot stage ask the provider for a NIC with no lease
-//!   (completeness then means "the VNIC is listed"); the lease-less path is the
-//!   planner's, the seam already takes a MAC and any leases.
+//!   `refresh`, the udev add path and the boot stage ask [`Provider::unleased`]
+//!   for them: each comes back with the leases a DHCP server would have given
+//!   ([`crate::model::Reason::Metadata`]), which the planner turns into an owned
+//!   address besides the rules and the table.
 //! * **`OpenStack`** (`openstack/`): `network_data.json` (metadata service or config
 //!   drive) answers every link at once; a session is one request per round,
 //!   complete when the link with the MAC and its network are listed.
@@ -175,6 +176,39 @@ pub trait Provider: fmt::Debug {
     /// the leases, or `policy.budget` is spent, sleeping on `clock`. Requests are
     /// the provider's to shape (EC2 binds them to the NIC; Azure could not).
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome;
+
+    /// The NICs this cloud serves no DHCP, whose address the OS must configure
+    /// from the metadata (OCI's secondary VNICs): one answer of the metadata
+    /// service, asked within `policy` (its retries and budget), sleeping on
+    /// `clock`. `None`, the default: every NIC of this cloud has DHCP, and nothing
+    /// is asked. An error changes nothing: `refresh` keeps what it applied before.
+    fn unleased(&self, policy: &WaitPolicy, clock: &dyn Clock) -> Option<Result<Unleased>> {
+        let _ = (policy, clock);
+        None
+    }
+}
+
+/// What a provider's [`Provider::unleased`] answered: every NIC the metadata lists
+/// that DHCP does not serve, and the answer they were read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unleased {
+    /// One entry per NIC without DHCP that the metadata lists, in its order.
+    pub nics: Vec<UnleasedNic>,
+    /// The metadata those NICs were read from, as [`Outcome::Complete`] would
+    /// carry it (the primary MAC, every NIC listed): what `plan` reads for them.
+    pub network: InstanceNetwork,
+}
+
+/// One NIC without DHCP: its MAC, and what a DHCP server would have said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnleasedNic {
+    /// The NIC's MAC, by which the OS's link is found.
+    pub mac: MacAddr,
+    /// At most one per family: the address with its subnet's prefix length and
+    /// the subnet's router, each with [`crate::model::Reason::Metadata`]: the
+    /// planner then adds the address to the link (owned, like a secondary
+    /// address), which no DHCP client does here.
+    pub leases: Vec<Lease>,
 }
 
 /// A cloud, as the boot stage asks it: who this instance is. A trait apart from
