@@ -96,6 +96,8 @@ pub struct HookConfig {
     pub azure_endpoint: String,
     /// `aliyun.endpoint` (`None`: the default).
     pub aliyun_endpoint: Option<String>,
+    /// `openstack.endpoint` (`None`: the default).
+    pub openstack_endpoint: Option<String>,
 }
 
 impl HookConfig {
@@ -116,6 +118,7 @@ impl HookConfig {
             gce_endpoint: s.gce_endpoint.clone(),
             azure_endpoint: s.azure_endpoint.clone(),
             aliyun_endpoint: s.aliyun_endpoint.clone(),
+            openstack_endpoint: s.openstack_endpoint.clone(),
         }
     }
 
@@ -370,6 +373,10 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
             AliyunProvider::try_new(&cfg.root, cfg.aliyun_endpoint.as_deref())?
                 .with_bind_interface(cfg.imds_bind_interface),
         ),
+        ProviderKind::OpenStack => Box::new(crate::source::openstack::OpenStackProvider::try_new(
+            &cfg.root,
+            cfg.openstack_endpoint.as_deref(),
+        )?),
     })
 }
 

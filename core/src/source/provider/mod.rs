@@ -14,8 +14,8 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! Google Cloud, Azure and Alibaba are built; `provider:` names the ones not built
-//! yet as planned in its error.
+//! Google Cloud, Azure, Alibaba and `OpenStack` are built; `provider:` names the
+//! ones not built yet as planned in its error.
 //!
 //! * **Google Cloud** ([`crate::source::gce`], built): the NIC is found by MAC in
 //!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
@@ -45,9 +45,14 @@
 //!   for them: each comes back with the leases a DHCP server would have given
 //!   ([`crate::model::Reason::Metadata`]), which the planner turns into an owned
 //!   address besides the rules and the table.
-//! * **`OpenStack`** (`openstack/`): `network_data.json` (metadata service or config
-//!   drive) answers every link at once; a session is one request per round,
-//!   complete when the link with the MAC and its network are listed.
+//! * **`OpenStack`** ([`crate::source::openstack`], built): `network_data.json`
+//!   (from a config drive labelled `config-2` when there is one, else the
+//!   metadata service) answers every link at once; a session is one read per
+//!   round (Neutron may allow 10 requests per 10 s), complete when the link with
+//!   the MAC and a network of the lease's family are listed. The networks'
+//!   routes become [`crate::model::NicMetadata::routes`], which the planner puts
+//!   in the NIC's table; links on static networks (no DHCP) are
+//!   [`Provider::unleased`]; the table is `table_base` plus a slot of the MAC.
 //!
 //! Each one's datasource (identity, user-data) is its [`Datasource`], as EC2's.
 
@@ -73,6 +78,9 @@ pub enum ProviderKind {
     Azure,
     /// Alibaba Cloud ECS's metadata service ([`crate::source::aliyun`]).
     Aliyun,
+    /// `OpenStack`'s `network_data.json`, from a config drive or the metadata
+    /// service ([`crate::source::openstack`]).
+    OpenStack,
 }
 
 impl ProviderKind {
@@ -83,6 +91,7 @@ impl ProviderKind {
             Self::Gce => "gce",
             Self::Azure => "azure",
             Self::Aliyun => "aliyun",
+            Self::OpenStack => "openstack",
         }
     }
 }
@@ -95,7 +104,7 @@ impl fmt::Display for ProviderKind {
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
 /// them with a message saying so.
-pub const PLANNED: [&str; 2] = ["oracle", "openstack"];
+pub const PLANNED: [&str; 1] = ["oracle"];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -120,6 +129,9 @@ impl ProviderChoice {
             (Self::Auto, Some(SourceKind::Gce)) => ProviderKind::Gce,
             (Self::Auto, Some(SourceKind::Azure)) => ProviderKind::Azure,
             (Self::Auto, Some(SourceKind::AliYun)) => ProviderKind::Aliyun,
+            (Self::Auto, Some(SourceKind::OpenStack | SourceKind::ConfigDrive)) => {
+                ProviderKind::OpenStack
+            }
             // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
             // none, no boot.json): EC2, as before the key.
             (Self::Auto, _) => ProviderKind::Ec2,
@@ -155,11 +167,15 @@ impl std::str::FromStr for ProviderChoice {
             "gce" => Ok(Self::Named(ProviderKind::Gce)),
             "azure" => Ok(Self::Named(ProviderKind::Azure)),
             "aliyun" => Ok(Self::Named(ProviderKind::Aliyun)),
+            "openstack" => Ok(Self::Named(ProviderKind::OpenStack)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto, ec2, gce, azure or aliyun (this provider is planned, not built yet)",
+                "expected auto, ec2, gce, azure, aliyun or openstack (this provider is planned, not built yet)",
                 s,
             )),
-            _ => Err(Problem::bad("expected auto, ec2, gce, azure or aliyun", s)),
+            _ => Err(Problem::bad(
+                "expected auto, ec2, gce, azure, aliyun or openstack",
+                s,
+            )),
         }
     }
 }
