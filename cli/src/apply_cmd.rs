@@ -152,6 +152,20 @@ pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<Str
                     &format!("{from}: now {to}; "),
                 ));
             }
+            RefreshOutcome::Addressed(name, report) => {
+                out.push_str(&labelled(
+                    &report,
+                    args.verbose,
+                    &format!("{name}: no DHCP, configured from the metadata; "),
+                ));
+            }
+            RefreshOutcome::Unlisted(name, report) => {
+                out.push_str(&labelled(
+                    &report,
+                    args.verbose,
+                    &format!("{name}: no longer in the metadata; "),
+                ));
+            }
             RefreshOutcome::Kept(name, why) => {
                 log::warn!("{name}: {why}");
                 let _ = writeln!(out, "{name}: unchanged ({why})");
@@ -243,7 +257,14 @@ pub(crate) fn status(
         );
         for (fam, f) in &st.families {
             let lease = f.lease.as_ref().map_or_else(String::new, |l| {
-                format!(", lease {}/{}", l.address, l.prefix_len)
+                if l.reason == leasehook_core::model::Reason::Metadata {
+                    format!(
+                        ", address {}/{} from the metadata (no DHCP)",
+                        l.address, l.prefix_len
+                    )
+                } else {
+                    format!(", lease {}/{}", l.address, l.prefix_len)
+                }
             });
             let _ = writeln!(
                 out,
