@@ -518,17 +518,19 @@ fn config_drive(s: &Snapshot) -> std::result::Result<String, String> {
             s.shown(seed)
         ));
     }
-    if let Some(label) = s
-        .fs_labels
-        .iter()
-        .find(|l| CONFIG_DRIVE_LABELS.contains(&l.as_str()))
+    // ds-identify cannot see file system labels in a container.
+    if !s.is_container()
+        && let Some(label) = s
+            .fs_labels
+            .iter()
+            .find(|l| CONFIG_DRIVE_LABELS.contains(&l.as_str()))
     {
         return Ok(format!(
             "a file system labelled {label} ({})",
             s.shown(&format!("dev/disk/by-label/{label}"))
         ));
     }
-    Err("no config drive seed folder with openstack/<date>/meta_data.json, no file system labelled config-2 or CONFIG-2".to_owned())
+    Err("no config drive seed folder with openstack/<date>/meta_data.json, no file system labelled config-2 or CONFIG-2 (outside a container)".to_owned())
 }
 
 /// ds-identify's `dscheck_ConfigDrive` (`check_configdrive_v2`).
