@@ -53,11 +53,16 @@ fn init_fetches_openstack_and_writes_instance_data_v1() {
     let root = dir.0.join("root");
     let url;
     {
-        let emu = OpenStackEmulator::start("127.0.0.1:0".parse().unwrap(), Config::new(world_tree()))
-            .unwrap();
+        let emu =
+            OpenStackEmulator::start("127.0.0.1:0".parse().unwrap(), Config::new(world_tree()))
+                .unwrap();
         url = emu.base_url();
         write(&root, "sys/class/dmi/id/product_name", "OpenStack Nova\n");
-        write(&root, "sys/class/dmi/id/sys_vendor", "OpenStack Foundation\n");
+        write(
+            &root,
+            "sys/class/dmi/id/sys_vendor",
+            "OpenStack Foundation\n",
+        );
         write(&root, "proc/cmdline", "ro quiet\n");
         write(
             &root,
@@ -93,7 +98,11 @@ fn init_fetches_openstack_and_writes_instance_data_v1() {
             "{:?}",
             emu.log()
         );
-        assert!(emu.log().iter().all(|e| e.status == "200"), "{:?}", emu.log());
+        assert!(
+            emu.log().iter().all(|e| e.status == "200"),
+            "{:?}",
+            emu.log()
+        );
     }
     let data = json(&root.join("run/leasehook/instance-data.json"));
     let v1 = &data["v1"];
@@ -142,7 +151,9 @@ fn a_config_drive_is_configdrive_read_in_the_local_stage() {
     let local = init(r, true);
     assert!(local.status.success(), "{}", text(&local));
     assert!(
-        text(&local).contains(&format!("datasource ConfigDrive \"{INSTANCE_ID}\", fetched")),
+        text(&local).contains(&format!(
+            "datasource ConfigDrive \"{INSTANCE_ID}\", fetched"
+        )),
         "{}",
         text(&local)
     );
