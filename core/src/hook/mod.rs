@@ -96,6 +96,8 @@ pub struct HookConfig {
     pub azure_endpoint: String,
     /// `aliyun.endpoint` (`None`: the default).
     pub aliyun_endpoint: Option<String>,
+    /// `oracle.endpoint` (`None`: the defaults).
+    pub oracle_endpoint: Option<String>,
 }
 
 impl HookConfig {
@@ -116,6 +118,7 @@ impl HookConfig {
             gce_endpoint: s.gce_endpoint.clone(),
             azure_endpoint: s.azure_endpoint.clone(),
             aliyun_endpoint: s.aliyun_endpoint.clone(),
+            oracle_endpoint: s.oracle_endpoint.clone(),
         }
     }
 
@@ -370,6 +373,9 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
             AliyunProvider::try_new(&cfg.root, cfg.aliyun_endpoint.as_deref())?
                 .with_bind_interface(cfg.imds_bind_interface),
         ),
+        ProviderKind::Oracle => Box::new(crate::source::oracle::OracleProvider::try_new(
+            cfg.oracle_endpoint.as_deref(),
+        )?),
     })
 }
 
