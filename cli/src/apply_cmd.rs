@@ -152,6 +152,20 @@ pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<Str
                     &format!("{from}: now {to}; "),
                 ));
             }
+            RefreshOutcome::Addressed(name, report) => {
+                out.push_str(&labelled(
+                    &report,
+                    args.verbose,
+                    &format!("{name}: no DHCP, configured from the metadata; "),
+                ));
+            }
+            RefreshOutcome::Unlisted(name, report) => {
+                out.push_str(&labelled(
+                    &report,
+                    args.verbose,
+                    &format!("{name}: no longer in the metadata; "),
+                ));
+            }
             RefreshOutcome::Kept(name, why) => {
                 log::warn!("{name}: {why}");
                 let _ = writeln!(out, "{name}: unchanged ({why})");

@@ -218,6 +218,13 @@ pub(crate) struct FlushArgs {
 /// them over. Runs under the same per-interface lock as the DHCP hooks. The IMDS and
 /// planner settings are the hooks' (the configuration files, then LEASEHOOK_*
 /// variables); NICs listed in `unmanaged` are left alone.
+///
+/// On a cloud that serves some NICs no DHCP (Oracle Cloud's secondary VNICs), the
+/// metadata is asked once for them: such a NIC with a link and no recorded plan
+/// is brought up and given its address, rules and table; a recorded one follows
+/// the metadata, and loses everything, its address too, once the metadata no
+/// longer lists it. The udev rule runs `refresh --iface IF` (through
+/// leasehook-refresh@IF.service) when a NIC appears.
 #[derive(Debug, Args)]
 #[command(after_long_help = leasehook_core::config::env_help())]
 pub(crate) struct RefreshArgs {

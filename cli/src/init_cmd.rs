@@ -11,6 +11,7 @@ use leasehook_core::boot::run::{self, Facts, Options, RealSources, RunReport};
 use leasehook_core::boot::state::Verdict;
 use leasehook_core::boot::{Origin, Stage};
 use leasehook_core::config::Loaded;
+use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 
 use crate::cli::InitArgs;
 
@@ -138,6 +139,10 @@ pub(crate) fn run(
     let sources = RealSources::new(&ctx);
     let report =
         run::run(stage, &ctx, &sources).with_context(|| format!("the {stage} stage failed"))?;
+    let mut text = summary(&report);
+    if stage == Stage::Network && report.state.verdict != Verdict::NoDatasource {
+        text.push_str(&address_unleased(loaded));
+    }
     let code = if report.state.verdict == Verdict::NoDatasource {
         ExitCode::from(NO_DATASOURCE)
     } else if !report.state.cache_errors.is_empty() {
@@ -145,5 +150,48 @@ pub(crate) fn run(
     } else {
         ExitCode::SUCCESS
     };
-    Ok((summary(&report), code))
+    Ok((text, code))
+}
+
+/// The network stage's last step: the NICs the cloud serves no DHCP (OCI's
+/// secondary VNICs) get their address, rules and table from the metadata, as
+/// `leasehook refresh` gives them (the provider `auto` goes by the verdict just
+/// recorded). Nothing is asked on a cloud whose every NIC has DHCP. A failure is
+/// logged and printed, never the stage's: the timer's refresh tries again.
+fn address_unleased(loaded: &Loaded) -> String {
+    let cfg = HookConfig::from_settings(&loaded.settings);
+    let mut out = String::new();
+    match hook::address_unleased(&cfg) {
+        Ok(outcomes) => {
+            for o in outcomes {
+                let line = match o {
+                    RefreshOutcome::Addressed(name, r) => {
+                        format!(
+                            "{name}: configured from the metadata ({} change(s))",
+                            r.writes()
+                        )
+                    }
+                    RefreshOutcome::Refreshed(name, r) => {
+                        format!("{name}: followed the metadata ({} change(s))", r.writes())
+                    }
+                    RefreshOutcome::Renamed { to, report, .. } => {
+                        format!(
+                            "{to}: followed the metadata ({} change(s))",
+                            report.writes()
+                        )
+                    }
+                    RefreshOutcome::LinkGone(name, r) | RefreshOutcome::Unlisted(name, r) => {
+                        format!("{name}: gone ({} object(s) removed)", r.writes())
+                    }
+                    RefreshOutcome::Kept(name, why) => format!("{name}: unchanged ({why})"),
+                };
+                let _ = writeln!(out, "  no DHCP: {line}");
+            }
+        }
+        Err(e) => {
+            log::warn!("the NICs without DHCP were not configured: {e:#}");
+            let _ = writeln!(out, "  no DHCP: not configured ({e})");
+        }
+    }
+    out
 }

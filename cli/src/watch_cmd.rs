@@ -307,6 +307,13 @@ impl WatchHandler {
                 RefreshOutcome::Renamed { from, to, .. } => {
                     log::info!("LXD events: {from} is {to} now; routing moved");
                 }
+                RefreshOutcome::Addressed(name, report)
+                | RefreshOutcome::Unlisted(name, report) => {
+                    log::info!(
+                        "LXD events: {name} configured from the metadata ({} change(s))",
+                        report.ops.len()
+                    );
+                }
                 RefreshOutcome::Kept(name, why) => {
                     log::info!("LXD events: {name}: unchanged ({why})");
                 }

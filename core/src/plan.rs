@@ -30,7 +30,7 @@ use crate::error::{Error, Problem, Result};
 use crate::gate::{self, Bounds, Held, Refusal, Refused};
 use crate::model::{
     Address, Family, IfName, InstanceNetwork, InterfacePlan, Lease, Link, Missing, NicMetadata,
-    Plan, Profile, Route, Rule, Scope,
+    Plan, Profile, Reason, Route, Rule, Scope,
 };
 
 /// The planner's knobs (SPEC §7).
@@ -528,6 +528,21 @@ fn gate_lease(ip: &mut InterfacePlan, lease: &Lease, bounds: &Bounds<'_>) -> boo
     }
 }
 
+/// A lease no DHCP client holds ([`Reason::Metadata`]: the cloud serves the NIC
+/// no DHCP, OCI's secondary VNICs): its address, with the lease's prefix length,
+/// is one the plan adds to the link, gated like every address and owned like a
+/// secondary one. The kernel then adds the subnet's route to the main table, as
+/// it does for a DHCP client's address.
+fn metadata_address(ip: &mut InterfacePlan, link: &Link, lease: &Lease, bounds: &Bounds<'_>) {
+    if lease.reason != Reason::Metadata {
+        return;
+    }
+    if let Some(net) = lease.interface_net() {
+        let addrs = gated_addresses(bounds, "lease", [net], &link.name, &mut ip.refused);
+        ip.addresses.extend(addrs);
+    }
+}
+
 fn plan_v4(
     ip: &mut InterfacePlan,
     link: &Link,
@@ -553,6 +568,7 @@ fn plan_v4(
     if !gate_lease(ip, lease, bounds) {
         return;
     }
+    metadata_address(ip, link, lease, bounds);
     // The first subnet that passed the gate; without one, what the lease alone
     // proves (the leased address and its netmask), when that passed.
     let subnet = bounds.subnets.iter().find_map(|s| match s {
@@ -660,6 +676,7 @@ fn plan_v6(
     if !gate_lease(ip, lease, bounds) {
         return;
     }
+    metadata_address(ip, link, lease, bounds);
     if let Some((table, priority)) = routed {
         // DHCPv6 names no router: the default comes from router advertisements,
         // and only once the kernel has learned one.

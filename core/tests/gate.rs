@@ -574,3 +574,56 @@ fn lease_parsers_refuse_unusable_addresses() {
     assert_eq!(ev.old.unwrap().address, IpAddr::from([0, 0, 0, 0]));
     let _ = MacAddr::new([0; 6]);
 }
+
+/// A lease the metadata gave (`Reason::Metadata`, a NIC the cloud serves no DHCP):
+/// its address, with the lease's prefix length, is one the plan adds, beside the
+/// rules and the table a DHCP lease gets; a DHCP client's lease never is.
+#[test]
+fn a_metadata_lease_adds_its_address_with_its_prefix_and_a_dhcp_lease_does_not() {
+    let metadata = |mut l: InterfaceLease| {
+        l.lease.reason = Reason::Metadata;
+        l
+    };
+    let p = plan_with(
+        &tree(),
+        &[metadata(v4_lease("eth1", "10.98.1.20"))],
+        &eth0_addresses(),
+    );
+    let ip = eth1(&p);
+    let addrs: Vec<String> = ip.addresses.iter().map(ToString::to_string).collect();
+    assert_eq!(addrs, ["10.98.1.20/24 dev eth1", "10.98.1.21/32 dev eth1"]);
+    assert_eq!(sources(ip), ["10.98.1.20/32", "10.98.1.21/32"]);
+    assert_eq!(ip.table, Some(10001));
+    assert!(p.is_complete(), "{:?}", ip.missing);
+    let dhcp = plan_with(
+        &tree(),
+        &[v4_lease("eth1", "10.98.1.20")],
+        &eth0_addresses(),
+    );
+    let addrs: Vec<String> = eth1(&dhcp)
+        .addresses
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(addrs, ["10.98.1.21/32 dev eth1"]);
+}
+
+/// The gate holds for a metadata lease's address as for any: one another NIC
+/// holds, or one outside the subnet, is refused, and the family is not covered.
+#[test]
+fn a_metadata_lease_with_another_nics_address_adds_nothing() {
+    let mut l = v4_lease("eth1", "10.98.0.10");
+    l.lease.reason = Reason::Metadata;
+    let p = plan_with(&tree(), &[l], &eth0_addresses());
+    let ip = eth1(&p);
+    assert!(ip.addresses.is_empty(), "{:?}", ip.addresses);
+    assert!(ip.rules.is_empty(), "{:?}", ip.rules);
+    assert!(!ip.families.contains(&Family::V4));
+    assert!(
+        refused(ip)
+            .iter()
+            .any(|r| r.starts_with("lease 10.98.0.10")),
+        "{:?}",
+        refused(ip)
+    );
+}

@@ -38,6 +38,63 @@ pub fn workspace_root() -> PathBuf {
     here.parent().map_or(here.clone(), PathBuf::from)
 }
 
+/// The command `hooks/udev/90-leasehook.rules` runs for a network interface's
+/// `action` (`add`, `remove`), as udev would run it for `ifname`: the rule's
+/// `RUN+=` words with `$name` replaced. Panics when the file has no such rule, so a
+/// test of the udev path fails when the rule is gone.
+pub fn udev_command(action: &str, ifname: &str) -> Vec<String> {
+    let rules = std::fs::read_to_string(workspace_root().join("hooks/udev/90-leasehook.rules"))
+        .unwrap_or_else(|e| panic!("hooks/udev/90-leasehook.rules: {e}"));
+    let wanted = format!("ACTION==\"{action}\"");
+    let line = rules
+        .lines()
+        .find(|l| {
+            !l.trim_start().starts_with('#')
+                && l.contains(&wanted)
+                && l.contains("SUBSYSTEM==\"net\"")
+        })
+        .unwrap_or_else(|| panic!("no net {action} rule in hooks/udev/90-leasehook.rules"));
+    let run = line
+        .split("RUN+=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("no RUN+= in {line:?}"));
+    run.split_whitespace()
+        .map(|w| w.replace("$name", ifname))
+        .collect()
+}
+
+/// What a NIC's `add` event ends up running: the udev rule hands the work to a
+/// systemd template unit (`systemctl --no-block start UNIT@IF.service`, because
+/// udev's programs have no network), whose `ExecStart=` is returned with `%i`
+/// replaced by `ifname`. Panics when the chain is broken (no rule, another
+/// command, no such unit in `hooks/systemd/`, no `ExecStart=`).
+pub fn udev_add_command(ifname: &str) -> Vec<String> {
+    let run = udev_command("add", ifname);
+    let words: Vec<&str> = run.iter().map(String::as_str).collect();
+    let unit = match words.as_slice() {
+        ["/usr/bin/systemctl", "--no-block", "start", unit] => *unit,
+        _ => panic!("the add rule runs {run:?}, not systemctl --no-block start UNIT"),
+    };
+    let Some((name, instance)) = unit
+        .strip_suffix(".service")
+        .and_then(|u| u.split_once('@'))
+    else {
+        panic!("{unit} is not an instance of a template unit");
+    };
+    assert_eq!(instance, ifname, "{unit}");
+    let template = format!("{name}@.service");
+    let text = std::fs::read_to_string(workspace_root().join("hooks/systemd").join(&template))
+        .unwrap_or_else(|e| panic!("hooks/systemd/{template}: {e}"));
+    let exec = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap_or_else(|| panic!("no ExecStart= in {template}"));
+    exec.split_whitespace()
+        .map(|w| w.replace("%i", ifname))
+        .collect()
+}
+
 /// A small deterministic random generator (`SplitMix64`), so generated test inputs
 /// are the same on every run and a failure names a reproducible case.
 #[derive(Debug, Clone)]

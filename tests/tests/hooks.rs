@@ -108,11 +108,19 @@ fn the_systemd_units_verify() {
     let dir = TempDir::new("units");
     let units = workspace_root().join("hooks/systemd");
     let bin = leasehook_tests::netns::leasehook_bin();
-    for name in ["leasehook-refresh.service", "leasehook-refresh.timer"] {
+    for (name, as_name) in [
+        ("leasehook-refresh.service", "leasehook-refresh.service"),
+        ("leasehook-refresh.timer", "leasehook-refresh.timer"),
+        // The template the udev rule starts, as the instance it starts.
+        (
+            "leasehook-refresh@.service",
+            "leasehook-refresh@eth1.service",
+        ),
+    ] {
         let text = std::fs::read_to_string(units.join(name))
             .unwrap()
             .replace("/usr/bin/leasehook", bin.to_str().unwrap());
-        dir.file(name, &text);
+        dir.file(as_name, &text);
     }
     let out = Command::new("systemd-analyze")
         .current_dir(&dir.0)
@@ -120,6 +128,7 @@ fn the_systemd_units_verify() {
             "verify",
             "./leasehook-refresh.service",
             "./leasehook-refresh.timer",
+            "./leasehook-refresh@eth1.service",
         ])
         .output()
         .expect("systemd-analyze (package systemd) is needed");
@@ -128,6 +137,24 @@ fn the_systemd_units_verify() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A NIC's `add` event: the udev rule hands over to `leasehook-refresh@IF.service`
+/// (udev's programs have no network), which runs `leasehook refresh --iface IF`;
+/// virtual links (veth, bridges, VLANs) start nothing.
+#[test]
+fn a_nic_that_appears_is_refreshed_through_a_systemd_unit() {
+    assert_eq!(
+        leasehook_tests::udev_add_command("ens5"),
+        ["/usr/bin/leasehook", "refresh", "--iface", "ens5"]
+    );
+    let rules =
+        std::fs::read_to_string(workspace_root().join("hooks/udev/90-leasehook.rules")).unwrap();
+    let add = rules
+        .lines()
+        .find(|l| l.starts_with("ACTION==\"add\""))
+        .unwrap();
+    assert!(add.contains("DEVPATH!=\"/devices/virtual/*\""), "{add}");
 }
 
 /// Sources `script` with every dhclient variable the hook could touch set to a

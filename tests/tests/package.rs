@@ -78,6 +78,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/lib/systemd/system/leasehook.service", 0o644),
     ("/usr/lib/systemd/system/leasehook-refresh.service", 0o644),
     ("/usr/lib/systemd/system/leasehook-refresh.timer", 0o644),
+    ("/usr/lib/systemd/system/leasehook-refresh@.service", 0o644),
     ("/usr/lib/systemd/system/leasehook-watch.service", 0o644),
     ("/etc/leasehook/config.yaml", 0o644),
     ("/usr/share/man/man1/leasehook.1.gz", 0o644),

@@ -112,6 +112,12 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         "",
     ),
     (
+        "/usr/lib/systemd/system/leasehook-refresh@.service",
+        '-',
+        0o644,
+        "",
+    ),
+    (
         "/usr/lib/systemd/system/leasehook-watch.service",
         '-',
         0o644,

@@ -171,21 +171,13 @@ fn a_deleted_link_loses_its_rules_on_refresh_and_through_the_udev_command() {
         assert!(w.our_rules().len() == 2, "rules are not bound to a device");
         if by_udev {
             // What hooks/udev/90-leasehook.rules runs for a removed interface.
-            let rule = std::fs::read_to_string(
-                leasehook_tests::workspace_root().join("hooks/udev/90-leasehook.rules"),
-            )
-            .unwrap();
-            assert!(rule.contains("RUN+=\"/usr/bin/leasehook flush --iface $name\""));
+            let run = leasehook_tests::udev_command("remove", "eth1");
+            assert_eq!(run[0], "/usr/bin/leasehook", "{run:?}");
             let o = w
                 .inst
                 .command(leasehook_bin().to_str().unwrap())
-                .args([
-                    "flush",
-                    "--iface",
-                    "eth1",
-                    "--root",
-                    w.root.to_str().unwrap(),
-                ])
+                .args(&run[1..])
+                .args(["--root", w.root.to_str().unwrap()])
                 .output()
                 .unwrap();
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -28,7 +28,7 @@ use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
-use rtnetlink::{AddressMessageBuilder, Handle, IpVersion, RouteMessageBuilder};
+use rtnetlink::{AddressMessageBuilder, Handle, IpVersion, LinkUnspec, RouteMessageBuilder};
 
 use super::{Applier, KernelLink, LinkIndex, Observed, PROTOCOL};
 use crate::diff::{Op, State};
@@ -121,6 +121,35 @@ impl NetlinkApplier {
                     .then_some(gateway)
                     .flatten()
             }))
+        })
+    }
+}
+
+impl NetlinkApplier {
+    /// `ip link set IF up` for link `index` when it is not up (`IFF_UP`): `true`
+    /// when it was down. A link that is up is not written to.
+    pub fn bring_up(&mut self, index: u32) -> Result<bool> {
+        let handle = self.handle.clone();
+        self.rt.block_on(async move {
+            let object = || format!("ip link set {index} up");
+            let msgs: Vec<LinkMessage> = handle
+                .link()
+                .get()
+                .match_index(index)
+                .execute()
+                .try_collect()
+                .await
+                .map_err(|e| nl_error(&object(), e))?;
+            if msgs.iter().all(|m| m.header.flags.contains(LinkFlags::Up)) {
+                return Ok(false);
+            }
+            handle
+                .link()
+                .set(LinkUnspec::new_with_index(index).up().build())
+                .execute()
+                .await
+                .map_err(|e| nl_error(&object(), e))?;
+            Ok(true)
         })
     }
 }

@@ -24,6 +24,8 @@ pub struct RecordingApplier {
     pub writes: Vec<Op>,
     /// Fail this operation (once) with this errno.
     pub fail_on: Option<(Op, i32)>,
+    /// The indexes of the links that are down (`ip link set IF up` takes one out).
+    pub down: std::collections::BTreeSet<u32>,
 }
 
 /// The kernel's answer `errno` to `op`.

@@ -376,3 +376,211 @@ fn refresh_keeps_the_state_on_an_imds_error_and_drops_a_gone_link() {
     );
     assert!(k.owned.rules.is_empty() && recorded(&cfg).is_none());
 }
+
+/// A provider of a cloud that serves eth1 no DHCP (OCI's secondary VNICs): each
+/// refresh's `unleased` gets the next scripted answer.
+#[derive(Debug, Default)]
+struct Unleasing {
+    answers: RefCell<VecDeque<Result<crate::source::provider::Unleased>>>,
+}
+
+impl Provider for Unleasing {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Ec2
+    }
+
+    fn wait_for_nic(&self, _nic: &NicEvent, _policy: &WaitPolicy, _clock: &dyn Clock) -> Outcome {
+        Outcome::Failed(disabled())
+    }
+
+    fn unleased(
+        &self,
+        _policy: &WaitPolicy,
+        _clock: &dyn Clock,
+    ) -> Option<Result<crate::source::provider::Unleased>> {
+        Some(
+            self.answers
+                .borrow_mut()
+                .pop_front()
+                .unwrap_or_else(|| Err(disabled())),
+        )
+    }
+}
+
+/// The metadata listing eth1 without DHCP at `address` (in 10.0.1.0/24), or not
+/// at all.
+#[allow(clippy::unnecessary_wraps)]
+fn unleased(address: Option<&str>) -> Result<crate::source::provider::Unleased> {
+    use crate::source::provider::{Unleased, UnleasedNic};
+    let mut network = network(true);
+    let nics = address
+        .map(|a| {
+            let nic = network
+                .nics
+                .iter_mut()
+                .find(|n| n.mac.to_string() == ETH1_MAC);
+            nic.unwrap().local_ipv4s = vec![a.parse().unwrap()];
+            UnleasedNic {
+                mac: ETH1_MAC.parse().unwrap(),
+                leases: vec![Lease {
+                    family: Family::V4,
+                    address: a.parse().unwrap(),
+                    prefix_len: 24,
+                    routers: vec!["10.0.1.1".parse().unwrap()],
+                    reason: Reason::Metadata,
+                }],
+            }
+        })
+        .into_iter()
+        .collect();
+    if address.is_none() {
+        network.nics.retain(|n| n.mac.to_string() != ETH1_MAC);
+    }
+    Ok(Unleased { nics, network })
+}
+
+fn refresh_unleasing(
+    k: &mut RecordingApplier,
+    provider: &Unleasing,
+    cfg: &HookConfig,
+    only: Option<&IfName>,
+) -> Vec<RefreshOutcome> {
+    let clock = FakeClock::new();
+    let mut fx = Effects {
+        kernel: k,
+        provider,
+        clock: &clock,
+    };
+    refresh_with(&mut fx, only, cfg).unwrap()
+}
+
+fn addresses(k: &RecordingApplier) -> Vec<String> {
+    k.owned.addresses.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn refresh_configures_a_nic_without_dhcp_and_follows_the_metadata() {
+    let (mut k, cfg, _root) = world();
+    k.down.insert(3);
+    let provider = Unleasing::default();
+    provider.answers.borrow_mut().extend([
+        unleased(Some("10.0.1.20")),
+        unleased(Some("10.0.1.20")),
+        Err(disabled()),
+        unleased(Some("10.0.1.30")),
+        unleased(None),
+    ]);
+    // First seen: brought up, its address (with the subnet's length), rules, table.
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Addressed(n, r)] if *n == eth1() && r.writes() > 0),
+        "{out:?}"
+    );
+    assert!(k.down.is_empty(), "eth1 was not brought up");
+    assert_eq!(addresses(&k), ["10.0.1.20/24 dev eth1"]);
+    assert_eq!(rules(&k), ["from 10.0.1.20/32 lookup 10001 priority 10001"]);
+    let st = recorded(&cfg).unwrap();
+    assert!(st.leases().iter().all(|l| l.reason == Reason::Metadata));
+    // The same answer again: nothing written.
+    let writes = k.writes.len();
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Refreshed(_, r)] if r.writes() == 0),
+        "{out:?}"
+    );
+    assert_eq!(k.writes.len(), writes);
+    // The metadata does not answer: nothing changes.
+    let before = k.owned.clone();
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Kept(_, why)] if why.contains("did not answer")),
+        "{out:?}"
+    );
+    assert_eq!(k.owned, before);
+    // A new address replaces the old one, rule and all.
+    refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert_eq!(addresses(&k), ["10.0.1.30/24 dev eth1"]);
+    assert_eq!(rules(&k), ["from 10.0.1.30/32 lookup 10001 priority 10001"]);
+    // The metadata no longer lists it (detached, the link stays): everything goes.
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Unlisted(n, _)] if *n == eth1()),
+        "{out:?}"
+    );
+    assert!(k.owned.addresses.is_empty() && k.owned.rules.is_empty() && k.owned.routes.is_empty());
+    assert!(recorded(&cfg).is_none());
+}
+
+#[test]
+fn an_address_another_tool_put_there_is_left_alone_and_survives_the_flush() {
+    let (mut k, cfg, _root) = world();
+    let theirs = crate::model::Address {
+        addr: "10.0.1.20/24".parse().unwrap(),
+        dev: eth1(),
+    };
+    k.foreign.addresses.insert(theirs.clone());
+    let provider = Unleasing::default();
+    provider
+        .answers
+        .borrow_mut()
+        .extend([unleased(Some("10.0.1.20")), unleased(None)]);
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Addressed(..)]),
+        "{out:?}"
+    );
+    // Not claimed, not written; the rules and the table are still leasehook's.
+    assert!(k.owned.addresses.is_empty(), "{:?}", k.owned.addresses);
+    assert!(
+        !k.writes
+            .iter()
+            .any(|o| matches!(o, crate::diff::Op::AddAddress(_)))
+    );
+    assert_eq!(rules(&k), ["from 10.0.1.20/32 lookup 10001 priority 10001"]);
+    refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(k.owned.rules.is_empty());
+    assert!(k.foreign.addresses.contains(&theirs));
+    assert!(
+        !k.writes
+            .iter()
+            .any(|o| matches!(o, crate::diff::Op::DelAddress(_)))
+    );
+}
+
+#[test]
+fn only_the_named_interface_is_configured_and_a_dhcp_cloud_asks_nothing() {
+    let (mut k, cfg, _root) = world();
+    let provider = Unleasing::default();
+    provider
+        .answers
+        .borrow_mut()
+        .extend([unleased(Some("10.0.1.20")), unleased(Some("10.0.1.20"))]);
+    let eth0 = IfName::try_new("eth0").unwrap();
+    let out = refresh_unleasing(&mut k, &provider, &cfg, Some(&eth0));
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Kept(n, why)] if *n == eth0 && why == "no recorded plan"),
+        "{out:?}"
+    );
+    assert!(k.writes.is_empty());
+    let out = refresh_unleasing(&mut k, &provider, &cfg, Some(&eth1()));
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Addressed(..)]),
+        "{out:?}"
+    );
+    // On a cloud whose every NIC has DHCP, the recorded NIC is left as it is.
+    let writes = k.writes.len();
+    let dhcp_only = Scripted::new([]);
+    let clock = FakeClock::new();
+    let mut fx = Effects {
+        kernel: &mut k,
+        provider: &dhcp_only,
+        clock: &clock,
+    };
+    let out = refresh_with(&mut fx, None, &cfg).unwrap();
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Kept(_, why)] if why.contains("serves every NIC DHCP")),
+        "{out:?}"
+    );
+    assert_eq!(k.writes.len(), writes);
+    assert!(dhcp_only.asked.borrow().is_empty());
+}

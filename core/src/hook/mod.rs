@@ -63,7 +63,10 @@ mod refresh;
 mod worker;
 
 pub use event::{handle, handle_with};
-pub use refresh::{RefreshOutcome, refresh, refresh_stamp, refresh_with, refreshed_at};
+pub use refresh::{
+    RefreshOutcome, address_unleased, address_unleased_with, refresh, refresh_stamp, refresh_with,
+    refreshed_at,
+};
 pub use worker::{run_worker, run_worker_with};
 
 /// What a shim needs to know besides the event: the hook's part of the
@@ -279,6 +282,12 @@ pub trait Kernel: Applier {
         mode: crate::kubernetes::Mode,
         root: &Path,
     ) -> Result<(crate::kubernetes::Decision, crate::kubernetes::NodeView)>;
+
+    /// `ip link set IF up` for link `index` when it is down: a NIC the cloud
+    /// serves no DHCP has no client to bring it up, and the kernel takes no route
+    /// through a link that is down. `true` when it was down. Nothing is written
+    /// for a link that is up, and nothing ever takes a link down.
+    fn bring_up(&mut self, index: u32) -> Result<bool>;
 }
 
 impl Kernel for NetlinkApplier {
@@ -292,6 +301,10 @@ impl Kernel for NetlinkApplier {
         root: &Path,
     ) -> Result<(crate::kubernetes::Decision, crate::kubernetes::NodeView)> {
         crate::kubernetes::observe::detect(mode, root, self)
+    }
+
+    fn bring_up(&mut self, index: u32) -> Result<bool> {
+        NetlinkApplier::bring_up(self, index)
     }
 }
 
@@ -316,6 +329,10 @@ impl Kernel for crate::apply::record::RecordingApplier {
             ..crate::kubernetes::NodeView::default()
         };
         Ok((crate::kubernetes::decide(mode, &view), view))
+    }
+
+    fn bring_up(&mut self, index: u32) -> Result<bool> {
+        Ok(self.down.remove(&index))
     }
 }
 

@@ -11,9 +11,10 @@ use super::{
 use crate::apply::Report;
 use crate::apply::state::{self, InterfaceState, Paths};
 use crate::error::Result;
+use crate::model::Reason;
 use crate::model::{IfName, Link};
 use crate::source::ec2::NicEvent;
-use crate::source::provider::{Outcome, WaitPolicy};
+use crate::source::provider::{Outcome, Provider, Unleased, UnleasedNic, WaitPolicy};
 
 /// `run/leasehook/refreshed/<ifname>`.
 pub(super) const REFRESHED: &str = "refreshed";
@@ -39,6 +40,14 @@ pub enum RefreshOutcome {
     },
     /// Nothing changed, and why (IMDS did not answer, said less than before, ...).
     Kept(IfName, String),
+    /// A NIC the cloud serves no DHCP ([`Provider::unleased`], OCI's secondary
+    /// VNICs), seen for the first time: its link was brought up and given its
+    /// address, rules and table from the metadata.
+    Addressed(IfName, Report),
+    /// The metadata no longer lists this NIC among those it serves no DHCP (the
+    /// VNIC was detached while its link stays, or the metadata dropped it): what
+    /// leasehook configured on it, the address included, is gone.
+    Unlisted(IfName, Report),
 }
 
 /// `<root>/run/leasehook/refreshed/<ifname>`: its modification time is when the
@@ -75,6 +84,14 @@ pub(super) fn remove_stamp(paths: &Paths, name: &IfName) {
 /// link that is gone takes its rules, routes and state with it; a link found under
 /// another name by its MAC takes them over. Each interface is handled under its lock,
 /// so a refresh never races a lease event.
+///
+/// On a cloud that serves some NICs no DHCP ([`Provider::unleased`]: OCI's
+/// secondary VNICs) the metadata is asked once for them: a NIC it lists that has
+/// a link (found by MAC) and no recorded plan is brought up and given its address,
+/// rules and table ([`RefreshOutcome::Addressed`]); one recorded so is planned
+/// from what the metadata says now (a new address replaces the old), and taken
+/// down to nothing when the metadata no longer lists it
+/// ([`RefreshOutcome::Unlisted`]). A metadata error changes nothing.
 pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
     with_real_effects(cfg, |fx| refresh_with(fx, only, cfg))
 }
@@ -85,28 +102,57 @@ pub fn refresh_with(
     only: Option<&IfName>,
     cfg: &HookConfig,
 ) -> Result<Vec<RefreshOutcome>> {
+    refresh_scoped(fx, only, cfg, false)
+}
+
+/// The boot stage's part of [`refresh`]: only the NICs the cloud serves no DHCP
+/// ([`Provider::unleased`]), configured or followed as `refresh` does. On a cloud
+/// whose every NIC has DHCP it asks nothing and returns nothing.
+pub fn address_unleased(cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
+    with_real_effects(cfg, |fx| address_unleased_with(fx, cfg))
+}
+
+/// [`address_unleased`] with the kernel, the provider and the clock handed in.
+pub fn address_unleased_with(
+    fx: &mut Effects<'_>,
+    cfg: &HookConfig,
+) -> Result<Vec<RefreshOutcome>> {
+    refresh_scoped(fx, None, cfg, true)
+}
+
+/// [`refresh_with`], or with `unleased_only` the NICs without DHCP alone.
+fn refresh_scoped(
+    fx: &mut Effects<'_>,
+    only: Option<&IfName>,
+    cfg: &HookConfig,
+    unleased_only: bool,
+) -> Result<Vec<RefreshOutcome>> {
+    let policy = WaitPolicy::default().with_budget(cfg.sync_budget);
+    let unleased = ask_unleased(fx.provider, &policy, fx.clock);
+    if unleased_only && unleased.is_none() {
+        return Ok(Vec::new());
+    }
     let paths = Paths::new(&cfg.root);
     let (states, errors) = state::list_states(&paths);
     for e in errors {
         log::warn!("{e}");
     }
+    let recorded_macs: Vec<crate::model::MacAddr> = states.iter().map(|s| s.mac).collect();
     let names: Vec<IfName> = states
         .into_iter()
         .map(|s| s.name)
         .filter(|n| only.is_none_or(|o| o == n))
         .collect();
-    if let (Some(o), true) = (only, names.is_empty()) {
-        return Ok(vec![RefreshOutcome::Kept(
-            o.clone(),
-            "no recorded plan".to_owned(),
-        )]);
-    }
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let _lock = state::lock_interface(&paths, &name)?;
         let Some(st) = state::read_state_or_set_aside(&paths, &name) else {
             continue;
         };
+        let from_metadata = st.leases().iter().any(|l| l.reason == Reason::Metadata);
+        if unleased_only && !from_metadata {
+            continue;
+        }
         if cfg.is_unmanaged(&name, Some(st.mac)) {
             out.push(RefreshOutcome::Kept(
                 name,
@@ -129,9 +175,203 @@ pub fn refresh_with(
                 continue;
             }
         };
-        out.push(refresh_one(fx, &paths, &st, &cfg)?);
+        if from_metadata {
+            out.push(refresh_unleased(fx, &paths, &st, &cfg, unleased.as_ref())?);
+        } else {
+            out.push(refresh_one(fx, &paths, &st, &cfg)?);
+        }
+    }
+    if let Some(Ok(u)) = &unleased {
+        for nic in &u.nics {
+            if recorded_macs.contains(&nic.mac) {
+                continue;
+            }
+            if let Some(o) = address_new(fx, &paths, cfg, only, u, nic)? {
+                out.push(o);
+            }
+        }
+    }
+    if let (Some(o), true) = (only, out.is_empty()) {
+        out.push(RefreshOutcome::Kept(
+            o.clone(),
+            "no recorded plan".to_owned(),
+        ));
     }
     Ok(out)
+}
+
+/// [`Provider::unleased`], its error logged once here (each recorded NIC it
+/// concerns says so again in its outcome).
+fn ask_unleased(
+    provider: &dyn Provider,
+    policy: &WaitPolicy,
+    clock: &dyn crate::source::provider::Clock,
+) -> Option<std::result::Result<Unleased, String>> {
+    let answer = provider.unleased(policy, clock)?;
+    Some(answer.map_err(|e| {
+        log::warn!("the NICs without DHCP: {}", unanswered(&e));
+        e.to_string()
+    }))
+}
+
+/// A NIC [`Provider::unleased`] lists with no recorded plan: when a link has its
+/// MAC (and `only`, if given, names it), it is brought up and given its address,
+/// rules and table under its lock. `None`: not this refresh's to touch (no link
+/// with the MAC yet: the udev add path or the next refresh will see it; another
+/// interface asked for).
+fn address_new(
+    fx: &mut Effects<'_>,
+    paths: &Paths,
+    cfg: &HookConfig,
+    only: Option<&IfName>,
+    answer: &Unleased,
+    nic: &UnleasedNic,
+) -> Result<Option<RefreshOutcome>> {
+    let links = fx.kernel.links()?;
+    let Some(k) = links.iter().find(|l| l.mac == Some(nic.mac)) else {
+        log::debug!(
+            "{}: listed without DHCP, but no link has this MAC (yet)",
+            nic.mac
+        );
+        return Ok(None);
+    };
+    let name = k.name.clone();
+    if only.is_some_and(|o| *o != name) {
+        return Ok(None);
+    }
+    if cfg.is_unmanaged(&name, Some(nic.mac)) {
+        return Ok(Some(RefreshOutcome::Kept(
+            name,
+            "unmanaged (configuration key unmanaged): left alone".to_owned(),
+        )));
+    }
+    let cfg = match kubernetes_gate(fx.kernel, cfg, &name)? {
+        Gate::Plan(c) => c,
+        Gate::Cni(why) => return Ok(Some(RefreshOutcome::Kept(name, why))),
+    };
+    let _lock = state::lock_interface(paths, &name)?;
+    // Another refresh (the timer's, udev's) may have recorded it meanwhile.
+    if state::read_state_or_set_aside(paths, &name).is_some() {
+        return Ok(Some(RefreshOutcome::Kept(
+            name,
+            "recorded by another run meanwhile".to_owned(),
+        )));
+    }
+    let applier = &mut *fx.kernel;
+    if applier.bring_up(k.index)? {
+        log::info!("{name}: brought up (no DHCP client serves it)");
+    }
+    let link = Link {
+        name: name.clone(),
+        mac: nic.mac,
+        ipv6_router: applier.ipv6_default_router(k.index)?,
+    };
+    let os = os_links(applier, &cfg)?;
+    let link_addresses = applier.link_addresses(&index_of(&links))?;
+    let p = plan_one(
+        &cfg,
+        &answer.network,
+        &link,
+        &os,
+        &nic.leases,
+        &link_addresses,
+    )?;
+    log_refused(&p);
+    if let Some(why) = table_held_by_other(paths, &p, &cfg, nic.mac) {
+        log::warn!("{name}: {why}");
+        return Ok(Some(RefreshOutcome::Kept(name, why)));
+    }
+    let report = commit_guarded(applier, paths, &p, None, &answer.network, &nic.leases)?;
+    touch(paths, &name);
+    log::info!(
+        "{name}: no DHCP on this NIC; configured from the metadata ({} change(s))",
+        report.writes()
+    );
+    Ok(Some(RefreshOutcome::Addressed(name, report)))
+}
+
+/// Refreshes a recorded NIC whose address leasehook configured from the metadata
+/// ([`Reason::Metadata`]): its link gone, its objects go (as any NIC's); else the
+/// metadata's answer decides: listed, it is planned from the leases listed now;
+/// not listed, its rules, routes, table and address go; not answered, nothing
+/// changes.
+fn refresh_unleased(
+    fx: &mut Effects<'_>,
+    paths: &Paths,
+    st: &InterfaceState,
+    cfg: &HookConfig,
+    unleased: Option<&std::result::Result<Unleased, String>>,
+) -> Result<RefreshOutcome> {
+    let applier = &mut *fx.kernel;
+    let name = st.name.clone();
+    let links = applier.links()?;
+    let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
+        let report = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
+        remove_stamp(paths, &name);
+        log::info!(
+            "{name}: no link has {} any more; removed {} object(s)",
+            st.mac,
+            report.writes()
+        );
+        return Ok(RefreshOutcome::LinkGone(name, report));
+    };
+    let answer = match unleased {
+        Some(Ok(answer)) => answer,
+        Some(Err(e)) => {
+            return Ok(RefreshOutcome::Kept(
+                name,
+                format!("the metadata did not answer usefully ({e}): whatever was applied stays"),
+            ));
+        }
+        None => {
+            return Ok(RefreshOutcome::Kept(
+                name,
+                "configured from the metadata, but this provider serves every NIC DHCP: \
+                 left as it is (`leasehook flush` removes it)"
+                    .to_owned(),
+            ));
+        }
+    };
+    touch(paths, &k.name);
+    let Some(nic) = answer.nics.iter().find(|n| n.mac == st.mac) else {
+        let report = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
+        remove_stamp(paths, &name);
+        log::info!(
+            "{name}: the metadata no longer lists {} among the NICs without DHCP; removed {} \
+             object(s), its address too",
+            st.mac,
+            report.writes()
+        );
+        return Ok(RefreshOutcome::Unlisted(name, report));
+    };
+    // A lease event on the new name takes this lock too.
+    let _new_lock = if k.name == name {
+        None
+    } else {
+        Some(state::lock_interface(paths, &k.name)?)
+    };
+    if applier.bring_up(k.index)? {
+        log::info!("{}: brought up (no DHCP client serves it)", k.name);
+    }
+    let link = Link {
+        name: k.name.clone(),
+        mac: st.mac,
+        ipv6_router: applier.ipv6_default_router(k.index)?,
+    };
+    let os = os_links(applier, cfg)?;
+    apply_refreshed(
+        applier,
+        paths,
+        st,
+        cfg,
+        &Answered {
+            link,
+            os,
+            network: answer.network.clone(),
+            leases: nic.leases.clone(),
+            links: &links,
+        },
+    )
 }
 
 /// Refreshes one recorded interface: its link by MAC (gone: its objects and state
