@@ -16,7 +16,8 @@
 //! * Scenario ([`Scenario`]): VNICs absent until `after` seconds since the first
 //!   answered request (the hot-plug race), or while a file in the world's folder
 //!   names them ([`DETACHED_FILE`]: one MAC per line, read on every request, so a
-//!   test detaches a VNIC when it wants), and rules (a path prefix, a time window,
+//!   test detaches a VNIC when it wants), a fault while a file names one
+//!   ([`FAULT_FILE`]), and rules (a path prefix, a time window,
 //!   a count) that delay, answer a status (with `Retry-After`), or `drop` /
 //!   `garbage` / `not-json`.
 //!
@@ -41,6 +42,11 @@ use crate::world::{MAC0, MAC1};
 /// The file below the world's folder whose lines (MACs) leave VNICs out of the
 /// `/opc/v2/vnics/` answer while it names them: a detached VNIC.
 pub const DETACHED_FILE: &str = "oracle-detached";
+
+/// The file below the world's folder that, while it exists, makes every answer
+/// a fault: its first word is a status (`401`, `503`, ...), `garbage`,
+/// `not-json` or `drop` (read on every request).
+pub const FAULT_FILE: &str = "oracle-fault";
 
 /// The log file's name below the world's folder (the binary's `--dir`).
 pub const LOG_FILE: &str = "oracle-imds.log";
@@ -170,6 +176,8 @@ pub struct Config {
     pub log_file: Option<PathBuf>,
     /// The file of detached MACs ([`DETACHED_FILE`]), read on every request.
     pub detached_file: Option<PathBuf>,
+    /// The fault file ([`FAULT_FILE`]), read on every request.
+    pub fault_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -181,6 +189,7 @@ impl Config {
             scenario: Scenario::default(),
             log_file: None,
             detached_file: None,
+            fault_file: None,
         }
     }
 }
@@ -479,6 +488,9 @@ fn reply(
     if let Some(r) = injected(sh, t, path) {
         return r;
     }
+    if let Some(r) = sh.config.fault_file.as_ref().and_then(|f| file_fault(f)) {
+        return r;
+    }
     if method != "GET" {
         return error(405, "MethodNotAllowed", "Method not allowed");
     }
@@ -513,6 +525,26 @@ fn reply(
             }
         }
         _ => error(404, "NotFound", "Not Found"),
+    }
+}
+
+/// The fault the fault file names, if it exists and names one.
+fn file_fault(path: &std::path::Path) -> Option<Reply> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match text.split_whitespace().next()? {
+        "drop" => Some(Reply::Silence("drop")),
+        "garbage" => Some(Reply::Bytes(vec![0xff, 0xfe, b'[', 0x80, b'x'], "garbage")),
+        "not-json" => Some(Reply::Bytes(
+            b"<html><body>502 Bad Gateway</body></html>".to_vec(),
+            "not-json",
+        )),
+        status => status.parse::<u16>().ok().map(|s| {
+            Reply::Json(
+                s,
+                json!({"code": "Injected", "message": format!("injected {s}")}).to_string(),
+                None,
+            )
+        }),
     }
 }
 
@@ -583,6 +615,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut c = Config::new();
         c.detached_file = Some(dir.path().join(DETACHED_FILE));
+        c.fault_file = Some(dir.path().join(FAULT_FILE));
         c.log_file = Some(dir.path().join(LOG_FILE));
         let e = Emulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap();
         let b = e.base_url();
@@ -643,8 +676,19 @@ mod tests {
                 .len(),
             1
         );
+        // A fault while the fault file names one.
+        std::fs::write(dir.path().join(FAULT_FILE), "503\n").unwrap();
+        assert_eq!(get(&b, "GET", "/opc/v2/vnics/", &AUTHZ).0, 503);
+        std::fs::write(dir.path().join(FAULT_FILE), "not-json").unwrap();
+        assert!(
+            get(&b, "GET", "/opc/v2/vnics/", &AUTHZ)
+                .1
+                .starts_with("<html>")
+        );
+        std::fs::remove_file(dir.path().join(FAULT_FILE)).unwrap();
+        assert_eq!(get(&b, "GET", "/opc/v2/vnics/", &AUTHZ).0, 200);
         let log = read_log(&dir.path().join(LOG_FILE));
-        assert_eq!(log.len(), 11);
+        assert_eq!(log.len(), 14);
         assert_eq!(log[0].authorization, "Bearer%20Oracle");
         assert_eq!(log[1].authorization, "-");
         assert_eq!(log[1].status, "401");

@@ -12,7 +12,8 @@
 //! It prints the address it bound on stdout and runs until killed. With `--dir`
 //! (the test world appends its folder), requests are logged to
 //! `DIR/oracle-imds.log` and VNICs named in `DIR/oracle-detached` are left out of
-//! the `/opc/v2/vnics/` answer (detached).
+//! the `/opc/v2/vnics/` answer (detached); while `DIR/oracle-fault` exists,
+//! every answer is the fault it names.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -21,7 +22,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use leasehook_tests::oracle_emulator::{
-    Config, DETACHED_FILE, Emulator, LOG_FILE, Scenario, world_instance, world_vnics,
+    Config, DETACHED_FILE, Emulator, FAULT_FILE, LOG_FILE, Scenario, world_instance, world_vnics,
 };
 use serde_json::Value;
 
@@ -77,6 +78,7 @@ fn run(args: Args) -> Result<(), String> {
             .log
             .or_else(|| args.dir.as_ref().map(|d| d.join(LOG_FILE))),
         detached_file: args.dir.as_ref().map(|d| d.join(DETACHED_FILE)),
+        fault_file: args.dir.as_ref().map(|d| d.join(FAULT_FILE)),
     };
     let emulator =
         Emulator::start(args.bind, config).map_err(|e| format!("binding {}: {e}", args.bind))?;
