@@ -613,17 +613,17 @@ mod tests {
     #[test]
     fn the_header_rule_paths_and_leaves() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = Config::new();
-        c.detached_file = Some(dir.path().join(DETACHED_FILE));
-        c.fault_file = Some(dir.path().join(FAULT_FILE));
-        c.log_file = Some(dir.path().join(LOG_FILE));
-        let e = Emulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap();
-        let b = e.base_url();
+        let mut config = Config::new();
+        config.detached_file = Some(dir.path().join(DETACHED_FILE));
+        config.fault_file = Some(dir.path().join(FAULT_FILE));
+        config.log_file = Some(dir.path().join(LOG_FILE));
+        let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
+        let b = emu.base_url();
         let (s, body) = get(&b, "GET", "/opc/v2/vnics/", &AUTHZ);
         assert_eq!(s, 200);
-        let v: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v.as_array().unwrap().len(), 2);
-        assert_eq!(v[0]["macAddr"], MAC0.to_uppercase());
+        let list: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(list.as_array().unwrap().len(), 2);
+        assert_eq!(list[0]["macAddr"], MAC0.to_uppercase());
         assert_eq!(get(&b, "GET", "/opc/v2/vnics/", &[]).0, 401);
         assert_eq!(
             get(
