@@ -797,6 +797,17 @@ mod tests {
         cfg.provider = ProviderChoice::Auto;
         std::fs::write(dmi.join("product_name"), "Alibaba Cloud ECS 2\n").unwrap();
         assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+        // Oracle Cloud's chassis asset tag: the OCI provider, whose answer to
+        // `unleased` is asked (the other clouds' is None).
+        std::fs::write(dmi.join("chassis_asset_tag"), "OracleCloud.com\n").unwrap();
+        let p = provider(&cfg).unwrap();
+        assert_eq!(p.kind(), ProviderKind::Oracle);
+        cfg.oracle_endpoint = Some("http://127.0.0.1:9".to_owned());
+        let p = provider(&cfg).unwrap();
+        let policy =
+            crate::source::provider::WaitPolicy::default().with_budget(std::time::Duration::ZERO);
+        let clock = crate::source::provider::SystemClock;
+        assert!(matches!(p.unleased(&policy, &clock), Some(Err(_))));
     }
 
     #[test]
