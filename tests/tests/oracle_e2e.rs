@@ -13,6 +13,7 @@
 //! | [`dhcpcd_primary_vnic_waits_for_the_vnic_list`] | the same through dhcpcd |
 //! | [`refresh_addresses_the_secondary_vnic_and_takes_it_away_when_it_goes`] | refresh gives eth1 10.98.1.20/24, its rules and table, traffic passes the source check; again: nothing changes; IMDS down, 401, 503, garbage, dropped: nothing changes; `flush` removes the address too; the VNIC detached (no longer listed) removes everything; attached again, back; the link deleted removes everything |
 //! | [`an_address_someone_else_configured_is_left_alone`] | the address put there first by hand gets rules and a table, is never removed (`flush`, detach) |
+//! | [`a_vnic_listed_late_is_configured_by_the_next_refresh`] | the emulator lists eth1 only 4 s after its first answer (an attach the metadata has not caught up with): the first refresh configures nothing and removes nothing, the next one configures it |
 //! | [`udev_add_path_configures_the_new_vnic`] | the command the udev rule chain runs for a new link (parsed from `hooks/udev/` and `hooks/systemd/`) brings eth1 up and configures it |
 //!
 //! Compiled with the `netns` feature; needs root, isc-dhcp-client, dhcpcd-base
@@ -362,4 +363,27 @@ fn udev_add_path_configures_the_new_vnic() {
     );
     assert_traffic(&w, "10.98.1.20");
     assert_v2_with_header(&w);
+}
+
+#[test]
+fn a_vnic_listed_late_is_configured_by_the_next_refresh() {
+    let mut opts = oracle_opts(&[]);
+    if let Some(m) = opts.metadata.as_mut() {
+        m.args.push("--scenario".to_owned());
+        m.args
+            .push(serde_json::json!({"appear": [{"mac": MAC1, "after": 4.0}]}).to_string());
+    }
+    let mut w = World::new("oci-late", &opts);
+    w.bind("eth0", false);
+    let out = refresh(&w);
+    assert!(!has_address(&w) && eth1_gone(&w), "{out}\n{}", report(&w));
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            refresh(&w);
+            eth1_configured(&w)
+        }),
+        "eth1 never configured once listed:\n{}",
+        report(&w)
+    );
+    assert_traffic(&w, "10.98.1.20");
 }
