@@ -14,6 +14,7 @@
 //! | [`refresh_addresses_the_secondary_vnic_and_takes_it_away_when_it_goes`] | refresh gives eth1 10.98.1.20/24, its rules and table, traffic passes the source check; again: nothing changes; IMDS down, 401, 503, garbage, dropped: nothing changes; `flush` removes the address too; the VNIC detached (no longer listed) removes everything; attached again, back; the link deleted removes everything |
 //! | [`an_address_someone_else_configured_is_left_alone`] | the address put there first by hand gets rules and a table, is never removed (`flush`, detach) |
 //! | [`a_vnic_listed_late_is_configured_by_the_next_refresh`] | the emulator lists eth1 only 4 s after its first answer (an attach the metadata has not caught up with): the first refresh configures nothing and removes nothing, the next one configures it |
+//! | [`refresh_gives_the_secondary_vnic_its_ipv6_address_too`] | a VNIC with `ipv6Addresses` and `ipv6SubnetCidrBlock`: refresh adds `fd00:98:1::20/64` beside the IPv4 address, its rule and subnet route in the VNIC's table; again, nothing changes |
 //! | [`udev_add_path_configures_the_new_vnic`] | the command the udev rule chain runs for a new link (parsed from `hooks/udev/` and `hooks/systemd/`) brings eth1 up and configures it |
 //!
 //! Compiled with the `netns` feature; needs root, isc-dhcp-client, dhcpcd-base
@@ -386,4 +387,50 @@ fn a_vnic_listed_late_is_configured_by_the_next_refresh() {
         report(&w)
     );
     assert_traffic(&w, "10.98.1.20");
+}
+
+#[test]
+fn refresh_gives_the_secondary_vnic_its_ipv6_address_too() {
+    let mut secondary =
+        leasehook_tests::oracle_emulator::vnic(MAC1, "10.98.1.20", "10.98.1.0/24", "10.98.1.1", 2);
+    secondary["ipv6Addresses"] = serde_json::json!(["fd00:98:1::20"]);
+    secondary["ipv6SubnetCidrBlock"] = serde_json::json!("fd00:98:1::/64");
+    let vnics = serde_json::json!([
+        leasehook_tests::oracle_emulator::vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 1),
+        secondary
+    ]);
+    let mut opts = oracle_opts(&[]);
+    if let Some(m) = opts.metadata.as_mut() {
+        m.args.push("--vnics".to_owned());
+        m.args.push(vnics.to_string());
+    }
+    let mut w = World::new("oci-v6", &opts);
+    w.bind("eth0", false);
+    let out = refresh(&w);
+    let t = table(MAC1);
+    assert!(eth1_configured(&w), "{out}\n{}", report(&w));
+    assert!(
+        w.inst
+            .addresses()
+            .contains(&"eth1 fd00:98:1::20/64".to_owned()),
+        "{out}\n{}",
+        report(&w)
+    );
+    let rules = w.our_rules();
+    assert!(
+        rules.contains(&format!("{t} from fd00:98:1::20 lookup {t} proto 176")),
+        "{out}\n{}",
+        report(&w)
+    );
+    assert!(
+        w.our_routes()
+            .iter()
+            .any(|r| r.starts_with("fd00:98:1::/64")),
+        "{out}\n{}",
+        report(&w)
+    );
+    // Again: nothing changes.
+    let before = snapshot(&w);
+    refresh(&w);
+    assert_eq!(snapshot(&w), before, "{}", report(&w));
 }
