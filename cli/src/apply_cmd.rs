@@ -257,7 +257,14 @@ pub(crate) fn status(
         );
         for (fam, f) in &st.families {
             let lease = f.lease.as_ref().map_or_else(String::new, |l| {
-                format!(", lease {}/{}", l.address, l.prefix_len)
+                if l.reason == leasehook_core::model::Reason::Metadata {
+                    format!(
+                        ", address {}/{} from the metadata (no DHCP)",
+                        l.address, l.prefix_len
+                    )
+                } else {
+                    format!(", lease {}/{}", l.address, l.prefix_len)
+                }
             });
             let _ = writeln!(
                 out,

@@ -584,3 +584,26 @@ fn only_the_named_interface_is_configured_and_a_dhcp_cloud_asks_nothing() {
     assert_eq!(k.writes.len(), writes);
     assert!(dhcp_only.asked.borrow().is_empty());
 }
+
+#[test]
+fn a_dhcp_clients_failure_does_not_remove_a_nic_configured_from_the_metadata() {
+    let (mut k, cfg, _root) = world();
+    let provider = Unleasing::default();
+    provider
+        .answers
+        .borrow_mut()
+        .push_back(unleased(Some("10.0.1.20")));
+    refresh_unleasing(&mut k, &provider, &cfg, None);
+    let before = k.owned.clone();
+    assert!(!before.addresses.is_empty());
+    // A DHCP client started on the NIC anyway gets no answer and says so.
+    let mut failed = released();
+    failed.reason = Reason::Fail;
+    let out = run(&mut k, &Scripted::new([]), &cfg, &failed);
+    assert!(
+        matches!(&out, HookOutcome::Removed(r) if r.writes() == 0),
+        "{out:?}"
+    );
+    assert_eq!(k.owned, before);
+    assert!(recorded(&cfg).is_some());
+}

@@ -88,6 +88,23 @@ pub(super) fn remove<A: Applier + ?Sized>(
     event: &LeaseEvent,
 ) -> Result<Report> {
     let recorded = state::read_state_or_set_aside(paths, &event.interface);
+    // A NIC leasehook configured from the metadata (no DHCP serves it) is not a
+    // DHCP client's to take down: a client started on it anyway fails, and its
+    // FAIL or EXPIRE would remove the address the NIC lives on.
+    if let Some(st) = &recorded
+        && st
+            .leases()
+            .iter()
+            .any(|l| l.family == event.family && l.reason == crate::model::Reason::Metadata)
+    {
+        log::info!(
+            "{} {}: configured from the metadata, not by a DHCP client: its {} changes nothing",
+            event.interface,
+            event.family,
+            event.reason
+        );
+        return Ok(Report::default());
+    }
     let report = crate::commit::remove(
         applier,
         paths,
