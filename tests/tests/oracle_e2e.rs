@@ -15,6 +15,7 @@
 //! | [`an_address_someone_else_configured_is_left_alone`] | the address put there first by hand gets rules and a table, is never removed (`flush`, detach) |
 //! | [`a_vnic_listed_late_is_configured_by_the_next_refresh`] | the emulator lists eth1 only 4 s after its first answer (an attach the metadata has not caught up with): the first refresh configures nothing and removes nothing, the next one configures it |
 //! | [`refresh_gives_the_secondary_vnic_its_ipv6_address_too`] | a VNIC with `ipv6Addresses` and `ipv6SubnetCidrBlock`: refresh adds `fd00:98:1::20/64` beside the IPv4 address, its rule and subnet route in the VNIC's table; again, nothing changes |
+//! | [`a_bare_metal_vlan_vnic_without_its_link_is_left_alone`] | bare metal (`nicIndex`): a VLAN VNIC (`vlanTag` 100) whose macvlan nobody created has no link by its MAC: refresh succeeds and configures nothing, creates no link |
 //! | [`udev_add_path_configures_the_new_vnic`] | the command the udev rule chain runs for a new link (parsed from `hooks/udev/` and `hooks/systemd/`) brings eth1 up and configures it |
 //!
 //! Compiled with the `netns` feature; needs root, isc-dhcp-client, dhcpcd-base
@@ -433,4 +434,46 @@ fn refresh_gives_the_secondary_vnic_its_ipv6_address_too() {
     let before = snapshot(&w);
     refresh(&w);
     assert_eq!(snapshot(&w), before, "{}", report(&w));
+}
+
+#[test]
+fn a_bare_metal_vlan_vnic_without_its_link_is_left_alone() {
+    let mut primary =
+        leasehook_tests::oracle_emulator::vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 0);
+    primary["nicIndex"] = serde_json::json!(0);
+    let mut vlan = leasehook_tests::oracle_emulator::vnic(
+        "02:00:17:00:00:99",
+        "10.98.1.30",
+        "10.98.1.0/24",
+        "10.98.1.1",
+        100,
+    );
+    vlan["nicIndex"] = serde_json::json!(0);
+    let mut opts = oracle_opts(&[]);
+    if let Some(m) = opts.metadata.as_mut() {
+        m.args.push("--vnics".to_owned());
+        m.args.push(serde_json::json!([primary, vlan]).to_string());
+    }
+    let mut w = World::new("oci-bm", &opts);
+    w.bind("eth0", false);
+    let links = |w: &World| {
+        let mut names: Vec<String> = w
+            .inst
+            .ip_json(&["link", "show"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["ifname"].as_str().unwrap_or("?").to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = (links(&w), snapshot(&w));
+    let out = refresh(&w);
+    assert_eq!((links(&w), snapshot(&w)), before, "{out}\n{}", report(&w));
+    assert!(w.our_rules().is_empty(), "{out}\n{}", report(&w));
+    assert!(
+        !w.root.join("run/leasehook/iface/eth1.json").exists(),
+        "{out}"
+    );
 }
