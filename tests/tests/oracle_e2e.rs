@@ -11,6 +11,7 @@
 //! |---|---|
 //! | [`dhclient_primary_vnic_waits_for_the_vnic_list`] | the primary's lease through dhclient's hook: one `GET /opc/v2/vnics/` with `Authorization: Bearer Oracle`, its table (with `primary_rules`), traffic; RELEASE removes it |
 //! | [`dhcpcd_primary_vnic_waits_for_the_vnic_list`] | the same through dhcpcd |
+//! | [`the_ipv6_endpoint_answers_when_the_ipv4_one_refuses`] | the service only on `[fd00:c1::a9fe:a9fe]:80` (169.254.169.254 refuses): the default endpoints fall back to it and the primary's event completes |
 //! | [`refresh_addresses_the_secondary_vnic_and_takes_it_away_when_it_goes`] | refresh gives eth1 10.98.1.20/24, its rules and table, traffic passes the source check; again: nothing changes; IMDS down, 401, 503, garbage, dropped: nothing changes; `flush` removes the address too; the VNIC detached (no longer listed) removes everything; attached again, back; the link deleted removes everything |
 //! | [`an_address_someone_else_configured_is_left_alone`] | the address put there first by hand gets rules and a table, is never removed (`flush`, detach) |
 //! | [`a_vnic_listed_late_is_configured_by_the_next_refresh`] | the emulator lists eth1 only 4 s after its first answer (an attach the metadata has not caught up with): the first refresh configures nothing and removes nothing, the next one configures it |
@@ -476,4 +477,64 @@ fn a_bare_metal_vlan_vnic_without_its_link_is_left_alone() {
         !w.root.join("run/leasehook/iface/eth1.json").exists(),
         "{out}"
     );
+}
+
+#[test]
+fn the_ipv6_endpoint_answers_when_the_ipv4_one_refuses() {
+    let mut opts = oracle_opts(&[("LEASEHOOK_PRIMARY_RULES", "true")]);
+    if let Some(m) = opts.metadata.as_mut() {
+        m.args = vec!["--bind".to_owned(), "[fd00:c1::a9fe:a9fe]:80".to_owned()];
+        m.addresses = vec!["fd00:c1::a9fe:a9fe/128".to_owned()];
+    }
+    let mut w = World::new("oci-v6ep", &opts);
+    // The VPC's IPv6 on the primary's subnet, and the route to the service.
+    w.router.ip(&[
+        "-6",
+        "address",
+        "add",
+        "fd00:98::1/64",
+        "dev",
+        "gw0",
+        "nodad",
+    ]);
+    w.inst.ip(&[
+        "-6",
+        "address",
+        "add",
+        "fd00:98::10/64",
+        "dev",
+        "eth0",
+        "nodad",
+    ]);
+    w.inst.ip(&[
+        "-6",
+        "route",
+        "add",
+        "fd00:c1::a9fe:a9fe/128",
+        "via",
+        "fd00:98::1",
+        "dev",
+        "eth0",
+    ]);
+    w.bind("eth0", false);
+    let t = table(MAC0);
+    let rule = format!("{t} from 10.98.0.10 lookup {t} proto 176");
+    assert!(
+        wait_until(Duration::from_secs(30), || w.our_rules().contains(&rule)),
+        "no table for the primary VNIC:\n{}",
+        report(&w)
+    );
+    let log = w.log("eth0", false);
+    assert!(
+        log.contains("OCI IMDS: using endpoint http://[fd00:c1::a9fe:a9fe]"),
+        "{log}"
+    );
+    assert!(
+        imds_log(&w)
+            .iter()
+            .all(|e| e.peer.starts_with("[fd00:98::10]")),
+        "{}",
+        report(&w)
+    );
+    assert_v2_with_header(&w);
 }
