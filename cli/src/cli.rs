@@ -115,8 +115,9 @@ pub(crate) struct PlanArgs {
     /// Whose metadata `--metadata` holds [default: the configured `provider`;
     /// `auto`: ec2]: `ec2` (an IMDS `meta-data/` tree), `gce` (a saved answer of the metadata server's
     /// `instance/network-interfaces/?recursive=true`), `azure` (a saved answer
-    /// of Azure IMDS `/metadata/instance` or `/metadata/instance/network`) or
-    /// `aliyun` (an ECS `meta-data/` tree, as EC2's).
+    /// of Azure IMDS `/metadata/instance` or `/metadata/instance/network`),
+    /// `aliyun` (an ECS `meta-data/` tree, as EC2's) or `oracle` (a saved answer
+    /// of OCI's `/opc/v2/vnics/`).
     #[arg(long, value_name = "PROVIDER")]
     pub(crate) provider: Option<String>,
 

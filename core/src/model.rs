@@ -703,16 +703,19 @@ pub enum SourceKind {
     None,
     /// Alibaba Cloud ECS's metadata service, `100.100.100.200`.
     AliYun,
+    /// Oracle Cloud Infrastructure's metadata service (`/opc/v2/`).
+    Oracle,
 }
 
 impl SourceKind {
     /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::NoCloud,
         Self::Azure,
         Self::AliYun,
         Self::Ec2,
         Self::Gce,
+        Self::Oracle,
         Self::Lxd,
         Self::None,
     ];
@@ -727,6 +730,7 @@ impl SourceKind {
             Self::Azure => "Azure",
             Self::None => "None",
             Self::AliYun => "AliYun",
+            Self::Oracle => "Oracle",
         }
     }
 
@@ -754,6 +758,7 @@ impl SourceKind {
             Self::Azure => "azure",
             Self::None => "none",
             Self::AliYun => "aliyun",
+            Self::Oracle => "oracle",
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct BootConfig {
     pub azure_endpoint: Option<String>,
     /// `aliyun.endpoint` (`None`: the default).
     pub aliyun_endpoint: Option<String>,
+    /// `oracle.endpoint` (`None`: the defaults).
+    pub oracle_endpoint: Option<String>,
 }
 
 impl BootConfig {
@@ -46,6 +48,7 @@ impl BootConfig {
                 .contains_key("azure.endpoint")
                 .then(|| s.azure_endpoint.clone()),
             aliyun_endpoint: s.aliyun_endpoint.clone(),
+            oracle_endpoint: s.oracle_endpoint.clone(),
         }
     }
 }

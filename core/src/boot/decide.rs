@@ -40,6 +40,9 @@ pub fn role(kind: SourceKind, stage: Stage, lxd_socket_present: bool, virt: &str
         (SourceKind::AliYun, Stage::Local) => {
             Role::Defer("the ECS metadata service needs the network")
         }
+        (SourceKind::Oracle, Stage::Local) => {
+            Role::Defer("the OCI metadata service needs the network")
+        }
         (SourceKind::Lxd, Stage::Local) => {
             if !lxd_socket_present && matches!(virt, "kvm" | "qemu") {
                 Role::Defer("an LXD VM whose agent has not made /dev/lxd/sock yet")

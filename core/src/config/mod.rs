@@ -120,6 +120,8 @@ pub struct Settings {
     pub azure_endpoint: String,
     /// `aliyun.endpoint` (`None`: [`crate::constants::ALIYUN_ENDPOINTS`]).
     pub aliyun_endpoint: Option<String>,
+    /// `oracle.endpoint` (`None`: [`crate::source::oracle::ENDPOINTS`]).
+    pub oracle_endpoint: Option<String>,
     /// `datasource_list` (`None`: what detection finds).
     pub datasource_list: Option<Vec<String>>,
     /// `fallback` and `datasource.<Name>.fallback`.
@@ -141,6 +143,7 @@ impl Default for Settings {
             gce_endpoint: None,
             azure_endpoint: crate::source::azure::ENDPOINT.to_owned(),
             aliyun_endpoint: None,
+            oracle_endpoint: None,
             datasource_list: None,
             fallback: FallbackPolicy::default(),
             log_level: log::LevelFilter::Info,
@@ -516,6 +519,7 @@ struct FileDoc {
     gce: Option<GceDoc>,
     azure: Option<AzureDoc>,
     aliyun: Option<AliyunDoc>,
+    oracle: Option<OracleDoc>,
     datasource_list: Option<Spanned<Value>>,
     fallback: Option<Spanned<Value>>,
     datasource: Option<BTreeMap<String, PerSourceDoc>>,
@@ -547,6 +551,12 @@ struct AzureDoc {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AliyunDoc {
+    endpoint: Option<Spanned<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OracleDoc {
     endpoint: Option<Spanned<Value>>,
 }
 
@@ -647,6 +657,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("gce.endpoint", doc.gce.unwrap_or_default().endpoint);
     put("azure.endpoint", doc.azure.unwrap_or_default().endpoint);
     put("aliyun.endpoint", doc.aliyun.unwrap_or_default().endpoint);
+    put("oracle.endpoint", doc.oracle.unwrap_or_default().endpoint);
     put("datasource_list", doc.datasource_list);
     put("fallback", doc.fallback);
     put("log_level", doc.log_level);

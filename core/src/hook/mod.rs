@@ -99,6 +99,8 @@ pub struct HookConfig {
     pub azure_endpoint: String,
     /// `aliyun.endpoint` (`None`: the default).
     pub aliyun_endpoint: Option<String>,
+    /// `oracle.endpoint` (`None`: the defaults).
+    pub oracle_endpoint: Option<String>,
 }
 
 impl HookConfig {
@@ -119,6 +121,7 @@ impl HookConfig {
             gce_endpoint: s.gce_endpoint.clone(),
             azure_endpoint: s.azure_endpoint.clone(),
             aliyun_endpoint: s.aliyun_endpoint.clone(),
+            oracle_endpoint: s.oracle_endpoint.clone(),
         }
     }
 
@@ -387,6 +390,9 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
             AliyunProvider::try_new(&cfg.root, cfg.aliyun_endpoint.as_deref())?
                 .with_bind_interface(cfg.imds_bind_interface),
         ),
+        ProviderKind::Oracle => Box::new(crate::source::oracle::OracleProvider::try_new(
+            cfg.oracle_endpoint.as_deref(),
+        )?),
     })
 }
 
@@ -791,6 +797,17 @@ mod tests {
         cfg.provider = ProviderChoice::Auto;
         std::fs::write(dmi.join("product_name"), "Alibaba Cloud ECS 2\n").unwrap();
         assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+        // Oracle Cloud's chassis asset tag: the OCI provider, whose answer to
+        // `unleased` is asked (the other clouds' is None).
+        std::fs::write(dmi.join("chassis_asset_tag"), "OracleCloud.com\n").unwrap();
+        let p = provider(&cfg).unwrap();
+        assert_eq!(p.kind(), ProviderKind::Oracle);
+        cfg.oracle_endpoint = Some("http://127.0.0.1:9".to_owned());
+        let p = provider(&cfg).unwrap();
+        let policy =
+            crate::source::provider::WaitPolicy::default().with_budget(std::time::Duration::ZERO);
+        let clock = crate::source::provider::SystemClock;
+        assert!(matches!(p.unleased(&policy, &clock), Some(Err(_))));
     }
 
     #[test]

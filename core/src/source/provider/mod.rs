@@ -14,8 +14,8 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! Google Cloud, Azure and Alibaba are built; `provider:` names the ones not built
-//! yet as planned in its error.
+//! Google Cloud, Azure, Alibaba and Oracle Cloud are built; `provider:` names the
+//! ones not built yet as planned in its error.
 //!
 //! * **Google Cloud** ([`crate::source::gce`], built): the NIC is found by MAC in
 //!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
@@ -39,12 +39,15 @@
 //!   is required), `private-ipv4s` is a JSON list, and with no `device-number` the
 //!   NIC's table slot is a function of its MAC
 //!   ([`crate::source::aliyun::nic::device_slot`]).
-//! * **Oracle Cloud** (`oracle/`): `/opc/v2/vnics/` lists every VNIC (primary
-//!   first, `nicIndex`, `vlanTag`) in one answer. Secondary VNICs get no DHCP, so
-//!   `refresh`, the udev add path and the boot stage ask [`Provider::unleased`]
-//!   for them: each comes back with the leases a DHCP server would have given
-//!   ([`crate::model::Reason::Metadata`]), which the planner turns into an owned
-//!   address besides the rules and the table.
+//! * **Oracle Cloud** ([`crate::source::oracle`], built): `/opc/v2/vnics/` lists
+//!   every VNIC (primary first, `nicIndex`, `vlanTag`) in one answer, header
+//!   `Authorization: Bearer Oracle`, 169.254.169.254 then `[fd00:c1::a9fe:a9fe]`.
+//!   The primary's lease waits like Azure's (one request per round). Secondary
+//!   VNICs get no DHCP, so `refresh`, the udev add path and the boot stage ask
+//!   [`Provider::unleased`] for them: each comes back with the leases a DHCP
+//!   server would have given ([`crate::model::Reason::Metadata`]), which the
+//!   planner turns into an owned address besides the rules and the table. Tables
+//!   come from the VNIC's MAC (Alibaba's slot), never its list position.
 //! * **`OpenStack`** (`openstack/`): `network_data.json` (metadata service or config
 //!   drive) answers every link at once; a session is one request per round,
 //!   complete when the link with the MAC and its network are listed.
@@ -73,6 +76,8 @@ pub enum ProviderKind {
     Azure,
     /// Alibaba Cloud ECS's metadata service ([`crate::source::aliyun`]).
     Aliyun,
+    /// Oracle Cloud Infrastructure's metadata service ([`crate::source::oracle`]).
+    Oracle,
 }
 
 impl ProviderKind {
@@ -83,6 +88,7 @@ impl ProviderKind {
             Self::Gce => "gce",
             Self::Azure => "azure",
             Self::Aliyun => "aliyun",
+            Self::Oracle => "oracle",
         }
     }
 }
@@ -95,7 +101,7 @@ impl fmt::Display for ProviderKind {
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
 /// them with a message saying so.
-pub const PLANNED: [&str; 2] = ["oracle", "openstack"];
+pub const PLANNED: [&str; 1] = ["openstack"];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -120,6 +126,7 @@ impl ProviderChoice {
             (Self::Auto, Some(SourceKind::Gce)) => ProviderKind::Gce,
             (Self::Auto, Some(SourceKind::Azure)) => ProviderKind::Azure,
             (Self::Auto, Some(SourceKind::AliYun)) => ProviderKind::Aliyun,
+            (Self::Auto, Some(SourceKind::Oracle)) => ProviderKind::Oracle,
             // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
             // none, no boot.json): EC2, as before the key.
             (Self::Auto, _) => ProviderKind::Ec2,
@@ -155,11 +162,15 @@ impl std::str::FromStr for ProviderChoice {
             "gce" => Ok(Self::Named(ProviderKind::Gce)),
             "azure" => Ok(Self::Named(ProviderKind::Azure)),
             "aliyun" => Ok(Self::Named(ProviderKind::Aliyun)),
+            "oracle" => Ok(Self::Named(ProviderKind::Oracle)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto, ec2, gce, azure or aliyun (this provider is planned, not built yet)",
+                "expected auto, ec2, gce, azure, aliyun or oracle (this provider is planned, not built yet)",
                 s,
             )),
-            _ => Err(Problem::bad("expected auto, ec2, gce, azure or aliyun", s)),
+            _ => Err(Problem::bad(
+                "expected auto, ec2, gce, azure, aliyun or oracle",
+                s,
+            )),
         }
     }
 }
