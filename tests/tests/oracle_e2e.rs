@@ -18,6 +18,7 @@
 //! | [`refresh_gives_the_secondary_vnic_its_ipv6_address_too`] | a VNIC with `ipv6Addresses` and `ipv6SubnetCidrBlock`: refresh adds `fd00:98:1::20/64` beside the IPv4 address, its rule and subnet route in the VNIC's table; again, nothing changes |
 //! | [`a_bare_metal_vlan_vnic_without_its_link_is_left_alone`] | bare metal (`nicIndex`): a VLAN VNIC (`vlanTag` 100) whose macvlan nobody created has no link by its MAC: refresh succeeds and configures nothing, creates no link |
 //! | [`udev_add_path_configures_the_new_vnic`] | the command the udev rule chain runs for a new link (parsed from `hooks/udev/` and `hooks/systemd/`) brings eth1 up and configures it |
+//! | [`the_boot_stage_configures_the_secondary_vnic`] | `leasehook init` (network stage) on a root whose DMI says Oracle, `provider` left `auto`: it detects Oracle, records it, and its last step brings eth1 up and configures it from the metadata (traffic passes); a second run changes nothing |
 //!
 //! Compiled with the `netns` feature; needs root, isc-dhcp-client, dhcpcd-base
 //! and dnsmasq, and fails, never skips, without them.
@@ -537,4 +538,58 @@ fn the_ipv6_endpoint_answers_when_the_ipv4_one_refuses() {
         report(&w)
     );
     assert_v2_with_header(&w);
+}
+
+#[test]
+fn the_boot_stage_configures_the_secondary_vnic() {
+    let mut w = World::new("oci-boot", &oracle_opts(&[]));
+    w.bind("eth0", false);
+    w.inst.ip(&["link", "set", "eth1", "down"]);
+    // The instance as the boot stage sees it: an OCI chassis, nothing cached.
+    let dmi = w.root.join("sys/class/dmi/id");
+    std::fs::create_dir_all(&dmi).unwrap();
+    std::fs::write(dmi.join("chassis_asset_tag"), "OracleCloud.com\n").unwrap();
+    let init = |w: &World| {
+        let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
+        cmd.envs(
+            w.hook_env()
+                .iter()
+                .filter(|(k, _)| k != "LEASEHOOK_PROVIDER")
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        cmd.args(["init", "--virt", "kvm"]);
+        let out = cmd.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "init failed: {text}\n{}", report(w));
+        text
+    };
+    let out = init(&w);
+    assert!(
+        out.contains("no DHCP: eth1: configured from the metadata"),
+        "{out}\n{}",
+        report(&w)
+    );
+    assert!(eth1_configured(&w), "{out}\n{}", report(&w));
+    let link = w.inst.ip_json(&["link", "show", "eth1"]);
+    assert!(
+        link[0]["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "UP"),
+        "eth1 not brought up: {link}"
+    );
+    assert_traffic(&w, "10.98.1.20");
+    // The next boot stage run (or a restart of the unit) changes nothing.
+    let before = snapshot(&w);
+    let out = init(&w);
+    assert!(
+        out.contains("no DHCP: eth1: followed the metadata (0 change(s))"),
+        "{out}"
+    );
+    assert_eq!(snapshot(&w), before);
 }
