@@ -141,6 +141,13 @@ def derive(raw):
         for k in al:
             al[k]["requests_text"] = _requests_text(al[k]["requests"])
         v["aliyun"] = al
+    # Oracle Cloud: the primary's event and one refresh's question (runs before it lack it).
+    v["has_oracle"] = "oracle" in lines
+    if v["has_oracle"]:
+        oc = {k: dict(lines["oracle"][k]) for k in ("event", "refresh")}
+        for k in oc:
+            oc[k]["requests_text"] = _requests_text(oc[k]["requests"])
+        v["oracle"] = oc
     # One NIC event on OpenStack: the metadata service, a config drive (runs
     # before it lack it).
     v["has_openstack"] = "openstack" in lines

@@ -521,7 +521,14 @@ fn plan_reads_a_saved_azure_answer_with_provider_azure() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Read as OCI's VNIC list it is refused too (not a JSON list).
     let out = leasehook(&[&["plan", "--provider", "oracle"][..], &args[3..]].concat());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad oracle metadata"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = leasehook(&[&["plan", "--provider", "openstack"][..], &args[3..]].concat());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("planned, not built yet"),
         "{}",

@@ -724,11 +724,13 @@ pub enum SourceKind {
     OpenStack,
     /// An `OpenStack` config drive (a file system labelled `config-2`).
     ConfigDrive,
+    /// Oracle Cloud Infrastructure's metadata service (`/opc/v2/`).
+    Oracle,
 }
 
 impl SourceKind {
     /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::ConfigDrive,
         Self::NoCloud,
         Self::Azure,
@@ -736,6 +738,7 @@ impl SourceKind {
         Self::Ec2,
         Self::Gce,
         Self::OpenStack,
+        Self::Oracle,
         Self::Lxd,
         Self::None,
     ];
@@ -752,6 +755,7 @@ impl SourceKind {
             Self::AliYun => "AliYun",
             Self::OpenStack => "OpenStack",
             Self::ConfigDrive => "ConfigDrive",
+            Self::Oracle => "Oracle",
         }
     }
 
@@ -780,6 +784,7 @@ impl SourceKind {
             Self::None => "none",
             Self::AliYun => "aliyun",
             Self::OpenStack | Self::ConfigDrive => "openstack",
+            Self::Oracle => "oracle",
         }
     }
 }

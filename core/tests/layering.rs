@@ -45,6 +45,7 @@ const PURE: &[&str] = &[
     "source::ec2::nic",
     "source::aliyun::nic",
     "source::openstack::nic",
+    "source::oracle::vnic",
     "source::provider",
     "boot::decide",
     "cache::record",

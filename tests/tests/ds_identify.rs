@@ -19,7 +19,7 @@
 //! # Comparing
 //!
 //! Only the sources leasehook implements are compared. A name in ds-identify's list
-//! that leasehook does not implement (`Oracle`, `OpenNebula`, ...) is dropped, names compare
+//! that leasehook does not implement (`Hetzner`, `Exoscale`, ...) is dropped, names compare
 //! without regard to case (`ds=nocloud` is written as `nocloud`), and a list left
 //! holding only `None` because every source found is one leasehook lacks counts as
 //! "nothing found" (leasehook prints an empty list). ds-identify's "nothing found"
@@ -225,7 +225,7 @@ fn scenarios() -> Vec<Case> {
         case("cmdline-ci-ds-lxd-last-wins", "kvm", &["LXD", "None"]).cmdline("ds=Ec2 ci.ds=LXD"),
         case("cmdline-ds-ec2-in-container", "lxc", &["Ec2", "None"])
             .file("proc/1/cmdline", b"/sbin/init\0ds=Ec2\0"),
-        case("cmdline-ds-unimplemented", "kvm", &[]).ec2().cmdline("ds=Oracle"),
+        case("cmdline-ds-unimplemented", "kvm", &[]).ec2().cmdline("ds=Hetzner"),
         case("cmdline-cc-datasource-list", "kvm", &["NoCloud", "None"])
             .ec2()
             .seed(nocloud, &["meta-data", "user-data"])
@@ -255,8 +255,7 @@ fn scenarios() -> Vec<Case> {
         case("configured-unimplemented-and-ec2", "kvm", &["Ec2", "None"])
             .ec2()
             .cloud_cfg("cloud.cfg", "datasource_list: [ Azure, Ec2, None ]\n"),
-        case("only-unimplemented-found", "kvm", &[])
-            .dmi("chassis_asset_tag", "OracleCloud.com"),
+        case("only-unimplemented-found", "kvm", &[]).dmi("sys_vendor", "Hetzner"),
         // Google Compute Engine (issue 21)
         case("gce-product-name", "kvm", &["GCE", "None"])
             .dmi("product_name", "Google Compute Engine")
@@ -277,7 +276,7 @@ fn scenarios() -> Vec<Case> {
             .dmi("product_serial", "GoogleCloud-7A3F0E6C5B2D1E4F")
             .cloud_cfg("cloud.cfg", "datasource_list: [ GCE, Ec2, None ]\n"),
         case("unimplemented-found-and-nocloud", "kvm", &["NoCloud", "None"])
-            .dmi("chassis_asset_tag", "OracleCloud.com")
+            .dmi("sys_vendor", "Hetzner")
             .seed(nocloud, &["meta-data", "user-data"]),
         case("multi-line-list", "kvm", &["LXD", "None"])
             .ec2()
@@ -291,6 +290,27 @@ fn scenarios() -> Vec<Case> {
             .ec2()
             .cloud_cfg("cloud.cfg", "datasource_list: [ nocloud, ec2, None ]\n")
             .differs(&[], "ds-identify has no check for 'ec2' (case); cloud-init itself matches names without case"),
+        // Oracle (issue 22): ds-identify's dscheck_Oracle, the chassis asset tag as
+        // a `case` pattern without wildcards: exactly OracleCloud.com.
+        case("oracle-chassis-asset-tag", "kvm", &["Oracle", "None"])
+            .dmi("chassis_asset_tag", "OracleCloud.com"),
+        case("oracle-bare-metal-no-virt", "none", &["Oracle", "None"])
+            .dmi("chassis_asset_tag", "OracleCloud.com"),
+        case("oracle-asset-tag-other-case", "kvm", &[]).dmi("chassis_asset_tag", "oraclecloud.com"),
+        case("oracle-asset-tag-prefix", "kvm", &[]).dmi("chassis_asset_tag", "OracleCloud.com.x"),
+        case("oracle-asset-tag-in-container", "lxc", &[])
+            .dmi("chassis_asset_tag", "OracleCloud.com"),
+        case("oracle-and-nocloud-in-built-in-order", "kvm", &["NoCloud", "Oracle", "None"])
+            .dmi("chassis_asset_tag", "OracleCloud.com")
+            .seed(nocloud, &["meta-data", "user-data"]),
+        case("oracle-after-gce-in-built-in-order", "kvm", &["GCE", "Oracle", "None"])
+            .dmi("chassis_asset_tag", "OracleCloud.com")
+            .dmi("product_serial", "GoogleCloud-7A3F0E6C5B2D1E4F"),
+        case("cmdline-ds-oracle", "kvm", &["Oracle", "None"]).cmdline("ds=Oracle"),
+        case("configured-oracle-first", "kvm", &["Oracle", "Ec2", "None"])
+            .ec2()
+            .dmi("chassis_asset_tag", "OracleCloud.com")
+            .cloud_cfg("cloud.cfg", "datasource_list: [ Oracle, Ec2, None ]\n"),
         // AliYun (issue 21): ds-identify's dscheck_AliYun
         case("aliyun-product-name", "kvm", &["AliYun", "None"])
             .dmi("product_name", "Alibaba Cloud ECS")

@@ -1284,6 +1284,7 @@ matrix! {
 fn every_row() -> Vec<&'static Row> {
     ROWS.iter()
         .chain(ALIYUN_ROWS)
+        .chain(ORACLE_ROWS)
         .chain(OPENSTACK_ROWS)
         .collect()
 }
@@ -2718,6 +2719,171 @@ fn aliyun_renew(how: &Imds) -> Seen {
     let url = i.start_aliyun(how);
     let (out, elapsed) = i.aliyun_shim("RENEW", &url);
     i.seen(&out, elapsed, before, files)
+}
+
+// --- Oracle Cloud (issue 22): a secondary VNIC without DHCP, through refresh ----
+
+/// eth1's plan with the `oracle` provider: table `10000 + slot(MAC1)`, its one
+/// address (configured from the metadata, so no secondary /32).
+const ORACLE_RULES: &[&str] = &["19872 from 10.98.1.20 lookup 19872 proto 176"];
+
+/// A row of the refresh of eth1, configured from OCI's metadata, while it
+/// misbehaves as `how` says.
+macro_rules! oracle_row {
+    ($name:ident, $fault:expr, $does:expr, $log:expr, $how:expr) => {
+        Row {
+            name: stringify!($name),
+            fault: $fault,
+            does: $does,
+            exit: Some(0),
+            kernel: Kernel::AsBefore,
+            files: &[FileWant::Unchanged(STATE)],
+            log: $log,
+            not_in_log: "",
+            max_secs: 3.5,
+            run: || oracle_refresh(&$how),
+        }
+    };
+}
+
+const ORACLE_KEEPS: &str = "changes nothing (an error never means \"no VNICs\"): the address, rules and table applied before stay";
+
+matrix! {
+    @table ORACLE_ROWS;
+    #[cfg(feature = "netns")]
+    oracle_down => oracle_row!(oracle_down,
+        "OCI IMDS down (connection refused) at `leasehook refresh`",
+        "retries with backoff for the budget, then changes nothing: the address, rules and table applied before stay",
+        "the metadata did not answer usefully", Imds::Down);
+    #[cfg(feature = "netns")]
+    oracle_401 => oracle_row!(oracle_401,
+        "OCI IMDS answers 401 (the `Authorization` header refused)",
+        ORACLE_KEEPS, "HTTP 401", Imds::Scenario(json!({"rules": [{"path": "/opc/v2", "status": 401}]})));
+    #[cfg(feature = "netns")]
+    oracle_503 => oracle_row!(oracle_503,
+        "OCI IMDS answers 503 to every request; the budget is 1 s",
+        "retries with backoff for the budget, then changes nothing: the address, rules and table applied before stay",
+        "HTTP 503", Imds::Scenario(json!({"rules": [{"path": "/opc/v2", "status": 503}]})));
+    #[cfg(feature = "netns")]
+    oracle_404 => oracle_row!(oracle_404,
+        "OCI IMDS answers 404 for the VNIC list (being updated) for the whole budget",
+        "asks again for the budget (a 404 is never \"no VNICs\"), then changes nothing: the address, rules and table applied before stay",
+        "HTTP 404", Imds::Scenario(json!({"rules": [{"path": "/opc/v2/vnics", "status": 404}]})));
+    #[cfg(feature = "netns")]
+    oracle_garbage => oracle_row!(oracle_garbage,
+        "OCI IMDS answers garbage (200, body not UTF-8)",
+        ORACLE_KEEPS, "not UTF-8", Imds::Scenario(json!({"rules": [{"path": "/opc/v2", "action": "garbage"}]})));
+    #[cfg(feature = "netns")]
+    oracle_not_json => oracle_row!(oracle_not_json,
+        "OCI IMDS answers an HTML error page with 200",
+        ORACLE_KEEPS, "OCI IMDS vnics", Imds::Scenario(json!({"rules": [{"path": "/opc/v2", "action": "not-json"}]})));
+    #[cfg(feature = "netns")]
+    oracle_empty_list => oracle_row!(oracle_empty_list,
+        "OCI IMDS answers an empty VNIC list (`[]`)",
+        ORACLE_KEEPS, "an empty list (OCI always lists the primary VNIC)", Imds::Scenario(json!({"vnics": []})));
+    #[cfg(feature = "netns")]
+    oracle_outside_subnet => oracle_row!(oracle_outside_subnet,
+        "OCI IMDS lists eth1's `privateIp` outside its `subnetCidrBlock`",
+        ORACLE_KEEPS, "outside subnetCidrBlock", Imds::Scenario(json!({"vnics": [
+            leasehook_tests::oracle_emulator::vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 1),
+            leasehook_tests::oracle_emulator::vnic(MAC1, "10.98.7.20", "10.98.1.0/24", "10.98.1.1", 2),
+        ]})));
+    #[cfg(feature = "netns")]
+    oracle_slow => oracle_row!(oracle_slow,
+        "OCI IMDS slow: its answer takes 2.5 s, the budget is 1 s",
+        "the one request times out (2 s) and is not sent again past the budget; changes nothing: the address, rules and table applied before stay",
+        "the metadata did not answer usefully", Imds::Scenario(json!({"rules": [{"path": "/opc/v2", "delay": 2.5}]})));
+}
+
+impl Instance {
+    /// (Re)starts the OCI emulator inside the namespace: `how` is `Down` or a
+    /// scenario whose `vnics` (default: the world's two) and `rules` it serves.
+    fn start_oracle(&mut self, how: &Imds) -> String {
+        self.imds = None;
+        let Imds::Scenario(s) = how else {
+            return "http://127.0.0.1:9".to_owned();
+        };
+        let log = self.dir.0.join("oracle-imds.log");
+        let mut cmd = self
+            .ns
+            .command(sibling_bin("oracle-emulator").to_str().unwrap());
+        cmd.args(["--bind", "127.0.0.1:0", "--log"]).arg(&log);
+        if let Some(v) = s.get("vnics") {
+            let f = self.dir.file("oracle-vnics.json", &v.to_string());
+            cmd.arg("--vnics").arg(format!("@{}", f.display()));
+        }
+        let rules = json!({"rules": s.get("rules").cloned().unwrap_or(json!([]))});
+        let f = self.dir.file("oracle-scenario.json", &rules.to_string());
+        cmd.arg("--scenario").arg(format!("@{}", f.display()));
+        let (p, addr) = start_with_addr(cmd, "oracle-emulator");
+        self.imds = Some(p);
+        format!("http://{addr}")
+    }
+
+    /// `leasehook refresh` with the `oracle` provider at `endpoint`, budget 1 s;
+    /// its standard output appended to its log.
+    fn oracle_refresh_run(&self, endpoint: &str) -> (Output, Duration) {
+        let env: Vec<(String, String)> = [
+            ("LEASEHOOK_ROOT", self.root.display().to_string()),
+            ("LEASEHOOK_PROVIDER", "oracle".to_owned()),
+            ("LEASEHOOK_ORACLE_ENDPOINT", endpoint.to_owned()),
+            ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1".to_owned()),
+            ("LEASEHOOK_IMDS_BUDGET_S", "1".to_owned()),
+            ("LEASEHOOK_LOG_LEVEL", "info".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let t = Instant::now();
+        let mut out = command(Some(&self.ns), Some(&env), &[], &leasehook_bin())
+            .arg("refresh")
+            .output()
+            .unwrap();
+        let elapsed = t.elapsed();
+        let stdout = out.stdout.clone();
+        out.stderr.extend_from_slice(&stdout);
+        (out, elapsed)
+    }
+}
+
+/// eth1 without its DHCP address (OCI serves a secondary VNIC none), a good
+/// `leasehook refresh` that configures it from the metadata, then a refresh while
+/// OCI's metadata service misbehaves as `how` says.
+fn oracle_refresh(how: &Imds) -> Seen {
+    let mut i = Instance::new("foracle");
+    i.ns.ip(&["address", "del", "10.98.1.20/24", "dev", "eth1"]);
+    let url = i.start_oracle(&Imds::Scenario(json!({})));
+    let (out, _) = i.oracle_refresh_run(&url);
+    assert!(out.status.success(), "refresh failed: {}", text(&out));
+    assert_eq!(snap(&i.ns).0, ORACLE_RULES, "refresh: {}", text(&out));
+    assert!(
+        i.ns.ip(&["-4", "address", "show", "eth1"])
+            .contains("10.98.1.20/24"),
+        "refresh did not address eth1: {}",
+        text(&out)
+    );
+    i.imds = None;
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_oracle(how);
+    let (out, elapsed) = i.oracle_refresh_run(&url);
+    assert!(
+        i.ns.ip(&["-4", "address", "show", "eth1"])
+            .contains("10.98.1.20/24"),
+        "the fault took eth1's address: {}",
+        text(&out)
+    );
+    i.seen(&out, elapsed, before, files)
+}
+
+#[test]
+fn oracle_rows_use_the_mac_slot_table() {
+    let slot = leasehook_core::source::oracle::vnic::device_slot(MAC1.parse().unwrap());
+    let t = 10_000 + slot;
+    assert_eq!(
+        ORACLE_RULES,
+        [format!("{t} from 10.98.1.20 lookup {t} proto 176")]
+    );
 }
 
 // --- OpenStack (issue 22): its metadata client and config drive through the shim ---

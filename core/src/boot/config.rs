@@ -27,6 +27,8 @@ pub struct BootConfig {
     pub aliyun_endpoint: Option<String>,
     /// `openstack.endpoint` (`None`: the default).
     pub openstack_endpoint: Option<String>,
+    /// `oracle.endpoint` (`None`: the defaults).
+    pub oracle_endpoint: Option<String>,
 }
 
 impl BootConfig {
@@ -49,6 +51,7 @@ impl BootConfig {
                 .then(|| s.azure_endpoint.clone()),
             aliyun_endpoint: s.aliyun_endpoint.clone(),
             openstack_endpoint: s.openstack_endpoint.clone(),
+            oracle_endpoint: s.oracle_endpoint.clone(),
         }
     }
 }

@@ -45,6 +45,9 @@ pub fn role(kind: SourceKind, stage: Stage, lxd_socket_present: bool, virt: &str
         (SourceKind::OpenStack, Stage::Local) => {
             Role::Defer("the OpenStack metadata service needs the network")
         }
+        (SourceKind::Oracle, Stage::Local) => {
+            Role::Defer("the OCI metadata service needs the network")
+        }
         (SourceKind::Lxd, Stage::Local) => {
             if !lxd_socket_present && matches!(virt, "kvm" | "qemu") {
                 Role::Defer("an LXD VM whose agent has not made /dev/lxd/sock yet")

@@ -200,6 +200,16 @@ impl Datasources for RealSources {
                 )?
                 .datasource_of(kind, policy)?
             }
+            SourceKind::Oracle => {
+                let mut policy = WaitPolicy::default();
+                if let Some(b) = self.config.imds_budget {
+                    policy = policy.with_budget(b);
+                }
+                crate::source::oracle::OracleProvider::try_new(
+                    self.config.oracle_endpoint.as_deref(),
+                )?
+                .datasource(policy)?
+            }
             SourceKind::Lxd => Box::new(Lxd::new(&self.root).with_virt(&self.virt)),
             SourceKind::NoCloud => Box::new(NoCloud::new(&self.root).with_virt(&self.virt)),
             SourceKind::None => Box::new(NoneSource),

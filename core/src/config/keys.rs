@@ -129,7 +129,7 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "provider",
         env: Some("LEASEHOOK_PROVIDER"),
-        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else DMI detection, else ec2), ec2, gce, azure, aliyun or openstack (default auto; oracle is planned)",
+        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else DMI detection, else ec2), ec2, gce, azure, aliyun, oracle or openstack (default auto)",
         set: |s, r| {
             s.provider = word(r)?
                 .parse()
@@ -217,6 +217,24 @@ pub const KEYS: &[Key] = &[
                 s.aliyun_endpoint
                     .as_deref()
                     .unwrap_or(crate::constants::ALIYUN_ENDPOINTS[0])
+            )
+        },
+    },
+    Key {
+        name: "oracle.endpoint",
+        env: Some("LEASEHOOK_ORACLE_ENDPOINT"),
+        help: "the Oracle Cloud metadata base URL, an http:// IP literal, asked instead of both defaults (default http://169.254.169.254, then http://[fd00:c1::a9fe:a9fe])",
+        set: |s, r| {
+            let url = word(r)?;
+            let url = crate::source::oracle::check_endpoint(&url).map_err(|e| e.to_string())?;
+            s.oracle_endpoint = Some(url);
+            Ok(())
+        },
+        show: |s| {
+            json!(
+                s.oracle_endpoint
+                    .as_deref()
+                    .unwrap_or(crate::source::oracle::ENDPOINTS[0])
             )
         },
     },

@@ -122,6 +122,8 @@ pub struct Settings {
     pub aliyun_endpoint: Option<String>,
     /// `openstack.endpoint` (`None`: `http://169.254.169.254`).
     pub openstack_endpoint: Option<String>,
+    /// `oracle.endpoint` (`None`: [`crate::source::oracle::ENDPOINTS`]).
+    pub oracle_endpoint: Option<String>,
     /// `datasource_list` (`None`: what detection finds).
     pub datasource_list: Option<Vec<String>>,
     /// `fallback` and `datasource.<Name>.fallback`.
@@ -144,6 +146,7 @@ impl Default for Settings {
             azure_endpoint: crate::source::azure::ENDPOINT.to_owned(),
             aliyun_endpoint: None,
             openstack_endpoint: None,
+            oracle_endpoint: None,
             datasource_list: None,
             fallback: FallbackPolicy::default(),
             log_level: log::LevelFilter::Info,
@@ -520,6 +523,7 @@ struct FileDoc {
     azure: Option<AzureDoc>,
     aliyun: Option<AliyunDoc>,
     openstack: Option<OpenStackDoc>,
+    oracle: Option<OracleDoc>,
     datasource_list: Option<Spanned<Value>>,
     fallback: Option<Spanned<Value>>,
     datasource: Option<BTreeMap<String, PerSourceDoc>>,
@@ -557,6 +561,12 @@ struct AliyunDoc {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OpenStackDoc {
+    endpoint: Option<Spanned<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OracleDoc {
     endpoint: Option<Spanned<Value>>,
 }
 
@@ -661,6 +671,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
         "openstack.endpoint",
         doc.openstack.unwrap_or_default().endpoint,
     );
+    put("oracle.endpoint", doc.oracle.unwrap_or_default().endpoint);
     put("datasource_list", doc.datasource_list);
     put("fallback", doc.fallback);
     put("log_level", doc.log_level);

@@ -101,6 +101,8 @@ pub struct HookConfig {
     pub aliyun_endpoint: Option<String>,
     /// `openstack.endpoint` (`None`: the default).
     pub openstack_endpoint: Option<String>,
+    /// `oracle.endpoint` (`None`: the defaults).
+    pub oracle_endpoint: Option<String>,
 }
 
 impl HookConfig {
@@ -122,6 +124,7 @@ impl HookConfig {
             azure_endpoint: s.azure_endpoint.clone(),
             aliyun_endpoint: s.aliyun_endpoint.clone(),
             openstack_endpoint: s.openstack_endpoint.clone(),
+            oracle_endpoint: s.oracle_endpoint.clone(),
         }
     }
 
@@ -393,6 +396,9 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
         ProviderKind::OpenStack => Box::new(crate::source::openstack::OpenStackProvider::try_new(
             &cfg.root,
             cfg.openstack_endpoint.as_deref(),
+        )?),
+        ProviderKind::Oracle => Box::new(crate::source::oracle::OracleProvider::try_new(
+            cfg.oracle_endpoint.as_deref(),
         )?),
     })
 }
@@ -798,6 +804,17 @@ mod tests {
         cfg.provider = ProviderChoice::Auto;
         std::fs::write(dmi.join("product_name"), "Alibaba Cloud ECS 2\n").unwrap();
         assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+        // Oracle Cloud's chassis asset tag: the OCI provider, whose answer to
+        // `unleased` is asked (the other clouds' is None).
+        std::fs::write(dmi.join("chassis_asset_tag"), "OracleCloud.com\n").unwrap();
+        let p = provider(&cfg).unwrap();
+        assert_eq!(p.kind(), ProviderKind::Oracle);
+        cfg.oracle_endpoint = Some("http://127.0.0.1:9".to_owned());
+        let p = provider(&cfg).unwrap();
+        let policy =
+            crate::source::provider::WaitPolicy::default().with_budget(std::time::Duration::ZERO);
+        let clock = crate::source::provider::SystemClock;
+        assert!(matches!(p.unleased(&policy, &clock), Some(Err(_))));
     }
 
     #[test]

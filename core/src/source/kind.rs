@@ -99,7 +99,7 @@ mod tests {
             SourceKind::from_name("NoCloudNet"),
             Some(SourceKind::NoCloud)
         );
-        for other in ["Oracle", "GCE ", "", "Ec2x", "LXD "] {
+        for other in ["Hetzner", "GCE ", "", "Ec2x", "LXD "] {
             assert_eq!(
                 SourceKind::from_name(other),
                 match other {
@@ -117,7 +117,7 @@ mod tests {
         let json = serde_json::to_string(&SourceKind::ALL).unwrap();
         assert_eq!(
             json,
-            r#"["ConfigDrive","NoCloud","Azure","AliYun","Ec2","GCE","OpenStack","LXD","None"]"#
+            r#"["ConfigDrive","NoCloud","Azure","AliYun","Ec2","GCE","OpenStack","Oracle","LXD","None"]"#
         );
         let back: Vec<SourceKind> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, SourceKind::ALL);

@@ -23,6 +23,7 @@ pub mod lxd;
 pub mod nocloud;
 mod none;
 pub mod openstack;
+pub mod oracle;
 pub mod provider;
 mod yaml;
 

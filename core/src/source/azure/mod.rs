@@ -176,15 +176,16 @@ fn pace(root: Option<&Path>) {
             return pace_process();
         }
     };
-    // The file holds the last request's time (Unix ms); a new, empty or garbled
-    // one says nothing, and no one waits for it.
+    // The file holds the last request's time (Unix ms, truncated: read back as
+    // the end of that millisecond, so the spacing is never a fraction short); a
+    // new, empty or garbled one says nothing, and no one waits for it.
     let mut text = String::new();
     let last = (&mut file)
         .take(32)
         .read_to_string(&mut text)
         .ok()
         .and_then(|_| text.trim().parse::<u64>().ok())
-        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
+        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms.saturating_add(1)));
     if let Some(last) = last {
         let since = SystemTime::now().duration_since(last).unwrap_or_default();
         if since < MIN_SPACING {

@@ -81,8 +81,9 @@ pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
 
 /// ds-identify's built-in `datasource_list`, reduced to the sources leasehook
-/// implements (its order: `... NoCloud ... Azure ... AliYun Ec2 GCE ... LXD ...`).
-pub const DEFAULT_LIST: [SourceKind; 8] = [
+/// implements (its order: `... ConfigDrive NoCloud ... Azure ... AliYun Ec2 GCE ... OpenStack
+/// ... Oracle ... LXD ...`).
+pub const DEFAULT_LIST: [SourceKind; 9] = [
     SourceKind::ConfigDrive,
     SourceKind::NoCloud,
     SourceKind::Azure,
@@ -90,6 +91,7 @@ pub const DEFAULT_LIST: [SourceKind; 8] = [
     SourceKind::Ec2,
     SourceKind::Gce,
     SourceKind::OpenStack,
+    SourceKind::Oracle,
     SourceKind::Lxd,
 ];
 
@@ -503,6 +505,7 @@ fn check_with(
         SourceKind::Azure => check_azure(s),
         SourceKind::None => Finding::not_found("None is never detected; it only ends the list"),
         SourceKind::AliYun => check_aliyun(s),
+        SourceKind::Oracle => check_oracle(s),
         SourceKind::ConfigDrive => check_config_drive(s),
         SourceKind::OpenStack => check_openstack(s),
     }
@@ -869,6 +872,30 @@ fn check_azure(s: &Snapshot) -> Finding {
         "no Azure chassis asset tag ({AZURE_CHASSIS_ASSET_TAG}) outside a container, and {} is not a file",
         s.shown(AZURE_SEED)
     ))
+}
+
+/// Oracle Cloud's chassis asset tag, as ds-identify's `dscheck_Oracle` and
+/// cloud-init's `DataSourceOracle` match it.
+pub const ORACLE_CHASSIS_ASSET_TAG: &str = "OracleCloud.com";
+
+/// ds-identify 25.1.4's `dscheck_Oracle`: the chassis asset tag exactly
+/// `OracleCloud.com` (a shell `case` pattern without wildcards: no other case, no
+/// prefix or suffix), never in a container, whose DMI is the host's.
+fn check_oracle(s: &Snapshot) -> Finding {
+    match &s.dmi.chassis_asset_tag {
+        Some(tag) if tag == ORACLE_CHASSIS_ASSET_TAG && !s.is_container() => {
+            Finding::found(format!("DMI chassis_asset_tag {}", quote(tag)))
+        }
+        Some(tag) if tag == ORACLE_CHASSIS_ASSET_TAG => Finding::not_found(format!(
+            "DMI chassis_asset_tag {} but in a container ({}), whose DMI is the host's",
+            quote(tag),
+            s.virt
+        )),
+        _ => Finding::not_found(format!(
+            "DMI chassis_asset_tag is not {}",
+            quote(ORACLE_CHASSIS_ASSET_TAG)
+        )),
+    }
 }
 
 /// ds-identify's `dscheck_AliYun`: a seed folder with both `meta-data` and

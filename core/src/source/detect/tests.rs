@@ -334,7 +334,7 @@ fn decisions() {
             "ds= names a source we lack",
             ec2("kvm"),
             |s| {
-                s.proc_cmdline = Some("ds=Oracle".into());
+                s.proc_cmdline = Some("ds=Hetzner".into());
             },
             vec![],
         ),
@@ -388,7 +388,7 @@ fn decisions() {
                 s.seeds = vec![seed("var/lib/cloud/seed/nocloud", true, true)];
                 s.cloud_config = vec![cfg(
                     "/etc/cloud/cloud.cfg",
-                    "datasource_list: [ LXD, Oracle, Ec2, NoCloud, None ]\n",
+                    "datasource_list: [ LXD, Hetzner, Ec2, NoCloud, None ]\n",
                 )];
             },
             vec![Lxd, Ec2, NoCloud, NoneDs],
@@ -456,7 +456,7 @@ fn decisions() {
             |s| {
                 s.cloud_config = vec![cfg(
                     "/etc/cloud/cloud.cfg",
-                    "datasource_list: [ Oracle, GCE ]\n",
+                    "datasource_list: [ Hetzner, GCE ]\n",
                 )];
             },
             vec![],
@@ -504,6 +504,7 @@ fn checks_and_reasons_say_why() {
             (SourceKind::AliYun, Check::NotFound),
             (SourceKind::OpenStack, Check::NotFound),
             (SourceKind::ConfigDrive, Check::NotFound),
+            (SourceKind::Oracle, Check::NotFound),
         ])
     );
     assert!(
@@ -565,10 +566,13 @@ fn unimplemented_names_and_disabling_are_explained() {
     let mut s = ec2("kvm");
     s.cloud_config = vec![cfg(
         "/etc/cloud/cloud.cfg",
-        "datasource_list: [ Oracle, Ec2, None ]\n",
+        "datasource_list: [ Hetzner, Ec2, None ]\n",
     )];
     let d = decide(&s).unwrap();
-    assert!(d.reasons["Oracle"].contains("does not implement"), "{d:#?}");
+    assert!(
+        d.reasons["Hetzner"].contains("does not implement"),
+        "{d:#?}"
+    );
     assert!(!d.checks.contains_key(&NoCloud));
     assert_eq!(d.list_from, "datasource_list in /etc/cloud/cloud.cfg");
 
@@ -684,6 +688,36 @@ fn aliyun_by_product_name_or_seed_and_dmi_alone_for_provider_auto() {
         ..Dmi::default()
     };
     assert_eq!(cloud_from_dmi(&near), None);
+}
+
+#[test]
+fn oracle_is_its_chassis_asset_tag_exactly_and_dmi_alone_resolves_auto() {
+    let mut s = base("kvm");
+    assert_eq!(check(SourceKind::Oracle, &s).check, Check::NotFound);
+    s.dmi.chassis_asset_tag = Some(ORACLE_CHASSIS_ASSET_TAG.into());
+    let d = decide(&s).unwrap();
+    assert_eq!(d.datasource_list, [SourceKind::Oracle, NoneDs]);
+    assert!(d.reasons["Oracle"].contains("chassis_asset_tag"), "{d:#?}");
+    assert_eq!(cloud_from_dmi(&s.dmi), Some(SourceKind::Oracle));
+    // Exactly: no other case, prefix or suffix; never in a container.
+    for near in [
+        "oraclecloud.com",
+        "OracleCloud.com.",
+        "xOracleCloud.com",
+        "OracleCloud",
+    ] {
+        let mut n = base("kvm");
+        n.dmi.chassis_asset_tag = Some(near.into());
+        assert_eq!(
+            check(SourceKind::Oracle, &n).check,
+            Check::NotFound,
+            "{near}"
+        );
+        assert_eq!(cloud_from_dmi(&n.dmi), None, "{near}");
+    }
+    let mut c = s.clone();
+    c.virt = "lxc".to_owned();
+    assert_eq!(check(SourceKind::Oracle, &c).check, Check::NotFound);
 }
 
 #[test]

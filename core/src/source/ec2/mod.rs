@@ -563,7 +563,7 @@ fn is_refusal(kind: &ImdsErrorKind) -> bool {
 }
 
 /// Whether the endpoint could not be reached at all, so the next one may answer.
-fn is_unreachable(e: &ureq::Error) -> bool {
+pub(crate) fn is_unreachable(e: &ureq::Error) -> bool {
     use std::io::ErrorKind as K;
     match e {
         ureq::Error::Timeout(ureq::Timeout::Connect) | ureq::Error::ConnectionFailed => true,

@@ -166,8 +166,11 @@ mod tests {
             ProviderChoice::Named(ProviderKind::OpenStack)
         );
         assert_eq!(ProviderKind::OpenStack.to_string(), "openstack");
-        let e = "oracle".parse::<ProviderChoice>().unwrap_err().to_string();
-        assert!(e.contains("planned"), "{e}");
+        let e = "digitalocean"
+            .parse::<ProviderChoice>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("oracle or openstack"), "{e}");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! Google Cloud, Azure, Alibaba and `OpenStack` are built; `provider:` names the
+//! Google Cloud, Azure, Alibaba, Oracle Cloud and `OpenStack` are built; `provider:` names the
 //! ones not built yet as planned in its error.
 //!
 //! * **Google Cloud** ([`crate::source::gce`], built): the NIC is found by MAC in
@@ -39,12 +39,15 @@
 //!   is required), `private-ipv4s` is a JSON list, and with no `device-number` the
 //!   NIC's table slot is a function of its MAC
 //!   ([`crate::source::aliyun::nic::device_slot`]).
-//! * **Oracle Cloud** (`oracle/`): `/opc/v2/vnics/` lists every VNIC (primary
-//!   first, `nicIndex`, `vlanTag`) in one answer. Secondary VNICs get no DHCP, so
-//!   `refresh`, the udev add path and the boot stage ask [`Provider::unleased`]
-//!   for them: each comes back with the leases a DHCP server would have given
-//!   ([`crate::model::Reason::Metadata`]), which the planner turns into an owned
-//!   address besides the rules and the table.
+//! * **Oracle Cloud** ([`crate::source::oracle`], built): `/opc/v2/vnics/` lists
+//!   every VNIC (primary first, `nicIndex`, `vlanTag`) in one answer, header
+//!   `Authorization: Bearer Oracle`, 169.254.169.254 then `[fd00:c1::a9fe:a9fe]`.
+//!   The primary's lease waits like Azure's (one request per round). Secondary
+//!   VNICs get no DHCP, so `refresh`, the udev add path and the boot stage ask
+//!   [`Provider::unleased`] for them: each comes back with the leases a DHCP
+//!   server would have given ([`crate::model::Reason::Metadata`]), which the
+//!   planner turns into an owned address besides the rules and the table. Tables
+//!   come from the VNIC's MAC (Alibaba's slot), never its list position.
 //! * **`OpenStack`** ([`crate::source::openstack`], built): `network_data.json`
 //!   (from a config drive labelled `config-2` when there is one, else the
 //!   metadata service) answers every link at once; a session is one read per
@@ -81,6 +84,8 @@ pub enum ProviderKind {
     /// `OpenStack`'s `network_data.json`, from a config drive or the metadata
     /// service ([`crate::source::openstack`]).
     OpenStack,
+    /// Oracle Cloud Infrastructure's metadata service ([`crate::source::oracle`]).
+    Oracle,
 }
 
 impl ProviderKind {
@@ -92,6 +97,7 @@ impl ProviderKind {
             Self::Azure => "azure",
             Self::Aliyun => "aliyun",
             Self::OpenStack => "openstack",
+            Self::Oracle => "oracle",
         }
     }
 }
@@ -104,7 +110,7 @@ impl fmt::Display for ProviderKind {
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
 /// them with a message saying so.
-pub const PLANNED: [&str; 1] = ["oracle"];
+pub const PLANNED: [&str; 0] = [];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -132,6 +138,7 @@ impl ProviderChoice {
             (Self::Auto, Some(SourceKind::OpenStack | SourceKind::ConfigDrive)) => {
                 ProviderKind::OpenStack
             }
+            (Self::Auto, Some(SourceKind::Oracle)) => ProviderKind::Oracle,
             // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
             // none, no boot.json): EC2, as before the key.
             (Self::Auto, _) => ProviderKind::Ec2,
@@ -168,12 +175,13 @@ impl std::str::FromStr for ProviderChoice {
             "azure" => Ok(Self::Named(ProviderKind::Azure)),
             "aliyun" => Ok(Self::Named(ProviderKind::Aliyun)),
             "openstack" => Ok(Self::Named(ProviderKind::OpenStack)),
+            "oracle" => Ok(Self::Named(ProviderKind::Oracle)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto, ec2, gce, azure, aliyun or openstack (this provider is planned, not built yet)",
+                "expected auto, ec2, gce, azure, aliyun, oracle or openstack (this provider is planned, not built yet)",
                 s,
             )),
             _ => Err(Problem::bad(
-                "expected auto, ec2, gce, azure, aliyun or openstack",
+                "expected auto, ec2, gce, azure, aliyun, oracle or openstack",
                 s,
             )),
         }

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: Oracle Cloud as a [`Provider`]: one [`Oracle`] client per
+//! question (requests are never bound to the event's NIC: OCI answers through
+//! the primary VNIC, where the main table sends them), the consistency wait for
+//! a NIC that has DHCP (the primary), [`Provider::unleased`] for the secondary
+//! VNICs that have none, and the boot stage's datasource, [`OracleSource`].
+
+use super::Oracle;
+use super::identity::OracleSource;
+use super::wait::{fetch_unleased, wait_for_nic};
+use crate::error::Result;
+use crate::source::Datasource;
+use crate::source::provider::{
+    Clock, Identity, NicEvent, Outcome, Provider, ProviderKind, Unleased, WaitPolicy,
+};
+
+/// The OCI provider: the endpoint override every client it makes asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OracleProvider {
+    endpoint: Option<String>,
+}
+
+impl OracleProvider {
+    /// A provider asking `endpoint` (`None`: 169.254.169.254, then
+    /// `[fd00:c1::a9fe:a9fe]`). Fails on an endpoint that is not an `http://` IP
+    /// literal.
+    pub fn try_new(endpoint: Option<&str>) -> Result<Self> {
+        let p = Self {
+            endpoint: endpoint.map(str::to_owned),
+        };
+        p.client()?;
+        Ok(p)
+    }
+
+    /// A client with the provider's settings.
+    pub fn client(&self) -> Result<Oracle> {
+        match &self.endpoint {
+            None => Ok(Oracle::new()),
+            Some(e) => Oracle::new().with_endpoint(e),
+        }
+    }
+}
+
+impl Provider for OracleProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Oracle
+    }
+
+    fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
+        match self.client() {
+            Ok(oci) => wait_for_nic(&oci, nic, policy, clock),
+            Err(e) => Outcome::Failed(e),
+        }
+    }
+
+    /// Every VNIC but the primary (OCI's DHCP serves the primary only), with the
+    /// leases DHCP would have given: one `GET /opc/v2/vnics/`.
+    fn unleased(&self, policy: &WaitPolicy, clock: &dyn Clock) -> Option<Result<Unleased>> {
+        Some(
+            self.client()
+                .and_then(|oci| fetch_unleased(&oci, policy, clock)),
+        )
+    }
+}
+
+impl Identity for OracleProvider {
+    fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>> {
+        Ok(Box::new(
+            OracleSource::new(self.client()?).with_policy(policy),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceKind;
+    use crate::source::provider::ProviderChoice;
+
+    #[test]
+    fn auto_resolves_to_oracle_on_an_oracle_verdict_and_the_name_parses() {
+        assert_eq!(
+            ProviderChoice::Auto.resolve(Some(SourceKind::Oracle)),
+            ProviderKind::Oracle
+        );
+        assert_eq!(
+            "oracle".parse::<ProviderChoice>().unwrap(),
+            ProviderChoice::Named(ProviderKind::Oracle)
+        );
+        assert_eq!(ProviderKind::Oracle.to_string(), "oracle");
+    }
+
+    #[test]
+    fn the_endpoint_is_checked_when_the_provider_is_built() {
+        let e = OracleProvider::try_new(Some("http://metadata.oraclecloud.com"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("oracle.endpoint"), "{e}");
+        let p = OracleProvider::try_new(Some("http://127.0.0.1:1")).unwrap();
+        assert_eq!(p.kind(), ProviderKind::Oracle);
+        assert_eq!(p.client().unwrap().endpoints(), ["http://127.0.0.1:1"]);
+        assert_eq!(
+            OracleProvider::try_new(None)
+                .unwrap()
+                .client()
+                .unwrap()
+                .endpoints()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn unleased_is_asked_and_an_unreachable_service_is_an_error() {
+        // Nothing listens on this port: the answer is an error (refresh then
+        // changes nothing), never "no VNICs".
+        let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", dead.local_addr().unwrap());
+        drop(dead);
+        let p = OracleProvider::try_new(Some(&url)).unwrap();
+        let policy = WaitPolicy::default().with_budget(std::time::Duration::ZERO);
+        let got = p.unleased(&policy, &crate::source::provider::SystemClock);
+        assert!(matches!(got, Some(Err(_))), "{got:?}");
+    }
+}

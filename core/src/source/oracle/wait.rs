@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO (through the [`Fetch`] it is handed): OCI's consistency wait, the
+//! generic driver ([`crate::source::provider::wait`]) over a session of one
+//! request per round, `GET /opc/v2/vnics/`, which answers every VNIC; and the one
+//! request of [`crate::source::provider::Provider::unleased`] ([`fetch_unleased`]).
+//!
+//! The session is complete when the pure [`vnic::assess`] finds the event's MAC
+//! listed with the leased address and its subnet. A 404 (OCI's IMDS may answer
+//! one for a moment while it is updated) is "nothing listed yet" and asked again;
+//! an answer that does not parse ends the wait as `Failed` (never as "no VNIC"); a
+//! 429 or 5xx is retried with the driver's backoff and its `Retry-After`.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use super::VNICS_PATH;
+use super::vnic::{self, OciNetwork};
+use crate::error::{Error, ImdsErrorKind, Result};
+use crate::model::{IfName, Missing};
+use crate::source::ec2::Fetch;
+use crate::source::provider::wait::{Clock, Outcome, WaitPolicy, is_retryable, retry_after};
+use crate::source::provider::{self, Assessment, NicEvent, NicSession, Unleased};
+
+/// The one request of the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Request {
+    /// `GET /opc/v2/vnics/`.
+    Vnics,
+}
+
+/// One NIC event's wait on OCI.
+struct Session<'a> {
+    fetch: &'a dyn Fetch,
+    event: &'a NicEvent,
+    network: Option<OciNetwork>,
+}
+
+impl NicSession for Session<'_> {
+    type Request = Request;
+
+    fn interface(&self) -> &IfName {
+        self.event.interface()
+    }
+
+    fn assess(&self) -> Result<Assessment> {
+        vnic::assess(self.event, self.network.as_ref())
+    }
+
+    fn next_request(&self, missing: &[Missing], asked: &BTreeSet<Request>) -> Option<Request> {
+        (!missing.is_empty() && !asked.contains(&Request::Vnics)).then_some(Request::Vnics)
+    }
+
+    fn ask(&mut self, request: Request) -> Result<()> {
+        match request {
+            Request::Vnics => {
+                self.network = self
+                    .fetch
+                    .get(VNICS_PATH)?
+                    .map(|text| vnic::parse_vnics(&text))
+                    .transpose()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Waits until OCI's metadata agrees with `event`'s lease(s), fetching through
+/// `fetch` and sleeping on `clock`, within `policy.budget`.
+pub fn wait_for_nic(
+    fetch: &dyn Fetch,
+    event: &NicEvent,
+    policy: &WaitPolicy,
+    clock: &dyn Clock,
+) -> Outcome {
+    let mut session = Session {
+        fetch,
+        event,
+        network: None,
+    };
+    provider::wait::wait(&mut session, policy, clock)
+}
+
+/// Sends `op` again while it fails in a way waiting can fix, or answers 404,
+/// with the wait's jittered backoff and `Retry-After`, within `policy.budget`
+/// (the first request is always made). A 404 still answered when the budget is
+/// spent is an error: it never means "nothing there".
+pub(crate) fn retrying<T>(
+    policy: &WaitPolicy,
+    clock: &dyn Clock,
+    path: &str,
+    op: impl Fn() -> Result<Option<T>>,
+) -> Result<T> {
+    let start = clock.now();
+    let mut backoff = policy.backoff();
+    let mut requests = 0u32;
+    loop {
+        requests += 1;
+        let e = match op() {
+            Ok(Some(v)) => {
+                log::debug!(
+                    "OCI IMDS {path}: answered after {requests} request(s), {} ms",
+                    clock.now().saturating_duration_since(start).as_millis()
+                );
+                return Ok(v);
+            }
+            Ok(None) => Error::Imds {
+                method: "GET",
+                url: path.to_owned(),
+                kind: ImdsErrorKind::Http {
+                    status: 404,
+                    retry_after: None,
+                },
+            },
+            Err(e) if is_retryable(&e) => e,
+            Err(e) => return Err(e),
+        };
+        if !again(policy, clock, start, &mut backoff, &e, path) {
+            return Err(e);
+        }
+    }
+}
+
+/// Sleeps before the next attempt; `false` when the budget leaves no room for one.
+fn again(
+    policy: &WaitPolicy,
+    clock: &dyn Clock,
+    start: Instant,
+    backoff: &mut impl Iterator<Item = std::time::Duration>,
+    e: &Error,
+    path: &str,
+) -> bool {
+    let elapsed = clock.now().saturating_duration_since(start);
+    let remaining = policy.budget.saturating_sub(elapsed);
+    let pause = backoff
+        .next()
+        .unwrap_or(policy.max_delay)
+        .max(retry_after(e).unwrap_or_default());
+    if pause >= remaining {
+        return false;
+    }
+    log::debug!("OCI IMDS {path}: {e}; again in {} ms", pause.as_millis());
+    clock.sleep(pause);
+    true
+}
+
+/// The VNICs without DHCP: one `GET /opc/v2/vnics/` (asked again within
+/// `policy` while it fails in a way waiting can fix), every VNIC but the primary
+/// with the leases DHCP would have given ([`vnic::unleased`]). Any error changes
+/// nothing for the caller.
+pub fn fetch_unleased(
+    fetch: &dyn Fetch,
+    policy: &WaitPolicy,
+    clock: &dyn Clock,
+) -> Result<Unleased> {
+    let text = retrying(policy, clock, VNICS_PATH, || fetch.get(VNICS_PATH))?;
+    let net = vnic::parse_vnics(&text)?;
+    let bare_metal = net.is_bare_metal();
+    for v in net.vnics.iter().skip(1).filter(|v| v.is_vlan(bare_metal)) {
+        log::debug!(
+            "OCI VNIC {} ({}) is VLAN {} on physical NIC {}: it has a link only once one with its MAC is created (leasehook does not create it)",
+            v.mac,
+            v.private_ip,
+            v.vlan_tag.unwrap_or_default(),
+            v.nic_index.unwrap_or_default()
+        );
+    }
+    Ok(vnic::unleased(&net))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::net::IpAddr;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::model::{Family, Lease, Reason};
+    use crate::source::oracle::vnic::tests::VM_TWO;
+
+    struct FakeClock {
+        start: Instant,
+        elapsed: Cell<Duration>,
+        sleeps: RefCell<Vec<Duration>>,
+    }
+
+    impl FakeClock {
+        fn new() -> Self {
+            Self {
+                start: Instant::now(),
+                elapsed: Cell::new(Duration::ZERO),
+                sleeps: RefCell::new(Vec::new()),
+            }
+        }
+    }
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Instant {
+            self.start + self.elapsed.get()
+        }
+        fn sleep(&self, pause: Duration) {
+            self.sleeps.borrow_mut().push(pause);
+            self.elapsed.set(self.elapsed.get() + pause);
+        }
+    }
+
+    type Answer = Box<dyn Fn(Duration) -> Result<Option<String>>>;
+
+    /// A fake IMDS whose answer depends on the fake time; each request takes
+    /// `each` and is logged with its start.
+    struct FakeImds<'c> {
+        clock: &'c FakeClock,
+        answer: Answer,
+        each: Duration,
+        log: RefCell<Vec<(Duration, String)>>,
+    }
+
+    impl<'c> FakeImds<'c> {
+        fn new(
+            clock: &'c FakeClock,
+            f: impl Fn(Duration) -> Result<Option<String>> + 'static,
+        ) -> Self {
+            Self {
+                clock,
+                answer: Box::new(f),
+                each: Duration::from_millis(1),
+                log: RefCell::new(Vec::new()),
+            }
+        }
+        fn count(&self) -> usize {
+            self.log.borrow().len()
+        }
+    }
+
+    impl Fetch for FakeImds<'_> {
+        fn get(&self, path: &str) -> Result<Option<String>> {
+            let t = self.clock.elapsed.get();
+            self.log.borrow_mut().push((t, path.to_owned()));
+            self.clock.elapsed.set(t + self.each);
+            (self.answer)(t)
+        }
+    }
+
+    const PRIMARY_ONLY: &str = r#"[{"macAddr":"02:00:17:05:D1:DB","privateIp":"10.0.0.230","subnetCidrBlock":"10.0.0.0/24","virtualRouterIp":"10.0.0.1"}]"#;
+
+    fn event(mac: &str, addr: &str, router: &str) -> NicEvent {
+        let address: IpAddr = addr.parse().unwrap();
+        NicEvent::try_new(
+            IfName::try_new("ens4").unwrap(),
+            mac.parse().unwrap(),
+            vec![Lease {
+                family: Family::of(&address),
+                address,
+                prefix_len: 24,
+                routers: vec![router.parse().unwrap()],
+                reason: Reason::Bound,
+            }],
+        )
+        .unwrap()
+    }
+
+    fn primary() -> NicEvent {
+        event("02:00:17:05:d1:db", "10.0.0.230", "10.0.0.1")
+    }
+
+    fn secondary() -> NicEvent {
+        event("00:00:17:02:2b:b1", "10.0.1.20", "10.0.1.1")
+    }
+
+    fn policy(budget_ms: u64) -> WaitPolicy {
+        WaitPolicy {
+            jitter: false,
+            ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
+        }
+    }
+
+    fn http(status: u16, retry_after: Option<u64>) -> Error {
+        Error::Imds {
+            method: "GET",
+            url: "http://169.254.169.254/opc/v2/vnics/".into(),
+            kind: ImdsErrorKind::Http {
+                status,
+                retry_after: retry_after.map(Duration::from_secs),
+            },
+        }
+    }
+
+    #[test]
+    fn the_primarys_lease_takes_one_request() {
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Ok(Some(VM_TWO.to_owned())));
+        let out = wait_for_nic(&imds, &primary(), &policy(30_000), &clock);
+        let Outcome::Complete(net) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(imds.count(), 1);
+        assert_eq!(imds.log.borrow()[0].1, "/opc/v2/vnics/");
+        assert_eq!(net.primary_mac, Some("02:00:17:05:d1:db".parse().unwrap()));
+        assert_eq!(net.nics.len(), 2);
+        assert!(clock.sleeps.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_vnic_that_appears_late_or_a_404_is_waited_for_one_request_per_round() {
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |t| {
+            Ok(match t {
+                t if t < Duration::from_millis(50) => None,
+                t if t < Duration::from_secs(2) => Some(PRIMARY_ONLY.to_owned()),
+                _ => Some(VM_TWO.to_owned()),
+            })
+        });
+        let out = wait_for_nic(&imds, &secondary(), &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        // Rounds at 0, 0.1, 0.3, 0.7, 1.5 read a 404 or the primary alone; ~3.1 s
+        // reads both.
+        assert_eq!(imds.count(), 6);
+    }
+
+    #[test]
+    fn a_vnic_that_never_appears_is_partial_and_errors_are_failed() {
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Ok(Some(PRIMARY_ONLY.to_owned())));
+        let out = wait_for_nic(&imds, &secondary(), &policy(3_000), &clock);
+        let Outcome::Partial { missing, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(missing, [Missing::MacFolder]);
+
+        for (status, after, asked) in [(401, None, 1), (503, Some(1), 3)] {
+            let clock = FakeClock::new();
+            let imds = FakeImds::new(&clock, move |_| Err(http(status, after)));
+            let out = wait_for_nic(&imds, &primary(), &policy(2_500), &clock);
+            assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
+            assert!(imds.count() >= asked, "{}", imds.count());
+        }
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Ok(Some("<html>oops</html>".to_owned())));
+        let out = wait_for_nic(&imds, &primary(), &policy(30_000), &clock);
+        let Outcome::Failed(e) = out else {
+            panic!("{out:?}")
+        };
+        assert!(e.to_string().contains("OCI IMDS vnics"), "{e}");
+        assert_eq!(imds.count(), 1);
+    }
+
+    #[test]
+    fn unleased_asks_once_and_retries_what_waiting_can_fix() {
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Ok(Some(VM_TWO.to_owned())));
+        let u = fetch_unleased(&imds, &policy(3_000), &clock).unwrap();
+        assert_eq!(imds.count(), 1);
+        assert_eq!(u.nics.len(), 1);
+        assert_eq!(u.nics[0].leases[0].reason, Reason::Metadata);
+
+        // 503 then 404 then the answer: three requests, the 503's Retry-After kept.
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |t| match t {
+            t if t < Duration::from_millis(1) => Err(http(503, Some(1))),
+            t if t < Duration::from_millis(1_100) => Ok(None),
+            _ => Ok(Some(VM_TWO.to_owned())),
+        });
+        assert!(fetch_unleased(&imds, &policy(10_000), &clock).is_ok());
+        assert_eq!(imds.count(), 3);
+        assert_eq!(clock.sleeps.borrow()[0], Duration::from_secs(1));
+
+        // A 404 until the budget ends is an error, never "no VNICs"; so is a 401
+        // (at once) and garbage.
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Ok(None));
+        let e = fetch_unleased(&imds, &policy(1_000), &clock).unwrap_err();
+        assert!(e.to_string().contains("404"), "{e}");
+        assert!(clock.elapsed.get() <= Duration::from_secs(1));
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Err(http(401, None)));
+        assert!(fetch_unleased(&imds, &policy(10_000), &clock).is_err());
+        assert_eq!(imds.count(), 1);
+        let clock = FakeClock::new();
+        let imds = FakeImds::new(&clock, |_| Ok(Some("[]".to_owned())));
+        let e = fetch_unleased(&imds, &policy(10_000), &clock).unwrap_err();
+        assert!(e.to_string().contains("empty list"), "{e}");
+    }
+}
