@@ -3011,7 +3011,7 @@ fn openstack_rows_use_the_mac_slot_table() {
 }
 
 impl Instance {
-    /// (Re)starts the OpenStack metadata emulator inside the namespace with
+    /// (Re)starts the `OpenStack` metadata emulator inside the namespace with
     /// `tree` (`None`: the world's) and `scenario`; returns its base URL.
     fn start_openstack(&mut self, tree: Option<&Value>, scenario: &Value) -> String {
         self.imds = None;

@@ -586,7 +586,7 @@ mod world {
         // Each read unmounted the drive and removed its mount point.
         let points = w.root.join("run/leasehook/configdrive");
         assert_eq!(
-            std::fs::read_dir(&points).map(Iterator::count).unwrap_or(0),
+            std::fs::read_dir(&points).map_or(0, Iterator::count),
             0,
             "{}",
             report(&w)

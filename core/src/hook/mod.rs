@@ -433,7 +433,7 @@ pub fn link_index(name: &IfName) -> Result<Option<u32>> {
 enum Gate {
     /// Plan with this configuration (on a Kubernetes node: the primary's pod
     /// addresses left out).
-    Plan(HookConfig),
+    Plan(Box<HookConfig>),
     /// The CNI's ENI, and why: left alone.
     Cni(String),
 }
@@ -444,7 +444,7 @@ enum Gate {
 fn kubernetes_gate(kernel: &mut dyn Kernel, cfg: &HookConfig, name: &IfName) -> Result<Gate> {
     let (decision, view) = kernel.node_view(cfg.kubernetes, &cfg.root)?;
     if !decision.node {
-        return Ok(Gate::Plan(cfg.clone()));
+        return Ok(Gate::Plan(Box::new(cfg.clone())));
     }
     crate::kubernetes::check_priorities(
         true,
@@ -459,7 +459,7 @@ fn kubernetes_gate(kernel: &mut dyn Kernel, cfg: &HookConfig, name: &IfName) -> 
     log::debug!("{}", decision.summary());
     let mut cfg = cfg.clone();
     cfg.plan.kubernetes = true;
-    Ok(Gate::Plan(cfg))
+    Ok(Gate::Plan(Box::new(cfg)))
 }
 
 /// Leaves the CNI's ENI `name` to the CNI: what leasehook applied to it before
