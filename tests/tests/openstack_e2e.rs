@@ -424,11 +424,15 @@ mod drive {
 mod world {
     use std::time::Duration;
 
+    use std::process::Output;
+
     use leasehook_core::source::aliyun::nic::device_slot;
+    use leasehook_tests::netns::leasehook_bin;
     use leasehook_tests::openstack_emulator::{
         LOG_NAME, LogEntry, make_config_drive, read_log, service, world_tree,
     };
     use leasehook_tests::world::{MAC1, World, WorldOptions, wait_until};
+    use serde_json::json;
 
     fn table() -> u32 {
         10_000 + device_slot(MAC1.parse().unwrap())
@@ -593,5 +597,94 @@ mod world {
         );
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
         assert!(!mounts.contains(&w.root.display().to_string()), "{mounts}");
+    }
+
+    fn leasehook(w: &World, args: &[&str]) -> Output {
+        let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
+        cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        cmd.args(args);
+        cmd.output().unwrap()
+    }
+
+    fn refresh(w: &World) -> String {
+        let out = leasehook(w, &["refresh", "-v"]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "refresh failed: {text}\n{}",
+            report(w)
+        );
+        text
+    }
+
+    /// The world with eth1 on a static network (Nova's `ipv4` type: no DHCP):
+    /// its address, netmask and default gateway in `network_data.json`.
+    fn static_world(tag: &str) -> World {
+        let mut tree = world_tree();
+        tree["network_data"]["networks"][1] = json!({
+        "id": "network1", "type": "ipv4", "link": "tap0b0b0b0b-01",
+        "ip_address": "10.98.1.20", "netmask": "255.255.255.0",
+        "routes": [
+            {"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.98.1.1"},
+            {"network": "198.51.100.0", "netmask": "255.255.255.0", "gateway": "10.98.1.1"}
+        ]});
+        let opts = WorldOptions {
+            tree: None,
+            metadata: Some(service(vec!["--tree".to_owned(), tree.to_string()])),
+            extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "openstack".to_owned())],
+            ..WorldOptions::default()
+        };
+        World::new(tag, &opts)
+    }
+
+    fn has_address(w: &World) -> bool {
+        w.inst
+            .ip(&["-4", "addr", "show", "eth1"])
+            .contains("10.98.1.20/24")
+    }
+
+    #[test]
+    fn refresh_addresses_a_nic_on_a_static_network_and_flush_takes_it_away() {
+        let mut w = static_world("os-static");
+        w.bind("eth0", false);
+        assert!(!has_address(&w), "{}", report(&w));
+        let out = refresh(&w);
+        assert!(has_address(&w), "{out}\n{}", report(&w));
+        wait_installed(&w, "after refresh");
+        assert_exact(&w);
+        assert_traffic(&w, &["10.98.1.20"]);
+        let out = leasehook(&w, &["flush", "--iface", "eth1"]);
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            !has_address(&w) && w.our_rules().is_empty(),
+            "flush left eth1's address or rules:\n{}",
+            report(&w)
+        );
+    }
+
+    #[test]
+    fn a_static_address_another_tool_put_there_is_left_alone() {
+        // cloud-init's netplan configures static networks itself: the address is
+        // there first; leasehook adds the rules and routes and leaves it.
+        let mut w = static_world("os-foreign");
+        w.bind("eth0", false);
+        w.inst
+            .ip(&["address", "add", "10.98.1.20/24", "dev", "eth1"]);
+        let out = refresh(&w);
+        wait_installed(&w, "after refresh");
+        assert_exact(&w);
+        assert_traffic(&w, &["10.98.1.20"]);
+        let out2 = leasehook(&w, &["flush", "--iface", "eth1"]);
+        assert!(out2.status.success(), "{out2:?}");
+        assert!(w.our_rules().is_empty(), "{out}\n{}", report(&w));
+        assert!(
+            has_address(&w),
+            "flush removed an address another tool put there:\n{}",
+            report(&w)
+        );
     }
 }
