@@ -14,8 +14,10 @@
 //!   the secondary's table holds the lease's default route, its subnet and the
 //!   extra route `network_data.json` names, traffic from it passes the router's
 //!   source check, RELEASE removes everything; then the same from a config drive
-//!   with no metadata service at all. Fails, never skips, without its
-//!   prerequisites.
+//!   with no metadata service at all; and a NIC on a static network (no DHCP)
+//!   configured by `leasehook refresh` from the metadata (its address owned, or
+//!   left alone when another tool put it there first). Fails, never skips,
+//!   without its prerequisites.
 
 #![allow(
     clippy::unwrap_used,
