@@ -14,8 +14,9 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! Google Cloud, Azure, Alibaba, Oracle Cloud and `OpenStack` are built; `provider:` names the
-//! ones not built yet as planned in its error.
+//! Google Cloud, Azure, Alibaba, Oracle Cloud and `OpenStack` are built: every
+//! cloud SPEC §4 names has its provider, and [`PLANNED`] is empty (a cloud added
+//! to the SPEC later is named there until it is built).
 //!
 //! * **Google Cloud** ([`crate::source::gce`], built): the NIC is found by MAC in
 //!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
@@ -109,7 +110,7 @@ impl fmt::Display for ProviderKind {
 }
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
-/// them with a message saying so.
+/// them with a message saying so. None since issue 22.
 pub const PLANNED: [&str; 0] = [];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
