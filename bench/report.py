@@ -148,6 +148,14 @@ def derive(raw):
         for k in oc:
             oc[k]["requests_text"] = _requests_text(oc[k]["requests"])
         v["oracle"] = oc
+    # One NIC event on OpenStack: the metadata service, a config drive (runs
+    # before it lack it).
+    v["has_openstack"] = "openstack" in lines
+    if v["has_openstack"]:
+        os_ = {k: dict(lines["openstack"][k]) for k in ("event", "datasource", "drive")}
+        for k in os_:
+            os_[k]["requests_text"] = _requests_text(os_[k]["requests"])
+        v["openstack"] = os_
 
     # The dhclient hook, and refresh.
     h = dict(lines["hook"])

@@ -116,8 +116,9 @@ pub(crate) struct PlanArgs {
     /// `auto`: ec2]: `ec2` (an IMDS `meta-data/` tree), `gce` (a saved answer of the metadata server's
     /// `instance/network-interfaces/?recursive=true`), `azure` (a saved answer
     /// of Azure IMDS `/metadata/instance` or `/metadata/instance/network`),
-    /// `aliyun` (an ECS `meta-data/` tree, as EC2's) or `oracle` (a saved answer
-    /// of OCI's `/opc/v2/vnics/`).
+    /// `aliyun` (an ECS `meta-data/` tree, as EC2's), `oracle` (a saved answer
+    /// of OCI's `/opc/v2/vnics/`) or `openstack` (a saved
+    /// `openstack/latest/network_data.json`).
     #[arg(long, value_name = "PROVIDER")]
     pub(crate) provider: Option<String>,
 

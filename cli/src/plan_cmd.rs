@@ -140,6 +140,7 @@ fn inputs(
             .map(|nics| leasehook_core::source::gce::nic::network(&nics)),
         ProviderKind::Azure => leasehook_core::source::azure::nic::parse_saved(&text),
         ProviderKind::Aliyun => leasehook_core::source::aliyun::nic::parse_saved(&text),
+        ProviderKind::OpenStack => leasehook_core::source::openstack::nic::parse_saved(&text),
         ProviderKind::Oracle => leasehook_core::source::oracle::vnic::parse_saved(&text),
     }
     .with_context(|| format!("bad {provider} metadata in {md_path:?}"))?;

@@ -107,6 +107,7 @@ pub fn parse_nic(mac: MacAddr, path: &str, folder: &Map<String, Value>) -> Resul
             "an IPv6 CIDR",
         )?,
         interface_id: list("interface-id")?.into_iter().next(),
+        routes: Vec::new(),
     })
 }
 

@@ -324,6 +324,22 @@ pub struct NicMetadata {
     pub ipv6_prefixes: Vec<Ipv6Net>,
     /// `interface-id`: the ENI id, for logs.
     pub interface_id: Option<String>,
+    /// Routes the metadata names for the NIC besides its subnet and default
+    /// route (`OpenStack`'s `network_data.json` `routes`): the planner puts the ones
+    /// whose next hop lies on the NIC's subnet into the NIC's own table. Empty for
+    /// the clouds that name none (and in state files written before the field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<NicRoute>,
+}
+
+/// A route the metadata names for a NIC: a destination and its next hop. A
+/// destination of `0.0.0.0/0` or `::/0` is the network's default gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NicRoute {
+    /// The destination.
+    pub to: IpNet,
+    /// The next hop (the gateway).
+    pub via: IpAddr,
 }
 
 impl NicMetadata {
@@ -340,6 +356,7 @@ impl NicMetadata {
             ipv4_prefixes: Vec::new(),
             ipv6_prefixes: Vec::new(),
             interface_id: None,
+            routes: Vec::new(),
         }
     }
 }
@@ -703,18 +720,24 @@ pub enum SourceKind {
     None,
     /// Alibaba Cloud ECS's metadata service, `100.100.100.200`.
     AliYun,
+    /// `OpenStack`'s metadata service (`/openstack/latest/` at 169.254.169.254).
+    OpenStack,
+    /// An `OpenStack` config drive (a file system labelled `config-2`).
+    ConfigDrive,
     /// Oracle Cloud Infrastructure's metadata service (`/opc/v2/`).
     Oracle,
 }
 
 impl SourceKind {
     /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 10] = [
+        Self::ConfigDrive,
         Self::NoCloud,
         Self::Azure,
         Self::AliYun,
         Self::Ec2,
         Self::Gce,
+        Self::OpenStack,
         Self::Oracle,
         Self::Lxd,
         Self::None,
@@ -730,6 +753,8 @@ impl SourceKind {
             Self::Azure => "Azure",
             Self::None => "None",
             Self::AliYun => "AliYun",
+            Self::OpenStack => "OpenStack",
+            Self::ConfigDrive => "ConfigDrive",
             Self::Oracle => "Oracle",
         }
     }
@@ -758,6 +783,7 @@ impl SourceKind {
             Self::Azure => "azure",
             Self::None => "none",
             Self::AliYun => "aliyun",
+            Self::OpenStack | Self::ConfigDrive => "openstack",
             Self::Oracle => "oracle",
         }
     }

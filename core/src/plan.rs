@@ -576,7 +576,10 @@ fn plan_v4(
         IpNet::V6(_) => None,
     });
     if let Some((table, priority)) = routed {
-        match lease.routers.first() {
+        // A lease without a router: the metadata's default gateway, when it
+        // names one on the NIC's subnet (`OpenStack`'s `0.0.0.0/0` route).
+        let metadata_gateway = metadata_default(nic, Family::V4, bounds);
+        match lease.routers.first().or(metadata_gateway.as_ref()) {
             Some(gateway) => {
                 // A lease whose own network does not hold its gateway (GCE's /32
                 // leases, whose gateway the option-121 route reaches): the table
@@ -618,6 +621,7 @@ fn plan_v4(
                 table,
             });
         }
+        metadata_routes(ip, link, nic, Family::V4, table, bounds);
         let sources = nic
             .local_ipv4s
             .iter()
@@ -679,11 +683,16 @@ fn plan_v6(
     metadata_address(ip, link, lease, bounds);
     if let Some((table, priority)) = routed {
         // DHCPv6 names no router: the default comes from router advertisements,
-        // and only once the kernel has learned one.
-        if let Some(router) = link.ipv6_router {
+        // and only once the kernel has learned one; else from the metadata's
+        // default gateway on the NIC's subnet (`OpenStack`'s `::/0` route).
+        if let Some(router) = link
+            .ipv6_router
+            .map(IpAddr::V6)
+            .or_else(|| metadata_default(nic, Family::V6, bounds))
+        {
             ip.routes.push(Route {
                 to: IpNet::V6(Ipv6Net::default()),
-                via: Some(IpAddr::V6(router)),
+                via: Some(router),
                 dev: link.name.clone(),
                 scope: None,
                 src: None,
@@ -704,6 +713,7 @@ fn plan_v6(
                     table,
                 }),
         );
+        metadata_routes(ip, link, nic, Family::V6, table, bounds);
         // Without a route in the table the rules would only fall through to main:
         // leave them out until IMDS names the subnet or an RA names a router.
         if ip
@@ -742,6 +752,89 @@ fn plan_v6(
             &mut ip.refused,
         );
         ip.addresses.extend(addrs);
+    }
+}
+
+/// Whether `via` may be a next hop of the NIC: an address the gate lets any NIC
+/// name ([`gate::check_ip`]) inside one of the NIC's subnets that passed the gate.
+fn next_hop(via: IpAddr, bounds: &Bounds<'_>) -> std::result::Result<(), Refusal> {
+    gate::check_ip(via)?;
+    let subnets: Vec<IpNet> = bounds
+        .subnets
+        .iter()
+        .filter(|s| Family::of(&s.addr()) == Family::of(&via))
+        .copied()
+        .collect();
+    if subnets.iter().any(|s| s.contains(&via)) {
+        Ok(())
+    } else if subnets.is_empty() {
+        Err(Refusal::NoSubnet)
+    } else {
+        Err(Refusal::OutsideSubnet { subnets })
+    }
+}
+
+/// The metadata's default gateway of `family` for the NIC (a [`crate::model::NicRoute`] to
+/// `/0`, `OpenStack`'s `network_data.json`), the first whose next hop passes
+/// [`next_hop`].
+fn metadata_default(nic: &NicMetadata, family: Family, bounds: &Bounds<'_>) -> Option<IpAddr> {
+    nic.routes
+        .iter()
+        .filter(|r| r.to.prefix_len() == 0 && Family::of(&r.to.addr()) == family)
+        .map(|r| r.via)
+        .find(|via| Family::of(via) == family && next_hop(*via, bounds).is_ok())
+}
+
+/// The metadata's routes of `family` for the NIC but its default gateway
+/// (`OpenStack`'s `network_data.json` `routes`), into the NIC's own table, never
+/// the main one: each whose next hop passes [`next_hop`] and whose destination
+/// passes [`gate::check_net`] (no special range, no metadata service); the rest
+/// are listed in `refused` under `routes`. A destination the table already
+/// routes (the subnet) is not repeated.
+fn metadata_routes(
+    ip: &mut InterfacePlan,
+    link: &Link,
+    nic: &NicMetadata,
+    family: Family,
+    table: u32,
+    bounds: &Bounds<'_>,
+) {
+    for r in nic
+        .routes
+        .iter()
+        .filter(|r| r.to.prefix_len() != 0 && Family::of(&r.to.addr()) == family)
+    {
+        let to = r.to.trunc();
+        let checked = if Family::of(&r.via) == family {
+            gate::check_net(to).and_then(|()| next_hop(r.via, bounds))
+        } else {
+            Err(Refusal::OutsideSubnet {
+                subnets: bounds.subnets.clone(),
+            })
+        };
+        if let Err(reason) = checked {
+            ip.refused.push(Refused::new(
+                "routes",
+                format!("{to} via {}", r.via),
+                reason,
+            ));
+            continue;
+        }
+        if ip
+            .routes
+            .iter()
+            .any(|have| have.table == table && have.to == to)
+        {
+            continue;
+        }
+        ip.routes.push(Route {
+            to,
+            via: Some(r.via),
+            dev: link.name.clone(),
+            scope: None,
+            src: None,
+            table,
+        });
     }
 }
 

@@ -44,6 +44,7 @@ const PURE: &[&str] = &[
     "source::detect",
     "source::ec2::nic",
     "source::aliyun::nic",
+    "source::openstack::nic",
     "source::oracle::vnic",
     "source::provider",
     "boot::decide",

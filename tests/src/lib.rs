@@ -26,6 +26,7 @@ pub mod devlxd;
 pub mod ds_identify;
 pub mod emulator;
 pub mod gce_emulator;
+pub mod openstack_emulator;
 
 /// Whether the tests run in CI, where a missing prerequisite must fail the test
 /// instead of skipping it.

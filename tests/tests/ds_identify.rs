@@ -332,6 +332,64 @@ fn scenarios() -> Vec<Case> {
         case("aliyun-configured-list", "kvm", &["AliYun", "None"])
             .dmi("product_name", "Alibaba Cloud ECS")
             .cloud_cfg("cloud.cfg", "datasource_list: [ AliYun, Ec2, None ]\n"),
+        // OpenStack and ConfigDrive (issue 22): ds-identify's dscheck_OpenStack
+        // and dscheck_ConfigDrive (check_configdrive_v2)
+        case("openstack-nova", "kvm", &["OpenStack", "None"])
+            .dmi("product_name", "OpenStack Nova")
+            .dmi("sys_vendor", "OpenStack Foundation"),
+        case("openstack-compute-rdo", "kvm", &["OpenStack", "None"])
+            .dmi("product_name", "OpenStack Compute"),
+        case("openstack-nova-in-container", "lxc", &[]).dmi("product_name", "OpenStack Nova"),
+        case("openstack-nova-case", "kvm", &[]).dmi("product_name", "openstack nova"),
+        case("openstack-asset-otc", "kvm", &["OpenStack", "None"])
+            .dmi("chassis_asset_tag", "OpenTelekomCloud"),
+        case("openstack-asset-sap", "kvm", &["OpenStack", "None"])
+            .dmi("chassis_asset_tag", "SAP CCloud VM"),
+        case("openstack-asset-huawei", "kvm", &["OpenStack", "None"])
+            .dmi("chassis_asset_tag", "HUAWEICLOUD"),
+        case("openstack-asset-samsung", "kvm", &["OpenStack", "None"])
+            .dmi("chassis_asset_tag", "Samsung Cloud Platform"),
+        case("openstack-asset-nova", "kvm", &["OpenStack", "None"])
+            .dmi("chassis_asset_tag", "OpenStack Nova"),
+        case("openstack-asset-compute", "kvm", &["OpenStack", "None"])
+            .dmi("chassis_asset_tag", "OpenStack Compute"),
+        case("openstack-asset-longer", "kvm", &[]).dmi("chassis_asset_tag", "HUAWEICLOUD-2"),
+        case("openstack-asset-in-container", "docker", &[])
+            .dmi("chassis_asset_tag", "OpenTelekomCloud"),
+        case("openstack-pid1-product-name", "lxc", &["OpenStack", "None"])
+            .file("proc/1/environ", b"container=lxc\0product_name=OpenStack Nova\0"),
+        case("openstack-pid1-product-name-compute", "lxc", &[])
+            .file("proc/1/environ", b"container=lxc\0product_name=OpenStack Compute\0"),
+        case("configdrive-label", "kvm", &["ConfigDrive", "None"]).label("config-2"),
+        case("configdrive-label-upper", "kvm", &["ConfigDrive", "None"]).label("CONFIG-2"),
+        case("configdrive-label-mixed-case", "kvm", &[]).label("Config-2"),
+        case("configdrive-means-not-openstack", "kvm", &["ConfigDrive", "None"])
+            .dmi("product_name", "OpenStack Nova")
+            .label("config-2"),
+        case("configdrive-asset-tag-not-openstack", "kvm", &["ConfigDrive", "None"])
+            .dmi("chassis_asset_tag", "HUAWEICLOUD")
+            .label("CONFIG-2"),
+        case("configdrive-seed-dated", "kvm", &["ConfigDrive", "None"]).file(
+            "var/lib/cloud/seed/config_drive/openstack/2015-10-15/meta_data.json",
+            "{}",
+        ),
+        case("configdrive-seed-latest", "kvm", &["ConfigDrive", "None"]).file(
+            "var/lib/cloud/seed/config_drive/openstack/latest/meta_data.json",
+            "{}",
+        ),
+        case("configdrive-seed-undated", "kvm", &[]).file(
+            "var/lib/cloud/seed/config_drive/openstack/content/meta_data.json",
+            "{}",
+        ),
+        case("configdrive-before-nocloud", "kvm", &["ConfigDrive", "NoCloud", "None"])
+            .label("config-2")
+            .seed(nocloud, &["meta-data", "user-data"]),
+        case("openstack-after-gce", "kvm", &["GCE", "OpenStack", "None"])
+            .dmi("product_name", "Google Compute Engine")
+            .dmi("chassis_asset_tag", "OpenStack Nova"),
+        case("openstack-configured-list", "kvm", &["OpenStack", "None"])
+            .dmi("product_name", "OpenStack Nova")
+            .cloud_cfg("cloud.cfg", "datasource_list: [ ConfigDrive, OpenStack, None ]\n"),
         // Nothing
         case("nothing-found", "kvm", &[])
             .dmi("sys_vendor", "QEMU")

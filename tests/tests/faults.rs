@@ -1282,7 +1282,11 @@ matrix! {
 
 /// Every row: the main table, then each cloud's own (issue 21).
 fn every_row() -> Vec<&'static Row> {
-    ROWS.iter().chain(ALIYUN_ROWS).chain(ORACLE_ROWS).collect()
+    ROWS.iter()
+        .chain(ALIYUN_ROWS)
+        .chain(ORACLE_ROWS)
+        .chain(OPENSTACK_ROWS)
+        .collect()
 }
 
 #[test]
@@ -2880,4 +2884,208 @@ fn oracle_rows_use_the_mac_slot_table() {
         ORACLE_RULES,
         [format!("{t} from 10.98.1.20 lookup {t} proto 176")]
     );
+}
+
+// --- OpenStack (issue 22): its metadata client and config drive through the shim ---
+
+/// eth1's plan with the `openstack` provider and the emulator's world:
+/// table `10000 + slot(MAC1)`, the lease's address the one rule source.
+const OPENSTACK_RULES: &[&str] = &["19872 from 10.98.1.20 lookup 19872 proto 176"];
+
+matrix! {
+    @table OPENSTACK_ROWS;
+    #[cfg(feature = "netns")]
+    openstack_down => Row {
+        name: "openstack_down",
+        fault: "OpenStack metadata service down (connection refused)",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "Connection refused (os error 111); keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || openstack_renew(None),
+    };
+    #[cfg(feature = "netns")]
+    openstack_403 => Row {
+        name: "openstack_403",
+        fault: "OpenStack metadata service answers 403",
+        does: "an error waiting cannot fix: keeps the last applied state at once",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "network_data.json: HTTP 403; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || openstack_renew(Some(json!({"rules": [{"path": "/openstack", "status": 403}]}))),
+    };
+    #[cfg(feature = "netns")]
+    openstack_429 => Row {
+        name: "openstack_429",
+        fault: "Neutron's metadata rate limit: 429 for the whole budget",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "HTTP 429; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || openstack_renew(Some(json!({"rules": [{"path": "/openstack", "status": 429}]}))),
+    };
+    #[cfg(feature = "netns")]
+    openstack_500 => Row {
+        name: "openstack_500",
+        fault: "OpenStack metadata service answers 500 (Nova unreachable behind the proxy)",
+        does: "retries with backoff for the budget, then keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "HTTP 500; keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || openstack_renew(Some(json!({"rules": [{"path": "/openstack", "status": 500}]}))),
+    };
+    #[cfg(feature = "netns")]
+    openstack_garbage => Row {
+        name: "openstack_garbage",
+        fault: "OpenStack metadata service answers bytes that are not UTF-8",
+        does: "refuses the answer at once; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "unusable answer: not UTF-8 (byte 0); keeping the last applied state",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || openstack_renew(Some(json!({"rules": [{"path": "/openstack", "action": "garbage"}]}))),
+    };
+    #[cfg(feature = "netns")]
+    openstack_bad_link => Row {
+        name: "openstack_bad_link",
+        fault: "`network_data.json` with a network naming a link that is not listed",
+        does: "refuses the document at once, naming the key; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "network_data.json/networks/1/link: names no link listed",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: run_openstack_bad_link,
+    };
+    #[cfg(feature = "netns")]
+    openstack_slow => Row {
+        name: "openstack_slow",
+        fault: "OpenStack metadata service slow: its answer takes 1.5 s, the budget is 1 s",
+        does: "the round's one request finishes within its 2 s timeout and counts: the metadata agrees, nothing to change",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Holds(STATE, "\"table\":19872")],
+        log: "IMDS agrees with the lease after 1 round(s), 1 request(s)",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: || openstack_renew(Some(json!({"rules": [{"path": "/openstack", "delay": 1.5}]}))),
+    };
+    #[cfg(feature = "netns")]
+    openstack_drive_unmountable => Row {
+        name: "openstack_drive_unmountable",
+        fault: "a config drive labelled `config-2` that does not mount (not a file system), the metadata service up",
+        does: "fails at once (the drive is the source, the service is never asked); keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "mount read-only: ",
+        not_in_log: "HTTP",
+        max_secs: 4.0,
+        run: run_openstack_drive_unmountable,
+    };
+}
+
+#[test]
+fn openstack_rows_use_the_mac_slot_table() {
+    let slot = leasehook_core::source::aliyun::nic::device_slot(MAC1.parse().unwrap());
+    let t = 10_000 + slot;
+    assert_eq!(
+        OPENSTACK_RULES,
+        [format!("{t} from 10.98.1.20 lookup {t} proto 176")]
+    );
+}
+
+impl Instance {
+    /// (Re)starts the `OpenStack` metadata emulator inside the namespace with
+    /// `tree` (`None`: the world's) and `scenario`; returns its base URL.
+    fn start_openstack(&mut self, tree: Option<&Value>, scenario: &Value) -> String {
+        self.imds = None;
+        let mut cmd = self
+            .ns
+            .command(sibling_bin("openstack-emulator").to_str().unwrap());
+        cmd.args(["--bind", "127.0.0.1:0", "--scenario", &scenario.to_string()]);
+        if let Some(t) = tree {
+            cmd.args(["--tree", &t.to_string()]);
+        }
+        cmd.arg("--log").arg(self.dir.0.join("openstack.log"));
+        let (p, addr) = start_with_addr(cmd, "openstack-emulator");
+        self.imds = Some(p);
+        format!("http://{addr}")
+    }
+
+    /// `leasehook-dhclient` for eth1 with the `openstack` provider at `endpoint`.
+    fn openstack_shim(&self, reason: &str, endpoint: &str) -> (Output, Duration) {
+        self.shim_env(
+            reason,
+            "http://127.0.0.1:9",
+            &[
+                ("LEASEHOOK_PROVIDER", "openstack"),
+                ("LEASEHOOK_OPENSTACK_ENDPOINT", endpoint),
+            ],
+        )
+    }
+
+    /// A good BOUND with `provider: openstack`.
+    fn openstack_bound(&mut self) {
+        let url = self.start_openstack(None, &json!({}));
+        let (out, _) = self.openstack_shim("BOUND", &url);
+        assert!(out.status.success(), "BOUND failed: {}", text(&out));
+        assert_eq!(snap(&self.ns).0, OPENSTACK_RULES, "BOUND: {}", text(&out));
+        self.imds = None;
+    }
+}
+
+/// A good BOUND, then a RENEW while the metadata service misbehaves as `how`
+/// says (`None`: down).
+fn openstack_renew(how: Option<Value>) -> Seen {
+    let mut i = Instance::new("fos");
+    i.openstack_bound();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = match how {
+        Some(s) => i.start_openstack(None, &s),
+        None => "http://127.0.0.1:9".to_owned(),
+    };
+    let (out, elapsed) = i.openstack_shim("RENEW", &url);
+    i.seen(&out, elapsed, before, files)
+}
+
+fn run_openstack_bad_link() -> Seen {
+    let mut i = Instance::new("fosln");
+    i.openstack_bound();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let mut tree = leasehook_tests::openstack_emulator::world_tree();
+    tree["network_data"]["networks"][1]["link"] = json!("tap-not-listed");
+    let url = i.start_openstack(Some(&tree), &json!({}));
+    let (out, elapsed) = i.openstack_shim("RENEW", &url);
+    i.seen(&out, elapsed, before, files)
+}
+
+fn run_openstack_drive_unmountable() -> Seen {
+    let mut i = Instance::new("fosdr");
+    i.openstack_bound();
+    let by = i.root.join("dev/disk/by-label");
+    std::fs::create_dir_all(&by).unwrap();
+    std::fs::write(by.join("config-2"), vec![0u8; 64 * 1024]).unwrap();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_openstack(None, &json!({}));
+    let (out, elapsed) = i.openstack_shim("RENEW", &url);
+    i.seen(&out, elapsed, before, files)
 }

@@ -25,6 +25,8 @@ pub struct BootConfig {
     pub azure_endpoint: Option<String>,
     /// `aliyun.endpoint` (`None`: the default).
     pub aliyun_endpoint: Option<String>,
+    /// `openstack.endpoint` (`None`: the default).
+    pub openstack_endpoint: Option<String>,
     /// `oracle.endpoint` (`None`: the defaults).
     pub oracle_endpoint: Option<String>,
 }
@@ -48,6 +50,7 @@ impl BootConfig {
                 .contains_key("azure.endpoint")
                 .then(|| s.azure_endpoint.clone()),
             aliyun_endpoint: s.aliyun_endpoint.clone(),
+            openstack_endpoint: s.openstack_endpoint.clone(),
             oracle_endpoint: s.oracle_endpoint.clone(),
         }
     }

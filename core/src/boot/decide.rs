@@ -32,13 +32,18 @@ pub enum Role {
 pub fn role(kind: SourceKind, stage: Stage, lxd_socket_present: bool, virt: &str) -> Role {
     match (kind, stage) {
         (SourceKind::None, _) => Role::Skip,
-        (_, Stage::Network) | (SourceKind::NoCloud, Stage::Local) => Role::Try,
+        (_, Stage::Network) | (SourceKind::NoCloud | SourceKind::ConfigDrive, Stage::Local) => {
+            Role::Try
+        }
         (SourceKind::Ec2 | SourceKind::Azure, Stage::Local) => {
             Role::Defer("IMDS needs the network")
         }
         (SourceKind::Gce, Stage::Local) => Role::Defer("the metadata server needs the network"),
         (SourceKind::AliYun, Stage::Local) => {
             Role::Defer("the ECS metadata service needs the network")
+        }
+        (SourceKind::OpenStack, Stage::Local) => {
+            Role::Defer("the OpenStack metadata service needs the network")
         }
         (SourceKind::Oracle, Stage::Local) => {
             Role::Defer("the OCI metadata service needs the network")

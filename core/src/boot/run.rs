@@ -189,6 +189,17 @@ impl Datasources for RealSources {
                 AliyunProvider::try_new(&self.root, self.config.aliyun_endpoint.as_deref())?
                     .datasource(policy)?
             }
+            SourceKind::OpenStack | SourceKind::ConfigDrive => {
+                let mut policy = WaitPolicy::default();
+                if let Some(b) = self.config.imds_budget {
+                    policy = policy.with_budget(b);
+                }
+                crate::source::openstack::OpenStackProvider::try_new(
+                    &self.root,
+                    self.config.openstack_endpoint.as_deref(),
+                )?
+                .datasource_of(kind, policy)?
+            }
             SourceKind::Oracle => {
                 let mut policy = WaitPolicy::default();
                 if let Some(b) = self.config.imds_budget {

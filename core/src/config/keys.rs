@@ -129,7 +129,7 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "provider",
         env: Some("LEASEHOOK_PROVIDER"),
-        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else DMI detection, else ec2), ec2, gce, azure, aliyun or oracle (default auto; openstack is planned)",
+        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else DMI detection, else ec2), ec2, gce, azure, aliyun, oracle or openstack (default auto)",
         set: |s, r| {
             s.provider = word(r)?
                 .parse()
@@ -265,6 +265,26 @@ pub const KEYS: &[Key] = &[
                 s.gce_endpoint
                     .as_deref()
                     .unwrap_or(crate::source::gce::GCE_ENDPOINT)
+            )
+        },
+    },
+    Key {
+        name: "openstack.endpoint",
+        env: Some("LEASEHOOK_OPENSTACK_ENDPOINT"),
+        help: "the OpenStack metadata service's base URL, an http:// IP literal (default http://169.254.169.254; a config drive, when there is one, is read instead)",
+        set: |s, r| {
+            let url = word(r)?;
+            let checked = crate::source::openstack::OpenStack::new()
+                .with_endpoint(&url)
+                .map_err(|e| e.to_string())?;
+            s.openstack_endpoint = Some(checked.endpoint().to_owned());
+            Ok(())
+        },
+        show: |s| {
+            json!(
+                s.openstack_endpoint
+                    .as_deref()
+                    .unwrap_or(crate::source::openstack::OPENSTACK_ENDPOINT)
             )
         },
     },

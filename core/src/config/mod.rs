@@ -120,6 +120,8 @@ pub struct Settings {
     pub azure_endpoint: String,
     /// `aliyun.endpoint` (`None`: [`crate::constants::ALIYUN_ENDPOINTS`]).
     pub aliyun_endpoint: Option<String>,
+    /// `openstack.endpoint` (`None`: `http://169.254.169.254`).
+    pub openstack_endpoint: Option<String>,
     /// `oracle.endpoint` (`None`: [`crate::source::oracle::ENDPOINTS`]).
     pub oracle_endpoint: Option<String>,
     /// `datasource_list` (`None`: what detection finds).
@@ -143,6 +145,7 @@ impl Default for Settings {
             gce_endpoint: None,
             azure_endpoint: crate::source::azure::ENDPOINT.to_owned(),
             aliyun_endpoint: None,
+            openstack_endpoint: None,
             oracle_endpoint: None,
             datasource_list: None,
             fallback: FallbackPolicy::default(),
@@ -519,6 +522,7 @@ struct FileDoc {
     gce: Option<GceDoc>,
     azure: Option<AzureDoc>,
     aliyun: Option<AliyunDoc>,
+    openstack: Option<OpenStackDoc>,
     oracle: Option<OracleDoc>,
     datasource_list: Option<Spanned<Value>>,
     fallback: Option<Spanned<Value>>,
@@ -551,6 +555,12 @@ struct AzureDoc {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AliyunDoc {
+    endpoint: Option<Spanned<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenStackDoc {
     endpoint: Option<Spanned<Value>>,
 }
 
@@ -657,6 +667,10 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("gce.endpoint", doc.gce.unwrap_or_default().endpoint);
     put("azure.endpoint", doc.azure.unwrap_or_default().endpoint);
     put("aliyun.endpoint", doc.aliyun.unwrap_or_default().endpoint);
+    put(
+        "openstack.endpoint",
+        doc.openstack.unwrap_or_default().endpoint,
+    );
     put("oracle.endpoint", doc.oracle.unwrap_or_default().endpoint);
     put("datasource_list", doc.datasource_list);
     put("fallback", doc.fallback);

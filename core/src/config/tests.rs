@@ -341,6 +341,7 @@ fn show_prints_every_key_with_its_origin() {
     got.imds.endpoints = None;
     got.gce_endpoint = None;
     got.aliyun_endpoint = None;
+    got.openstack_endpoint = None;
     got.oracle_endpoint = None;
     got.fallback.global = None;
     assert_eq!(got, want, "{y}");
@@ -367,7 +368,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
     for (text, want) in [
         (
             shadow,
-            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "imds:\n  budget_s: 1\n  SECRET pass: 2\n",
@@ -379,7 +380,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
         ),
         (
             "tabel_base: 3\n",
-            "configuration /etc/shadow: unknown field `tabel_base`, expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: unknown field `tabel_base`, expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "table_base: 1\ntable_base: 2\n",
@@ -415,25 +416,19 @@ fn provider_is_auto_or_ec2_and_a_planned_name_says_so() {
         l.settings.provider,
         crate::source::provider::ProviderChoice::Named(crate::source::provider::ProviderKind::Ec2)
     );
-    for (value, want) in [
-        (
-            "openstack",
-            "expected auto, ec2, gce, azure, aliyun or oracle (this provider is planned, not built yet) (got \"openstack\")",
-        ),
-        (
-            "digitalocean",
-            "expected auto, ec2, gce, azure, aliyun or oracle (got \"digitalocean\")",
-        ),
-    ] {
-        let e = merged(
-            &[(
-                "/etc/leasehook/config.yaml",
-                &format!("provider: {value}\n"),
-            )],
-            &Layers::default(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("provider") && e.contains(want), "{e}");
-    }
+    // Every provider SPEC §4 names is built: an unknown name lists them all.
+    let (value, want) = (
+        "digitalocean",
+        "expected auto, ec2, gce, azure, aliyun, oracle or openstack (got \"digitalocean\")",
+    );
+    let e = merged(
+        &[(
+            "/etc/leasehook/config.yaml",
+            &format!("provider: {value}\n"),
+        )],
+        &Layers::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("provider") && e.contains(want), "{e}");
 }

@@ -138,7 +138,7 @@ pub fn handle_with(
         return remove(applier, &paths, event).map(HookOutcome::Removed);
     }
     let cfg = &match kubernetes_gate(applier, cfg, &event.interface)? {
-        Gate::Plan(c) => c,
+        Gate::Plan(c) => *c,
         Gate::Cni(why) => {
             return leave_to_cni(applier, &paths, &event.interface, &why).map(HookOutcome::Kept);
         }

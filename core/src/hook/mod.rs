@@ -99,6 +99,8 @@ pub struct HookConfig {
     pub azure_endpoint: String,
     /// `aliyun.endpoint` (`None`: the default).
     pub aliyun_endpoint: Option<String>,
+    /// `openstack.endpoint` (`None`: the default).
+    pub openstack_endpoint: Option<String>,
     /// `oracle.endpoint` (`None`: the defaults).
     pub oracle_endpoint: Option<String>,
 }
@@ -121,6 +123,7 @@ impl HookConfig {
             gce_endpoint: s.gce_endpoint.clone(),
             azure_endpoint: s.azure_endpoint.clone(),
             aliyun_endpoint: s.aliyun_endpoint.clone(),
+            openstack_endpoint: s.openstack_endpoint.clone(),
             oracle_endpoint: s.oracle_endpoint.clone(),
         }
     }
@@ -390,6 +393,10 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
             AliyunProvider::try_new(&cfg.root, cfg.aliyun_endpoint.as_deref())?
                 .with_bind_interface(cfg.imds_bind_interface),
         ),
+        ProviderKind::OpenStack => Box::new(crate::source::openstack::OpenStackProvider::try_new(
+            &cfg.root,
+            cfg.openstack_endpoint.as_deref(),
+        )?),
         ProviderKind::Oracle => Box::new(crate::source::oracle::OracleProvider::try_new(
             cfg.oracle_endpoint.as_deref(),
         )?),
@@ -426,7 +433,7 @@ pub fn link_index(name: &IfName) -> Result<Option<u32>> {
 enum Gate {
     /// Plan with this configuration (on a Kubernetes node: the primary's pod
     /// addresses left out).
-    Plan(HookConfig),
+    Plan(Box<HookConfig>),
     /// The CNI's ENI, and why: left alone.
     Cni(String),
 }
@@ -437,7 +444,7 @@ enum Gate {
 fn kubernetes_gate(kernel: &mut dyn Kernel, cfg: &HookConfig, name: &IfName) -> Result<Gate> {
     let (decision, view) = kernel.node_view(cfg.kubernetes, &cfg.root)?;
     if !decision.node {
-        return Ok(Gate::Plan(cfg.clone()));
+        return Ok(Gate::Plan(Box::new(cfg.clone())));
     }
     crate::kubernetes::check_priorities(
         true,
@@ -452,7 +459,7 @@ fn kubernetes_gate(kernel: &mut dyn Kernel, cfg: &HookConfig, name: &IfName) -> 
     log::debug!("{}", decision.summary());
     let mut cfg = cfg.clone();
     cfg.plan.kubernetes = true;
-    Ok(Gate::Plan(cfg))
+    Ok(Gate::Plan(Box::new(cfg)))
 }
 
 /// Leaves the CNI's ENI `name` to the CNI: what leasehook applied to it before

@@ -168,7 +168,7 @@ fn refresh_scoped(
             .find(|l| l.mac == Some(st.mac))
             .map_or_else(|| name.clone(), |l| l.name);
         let cfg = match kubernetes_gate(fx.kernel, cfg, &now)? {
-            Gate::Plan(c) => c,
+            Gate::Plan(c) => *c,
             Gate::Cni(why) => {
                 let why = leave_to_cni(fx.kernel, &paths, &name, &why)?;
                 out.push(RefreshOutcome::Kept(name, why));

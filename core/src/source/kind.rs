@@ -117,7 +117,7 @@ mod tests {
         let json = serde_json::to_string(&SourceKind::ALL).unwrap();
         assert_eq!(
             json,
-            r#"["NoCloud","Azure","AliYun","Ec2","GCE","Oracle","LXD","None"]"#
+            r#"["ConfigDrive","NoCloud","Azure","AliYun","Ec2","GCE","OpenStack","Oracle","LXD","None"]"#
         );
         let back: Vec<SourceKind> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, SourceKind::ALL);

@@ -22,6 +22,7 @@ mod kind;
 pub mod lxd;
 pub mod nocloud;
 mod none;
+pub mod openstack;
 pub mod oracle;
 pub mod provider;
 mod yaml;

@@ -81,17 +81,40 @@ pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
 
 /// ds-identify's built-in `datasource_list`, reduced to the sources leasehook
-/// implements (its order: `... NoCloud ... Azure ... AliYun Ec2 GCE ... Oracle ... LXD
-/// ...`).
-pub const DEFAULT_LIST: [SourceKind; 7] = [
+/// implements (its order: `... ConfigDrive NoCloud ... Azure ... AliYun Ec2 GCE ... OpenStack
+/// ... Oracle ... LXD ...`).
+pub const DEFAULT_LIST: [SourceKind; 9] = [
+    SourceKind::ConfigDrive,
     SourceKind::NoCloud,
     SourceKind::Azure,
     SourceKind::AliYun,
     SourceKind::Ec2,
     SourceKind::Gce,
+    SourceKind::OpenStack,
     SourceKind::Oracle,
     SourceKind::Lxd,
 ];
+
+/// The DMI `product_name`s of an `OpenStack` instance (ds-identify's
+/// `dscheck_OpenStack`: Nova's, and RDO's Nova), also as chassis asset tags.
+pub const OPENSTACK_PRODUCT_NAMES: [&str; 2] = ["OpenStack Nova", "OpenStack Compute"];
+
+/// The DMI chassis asset tags of `OpenStack` clouds ds-identify 25.1.4 names
+/// (besides [`OPENSTACK_PRODUCT_NAMES`]).
+pub const OPENSTACK_ASSET_TAGS: [&str; 4] = [
+    "OpenTelekomCloud",
+    "SAP CCloud VM",
+    "HUAWEICLOUD",
+    "Samsung Cloud Platform",
+];
+
+/// The file system labels of an `OpenStack` config drive, as cloud-init accepts
+/// them.
+pub const CONFIG_DRIVE_LABELS: [&str; 2] = ["config-2", "CONFIG-2"];
+
+/// Where a config drive may be seeded as a folder (ds-identify's
+/// `check_configdrive_v2`): `/config-drive` and cloud-init's seed, below the root.
+pub const CONFIG_DRIVE_SEED_DIRS: [&str; 2] = ["config-drive", "var/lib/cloud/seed/config_drive"];
 
 /// Everything the decision reads, read once (see [`read::read_snapshot`]).
 ///
@@ -125,6 +148,15 @@ pub struct Snapshot {
     pub seeds: Vec<Seed>,
     /// `var/lib/cloud/seed/AliYun`, when it is a folder.
     pub aliyun_seed: Option<Seed>,
+    /// The config drive seed folders ([`CONFIG_DRIVE_SEED_DIRS`]) that hold
+    /// `openstack/YYYY-MM-DD/meta_data.json` (or, the cloud-init seed only,
+    /// `openstack/latest/meta_data.json`), as paths below the root.
+    pub config_drive_seeds: Vec<String>,
+    /// `product_name=` in `proc/1/environ` (how a container learns it runs on
+    /// Nova).
+    pub pid1_product_name: Option<String>,
+    /// The machine (`uname -m`; leasehook's build target's architecture).
+    pub machine: String,
     /// The names in `dev/disk/by-label/` (udev's file system labels).
     pub fs_labels: Vec<String>,
     /// Whether `var/lib/cloud/seed/azure/ovf-env.xml` is a file (Azure's seed).
@@ -474,6 +506,95 @@ fn check_with(
         SourceKind::None => Finding::not_found("None is never detected; it only ends the list"),
         SourceKind::AliYun => check_aliyun(s),
         SourceKind::Oracle => check_oracle(s),
+        SourceKind::ConfigDrive => check_config_drive(s),
+        SourceKind::OpenStack => check_openstack(s),
+    }
+}
+
+/// ds-identify's `check_configdrive_v2`: a seeded folder, else a file system
+/// labelled `config-2` or `CONFIG-2`. `None` when there is none (the reason why
+/// not).
+fn config_drive(s: &Snapshot) -> std::result::Result<String, String> {
+    if let Some(seed) = s.config_drive_seeds.first() {
+        return Ok(format!(
+            "{} holds an OpenStack meta_data.json",
+            s.shown(seed)
+        ));
+    }
+    // ds-identify cannot see file system labels in a container.
+    if !s.is_container()
+        && let Some(label) = s
+            .fs_labels
+            .iter()
+            .find(|l| CONFIG_DRIVE_LABELS.contains(&l.as_str()))
+    {
+        return Ok(format!(
+            "a file system labelled {label} ({})",
+            s.shown(&format!("dev/disk/by-label/{label}"))
+        ));
+    }
+    Err("no config drive seed folder with openstack/<date>/meta_data.json, no file system labelled config-2 or CONFIG-2 (outside a container)".to_owned())
+}
+
+/// ds-identify's `dscheck_ConfigDrive` (`check_configdrive_v2`).
+fn check_config_drive(s: &Snapshot) -> Finding {
+    match config_drive(s) {
+        Ok(why) => Finding::found(why),
+        Err(why) => Finding::not_found(why),
+    }
+}
+
+/// ds-identify's `dscheck_OpenStack`: never with a config drive (then it is
+/// `ConfigDrive`'s); DMI `product_name` `OpenStack Nova` or `OpenStack Compute`
+/// (not in a container), `product_name=OpenStack Nova` in pid 1's environment,
+/// or a chassis asset tag of [`OPENSTACK_ASSET_TAGS`] or
+/// [`OPENSTACK_PRODUCT_NAMES`] (not in a container); else `maybe` on a machine
+/// that is not x86 (whose DMI may not say), not found on x86.
+fn check_openstack(s: &Snapshot) -> Finding {
+    if let Ok(why) = config_drive(s) {
+        return Finding::not_found(format!(
+            "a config drive is present ({why}): that is ConfigDrive, not the metadata service"
+        ));
+    }
+    let dmi = !s.is_container();
+    if dmi
+        && let Some(p) = &s.dmi.product_name
+        && OPENSTACK_PRODUCT_NAMES.contains(&p.as_str())
+    {
+        return Finding::found(format!("DMI product_name {}", quote(p)));
+    }
+    if let Some(p) = &s.pid1_product_name
+        && p == OPENSTACK_PRODUCT_NAMES[0]
+    {
+        return Finding::found(format!(
+            "product_name={} in {}",
+            quote(p),
+            s.shown("proc/1/environ")
+        ));
+    }
+    if dmi
+        && let Some(tag) = &s.dmi.chassis_asset_tag
+        && (OPENSTACK_ASSET_TAGS.contains(&tag.as_str())
+            || OPENSTACK_PRODUCT_NAMES.contains(&tag.as_str()))
+    {
+        return Finding::found(format!("DMI chassis_asset_tag {}", quote(tag)));
+    }
+    let x86 = matches!(
+        s.machine.as_str(),
+        "x86_64" | "x86" | "i386" | "i486" | "i586" | "i686"
+    );
+    let why = "no OpenStack DMI product name or chassis asset tag (outside a container), no product_name=OpenStack Nova in pid 1's environment";
+    if x86 {
+        Finding::not_found(why)
+    } else {
+        Finding::maybe(format!(
+            "{why}, but on {} DMI may not say (ds-identify: maybe)",
+            if s.machine.is_empty() {
+                "this machine"
+            } else {
+                s.machine.as_str()
+            }
+        ))
     }
 }
 

@@ -119,6 +119,13 @@ pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
             })
             .collect(),
         seeds: seeds(root),
+        config_drive_seeds: config_drive_seeds(root),
+        pid1_product_name: read_limited(&at("proc/1/environ"), CMDLINE_MAX_BYTES).and_then(|b| {
+            b.split(|c| *c == 0)
+                .find_map(|kv| kv.strip_prefix(b"product_name="))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        }),
+        machine: std::env::consts::ARCH.to_owned(),
         aliyun_seed: root.join(ALIYUN_SEED_DIR).is_dir().then(|| {
             let d = root.join(ALIYUN_SEED_DIR);
             Seed {
@@ -220,6 +227,33 @@ fn config_file(path: &Path, warnings: &mut Vec<String>) -> Option<ConfigText> {
 
 /// The NoCloud seed folders, and their Ubuntu Core twins when
 /// `<root>/writable/system-data` exists.
+/// The config drive seed folders that hold an `OpenStack` `meta_data.json`
+/// (ds-identify's `check_configdrive_v2`): `openstack/YYYY-MM-DD/` in either,
+/// `openstack/latest/` in cloud-init's seed only.
+fn config_drive_seeds(root: &Path) -> Vec<String> {
+    let dated = |name: &str| {
+        let b = name.as_bytes();
+        b.len() == 10
+            && b.first() == Some(&b'2')
+            && b.get(4) == Some(&b'-')
+            && b.get(7) == Some(&b'-')
+    };
+    super::CONFIG_DRIVE_SEED_DIRS
+        .iter()
+        .filter(|dir| {
+            let os = root.join(dir).join("openstack");
+            let found = std::fs::read_dir(&os).is_ok_and(|rd| {
+                rd.filter_map(std::result::Result::ok).any(|e| {
+                    e.file_name().to_str().is_some_and(dated)
+                        && is_file(&e.path().join("meta_data.json"))
+                })
+            });
+            found || (dir.starts_with("var/") && is_file(&os.join("latest/meta_data.json")))
+        })
+        .map(|d| (*d).to_owned())
+        .collect()
+}
+
 fn seeds(root: &Path) -> Vec<Seed> {
     let mut dirs: Vec<String> = NOCLOUD_SEED_DIRS.iter().map(|d| (*d).to_owned()).collect();
     if root.join(UBUNTU_CORE_WRITABLE).is_dir() {

@@ -13,6 +13,7 @@ fn base(virt: &str) -> Snapshot {
         virt_from: "test".to_owned(),
         proc_cmdline: Some("BOOT_IMAGE=/vmlinuz root=/dev/vda1 ro".to_owned()),
         pid1_cmdline: Some("/sbin/init ".to_owned()),
+        machine: "x86_64".to_owned(),
         ..Snapshot::default()
     }
 }
@@ -501,6 +502,8 @@ fn checks_and_reasons_say_why() {
             (NoCloud, Check::NotFound),
             (SourceKind::Azure, Check::NotFound),
             (SourceKind::AliYun, Check::NotFound),
+            (SourceKind::OpenStack, Check::NotFound),
+            (SourceKind::ConfigDrive, Check::NotFound),
             (SourceKind::Oracle, Check::NotFound),
         ])
     );
@@ -715,4 +718,70 @@ fn oracle_is_its_chassis_asset_tag_exactly_and_dmi_alone_resolves_auto() {
     let mut c = s.clone();
     c.virt = "lxc".to_owned();
     assert_eq!(check(SourceKind::Oracle, &c).check, Check::NotFound);
+}
+
+#[test]
+fn openstack_by_product_name_asset_tag_or_pid1_and_never_with_a_config_drive() {
+    use SourceKind::{ConfigDrive, OpenStack};
+    for (field, value) in [
+        ("product_name", "OpenStack Nova"),
+        ("product_name", "OpenStack Compute"),
+        ("asset", "OpenTelekomCloud"),
+        ("asset", "SAP CCloud VM"),
+        ("asset", "HUAWEICLOUD"),
+        ("asset", "Samsung Cloud Platform"),
+        ("asset", "OpenStack Nova"),
+        ("asset", "OpenStack Compute"),
+    ] {
+        let mut s = base("kvm");
+        if field == "asset" {
+            s.dmi.chassis_asset_tag = Some(value.to_owned());
+        } else {
+            s.dmi.product_name = Some(value.to_owned());
+        }
+        let d = decide(&s).unwrap();
+        assert_eq!(d.datasource_list, [OpenStack, NoneDs], "{value}: {d:#?}");
+        // Never in a container: its DMI is the host's.
+        let mut c = s.clone();
+        c.virt = "lxc".to_owned();
+        assert_eq!(check(OpenStack, &c).check, Check::NotFound, "{value}");
+        // A config drive: ConfigDrive, and not the metadata service.
+        let mut drive = s.clone();
+        drive.fs_labels = vec!["config-2".to_owned()];
+        let d = decide(&drive).unwrap();
+        assert_eq!(d.datasource_list, [ConfigDrive, NoneDs], "{value}: {d:#?}");
+        assert!(d.reasons["OpenStack"].contains("config drive"), "{d:#?}");
+    }
+    // Near misses are not found.
+    let mut s = base("kvm");
+    s.dmi.product_name = Some("openstack nova".to_owned());
+    s.dmi.chassis_asset_tag = Some("HUAWEICLOUD ".to_owned());
+    assert_eq!(check(OpenStack, &s).check, Check::NotFound);
+    // pid 1's environment counts, in a container too.
+    let mut c = base("lxc");
+    c.pid1_product_name = Some("OpenStack Nova".to_owned());
+    assert_eq!(check(OpenStack, &c).check, Check::Found);
+    c.pid1_product_name = Some("OpenStack Compute".to_owned());
+    assert_eq!(check(OpenStack, &c).check, Check::NotFound);
+    // Not x86: maybe (ds-identify's default policy lists no maybe).
+    let mut arm = base("kvm");
+    arm.machine = "aarch64".to_owned();
+    assert_eq!(check(OpenStack, &arm).check, Check::Maybe);
+    assert!(decide(&arm).unwrap().datasource_list.is_empty());
+    // Both labels and the seed folders are a config drive.
+    for label in ["config-2", "CONFIG-2"] {
+        let mut s = base("kvm");
+        s.fs_labels = vec![label.to_owned()];
+        assert_eq!(check(ConfigDrive, &s).check, Check::Found, "{label}");
+    }
+    let mut s = base("kvm");
+    s.fs_labels = vec!["Config-2".to_owned()];
+    assert_eq!(check(ConfigDrive, &s).check, Check::NotFound);
+    s.config_drive_seeds = vec!["var/lib/cloud/seed/config_drive".to_owned()];
+    assert_eq!(check(ConfigDrive, &s).check, Check::Found);
+    assert_eq!(check(OpenStack, &s).check, Check::NotFound);
+    // provider: auto reads DMI alone.
+    let mut s = base("kvm");
+    s.dmi.chassis_asset_tag = Some("OpenTelekomCloud".to_owned());
+    assert_eq!(cloud_from_dmi(&s.dmi), Some(OpenStack));
 }

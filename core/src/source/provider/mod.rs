@@ -14,8 +14,9 @@
 //!
 //! # How the next clouds fit (`reference/clouds-and-clusters.md` §2, SPEC §4.4)
 //!
-//! Google Cloud, Azure, Alibaba and Oracle Cloud are built; `provider:` names the
-//! ones not built yet as planned in its error.
+//! Google Cloud, Azure, Alibaba, Oracle Cloud and `OpenStack` are built: every
+//! cloud SPEC §4 names has its provider, and [`PLANNED`] is empty (a cloud added
+//! to the SPEC later is named there until it is built).
 //!
 //! * **Google Cloud** ([`crate::source::gce`], built): the NIC is found by MAC in
 //!   `instance/network-interfaces/?recursive=true` (one JSON answer, header
@@ -48,9 +49,14 @@
 //!   server would have given ([`crate::model::Reason::Metadata`]), which the
 //!   planner turns into an owned address besides the rules and the table. Tables
 //!   come from the VNIC's MAC (Alibaba's slot), never its list position.
-//! * **`OpenStack`** (`openstack/`): `network_data.json` (metadata service or config
-//!   drive) answers every link at once; a session is one request per round,
-//!   complete when the link with the MAC and its network are listed.
+//! * **`OpenStack`** ([`crate::source::openstack`], built): `network_data.json`
+//!   (from a config drive labelled `config-2` when there is one, else the
+//!   metadata service) answers every link at once; a session is one read per
+//!   round (Neutron may allow 10 requests per 10 s), complete when the link with
+//!   the MAC and a network of the lease's family are listed. The networks'
+//!   routes become [`crate::model::NicMetadata::routes`], which the planner puts
+//!   in the NIC's table; links on static networks (no DHCP) are
+//!   [`Provider::unleased`]; the table is `table_base` plus a slot of the MAC.
 //!
 //! Each one's datasource (identity, user-data) is its [`Datasource`], as EC2's.
 
@@ -76,6 +82,9 @@ pub enum ProviderKind {
     Azure,
     /// Alibaba Cloud ECS's metadata service ([`crate::source::aliyun`]).
     Aliyun,
+    /// `OpenStack`'s `network_data.json`, from a config drive or the metadata
+    /// service ([`crate::source::openstack`]).
+    OpenStack,
     /// Oracle Cloud Infrastructure's metadata service ([`crate::source::oracle`]).
     Oracle,
 }
@@ -88,6 +97,7 @@ impl ProviderKind {
             Self::Gce => "gce",
             Self::Azure => "azure",
             Self::Aliyun => "aliyun",
+            Self::OpenStack => "openstack",
             Self::Oracle => "oracle",
         }
     }
@@ -100,8 +110,8 @@ impl fmt::Display for ProviderKind {
 }
 
 /// Providers named in SPEC §4 that are planned, not built: `provider:` refuses
-/// them with a message saying so.
-pub const PLANNED: [&str; 1] = ["openstack"];
+/// them with a message saying so. None since issue 22.
+pub const PLANNED: [&str; 0] = [];
 
 /// The configuration key `provider`: `auto` (the default) or a provider's name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -126,6 +136,9 @@ impl ProviderChoice {
             (Self::Auto, Some(SourceKind::Gce)) => ProviderKind::Gce,
             (Self::Auto, Some(SourceKind::Azure)) => ProviderKind::Azure,
             (Self::Auto, Some(SourceKind::AliYun)) => ProviderKind::Aliyun,
+            (Self::Auto, Some(SourceKind::OpenStack | SourceKind::ConfigDrive)) => {
+                ProviderKind::OpenStack
+            }
             (Self::Auto, Some(SourceKind::Oracle)) => ProviderKind::Oracle,
             // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
             // none, no boot.json): EC2, as before the key.
@@ -162,13 +175,14 @@ impl std::str::FromStr for ProviderChoice {
             "gce" => Ok(Self::Named(ProviderKind::Gce)),
             "azure" => Ok(Self::Named(ProviderKind::Azure)),
             "aliyun" => Ok(Self::Named(ProviderKind::Aliyun)),
+            "openstack" => Ok(Self::Named(ProviderKind::OpenStack)),
             "oracle" => Ok(Self::Named(ProviderKind::Oracle)),
             p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto, ec2, gce, azure, aliyun or oracle (this provider is planned, not built yet)",
+                "expected auto, ec2, gce, azure, aliyun, oracle or openstack (this provider is planned, not built yet)",
                 s,
             )),
             _ => Err(Problem::bad(
-                "expected auto, ec2, gce, azure, aliyun or oracle",
+                "expected auto, ec2, gce, azure, aliyun, oracle or openstack",
                 s,
             )),
         }

@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: the `OpenStack` and `ConfigDrive` datasources — the instance-level
+//! data the boot stage needs, as cloud-init's `DataSourceOpenStack` (the metadata
+//! service) and `DataSourceConfigDrive` (the drive) read it.
+//!
+//! | file (below `openstack/latest/`) | for |
+//! |---|---|
+//! | `meta_data.json` | `uuid`: instance-id (required); `hostname`: local-hostname (its first label, as cloud-init's `get_hostname`); `availability_zone`; the rest as `meta-data` |
+//! | `user_data` | user-data, bytes (absent: none) |
+//! | `network_data.json` | checked, and kept in instance-data's `ds` (absent: none) |
+//!
+//! cloud-init's names for them: `cloud_name` is the datasource's name in lower
+//! case (`openstack`, `configdrive`: neither file names a `cloud-name`),
+//! `platform` is `openstack` for both, `subplatform` is `metadata (<base URL>)`
+//! for the service and `config-disk (<device>)` for the drive. `admin_pass` and
+//! `random_seed` of `meta_data.json` are left out of what is published:
+//! `instance-data.json` is world-readable, and cloud-init's list of sensitive
+//! keys names neither.
+//!
+//! Against the metadata service a request that fails in a way waiting can fix
+//! (a 429 of Neutron's rate limit, a 5xx, a timeout) is sent again with the
+//! wait's jittered backoff, within one budget for the whole fetch. The drive is
+//! read once, in one mount. What the answers mean is pure ([`assemble`]).
+
+use std::cell::Cell;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use super::configdrive::ConfigDrive;
+use super::nic::parse_network_data;
+use super::{META_DATA_PATH, NETWORK_DATA_PATH, OPENSTACK_ROOT, OpenStack, USER_DATA_PATH};
+use crate::constants::IMDS_MAX_USER_DATA_BYTES;
+use crate::error::{Error, Problem, Result};
+use crate::source::ec2::Fetch;
+use crate::source::provider::wait::{is_retryable, retry_after};
+use crate::source::provider::{Clock, SystemClock, WaitPolicy};
+use crate::source::{Datasource, InstanceData, SourceKind};
+
+/// Keys of `meta_data.json` never published (see the module docs).
+pub const WITHHELD: [&str; 2] = ["admin_pass", "random_seed"];
+
+/// The files as read, before they are interpreted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answers {
+    /// `meta_data.json`.
+    pub meta_data: Option<String>,
+    /// `network_data.json`.
+    pub network_data: Option<String>,
+    /// `user_data`.
+    pub user_data: Option<Vec<u8>>,
+}
+
+/// Sends a request again while it fails in a way waiting can fix, within the
+/// policy's budget from the first request.
+pub(crate) struct Retrying<'a> {
+    pub(crate) fetch: &'a dyn Fetch,
+    pub(crate) policy: &'a WaitPolicy,
+    pub(crate) clock: &'a dyn Clock,
+    pub(crate) start: Instant,
+    pub(crate) requests: Cell<u32>,
+}
+
+impl<'a> Retrying<'a> {
+    pub(crate) fn new(fetch: &'a dyn Fetch, policy: &'a WaitPolicy, clock: &'a dyn Clock) -> Self {
+        Self {
+            fetch,
+            policy,
+            clock,
+            start: clock.now(),
+            requests: Cell::new(0),
+        }
+    }
+
+    fn retry<T>(&self, path: &str, op: impl Fn() -> Result<T>) -> Result<T> {
+        let mut backoff = self.policy.backoff();
+        loop {
+            self.requests.set(self.requests.get() + 1);
+            let e = match op() {
+                Ok(v) => return Ok(v),
+                Err(e) if is_retryable(&e) => e,
+                Err(e) => return Err(e),
+            };
+            let elapsed = self.clock.now().saturating_duration_since(self.start);
+            let remaining = self.policy.budget.saturating_sub(elapsed);
+            let after = retry_after(&e);
+            if remaining.is_zero() || after.is_some_and(|a| a > remaining) {
+                return Err(e);
+            }
+            let pause = backoff
+                .next()
+                .unwrap_or(self.policy.max_delay)
+                .max(after.unwrap_or_default())
+                .min(remaining);
+            log::debug!("OpenStack {path}: {e}; again in {} ms", pause.as_millis());
+            self.clock.sleep(pause);
+        }
+    }
+
+    /// `file` below [`OPENSTACK_ROOT`], text.
+    pub(crate) fn get(&self, file: &str) -> Result<Option<String>> {
+        let path = format!("{OPENSTACK_ROOT}{file}");
+        self.retry(&path, || self.fetch.get(&path))
+    }
+}
+
+/// Fetches the files of the module docs' table from the metadata service:
+/// three requests.
+pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
+    let r = Retrying::new(fetch, policy, clock);
+    let mut a = Answers {
+        meta_data: r.get(META_DATA_PATH)?,
+        network_data: r.get(NETWORK_DATA_PATH)?,
+        ..Answers::default()
+    };
+    let path = format!("{OPENSTACK_ROOT}{USER_DATA_PATH}");
+    a.user_data = r.retry(&path, || fetch.get_bytes(&path, IMDS_MAX_USER_DATA_BYTES))?;
+    log::debug!(
+        "OpenStack: instance data in {} request(s), {} ms",
+        r.requests.get(),
+        clock.now().saturating_duration_since(r.start).as_millis()
+    );
+    Ok(a)
+}
+
+/// The same files from a config drive, in one mount.
+pub fn read_drive(drive: &ConfigDrive) -> Result<Answers> {
+    let files = [META_DATA_PATH, NETWORK_DATA_PATH, USER_DATA_PATH]
+        .map(|f| format!("{}{f}", OPENSTACK_ROOT.trim_start_matches('/')));
+    let refs: Vec<&str> = files.iter().map(String::as_str).collect();
+    let mut got = drive.read(&refs)?.into_iter();
+    let text = |b: Option<Vec<u8>>, name: &str| -> Result<Option<String>> {
+        b.map(|b| {
+            String::from_utf8(b).map_err(|_| Error::Metadata {
+                key: format!("config drive {name}"),
+                problem: Problem::bad("not UTF-8", ""),
+            })
+        })
+        .transpose()
+    };
+    Ok(Answers {
+        meta_data: text(got.next().flatten(), "meta_data.json")?,
+        network_data: text(got.next().flatten(), "network_data.json")?,
+        user_data: got.next().flatten(),
+    })
+}
+
+fn key(name: &str) -> String {
+    format!("{OPENSTACK_ROOT}{META_DATA_PATH}/{name}")
+}
+
+fn string_field(md: &Map<String, Value>, name: &str) -> Result<Option<String>> {
+    match md.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            if s.chars().any(char::is_control) {
+                return Err(Error::Metadata {
+                    key: key(name),
+                    problem: Problem::bad("holds a control character", s),
+                });
+            }
+            Ok((!s.is_empty()).then(|| s.to_owned()))
+        }
+        Some(v) => Err(Error::Metadata {
+            key: key(name),
+            problem: Problem::bad("not a string", &v.to_string()),
+        }),
+    }
+}
+
+/// Interprets the answers: `kind` is [`SourceKind::OpenStack`] or
+/// [`SourceKind::ConfigDrive`], `from` the base URL or the drive's device.
+pub fn assemble(a: &Answers, kind: SourceKind, from: &str) -> Result<InstanceData> {
+    let body = a.meta_data.as_deref().ok_or_else(|| Error::Metadata {
+        key: format!("{OPENSTACK_ROOT}{META_DATA_PATH}"),
+        problem: Problem::missing(),
+    })?;
+    let value: Value = serde_json::from_str(body).map_err(|e| Error::Metadata {
+        key: format!("{OPENSTACK_ROOT}{META_DATA_PATH}"),
+        problem: Problem::bad(format!("not JSON ({e})"), body),
+    })?;
+    let Value::Object(mut md) = value else {
+        return Err(Error::Metadata {
+            key: format!("{OPENSTACK_ROOT}{META_DATA_PATH}"),
+            problem: Problem::bad("not a JSON object", body),
+        });
+    };
+    for w in WITHHELD {
+        md.remove(w);
+    }
+    let instance_id = string_field(&md, "uuid")?.ok_or_else(|| Error::Metadata {
+        key: key("uuid"),
+        problem: Problem::missing(),
+    })?;
+    let hostname = string_field(&md, "hostname")?;
+    let availability_zone = string_field(&md, "availability_zone")?;
+    let local_hostname = hostname
+        .as_deref()
+        .and_then(|h| h.split('.').next())
+        .filter(|h| !h.is_empty())
+        .map(str::to_owned);
+    let network_data = match &a.network_data {
+        Some(body) => {
+            parse_network_data(body)?;
+            serde_json::from_str::<Value>(body).unwrap_or(Value::Null)
+        }
+        None => Value::Null,
+    };
+    // cloud-init copies `uuid` to `instance-id` and `hostname` to
+    // `local-hostname` (helpers/openstack.py's KEY_COPIES).
+    md.insert("instance-id".to_owned(), json!(instance_id));
+    if let Some(h) = &hostname {
+        md.insert("local-hostname".to_owned(), json!(h));
+    }
+    if let Some(z) = &availability_zone {
+        md.insert("availability-zone".to_owned(), json!(z));
+    }
+    let mut ds = Map::new();
+    ds.insert("meta_data".to_owned(), Value::Object(md.clone()));
+    if !network_data.is_null() {
+        ds.insert("network_data".to_owned(), network_data);
+    }
+    let (cloud_name, subplatform) = match kind {
+        SourceKind::ConfigDrive => ("configdrive", format!("config-disk ({from})")),
+        _ => ("openstack", format!("metadata ({from})")),
+    };
+    Ok(InstanceData {
+        datasource: kind,
+        instance_id,
+        local_hostname,
+        cloud_name: cloud_name.to_owned(),
+        platform: "openstack".to_owned(),
+        subplatform,
+        region: None,
+        availability_zone,
+        meta_data: md,
+        user_data: a.user_data.clone(),
+        vendor_data: None,
+        network_config: None,
+        ds: Value::Object(ds),
+    })
+}
+
+/// The `OpenStack` datasource: the metadata client and the retry budget.
+#[derive(Debug)]
+pub struct OpenStackSource {
+    client: OpenStack,
+    policy: WaitPolicy,
+}
+
+impl OpenStackSource {
+    /// The datasource behind `client`.
+    pub fn new(client: OpenStack) -> Self {
+        Self {
+            client,
+            policy: WaitPolicy::default(),
+        }
+    }
+
+    /// How long and how often failing requests are sent again.
+    #[must_use]
+    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+}
+
+fn instance_id_of(body: Option<&str>) -> Result<String> {
+    let a = Answers {
+        meta_data: body.map(str::to_owned),
+        ..Answers::default()
+    };
+    assemble(&a, SourceKind::OpenStack, "").map(|d| d.instance_id)
+}
+
+impl Datasource for OpenStackSource {
+    fn kind(&self) -> SourceKind {
+        SourceKind::OpenStack
+    }
+
+    fn fetch(&self) -> Result<InstanceData> {
+        let answers = fetch_answers(&self.client, &self.policy, &SystemClock)?;
+        assemble(&answers, SourceKind::OpenStack, self.client.endpoint())
+    }
+
+    /// One request, `meta_data.json`.
+    fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
+        let r = Retrying::new(&self.client, &self.policy, &SystemClock);
+        Ok(instance_id_of(r.get(META_DATA_PATH)?.as_deref())? == cached.instance_id)
+    }
+}
+
+/// The `ConfigDrive` datasource: a drive below the root.
+#[derive(Debug)]
+pub struct ConfigDriveSource {
+    drive: ConfigDrive,
+}
+
+impl ConfigDriveSource {
+    /// The datasource reading `drive`.
+    pub fn new(drive: ConfigDrive) -> Self {
+        Self { drive }
+    }
+}
+
+impl Datasource for ConfigDriveSource {
+    fn kind(&self) -> SourceKind {
+        SourceKind::ConfigDrive
+    }
+
+    fn fetch(&self) -> Result<InstanceData> {
+        let answers = read_drive(&self.drive)?;
+        assemble(
+            &answers,
+            SourceKind::ConfigDrive,
+            &self.drive.device().display().to_string(),
+        )
+    }
+
+    /// One read of the drive's `meta_data.json`.
+    fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
+        let a = read_drive(&self.drive)?;
+        Ok(instance_id_of(a.meta_data.as_deref())? == cached.instance_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::ImdsErrorKind;
+
+    pub(crate) const META: &str = r#"{"uuid": "83679162-1378-4288-a2d4-70e13ec132aa",
+        "hostname": "test.novalocal", "name": "test", "availability_zone": "nova",
+        "launch_index": 0, "project_id": "f7ac731cc11f40efbc03a9f9e1d1d21f",
+        "public_keys": {"mykey": "ssh-rsa AAAA test"}, "admin_pass": "s3cret",
+        "random_seed": "c2VlZA==", "devices": [], "meta": {"role": "web"}}"#;
+
+    struct Script {
+        answers: BTreeMap<String, String>,
+        fail_first: RefCell<(u32, u16)>,
+        asked: RefCell<Vec<String>>,
+    }
+
+    impl Fetch for Script {
+        fn get(&self, path: &str) -> Result<Option<String>> {
+            self.asked.borrow_mut().push(path.to_owned());
+            let (n, status) = *self.fail_first.borrow();
+            if n > 0 {
+                *self.fail_first.borrow_mut() = (n - 1, status);
+                return Err(Error::Imds {
+                    method: "GET",
+                    url: path.to_owned(),
+                    kind: ImdsErrorKind::Http {
+                        status,
+                        retry_after: None,
+                    },
+                });
+            }
+            Ok(self.answers.get(path).cloned())
+        }
+    }
+
+    struct FakeClock {
+        start: Instant,
+        slept: Cell<Duration>,
+    }
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Instant {
+            self.start + self.slept.get()
+        }
+        fn sleep(&self, pause: Duration) {
+            self.slept.set(self.slept.get() + pause);
+        }
+    }
+
+    fn service(user_data: Option<&str>) -> Script {
+        let mut answers: BTreeMap<String, String> = [
+            ("meta_data.json", META),
+            ("network_data.json", super::super::nic::tests::TWO),
+        ]
+        .into_iter()
+        .map(|(k, v)| (format!("{OPENSTACK_ROOT}/{k}"), v.to_owned()))
+        .collect();
+        if let Some(ud) = user_data {
+            answers.insert(format!("{OPENSTACK_ROOT}/user_data"), ud.to_owned());
+        }
+        Script {
+            answers,
+            fail_first: RefCell::new((0, 503)),
+            asked: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn run(s: &Script) -> Result<InstanceData> {
+        let clock = FakeClock {
+            start: Instant::now(),
+            slept: Cell::new(Duration::ZERO),
+        };
+        let policy = WaitPolicy {
+            jitter: false,
+            ..WaitPolicy::default()
+        };
+        let a = fetch_answers(s, &policy, &clock)?;
+        assemble(&a, SourceKind::OpenStack, "http://169.254.169.254")
+    }
+
+    #[test]
+    fn identity_as_cloud_init_reads_it() {
+        let s = service(Some("#cloud-config\n{}\n"));
+        let d = run(&s).unwrap();
+        assert_eq!(d.instance_id, "83679162-1378-4288-a2d4-70e13ec132aa");
+        assert_eq!(d.local_hostname.as_deref(), Some("test"));
+        assert_eq!(d.availability_zone.as_deref(), Some("nova"));
+        assert_eq!(d.region, None);
+        assert_eq!(d.cloud_name, "openstack");
+        assert_eq!(d.platform, "openstack");
+        assert_eq!(d.subplatform, "metadata (http://169.254.169.254)");
+        assert_eq!(d.datasource, SourceKind::OpenStack);
+        assert_eq!(d.user_data.as_deref(), Some(&b"#cloud-config\n{}\n"[..]));
+        assert_eq!(d.meta_data["instance-id"], json!(d.instance_id));
+        assert_eq!(d.meta_data["local-hostname"], json!("test.novalocal"));
+        assert_eq!(d.meta_data["meta"]["role"], json!("web"));
+        // Never published.
+        for w in WITHHELD {
+            assert!(!d.meta_data.contains_key(w), "{w}");
+            assert!(!d.ds.to_string().contains("s3cret"));
+        }
+        assert_eq!(d.ds["network_data"]["links"].as_array().unwrap().len(), 3);
+        // meta_data.json, network_data.json, user_data.
+        assert_eq!(s.asked.borrow().len(), 3);
+        // A config drive: its own names.
+        let a = Answers {
+            meta_data: Some(META.to_owned()),
+            ..Answers::default()
+        };
+        let d = assemble(&a, SourceKind::ConfigDrive, "/dev/disk/by-label/config-2").unwrap();
+        assert_eq!(d.cloud_name, "configdrive");
+        assert_eq!(d.platform, "openstack");
+        assert_eq!(d.subplatform, "config-disk (/dev/disk/by-label/config-2)");
+        assert_eq!(d.user_data, None);
+    }
+
+    #[test]
+    fn a_missing_uuid_or_garbage_fail_and_429s_are_retried() {
+        let mut s = service(None);
+        s.answers
+            .remove(&format!("{OPENSTACK_ROOT}/meta_data.json"));
+        assert!(run(&s).unwrap_err().to_string().contains("meta_data.json"));
+        for (bad, want) in [
+            ("[]", "not a JSON object"),
+            ("{", "not JSON"),
+            ("{\"hostname\": \"x\"}", "uuid: missing"),
+            ("{\"uuid\": 7}", "not a string"),
+            ("{\"uuid\": \"a\\nb\"}", "control character"),
+        ] {
+            let mut s = service(None);
+            s.answers
+                .insert(format!("{OPENSTACK_ROOT}/meta_data.json"), bad.to_owned());
+            let e = run(&s).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        let mut s = service(None);
+        s.answers.insert(
+            format!("{OPENSTACK_ROOT}/network_data.json"),
+            "{".to_owned(),
+        );
+        assert!(run(&s).is_err());
+        // Neutron's rate limit: 429s retried within the budget.
+        let s = service(None);
+        *s.fail_first.borrow_mut() = (3, 429);
+        assert!(run(&s).is_ok());
+        assert_eq!(s.asked.borrow().len(), 3 + 3);
+    }
+}

@@ -1,0 +1,695 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: `OpenStack`'s `network_data.json` (Nova's metadata service and config
+//! drive alike), what one NIC event asks of it, whether it agrees with the lease
+//! (SPEC §3.5, §4.4), and the NICs it configures without DHCP.
+//!
+//! # What is read
+//!
+//! One document, `openstack/latest/network_data.json`: `links` (the NICs),
+//! `networks` (each an IP configuration of one link, by the link's `id`) and
+//! `services` (DNS, ignored). Strict JSON; of each entry leasehook reads:
+//!
+//! | key | becomes | |
+//! |---|---|---|
+//! | `links[].id` | what `networks[].link` names | required |
+//! | `links[].type` | physical (`phy`, `ethernet`, `vif`, `ovs`, `tap`, ... any type but `vlan` and `bond`) | required |
+//! | `links[].ethernet_mac_address` | the NIC's MAC, compared without case (cloud-init lowers it) | a physical link without one is skipped |
+//! | `links[].mtu` | logged only (the DHCP client or cloud-init sets the MTU) | optional |
+//! | `networks[].link`, `networks[].type` | the network's NIC and kind (below) | required |
+//! | `networks[].ip_address`, `networks[].netmask` | an address of the NIC and its subnet (`ip_address` may carry `/len` instead of a `netmask`) | required for `ipv4`/`ipv6` |
+//! | `networks[].routes[].{network, netmask, gateway}` | [`NicRoute`]s: a `/0` is the network's default gateway | optional |
+//!
+//! Network types, as cloud-init's `convert_net_json` reads them: `ipv4_dhcp` and
+//! `ipv6_dhcp`, `ipv6_dhcpv6-stateful` (served by DHCP, so by leasehook's DHCP
+//! hooks as on every cloud), `ipv6_slaac` and `ipv6_dhcpv6-stateless` (addresses
+//! from router advertisements: nothing to wait for), `ipv4` (also `static`) and
+//! `ipv6` (also `static6`): static addresses no DHCP server hands out, which
+//! [`unleased`] turns into the leases a DHCP server would have given. Nova lists
+//! no address or route for a DHCP network (those come with the lease, option
+//! 121 included); the schema allows both on any network, and where they are
+//! listed leasehook reads them.
+//!
+//! `vlan` and `bond` links (and the networks on them) are skipped and named in
+//! [`NetworkData::skipped`], which the caller logs: leasehook plans only NICs the
+//! kernel has a DHCP client or an address for, and creating VLAN or bond links is
+//! not its business (cloud-init's netplan or the image does that).
+//!
+//! A value of the wrong type, a MAC or address that does not parse, a netmask
+//! that is not contiguous, two links with one `id` or MAC, a network naming a
+//! link that is not listed, or more than [`MAX_LINKS`] / [`MAX_NETWORKS`] /
+//! [`MAX_ROUTES`] entries is an error naming its key: the answer is not used.
+//!
+//! # The primary NIC and the table number
+//!
+//! Nova lists links in the instance's interface order: the first physical link
+//! is the primary NIC (`eth0`). Nothing in the document says where any other NIC
+//! sits for good (the list shifts when a NIC in the middle is detached); what is
+//! fixed for a Neutron port's life is its MAC. So a NIC's "device number" is
+//! [`crate::source::aliyun::nic::device_slot`], the same pure function of the
+//! MAC in `1..=9999` as Alibaba's, and its table `table_base + slot` (rule
+//! priority `priority_base + slot`). The same port gets the same table on every
+//! event, boot and instance it is attached to; two ports whose slots collide are
+//! caught by the planner before any write (the second one's plan is refused).
+//!
+//! # When the metadata agrees
+//!
+//! Complete once the link with the event's MAC is listed with a network for the
+//! lease's family: `ipv4_dhcp` (or a static `ipv4` network listing the leased
+//! address) for DHCPv4, `ipv6_dhcp` or `ipv6_dhcpv6-stateful` (or a static `ipv6`
+//! listing it) for DHCPv6. A network that lists an address other than the
+//! lease's is stale: waited for. The NIC's metadata is then the listed addresses
+//! and subnets, and for a DHCP network that lists none the lease's own address
+//! and network (DHCP is what assigns them on `OpenStack`), with every route of
+//! the link's networks; it goes to the planner with the event's link and lease,
+//! as every provider's does.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Problem, Result};
+use crate::model::{
+    Family, InstanceNetwork, Lease, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile, Reason,
+};
+use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use crate::source::aliyun::nic::device_slot;
+use crate::source::provider::{Assessment, NicEvent, UnleasedNic};
+
+/// The document's name, for errors.
+pub const NETWORK_DATA: &str = "network_data.json";
+
+/// The most links one document may list (Nova allows far fewer NICs).
+pub const MAX_LINKS: usize = 64;
+
+/// The most networks one document may list.
+pub const MAX_NETWORKS: usize = 256;
+
+/// The most routes one network may list.
+pub const MAX_ROUTES: usize = 64;
+
+/// What kind of IP configuration a network is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NetworkType {
+    /// `ipv4_dhcp`.
+    Ipv4Dhcp,
+    /// `ipv4` or `static`: a static IPv4 address.
+    Ipv4Static,
+    /// `ipv6_dhcp` or `ipv6_dhcpv6-stateful`: DHCPv6 hands out the address.
+    Ipv6Dhcp,
+    /// `ipv6_slaac` or `ipv6_dhcpv6-stateless`: addresses from router
+    /// advertisements.
+    Ipv6Slaac,
+    /// `ipv6` or `static6`: a static IPv6 address.
+    Ipv6Static,
+}
+
+impl NetworkType {
+    /// The type named `s`, as cloud-init reads it; `None` for a type it does not
+    /// know.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "ipv4_dhcp" => Self::Ipv4Dhcp,
+            "ipv4" | "static" => Self::Ipv4Static,
+            "ipv6_dhcp" | "ipv6_dhcpv6-stateful" => Self::Ipv6Dhcp,
+            "ipv6_slaac" | "ipv6_dhcpv6-stateless" => Self::Ipv6Slaac,
+            "ipv6" | "static6" => Self::Ipv6Static,
+            _ => return None,
+        })
+    }
+
+    /// The family.
+    pub fn family(self) -> Family {
+        match self {
+            Self::Ipv4Dhcp | Self::Ipv4Static => Family::V4,
+            Self::Ipv6Dhcp | Self::Ipv6Slaac | Self::Ipv6Static => Family::V6,
+        }
+    }
+
+    /// Whether it is a static address (no DHCP, no router advertisement).
+    pub fn is_static(self) -> bool {
+        matches!(self, Self::Ipv4Static | Self::Ipv6Static)
+    }
+
+    /// Whether a DHCP server (v4 or stateful v6) hands out its address.
+    pub fn is_dhcp(self) -> bool {
+        matches!(self, Self::Ipv4Dhcp | Self::Ipv6Dhcp)
+    }
+}
+
+/// One physical link (a NIC).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsLink {
+    /// `id`.
+    pub id: String,
+    /// `ethernet_mac_address`.
+    pub mac: MacAddr,
+    /// `type`.
+    pub kind: String,
+    /// `mtu`.
+    pub mtu: Option<u32>,
+}
+
+/// One network of a physical link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsNetwork {
+    /// `id` (empty when absent).
+    pub id: String,
+    /// `link`: the link's `id`.
+    pub link: String,
+    /// `type`.
+    pub kind: NetworkType,
+    /// `ip_address` with the prefix length of `netmask`.
+    pub address: Option<IpNet>,
+    /// `routes`.
+    pub routes: Vec<NicRoute>,
+}
+
+/// A parsed `network_data.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkData {
+    /// The physical links with a MAC, in the document's order.
+    pub links: Vec<OsLink>,
+    /// The networks of those links, in the document's order.
+    pub networks: Vec<OsNetwork>,
+    /// What was skipped and why (VLAN and bond links, links without a MAC,
+    /// network types cloud-init does not know): the caller logs it.
+    pub skipped: Vec<String>,
+}
+
+impl NetworkData {
+    /// The link with this MAC.
+    pub fn link(&self, mac: MacAddr) -> Option<&OsLink> {
+        self.links.iter().find(|l| l.mac == mac)
+    }
+
+    /// The networks of `link`.
+    pub fn networks_of<'a>(&'a self, link: &'a OsLink) -> impl Iterator<Item = &'a OsNetwork> {
+        self.networks.iter().filter(move |n| n.link == link.id)
+    }
+
+    /// The primary NIC: the first link listed.
+    pub fn primary(&self) -> Option<&OsLink> {
+        self.links.first()
+    }
+}
+
+fn metadata_error(key: String, problem: Problem) -> Error {
+    Error::Metadata { key, problem }
+}
+
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn bad(key: &str, reason: &str, value: &Value) -> Error {
+    metadata_error(key.to_owned(), Problem::bad(reason, &shown(value)))
+}
+
+/// A string field, `None` when the key is missing or `null`.
+fn text<'a>(obj: &'a Map<String, Value>, at: &str, name: &str) -> Result<Option<&'a str>> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(v) => Err(bad(&format!("{at}/{name}"), "not a string", v)),
+    }
+}
+
+fn required<'a>(obj: &'a Map<String, Value>, at: &str, name: &str) -> Result<&'a str> {
+    text(obj, at, name)?.ok_or_else(|| metadata_error(format!("{at}/{name}"), Problem::missing()))
+}
+
+fn list<'a>(obj: &'a Map<String, Value>, at: &str, name: &str, max: usize) -> Result<&'a [Value]> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) if a.len() <= max => Ok(a.as_slice()),
+        Some(Value::Array(a)) => Err(metadata_error(
+            format!("{at}/{name}"),
+            Problem::bad(format!("more than {max} entries"), &a.len().to_string()),
+        )),
+        Some(v) => Err(bad(&format!("{at}/{name}"), "not a JSON list", v)),
+    }
+}
+
+fn object<'a>(v: &'a Value, at: &str) -> Result<&'a Map<String, Value>> {
+    match v {
+        Value::Object(o) => Ok(o),
+        other => Err(bad(at, "not a JSON object", other)),
+    }
+}
+
+fn ip(s: &str, key: &str) -> Result<IpAddr> {
+    s.trim()
+        .parse()
+        .map_err(|_| bad(key, "not an IP address", &Value::String(s.to_owned())))
+}
+
+/// An address (or network) and a netmask of its family: dotted or colon form,
+/// contiguous, or a bare prefix length.
+fn with_mask(addr: IpAddr, mask: &str, key: &str) -> Result<IpNet> {
+    let m = mask.trim();
+    let net = if let Ok(len) = m.parse::<u8>() {
+        IpNet::new(addr, len).ok()
+    } else {
+        m.parse::<IpAddr>()
+            .ok()
+            .filter(|mask| mask.is_ipv4() == addr.is_ipv4())
+            .and_then(|mask| IpNet::with_netmask(addr, mask).ok())
+    };
+    net.ok_or_else(|| {
+        bad(
+            key,
+            "not a contiguous netmask of the address's family",
+            &Value::String(mask.to_owned()),
+        )
+    })
+}
+
+fn parse_route(v: &Value, at: &str) -> Result<NicRoute> {
+    let obj = object(v, at)?;
+    let network = ip(required(obj, at, "network")?, &format!("{at}/network"))?;
+    let netmask = required(obj, at, "netmask")?;
+    let to = with_mask(network, netmask, &format!("{at}/netmask"))?;
+    let via = ip(required(obj, at, "gateway")?, &format!("{at}/gateway"))?;
+    if via.is_ipv4() != to.addr().is_ipv4() {
+        return Err(bad(
+            &format!("{at}/gateway"),
+            "not of the route's family",
+            &Value::String(via.to_string()),
+        ));
+    }
+    Ok(NicRoute {
+        to: to.trunc(),
+        via,
+    })
+}
+
+/// The links leasehook plans (physical, with a MAC), and what it skipped.
+fn parse_links(
+    doc: &Map<String, Value>,
+    skipped: &mut Vec<String>,
+) -> Result<(Vec<OsLink>, BTreeSet<String>)> {
+    let mut out: Vec<OsLink> = Vec::new();
+    let mut ids = BTreeSet::new();
+    let mut skipped_ids = BTreeSet::new();
+    for (i, v) in list(doc, NETWORK_DATA, "links", MAX_LINKS)?
+        .iter()
+        .enumerate()
+    {
+        let at = format!("{NETWORK_DATA}/links/{i}");
+        let obj = object(v, &at)?;
+        let id = required(obj, &at, "id")?;
+        if !ids.insert(id.to_owned()) {
+            return Err(bad(
+                &format!("{at}/id"),
+                "two links with one id",
+                &Value::String(id.to_owned()),
+            ));
+        }
+        let kind = required(obj, &at, "type")?;
+        let mtu = match obj.get("mtu") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => Some(
+                n.as_u64()
+                    .and_then(|m| u32::try_from(m).ok())
+                    .ok_or_else(|| {
+                        bad(
+                            &format!("{at}/mtu"),
+                            "not an MTU",
+                            &Value::Number(n.clone()),
+                        )
+                    })?,
+            ),
+            Some(other) => return Err(bad(&format!("{at}/mtu"), "not a number", other)),
+        };
+        if matches!(kind, "vlan" | "bond") {
+            skipped.push(format!(
+                "link {id}: a {kind} link (leasehook routes physical NICs only)"
+            ));
+            skipped_ids.insert(id.to_owned());
+            continue;
+        }
+        let Some(mac_text) = text(obj, &at, "ethernet_mac_address")? else {
+            skipped.push(format!("link {id}: no ethernet_mac_address"));
+            skipped_ids.insert(id.to_owned());
+            continue;
+        };
+        let mac: MacAddr = mac_text
+            .trim()
+            .to_ascii_lowercase()
+            .parse()
+            .map_err(|problem| metadata_error(format!("{at}/ethernet_mac_address"), problem))?;
+        if out.iter().any(|l| l.mac == mac) {
+            return Err(bad(
+                &format!("{at}/ethernet_mac_address"),
+                "two links with one MAC",
+                &Value::String(mac_text.to_owned()),
+            ));
+        }
+        out.push(OsLink {
+            id: id.to_owned(),
+            mac,
+            kind: kind.to_owned(),
+            mtu,
+        });
+    }
+    Ok((out, skipped_ids))
+}
+
+/// Parses a `network_data.json` (see the module docs).
+pub fn parse_network_data(body: &str) -> Result<NetworkData> {
+    let value: Value = serde_json::from_str(body).map_err(|e| {
+        metadata_error(
+            NETWORK_DATA.to_owned(),
+            Problem::bad(format!("not JSON ({e})"), body),
+        )
+    })?;
+    let doc = object(&value, NETWORK_DATA)?;
+    let mut skipped = Vec::new();
+    let (links, skipped_links) = parse_links(doc, &mut skipped)?;
+    let mut networks = Vec::new();
+    for (i, v) in list(doc, NETWORK_DATA, "networks", MAX_NETWORKS)?
+        .iter()
+        .enumerate()
+    {
+        let at = format!("{NETWORK_DATA}/networks/{i}");
+        let obj = object(v, &at)?;
+        let id = text(obj, &at, "id")?.unwrap_or_default().to_owned();
+        let link = required(obj, &at, "link")?;
+        let type_name = required(obj, &at, "type")?;
+        if skipped_links.contains(link) {
+            skipped.push(format!("network {id}: on link {link}, which is skipped"));
+            continue;
+        }
+        if !links.iter().any(|l| l.id == link) {
+            return Err(bad(
+                &format!("{at}/link"),
+                "names no link listed",
+                &Value::String(link.to_owned()),
+            ));
+        }
+        let Some(kind) = NetworkType::from_name(type_name) else {
+            skipped.push(format!(
+                "network {id}: type {type_name:?} is not one cloud-init knows"
+            ));
+            continue;
+        };
+        let address = match text(obj, &at, "ip_address")? {
+            None => None,
+            Some(a) => {
+                let key = format!("{at}/ip_address");
+                let net = if let Some((addr, len)) = a.trim().split_once('/') {
+                    with_mask(ip(addr, &key)?, len, &key)?
+                } else {
+                    let addr = ip(a, &key)?;
+                    match text(obj, &at, "netmask")? {
+                        Some(m) => with_mask(addr, m, &format!("{at}/netmask"))?,
+                        None if kind.is_static() => {
+                            return Err(metadata_error(
+                                format!("{at}/netmask"),
+                                Problem::missing(),
+                            ));
+                        }
+                        // A DHCP network naming its address alone: the lease
+                        // says the prefix.
+                        None => IpNet::from(addr),
+                    }
+                };
+                if Family::of(&net.addr()) != kind.family() {
+                    return Err(bad(
+                        &key,
+                        "not of the network type's family",
+                        &Value::String(a.to_owned()),
+                    ));
+                }
+                Some(net)
+            }
+        };
+        if kind.is_static() && address.is_none() {
+            return Err(metadata_error(
+                format!("{at}/ip_address"),
+                Problem::missing(),
+            ));
+        }
+        let routes = list(obj, &at, "routes", MAX_ROUTES)?
+            .iter()
+            .enumerate()
+            .map(|(j, r)| parse_route(r, &format!("{at}/routes/{j}")))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(r) = routes.iter().find(|r| Family::of(&r.via) != kind.family()) {
+            return Err(bad(
+                &format!("{at}/routes"),
+                "a route of another family than the network's",
+                &Value::String(format!("{} via {}", r.to, r.via)),
+            ));
+        }
+        networks.push(OsNetwork {
+            id,
+            link: link.to_owned(),
+            kind,
+            address,
+            routes,
+        });
+    }
+    Ok(NetworkData {
+        links,
+        networks,
+        skipped,
+    })
+}
+
+/// The NIC's metadata from its networks alone: listed addresses, their subnets
+/// and the routes of every network of the link.
+fn nic_metadata(data: &NetworkData, link: &OsLink) -> NicMetadata {
+    let mut n = NicMetadata::empty(link.mac);
+    n.device_number = Some(device_slot(link.mac));
+    n.interface_id = Some(link.id.clone());
+    for net in data.networks_of(link) {
+        match net.address {
+            Some(IpNet::V4(a)) => {
+                n.local_ipv4s.push(a.addr());
+                if a.prefix_len() < 32 {
+                    n.subnet_ipv4_cidr_blocks.push(a.trunc());
+                }
+            }
+            Some(IpNet::V6(a)) => {
+                n.ipv6s.push(a.addr());
+                if a.prefix_len() < 128 {
+                    n.subnet_ipv6_cidr_blocks.push(a.trunc());
+                }
+            }
+            None => {}
+        }
+        n.routes.extend(net.routes.iter().copied());
+    }
+    n.local_ipv4s.dedup();
+    n.ipv6s.dedup();
+    n.subnet_ipv4_cidr_blocks.sort();
+    n.subnet_ipv4_cidr_blocks.dedup();
+    n.subnet_ipv6_cidr_blocks.sort();
+    n.subnet_ipv6_cidr_blocks.dedup();
+    n.routes.dedup();
+    n
+}
+
+/// Every NIC as the planner reads it (no lease taken in): the first link is the
+/// primary.
+pub fn network(data: &NetworkData) -> InstanceNetwork {
+    let mut out = InstanceNetwork {
+        primary_mac: data.primary().map(|l| l.mac),
+        nics: data.links.iter().map(|l| nic_metadata(data, l)).collect(),
+    };
+    out.nics.sort_by_key(|n| n.mac);
+    out
+}
+
+/// The network the event's NIC is planned with: [`network`], and for each lease
+/// served by a DHCP network that lists no address of the family, the lease's
+/// own address and network on the NIC (DHCP assigns them on `OpenStack`).
+fn network_for(data: &NetworkData, event: &NicEvent) -> InstanceNetwork {
+    let mut out = network(data);
+    let Some(link) = data.link(event.mac()) else {
+        return out;
+    };
+    let Some(nic) = out.nics.iter_mut().find(|n| n.mac == link.mac) else {
+        return out;
+    };
+    for lease in event.leases() {
+        let listed = data
+            .networks_of(link)
+            .any(|n| n.kind.family() == lease.family && n.address.is_some());
+        let dhcp = data
+            .networks_of(link)
+            .any(|n| n.kind.is_dhcp() && n.kind.family() == lease.family);
+        if listed || !dhcp {
+            continue;
+        }
+        let net = lease.interface_net().map(|n| n.trunc());
+        match (lease.address, net) {
+            (IpAddr::V4(a), Some(IpNet::V4(s))) => {
+                nic.local_ipv4s.push(a);
+                if s.prefix_len() < 32 {
+                    nic.subnet_ipv4_cidr_blocks.push(s);
+                }
+            }
+            (IpAddr::V6(a), Some(IpNet::V6(s))) => {
+                nic.ipv6s.push(a);
+                if s.prefix_len() < 128 {
+                    nic.subnet_ipv6_cidr_blocks.push(s);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The last answer of a round.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Answer {
+    /// Not asked yet.
+    #[default]
+    NotAsked,
+    /// 404 (or no such file on the config drive): nothing listed yet.
+    NotFound,
+    /// The document.
+    Body(String),
+}
+
+/// What the last answer says about `event`. Fails on an answer that does not
+/// parse.
+pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
+    let data = match answer {
+        Answer::Body(body) => parse_network_data(body)?,
+        Answer::NotAsked | Answer::NotFound => NetworkData::default(),
+    };
+    let mut missing = Vec::new();
+    // Families whose address only the lease names (a DHCP network listing none):
+    // the document will never name their subnet either.
+    let mut from_lease = BTreeSet::new();
+    if let Some(link) = data.link(event.mac()) {
+        for lease in event.leases() {
+            let nets: Vec<&OsNetwork> = data
+                .networks_of(link)
+                .filter(|n| n.kind.family() == lease.family)
+                .collect();
+            let lists_lease = nets
+                .iter()
+                .any(|n| n.address.is_some_and(|a| a.addr() == lease.address));
+            let lists_other = nets.iter().any(|n| n.address.is_some());
+            let dhcp = nets.iter().any(|n| n.kind.is_dhcp());
+            if dhcp && !lists_other {
+                from_lease.insert(lease.family);
+                continue;
+            }
+            if lists_lease {
+                continue;
+            }
+            missing.push(if lists_other {
+                // Another address than the lease's: not updated yet.
+                Missing::LeaseAddress {
+                    address: lease.address,
+                }
+            } else {
+                Missing::Addresses {
+                    family: lease.family,
+                }
+            });
+        }
+    }
+    let network = network_for(&data, event);
+    let links = [Link {
+        name: event.interface().clone(),
+        mac: event.mac(),
+        ipv6_router: None,
+    }];
+    let leases: Vec<InterfaceLease> = event
+        .leases()
+        .iter()
+        .map(|l| InterfaceLease {
+            interface: event.interface().clone(),
+            lease: l.clone(),
+        })
+        .collect();
+    let cfg = PlanConfig {
+        profile: Profile::Ec2NetUtils,
+        ..PlanConfig::default()
+    };
+    let p = plan(
+        &PlanInput {
+            metadata: &network,
+            links: &links,
+            leases: &leases,
+            link_addresses: &[],
+        },
+        &cfg,
+    )?;
+    missing.extend(
+        p.interfaces
+            .into_iter()
+            .flat_map(|i| i.missing)
+            .filter(Missing::is_metadata)
+            .filter(|m| !matches!(m, Missing::Subnet { family } if from_lease.contains(family))),
+    );
+    missing.sort();
+    missing.dedup();
+    Ok(Assessment { network, missing })
+}
+
+/// The NICs `data` gives static addresses and no DHCP (per family: a static
+/// network of the family, and no DHCP network of it on the link), each with the
+/// lease a DHCP server would have given: the first static address with its
+/// prefix, and the network's default gateway as its router
+/// ([`Reason::Metadata`]). A NIC whose IPv6 comes from router advertisements
+/// (`ipv6_slaac`) gets no IPv6 lease.
+pub fn unleased(data: &NetworkData) -> Vec<UnleasedNic> {
+    let mut out = Vec::new();
+    for link in &data.links {
+        let mut leases = Vec::new();
+        for family in [Family::V4, Family::V6] {
+            let nets: Vec<&OsNetwork> = data
+                .networks_of(link)
+                .filter(|n| n.kind.family() == family)
+                .collect();
+            if nets.iter().any(|n| !n.kind.is_static()) {
+                continue;
+            }
+            let Some((net, addr)) = nets.iter().find_map(|n| n.address.map(|a| (*n, a))) else {
+                continue;
+            };
+            let routers = net
+                .routes
+                .iter()
+                .filter(|r| r.to.prefix_len() == 0)
+                .map(|r| r.via)
+                .take(1)
+                .collect();
+            leases.push(Lease {
+                family,
+                address: addr.addr(),
+                prefix_len: addr.prefix_len(),
+                routers,
+                reason: Reason::Metadata,
+            });
+        }
+        if !leases.is_empty() {
+            out.push(UnleasedNic {
+                mac: link.mac,
+                leases,
+            });
+        }
+    }
+    out
+}
+
+/// A saved `network_data.json` as `leasehook plan --provider openstack` reads it.
+pub fn parse_saved(text: &str) -> Result<InstanceNetwork> {
+    parse_network_data(text).map(|d| network(&d))
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

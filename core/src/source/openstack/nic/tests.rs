@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Tests of the pure `network_data.json` model.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::*;
+use crate::model::{IfName, Lease};
+use crate::plan::InterfaceLease;
+
+/// The primary alone (Nova's shape for a DHCP network: no address, no route).
+pub(crate) const ONLY0: &str = r#"{
+  "links": [{"id": "tap1a2b3c4d-5e", "vif_id": "1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d",
+             "type": "ovs", "mtu": 1450, "ethernet_mac_address": "FA:16:3E:00:00:0A"}],
+  "networks": [{"id": "network0", "type": "ipv4_dhcp", "link": "tap1a2b3c4d-5e",
+                "network_id": "d6b3a3a4-1111-2222-3333-444455556666"}],
+  "services": [{"type": "dns", "address": "10.0.0.2"}]
+}"#;
+
+/// Two NICs; the second one's network lists its address, its default gateway
+/// and an extra route, and a VLAN on it is skipped.
+pub(crate) const TWO: &str = r#"{
+  "links": [
+    {"id": "tap1a2b3c4d-5e", "type": "ovs", "mtu": 1450, "ethernet_mac_address": "fa:16:3e:00:00:0a"},
+    {"id": "tap9f8e7d6c-5b", "type": "phy", "mtu": 1500, "ethernet_mac_address": "fa:16:3e:00:01:14"},
+    {"id": "vlan0", "type": "vlan", "vlan_link": "tap9f8e7d6c-5b", "vlan_id": 101,
+     "vlan_mac_address": "fa:16:3e:00:01:14"}
+  ],
+  "networks": [
+    {"id": "network0", "type": "ipv4_dhcp", "link": "tap1a2b3c4d-5e", "network_id": "n0"},
+    {"id": "network1", "type": "ipv4_dhcp", "link": "tap9f8e7d6c-5b", "network_id": "n1",
+     "ip_address": "10.0.1.20", "netmask": "255.255.255.0",
+     "routes": [{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.0.1.1"},
+                {"network": "192.168.50.0", "netmask": "255.255.255.0", "gateway": "10.0.1.1"}]},
+    {"id": "network2", "type": "ipv4", "link": "vlan0", "ip_address": "10.9.0.5", "netmask": "255.255.255.0"}
+  ],
+  "services": []
+}"#;
+
+const MAC0: &str = "fa:16:3e:00:00:0a";
+const MAC1: &str = "fa:16:3e:00:01:14";
+
+fn lease(ip: &str, prefix_len: u8, router: Option<&str>) -> Lease {
+    let address: IpAddr = ip.parse().unwrap();
+    Lease {
+        family: Family::of(&address),
+        address,
+        prefix_len,
+        routers: router.map(|r| r.parse().unwrap()).into_iter().collect(),
+        reason: Reason::Bound,
+    }
+}
+
+fn event(mac: &str, l: Lease) -> NicEvent {
+    NicEvent::try_new(
+        IfName::try_new("eth1").unwrap(),
+        mac.parse().unwrap(),
+        vec![l],
+    )
+    .unwrap()
+}
+
+fn link(name: &str, mac: &str) -> Link {
+    Link {
+        name: IfName::try_new(name).unwrap(),
+        mac: mac.parse().unwrap(),
+        ipv6_router: None,
+    }
+}
+
+#[test]
+fn links_by_mac_networks_by_link_and_vlans_skipped() {
+    let d = parse_network_data(TWO).unwrap();
+    assert_eq!(d.links.len(), 2);
+    assert_eq!(d.primary().unwrap().mac, MAC0.parse().unwrap());
+    assert_eq!(d.links[0].mtu, Some(1450));
+    assert_eq!(d.links[1].kind, "phy");
+    assert_eq!(d.networks.len(), 2);
+    assert_eq!(d.networks[1].kind, NetworkType::Ipv4Dhcp);
+    assert_eq!(d.networks[1].address.unwrap().to_string(), "10.0.1.20/24");
+    assert_eq!(d.networks[1].routes.len(), 2);
+    assert_eq!(d.skipped.len(), 2, "{:?}", d.skipped);
+    assert!(d.skipped[0].contains("vlan link"), "{:?}", d.skipped);
+    assert!(d.skipped[1].contains("network2"), "{:?}", d.skipped);
+    // Upper-case MACs match (cloud-init lowers them).
+    let only = parse_network_data(ONLY0).unwrap();
+    assert_eq!(only.links[0].mac, MAC0.parse().unwrap());
+    let net = network(&d);
+    assert_eq!(net.primary_mac, Some(MAC0.parse().unwrap()));
+    let n1 = net.nic(MAC1.parse().unwrap()).unwrap();
+    assert_eq!(n1.device_number, Some(device_slot(MAC1.parse().unwrap())));
+    assert_eq!(n1.local_ipv4s, ["10.0.1.20".parse::<Ipv4Addr>().unwrap()]);
+    assert_eq!(n1.subnet_ipv4_cidr_blocks[0].to_string(), "10.0.1.0/24");
+    assert_eq!(n1.interface_id.as_deref(), Some("tap9f8e7d6c-5b"));
+    let n0 = net.nic(MAC0.parse().unwrap()).unwrap();
+    assert!(n0.local_ipv4s.is_empty() && n0.routes.is_empty());
+    // Every type cloud-init knows, and one it does not.
+    for (t, want) in [
+        ("ipv4_dhcp", Some(NetworkType::Ipv4Dhcp)),
+        ("ipv6_dhcp", Some(NetworkType::Ipv6Dhcp)),
+        ("ipv6_dhcpv6-stateful", Some(NetworkType::Ipv6Dhcp)),
+        ("ipv6_dhcpv6-stateless", Some(NetworkType::Ipv6Slaac)),
+        ("ipv6_slaac", Some(NetworkType::Ipv6Slaac)),
+        ("ipv4", Some(NetworkType::Ipv4Static)),
+        ("static", Some(NetworkType::Ipv4Static)),
+        ("ipv6", Some(NetworkType::Ipv6Static)),
+        ("static6", Some(NetworkType::Ipv6Static)),
+        ("manual", None),
+    ] {
+        assert_eq!(NetworkType::from_name(t), want, "{t}");
+    }
+    let unknown = ONLY0.replace("ipv4_dhcp", "manual");
+    let d = parse_network_data(&unknown).unwrap();
+    assert!(d.networks.is_empty());
+    assert!(d.skipped[0].contains("manual"), "{:?}", d.skipped);
+    // A bond, and a physical link without a MAC: skipped too.
+    let d = parse_network_data(
+        r#"{"links":[{"id":"b0","type":"bond","bond_links":["a"]},{"id":"a","type":"phy"}],
+            "networks":[{"type":"ipv4_dhcp","link":"b0"}]}"#,
+    )
+    .unwrap();
+    assert!(d.links.is_empty() && d.networks.is_empty());
+    assert_eq!(d.skipped.len(), 3, "{:?}", d.skipped);
+    assert!(parse_network_data("{}").unwrap().links.is_empty());
+}
+
+#[test]
+fn hostile_documents_are_errors_naming_the_key() {
+    let link = r#"{"id":"a","type":"phy","ethernet_mac_address":"fa:16:3e:00:00:0a"}"#;
+    let with = |networks: &str| format!(r#"{{"links":[{link}],"networks":[{networks}]}}"#);
+    let cases = [
+        (String::new(), "not JSON"),
+        ("[]".to_owned(), "not a JSON object"),
+        (r#"{"links":{}}"#.to_owned(), "links: not a JSON list"),
+        (r#"{"links":[1]}"#.to_owned(), "links/0: not a JSON object"),
+        (r#"{"links":[{"type":"phy"}]}"#.to_owned(), "links/0/id: missing"),
+        (r#"{"links":[{"id":"a"}]}"#.to_owned(), "links/0/type: missing"),
+        (
+            r#"{"links":[{"id":"a","type":"phy","ethernet_mac_address":"fa:16"}]}"#.to_owned(),
+            "ethernet_mac_address",
+        ),
+        (
+            r#"{"links":[{"id":"a","type":"phy","ethernet_mac_address":7}]}"#.to_owned(),
+            "not a string",
+        ),
+        (
+            r#"{"links":[{"id":"a","type":"phy","mtu":"big","ethernet_mac_address":"fa:16:3e:00:00:0a"}]}"#.to_owned(),
+            "mtu",
+        ),
+        (format!(r#"{{"links":[{link},{link}]}}"#), "two links with one id"),
+        (
+            format!(
+                r#"{{"links":[{link},{{"id":"b","type":"phy","ethernet_mac_address":"FA:16:3E:00:00:0A"}}]}}"#
+            ),
+            "two links with one MAC",
+        ),
+        (with(r#"{"type":"ipv4_dhcp","link":"zz"}"#), "names no link"),
+        (with(r#"{"type":"ipv4_dhcp"}"#), "networks/0/link: missing"),
+        (with(r#"{"type":"ipv4","link":"a"}"#), "ip_address: missing"),
+        (
+            with(r#"{"type":"ipv4","link":"a","ip_address":"10.0.0.5"}"#),
+            "netmask: missing",
+        ),
+        (
+            with(r#"{"type":"ipv4","link":"a","ip_address":"10.0.0.300","netmask":"255.255.255.0"}"#),
+            "not an IP address",
+        ),
+        (
+            with(r#"{"type":"ipv4","link":"a","ip_address":"10.0.0.5","netmask":"255.0.255.0"}"#),
+            "contiguous",
+        ),
+        (
+            with(r#"{"type":"ipv4","link":"a","ip_address":"10.0.0.5","netmask":"ffff::"}"#),
+            "contiguous",
+        ),
+        (
+            with(r#"{"type":"ipv6","link":"a","ip_address":"10.0.0.5","netmask":"255.255.255.0"}"#),
+            "family",
+        ),
+        (
+            with(r#"{"type":"ipv4_dhcp","link":"a","routes":[{"network":"10.1.0.0","netmask":"255.255.0.0"}]}"#),
+            "routes/0/gateway: missing",
+        ),
+        (
+            with(r#"{"type":"ipv4_dhcp","link":"a","routes":[{"network":"10.1.0.0","netmask":"255.255.0.0","gateway":"fe80::1"}]}"#),
+            "family",
+        ),
+        (
+            with(r#"{"type":"ipv4_dhcp","link":"a","routes":[{"network":"2001:db8::","netmask":"ffff:ffff::","gateway":"2001:db8::1"}]}"#),
+            "another family",
+        ),
+        (
+            with(r#"{"type":"ipv4_dhcp","link":"a","routes":"10.0.0.0/8"}"#),
+            "routes: not a JSON list",
+        ),
+        (format!("{} trailing", with("")), "not JSON"),
+    ];
+    for (body, want) in cases {
+        let e = parse_network_data(&body).unwrap_err().to_string();
+        assert!(e.contains(want), "{body}: {e}");
+    }
+    // Deeply nested garbage is an error, not a stack overflow; lists are capped.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    assert!(parse_network_data(&deep).is_err());
+    let many = format!(r#"{{"links":[{}]}}"#, vec![link; MAX_LINKS + 1].join(","));
+    let e = parse_network_data(&many).unwrap_err().to_string();
+    assert!(e.contains("more than"), "{e}");
+    let route = r#"{"network":"10.1.0.0","netmask":"255.255.0.0","gateway":"10.0.0.1"}"#;
+    let routes = with(&format!(
+        r#"{{"type":"ipv4_dhcp","link":"a","routes":[{}]}}"#,
+        vec![route; MAX_ROUTES + 1].join(",")
+    ));
+    assert!(parse_network_data(&routes).is_err());
+    // A hostile value is shown escaped, never as a new log line.
+    let e = parse_network_data(
+        r#"{"links":[{"id":"a","type":"phy","ethernet_mac_address":"x\nERROR fake"}]}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!e.contains('\n'), "{e}");
+    // A prefix length in either place is read.
+    let d = parse_network_data(&with(
+        r#"{"type":"ipv6","link":"a","ip_address":"2001:db8::5/64"},
+           {"type":"ipv4","link":"a","ip_address":"10.0.0.5","netmask":"24"}"#,
+    ))
+    .unwrap();
+    assert_eq!(d.networks[0].address.unwrap().to_string(), "2001:db8::5/64");
+    assert_eq!(d.networks[1].address.unwrap().to_string(), "10.0.0.5/24");
+}
+
+#[test]
+fn complete_once_the_link_and_a_network_of_the_family_are_listed() {
+    let e = event(MAC1, lease("10.0.1.20", 24, Some("10.0.1.1")));
+    let a = assess(&e, &Answer::NotAsked).unwrap();
+    assert!(a.missing.contains(&Missing::MacFolder), "{:?}", a.missing);
+    assert!(!assess(&e, &Answer::NotFound).unwrap().is_complete());
+    // Only the primary listed yet: the hot-plugged port is missing.
+    let a = assess(&e, &Answer::Body(ONLY0.to_owned())).unwrap();
+    assert_eq!(a.missing, [Missing::MacFolder]);
+    let a = assess(&e, &Answer::Body(TWO.to_owned())).unwrap();
+    assert!(a.is_complete(), "{:?}", a.missing);
+    // The network lists another address than the lease's: waited for.
+    let other = event(MAC1, lease("10.0.1.21", 24, Some("10.0.1.1")));
+    let a = assess(&other, &Answer::Body(TWO.to_owned())).unwrap();
+    assert_eq!(
+        a.missing,
+        [Missing::LeaseAddress {
+            address: "10.0.1.21".parse().unwrap()
+        }]
+    );
+    // Nova's DHCP network lists no address: the lease's address and network.
+    let e0 = event(MAC0, lease("10.0.0.10", 24, Some("10.0.0.1")));
+    let a = assess(&e0, &Answer::Body(ONLY0.to_owned())).unwrap();
+    assert!(a.is_complete(), "{:?}", a.missing);
+    let n0 = a.network.nic(MAC0.parse().unwrap()).unwrap();
+    assert_eq!(n0.local_ipv4s, ["10.0.0.10".parse::<Ipv4Addr>().unwrap()]);
+    assert_eq!(n0.subnet_ipv4_cidr_blocks[0].to_string(), "10.0.0.0/24");
+    // A DHCPv6 lease on a link with only IPv4 networks: waited for.
+    let v6 = event(MAC0, lease("2001:db8::10", 128, None));
+    let a = assess(&v6, &Answer::Body(ONLY0.to_owned())).unwrap();
+    assert_eq!(
+        a.missing,
+        [
+            Missing::Subnet { family: Family::V6 },
+            Missing::Addresses { family: Family::V6 }
+        ]
+    );
+    // ... and complete once an ipv6_dhcp network is listed, though Nova names no
+    // subnet for it (nothing more would come).
+    let with_v6 = ONLY0.replace(
+        r#""services""#,
+        r#""extra": 1, "services""#,
+    )
+    .replace(
+        r#"[{"id": "network0""#,
+        r#"[{"id": "n6", "type": "ipv6_dhcpv6-stateful", "link": "tap1a2b3c4d-5e"}, {"id": "network0""#,
+    );
+    let a = assess(&v6, &Answer::Body(with_v6)).unwrap();
+    assert!(a.is_complete(), "{:?}", a.missing);
+    // A static network naming the leased address serves a lease too.
+    let st = r#"{"links":[{"id":"a","type":"phy","ethernet_mac_address":"fa:16:3e:00:01:14"}],
+        "networks":[{"type":"ipv4","link":"a","ip_address":"10.0.1.20","netmask":"255.255.255.0"}]}"#;
+    assert!(
+        assess(&e, &Answer::Body(st.to_owned()))
+            .unwrap()
+            .is_complete()
+    );
+    assert!(assess(&e, &Answer::Body("garbage".to_owned())).is_err());
+}
+
+fn two_nic_plan(body: &str, leases: &[(&str, &str, Lease)]) -> crate::model::Plan {
+    let network = network(&parse_network_data(body).unwrap());
+    let links: Vec<Link> = leases.iter().map(|(n, m, _)| link(n, m)).collect();
+    let leases: Vec<InterfaceLease> = leases
+        .iter()
+        .map(|(n, _, l)| InterfaceLease {
+            interface: IfName::try_new(n).unwrap(),
+            lease: l.clone(),
+        })
+        .collect();
+    plan(
+        &PlanInput {
+            metadata: &network,
+            links: &links,
+            leases: &leases,
+            link_addresses: &[],
+        },
+        &PlanConfig::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn routes_go_into_the_nics_table_through_the_gate() {
+    // eth1's network: its default gateway, an extra route via it, one via a
+    // next hop off its subnet, one to the metadata service, one to loopback.
+    let body = TWO.replace(
+        r#"{"network": "192.168.50.0", "netmask": "255.255.255.0", "gateway": "10.0.1.1"}"#,
+        r#"{"network": "192.168.50.0", "netmask": "255.255.255.0", "gateway": "10.0.1.1"},
+           {"network": "172.16.0.0", "netmask": "255.240.0.0", "gateway": "10.0.9.1"},
+           {"network": "169.254.169.254", "netmask": "255.255.255.255", "gateway": "10.0.1.2"},
+           {"network": "127.0.0.0", "netmask": "255.0.0.0", "gateway": "10.0.1.2"},
+           {"network": "10.0.1.0", "netmask": "255.255.255.0", "gateway": "10.0.1.1"}"#,
+    );
+    let p = two_nic_plan(
+        &body,
+        &[
+            ("eth0", MAC0, lease("10.0.0.10", 24, Some("10.0.0.1"))),
+            ("eth1", MAC1, lease("10.0.1.20", 24, Some("10.0.1.1"))),
+        ],
+    );
+    let table = 10_000 + device_slot(MAC1.parse().unwrap());
+    let text = crate::render::ip(&p);
+    let want = format!(
+        "# profile ec2-net-utils\n\
+         # eth0 fa:16:3e:00:00:0a primary families ipv4\n\
+         # eth0 missing: local-ipv4s not known\n\
+         # eth0 missing: subnet-ipv4-cidr-block not known\n\
+         # eth1 fa:16:3e:00:01:14 secondary table {table} families ipv4\n\
+         # eth1 refused: routes 127.0.0.0/8 via 10.0.1.2: loopback (127.0.0.0/8)\n\
+         # eth1 refused: routes 169.254.169.254/32 via 10.0.1.2: the metadata service's address 169.254.169.254 (EC2, GCE, Azure, OCI and OpenStack metadata)\n\
+         # eth1 refused: routes 172.16.0.0/12 via 10.0.9.1: not inside the NIC's subnet (10.0.1.0/24)\n\
+         ip -4 route add default via 10.0.1.1 dev eth1 table {table}\n\
+         ip -4 route add 10.0.1.0/24 dev eth1 scope link src 10.0.1.20 table {table}\n\
+         ip -4 route add 192.168.50.0/24 via 10.0.1.1 dev eth1 table {table}\n\
+         ip -4 rule add from 10.0.1.20/32 lookup {table} priority {table}\n"
+    );
+    assert_eq!(text, want, "{text}");
+    // Never the main table.
+    assert!(
+        p.interfaces
+            .iter()
+            .flat_map(|i| &i.routes)
+            .all(|r| r.table == table)
+    );
+    // The plan passes apply's validation.
+    let index = [
+        (IfName::try_new("eth0").unwrap(), 2),
+        (IfName::try_new("eth1").unwrap(), 3),
+    ]
+    .into_iter()
+    .collect();
+    crate::apply::validate(&p, &index).unwrap();
+}
+
+#[test]
+fn a_metadata_default_gateway_stands_in_for_a_missing_router() {
+    // A static IPv6 network with its default gateway, and a DHCPv6-style lease
+    // (no router, no RA yet): the table's default route is the metadata's.
+    let body = r#"{"links":[
+        {"id":"a","type":"phy","ethernet_mac_address":"fa:16:3e:00:00:0a"},
+        {"id":"b","type":"phy","ethernet_mac_address":"fa:16:3e:00:01:14"}],
+      "networks":[
+        {"type":"ipv4_dhcp","link":"a"},
+        {"type":"ipv6","link":"b","ip_address":"2001:db8:1::20","netmask":"ffff:ffff:ffff:ffff::",
+         "routes":[{"network":"::","netmask":"::","gateway":"2001:db8:1::1"},
+                   {"network":"2001:db8:9::","netmask":"ffff:ffff:ffff:ffff::","gateway":"2001:db8:1::1"},
+                   {"network":"::","netmask":"::","gateway":"2001:db8:7::1"}]}]}"#;
+    let p = two_nic_plan(
+        body,
+        &[
+            ("eth0", MAC0, lease("10.0.0.10", 24, Some("10.0.0.1"))),
+            ("eth1", MAC1, lease("2001:db8:1::20", 128, None)),
+        ],
+    );
+    let table = 10_000 + device_slot(MAC1.parse().unwrap());
+    let text = crate::render::ip(&p);
+    assert!(
+        text.contains(&format!(
+            "ip -6 route add default via 2001:db8:1::1 dev eth1 table {table}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "ip -6 route add 2001:db8:9::/64 via 2001:db8:1::1 dev eth1 table {table}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "ip -6 rule add from 2001:db8:1::20/128 lookup {table}"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("2001:db8:7::1"), "{text}");
+}
+
+#[test]
+fn static_networks_are_unleased_nics_and_dhcp_ones_are_not() {
+    let body = r#"{"links":[
+        {"id":"a","type":"phy","ethernet_mac_address":"fa:16:3e:00:00:0a"},
+        {"id":"b","type":"phy","ethernet_mac_address":"fa:16:3e:00:01:14"},
+        {"id":"c","type":"phy","ethernet_mac_address":"fa:16:3e:00:02:1e"}],
+      "networks":[
+        {"type":"ipv4_dhcp","link":"a"},
+        {"type":"ipv6_slaac","link":"a"},
+        {"type":"ipv4","link":"b","ip_address":"10.0.1.20","netmask":"255.255.255.0",
+         "routes":[{"network":"0.0.0.0","netmask":"0.0.0.0","gateway":"10.0.1.1"}]},
+        {"type":"ipv6","link":"b","ip_address":"2001:db8:1::20","netmask":"ffff:ffff:ffff:ffff::"},
+        {"type":"ipv4","link":"c","ip_address":"10.0.2.30","netmask":"255.255.255.0"},
+        {"type":"ipv6_slaac","link":"c"}]}"#;
+    let d = parse_network_data(body).unwrap();
+    let u = unleased(&d);
+    assert_eq!(u.len(), 2, "{u:?}");
+    assert_eq!(u[0].mac, MAC1.parse().unwrap());
+    assert_eq!(
+        u[0].leases,
+        [
+            Lease {
+                family: Family::V4,
+                address: "10.0.1.20".parse().unwrap(),
+                prefix_len: 24,
+                routers: vec!["10.0.1.1".parse().unwrap()],
+                reason: Reason::Metadata,
+            },
+            Lease {
+                family: Family::V6,
+                address: "2001:db8:1::20".parse().unwrap(),
+                prefix_len: 64,
+                routers: vec![],
+                reason: Reason::Metadata,
+            }
+        ]
+    );
+    // IPv6 from router advertisements: no lease of that family.
+    assert_eq!(u[1].mac, "fa:16:3e:00:02:1e".parse().unwrap());
+    assert_eq!(u[1].leases.len(), 1);
+    assert!(u[1].leases[0].routers.is_empty());
+    assert!(unleased(&parse_network_data(TWO).unwrap()).is_empty());
+}
+
+#[test]
+fn state_files_without_routes_still_read_and_routes_round_trip() {
+    let mut n = NicMetadata::empty(MAC1.parse().unwrap());
+    let json = serde_json::to_string(&n).unwrap();
+    assert!(!json.contains("routes"), "{json}");
+    let back: NicMetadata = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, n);
+    n.routes.push(NicRoute {
+        to: "192.168.50.0/24".parse().unwrap(),
+        via: "10.0.1.1".parse().unwrap(),
+    });
+    let json = serde_json::to_string(&n).unwrap();
+    let back: NicMetadata = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, n);
+    assert_eq!(
+        parse_saved(TWO).unwrap(),
+        network(&parse_network_data(TWO).unwrap())
+    );
+}

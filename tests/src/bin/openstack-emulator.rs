@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: `openstack-emulator`, an `OpenStack` metadata service emulator
+//! (Nova behind Neutron's proxy) for tests and benchmarks (never for production).
+//!
+//! ```text
+//! openstack-emulator [--bind ADDR:PORT] [--tree JSON] [--scenario JSON]
+//!                    [--rate-limit COUNT/SECONDS] [--log FILE] [--dir DIR]
+//! ```
+//!
+//! It serves the tree (default: the test world's two-NIC instance), prints the
+//! address it bound on stdout and runs until killed. With `--dir` (the test
+//! world's folder) the log goes to `DIR/openstack.log` unless `--log` says
+//! otherwise. The formats are the `leasehook_tests::openstack_emulator` module's.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use leasehook_tests::openstack_emulator::{
+    Config, LOG_NAME, OpenStackEmulator, RateLimit, Scenario, world_tree,
+};
+
+const FORMATS: &str = "\
+TREE (--tree): {\"meta_data\": {...}, \"network_data\": {...}, \"user_data\": \"...\"},
+  served as /openstack/latest/meta_data.json, network_data.json and user_data (404
+  without one); /openstack and /openstack/latest/ list versions and files. Only GET
+  (else 405); no header needed.
+
+RATE LIMIT (--rate-limit 10/10, Neutron's defaults): a source address past COUNT
+  requests in a sliding window of SECONDS gets 429 Too Many Requests.
+
+SCENARIO (--scenario): {\"appear\": [{\"link\": 1, \"after\": 2.0}],
+  \"rules\": [{\"path\": P, \"status\": 503, \"retry_after\": 1, \"from\": 0, \"until\": 1,
+  \"count\": 2, \"delay\": 0.5}, {\"path\": P, \"action\": \"garbage|huge|drop\"}]}
+  Times are seconds since the first request; a late link hides its networks too.
+
+LOG: one line per request: SECONDS PEER METHOD PATH STATUS.";
+
+/// An `OpenStack` metadata service emulator for tests and benchmarks.
+#[derive(Debug, Parser)]
+#[command(name = "openstack-emulator", version, after_long_help = FORMATS)]
+struct Args {
+    /// Where to listen; port 0 picks a free port (printed on stdout).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:0")]
+    bind: SocketAddr,
+    /// The tree (JSON text); default: the test world's instance.
+    #[arg(long, value_name = "JSON")]
+    tree: Option<String>,
+    /// Late links and misbehaviour (JSON text; see --help).
+    #[arg(long, value_name = "JSON")]
+    scenario: Option<String>,
+    /// Neutron's metadata rate limit, COUNT/SECONDS (e.g. 10/10); default off.
+    #[arg(long, value_name = "COUNT/SECONDS")]
+    rate_limit: Option<String>,
+    /// Append one line per request to FILE.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// The test world's folder: the log goes to DIR/openstack.log.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let tree = match &args.tree {
+        Some(t) => serde_json::from_str(t).map_err(|e| format!("--tree: {e}"))?,
+        None => world_tree(),
+    };
+    let scenario = match &args.scenario {
+        Some(s) => {
+            Scenario::from_value(serde_json::from_str(s).map_err(|e| format!("--scenario: {e}"))?)?
+        }
+        None => Scenario::default(),
+    };
+    let config = Config {
+        tree,
+        scenario,
+        log_file: args.log.or_else(|| args.dir.map(|d| d.join(LOG_NAME))),
+        rate_limit: args
+            .rate_limit
+            .as_deref()
+            .map(RateLimit::parse)
+            .transpose()?,
+    };
+    let emulator = OpenStackEmulator::start(args.bind, config)
+        .map_err(|e| format!("binding {}: {e}", args.bind))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", emulator.addr())
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("stdout: {e}"))?;
+    drop(out);
+    emulator.wait();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            #[allow(clippy::print_stderr)] // the one place the binary reports an error
+            {
+                eprintln!("openstack-emulator: {e}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
