@@ -528,9 +528,10 @@ fn plan_reads_a_saved_azure_answer_with_provider_azure() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // ... and as OpenStack's network_data.json (it has no `links`).
     let out = leasehook(&[&["plan", "--provider", "openstack"][..], &args[3..]].concat());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("planned, not built yet"),
+        String::from_utf8_lossy(&out.stderr).contains("bad openstack metadata"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -34,7 +34,8 @@
 //! kernel has a DHCP client or an address for, and creating VLAN or bond links is
 //! not its business (cloud-init's netplan or the image does that).
 //!
-//! A value of the wrong type, a MAC or address that does not parse, a netmask
+//! A document without a `links` list (another cloud's answer), a value of the
+//! wrong type, a MAC or address that does not parse, a netmask
 //! that is not contiguous, two links with one `id` or MAC, a network naming a
 //! link that is not listed, or more than [`MAX_LINKS`] / [`MAX_NETWORKS`] /
 //! [`MAX_ROUTES`] entries is an error naming its key: the answer is not used.
@@ -360,6 +361,39 @@ fn parse_links(
     Ok((out, skipped_ids))
 }
 
+/// A network's `ip_address` with the prefix of its `netmask` (or of a `/len`
+/// in `ip_address`); `None` when absent.
+fn parse_address(obj: &Map<String, Value>, at: &str, kind: NetworkType) -> Result<Option<IpNet>> {
+    Ok(match text(obj, at, "ip_address")? {
+        None => None,
+        Some(a) => {
+            let key = format!("{at}/ip_address");
+            let net = if let Some((addr, len)) = a.trim().split_once('/') {
+                with_mask(ip(addr, &key)?, len, &key)?
+            } else {
+                let addr = ip(a, &key)?;
+                match text(obj, at, "netmask")? {
+                    Some(m) => with_mask(addr, m, &format!("{at}/netmask"))?,
+                    None if kind.is_static() => {
+                        return Err(metadata_error(format!("{at}/netmask"), Problem::missing()));
+                    }
+                    // A DHCP network naming its address alone: the lease
+                    // says the prefix.
+                    None => IpNet::from(addr),
+                }
+            };
+            if Family::of(&net.addr()) != kind.family() {
+                return Err(bad(
+                    &key,
+                    "not of the network type's family",
+                    &Value::String(a.to_owned()),
+                ));
+            }
+            Some(net)
+        }
+    })
+}
+
 /// Parses a `network_data.json` (see the module docs).
 pub fn parse_network_data(body: &str) -> Result<NetworkData> {
     let value: Value = serde_json::from_str(body).map_err(|e| {
@@ -369,6 +403,14 @@ pub fn parse_network_data(body: &str) -> Result<NetworkData> {
         )
     })?;
     let doc = object(&value, NETWORK_DATA)?;
+    // Nova always writes `links` (and `networks`, `services`): an object without
+    // it is some other document (another cloud's answer), never "no NIC".
+    if matches!(doc.get("links"), None | Some(Value::Null)) {
+        return Err(metadata_error(
+            format!("{NETWORK_DATA}/links"),
+            Problem::missing(),
+        ));
+    }
     let mut skipped = Vec::new();
     let (links, skipped_links) = parse_links(doc, &mut skipped)?;
     let mut networks = Vec::new();
@@ -398,37 +440,7 @@ pub fn parse_network_data(body: &str) -> Result<NetworkData> {
             ));
             continue;
         };
-        let address = match text(obj, &at, "ip_address")? {
-            None => None,
-            Some(a) => {
-                let key = format!("{at}/ip_address");
-                let net = if let Some((addr, len)) = a.trim().split_once('/') {
-                    with_mask(ip(addr, &key)?, len, &key)?
-                } else {
-                    let addr = ip(a, &key)?;
-                    match text(obj, &at, "netmask")? {
-                        Some(m) => with_mask(addr, m, &format!("{at}/netmask"))?,
-                        None if kind.is_static() => {
-                            return Err(metadata_error(
-                                format!("{at}/netmask"),
-                                Problem::missing(),
-                            ));
-                        }
-                        // A DHCP network naming its address alone: the lease
-                        // says the prefix.
-                        None => IpNet::from(addr),
-                    }
-                };
-                if Family::of(&net.addr()) != kind.family() {
-                    return Err(bad(
-                        &key,
-                        "not of the network type's family",
-                        &Value::String(a.to_owned()),
-                    ));
-                }
-                Some(net)
-            }
-        };
+        let address = parse_address(obj, &at, kind)?;
         if kind.is_static() && address.is_none() {
             return Err(metadata_error(
                 format!("{at}/ip_address"),

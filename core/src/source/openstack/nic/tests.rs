@@ -120,7 +120,17 @@ fn links_by_mac_networks_by_link_and_vlans_skipped() {
     .unwrap();
     assert!(d.links.is_empty() && d.networks.is_empty());
     assert_eq!(d.skipped.len(), 3, "{:?}", d.skipped);
-    assert!(parse_network_data("{}").unwrap().links.is_empty());
+    assert!(
+        parse_network_data(r#"{"links": []}"#)
+            .unwrap()
+            .links
+            .is_empty()
+    );
+    // Not network_data.json at all (Azure's answer, say): an error, not "no NIC".
+    let e = parse_network_data(r#"{"compute": {}, "network": {"interface": []}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("network_data.json/links: missing"), "{e}");
 }
 
 #[test]
