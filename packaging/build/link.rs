@@ -6,7 +6,11 @@
 //! about 190 KB off the two binaries together, at no cost in speed
 //! (docs/packaging.md has the numbers). Rust's `x86_64` Linux target links with its
 //! own LLD, which has the option; `LEASEHOOK_LINK_ICF=0` leaves it out, for a
-//! linker without it (GNU ld). Tests and debug builds are linked as before.
+//! linker without it (GNU ld). It also leaves out `.eh_frame_hdr`
+//! (`--no-eh-frame-hdr`, about 115 KB): the unwinder's index, which nothing
+//! shipped uses (`panic = "abort"`; debuggers read `.eh_frame` itself), and which
+//! issue 22's two providers needed to stay under 8 MiB (docs/packaging.md).
+//! Tests and debug builds are linked as before.
 
 #[allow(clippy::print_stdout)] // Cargo reads a build script's instructions on standard output.
 fn main() {
@@ -16,5 +20,6 @@ fn main() {
     let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
     if release && wanted && linux {
         println!("cargo::rustc-link-arg-bins=-Wl,--icf=all");
+        println!("cargo::rustc-link-arg-bins=-Wl,--no-eh-frame-hdr");
     }
 }
