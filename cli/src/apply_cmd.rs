@@ -133,7 +133,12 @@ pub(crate) fn flush(args: &FlushArgs, root: &Path) -> anyhow::Result<String> {
 pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<String> {
     let cfg = HookConfig::from_settings(&loaded.settings);
     let mut out = String::new();
-    for outcome in hook::refresh(args.iface.as_ref(), &cfg)? {
+    let outcomes = if args.without_dhcp {
+        hook::address_unleased(&cfg, args.iface.as_ref())?
+    } else {
+        hook::refresh(args.iface.as_ref(), &cfg)?
+    };
+    for outcome in outcomes {
         match outcome {
             RefreshOutcome::Refreshed(name, report) => {
                 out.push_str(&labelled(&report, args.verbose, &format!("{name}: ")));
@@ -173,7 +178,11 @@ pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<Str
         }
     }
     if out.is_empty() {
-        out.push_str("no interface has a recorded plan\n");
+        out.push_str(if args.without_dhcp {
+            "no NIC without DHCP to configure\n"
+        } else {
+            "no interface has a recorded plan\n"
+        });
     }
     Ok(out)
 }

@@ -224,14 +224,20 @@ pub(crate) struct FlushArgs {
 /// metadata is asked once for them: such a NIC with a link and no recorded plan
 /// is brought up and given its address, rules and table; a recorded one follows
 /// the metadata, and loses everything, its address too, once the metadata no
-/// longer lists it. The udev rule runs `refresh --iface IF` (through
-/// leasehook-refresh@IF.service) when a NIC appears.
+/// longer lists it. The udev rule runs `refresh --without-dhcp --iface IF`
+/// (through leasehook-refresh@IF.service) when a NIC appears.
 #[derive(Debug, Args)]
 #[command(after_long_help = leasehook_core::config::env_help())]
 pub(crate) struct RefreshArgs {
     /// Only this interface.
     #[arg(long, value_name = "IFNAME", value_parser = parse_ifname)]
     pub(crate) iface: Option<IfName>,
+
+    /// Only the NICs the cloud serves no DHCP (Oracle Cloud's secondary VNICs): what
+    /// the udev rule's leasehook-refresh@IF.service runs. On a cloud whose every NIC
+    /// has DHCP it asks nothing and changes nothing.
+    #[arg(long)]
+    pub(crate) without_dhcp: bool,
 
     /// Print every change as an `ip` command line.
     #[arg(long, short)]

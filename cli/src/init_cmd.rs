@@ -161,7 +161,7 @@ pub(crate) fn run(
 fn address_unleased(loaded: &Loaded) -> String {
     let cfg = HookConfig::from_settings(&loaded.settings);
     let mut out = String::new();
-    match hook::address_unleased(&cfg) {
+    match hook::address_unleased(&cfg, None) {
         Ok(outcomes) => {
             for o in outcomes {
                 let line = match o {

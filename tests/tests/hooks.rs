@@ -140,13 +140,20 @@ fn the_systemd_units_verify() {
 }
 
 /// A NIC's `add` event: the udev rule hands over to `leasehook-refresh@IF.service`
-/// (udev's programs have no network), which runs `leasehook refresh --iface IF`;
+/// (udev's programs have no network), which runs `leasehook refresh --without-dhcp
+/// --iface IF` (the NICs without DHCP only: a NIC with DHCP costs no request);
 /// virtual links (veth, bridges, VLANs) start nothing.
 #[test]
 fn a_nic_that_appears_is_refreshed_through_a_systemd_unit() {
     assert_eq!(
         leasehook_tests::udev_add_command("ens5"),
-        ["/usr/bin/leasehook", "refresh", "--iface", "ens5"]
+        [
+            "/usr/bin/leasehook",
+            "refresh",
+            "--without-dhcp",
+            "--iface",
+            "ens5"
+        ]
     );
     let rules =
         std::fs::read_to_string(workspace_root().join("hooks/udev/90-leasehook.rules")).unwrap();

@@ -607,3 +607,26 @@ fn a_dhcp_clients_failure_does_not_remove_a_nic_configured_from_the_metadata() {
     assert_eq!(k.owned, before);
     assert!(recorded(&cfg).is_some());
 }
+
+#[test]
+fn the_udev_paths_refresh_leaves_a_nic_with_dhcp_to_its_client() {
+    let (mut k, cfg, _root) = world();
+    let provider = Scripted::new([Outcome::Complete(network(true))]);
+    run(&mut k, &provider, &cfg, &bound());
+    let writes = k.writes.len();
+    let clock = FakeClock::new();
+    let mut fx = Effects {
+        kernel: &mut k,
+        provider: &provider,
+        clock: &clock,
+    };
+    // `refresh --without-dhcp --iface eth1` on a cloud whose every NIC has DHCP.
+    let out = address_unleased_with(&mut fx, &cfg, Some(&eth1())).unwrap();
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(
+        provider.asked.borrow().len(),
+        1,
+        "the metadata was asked again"
+    );
+    assert_eq!(k.writes.len(), writes);
+}

@@ -105,19 +105,21 @@ pub fn refresh_with(
     refresh_scoped(fx, only, cfg, false)
 }
 
-/// The boot stage's part of [`refresh`]: only the NICs the cloud serves no DHCP
-/// ([`Provider::unleased`]), configured or followed as `refresh` does. On a cloud
-/// whose every NIC has DHCP it asks nothing and returns nothing.
-pub fn address_unleased(cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
-    with_real_effects(cfg, |fx| address_unleased_with(fx, cfg))
+/// The boot stage's and the udev add path's part of [`refresh`]: only the NICs
+/// the cloud serves no DHCP ([`Provider::unleased`]; every one, or only `only`),
+/// configured or followed as `refresh` does. On a cloud whose every NIC has DHCP
+/// it asks nothing and returns nothing.
+pub fn address_unleased(cfg: &HookConfig, only: Option<&IfName>) -> Result<Vec<RefreshOutcome>> {
+    with_real_effects(cfg, |fx| address_unleased_with(fx, cfg, only))
 }
 
 /// [`address_unleased`] with the kernel, the provider and the clock handed in.
 pub fn address_unleased_with(
     fx: &mut Effects<'_>,
     cfg: &HookConfig,
+    only: Option<&IfName>,
 ) -> Result<Vec<RefreshOutcome>> {
-    refresh_scoped(fx, None, cfg, true)
+    refresh_scoped(fx, only, cfg, true)
 }
 
 /// [`refresh_with`], or with `unleased_only` the NICs without DHCP alone.
