@@ -15,6 +15,11 @@
 //!   (`hardened: false`) answers a `GET` without a token too;
 //! * the source-address rule: only addresses of the instance's VPC
 //!   ([`VPC`], `10.98.0.0/16` in the test world) are answered; any other gets 403.
+//! * as IMDS's emulator answers (issue 31): `HEAD` like `GET` without the body,
+//!   the dated version nm-cloud-setup asks (`/2016-01-01/meta-data/...`, which
+//!   reads the `latest` tree; `GET /` lists it and `latest`), 405 for other
+//!   methods, and EC2's `X-Forwarded-For` rule on the token `PUT` (403), which
+//!   ECS's hardened mode copies from IMDSv2 (not checked against a vendor page).
 //!
 //! The scenario's `appear` makes a NIC's folder appear seconds after the first
 //! request (the hot-plug race); its `rules` give the fault modes (down: no
@@ -28,6 +33,11 @@ use std::net::SocketAddr;
 use serde_json::{Value, json};
 
 use crate::emulator::{Config, Emulator, TokenHeaders};
+
+/// The dated versions ECS serves as `latest`: nm-cloud-setup's
+/// `NM_ALIYUN_API_VERSION` (NetworkManager's
+/// `src/nm-cloud-setup/nmcs-provider-aliyun.c`).
+pub const VERSIONS: &[&str] = &["2016-01-01"];
 use crate::world::{MAC0, MAC1, MetadataService};
 
 /// ECS's hardened-mode headers.
@@ -97,6 +107,7 @@ pub fn world_tree() -> Value {
 pub fn config(tree: Value, hardened: bool) -> Config {
     let mut c = Config::new(tree);
     c.headers = HEADERS;
+    c.versions = VERSIONS;
     c.require_token = hardened;
     c.allowed_peers = vec![VPC.parse().unwrap_or_else(|e| panic!("{VPC}: {e}"))];
     c

@@ -11,6 +11,16 @@
 //!   that is not a `YYYY-MM-DD` date from 2017-03-01 on), `GET` only (405), and
 //!   **at most 5 requests per second** (429 with `Retry-After: 1` beyond; what a
 //!   scenario injects does not count).
+//! * As IMDS answers the peers (issue 31; "Azure Instance Metadata Service",
+//!   <https://learn.microsoft.com/en-us/azure/virtual-machines/instance-metadata-service>):
+//!   `format=text` on a folder lists its children one a line, containers with a
+//!   trailing `/` (`interface/` answers `0/` and `1/`), as nm-cloud-setup
+//!   (`nmcs-provider-azure.c`) and SUSE's cloud-netconfig read it;
+//!   `/metadata?format=text` lists `instance/` (cloud-netconfig's availability
+//!   check); a trailing `/` on a leaf is the leaf (`subnet/0/prefix/`, as
+//!   nm-cloud-setup asks); a 429's body is the text `Too many requests`, which
+//!   cloud-netconfig compares; `HEAD` is a method like any other than `GET`:
+//!   405 ("Only GET requests are supported").
 //! * **Only the primary NIC's primary address is answered**
 //!   ([`Config::allowed_sources`]): a request from any other source is read and
 //!   never answered (logged `refused`), as IMDS's traffic from a secondary NIC
@@ -381,6 +391,8 @@ fn valid_api_version(v: &str) -> bool {
 /// What to send back.
 enum Reply {
     Json(u16, String, Option<u64>),
+    /// A `format=text` answer (status, body, `Retry-After`).
+    Text(u16, String, Option<u64>),
     Bytes(Vec<u8>, &'static str),
     Silence(&'static str),
 }
@@ -404,7 +416,7 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
         Reply::Silence("refused")
     };
     let status = match &reply {
-        Reply::Json(s, _, _) => s.to_string(),
+        Reply::Json(s, _, _) | Reply::Text(s, _, _) => s.to_string(),
         Reply::Bytes(_, label) | Reply::Silence(label) => (*label).to_owned(),
     };
     let entry = LogEntry {
@@ -439,11 +451,47 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
             }
             let _ = request.respond(r);
         }
+        Reply::Text(status, body, retry_after) => {
+            let mut r = tiny_http::Response::from_string(body).with_status_code(status);
+            if let Ok(h) =
+                tiny_http::Header::from_bytes("Content-Type", "text/plain; charset=utf-8")
+            {
+                r.add_header(h);
+            }
+            if let Some(s) = retry_after
+                && let Ok(h) = tiny_http::Header::from_bytes("Retry-After", s.to_string())
+            {
+                r.add_header(h);
+            }
+            let _ = request.respond(r);
+        }
         Reply::Bytes(body, _) => {
             let _ = request.respond(tiny_http::Response::from_data(body));
         }
         Reply::Silence(_) => drop(request.into_writer()),
     }
+}
+
+/// A folder's `format=text` listing: its children one a line, containers with
+/// a trailing `/` (a list's children are its indices).
+fn text_listing(node: &Value) -> String {
+    let entry = |name: String, v: &Value| {
+        if v.is_object() || v.is_array() {
+            format!("{name}/")
+        } else {
+            name
+        }
+    };
+    let lines: Vec<String> = match node {
+        Value::Object(m) => m.iter().map(|(k, v)| entry(k.clone(), v)).collect(),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, v)| entry(i.to_string(), v))
+            .collect(),
+        _ => Vec::new(),
+    };
+    lines.join("\n")
 }
 
 fn error(status: u16, message: &str) -> Reply {
@@ -522,11 +570,7 @@ fn reply(
         return r;
     }
     if rate_limited(sh, now) {
-        return Reply::Json(
-            429,
-            json!({"error": "Too many requests"}).to_string(),
-            Some(1),
-        );
+        return Reply::Text(429, "Too many requests".to_owned(), Some(1));
     }
     if method != "GET" {
         return error(405, "Method not allowed");
@@ -547,7 +591,14 @@ fn reply(
         Some(v) if !valid_api_version(v) => return error(400, "Bad request. Invalid api-version"),
         Some(_) => {}
     }
-    let Some(rest) = path.strip_prefix("/metadata/instance") else {
+    let text = query(url, "format") == Some("text");
+    if path.trim_end_matches('/') == "/metadata" && text {
+        return Reply::Text(200, "instance/".to_owned(), None);
+    }
+    let Some(rest) = path
+        .strip_prefix("/metadata/instance")
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+    else {
         return error(404, "Not found");
     };
     let doc = document(sh, t);
@@ -563,13 +614,10 @@ fn reply(
             None => return error(404, "Not found"),
         }
     }
-    let text = query(url, "format") == Some("text");
     match node {
-        Value::Object(_) | Value::Array(_) if text => {
-            error(400, "Bad request. format=text is only for leaves")
-        }
+        Value::Object(_) | Value::Array(_) if text => Reply::Text(200, text_listing(node), None),
         Value::Object(_) | Value::Array(_) => Reply::Json(200, node.to_string(), None),
-        leaf if text => Reply::Json(
+        leaf if text => Reply::Text(
             200,
             match leaf {
                 Value::String(s) => s.clone(),

@@ -10,6 +10,23 @@
 //! a string or number is a leaf; a list is a leaf of its items joined by newlines;
 //! `null` is 404. A folder answers with and without the trailing `/`.
 //!
+//! # As the service answers (issue 31)
+//!
+//! * Dated API versions ([`Config::versions`]: `/2018-09-24/meta-data/...`, what
+//!   nm-cloud-setup and SUSE's cloud-netconfig ask, `/2009-04-04/...` cloud-init's
+//!   oldest) read the same tree as `/latest/...`; `GET /` lists the versions and
+//!   `latest`, one a line ("Retrieve instance metadata": "specify the version ...
+//!   or use latest",
+//!   <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html>).
+//!   A scenario's paths are the `latest` ones; the log shows the path as asked.
+//! * `HEAD` answers as `GET` without the body (same status, same token rules):
+//!   cloud-netconfig's `check_url` sends `curl -I` before every `GET`.
+//! * A `404` carries IMDS's HTML page (`text/html`); every other method than
+//!   `GET`, `HEAD` and the token's `PUT` gets 405.
+//! * A token `PUT` carrying `X-Forwarded-For` gets 403: IMDSv2 "will not issue
+//!   session tokens to any requests that contain an X-Forwarded-For header"
+//!   (<https://aws.amazon.com/blogs/security/defense-in-depth-open-firewalls-reverse-proxies-ssrf-vulnerabilities-ec2-instance-metadata-service/>).
+//!
 //! # IMDSv2
 //!
 //! `PUT /latest/api/token` with `X-aws-ec2-metadata-token-ttl-seconds: 1..=21600`
@@ -108,6 +125,44 @@ pub const EC2_HEADERS: TokenHeaders = TokenHeaders {
 };
 /// The path tokens are `PUT` to.
 const TOKEN_PATH: &str = "/latest/api/token";
+/// EC2's dated metadata versions (what `GET /` lists before `latest`), oldest
+/// first: each serves the same tree as `latest`.
+pub const EC2_VERSIONS: &[&str] = &[
+    "1.0",
+    "2007-01-19",
+    "2007-03-01",
+    "2007-08-29",
+    "2007-10-10",
+    "2007-12-15",
+    "2008-02-01",
+    "2008-09-01",
+    "2009-04-04",
+    "2011-01-01",
+    "2011-05-01",
+    "2012-01-12",
+    "2014-02-25",
+    "2014-11-05",
+    "2015-10-20",
+    "2016-04-19",
+    "2016-06-30",
+    "2016-09-02",
+    "2018-03-28",
+    "2018-08-17",
+    "2018-09-24",
+    "2019-10-01",
+    "2020-10-27",
+    "2021-01-03",
+    "2021-03-23",
+    "2021-07-15",
+    "2022-09-24",
+    "2024-04-11",
+];
+/// IMDS's `404` body.
+const NOT_FOUND: &str = "<?xml version=\"1.0\" encoding=\"iso-8859-1\"?>\n\
+<!DOCTYPE html PUBLIC \"-//W3C//DTD XHTML 1.0 Transitional//EN\"\n\
+\t\"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd\">\n\
+<html xmlns=\"http://www.w3.org/1999/xhtml\" xml:lang=\"en\" lang=\"en\">\n \
+<head>\n  <title>404 - Not Found</title>\n </head>\n <body>\n  <h1>404 - Not Found</h1>\n </body>\n</html>\n";
 /// The longest token lifetime IMDS grants, in seconds.
 const MAX_TTL: u64 = 21_600;
 /// The body size of a `huge` answer without `size`.
@@ -285,6 +340,9 @@ pub struct Config {
     /// (Alibaba's metadata service answers addresses of the instance's VPC only).
     /// Empty: from anywhere.
     pub allowed_peers: Vec<ipnet::IpNet>,
+    /// Dated API versions served as `latest` and listed at `/` ([`EC2_VERSIONS`]
+    /// by default).
+    pub versions: &'static [&'static str],
 }
 
 impl Config {
@@ -297,6 +355,7 @@ impl Config {
             log_file: None,
             headers: EC2_HEADERS,
             allowed_peers: Vec::new(),
+            versions: EC2_VERSIONS,
         }
     }
 }
@@ -599,12 +658,13 @@ fn in_window(t: f64, from: f64, until: Option<f64>) -> bool {
 fn handle(sh: &Shared, request: tiny_http::Request) {
     let t = sh.t0.get_or_init(Instant::now).elapsed().as_secs_f64();
     let method = request.method().as_str().to_owned();
-    let path = request
+    let asked = request
         .url()
         .split('?')
         .next()
         .unwrap_or_default()
         .to_owned();
+    let path = canonical(sh.config.versions, &asked);
     let peer = request
         .remote_addr()
         .map_or_else(|| "-".to_owned(), ToString::to_string);
@@ -646,7 +706,7 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
         t,
         peer,
         method,
-        path,
+        path: asked,
         status: reply.label(),
     };
     if let Some(f) = &sh.log_file {
@@ -702,7 +762,13 @@ impl Reply {
 
 fn text(status: u16, body: &str) -> TextResponse {
     let mut r = tiny_http::Response::from_string(body).with_status_code(status);
-    if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", "text/plain") {
+    // IMDS's 404 is an HTML page; everything else plain text.
+    let ctype = if status == 404 {
+        "text/html"
+    } else {
+        "text/plain"
+    };
+    if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", ctype) {
         r.add_header(h);
     }
     r
@@ -749,6 +815,9 @@ fn answer(
 ) -> (u16, String) {
     let mut tokens = sh.tokens.lock().unwrap_or_else(PoisonError::into_inner);
     match method {
+        "PUT" if path == TOKEN_PATH && header(request, "X-Forwarded-For").is_some() => {
+            (403, "Forbidden".to_owned())
+        }
         "PUT" if path == TOKEN_PATH => {
             let ttl =
                 header(request, sh.config.headers.ttl).and_then(|v| v.trim().parse::<u64>().ok());
@@ -761,8 +830,8 @@ fn answer(
                 _ => (400, "bad TTL".to_owned()),
             }
         }
-        "PUT" => (404, "not found".to_owned()),
-        "GET" => {
+        "PUT" => (404, NOT_FOUND.to_owned()),
+        "GET" | "HEAD" => {
             match header(request, sh.config.headers.token) {
                 Some(tok) if tokens.get(tok).is_none_or(|exp| *exp < Instant::now()) => {
                     return (401, "unauthorized".to_owned());
@@ -771,9 +840,28 @@ fn answer(
                 _ => {}
             }
             drop(tokens);
-            lookup(sh, t, path).map_or((404, "not found".to_owned()), |b| (200, b))
+            if path == "/" {
+                let mut all: Vec<&str> = sh.config.versions.to_vec();
+                all.push("latest");
+                return (200, all.join("\n"));
+            }
+            lookup(sh, t, path).map_or((404, NOT_FOUND.to_owned()), |b| (200, b))
         }
         _ => (405, "method not allowed".to_owned()),
+    }
+}
+
+/// `path` with a dated version's first segment read as `latest`
+/// (`/2018-09-24/meta-data/` is `/latest/meta-data/`).
+fn canonical(versions: &[&str], path: &str) -> String {
+    let rest = path.strip_prefix('/').unwrap_or(path);
+    let (first, tail) = rest
+        .split_once('/')
+        .map_or((rest, None), |(a, b)| (a, Some(b)));
+    if versions.contains(&first) {
+        tail.map_or_else(|| "/latest".to_owned(), |t| format!("/latest/{t}"))
+    } else {
+        path.to_owned()
     }
 }
 

@@ -25,6 +25,21 @@
 //! * With [`Config::allowed_sources`], a request from any other address gets
 //!   403 (the server answers only the instance itself).
 //!
+//! # As the server answers (issue 31)
+//!
+//! * `GET` and `HEAD` (the body left out) are served; any other method gets 405
+//!   (the server's API is read-only outside guest attributes, which are not
+//!   emulated: "Querying VM metadata",
+//!   <https://cloud.google.com/compute/docs/metadata/querying-metadata>).
+//! * `recursive=true` is read without case: cloud-init's `DataSourceGCE` asks
+//!   `instance/attributes/?recursive=True`.
+//! * A 404 is Google's HTML error page (`text/html; charset=UTF-8`, "Error 404
+//!   (Not Found)!!1") and carries `Metadata-Flavor: Google`, as the server's does
+//!   (googleapis/gcp-metadata#657 shows one).
+//! * `GET /` answers `0.1/` and `computeMetadata/` even without the
+//!   `Metadata-Flavor` header (the Google auth libraries' "on GCE?" probe;
+//!   googleapis/google-auth-library-java#282 shows the server doing it).
+//!
 //! # Scenario
 //!
 //! ```json
@@ -69,6 +84,13 @@ pub const ROOT: &str = "/computeMetadata/v1";
 
 /// The body size of a `huge` answer without `size`.
 const DEFAULT_HUGE: usize = 1024 * 1024;
+
+/// The server's 404 page (Google's error page, its style sheet left out).
+const NOT_FOUND: &[u8] = b"<!DOCTYPE html>\n<html lang=en>\n  <meta charset=utf-8>\n  \
+<title>Error 404 (Not Found)!!1</title>\n  <p><b>404.</b> <ins>That\xe2\x80\x99s an error.</ins>\n  \
+<p>The requested URL was not found on this server.  <ins>That\xe2\x80\x99s all we know.</ins>\n";
+/// Its content type.
+const HTML: &str = "text/html; charset=UTF-8";
 
 /// A NIC that appears late.
 #[derive(Debug, Clone, Deserialize)]
@@ -442,9 +464,13 @@ fn listing(v: &Value) -> String {
 fn answer(sh: &Shared, t: f64, path: &str, query: &str) -> (u16, Vec<u8>, &'static str) {
     let Some(rest) = path.strip_prefix(ROOT) else {
         return if path == "/" {
-            (200, b"computeMetadata/\n".to_vec(), "application/text")
+            (
+                200,
+                b"0.1/\ncomputeMetadata/\n".to_vec(),
+                "application/text",
+            )
         } else {
-            (404, b"Not Found".to_vec(), "text/html")
+            (404, NOT_FOUND.to_vec(), HTML)
         };
     };
     let tree = visible(sh, t);
@@ -461,10 +487,12 @@ fn answer(sh: &Shared, t: f64, path: &str, query: &str) -> (u16, Vec<u8>, &'stat
                 under_attributes = seg == "attributes";
                 node = n;
             }
-            _ => return (404, b"Not Found".to_vec(), "text/html"),
+            _ => return (404, NOT_FOUND.to_vec(), HTML),
         }
     }
-    let recursive_asked = query.split('&').any(|p| p == "recursive=true");
+    let recursive_asked = query
+        .split('&')
+        .any(|p| p.eq_ignore_ascii_case("recursive=true"));
     match node {
         Value::Object(_) | Value::Array(_) if recursive_asked => (
             200,
@@ -596,7 +624,18 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
     }
     let allowed = sh.config.allowed_sources.is_empty()
         || peer.is_some_and(|p: IpAddr| sh.config.allowed_sources.iter().any(|n| n.contains(&p)));
-    let (reply, label) = if flavor.as_deref() != Some("Google") || forwarded {
+    let method_ok = matches!(
+        *request.method(),
+        tiny_http::Method::Get | tiny_http::Method::Head
+    );
+    let (reply, label) = if path == "/" && method_ok && !forwarded {
+        // The root answers without the header (see the module docs).
+        let (status, body, ctype) = answer(sh, t, &path, &query);
+        (
+            Some(response(status, body, ctype, true)),
+            status.to_string(),
+        )
+    } else if flavor.as_deref() != Some("Google") || forwarded {
         (
             Some(response(
                 403,
@@ -610,6 +649,11 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
         (
             Some(response(403, b"Forbidden".to_vec(), "text/html", true)),
             "403".to_owned(),
+        )
+    } else if !method_ok {
+        (
+            Some(response(405, b"Method Not Allowed".to_vec(), HTML, true)),
+            "405".to_owned(),
         )
     } else {
         reply(sh, t, &path, &query, rule)

@@ -11,9 +11,18 @@
 //! `GET /openstack` lists the versions (`latest` and a dated one), `GET
 //! /openstack/latest/` lists the files, `/openstack/latest/meta_data.json` and
 //! `/openstack/latest/network_data.json` answer JSON, `/openstack/latest/user_data`
-//! the text (404 without one); any other path 404, any other method 405. No
-//! header is needed (Nova's service needs none from the instance; Neutron's proxy
-//! adds the instance's identity itself).
+//! the text (404 without one); any other path 404. No header is needed (Nova's
+//! service needs none from the instance; Neutron's proxy adds the instance's
+//! identity itself).
+//!
+//! As Nova answers (issue 31; "Metadata service",
+//! <https://docs.openstack.org/nova/latest/user/metadata.html>, and Nova's
+//! `nova/api/metadata/handler.py`): `GET /` lists the EC2-style versions and
+//! `latest` (the EC2-style tree itself is not emulated), `GET /openstack` every
+//! dated OpenStack version and `latest`, each serving the same files; the handler
+//! checks no method, so `HEAD` answers as `GET` without the body and any other
+//! method as `GET` too; a 404 is webob's text page (`404 Not Found`, "The
+//! resource could not be found.").
 //!
 //! # The rate limit
 //!
@@ -71,6 +80,36 @@ pub const INSTANCE_ID: &str = "83679162-1378-4288-a2d4-70e13ec132aa";
 
 /// The body size of a `huge` answer without `size`.
 const DEFAULT_HUGE: usize = 1024 * 1024;
+
+/// Nova's dated OpenStack metadata versions (`nova/api/metadata/base.py`),
+/// oldest first: `GET /openstack` lists them and `latest`.
+pub const OPENSTACK_VERSIONS: &[&str] = &[
+    "2012-08-10",
+    "2013-04-04",
+    "2013-10-17",
+    "2015-10-15",
+    "2016-06-30",
+    "2016-10-06",
+    "2017-02-22",
+    "2018-08-27",
+    "2020-10-14",
+];
+
+/// Nova's EC2-style versions, which `GET /` lists before `latest`.
+pub const EC2_VERSIONS: &[&str] = &[
+    "1.0",
+    "2007-01-19",
+    "2007-03-01",
+    "2007-08-29",
+    "2007-10-10",
+    "2007-12-15",
+    "2008-02-01",
+    "2008-09-01",
+    "2009-04-04",
+];
+
+/// webob's 404 page, as Nova sends it.
+const NOT_FOUND: &[u8] = b"404 Not Found\n\nThe resource could not be found.\n\n   ";
 
 /// A link that appears late.
 #[derive(Debug, Clone, Deserialize)]
@@ -475,20 +514,30 @@ fn visible_network_data(sh: &Shared, t: f64) -> Value {
 
 /// The normal answer: status, body, content type.
 fn answer(sh: &Shared, t: f64, path: &str) -> (u16, Vec<u8>, &'static str) {
-    let not_found = (404, b"404 Not Found".to_vec(), "text/html");
+    let not_found = (404, NOT_FOUND.to_vec(), "text/plain; charset=UTF-8");
+    let listing = |v: &[&str]| {
+        let mut all = v.to_vec();
+        all.push("latest");
+        all.join("\n").into_bytes()
+    };
+    // `/openstack/<version>/<rest>` with a served version: `<rest>`.
+    let served = |p: &str| -> Option<String> {
+        let rest = p.strip_prefix("/openstack/")?;
+        let (v, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        (v == "latest" || OPENSTACK_VERSIONS.contains(&v)).then(|| tail.to_owned())
+    };
     match path.trim_end_matches('/') {
-        "/openstack" => (200, b"2018-08-27\nlatest".to_vec(), "text/plain"),
-        "/openstack/latest" | "/openstack/2018-08-27" => (
+        "" => (200, listing(EC2_VERSIONS), "text/plain"),
+        "/openstack" => (200, listing(OPENSTACK_VERSIONS), "text/plain"),
+        p if served(p).is_some_and(|f| f.is_empty()) => (
             200,
             b"meta_data.json\nnetwork_data.json\nuser_data\nvendor_data.json\nvendor_data2.json"
                 .to_vec(),
             "text/plain",
         ),
         p => {
-            let file = p
-                .strip_prefix("/openstack/latest/")
-                .or_else(|| p.strip_prefix("/openstack/2018-08-27/"));
-            match file {
+            let file = served(p);
+            match file.as_deref() {
                 Some("meta_data.json") => sh.config.tree.get("meta_data").map_or(not_found, |v| {
                     (200, v.to_string().into_bytes(), "application/json")
                 }),
@@ -604,15 +653,6 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
                 "text/html",
             )),
             "429".to_owned(),
-        )
-    } else if *request.method() != tiny_http::Method::Get {
-        (
-            Some(response(
-                405,
-                b"405 Method Not Allowed".to_vec(),
-                "text/html",
-            )),
-            "405".to_owned(),
         )
     } else {
         let rule = sh

@@ -27,6 +27,9 @@ TREE (--tree): a JSON object rooted at `/`, e.g. {\"latest\": {\"meta-data\": {.
   `/`); a string or number is a leaf; a list is a leaf of its items joined by
   newlines; null is 404.
 
+VERSIONS: / lists EC2's dated versions and latest; /<version>/... reads the same
+  tree as /latest/.... HEAD answers as GET without the body; other methods 405.
+
 IMDSv2: PUT /latest/api/token with X-aws-ec2-metadata-token-ttl-seconds: 1..21600
   returns a token. A GET with an unknown or expired X-aws-ec2-metadata-token gets
   401; with --require-token a GET without one gets 401 too.
@@ -123,6 +126,7 @@ fn run(args: Args) -> Result<(), String> {
         log_file: args.log,
         headers: leasehook_tests::emulator::EC2_HEADERS,
         allowed_peers: Vec::new(),
+        versions: leasehook_tests::emulator::EC2_VERSIONS,
     };
     let emulator =
         Emulator::start(args.bind, config).map_err(|e| format!("binding {}: {e}", args.bind))?;

@@ -25,8 +25,9 @@ use leasehook_tests::openstack_emulator::{
 const FORMATS: &str = "\
 TREE (--tree): {\"meta_data\": {...}, \"network_data\": {...}, \"user_data\": \"...\"},
   served as /openstack/latest/meta_data.json, network_data.json and user_data (404
-  without one); /openstack and /openstack/latest/ list versions and files. Only GET
-  (else 405); no header needed.
+  without one) and under every dated version; / and /openstack list the versions,
+  /openstack/latest/ the files. Every method answers as GET (Nova checks none;
+  HEAD without the body); no header needed.
 
 RATE LIMIT (--rate-limit 10/10, Neutron's defaults): a source address past COUNT
   requests in a sliding window of SECONDS gets 429 Too Many Requests.
