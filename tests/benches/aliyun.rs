@@ -40,7 +40,7 @@ fn event() -> NicEvent {
             family: Family::V4,
             address,
             prefix_len: 24,
-            routers: vec!["10.98.1.1".parse().unwrap()],
+            routers: vec!["10.98.1.253".parse().unwrap()],
             reason: Reason::Bound,
         }],
     )

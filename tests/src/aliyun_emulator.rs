@@ -76,8 +76,9 @@ fn nic(mac: &str, primary: &str, all: &[&str], vswitch: &str, gateway: &str, eni
 }
 
 /// The two-NIC instance of the namespace world ([`crate::world`]): `eth0`
-/// (10.98.0.10, the primary) and `eth1` (10.98.1.20 and 10.98.1.21, gateway
-/// 10.98.1.1), in ECS's shape.
+/// (10.98.0.10, the primary) and `eth1` (10.98.1.20 and 10.98.1.21), in ECS's
+/// shape; each vSwitch's gateway is its `.253`, as on ECS (the world's router
+/// holds it with [`crate::world::CloudDhcp::Aliyun`]).
 pub fn world_tree() -> Value {
     json!({"latest": {
         "api": {},
@@ -93,10 +94,10 @@ pub fn world_tree() -> Value {
             "vpc-id": "vpc-bp1leasehook",
             "vpc-cidr-block": VPC,
             "network": {"interfaces": {"macs": {
-                MAC0: nic(MAC0, "10.98.0.10", &["10.98.0.10"], "10.98.0.0/24", "10.98.0.1",
+                MAC0: nic(MAC0, "10.98.0.10", &["10.98.0.10"], "10.98.0.0/24", "10.98.0.253",
                           "eni-bp1leasehook0"),
                 MAC1: nic(MAC1, "10.98.1.20", &["10.98.1.20", "10.98.1.21"], "10.98.1.0/24",
-                          "10.98.1.1", "eni-bp1leasehook1"),
+                          "10.98.1.253", "eni-bp1leasehook1"),
             }}}
         }
     }})

@@ -55,9 +55,87 @@ pub fn default_tree() -> Value {
     }}})
 }
 
+// ---- DHCP options per cloud (issue 31; docs/clouds.md "DHCP options per cloud") ----
+
+/// Whose DHCP the world's dnsmasq plays: each NIC gets the options that cloud's
+/// DHCP gives it, never more (the vendors' pages are cited in docs/clouds.md,
+/// "DHCP options per cloud"). The world's subnets are 10.98.0.0/24 (`eth0`, the
+/// primary) and 10.98.1.0/24 (`eth1`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CloudDhcp {
+    /// EC2: every ENI a lease with its subnet's mask and router (the subnet's
+    /// first host).
+    #[default]
+    Ec2,
+    /// Google Cloud: every NIC a /32 with its router and option 121 routes: the
+    /// gateway's /32 on the link, then the default route (nic0) or the subnet
+    /// (every other NIC) through it.
+    Gce,
+    /// Azure: as the tests gave it so far (mask and router on both NICs); the
+    /// "azure" part of issue 31 takes the secondary's router away.
+    Azure,
+    /// Alibaba ECS: every ENI its vSwitch's mask and router, the vSwitch's
+    /// `.253`, which the router namespace then also holds.
+    Aliyun,
+    /// Oracle Cloud: the primary VNIC's lease (mask, the virtual router's
+    /// address); a secondary VNIC gets no DHCP at all.
+    Oracle,
+    /// OpenStack (Neutron's DHCP agent): every port its subnet's mask and
+    /// gateway; a subnet with host routes also option 121, the host routes and
+    /// the default route through the gateway (the world's network1 routes
+    /// 198.51.100.0/24 through 10.98.1.1).
+    OpenStack,
+    /// OpenStack with `eth1` on a subnet whose DHCP is off (Nova's `ipv4`
+    /// network type): the primary's lease only.
+    OpenStackStatic,
+}
+
+impl CloudDhcp {
+    /// The router a NIC's lease names (`n` 0 or 1): the subnet's first host, on
+    /// Alibaba the vSwitch's `.253`.
+    pub fn router(self, n: u8) -> String {
+        match self {
+            Self::Aliyun => format!("10.98.{n}.253"),
+            _ => format!("10.98.{n}.1"),
+        }
+    }
+
+    /// Whether NIC `n` gets DHCP at all.
+    pub fn serves(self, n: u8) -> bool {
+        n == 0 || !matches!(self, Self::Oracle | Self::OpenStackStatic)
+    }
+
+    /// dnsmasq's lines for the options (tags `n0`, `n1`).
+    fn dnsmasq_lines(self) -> Vec<String> {
+        let mut lines: Vec<String> = [0u8, 1]
+            .into_iter()
+            .filter(|n| self.serves(*n))
+            .map(|n| format!("dhcp-option=tag:n{n},option:router,{}", self.router(n)))
+            .collect();
+        match self {
+            Self::Gce => lines.extend(
+                [
+                    "dhcp-option=tag:n0,option:netmask,255.255.255.255",
+                    "dhcp-option=tag:n1,option:netmask,255.255.255.255",
+                    "dhcp-option=tag:n0,121,10.98.0.1/32,0.0.0.0,0.0.0.0/0,10.98.0.1",
+                    "dhcp-option=tag:n1,121,10.98.1.1/32,0.0.0.0,10.98.1.0/24,10.98.1.1",
+                ]
+                .map(str::to_owned),
+            ),
+            Self::OpenStack => lines.push(
+                "dhcp-option=tag:n1,121,198.51.100.0/24,10.98.1.1,0.0.0.0/0,10.98.1.1".to_owned(),
+            ),
+            Self::Ec2 | Self::Azure | Self::Aliyun | Self::Oracle | Self::OpenStackStatic => {}
+        }
+        lines
+    }
+}
+
 /// How to build a [`World`].
 #[derive(Debug, Clone)]
 pub struct WorldOptions {
+    /// Whose DHCP options dnsmasq gives each NIC ([`CloudDhcp`]; EC2's by default).
+    pub dhcp: CloudDhcp,
     /// The IMDS tree; `None` runs no IMDS at all (unreachable).
     pub tree: Option<Value>,
     /// The emulator's scenario (delays, windows, failures).
@@ -86,6 +164,7 @@ pub struct WorldOptions {
 impl Default for WorldOptions {
     fn default() -> Self {
         Self {
+            dhcp: CloudDhcp::default(),
             tree: Some(default_tree()),
             scenario: json!({}),
             t1: None,
@@ -180,12 +259,24 @@ fn dnsmasq_conf(dir: &Path, opts: &WorldOptions) -> String {
         "port=0\nno-ping\nkeep-in-foreground\ninterface=gw0\ninterface=gw1\nbind-interfaces\nexcept-interface=lo\n\
          dhcp-authoritative\nlog-dhcp\nlog-facility={d}/dnsmasq.log\ndhcp-leasefile={d}/dnsmasq.leases\n\
          pid-file={d}/dnsmasq.pid\n\
-         dhcp-range=set:n0,10.98.0.100,10.98.0.200,255.255.255.0,2m\n\
-         dhcp-range=set:n1,10.98.1.100,10.98.1.200,255.255.255.0,2m\n\
-         dhcp-range=set:n1v6,fd00:98:1::100,fd00:98:1::1ff,64,2m\n\
-         dhcp-host={MAC0},10.98.0.10\ndhcp-host={MAC1},10.98.1.20,[fd00:98:1::20]\n\
-         dhcp-option=tag:n0,option:router,10.98.0.1\ndhcp-option=tag:n1,option:router,10.98.1.1\n"
+         dhcp-range=set:n0,10.98.0.100,10.98.0.200,255.255.255.0,2m\n"
     );
+    // dnsmasq echoes the host name a client sends back as option 12; no cloud's
+    // DHCP does that (CloudDhcp: the cloud's options, never more).
+    conf.push_str("dhcp-ignore-names\n");
+    if opts.dhcp.serves(1) {
+        conf.push_str(
+            "dhcp-range=set:n1,10.98.1.100,10.98.1.200,255.255.255.0,2m\n\
+             dhcp-range=set:n1v6,fd00:98:1::100,fd00:98:1::1ff,64,2m\n",
+        );
+    }
+    let _ = writeln!(conf, "dhcp-host={MAC0},10.98.0.10");
+    if opts.dhcp.serves(1) {
+        let _ = writeln!(conf, "dhcp-host={MAC1},10.98.1.20,[fd00:98:1::20]");
+    }
+    for l in opts.dhcp.dnsmasq_lines() {
+        let _ = writeln!(conf, "{l}");
+    }
     if let Some(t1) = opts.t1 {
         let _ = write!(
             conf,
@@ -339,7 +430,7 @@ impl World {
             inst.sysctl(key, "0");
             router.sysctl(key, "0");
         }
-        for (n, mac) in [(0, MAC0), (1, MAC1)] {
+        for (n, mac) in [(0u8, MAC0), (1, MAC1)] {
             let (gw, eth) = (format!("gw{n}"), format!("eth{n}"));
             router.ip(&[
                 "link", "add", "name", &gw, "type", "veth", "peer", "name", &eth, "netns",
@@ -347,6 +438,10 @@ impl World {
             ]);
             inst.ip(&["link", "set", &eth, "address", mac]);
             router.ip(&["address", "add", &format!("10.98.{n}.1/24"), "dev", &gw]);
+            let lease_router = opts.dhcp.router(n);
+            if lease_router != format!("10.98.{n}.1") {
+                router.ip(&["address", "add", &format!("{lease_router}/24"), "dev", &gw]);
+            }
             router.sysctl(&format!("net.ipv4.conf.{gw}.rp_filter"), "1");
             router.ip(&["link", "set", &gw, "up"]);
             inst.ip(&["link", "set", &eth, "up"]);
@@ -380,12 +475,13 @@ impl World {
         // A DISCOVER sent before dnsmasq listens is retried only seconds later:
         // start clients only once dnsmasq has announced its DHCP ranges.
         let log = dir.0.join("dnsmasq.log");
+        let ranges = if opts.dhcp.serves(1) { 2 } else { 1 };
         let mut exited = None;
         let ready = wait_until(Duration::from_secs(30), || {
             exited = child.try_wait().ok().flatten();
             exited.is_some()
                 || std::fs::read_to_string(&log)
-                    .is_ok_and(|l| l.matches("DHCP, IP range").count() >= 2)
+                    .is_ok_and(|l| l.matches("DHCP, IP range").count() >= ranges)
         });
         assert!(
             ready && exited.is_none(),

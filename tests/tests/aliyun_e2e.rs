@@ -34,7 +34,7 @@ use leasehook_core::source::aliyun::nic::device_slot;
 use leasehook_tests::aliyun_emulator::{LOG_NAME, service};
 use leasehook_tests::emulator::LogEntry;
 use leasehook_tests::netns::TempDir;
-use leasehook_tests::world::{MAC1, World, WorldOptions, wait_until};
+use leasehook_tests::world::{CloudDhcp, MAC1, World, WorldOptions, wait_until};
 use serde_json::{Value, json};
 
 /// eth1's table: `table_base` plus the slot of its MAC (19872).
@@ -54,7 +54,8 @@ fn routes() -> Vec<String> {
     let t = table();
     vec![
         format!("10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table {t} proto 176"),
-        format!("default via 10.98.1.1 dev eth1 scope - src - table {t} proto 176"),
+        // ECS's router is the vSwitch's .253 (CloudDhcp::Aliyun).
+        format!("default via 10.98.1.253 dev eth1 scope - src - table {t} proto 176"),
     ]
 }
 
@@ -65,6 +66,7 @@ fn world(tag: &str, scenario: &Value, opts: WorldOptions) -> (World, TempDir) {
     let files = TempDir::new(&format!("{tag}-ecs"));
     let sc = files.file("scenario.json", &scenario.to_string());
     let opts = WorldOptions {
+        dhcp: CloudDhcp::Aliyun,
         metadata: Some(service(vec![
             "--scenario".to_owned(),
             sc.display().to_string(),

@@ -285,7 +285,7 @@ mod world {
 
     use leasehook_tests::client::RENEW_T1;
     use leasehook_tests::gce_emulator::{LogEntry, read_log};
-    use leasehook_tests::world::{MetadataService, World, WorldOptions, wait_until};
+    use leasehook_tests::world::{CloudDhcp, MetadataService, World, WorldOptions, wait_until};
     use serde_json::json;
 
     const RULES: [&str; 2] = [
@@ -298,23 +298,12 @@ mod world {
         "10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176",
     ];
 
-    /// GCE's leases: /32, the gateway's /32 on the link and the rest through it
-    /// (option 121); only nic0 gets a default route.
-    fn gce_dhcp() -> Vec<String> {
-        [
-            "dhcp-option=tag:n0,option:netmask,255.255.255.255",
-            "dhcp-option=tag:n1,option:netmask,255.255.255.255",
-            "dhcp-option=tag:n0,121,10.98.0.1/32,0.0.0.0,0.0.0.0/0,10.98.0.1",
-            "dhcp-option=tag:n1,121,10.98.1.1/32,0.0.0.0,10.98.1.0/24,10.98.1.1",
-        ]
-        .map(str::to_owned)
-        .to_vec()
-    }
-
     fn options(scenario: &serde_json::Value) -> WorldOptions {
         WorldOptions {
             tree: None,
-            dnsmasq_extra: gce_dhcp(),
+            // GCE's leases: /32, the gateway's /32 on the link and the rest
+            // through it (option 121); only nic0 gets a default route.
+            dhcp: CloudDhcp::Gce,
             metadata: Some(MetadataService {
                 emulator: "gce-emulator".to_owned(),
                 args: vec![

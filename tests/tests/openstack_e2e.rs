@@ -433,7 +433,7 @@ mod world {
     use leasehook_tests::openstack_emulator::{
         LOG_NAME, LogEntry, make_config_drive, read_log, service, world_tree,
     };
-    use leasehook_tests::world::{MAC1, World, WorldOptions, wait_until};
+    use leasehook_tests::world::{CloudDhcp, MAC1, World, WorldOptions, wait_until};
     use serde_json::json;
 
     fn table() -> u32 {
@@ -459,6 +459,7 @@ mod world {
     fn options(drive: bool) -> WorldOptions {
         WorldOptions {
             tree: None,
+            dhcp: CloudDhcp::OpenStack,
             metadata: (!drive)
                 .then(|| service(vec!["--rate-limit".to_owned(), "10/10".to_owned()])),
             extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "openstack".to_owned())],
@@ -636,6 +637,7 @@ mod world {
         ]});
         let opts = WorldOptions {
             tree: None,
+            dhcp: CloudDhcp::OpenStackStatic,
             metadata: Some(service(vec!["--tree".to_owned(), tree.to_string()])),
             extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "openstack".to_owned())],
             ..WorldOptions::default()

@@ -39,7 +39,9 @@ use leasehook_core::source::oracle::vnic::device_slot;
 use leasehook_tests::netns::leasehook_bin;
 use leasehook_tests::oracle_emulator::{DETACHED_FILE, FAULT_FILE, LOG_FILE, LogEntry, read_log};
 use leasehook_tests::udev_add_command;
-use leasehook_tests::world::{MAC0, MAC1, MetadataService, World, WorldOptions, wait_until};
+use leasehook_tests::world::{
+    CloudDhcp, MAC0, MAC1, MetadataService, World, WorldOptions, wait_until,
+};
 
 fn table(mac: &str) -> u32 {
     10_000 + device_slot(mac.parse().unwrap())
@@ -53,6 +55,8 @@ fn oracle_opts(extra: &[(&str, &str)]) -> WorldOptions {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
     WorldOptions {
+        // OCI's DHCP serves the primary VNIC only.
+        dhcp: CloudDhcp::Oracle,
         metadata: Some(MetadataService {
             emulator: "oracle-emulator".to_owned(),
             args: vec!["--bind".to_owned(), "169.254.169.254:80".to_owned()],
