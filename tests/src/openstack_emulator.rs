@@ -19,7 +19,7 @@
 //! <https://docs.openstack.org/nova/latest/user/metadata.html>, and Nova's
 //! `nova/api/metadata/handler.py`): `GET /` lists the EC2-style versions and
 //! `latest` (the EC2-style tree itself is not emulated), `GET /openstack` every
-//! dated OpenStack version and `latest`, each serving the same files; the handler
+//! dated `OpenStack` version and `latest`, each serving the same files; the handler
 //! checks no method, so `HEAD` answers as `GET` without the body and any other
 //! method as `GET` too; a 404 is webob's text page (`404 Not Found`, "The
 //! resource could not be found.").
@@ -81,7 +81,7 @@ pub const INSTANCE_ID: &str = "83679162-1378-4288-a2d4-70e13ec132aa";
 /// The body size of a `huge` answer without `size`.
 const DEFAULT_HUGE: usize = 1024 * 1024;
 
-/// Nova's dated OpenStack metadata versions (`nova/api/metadata/base.py`),
+/// Nova's dated `OpenStack` metadata versions (`nova/api/metadata/base.py`),
 /// oldest first: `GET /openstack` lists them and `latest`.
 pub const OPENSTACK_VERSIONS: &[&str] = &[
     "2012-08-10",

@@ -80,12 +80,12 @@ pub enum CloudDhcp {
     /// Oracle Cloud: the primary VNIC's lease (mask, the virtual router's
     /// address); a secondary VNIC gets no DHCP at all.
     Oracle,
-    /// OpenStack (Neutron's DHCP agent): every port its subnet's mask and
+    /// `OpenStack` (Neutron's DHCP agent): every port its subnet's mask and
     /// gateway; a subnet with host routes also option 121, the host routes and
     /// the default route through the gateway (the world's network1 routes
     /// 198.51.100.0/24 through 10.98.1.1).
     OpenStack,
-    /// OpenStack with `eth1` on a subnet whose DHCP is off (Nova's `ipv4`
+    /// `OpenStack` with `eth1` on a subnet whose DHCP is off (Nova's `ipv4`
     /// network type): the primary's lease only.
     OpenStackStatic,
 }

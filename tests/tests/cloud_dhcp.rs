@@ -8,7 +8,7 @@
 //!
 //! | test | shows |
 //! |---|---|
-//! | [`each_cloud_gives_each_nic_its_options`] | EC2, GCE, Azure (as it is today), Alibaba, OpenStack: the option names and the router, mask and option-121 values of eth0's and eth1's leases; Oracle and OpenStack's static network: dnsmasq serves no range on eth1's link |
+//! | [`each_cloud_gives_each_nic_its_options`] | EC2, GCE, Azure (as it is today), Alibaba, `OpenStack`: the option names and the router, mask and option-121 values of eth0's and eth1's leases; Oracle and `OpenStack`'s static network: dnsmasq serves no range on eth1's link |
 //!
 //! Compiled with the `netns` feature; needs root, isc-dhcp-client and dnsmasq,
 //! and fails, never skips, without them.
@@ -18,7 +18,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    clippy::too_many_lines
 )]
 
 use std::collections::BTreeMap;
@@ -36,6 +37,9 @@ const PROTOCOL: [&str; 6] = [
     "dhcp-rebinding-time",
     "broadcast-address",
 ];
+
+/// A lease's options by name.
+type Options = BTreeMap<String, String>;
 
 /// The `option NAME VALUE;` lines of the last lease in a dhclient lease file,
 /// protocol options left out (waiting up to 10 s for dhclient to write it: it
@@ -67,7 +71,7 @@ fn want(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 #[test]
 fn each_cloud_gives_each_nic_its_options() {
     let mask24 = ("subnet-mask", "255.255.255.0");
-    let cases: [(CloudDhcp, &str, [BTreeMap<String, String>; 2]); 5] = [
+    let cases: [(CloudDhcp, &str, [Options; 2]); 5] = [
         (
             CloudDhcp::Ec2,
             "dh-ec2",

@@ -273,7 +273,7 @@ fn aliyun_answers_the_peers() {
         ("private-ipv4s", r#"["10.98.1.20","10.98.1.21"]"#),
         ("primary-ip-address", "10.98.1.20"),
         ("netmask", "255.255.255.0"),
-        ("gateway", "10.98.1.1"),
+        ("gateway", "10.98.1.253"),
     ];
     for (key, value) in want {
         let got = get(&b, &format!("{macs}{MAC1}/{key}"), &[]);
