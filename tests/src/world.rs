@@ -3,7 +3,10 @@
 //! "router" namespace and an "instance" namespace joined by two veth pairs.
 //!
 //! * router: `gw0` 10.98.0.1/24 and `gw1` 10.98.1.1/24 (+ `fd00:98:1::1/64`), dnsmasq
-//!   serving both subnets with fixed leases per MAC (and DHCPv6 on `gw1`), the IMDS
+//!   serving both subnets with fixed leases per MAC (and DHCPv6 on `gw1`) and the
+//!   DHCP options of the cloud the test plays ([`CloudDhcp`]: EC2's by default;
+//!   Oracle's and `OpenStack`'s static network serve `eth0` only; Alibaba's router
+//!   `.253` is added on both links), the IMDS
 //!   emulator on 169.254.169.254:80, an echo host on 198.51.100.10:80 that answers
 //!   with the caller's address, and `rp_filter=1` (an ENI's source/destination
 //!   check: a packet whose source belongs to the other subnet is dropped).
