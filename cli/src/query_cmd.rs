@@ -3,6 +3,7 @@
 //! YAML or raw text, or renders a template over it. Root reads
 //! `instance-data-sensitive.json`, anyone else the redacted `instance-data.json`.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
@@ -101,9 +102,8 @@ fn read(root: &Path) -> anyhow::Result<Value> {
 fn print(value: &Value, out: Output<'_>) -> anyhow::Result<String> {
     let text = match (out, value) {
         (Output::Yaml, v) => return Ok(serde_saphyr::to_string(v)?),
-        (Output::CloudInit, Value::String(s)) => s.clone(),
+        (Output::CloudInit | Output::Raw, Value::String(s)) => s.clone(),
         (Output::CloudInit, v) => python_json_dumps(v),
-        (Output::Raw, Value::String(s)) => s.clone(),
         (Output::Raw, v @ (Value::Bool(_) | Value::Number(_) | Value::Null)) => v.to_string(),
         (_, v) => serde_json::to_string_pretty(v)?,
     };
@@ -179,7 +179,8 @@ fn python_string(s: &str, out: &mut String) {
             _ => {
                 let mut units = [0u16; 2];
                 for u in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{u:04x}"));
+                    // Writing to a String cannot fail.
+                    let _ = write!(out, "\\u{u:04x}");
                 }
             }
         }

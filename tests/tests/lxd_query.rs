@@ -12,7 +12,8 @@
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing,
-    clippy::print_stderr
+    clippy::print_stderr,
+    clippy::too_many_lines
 )]
 
 use std::fs;
@@ -490,7 +491,8 @@ fn query_prints_what_cloud_init_25_1_4_query_prints() {
     ] {
         let sensitive = root.join("run/leasehook/instance-data-sensitive.json");
         for args in cases {
-            let ours = leasehook(&[&["query", "--root", root.to_str().unwrap()][..], args].concat());
+            let ours =
+                leasehook(&[&["query", "--root", root.to_str().unwrap()][..], args].concat());
             let theirs = cloud_init_query(&sensitive, args);
             let show = |o: &Output| {
                 format!(
@@ -500,7 +502,11 @@ fn query_prints_what_cloud_init_25_1_4_query_prints() {
                     String::from_utf8_lossy(&o.stderr)
                 )
             };
-            eprintln!("query {args:?}:\n  leasehook  {}\n  cloud-init {}", show(&ours), show(&theirs));
+            eprintln!(
+                "query {args:?}:\n  leasehook  {}\n  cloud-init {}",
+                show(&ours),
+                show(&theirs)
+            );
             let same = ours.status.code() == theirs.status.code()
                 && ours.stdout == theirs.stdout
                 && ours.stderr.is_empty() == theirs.stderr.is_empty();
@@ -517,11 +523,25 @@ fn query_prints_what_cloud_init_25_1_4_query_prints() {
     // `--format json` still quotes a string, when asked.
     let r = root.0.to_str().unwrap();
     assert_eq!(
-        ok(&leasehook(&["query", "--root", r, "--format", "json", "v1.instance_id"])),
+        ok(&leasehook(&[
+            "query",
+            "--root",
+            r,
+            "--format",
+            "json",
+            "v1.instance_id"
+        ])),
         "\"inc-0f1e2d\"\n"
     );
     assert_eq!(
-        ok(&leasehook(&["query", "--root", r, "-f", "raw", "v1.instance_id"])),
+        ok(&leasehook(&[
+            "query",
+            "--root",
+            r,
+            "-f",
+            "raw",
+            "v1.instance_id"
+        ])),
         "inc-0f1e2d\n"
     );
     // A script written for cloud-init.
