@@ -76,11 +76,14 @@ pub struct WorldOptions {
     /// Extra environment for every hook (`LEASEHOOK_PROVIDER=gce`, ...).
     pub extra_hook_env: Vec<(String, String)>,
     /// Run the hook and shim the Debian package installed
-    /// (`/etc/dhcp/dhclient-exit-hooks.d/leasehook`,
+    /// (`/etc/dhcp/dhclient-exit-hooks.d/zz-leasehook`,
     /// `/usr/libexec/leasehook/leasehook-dhclient`) with the real root `/`, instead
     /// of the workspace's hook (in `/etc/netns/<instance>/dhcp/`), the shim built
     /// beside the tests and a private root.
     pub installed: bool,
+    /// The secondary's (eth1's) DHCPv4 lease names no router, as Azure's DHCP
+    /// gives a default gateway to the primary NIC only (issue 31).
+    pub secondary_without_router: bool,
 }
 
 impl Default for WorldOptions {
@@ -95,6 +98,7 @@ impl Default for WorldOptions {
             metadata: None,
             extra_hook_env: Vec::new(),
             installed: false,
+            secondary_without_router: false,
         }
     }
 }
@@ -184,8 +188,15 @@ fn dnsmasq_conf(dir: &Path, opts: &WorldOptions) -> String {
          dhcp-range=set:n1,10.98.1.100,10.98.1.200,255.255.255.0,2m\n\
          dhcp-range=set:n1v6,fd00:98:1::100,fd00:98:1::1ff,64,2m\n\
          dhcp-host={MAC0},10.98.0.10\ndhcp-host={MAC1},10.98.1.20,[fd00:98:1::20]\n\
-         dhcp-option=tag:n0,option:router,10.98.0.1\ndhcp-option=tag:n1,option:router,10.98.1.1\n"
+         dhcp-option=tag:n0,option:router,10.98.0.1\n"
     );
+    // An option without data is no option at all to dnsmasq (dnsmasq(8),
+    // --dhcp-option): without it dnsmasq would name itself the router.
+    if opts.secondary_without_router {
+        conf.push_str("dhcp-option=tag:n1,option:router\n");
+    } else {
+        conf.push_str("dhcp-option=tag:n1,option:router,10.98.1.1\n");
+    }
     if let Some(t1) = opts.t1 {
         let _ = write!(
             conf,
@@ -226,6 +237,10 @@ pub fn sweep_dead_runs(etc_netns: &Path) -> Vec<PathBuf> {
     removed
 }
 
+/// The Debian exit hook's place below `/etc/dhcp/`, as the package installs it:
+/// after every hook that installs routes (`rfc3442-classless-routes`).
+pub const DHCLIENT_HOOK_NAME: &str = "dhclient-exit-hooks.d/zz-leasehook";
+
 /// Puts the exit hook into `/etc/netns/<ns>/dhcp/`, which `ip netns exec` mounts
 /// over `/etc/dhcp` inside that namespace only (unless `installed`: then the
 /// namespace sees the machine's `/etc/dhcp`), and an empty resolv.conf that takes
@@ -248,9 +263,21 @@ pub fn install_hook(ns: &str, installed: bool) -> PathBuf {
     std::fs::copy("/etc/dhcp/dhclient.conf", dhcp.join("dhclient.conf"))
         .unwrap_or_else(|e| panic!("/etc/dhcp/dhclient.conf (is isc-dhcp-client installed?): {e}"));
     let hook = crate::workspace_root().join("hooks/dhclient/leasehook");
-    std::fs::copy(&hook, dhcp.join("dhclient-exit-hooks.d/leasehook"))
-        .unwrap_or_else(|e| panic!("{hook:?}: {e}"));
+    std::fs::copy(&hook, dhcp.join(DHCLIENT_HOOK_NAME)).unwrap_or_else(|e| panic!("{hook:?}: {e}"));
     etc
+}
+
+/// The seconds between the start and end marks [`World::time_exit_hooks`]
+/// wrote for the first BOUND (or REBOOT), once both are there.
+pub fn exit_hooks_seconds(file: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let mark = |which: &str| {
+        text.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() == 3 && matches!(f[0], "BOUND" | "REBOOT") && f[1] == which)
+            .and_then(|f| f[2].parse::<f64>().ok())
+    };
+    Some(mark("end")? - mark("start")?)
 }
 
 /// Starts `cmd` and waits for its first line on standard output (a "ready" line).
@@ -443,6 +470,27 @@ impl World {
             );
         }
         args
+    }
+
+    /// Exit hooks that sort first and last (`run-parts` order) and record, for
+    /// `iface`'s events, when dhclient-script began and ended running the exit
+    /// hooks: the time the DHCP client is held between them (leasehook's hook and
+    /// any `rfc3442-classless-routes` among them). Returns the file they write
+    /// (read it with [`exit_hooks_seconds`]).
+    pub fn time_exit_hooks(&self, iface: &str) -> PathBuf {
+        let file = self.dir.0.join(format!("exit-hook-times-{iface}"));
+        let dir = self.etc.join("dhcp/dhclient-exit-hooks.d");
+        for (name, mark) in [("0-time-start", "start"), ("zzzz-time-end", "end")] {
+            std::fs::write(
+                dir.join(format!("{name}-{iface}")),
+                format!(
+                    "if [ \"$interface\" = {iface} ]; then echo \"$reason {mark} $(date +%s.%N)\" >> '{}'; fi\n",
+                    file.display()
+                ),
+            )
+            .unwrap_or_else(|e| panic!("{dir:?}: {e}"));
+        }
+        file
     }
 
     /// Starts `dhclient -d` (foreground, so it is this world's child) on `iface`;
