@@ -758,6 +758,10 @@ mod tests {
         ]})
         .to_string();
         let inst = to_instance(&parse_network(&one).unwrap());
-        assert!(inst.nics.iter().all(|n| n.routes.is_empty() || n.mac != secondary.mac));
+        assert!(
+            inst.nics
+                .iter()
+                .all(|n| n.routes.is_empty() || n.mac != secondary.mac)
+        );
     }
 }

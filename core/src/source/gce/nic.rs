@@ -35,9 +35,7 @@ use ipnet::{IpNet, Ipv4Net};
 use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
-use crate::model::{
-    InstanceNetwork, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile,
-};
+use crate::model::{InstanceNetwork, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use crate::source::provider::{Assessment, NicEvent};
 
