@@ -378,7 +378,7 @@ fn every_subcommand_reads_below_leasehook_root() {
         let out = run(&["query", "v1.instance_id"]);
         assert_eq!(
             out.1,
-            "\"i-from-leasehook-root\"\n",
+            "i-from-leasehook-root\n",
             "{}",
             ctx("query", &out)
         );
