@@ -30,8 +30,10 @@ readonly PY=/usr/bin/python3
 readonly KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 # Minimal set found by trial on Debian 12 without the cloud-init package:
 # python3-yaml (cloudinit.util), python3-requests (cloudinit.url_helper),
-# python3-configobj (cloudinit.net.dhcp, imported by DataSourceEc2).
-readonly PY_PKGS=(python3-yaml python3-requests python3-configobj)
+# python3-configobj (cloudinit.net.dhcp, imported by DataSourceEc2);
+# python3-jinja2 and python3-jsonpatch (cloudinit.cmd.query, run by
+# tests/oracle/ci_query.py for the `leasehook query` comparison).
+readonly PY_PKGS=(python3-yaml python3-requests python3-configobj python3-jinja2 python3-jsonpatch)
 
 readonly ORACLE_DIR="$PWD/target/oracle"
 readonly DEB_DIR="$ORACLE_DIR/debs"
@@ -67,6 +69,7 @@ import os, sys
 import cloudinit, cloudinit.version
 import cloudinit.net.dhcp, cloudinit.net.netplan
 import cloudinit.sources.DataSourceEc2
+import cloudinit.cmd.query
 want = os.path.realpath(sys.argv[1])
 got = os.path.realpath(os.path.dirname(os.path.dirname(cloudinit.__file__)))
 if got != want:

@@ -380,8 +380,10 @@ pub(crate) struct InitArgs {
 /// instance-data.json, where user-data, vendor-data and other sensitive values read
 /// "redacted for non-root user".
 ///
-/// `--format` is `json` (the default), `yaml` or `raw` (strings unquoted, one key
-/// a line for `--list-keys`), or else a Jinja template rendered over all the
+/// Without `--format` it prints what `cloud-init query` prints: a string as is,
+/// anything else as JSON (one space of indent, keys sorted), `--list-keys` one key
+/// a line. `--format` is `json` (strings quoted), `yaml` or `raw` (strings
+/// unquoted, one key a line for `--list-keys`), or else a Jinja template rendered over all the
 /// instance data: the `v1` keys are also at the top level (`{{ platform }}`) and a
 /// key holding `-`, `.` or `/` also has an alias with `_` (`{{ local_hostname }}`,
 /// `{{ ds.meta_data }}`). A value the data lacks may be tested (`{% if x is defined
@@ -408,7 +410,8 @@ pub(crate) struct QueryArgs {
     #[arg(short, long)]
     pub(crate) list_keys: bool,
 
-    /// `json`, `yaml`, `raw`, or a Jinja template over all the instance data.
+    /// `json`, `yaml`, `raw`, or a Jinja template over all the instance data
+    /// (without it: as cloud-init prints).
     #[arg(short, long, value_name = "json|yaml|raw|TEMPLATE")]
     pub(crate) format: Option<String>,
 }

@@ -3,6 +3,7 @@
 //! YAML or raw text, or renders a template over it. Root reads
 //! `instance-data-sensitive.json`, anyone else the redacted `instance-data.json`.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
@@ -21,6 +22,11 @@ const MAX_BYTES: u64 = 128 * 1024 * 1024;
 /// How to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Output<'a> {
+    /// No `--format`: as cloud-init's `query` prints (cloud-init 25.1.4
+    /// `cmd/query.py`): a string as is, anything else as its `json_dumps` (one
+    /// space of indent, keys sorted, non-ASCII escaped), `--list-keys` one key a
+    /// line. `ID=$(leasehook query v1.instance_id)` works as with cloud-init.
+    CloudInit,
     Json,
     Yaml,
     Raw,
@@ -30,7 +36,8 @@ enum Output<'a> {
 impl QueryArgs {
     fn output(&self) -> anyhow::Result<Output<'_>> {
         let out = match self.format.as_deref() {
-            None | Some("json") => Output::Json,
+            None => Output::CloudInit,
+            Some("json") => Output::Json,
             Some("yaml") => Output::Yaml,
             Some("raw") => Output::Raw,
             Some(t) => Output::Template(t),
@@ -40,7 +47,7 @@ impl QueryArgs {
             Output::Template(_) if picked => bail!(
                 "a --format template renders all the instance data: give no KEY, --all or --list-keys (name keys inside the template)"
             ),
-            Output::Json | Output::Yaml | Output::Raw if !picked => bail!(
+            Output::CloudInit | Output::Json | Output::Yaml | Output::Raw if !picked => bail!(
                 "--format {} needs KEY, --all or --list-keys",
                 self.format.as_deref().unwrap_or("json")
             ),
@@ -95,11 +102,90 @@ fn read(root: &Path) -> anyhow::Result<Value> {
 fn print(value: &Value, out: Output<'_>) -> anyhow::Result<String> {
     let text = match (out, value) {
         (Output::Yaml, v) => return Ok(serde_saphyr::to_string(v)?),
-        (Output::Raw, Value::String(s)) => s.clone(),
+        (Output::CloudInit | Output::Raw, Value::String(s)) => s.clone(),
+        (Output::CloudInit, v) => python_json_dumps(v),
         (Output::Raw, v @ (Value::Bool(_) | Value::Number(_) | Value::Null)) => v.to_string(),
         (_, v) => serde_json::to_string_pretty(v)?,
     };
     Ok(text + "\n")
+}
+
+/// `value` as Python's `json.dumps(value, indent=1, sort_keys=True,
+/// separators=(",", ": "))` writes it (cloud-init's `atomic_helper.json_dumps`):
+/// one space of indent per level, keys sorted (a `serde_json` map is sorted by
+/// code point, as Python sorts), and, Python's default `ensure_ascii`, every
+/// character of a string outside printable ASCII escaped (`\n`, `\t`, ... or
+/// `\uXXXX` in UTF-16 units, lower-case hex).
+fn python_json_dumps(value: &Value) -> String {
+    let mut out = String::new();
+    dump(value, 0, &mut out);
+    out
+}
+
+fn dump(value: &Value, depth: usize, out: &mut String) {
+    let pad = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.extend(std::iter::repeat_n(' ', depth));
+    };
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => python_string(s, out),
+        Value::Array(items) if items.is_empty() => out.push_str("[]"),
+        Value::Object(map) if map.is_empty() => out.push_str("{}"),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                pad(out, depth + 1);
+                dump(item, depth + 1, out);
+            }
+            pad(out, depth);
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                pad(out, depth + 1);
+                python_string(k, out);
+                out.push_str(": ");
+                dump(v, depth + 1, out);
+            }
+            pad(out, depth);
+            out.push('}');
+        }
+    }
+}
+
+/// A JSON string as Python's `json` writes it with `ensure_ascii`.
+fn python_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            ' '..='~' => out.push(c),
+            _ => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    // Writing to a String cannot fail.
+                    let _ = write!(out, "\\u{u:04x}");
+                }
+            }
+        }
+    }
+    out.push('"');
 }
 
 /// `query` of the instance data below `root`.
@@ -121,7 +207,7 @@ pub(crate) fn run(args: &QueryArgs, root: &Path) -> anyhow::Result<String> {
             .as_ref()
             .map_or_else(|| "instance data".to_owned(), ToString::to_string);
         let keys = query::list_keys(value, &shown)?;
-        if out == Output::Raw {
+        if matches!(out, Output::Raw | Output::CloudInit) {
             return Ok(keys.join("\n") + "\n");
         }
         return print(&Value::from(keys), out);

@@ -928,10 +928,15 @@ fn cloud_init_pbr(
         }
     } else {
         ip.table = Some(table);
-        match lease_for(input, &link.name, Family::V4).and_then(|l| l.routers.first()) {
+        // A lease without a router (Azure's secondary NICs): the metadata's
+        // default gateway, as in the default profile.
+        let router = lease_for(input, &link.name, Family::V4)
+            .and_then(|l| l.routers.first().copied())
+            .or_else(|| metadata_default(nic, Family::V4, bounds));
+        match router {
             Some(router) => ip
                 .routes
-                .push(route(IpNet::V4(Ipv4Net::default()), Some(*router))),
+                .push(route(IpNet::V4(Ipv4Net::default()), Some(router))),
             None => ip.missing.push(Missing::Router { family: Family::V4 }),
         }
         ip.routes.extend(subnets4.iter().map(|s| route(*s, None)));

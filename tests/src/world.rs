@@ -74,8 +74,13 @@ pub enum CloudDhcp {
     /// gateway's /32 on the link, then the default route (nic0) or the subnet
     /// (every other NIC) through it.
     Gce,
-    /// Azure: as the tests gave it so far (mask and router on both NICs); the
-    /// "azure" part of issue 31 takes the secondary's router away.
+    /// Azure: the primary its mask, router and option 121 (the default route,
+    /// the platform's 168.63.129.16 and IMDS's 169.254.169.254, each via the
+    /// subnet's gateway, as cloud-init's Azure support reads the lease:
+    /// <https://github.com/canonical/cloud-init/pull/5146>); a secondary its
+    /// address and mask and no router: "Azure does not assign a default gateway
+    /// to additional (secondary) network interfaces"
+    /// (<https://learn.microsoft.com/en-us/azure/virtual-machines/windows/multiple-nics#configure-guest-os-for-multiple-nics>).
     Azure,
     /// Alibaba ECS: every ENI its vSwitch's mask and router, the vSwitch's
     /// `.253`, which the router namespace then also holds.
@@ -103,6 +108,11 @@ impl CloudDhcp {
         }
     }
 
+    /// Whether NIC `n`'s lease names a router (Azure's secondary NICs' do not).
+    pub fn names_router(self, n: u8) -> bool {
+        n == 0 || !matches!(self, Self::Azure)
+    }
+
     /// Whether NIC `n` gets DHCP at all.
     pub fn serves(self, n: u8) -> bool {
         n == 0 || !matches!(self, Self::Oracle | Self::OpenStackStatic)
@@ -112,7 +122,7 @@ impl CloudDhcp {
     fn dnsmasq_lines(self) -> Vec<String> {
         let mut lines: Vec<String> = [0u8, 1]
             .into_iter()
-            .filter(|n| self.serves(*n))
+            .filter(|n| self.serves(*n) && self.names_router(*n))
             .map(|n| format!("dhcp-option=tag:n{n},option:router,{}", self.router(n)))
             .collect();
         match self {
@@ -128,7 +138,16 @@ impl CloudDhcp {
             Self::OpenStack => lines.push(
                 "dhcp-option=tag:n1,121,198.51.100.0/24,10.98.1.1,0.0.0.0/0,10.98.1.1".to_owned(),
             ),
-            Self::Ec2 | Self::Azure | Self::Aliyun | Self::Oracle | Self::OpenStackStatic => {}
+            // An option without data is no option at all to dnsmasq (dnsmasq(8),
+            // --dhcp-option): without it dnsmasq would name itself the router.
+            Self::Azure => lines.extend(
+                [
+                    "dhcp-option=tag:n0,121,0.0.0.0/0,10.98.0.1,168.63.129.16/32,10.98.0.1,169.254.169.254/32,10.98.0.1",
+                    "dhcp-option=tag:n1,option:router",
+                ]
+                .map(str::to_owned),
+            ),
+            Self::Ec2 | Self::Aliyun | Self::Oracle | Self::OpenStackStatic => {}
         }
         lines
     }
@@ -157,7 +176,7 @@ pub struct WorldOptions {
     /// Extra environment for every hook (`LEASEHOOK_PROVIDER=gce`, ...).
     pub extra_hook_env: Vec<(String, String)>,
     /// Run the hook and shim the Debian package installed
-    /// (`/etc/dhcp/dhclient-exit-hooks.d/leasehook`,
+    /// (`/etc/dhcp/dhclient-exit-hooks.d/zz-leasehook`,
     /// `/usr/libexec/leasehook/leasehook-dhclient`) with the real root `/`, instead
     /// of the workspace's hook (in `/etc/netns/<instance>/dhcp/`), the shim built
     /// beside the tests and a private root.
@@ -320,6 +339,10 @@ pub fn sweep_dead_runs(etc_netns: &Path) -> Vec<PathBuf> {
     removed
 }
 
+/// The Debian exit hook's place below `/etc/dhcp/`, as the package installs it:
+/// after every hook that installs routes (`rfc3442-classless-routes`).
+pub const DHCLIENT_HOOK_NAME: &str = "dhclient-exit-hooks.d/zz-leasehook";
+
 /// Puts the exit hook into `/etc/netns/<ns>/dhcp/`, which `ip netns exec` mounts
 /// over `/etc/dhcp` inside that namespace only (unless `installed`: then the
 /// namespace sees the machine's `/etc/dhcp`), and an empty resolv.conf that takes
@@ -342,9 +365,21 @@ pub fn install_hook(ns: &str, installed: bool) -> PathBuf {
     std::fs::copy("/etc/dhcp/dhclient.conf", dhcp.join("dhclient.conf"))
         .unwrap_or_else(|e| panic!("/etc/dhcp/dhclient.conf (is isc-dhcp-client installed?): {e}"));
     let hook = crate::workspace_root().join("hooks/dhclient/leasehook");
-    std::fs::copy(&hook, dhcp.join("dhclient-exit-hooks.d/leasehook"))
-        .unwrap_or_else(|e| panic!("{hook:?}: {e}"));
+    std::fs::copy(&hook, dhcp.join(DHCLIENT_HOOK_NAME)).unwrap_or_else(|e| panic!("{hook:?}: {e}"));
     etc
+}
+
+/// The seconds between the start and end marks [`World::time_exit_hooks`]
+/// wrote for the first BOUND (or REBOOT), once both are there.
+pub fn exit_hooks_seconds(file: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let mark = |which: &str| {
+        text.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() == 3 && matches!(f[0], "BOUND" | "REBOOT") && f[1] == which)
+            .and_then(|f| f[2].parse::<f64>().ok())
+    };
+    Some(mark("end")? - mark("start")?)
 }
 
 /// Starts `cmd` and waits for its first line on standard output (a "ready" line).
@@ -542,6 +577,27 @@ impl World {
             );
         }
         args
+    }
+
+    /// Exit hooks that sort first and last (`run-parts` order) and record, for
+    /// `iface`'s events, when dhclient-script began and ended running the exit
+    /// hooks: the time the DHCP client is held between them (leasehook's hook and
+    /// any `rfc3442-classless-routes` among them). Returns the file they write
+    /// (read it with [`exit_hooks_seconds`]).
+    pub fn time_exit_hooks(&self, iface: &str) -> PathBuf {
+        let file = self.dir.0.join(format!("exit-hook-times-{iface}"));
+        let dir = self.etc.join("dhcp/dhclient-exit-hooks.d");
+        for (name, mark) in [("0-time-start", "start"), ("zzzz-time-end", "end")] {
+            std::fs::write(
+                dir.join(format!("{name}-{iface}")),
+                format!(
+                    "if [ \"$interface\" = {iface} ]; then echo \"$reason {mark} $(date +%s.%N)\" >> '{}'; fi\n",
+                    file.display()
+                ),
+            )
+            .unwrap_or_else(|e| panic!("{dir:?}: {e}"));
+        }
+        file
     }
 
     /// Starts `dhclient -d` (foreground, so it is this world's child) on `iface`;

@@ -32,13 +32,18 @@ use std::time::Duration;
 use leasehook_tests::azure_emulator::{HIDDEN_FILE, LOG_FILE, LogEntry, read_log};
 use leasehook_tests::client::{Client, End, RENEW_T1};
 use leasehook_tests::netns::{Netns, leasehook_bin};
-use leasehook_tests::world::{MAC1, MetadataService, World, WorldOptions, wait_until};
+use leasehook_tests::world::{
+    CloudDhcp, MAC1, MetadataService, World, WorldOptions, exit_hooks_seconds, wait_until,
+};
 
 /// The primary NIC's primary address: the only source IMDS answers.
 const PRIMARY: &str = "10.98.0.10";
 
+/// Azure's DHCP options per NIC ([`CloudDhcp::Azure`]): the primary its router
+/// and option 121, a secondary no router.
 fn azure_opts() -> WorldOptions {
     WorldOptions {
+        dhcp: CloudDhcp::Azure,
         metadata: Some(MetadataService {
             emulator: "azure-emulator".to_owned(),
             args: vec![
@@ -52,6 +57,21 @@ fn azure_opts() -> WorldOptions {
         extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "azure".to_owned())],
         ..WorldOptions::default()
     }
+}
+
+/// The world, with Debian's option-121 exit hook (isc-dhcp-client's
+/// `rfc3442-classless-routes`, copied from this machine) beside leasehook's, as
+/// on a Debian or Ubuntu image: with Azure's option 121 the primary's routes,
+/// the one to IMDS among them, come from it.
+fn world(tag: &str, opts: &WorldOptions) -> World {
+    let w = World::new(tag, opts);
+    let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
+    let to = format!(
+        "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
+        w.inst.name
+    );
+    std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to} (isc-dhcp-client): {e}"));
+    w
 }
 
 fn imds_log(w: &World) -> Vec<LogEntry> {
@@ -212,7 +232,7 @@ fn dhclient_routes_the_secondary_from_azure_metadata_and_leaves_the_vf_alone() {
         t1: Some(RENEW_T1),
         ..azure_opts()
     };
-    let mut w = World::new("az-dh", &opts);
+    let mut w = world("az-dh", &opts);
     let vf = add_vf(&w);
     c.start(&mut w);
     wait_installed(&w, c, "after the lease");
@@ -298,7 +318,7 @@ fn hot_plug_race_the_nic_appears_in_metadata_after_the_lease() {
         budget_s: 20.0,
         ..azure_opts()
     };
-    let mut w = World::new("az-race", &opts);
+    let mut w = world("az-race", &opts);
     let vf = add_vf(&w);
     w.bind("eth0", false);
     // eth1's NIC is not in the metadata yet when its lease comes.
@@ -346,7 +366,7 @@ fn hot_plug_race_the_nic_appears_in_metadata_after_the_lease() {
 #[test]
 fn networkmanager_routes_the_secondary_and_connection_down_removes_it() {
     let c = Client::Nm;
-    let mut w = World::new("az-nm", &azure_opts());
+    let mut w = world("az-nm", &azure_opts());
     let vf = add_vf(&w);
     // Azure's DHCP routes 169.254.169.254 through the primary (option 121); so
     // does the world here, as NetworkManager brings both NICs up at once.
@@ -383,5 +403,76 @@ fn networkmanager_routes_the_secondary_and_connection_down_removes_it() {
     // Requests made before eth0 had its address went out of eth0 from eth1's
     // address and were dropped by the VPC's source check before IMDS saw them;
     // every request IMDS saw came from the primary.
+    assert_primary_only(&w);
+}
+
+/// Issue 31 items 1 and 3, with Azure's DHCP options ([`CloudDhcp::Azure`]): the
+/// secondary's lease names no router, so its table's default route goes via the
+/// subnet's first host, 10.98.1.1, and traffic from both of its addresses to a
+/// host off the subnet passes the router's source check; and the primary's
+/// BOUND is not held waiting for IMDS, which is reachable only once Debian's
+/// `rfc3442-classless-routes` hook has installed option 121's routes: leasehook's
+/// hook runs after it.
+#[test]
+fn a_router_less_secondary_gets_the_first_host_and_the_primary_bound_is_not_held() {
+    let c = Client::Dhclient;
+    let mut w = world("az-gw", &azure_opts());
+    let times = w.time_exit_hooks("eth0");
+    w.bind("eth0", false);
+    assert!(
+        wait_until(Duration::from_secs(20), || exit_hooks_seconds(&times)
+            .is_some()),
+        "eth0's exit hooks did not finish:\n{}",
+        w.log("eth0", false)
+    );
+    let held = exit_hooks_seconds(&times).unwrap();
+    eprintln!(
+        "eth0 BOUND: exit hooks held dhclient {:.1} ms",
+        held * 1000.0
+    );
+    let eth0 = w.log("eth0", false);
+    // Option 121's routes are there (the route to IMDS through the gateway).
+    let main = w.inst.ip(&["-4", "route", "show"]);
+    assert!(
+        main.contains("169.254.169.254 via 10.98.0.1 dev eth0"),
+        "{main}"
+    );
+    // Not waited out: the sync budget is 3 s; and IMDS answered the first round.
+    assert!(
+        held < 1.0,
+        "eth0's BOUND held dhclient {held:.3} s:\n{eth0}"
+    );
+    assert!(
+        !eth0.contains("eth0: round "),
+        "the primary's event retried:\n{eth0}"
+    );
+
+    w.bind("eth1", false);
+    wait_installed(&w, c, "after the router-less lease");
+    // The lease named no router: dhclient-script put no default route on eth1.
+    let eth1_default = w
+        .inst
+        .ip(&["-4", "route", "show", "default", "dev", "eth1"]);
+    assert!(eth1_default.trim().is_empty(), "{eth1_default}");
+    // What dnsmasq sent (log-dhcp): a router to the primary only, and option 121.
+    let sent = std::fs::read_to_string(w.dir.0.join("dnsmasq.log")).unwrap();
+    let options = |subnet: &str| {
+        sent.lines()
+            .filter(|l| l.contains("option:") && l.contains(" router ") && l.contains(subnet))
+            .count()
+    };
+    assert!(
+        options("10.98.0.1") > 0 && options("10.98.1.1") == 0,
+        "{sent}"
+    );
+    assert!(sent.contains("classless-static-route"), "{sent}");
+    assert!(
+        w.our_routes().contains(
+            &"default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176".to_owned()
+        ),
+        "{}",
+        report(&w, c)
+    );
+    assert_traffic(&w, c, &["10.98.1.20", "10.98.1.21", PRIMARY]);
     assert_primary_only(&w);
 }

@@ -285,7 +285,9 @@ mod world {
 
     use leasehook_tests::client::RENEW_T1;
     use leasehook_tests::gce_emulator::{LogEntry, read_log};
-    use leasehook_tests::world::{CloudDhcp, MetadataService, World, WorldOptions, wait_until};
+    use leasehook_tests::world::{
+        CloudDhcp, MetadataService, World, WorldOptions, exit_hooks_seconds, wait_until,
+    };
     use serde_json::json;
 
     const RULES: [&str; 2] = [
@@ -385,6 +387,41 @@ mod world {
                 report(w)
             );
         }
+    }
+
+    /// Issue 31 item 3: nic0's /32 lease reaches the gateway, and so the
+    /// metadata server, only through option 121's routes, which Debian's
+    /// `rfc3442-classless-routes` exit hook installs. leasehook's hook
+    /// (`zz-leasehook`) runs after it, so the primary's BOUND finds the server
+    /// reachable at once and does not hold dhclient for the synchronous budget
+    /// (3 s here): seen holding it 2.4 s under the old name `leasehook`.
+    #[test]
+    fn the_primarys_bound_is_not_held_waiting_for_option_121s_routes() {
+        let mut w = world("gce-bound", &options(&json!({})));
+        let times = w.time_exit_hooks("eth0");
+        w.bind("eth0", false);
+        assert!(
+            wait_until(Duration::from_secs(20), || exit_hooks_seconds(&times)
+                .is_some()),
+            "eth0's exit hooks did not finish:\n{}",
+            w.log("eth0", false)
+        );
+        let held = exit_hooks_seconds(&times).unwrap();
+        eprintln!(
+            "eth0 BOUND: exit hooks held dhclient {:.1} ms",
+            held * 1000.0
+        );
+        let eth0 = w.log("eth0", false);
+        let main = w.inst.ip(&["-4", "route", "show"]);
+        assert!(main.contains("default via 10.98.0.1 dev eth0"), "{main}");
+        assert!(
+            held < 1.0,
+            "eth0's BOUND held dhclient {held:.3} s:\n{eth0}"
+        );
+        assert!(
+            !eth0.contains("eth0: round "),
+            "the primary's event retried:\n{eth0}"
+        );
     }
 
     #[test]

@@ -11,7 +11,9 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    clippy::print_stderr,
+    clippy::too_many_lines
 )]
 
 use std::fs;
@@ -384,4 +386,170 @@ fn init_and_detect_on_an_incus_socket_write_platform_incus() {
         "v1.platform",
     ]));
     assert_eq!(q, "incus\n");
+}
+
+/// cloud-init 25.1.4's own `query` (`cloudinit.cmd.query.handle_args`, through
+/// `tests/oracle/ci_query.py`) on `data`; the oracle is the extracted Debian
+/// package (`scripts/fetch-cloud-init-oracle.sh`), and without it this fails.
+fn cloud_init_query(data: &Path, args: &[&str]) -> Output {
+    let pythonpath = std::env::var_os("LEASEHOOK_CLOUDINIT_ORACLE_25_1_4").map_or_else(
+        || {
+            workspace_root()
+                .join("target/oracle/cloud-init-25.1.4/root/usr/lib/python3/dist-packages")
+        },
+        std::path::PathBuf::from,
+    );
+    assert!(
+        pythonpath.join("cloudinit/cmd/query.py").exists(),
+        "cloud-init 25.1.4 oracle not found at {pythonpath:?}: run scripts/fetch-cloud-init-oracle.sh"
+    );
+    Command::new("/usr/bin/python3")
+        .arg(workspace_root().join("tests/oracle/ci_query.py"))
+        .arg(data)
+        .args(args)
+        .env("PYTHONPATH", &pythonpath)
+        .output()
+        .unwrap()
+}
+
+/// Issue 31 item 2: `leasehook query KEY` prints what `cloud-init query KEY`
+/// prints, byte for byte, on the same instance data: a string raw (so
+/// `ID=$(leasehook query v1.instance_id)` works as with cloud-init), anything
+/// else as cloud-init's `json_dumps` (one space of indent, keys sorted,
+/// non-ASCII escaped), `--list-keys` one key a line; a missing key or a
+/// `--list-keys` on a non-mapping exits 1 with a message on stderr and nothing on
+/// stdout, as cloud-init does. `--format json` still quotes. Checked on data of
+/// every JSON type and on the instance data `leasehook init` wrote on EC2.
+#[test]
+fn query_prints_what_cloud_init_25_1_4_query_prints() {
+    let synthetic = json!({
+        "v1": {
+            "instance_id": "inc-0f1e2d", "region": null, "nics": 2, "ratio": 1.5,
+            "negative": -3, "big": 12_345_678_901_234_i64, "ok": true, "off": false,
+            "empty_string": "", "quote": "say \"hi\"\n\t\\ \u{8}\u{c}\r\u{1}\u{7f}",
+            "unicode": "café \u{1f600}", "zones": ["a", "bé", 3, null, [], {}],
+            "meta": {"b": 1, "a": "xé", "nested": {"z": [1, {"q": []}], "y": {}}},
+            "empty_map": {}, "empty_list": []
+        },
+        "ds": {"config": {"user.tag": "blue", "user.role": "web"}}
+    });
+    let root = TempDir::new("query-oracle");
+    let text = serde_json::to_string(&synthetic).unwrap();
+    write(&root.0, "run/leasehook/instance-data.json", &text);
+    write(&root.0, "run/leasehook/instance-data-sensitive.json", &text);
+    let (ec2_root, _emu) = ec2_booted();
+    let mut failures = Vec::new();
+    for (root, cases) in [
+        (
+            &root.0,
+            &[
+                &["v1.instance_id"][..],
+                &["v1.region"],
+                &["v1.nics"],
+                &["v1.ratio"],
+                &["v1.negative"],
+                &["v1.big"],
+                &["v1.ok"],
+                &["v1.off"],
+                &["v1.empty_string"],
+                &["v1.quote"],
+                &["v1.unicode"],
+                &["v1.zones"],
+                &["v1.meta"],
+                &["v1.meta.nested"],
+                &["v1.empty_map"],
+                &["v1.empty_list"],
+                &["v1"],
+                &["ds.config"],
+                &["--list-keys", "v1"],
+                &["--list-keys", "v1.meta"],
+                &["--list-keys", "v1.empty_map"],
+                // Errors: exit 1, stderr, nothing on stdout.
+                &["v1.missing"],
+                &["v1.meta.missing"],
+                &["nothing.at.all"],
+                &["--list-keys", "v1.zones"],
+                &["--list-keys", "v1.instance_id"],
+            ][..],
+        ),
+        (
+            &ec2_root.0,
+            &[
+                &["v1.instance_id"][..],
+                &["v1.cloud_name"],
+                &["v1.region"],
+                &["v1.availability_zone"],
+                &["v1.platform"],
+                &["v1.local_hostname"],
+                &["v1"],
+                &["ds.meta-data.instance-id"],
+                &["--list-keys", "v1"],
+                &["--list-keys", "ds"],
+                &["v1.no_such_key"],
+            ][..],
+        ),
+    ] {
+        let sensitive = root.join("run/leasehook/instance-data-sensitive.json");
+        for args in cases {
+            let ours =
+                leasehook(&[&["query", "--root", root.to_str().unwrap()][..], args].concat());
+            let theirs = cloud_init_query(&sensitive, args);
+            let show = |o: &Output| {
+                format!(
+                    "exit {:?}, stdout {:?}, stderr {:?}",
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            };
+            eprintln!(
+                "query {args:?}:\n  leasehook  {}\n  cloud-init {}",
+                show(&ours),
+                show(&theirs)
+            );
+            let same = ours.status.code() == theirs.status.code()
+                && ours.stdout == theirs.stdout
+                && ours.stderr.is_empty() == theirs.stderr.is_empty();
+            if !same {
+                failures.push(format!(
+                    "query {args:?}:\n  leasehook  {}\n  cloud-init {}",
+                    show(&ours),
+                    show(&theirs)
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // `--format json` still quotes a string, when asked.
+    let r = root.0.to_str().unwrap();
+    assert_eq!(
+        ok(&leasehook(&[
+            "query",
+            "--root",
+            r,
+            "--format",
+            "json",
+            "v1.instance_id"
+        ])),
+        "\"inc-0f1e2d\"\n"
+    );
+    assert_eq!(
+        ok(&leasehook(&[
+            "query",
+            "--root",
+            r,
+            "-f",
+            "raw",
+            "v1.instance_id"
+        ])),
+        "inc-0f1e2d\n"
+    );
+    // A script written for cloud-init.
+    let out = sh(
+        "ID=$(leasehook query v1.instance_id); ROLE=$(leasehook query 'ds.config[user.role]'); \
+         [ \"$ID\" = inc-0f1e2d ] && [ \"$ROLE\" = web ] && echo yes",
+        &root.0,
+        &root.0,
+    );
+    assert_eq!(ok(&out), "yes\n");
 }

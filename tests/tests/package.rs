@@ -56,7 +56,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/bin/leasehook", 0o755),
     ("/usr/libexec/leasehook/leasehook-hook", 0o755),
     ("/usr/libexec/leasehook/udhcpc.script", 0o755),
-    ("/etc/dhcp/dhclient-exit-hooks.d/leasehook", 0o644),
+    ("/etc/dhcp/dhclient-exit-hooks.d/zz-leasehook", 0o644),
     (
         "/usr/lib/networkd-dispatcher/routable.d/50-leasehook",
         0o755,
@@ -102,7 +102,7 @@ const FILES: &[(&str, u32)] = &[
 
 /// The files dpkg keeps as conffiles (everything the package puts in /etc).
 const CONFFILES: &[&str] = &[
-    "/etc/dhcp/dhclient-exit-hooks.d/leasehook",
+    "/etc/dhcp/dhclient-exit-hooks.d/zz-leasehook",
     "/etc/NetworkManager/dispatcher.d/90-leasehook",
     "/etc/leasehook/config.yaml",
 ];
@@ -412,7 +412,7 @@ fn dhclient_scenario_then_purge() {
         .inst
         .command("ls")
         .args(["-l", "/etc/dhcp/dhclient-exit-hooks.d/"]));
-    assert!(ok && hooks.contains(" leasehook\n"), "{hooks}");
+    assert!(ok && hooks.contains(" zz-leasehook\n"), "{hooks}");
     assert!(
         !Path::new("/etc/netns")
             .join(&w.inst.name)

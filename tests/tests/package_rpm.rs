@@ -941,7 +941,7 @@ fn rhel_dhclient_scenario(root: &Path) {
     let mut w = World::new("rpm", &WorldOptions::default());
     let dhcp = PathBuf::from("/etc/netns").join(&w.inst.name).join("dhcp");
     // The Debian hook is not in the RPM: only the RHEL loop may run leasehook.
-    std::fs::remove_file(dhcp.join("dhclient-exit-hooks.d/leasehook")).unwrap();
+    std::fs::remove_file(dhcp.join(leasehook_tests::world::DHCLIENT_HOOK_NAME)).unwrap();
     let shim = root.join("usr/libexec/leasehook/leasehook-dhclient");
     std::fs::write(
         dhcp.join("dhclient-exit-hooks.d/rhel-dhclient-d"),

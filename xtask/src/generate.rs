@@ -51,7 +51,7 @@ const FILES: &[(&str, &str)] = &[
         "The DHCP clients' hook binary leasehook-hook, the names the hooks run it as (leasehook-dhclient, leasehook-networkd, leasehook-nm, leasehook-dhcpcd, leasehook-udhcpc: symlinks to it) and the udhcpc script.",
     ),
     (
-        "/etc/dhcp/dhclient-exit-hooks.d/leasehook",
+        "/etc/dhcp/dhclient-exit-hooks.d/zz-leasehook",
         "The ISC dhclient exit hook (sourced by dhclient-script).",
     ),
     (

@@ -57,7 +57,9 @@ use serde_json::Value;
 use crate::constants::IMDS_META_DATA;
 use crate::error::{Error, Problem, Result};
 use crate::metadata::MACS_PATH;
-use crate::model::{Family, InstanceNetwork, Link, MacAddr, Missing, NicMetadata, Profile};
+use crate::model::{
+    Family, InstanceNetwork, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile,
+};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 pub use crate::source::provider::{Assessment, NicEvent};
 
@@ -332,8 +334,14 @@ pub fn parse_folder(mac: MacAddr, folder: &BTreeMap<NicKey, String>) -> Result<N
     }
     // The subnet counts as known once the gateway is: a vSwitch whose gateway
     // the service does not name yet is not propagated.
-    if let (Some(s), Some(_)) = (subnet, gateway) {
+    if let (Some(s), Some(g)) = (subnet, gateway) {
         nic.subnet_ipv4_cidr_blocks.push(s);
+        // The NIC's default gateway when the lease names no router (ECS's DHCP
+        // names one on every NIC), through the address gate.
+        nic.routes.push(NicRoute {
+            to: IpNet::V4(Ipv4Net::default()),
+            via: IpAddr::V4(g),
+        });
     }
     if let Some(v) = folder.get(&NicKey::Ipv6s) {
         nic.ipv6s = parse_address_list::<Ipv6Addr>(mac, NicKey::Ipv6s, v)?;

@@ -21,8 +21,14 @@
 //! * `ipv4.subnet[].{address,prefix}` (the prefix a string or a number) becomes
 //!   the subnet; `ipv6.subnet[]` the same when the answer has it.
 //! * There is no gateway field: Azure's gateway is the subnet's first host
-//!   ([`gateway`]), which is also what its DHCP server hands out as the router, so
-//!   "the gateway is known" means "the subnet is listed".
+//!   ([`gateway`]), which its DHCP server hands out as the router to the primary
+//!   NIC only. A secondary NIC's lease names no router ("Azure doesn't assign a
+//!   default gateway to additional (secondary) network interfaces",
+//!   <https://learn.microsoft.com/en-us/azure/virtual-machines/linux/multiple-nics#configure-guest-os-for-multiple-nics>),
+//!   so the first subnet's first host is the NIC's metadata default gateway (a
+//!   `0.0.0.0/0` [`NicRoute`]), which the planner takes when the lease names no
+//!   router, through the address gate like any metadata route. "The gateway is
+//!   known" therefore means "the subnet is listed".
 //!
 //! # The table number
 //!
@@ -37,13 +43,15 @@
 //! the NICs.
 
 use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ipnet::{Ipv4Net, Ipv6Net};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::model::{InstanceNetwork, Link, MacAddr, Missing, NicMetadata, Problem, Profile};
+use crate::model::{
+    InstanceNetwork, Link, MacAddr, Missing, NicMetadata, NicRoute, Problem, Profile,
+};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use crate::source::provider::{Assessment, NicEvent};
 
@@ -94,6 +102,22 @@ pub fn gateway(subnet: Ipv4Net) -> Option<Ipv4Addr> {
     u32::from(subnet.network())
         .checked_add(1)
         .map(Ipv4Addr::from)
+}
+
+/// The NIC's computed default gateway, as a metadata route: `0.0.0.0/0` via the
+/// first listed subnet's first host (none without a subnet, or for a /31 or /32).
+/// The planner uses it only when the lease names no router (Azure's secondary
+/// NICs), and only when it lies on the NIC's subnet.
+fn default_route(nic: &AzureNic) -> Vec<NicRoute> {
+    nic.subnets_v4
+        .first()
+        .and_then(|s| gateway(*s))
+        .map(|via| NicRoute {
+            to: IpNet::V4(Ipv4Net::default()),
+            via: IpAddr::V4(via),
+        })
+        .into_iter()
+        .collect()
 }
 
 fn bad(key: &str, reason: &str, value: &str) -> Error {
@@ -336,6 +360,7 @@ pub fn to_instance(net: &AzureNetwork) -> InstanceNetwork {
                 ipv6s: n.ipv6.clone(),
                 subnet_ipv4_cidr_blocks: n.subnets_v4.clone(),
                 subnet_ipv6_cidr_blocks: n.subnets_v6.clone(),
+                routes: default_route(n),
                 ..NicMetadata::empty(n.mac)
             }
         })
@@ -663,5 +688,80 @@ mod tests {
         // Nothing fetched yet.
         let a = assess(&event(SECONDARY, "10.0.1.20"), None).unwrap();
         assert!(!a.is_complete());
+    }
+
+    /// Azure's DHCP names no router for a secondary NIC ("Azure does not assign a
+    /// default gateway to additional (secondary) network interfaces",
+    /// <https://learn.microsoft.com/en-us/azure/virtual-machines/windows/multiple-nics#configure-guest-os-for-multiple-nics>):
+    /// the table's default route goes via the subnet's first host, which the
+    /// metadata reports as the NIC's default gateway.
+    #[test]
+    fn a_secondary_lease_without_a_router_gets_the_subnets_first_host() {
+        let inst = to_instance(&parse_network(&two_nics()).unwrap());
+        let secondary = inst
+            .nics
+            .iter()
+            .find(|n| n.mac.to_string() == "00:0d:3a:00:00:02")
+            .unwrap();
+        assert_eq!(
+            secondary.routes,
+            [NicRoute {
+                to: "0.0.0.0/0".parse().unwrap(),
+                via: "10.0.1.1".parse().unwrap(),
+            }]
+        );
+        let eth1 = IfName::try_new("eth1").unwrap();
+        let links = [Link {
+            name: eth1.clone(),
+            mac: secondary.mac,
+            ipv6_router: None,
+        }];
+        let lease = |routers: Vec<Ipv4Addr>| InterfaceLease {
+            interface: eth1.clone(),
+            lease: Lease {
+                family: Family::V4,
+                address: "10.0.1.20".parse().unwrap(),
+                prefix_len: 24,
+                routers: routers.into_iter().map(IpAddr::V4).collect(),
+                reason: Reason::Bound,
+            },
+        };
+        let planned = |routers: Vec<Ipv4Addr>| {
+            crate::render::ip(
+                &plan(
+                    &PlanInput {
+                        metadata: &inst,
+                        links: &links,
+                        leases: &[lease(routers)],
+                        link_addresses: &[],
+                    },
+                    &PlanConfig::default(),
+                )
+                .unwrap(),
+            )
+        };
+        let text = planned(Vec::new());
+        assert!(!text.contains("missing"), "{text}");
+        assert!(
+            text.contains("ip -4 route add default via 10.0.1.1 dev eth1 table 10001"),
+            "{text}"
+        );
+        assert!(text.contains("from 10.0.1.21/32 lookup 10001"), "{text}");
+        // A lease naming a router (the primary's shape) keeps its router.
+        let text = planned(vec!["10.0.1.9".parse().unwrap()]);
+        assert!(text.contains("default via 10.0.1.9 dev eth1"), "{text}");
+        assert!(!text.contains("via 10.0.1.1 "), "{text}");
+        // A /31 subnet has no first host to compute: no gateway, said so.
+        let one = serde_json::json!({"interface": [
+            entry(PRIMARY, &["10.0.0.4"], ("10.0.0.0", "24")),
+            entry(SECONDARY, &["10.0.1.20"], ("10.0.1.20", "31")),
+        ]})
+        .to_string();
+        let inst = to_instance(&parse_network(&one).unwrap());
+        assert!(
+            inst.nics
+                .iter()
+                .all(|n| n.routes.is_empty() || n.mac != secondary.mac)
+        );
     }
 }

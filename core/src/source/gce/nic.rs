@@ -29,13 +29,13 @@
 //! through the option-121 route); the planner puts the gateway's link route in
 //! the table before its default route (`docs/planner.md`).
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
-use ipnet::Ipv4Net;
+use ipnet::{IpNet, Ipv4Net};
 use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
-use crate::model::{InstanceNetwork, Link, MacAddr, Missing, NicMetadata, Profile};
+use crate::model::{InstanceNetwork, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use crate::source::provider::{Assessment, NicEvent};
 
@@ -80,6 +80,18 @@ impl GceNic {
         n.device_number = Some(self.index);
         n.local_ipv4s = self.ip.into_iter().collect();
         n.subnet_ipv4_cidr_blocks = self.subnet().into_iter().collect();
+        // `gateway` is the NIC's default gateway: the planner takes it when the
+        // lease names no router (GCE's DHCP names one on every NIC), through
+        // the address gate.
+        n.routes = self
+            .subnet()
+            .and(self.gateway)
+            .map(|via| NicRoute {
+                to: IpNet::V4(Ipv4Net::default()),
+                via: IpAddr::V4(via),
+            })
+            .into_iter()
+            .collect();
         n.ipv4_prefixes.clone_from(&self.ip_aliases);
         n.interface_id = Some(format!("nic{}", self.index));
         n

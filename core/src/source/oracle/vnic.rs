@@ -62,12 +62,12 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ipnet::{Ipv4Net, Ipv6Net};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Problem, Result};
 use crate::model::{
-    Family, InstanceNetwork, Lease, Link, MacAddr, Missing, NicMetadata, Profile, Reason,
+    Family, InstanceNetwork, Lease, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile, Reason,
 };
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use crate::source::provider::{Assessment, NicEvent, Unleased, UnleasedNic};
@@ -128,6 +128,12 @@ impl OciVnic {
             subnet_ipv4_cidr_blocks: vec![self.subnet],
             subnet_ipv6_cidr_blocks: self.ipv6_subnet.into_iter().collect(),
             interface_id: self.vnic_id.clone(),
+            // `virtualRouterIp` is the VNIC's default gateway when a lease names
+            // no router (OCI's DHCP names it for the primary), through the gate.
+            routes: vec![NicRoute {
+                to: IpNet::V4(Ipv4Net::default()),
+                via: IpAddr::V4(self.router),
+            }],
             ..NicMetadata::empty(self.mac)
         }
     }
