@@ -324,7 +324,6 @@ fn address_new(
         let why = "no DHCP, but nothing to configure from the metadata (refused, see above): \
                    nothing recorded or brought up; the next refresh asks again"
             .to_owned();
-        log::warn!("{name}: {why}");
         return Ok(Some(RefreshOutcome::Kept(name, why)));
     }
     if configures_something(&p) && applier.bring_up(k.index)? {
