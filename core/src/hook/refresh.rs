@@ -41,8 +41,8 @@ pub enum RefreshOutcome {
     /// Nothing changed, and why (IMDS did not answer, said less than before, ...).
     Kept(IfName, String),
     /// A NIC the cloud serves no DHCP ([`Provider::unleased`], OCI's secondary
-    /// VNICs), seen for the first time: its link was brought up and given its
-    /// address, rules and table from the metadata.
+    /// VNICs), seen for the first time: given its address, rules and table from
+    /// the metadata (its link brought up first when it was down).
     Addressed(IfName, Report),
     /// The metadata no longer lists this NIC among those it serves no DHCP (the
     /// VNIC was detached while its link stays, or the metadata dropped it): what
@@ -87,11 +87,16 @@ pub(super) fn remove_stamp(paths: &Paths, name: &IfName) {
 ///
 /// On a cloud that serves some NICs no DHCP ([`Provider::unleased`]: OCI's
 /// secondary VNICs) the metadata is asked once for them: a NIC it lists that has
-/// a link (found by MAC) and no recorded plan is brought up and given its address,
-/// rules and table ([`RefreshOutcome::Addressed`]); one recorded so is planned
-/// from what the metadata says now (a new address replaces the old), and taken
-/// down to nothing when the metadata no longer lists it
-/// ([`RefreshOutcome::Unlisted`]). A metadata error changes nothing.
+/// a link (found by MAC) and no recorded plan is given its address, rules and
+/// table ([`RefreshOutcome::Addressed`]), its link brought up only once the plan
+/// adds something to it; a plan that covers nothing (every value refused, the
+/// table another NIC's) is neither applied nor recorded, so the next refresh
+/// evaluates it again. One recorded so is planned from what the metadata says
+/// now (a new address replaces the old), and taken down to nothing when the
+/// metadata no longer lists it ([`RefreshOutcome::Unlisted`]). A NIC listed
+/// under a MAC that is nobody's ([`crate::model::MacAddr::nobodys`]) is refused
+/// with a log line, and a NIC with a recorded DHCP lease is never one without
+/// DHCP. A metadata error changes nothing.
 pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
     with_real_effects(cfg, |fx| refresh_with(fx, only, cfg))
 }
@@ -254,8 +259,9 @@ fn ask_unleased(
 }
 
 /// A NIC [`Provider::unleased`] lists with no recorded plan: when a link has its
-/// MAC (and `only`, if given, names it), it is brought up and given its address,
-/// rules and table under its lock. `None`: not this refresh's to touch (no link
+/// MAC (and `only`, if given, names it), it is given its address, rules and
+/// table under its lock (its link brought up when the plan adds something; a
+/// plan covering nothing is `Kept`, recorded nowhere). `None`: not this refresh's to touch (no link
 /// with the MAC yet: the udev add path or the next refresh will see it; another
 /// interface asked for).
 fn address_new(
