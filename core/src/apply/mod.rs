@@ -45,7 +45,7 @@ pub struct KernelLink {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkFacts<'a> {
     /// The link type is Ethernet (`ARPHRD_ETHER`; `lo` is `ARPHRD_LOOPBACK`,
-    /// tunnels and WireGuard have others).
+    /// tunnels and `WireGuard` have others).
     pub ethernet: bool,
     /// `IFF_LOOPBACK`.
     pub loopback: bool,

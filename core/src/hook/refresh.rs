@@ -240,7 +240,7 @@ fn listed(
 fn configures_something(p: &crate::model::Plan) -> bool {
     p.interfaces.iter().any(|ip| {
         !ip.families.is_empty()
-            && !(ip.addresses.is_empty() && ip.rules.is_empty() && ip.routes.is_empty())
+            && (!ip.addresses.is_empty() || !ip.rules.is_empty() || !ip.routes.is_empty())
     })
 }
 
