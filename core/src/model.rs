@@ -127,6 +127,23 @@ impl MacAddr {
     pub fn octets(self) -> [u8; 6] {
         self.0
     }
+
+    /// Why no NIC can have this MAC (`None`: a NIC may). An all-zero MAC is what
+    /// `lo` and other links without a hardware address report; a MAC with the
+    /// group bit set (broadcast `ff:ff:ff:ff:ff:ff` among them) names a group of
+    /// stations, never one (IEEE 802, the least significant bit of the first
+    /// octet). Such a MAC, from the metadata or from the kernel, matches no NIC.
+    pub fn nobodys(self) -> Option<&'static str> {
+        if self.0 == [0; 6] {
+            Some("an all-zero MAC is nobody's")
+        } else if self.0 == [0xff; 6] {
+            Some("the broadcast MAC is nobody's")
+        } else if self.0[0] & 1 == 1 {
+            Some("a multicast (group) MAC is nobody's")
+        } else {
+            None
+        }
+    }
 }
 
 impl FromStr for MacAddr {
@@ -843,6 +860,33 @@ mod tests {
             "020000000000",
         ] {
             assert!(bad.parse::<MacAddr>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn all_zero_multicast_and_broadcast_macs_are_nobodys() {
+        let m = |s: &str| s.parse::<MacAddr>().unwrap();
+        for (mac, why) in [
+            ("00:00:00:00:00:00", "all-zero"),
+            ("ff:ff:ff:ff:ff:ff", "broadcast"),
+            ("01:00:5e:00:00:01", "multicast"),
+            ("33:33:00:00:00:01", "multicast"),
+            ("03:00:17:02:2b:b1", "multicast"),
+        ] {
+            let got = m(mac).nobodys();
+            assert!(got.is_some_and(|w| w.contains(why)), "{mac}: {got:?}");
+        }
+        // Unicast MACs, universally or locally administered, are a NIC's: OCI's,
+        // OpenStack's (fa:16:3e), EC2's (02:..), a physical NIC's (90:e2:ba).
+        for mac in [
+            "00:00:17:02:2b:b1",
+            "02:00:17:05:d1:db",
+            "fa:16:3e:00:00:0a",
+            "90:e2:ba:d4:f1:68",
+            "00:00:00:00:00:01",
+            "fe:ff:ff:ff:ff:ff",
+        ] {
+            assert_eq!(m(mac).nobodys(), None, "{mac}");
         }
     }
 

@@ -16,8 +16,9 @@
 //!   source check, RELEASE removes everything; then the same from a config drive
 //!   with no metadata service at all; and a NIC on a static network (no DHCP)
 //!   configured by `leasehook refresh` from the metadata (its address owned, or
-//!   left alone when another tool put it there first). Fails, never skips,
-//!   without its prerequisites.
+//!   left alone when another tool put it there first), while a link listed
+//!   with the all-zero MAC matches no link (`lo` is no NIC; issue 30). Fails,
+//!   never skips, without its prerequisites.
 
 #![allow(
     clippy::unwrap_used,
@@ -643,6 +644,66 @@ mod world {
             ..WorldOptions::default()
         };
         World::new(tag, &opts)
+    }
+
+    /// Issue 30, item 1: a link listed with the all-zero MAC, on a static
+    /// network of 10.0.0.0/8, beside eth1's static network. `refresh` matches it
+    /// to no link (`lo` is no NIC): nothing on `lo`, the gateway and another
+    /// subnet's host still leave by eth0, and eth1 is configured as ever.
+    #[test]
+    fn a_link_whose_mac_is_all_zeros_is_nobodys() {
+        let mut tree = world_tree();
+        tree["network_data"]["networks"][1] = json!({
+        "id": "network1", "type": "ipv4", "link": "tap0b0b0b0b-01",
+        "ip_address": "10.98.1.20", "netmask": "255.255.255.0",
+        "routes": [
+            {"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.98.1.1"},
+            {"network": "198.51.100.0", "netmask": "255.255.255.0", "gateway": "10.98.1.1"}
+        ]});
+        let nd = &mut tree["network_data"];
+        nd["links"].as_array_mut().unwrap().push(json!(
+            {"id": "tapzero", "type": "ovs", "ethernet_mac_address": "00:00:00:00:00:00"}
+        ));
+        nd["networks"].as_array_mut().unwrap().push(json!(
+            {"id": "networkz", "type": "ipv4", "link": "tapzero",
+             "ip_address": "10.200.0.5", "netmask": "255.0.0.0",
+             "routes": [{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.0.0.1"}]}
+        ));
+        let opts = WorldOptions {
+            tree: None,
+            metadata: Some(service(vec!["--tree".to_owned(), tree.to_string()])),
+            extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "openstack".to_owned())],
+            ..WorldOptions::default()
+        };
+        let mut w = World::new("os-zero", &opts);
+        w.bind("eth0", false);
+        let out = refresh(&w);
+        assert!(
+            out.contains("00:00:00:00:00:00: listed without DHCP, refused"),
+            "{out}"
+        );
+        let lo: Vec<String> = w
+            .inst
+            .addresses()
+            .into_iter()
+            .filter(|a| a.starts_with("lo "))
+            .collect();
+        assert!(lo.is_empty(), "lo was given {lo:?}: {out}\n{}", report(&w));
+        assert!(
+            !w.root.join("run/leasehook/iface/lo.json").exists(),
+            "{out}"
+        );
+        for dst in ["10.98.0.1", "10.77.0.9"] {
+            let r = &w.inst.ip_json(&["route", "get", dst])[0];
+            assert_eq!(
+                (r["type"].as_str(), r["dev"].as_str()),
+                (None, Some("eth0")),
+                "ip route get {dst}: {r}\n{out}"
+            );
+        }
+        wait_installed(&w, "after refresh");
+        assert_exact(&w);
+        assert_traffic(&w, &["10.98.1.20", "10.98.0.10"]);
     }
 
     fn has_address(w: &World) -> bool {

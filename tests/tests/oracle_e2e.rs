@@ -17,6 +17,7 @@
 //! | [`a_vnic_listed_late_is_configured_by_the_next_refresh`] | the emulator lists eth1 only 4 s after its first answer (an attach the metadata has not caught up with): the first refresh configures nothing and removes nothing, the next one configures it |
 //! | [`refresh_gives_the_secondary_vnic_its_ipv6_address_too`] | a VNIC with `ipv6Addresses` and `ipv6SubnetCidrBlock`: refresh adds `fd00:98:1::20/64` beside the IPv4 address, its rule and subnet route in the VNIC's table; again, nothing changes |
 //! | [`a_bare_metal_vlan_vnic_without_its_link_is_left_alone`] | bare metal (`nicIndex`): a VLAN VNIC (`vlanTag` 100) whose macvlan nobody created has no link by its MAC: refresh succeeds and configures nothing, creates no link |
+//! | [`a_hostile_vnic_list_touches_neither_lo_nor_the_dhcp_primary`] | issue 30: the list's first entry a MAC no NIC has, eth0's MAC (its lease from a real dhclient) second, a VNIC with MAC `00:00:00:00:00:00` (10.200.0.5 in 10.0.0.0/8): eth0 stays the primary (no rules, no second address), `lo` gets nothing and `ip route get` of the gateway and of another subnet's host still leave by eth0; eth1 is configured and passes traffic |
 //! | [`udev_add_path_configures_the_new_vnic`] | the command the udev rule chain runs for a new link (parsed from `hooks/udev/` and `hooks/systemd/`) brings eth1 up and configures it |
 //! | [`the_boot_stage_configures_the_secondary_vnic`] | `leasehook init` (network stage) on a root whose DMI says Oracle, `provider` left `auto`: it detects Oracle, records it, and its last step brings eth1 up and configures it from the metadata (traffic passes); a second run changes nothing |
 //!
@@ -440,6 +441,71 @@ fn refresh_gives_the_secondary_vnic_its_ipv6_address_too() {
     let before = snapshot(&w);
     refresh(&w);
     assert_eq!(snapshot(&w), before, "{}", report(&w));
+}
+
+#[test]
+fn a_hostile_vnic_list_touches_neither_lo_nor_the_dhcp_primary() {
+    let vnic = leasehook_tests::oracle_emulator::vnic;
+    let list = serde_json::json!([
+        vnic(
+            "02:00:17:00:00:99",
+            "10.98.2.5",
+            "10.98.2.0/24",
+            "10.98.2.1",
+            1
+        ),
+        vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 2),
+        vnic(MAC1, "10.98.1.20", "10.98.1.0/24", "10.98.1.1", 3),
+        vnic(
+            "00:00:00:00:00:00",
+            "10.200.0.5",
+            "10.0.0.0/8",
+            "10.0.0.1",
+            4
+        ),
+    ]);
+    let mut opts = oracle_opts(&[]);
+    if let Some(m) = opts.metadata.as_mut() {
+        m.args.push("--vnics".to_owned());
+        m.args.push(list.to_string());
+    }
+    let mut w = World::new("oci-hostile", &opts);
+    w.bind("eth0", false);
+    let out = refresh(&w);
+    assert!(
+        out.contains("00:00:00:00:00:00: listed without DHCP, refused"),
+        "{out}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || eth1_configured(&w)),
+        "{out}\n{}",
+        report(&w)
+    );
+    // eth0 is the primary DHCP serves: no rules, no table, no second address.
+    assert_eq!(w.our_rules(), eth1_rules(), "{out}\n{}", report(&w));
+    let addrs = w.inst.addresses();
+    let on = |dev: &str| -> Vec<&String> {
+        addrs
+            .iter()
+            .filter(|a| a.starts_with(&format!("{dev} ")) && a.contains('.'))
+            .collect()
+    };
+    assert_eq!(on("eth0"), ["eth0 10.98.0.10/24"], "{out}\n{}", report(&w));
+    assert!(on("lo").is_empty(), "{out}\n{}", report(&w));
+    for dst in ["10.98.0.1", "10.77.0.9"] {
+        let r = &w.inst.ip_json(&["route", "get", dst])[0];
+        assert_eq!(
+            (r["type"].as_str(), r["dev"].as_str()),
+            (None, Some("eth0")),
+            "ip route get {dst}: {r}\n{out}"
+        );
+    }
+    assert_traffic(&w, "10.98.1.20");
+    assert_traffic(&w, "10.98.0.10");
+    // Again: nothing changes.
+    let before = snapshot(&w);
+    let again = refresh(&w);
+    assert_eq!(snapshot(&w), before, "{again}");
 }
 
 #[test]

@@ -34,8 +34,56 @@ pub struct KernelLink {
     pub index: u32,
     /// The interface name.
     pub name: IfName,
-    /// The hardware address, for Ethernet-like links.
+    /// The MAC by which leasehook may match this link to a NIC of the metadata:
+    /// `Some` only for a NIC ([`nic_mac`]); `lo`, a tunnel, another link's port or
+    /// a link with an all-zero, multicast or broadcast address has none.
     pub mac: Option<MacAddr>,
+}
+
+/// What the kernel reports of a link that decides whether it is a NIC
+/// ([`nic_mac`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkFacts<'a> {
+    /// The link type is Ethernet (`ARPHRD_ETHER`; `lo` is `ARPHRD_LOOPBACK`,
+    /// tunnels and `WireGuard` have others).
+    pub ethernet: bool,
+    /// `IFF_LOOPBACK`.
+    pub loopback: bool,
+    /// A port of another link (`IFLA_MASTER`, `IFF_SLAVE`): a bond's or
+    /// bridge's member, Azure's accelerated-networking VF.
+    pub port: bool,
+    /// `IFLA_ADDRESS`.
+    pub address: Option<&'a [u8]>,
+}
+
+/// Pure: the MAC of a link leasehook may take for a NIC, or why it is none. A NIC
+/// is an Ethernet link (`ARPHRD_ETHER`), not loopback, not another link's port,
+/// whose address is a station's (six bytes, not all zeros, group bit clear:
+/// [`MacAddr::nobodys`]). Its driver or kind is not asked: a virtio, ENA,
+/// `hv_netvsc` or mlx5 NIC is one, and so is a veth, which is what a LXD or
+/// Incus container's NIC is (and the test lab's); a bridge or bond that took its
+/// NIC's MAC (its member is a port) is where that NIC's DHCP client runs. (The
+/// udev rule's `DEVPATH` test, which starts a unit only for NICs with a device
+/// behind them, would leave a container's veth out.)
+pub fn nic_mac(link: &LinkFacts<'_>) -> std::result::Result<MacAddr, &'static str> {
+    if link.loopback {
+        return Err("loopback");
+    }
+    if !link.ethernet {
+        return Err("not an Ethernet link");
+    }
+    if link.port {
+        return Err("a port of another link");
+    }
+    let mac = link
+        .address
+        .and_then(|a| <[u8; 6]>::try_from(a).ok())
+        .map(MacAddr::new)
+        .ok_or("no 6-byte hardware address")?;
+    match mac.nobodys() {
+        Some(why) => Err(why),
+        None => Ok(mac),
+    }
 }
 
 /// Interface name → index, for the links that exist now.

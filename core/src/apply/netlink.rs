@@ -20,7 +20,7 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressMessage, AddressProtocol,
 };
-use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkLayerType, LinkMessage};
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope,
 };
@@ -34,7 +34,7 @@ use super::{Applier, KernelLink, LinkIndex, Observed, PROTOCOL};
 use crate::diff::{Op, State};
 use crate::error::{Error, NetlinkCause, Result};
 use crate::kubernetes::{ForeignRoute, ForeignRule};
-use crate::model::{Address, IfName, MacAddr, Route, Rule, Scope};
+use crate::model::{Address, IfName, Route, Rule, Scope};
 
 /// The tables whose rules and routes leasehook may own: everything but the
 /// kernel's reserved ones.
@@ -296,24 +296,33 @@ fn foreign_route_of(
 /// a link is reported without a MAC, so no lookup by MAC (the hook's, refresh's,
 /// apply's) can take it for the NIC: leasehook manages the synthetic NIC only and
 /// never touches the VF.
+///
+/// Only a NIC ([`super::nic_mac`]: Ethernet, not loopback, a station's MAC) is
+/// reported with a MAC: `lo` (whose address is all zeros) or a link with an
+/// all-zero, multicast or broadcast address can never be taken for the NIC a
+/// metadata answer lists under such a MAC.
 fn link_of(msg: &LinkMessage) -> Option<KernelLink> {
     let mut name = None;
-    let mut mac = None;
+    let mut address = None;
     let mut port = msg.header.flags.contains(LinkFlags::Port);
     for a in &msg.attributes {
         match a {
             LinkAttribute::IfName(n) => name = IfName::try_new(n).ok(),
-            LinkAttribute::Address(bytes) => {
-                mac = <[u8; 6]>::try_from(bytes.as_slice()).ok().map(MacAddr::new);
-            }
+            LinkAttribute::Address(bytes) => address = Some(bytes.as_slice()),
             LinkAttribute::Controller(_) => port = true,
             _ => {}
         }
     }
+    let facts = super::LinkFacts {
+        ethernet: msg.header.link_layer_type == LinkLayerType::Ether,
+        loopback: msg.header.flags.contains(LinkFlags::Loopback),
+        port,
+        address,
+    };
     Some(KernelLink {
         index: msg.header.index,
         name: name?,
-        mac: if port { None } else { mac },
+        mac: super::nic_mac(&facts).ok(),
     })
 }
 

@@ -414,3 +414,50 @@ fn teardown_many_without_sweep_leaves_other_interfaces() {
         .retain(|a| !(a.dev == eth1.name && a.family() == Family::V6));
     assert_eq!(k.owned, left);
 }
+
+#[test]
+fn only_an_ethernet_nic_with_a_stations_mac_is_matched_by_mac() {
+    let nic = |ethernet, loopback, port, address: &[u8]| {
+        nic_mac(&LinkFacts {
+            ethernet,
+            loopback,
+            port,
+            address: Some(address),
+        })
+    };
+    let eth = [0x02, 0, 0x17, 0x05, 0xd1, 0xdb];
+    // A NIC (a virtio or ENA NIC, or a container's veth): its MAC.
+    assert_eq!(nic(true, false, false, &eth), Ok(MacAddr::new(eth)));
+    // `lo`: ARPHRD_LOOPBACK, IFF_LOOPBACK, six zero bytes.
+    assert_eq!(nic(false, true, false, &[0; 6]), Err("loopback"));
+    // Even were it reported as Ethernet.
+    assert_eq!(nic(true, true, false, &[0; 6]), Err("loopback"));
+    // A tunnel, WireGuard (no address), a port (Azure's VF, a bond member).
+    assert_eq!(
+        nic(false, false, false, &[10, 0, 0, 1]),
+        Err("not an Ethernet link")
+    );
+    assert_eq!(
+        nic_mac(&LinkFacts {
+            ethernet: true,
+            loopback: false,
+            port: false,
+            address: None
+        }),
+        Err("no 6-byte hardware address")
+    );
+    assert_eq!(
+        nic(true, false, false, &[2, 0, 0, 0, 0]),
+        Err("no 6-byte hardware address")
+    );
+    assert_eq!(nic(true, false, true, &eth), Err("a port of another link"));
+    // Ethernet links whose address is nobody's.
+    for (bad, why) in [
+        ([0u8; 6], "all-zero"),
+        ([0xff; 6], "broadcast"),
+        ([0x01, 0, 0x5e, 0, 0, 1], "multicast"),
+    ] {
+        let got = nic(true, false, false, &bad);
+        assert!(got.is_err_and(|w| w.contains(why)), "{bad:?}: {got:?}");
+    }
+}

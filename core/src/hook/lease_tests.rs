@@ -630,3 +630,152 @@ fn the_udev_paths_refresh_leaves_a_nic_with_dhcp_to_its_client() {
     );
     assert_eq!(k.writes.len(), writes);
 }
+
+/// `unleased(Some(address))` with `extra` NICs listed besides eth1 (no link has
+/// their MAC), each with a device number and an address.
+fn unleased_with(
+    address: &str,
+    extra: &[(&str, u32, &str)],
+) -> Result<crate::source::provider::Unleased> {
+    let mut u = unleased(Some(address))?;
+    for (mac, device, ip) in extra {
+        let mut n = crate::model::NicMetadata::empty(mac.parse().unwrap());
+        n.device_number = Some(*device);
+        n.local_ipv4s = vec![ip.parse().unwrap()];
+        u.network.nics.push(n);
+    }
+    Ok(u)
+}
+
+#[test]
+fn a_nic_whose_every_value_is_refused_stays_down_unrecorded_and_is_configured_later() {
+    // Issue 30, items 4 and 5: the metadata's one address for eth1 is the
+    // metadata service's (refused by the gate), then a good one.
+    let (mut k, cfg, _root) = world();
+    k.down.insert(3);
+    let provider = Unleasing::default();
+    provider.answers.borrow_mut().extend([
+        unleased(Some("169.254.169.254")),
+        unleased(Some("169.254.169.254")),
+        unleased(Some("10.0.1.20")),
+    ]);
+    for _ in 0..2 {
+        let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+        assert!(
+            matches!(&out[..], [RefreshOutcome::Kept(n, why)] if *n == eth1() && why.contains("nothing to configure")),
+            "{out:?}"
+        );
+        assert!(k.down.contains(&3), "eth1 was brought up for nothing");
+        assert!(k.writes.is_empty(), "{:?}", k.writes);
+        assert!(recorded(&cfg).is_none(), "{:?}", recorded(&cfg));
+    }
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Addressed(n, r)] if *n == eth1() && r.writes() > 0),
+        "{out:?}"
+    );
+    assert!(k.down.is_empty());
+    assert_eq!(addresses(&k), ["10.0.1.20/24 dev eth1"]);
+    assert_eq!(rules(&k), ["from 10.0.1.20/32 lookup 10001 priority 10001"]);
+}
+
+#[test]
+fn a_table_collision_records_nothing_and_the_nic_is_configured_once_it_is_gone() {
+    // Issue 30, item 5: another VNIC whose slot (device number) is eth1's is
+    // listed (attached), then no longer (detached).
+    let (mut k, cfg, _root) = world();
+    let provider = Unleasing::default();
+    provider.answers.borrow_mut().extend([
+        unleased_with("10.0.1.20", &[("02:00:00:00:00:09", 1, "10.0.9.9")]),
+        unleased(Some("10.0.1.20")),
+    ]);
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Kept(_, why)] if why.contains("nothing to configure")),
+        "{out:?}"
+    );
+    assert!(k.writes.is_empty() && recorded(&cfg).is_none());
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Addressed(..)]),
+        "{out:?}"
+    );
+    assert_eq!(rules(&k), ["from 10.0.1.20/32 lookup 10001 priority 10001"]);
+}
+
+#[test]
+fn a_state_that_holds_nothing_is_evaluated_again() {
+    // Issue 30, item 5: an empty state an earlier version (or a table
+    // conflict) recorded for eth1 is no plan: the next refresh configures it.
+    let (mut k, cfg, _root) = world();
+    let paths = Paths::new(&cfg.root);
+    let empty = crate::model::InterfacePlan {
+        name: eth1(),
+        mac: ETH1_MAC.parse().unwrap(),
+        primary: false,
+        families: Vec::new(),
+        table: None,
+        metric: None,
+        addresses: Vec::new(),
+        routes: Vec::new(),
+        rules: Vec::new(),
+        missing: Vec::new(),
+        refused: Vec::new(),
+    };
+    state::write_state(
+        &paths,
+        &InterfaceState::record(None, &empty, crate::model::Profile::Ec2NetUtils),
+    )
+    .unwrap();
+    let provider = Unleasing::default();
+    provider
+        .answers
+        .borrow_mut()
+        .extend([unleased(Some("10.0.1.20")), unleased(Some("10.0.1.20"))]);
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Addressed(n, _)] if *n == eth1()),
+        "{out:?}"
+    );
+    assert_eq!(addresses(&k), ["10.0.1.20/24 dev eth1"]);
+    let st = recorded(&cfg).unwrap();
+    assert!(st.leases().iter().all(|l| l.reason == Reason::Metadata));
+    // From then on it is followed as any NIC without DHCP.
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Refreshed(_, r)] if r.writes() == 0),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_mac_that_is_nobodys_matches_no_link() {
+    // Issue 30, item 1: the metadata lists a NIC without DHCP under the
+    // all-zero MAC, which a kernel link reports too (`lo`, as netlink did
+    // before links were filtered): refused, nothing touched.
+    let (mut k, cfg, _root) = world();
+    k.links.push(crate::apply::KernelLink {
+        index: 1,
+        name: IfName::try_new("lo").unwrap(),
+        mac: Some(crate::model::MacAddr::new([0; 6])),
+    });
+    k.down.insert(1);
+    let provider = Unleasing::default();
+    let mut u = unleased(Some("10.0.1.20")).unwrap();
+    for nic in &mut u.nics {
+        nic.mac = crate::model::MacAddr::new([0; 6]);
+        nic.leases[0].address = "10.200.0.5".parse().unwrap();
+        nic.leases[0].prefix_len = 8;
+    }
+    for n in &mut u.network.nics {
+        if n.mac.to_string() == ETH1_MAC {
+            n.mac = crate::model::MacAddr::new([0; 6]);
+            n.local_ipv4s = vec!["10.200.0.5".parse().unwrap()];
+            n.subnet_ipv4_cidr_blocks = vec!["10.0.0.0/8".parse().unwrap()];
+        }
+    }
+    provider.answers.borrow_mut().push_back(Ok(u));
+    let out = refresh_unleasing(&mut k, &provider, &cfg, None);
+    assert!(out.is_empty(), "{out:?}");
+    assert!(k.writes.is_empty() && k.down.contains(&1), "{:?}", k.writes);
+}

@@ -502,9 +502,12 @@ fn find_link(applier: &mut dyn Kernel, name: &IfName) -> Result<(Link, u32)> {
         .into_iter()
         .find(|l| &l.name == name)
         .ok_or_else(|| Error::NoSuchLink(name.clone()))?;
-    let mac = k
-        .mac
-        .ok_or_else(|| Error::InvalidPlan(format!("{name} has no MAC address")))?;
+    let mac = k.mac.ok_or_else(|| {
+        Error::InvalidPlan(format!(
+            "{name} is no NIC leasehook manages (loopback, not Ethernet, another link's \
+                 port, or a MAC that is all zeros, multicast or broadcast)"
+        ))
+    })?;
     let ipv6_router = applier.ipv6_default_router(k.index)?;
     Ok((
         Link {

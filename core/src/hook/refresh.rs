@@ -41,8 +41,8 @@ pub enum RefreshOutcome {
     /// Nothing changed, and why (IMDS did not answer, said less than before, ...).
     Kept(IfName, String),
     /// A NIC the cloud serves no DHCP ([`Provider::unleased`], OCI's secondary
-    /// VNICs), seen for the first time: its link was brought up and given its
-    /// address, rules and table from the metadata.
+    /// VNICs), seen for the first time: given its address, rules and table from
+    /// the metadata (its link brought up first when it was down).
     Addressed(IfName, Report),
     /// The metadata no longer lists this NIC among those it serves no DHCP (the
     /// VNIC was detached while its link stays, or the metadata dropped it): what
@@ -87,11 +87,16 @@ pub(super) fn remove_stamp(paths: &Paths, name: &IfName) {
 ///
 /// On a cloud that serves some NICs no DHCP ([`Provider::unleased`]: OCI's
 /// secondary VNICs) the metadata is asked once for them: a NIC it lists that has
-/// a link (found by MAC) and no recorded plan is brought up and given its address,
-/// rules and table ([`RefreshOutcome::Addressed`]); one recorded so is planned
-/// from what the metadata says now (a new address replaces the old), and taken
-/// down to nothing when the metadata no longer lists it
-/// ([`RefreshOutcome::Unlisted`]). A metadata error changes nothing.
+/// a link (found by MAC) and no recorded plan is given its address, rules and
+/// table ([`RefreshOutcome::Addressed`]), its link brought up only once the plan
+/// adds something to it; a plan that covers nothing (every value refused, the
+/// table another NIC's) is neither applied nor recorded, so the next refresh
+/// evaluates it again. One recorded so is planned from what the metadata says
+/// now (a new address replaces the old), and taken down to nothing when the
+/// metadata no longer lists it ([`RefreshOutcome::Unlisted`]). A NIC listed
+/// under a MAC that is nobody's ([`crate::model::MacAddr::nobodys`]) is refused
+/// with a log line, and a NIC with a recorded DHCP lease is never one without
+/// DHCP. A metadata error changes nothing.
 pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
     with_real_effects(cfg, |fx| refresh_with(fx, only, cfg))
 }
@@ -139,7 +144,14 @@ fn refresh_scoped(
     for e in errors {
         log::warn!("{e}");
     }
-    let recorded_macs: Vec<crate::model::MacAddr> = states.iter().map(|s| s.mac).collect();
+    // A state that holds no family (a run that configured nothing: every value
+    // refused, a table claimed) is no plan: a NIC without DHCP it names is taken
+    // as a new one again, never left for good as "no lease recorded".
+    let recorded_macs: Vec<crate::model::MacAddr> = states
+        .iter()
+        .filter(|s| !s.families.is_empty())
+        .map(|s| s.mac)
+        .collect();
     let names: Vec<IfName> = states
         .into_iter()
         .map(|s| s.name)
@@ -153,6 +165,10 @@ fn refresh_scoped(
         };
         let from_metadata = st.leases().iter().any(|l| l.reason == Reason::Metadata);
         if unleased_only && !from_metadata {
+            continue;
+        }
+        if st.families.is_empty() && listed(unleased.as_ref(), st.mac) {
+            // Evaluated again below, as a new NIC without DHCP.
             continue;
         }
         if cfg.is_unmanaged(&name, Some(st.mac)) {
@@ -185,6 +201,15 @@ fn refresh_scoped(
     }
     if let Some(Ok(u)) = &unleased {
         for nic in &u.nics {
+            if let Some(why) = nic.mac.nobodys() {
+                log::warn!(
+                    "{}: listed without DHCP, refused: {why} (no NIC is matched by it)",
+                    nic.mac
+                );
+                continue;
+            }
+            // Recorded: followed above (a DHCP client's NIC by its lease, never
+            // as a NIC without DHCP).
             if recorded_macs.contains(&nic.mac) {
                 continue;
             }
@@ -202,6 +227,23 @@ fn refresh_scoped(
     Ok(out)
 }
 
+/// Whether the metadata's answer lists `mac` among the NICs without DHCP.
+fn listed(
+    unleased: Option<&std::result::Result<Unleased, String>>,
+    mac: crate::model::MacAddr,
+) -> bool {
+    matches!(unleased, Some(Ok(u)) if u.nics.iter().any(|n| n.mac == mac))
+}
+
+/// Whether `p` adds anything to its link (an address, a rule, a route): only
+/// then is a link that is down brought up for it.
+fn configures_something(p: &crate::model::Plan) -> bool {
+    p.interfaces.iter().any(|ip| {
+        !ip.families.is_empty()
+            && (!ip.addresses.is_empty() || !ip.rules.is_empty() || !ip.routes.is_empty())
+    })
+}
+
 /// [`Provider::unleased`], its error logged once here (each recorded NIC it
 /// concerns says so again in its outcome).
 fn ask_unleased(
@@ -217,8 +259,9 @@ fn ask_unleased(
 }
 
 /// A NIC [`Provider::unleased`] lists with no recorded plan: when a link has its
-/// MAC (and `only`, if given, names it), it is brought up and given its address,
-/// rules and table under its lock. `None`: not this refresh's to touch (no link
+/// MAC (and `only`, if given, names it), it is given its address, rules and
+/// table under its lock (its link brought up when the plan adds something; a
+/// plan covering nothing is `Kept`, recorded nowhere). `None`: not this refresh's to touch (no link
 /// with the MAC yet: the udev add path or the next refresh will see it; another
 /// interface asked for).
 fn address_new(
@@ -252,17 +295,15 @@ fn address_new(
         Gate::Cni(why) => return Ok(Some(RefreshOutcome::Kept(name, why))),
     };
     let _lock = state::lock_interface(paths, &name)?;
-    // Another refresh (the timer's, udev's) may have recorded it meanwhile.
-    if state::read_state_or_set_aside(paths, &name).is_some() {
+    // Another refresh (the timer's, udev's) may have recorded it meanwhile (a
+    // state holding no family is none: see `refresh_scoped`).
+    if state::read_state_or_set_aside(paths, &name).is_some_and(|st| !st.families.is_empty()) {
         return Ok(Some(RefreshOutcome::Kept(
             name,
             "recorded by another run meanwhile".to_owned(),
         )));
     }
     let applier = &mut *fx.kernel;
-    if applier.bring_up(k.index)? {
-        log::info!("{name}: brought up (no DHCP client serves it)");
-    }
     let link = Link {
         name: name.clone(),
         mac: nic.mac,
@@ -282,6 +323,17 @@ fn address_new(
     if let Some(why) = table_held_by_other(paths, &p, &cfg, nic.mac) {
         log::warn!("{name}: {why}");
         return Ok(Some(RefreshOutcome::Kept(name, why)));
+    }
+    // Every lease refused (or the table another NIC's): nothing is recorded, so
+    // the next refresh evaluates it again, and the link is left as it is.
+    if p.interfaces.iter().all(|ip| ip.families.is_empty()) {
+        let why = "no DHCP, but nothing to configure from the metadata (refused, see above): \
+                   nothing recorded or brought up; the next refresh asks again"
+            .to_owned();
+        return Ok(Some(RefreshOutcome::Kept(name, why)));
+    }
+    if configures_something(&p) && applier.bring_up(k.index)? {
+        log::info!("{name}: brought up (no DHCP client serves it)");
     }
     let report = commit_guarded(applier, paths, &p, None, &answer.network, &nic.leases)?;
     touch(paths, &name);
@@ -352,9 +404,6 @@ fn refresh_unleased(
     } else {
         Some(state::lock_interface(paths, &k.name)?)
     };
-    if applier.bring_up(k.index)? {
-        log::info!("{}: brought up (no DHCP client serves it)", k.name);
-    }
     let link = Link {
         name: k.name.clone(),
         mac: st.mac,
@@ -372,6 +421,7 @@ fn refresh_unleased(
             network: answer.network.clone(),
             leases: nic.leases.clone(),
             links: &links,
+            bring_up: Some(k.index),
         },
     )
 }
@@ -451,6 +501,7 @@ pub(super) fn refresh_one(
             network,
             leases,
             links: &links,
+            bring_up: None,
         },
     )
 }
@@ -467,6 +518,9 @@ struct Answered<'a> {
     leases: Vec<crate::model::Lease>,
     /// The kernel's links.
     links: &'a [crate::apply::KernelLink],
+    /// A NIC without DHCP: its link's index, brought up when it is down and the
+    /// plan adds something to it (no DHCP client brings it up).
+    bring_up: Option<u32>,
 }
 
 /// Plans the refreshed interface from `answered`, moves its policy routing when
@@ -484,6 +538,7 @@ fn apply_refreshed(
         network,
         leases,
         links,
+        bring_up,
     } = answered;
     let (name, to) = (st.name.clone(), link.name.clone());
     let renamed = to != name;
@@ -493,6 +548,12 @@ fn apply_refreshed(
     if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
         log::warn!("{to}: {why}");
         return Ok(RefreshOutcome::Kept(name, why));
+    }
+    if let Some(index) = bring_up
+        && configures_something(&p)
+        && applier.bring_up(*index)?
+    {
+        log::info!("{to}: brought up (no DHCP client serves it)");
     }
     let mut removed = Report::default();
     let mut previous = Some(st.clone());

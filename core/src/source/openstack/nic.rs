@@ -657,10 +657,12 @@ pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
 /// lease a DHCP server would have given: the first static address with its
 /// prefix, and the network's default gateway as its router
 /// ([`Reason::Metadata`]). A NIC whose IPv6 comes from router advertisements
-/// (`ipv6_slaac`) gets no IPv6 lease.
+/// (`ipv6_slaac`) gets no IPv6 lease. The primary NIC (the first link) is never
+/// one: its DHCP client (or the image's network configuration) owns it, and a
+/// document listing static networks on it gives it no address from leasehook.
 pub fn unleased(data: &NetworkData) -> Vec<UnleasedNic> {
     let mut out = Vec::new();
-    for link in &data.links {
+    for link in data.links.iter().skip(1) {
         let mut leases = Vec::new();
         for family in [Family::V4, Family::V6] {
             let nets: Vec<&OsNetwork> = data

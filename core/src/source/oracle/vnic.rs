@@ -430,8 +430,17 @@ pub fn unleased(net: &OciNetwork) -> Unleased {
 /// `event`'s leases: the VNIC is listed with the leased address and its subnet.
 /// Decided by the planner itself, as for the other clouds, so the wait and the
 /// plan cannot disagree about "complete".
+///
+/// OCI's DHCP serves the primary VNIC only, so the NIC a DHCP lease came to is
+/// the primary whatever place the list gives its MAC: an answer whose first entry
+/// is another MAC (a hostile or broken one) never gives the DHCP-served primary
+/// a secondary's rules and table.
 pub fn assess(event: &NicEvent, network: Option<&OciNetwork>) -> Result<Assessment> {
-    let network = network.map(to_instance).unwrap_or_default();
+    let mut network = network.map(to_instance).unwrap_or_default();
+    let by_dhcp = event.leases().iter().any(|l| l.reason != Reason::Metadata);
+    if by_dhcp && network.nic(event.mac()).is_some() {
+        network.primary_mac = Some(event.mac());
+    }
     let links = [Link {
         name: event.interface().clone(),
         mac: event.mac(),
@@ -771,6 +780,43 @@ pub(crate) mod tests {
                 .unwrap()
                 .is_complete()
         );
+    }
+
+    #[test]
+    fn the_nic_dhcp_serves_is_the_primary_wherever_the_list_puts_it() {
+        // eth0's MAC listed second, after a MAC no NIC has.
+        let hostile = r#"[
+ {"macAddr":"02:00:17:00:00:99","privateIp":"10.0.9.2","subnetCidrBlock":"10.0.9.0/24","virtualRouterIp":"10.0.9.1"},
+ {"macAddr":"02:00:17:05:D1:DB","privateIp":"10.0.0.230","subnetCidrBlock":"10.0.0.0/24","virtualRouterIp":"10.0.0.1"}]"#;
+        let n = parse_vnics(hostile).unwrap();
+        let ev = event("02:00:17:05:d1:db", "10.0.0.230");
+        let a = assess(&ev, Some(&n)).unwrap();
+        assert!(a.is_complete(), "{:?}", a.missing);
+        assert_eq!(a.network.primary_mac, Some(mac("02:00:17:05:d1:db")));
+        // So its plan has no table and no rules (no `primary_rules`).
+        let links = [Link {
+            name: ev.interface().clone(),
+            mac: ev.mac(),
+            ipv6_router: None,
+        }];
+        let leases = [InterfaceLease {
+            interface: ev.interface().clone(),
+            lease: ev.leases()[0].clone(),
+        }];
+        let p = plan(
+            &PlanInput {
+                metadata: &a.network,
+                links: &links,
+                leases: &leases,
+                link_addresses: &[],
+            },
+            &PlanConfig::default(),
+        )
+        .unwrap();
+        assert!(p.interfaces[0].primary, "{p:?}");
+        assert!(p.interfaces[0].rules.is_empty() && p.interfaces[0].table.is_none());
+        // The list's own order otherwise (no event): its first entry.
+        assert_eq!(to_instance(&n).primary_mac, Some(mac("02:00:17:00:00:99")));
     }
 
     #[test]

@@ -457,6 +457,17 @@ fn static_networks_are_unleased_nics_and_dhcp_ones_are_not() {
     assert_eq!(u[1].leases.len(), 1);
     assert!(u[1].leases[0].routers.is_empty());
     assert!(unleased(&parse_network_data(TWO).unwrap()).is_empty());
+    // The primary (the first link) is never a NIC without DHCP, static or not.
+    let static_primary = body.replace(
+        r#"{"type":"ipv4_dhcp","link":"a"},"#,
+        r#"{"type":"ipv4","link":"a","ip_address":"10.0.0.10","netmask":"255.255.255.0"},"#,
+    );
+    let u = unleased(&parse_network_data(&static_primary).unwrap());
+    assert_eq!(u.len(), 2, "{u:?}");
+    assert!(
+        u.iter()
+            .all(|n| n.mac != "fa:16:3e:00:00:0a".parse().unwrap())
+    );
 }
 
 #[test]
