@@ -82,6 +82,7 @@ impl GceNic {
         n.subnet_ipv4_cidr_blocks = self.subnet().into_iter().collect();
         n.ipv4_prefixes.clone_from(&self.ip_aliases);
         n.interface_id = Some(format!("nic{}", self.index));
+        n.gateways = self.gateway.map(std::net::IpAddr::V4).into_iter().collect();
         n
     }
 }
@@ -269,6 +270,7 @@ pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )?;
@@ -486,6 +488,7 @@ pub(crate) mod tests {
                 links: &links,
                 leases: &leases,
                 link_addresses: &[],
+                next_hops: &[],
             },
             &PlanConfig::default(),
         )
@@ -520,6 +523,7 @@ pub(crate) mod tests {
                 links: &links,
                 leases: &wide,
                 link_addresses: &[],
+                next_hops: &[],
             },
             &PlanConfig::default(),
         )

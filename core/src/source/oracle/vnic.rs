@@ -128,6 +128,13 @@ impl OciVnic {
             subnet_ipv4_cidr_blocks: vec![self.subnet],
             subnet_ipv6_cidr_blocks: self.ipv6_subnet.into_iter().collect(),
             interface_id: self.vnic_id.clone(),
+            // The virtual router, and the subnet's first host that OCI reserves
+            // for it (swapped with `privateIp`, it would still be refused).
+            gateways: [Some(self.router), crate::gate::first_host(self.subnet)]
+                .into_iter()
+                .flatten()
+                .map(IpAddr::V4)
+                .collect(),
             ..NicMetadata::empty(self.mac)
         }
     }
@@ -449,6 +456,7 @@ pub fn assess(event: &NicEvent, network: Option<&OciNetwork>) -> Result<Assessme
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )?;
