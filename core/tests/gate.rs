@@ -635,7 +635,7 @@ fn a_metadata_lease_with_another_nics_address_adds_nothing() {
 
 /// A router's address is never an address or a rule source: the lease's router
 /// listed in `local-ipv4s` (EC2), the host's default gateway from the main table,
-/// and a metadata lease whose address is its own route's gateway (OpenStack).
+/// and a metadata lease whose address is its own route's gateway (`OpenStack`).
 #[test]
 fn a_routers_address_is_never_ours() {
     let mut t = tree();

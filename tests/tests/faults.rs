@@ -3324,8 +3324,8 @@ impl Instance {
 
 /// eth1 without its DHCP address (OCI serves a secondary VNIC none), the
 /// host's default route via eth0, and one `leasehook refresh` while OCI lists
-/// eth0's VNIC and eth1's as `vnic` says (privateIp, subnetCidrBlock,
-/// virtualRouterIp).
+/// eth0's VNIC and eth1's as `vnic` says (`privateIp`, `subnetCidrBlock`,
+/// `virtualRouterIp`).
 fn gate30_oracle(
     tag: &str,
     vnic: (&str, &str, &str),
