@@ -1363,6 +1363,19 @@ matrix! {
         run: run_gate30_oracle_wide,
     };
     #[cfg(feature = "netns")]
+    gate30_ec2_cloud_init_wide_subnet => Row {
+        name: "gate30_ec2_cloud_init_wide_subnet",
+        fault: "EC2 with `profile: cloud-init` and eth1's `subnet-ipv4-cidr-block` 10.0.0.0/8 (`local-ipv4s: [10.98.1.20, 10.98.1.21]`), BOUND",
+        does: "adds 10.98.1.21/8 `noprefixroute` (cloud-init's length): 10.0.0.0/8 goes into table 101 only (the row checks table 101; the kernel column lists tables from 10000), main gets none; `ip route get 10.5.0.9` leaves by eth0",
+        exit: Some(0),
+        kernel: Kernel::Exactly { rules: &[], routes: &[], addresses: &[] },
+        files: &[FileWant::Holds(STATE, "10.98.1.21/8")],
+        log: "5 change(s) for eth1 IPv4",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: run_gate30_cloud_init_wide,
+    };
+    #[cfg(feature = "netns")]
     gate30_openstack_address_is_route_gateway => Row {
         name: "gate30_openstack_address_is_route_gateway",
         fault: "OpenStack static `ipv4` network on eth1 whose `ip_address` is its route's `gateway` (10.98.1.1), at `leasehook refresh`",
@@ -3382,5 +3395,44 @@ fn run_gate30_openstack(net: &Value, gw: &str) -> Seen {
     let url = i.start_openstack(Some(&tree), &json!({}));
     let (out, elapsed) = i.refresh_with("openstack", "LEASEHOOK_OPENSTACK_ENDPOINT", &url);
     assert_gate30(&i, gw, &text(&out));
+    i.seen(&out, elapsed, before, files)
+}
+
+fn run_gate30_cloud_init_wide() -> Seen {
+    let mut i = Instance::new("fg30ci");
+    with_default_route(&i);
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(
+        &tree_with(&[
+            (MAC1, "subnet-ipv4-cidr-block", "10.0.0.0/8"),
+            (MAC1, "local-ipv4s", "10.98.1.20\n10.98.1.21"),
+        ]),
+        &Imds::Scenario(json!({})),
+    );
+    let (out, elapsed) = shim_in(
+        &i,
+        "leasehook-dhclient",
+        &[],
+        &dhclient_vars(&[("LEASEHOOK_PROFILE", "cloud-init")]),
+        &url,
+    );
+    let log = text(&out);
+    let addrs = i.ns.ip_json(&["-4", "address", "show", "dev", "eth1"]);
+    let wide = addrs[0]["addr_info"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["local"] == "10.98.1.21")
+        .cloned()
+        .unwrap_or_else(|| panic!("no 10.98.1.21 on eth1: {addrs}\n{log}"));
+    assert_eq!(wide["prefixlen"], 8, "{addrs}\n{log}");
+    assert_eq!(wide["noprefixroute"], true, "{addrs}\n{log}");
+    let t101 = i.ns.ip(&["-4", "route", "show", "table", "101"]);
+    assert!(
+        t101.contains("10.0.0.0/8 dev eth1"),
+        "table 101: {t101}\n{log}"
+    );
+    assert_gate30(&i, "10.98.1.1", &log);
     i.seen(&out, elapsed, before, files)
 }
