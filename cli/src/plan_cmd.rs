@@ -97,6 +97,7 @@ pub(crate) fn run(args: &PlanArgs, loaded: &Loaded) -> anyhow::Result<String> {
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )?;

@@ -169,6 +169,7 @@ fn main() {
         links: &links,
         leases: &leases,
         link_addresses: &[],
+        next_hops: &[],
     };
     let ec2 = PlanConfig::default();
     let ci = PlanConfig {
@@ -227,6 +228,7 @@ fn main() {
                 links: &links,
                 leases: &leases,
                 link_addresses: &[],
+                next_hops: &[],
             },
             &ec2,
         )

@@ -72,7 +72,16 @@ impl fmt::Display for Op {
             Self::DelRule(r) => write!(f, "ip {} rule del {r}", r.family().ip_flag()),
             Self::DelRoute(r) => write!(f, "ip {} route del {r}", r.family().ip_flag()),
             Self::DelAddress(a) => write!(f, "ip {} address del {a}", a.family().ip_flag()),
-            Self::AddAddress(a) => write!(f, "ip {} address add {a}", a.family().ip_flag()),
+            Self::AddAddress(a) => write!(
+                f,
+                "ip {} address add {a}{}",
+                a.family().ip_flag(),
+                if a.no_prefix_route() {
+                    " noprefixroute"
+                } else {
+                    ""
+                }
+            ),
             Self::AddRoute(r) => write!(f, "ip {} route add {r}", r.family().ip_flag()),
             Self::AddRule(r) => write!(f, "ip {} rule add {r}", r.family().ip_flag()),
         }

@@ -19,7 +19,9 @@
 //!   anyway in an IPv6 list (an IPv6 rule never sees such a source).
 //! * [`Bounds`]: what one NIC may hold — inside its subnet (not the subnet's
 //!   network or broadcast address, a prefix strictly narrower than the subnet),
-//!   and nothing another NIC holds (its address, or a prefix that covers it).
+//!   nothing another NIC holds (its address, or a prefix that covers it), and no
+//!   router's address ([`Routers`]: a lease's router, a NIC's gateway the metadata
+//!   names or implies, a next hop of the kernel's main table).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -148,6 +150,21 @@ pub enum Refusal {
     },
     /// Not a subnet a cloud hands out (shorter than /8 for IPv4, /16 for IPv6).
     TooWideSubnet,
+    /// A router's address: a lease's router, a NIC's gateway (named by the
+    /// metadata or computed from its subnet) or a next hop of the kernel's main
+    /// table. Held by a NIC, a local listener would answer for the router.
+    Router {
+        /// The address.
+        address: IpAddr,
+        /// Whose router it is (`eth1's lease`, `the main table (dev eth0)`, ...).
+        whose: String,
+    },
+    /// A next hop that this host holds (a NIC's own address, another link's):
+    /// a gateway is never local.
+    LocalNextHop {
+        /// The NIC (or link) that holds it.
+        owner: String,
+    },
     /// The NIC's `device-number` gives a table another NIC claims too.
     TableClaimed {
         /// The table.
@@ -200,6 +217,18 @@ impl fmt::Display for Refusal {
             }
             Self::TooWideSubnet => {
                 f.write_str("no cloud's subnet (shorter than /8 for IPv4, /16 for IPv6)")
+            }
+            Self::LocalNextHop { owner } => {
+                write!(
+                    f,
+                    "a next hop {owner} holds itself: a gateway is never this host's address"
+                )
+            }
+            Self::Router { address, whose } => {
+                write!(
+                    f,
+                    "{address} is a router ({whose}), never an address of this host"
+                )
             }
             Self::TableClaimed { table, others } => write!(
                 f,
@@ -414,6 +443,17 @@ pub fn check_subnet(net: IpNet) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// A subnet's first host (`10.0.1.1` for `10.0.1.0/24`): the gateway Azure and
+/// OCI reserve in every subnet; `None` for a /31 or /32, which have none.
+pub fn first_host(subnet: Ipv4Net) -> Option<Ipv4Addr> {
+    if subnet.prefix_len() >= 31 {
+        return None;
+    }
+    u32::from(subnet.network())
+        .checked_add(1)
+        .map(Ipv4Addr::from)
+}
+
 /// An address another NIC holds, and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Held {
@@ -439,6 +479,17 @@ impl HeldAddresses {
         Self(held)
     }
 
+    /// Whether `owner` holds `ip` (its own entries only).
+    pub fn holds(&self, ip: IpAddr, owner: &str) -> bool {
+        let start = self.0.partition_point(|h| h.address < ip);
+        self.0
+            .get(start..)
+            .into_iter()
+            .flatten()
+            .take_while(|h| h.address == ip)
+            .any(|h| h.owner == owner)
+    }
+
     /// The first address inside `net` that someone other than `me` holds.
     pub fn inside(&self, net: &IpNet, me: &str) -> Option<&Held> {
         let (lo, hi) = (net.network(), net.broadcast());
@@ -451,9 +502,51 @@ impl HeldAddresses {
     }
 }
 
+/// A router's address, and whose router it is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Router {
+    /// The address.
+    pub address: IpAddr,
+    /// Whose: `eth1's lease`, `the metadata's gateway of eth1`, `the main
+    /// table's next hop (dev eth0)`.
+    pub whose: String,
+}
+
+/// Every router's address the planner knows, sorted: the leases' routers, the
+/// gateways and next hops the metadata names (or a provider computes) for any
+/// NIC, and the next hops of the kernel's main table. None of them is ever an
+/// address leasehook adds or a rule source (SPEC §3.8): a host that holds its
+/// router's address answers for the router.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Routers(Vec<Router>);
+
+/// No router known.
+pub static NO_ROUTERS: Routers = Routers(Vec::new());
+
+impl Routers {
+    /// The list, sorted; an address named twice keeps its first reason in
+    /// sorted order.
+    pub fn new(mut routers: Vec<Router>) -> Self {
+        routers.sort();
+        routers.dedup_by(|a, b| a.address == b.address);
+        Self(routers)
+    }
+
+    /// The router whose address is `ip`.
+    pub fn find(&self, ip: IpAddr) -> Option<&Router> {
+        let i = self.0.partition_point(|r| r.address < ip);
+        self.0.get(i).filter(|r| r.address == ip)
+    }
+
+    /// Every router, sorted by address.
+    pub fn iter(&self) -> impl Iterator<Item = &Router> {
+        self.0.iter()
+    }
+}
+
 /// What one NIC may hold: its subnets (both families, each passed
-/// [`check_subnet`]) and what the NICs hold, of which the entries of `me` are
-/// its own.
+/// [`check_subnet`]), what the NICs hold, of which the entries of `me` are its
+/// own, and the routers no NIC may hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bounds<'a> {
     /// The NIC's subnets.
@@ -462,6 +555,11 @@ pub struct Bounds<'a> {
     pub held: &'a HeldAddresses,
     /// The owner name (see [`Held`]) of the NIC these bounds are for.
     pub me: &'a str,
+    /// Every router's address known (any NIC's, the kernel's).
+    pub routers: &'a Routers,
+    /// What the kernel's links hold (`ip address`, every link's): no next hop
+    /// may be one of them.
+    pub local: &'a HeldAddresses,
 }
 
 impl Default for Bounds<'_> {
@@ -470,6 +568,8 @@ impl Default for Bounds<'_> {
             subnets: Vec::new(),
             held: &NOTHING_HELD,
             me: "",
+            routers: &NO_ROUTERS,
+            local: &NOTHING_HELD,
         }
     }
 }
@@ -484,20 +584,29 @@ impl Bounds<'_> {
         })
     }
     /// Whether `net` may be the source of a rule of this NIC: [`check_net`];
-    /// nothing another NIC holds inside it; a host inside one of the NIC's subnets
+    /// a host that is no router's address ([`Routers`]; a prefix may cover a
+    /// router: the router's own packets are never this host's to send, and no
+    /// cloud delegates a prefix holding its gateway); nothing another NIC holds
+    /// inside it; a host inside one of the NIC's subnets
     /// of its family (any host when none is known), not that subnet's network or
     /// broadcast address; a prefix strictly inside a subnet (it may cover those
     /// two).
     pub fn source(&self, net: IpNet) -> Result<(), Refusal> {
         let net = net.trunc();
         check_net(net)?;
+        let host = net.prefix_len() == net.max_prefix_len();
+        if host && let Some(r) = self.routers.find(net.addr()) {
+            return Err(Refusal::Router {
+                address: r.address,
+                whose: r.whose.clone(),
+            });
+        }
         if let Some(h) = self.held.inside(&net, self.me) {
             return Err(Refusal::OtherNic {
                 owner: h.owner.clone(),
                 address: h.address,
             });
         }
-        let host = net.prefix_len() == net.max_prefix_len();
         let mut subnets = self.subnets_of(&net).peekable();
         if subnets.peek().is_none() {
             if !host {
@@ -584,6 +693,8 @@ mod tests {
             subnets: vec![net("10.98.1.0/24"), net("fd00:98:1::/64")],
             held,
             me: "eth1",
+            routers: &NO_ROUTERS,
+            local: &NOTHING_HELD,
         }
     }
 
@@ -712,5 +823,47 @@ mod tests {
         let none = Bounds::default();
         assert_eq!(none.address(net("10.0.0.5/24")), Ok(()));
         assert_eq!(none.address(net("10.0.0.5/16")), Err(Refusal::NoSubnet));
+    }
+    #[test]
+    fn a_router_is_never_an_address_or_a_source() {
+        let held = held();
+        let routers = Routers::new(vec![
+            Router {
+                address: "10.98.1.1".parse().unwrap(),
+                whose: "eth1's lease".to_owned(),
+            },
+            Router {
+                address: "10.98.0.1".parse().unwrap(),
+                whose: "the main table's next hop (dev eth0)".to_owned(),
+            },
+        ]);
+        let b = Bounds {
+            routers: &routers,
+            ..bounds(&held)
+        };
+        assert_eq!(
+            b.source(net("10.98.1.1/32")).unwrap_err().to_string(),
+            "10.98.1.1 is a router (eth1's lease), never an address of this host"
+        );
+        // Added with its prefix (the cloud-init profile, a metadata lease): the
+        // host part is what counts.
+        assert!(matches!(
+            b.address(net("10.98.1.1/24")),
+            Err(Refusal::Router { .. })
+        ));
+        // Another subnet's router: still a router.
+        let wide = Bounds {
+            subnets: vec![net("10.98.0.0/16")],
+            ..b.clone()
+        };
+        assert!(matches!(
+            wide.address(net("10.98.0.1/32")),
+            Err(Refusal::Router { .. })
+        ));
+        // Its neighbours and a prefix around it pass.
+        assert_eq!(b.source(net("10.98.1.2/32")), Ok(()));
+        assert_eq!(b.address(net("10.98.1.21/24")), Ok(()));
+        assert_eq!(b.source(net("10.98.1.0/28")), Ok(()));
+        assert_eq!(routers.find("10.98.0.2".parse().unwrap()), None);
     }
 }

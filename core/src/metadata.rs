@@ -108,6 +108,7 @@ pub fn parse_nic(mac: MacAddr, path: &str, folder: &Map<String, Value>) -> Resul
         )?,
         interface_id: list("interface-id")?.into_iter().next(),
         routes: Vec::new(),
+        gateways: Vec::new(),
     })
 }
 

@@ -347,6 +347,13 @@ pub struct NicMetadata {
     /// the clouds that name none (and in state files written before the field).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub routes: Vec<NicRoute>,
+    /// The NIC's routers the metadata names or implies and no lease may carry
+    /// (GCE's and Alibaba's `gateway`, OCI's `virtualRouterIp` and its subnet's
+    /// first host, Azure's subnet's first host): never an address or a rule
+    /// source of any NIC ([`crate::gate::Routers`]). Empty for the clouds whose
+    /// router only the lease names (and in state files written before the field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<IpAddr>,
 }
 
 /// A route the metadata names for a NIC: a destination and its next hop. A
@@ -374,6 +381,7 @@ impl NicMetadata {
             ipv6_prefixes: Vec::new(),
             interface_id: None,
             routes: Vec::new(),
+            gateways: Vec::new(),
         }
     }
 }
@@ -533,6 +541,19 @@ impl Address {
     /// The address's family.
     pub fn family(&self) -> Family {
         Family::of(&self.addr.addr())
+    }
+}
+
+impl Address {
+    /// Whether leasehook adds the address with `IFA_F_NOPREFIXROUTE` (`ip
+    /// address add ... noprefixroute`): every address with a prefix
+    /// (`10.0.1.20/8`, a metadata lease's or the cloud-init profile's). Without
+    /// it the kernel would put the prefix's route (`10.0.0.0/8 dev IF proto
+    /// kernel`) into the **main** table and send every other host of the prefix
+    /// out of this NIC; the subnet's route is the plan's, in the NIC's own table.
+    /// A /32 or /128 has no prefix route.
+    pub fn no_prefix_route(&self) -> bool {
+        self.addr.prefix_len() < self.addr.max_prefix_len()
     }
 }
 

@@ -90,6 +90,10 @@ pub struct PlanInput<'a> {
     /// The addresses the kernel's links hold (`ip address`), every link's: what
     /// another link holds is never a source or an address of the NIC planned.
     pub link_addresses: &'a [Address],
+    /// The next hops of the kernel's main table (`ip route show table main`,
+    /// read by the imperative shell): the host's routers, never a source or an
+    /// address of any NIC ([`gate::Routers`]).
+    pub next_hops: &'a [gate::Router],
 }
 
 /// Computes the plan. Fails only on inputs that contradict each other (a lease on an
@@ -188,11 +192,65 @@ fn held_addresses(input: &PlanInput<'_>) -> gate::HeldAddresses {
                 }),
         );
     }
-    held.extend(input.link_addresses.iter().map(|a| Held {
+    held.extend(kernel_addresses(input));
+    gate::HeldAddresses::new(held)
+}
+
+fn kernel_addresses<'a>(input: &PlanInput<'a>) -> impl Iterator<Item = Held> + 'a {
+    input.link_addresses.iter().map(|a| Held {
         address: a.addr.addr(),
         owner: a.dev.to_string(),
-    }));
-    gate::HeldAddresses::new(held)
+    })
+}
+
+/// What the kernel's links hold, each under its link's name.
+fn kernel_held(input: &PlanInput<'_>) -> gate::HeldAddresses {
+    gate::HeldAddresses::new(kernel_addresses(input).collect())
+}
+
+/// Every router's address the plan knows ([`gate::Routers`]): each lease's
+/// routers, each NIC's gateways and route next hops the metadata names (or a
+/// provider computes), and the kernel's main-table next hops. Built once per
+/// plan; a router is refused on every NIC, not only its own.
+fn routers(input: &PlanInput<'_>) -> gate::Routers {
+    let name_of = |mac| {
+        input
+            .links
+            .iter()
+            .find(|l| l.mac == mac)
+            .map_or_else(|| format!("the NIC {mac}"), |l| l.name.to_string())
+    };
+    let mut out: Vec<gate::Router> = input.next_hops.to_vec();
+    for l in input.leases {
+        out.extend(l.lease.routers.iter().map(|r| gate::Router {
+            address: *r,
+            whose: format!("{}'s lease router", l.interface),
+        }));
+    }
+    for n in &input.metadata.nics {
+        let owner = name_of(n.mac);
+        out.extend(n.gateways.iter().map(|g| gate::Router {
+            address: *g,
+            whose: format!("the metadata's gateway of {owner}"),
+        }));
+        // A default route's gateway is the network's router. Another route's
+        // next hop equal to an address the NIC lists is that route's fault:
+        // it is refused as a next hop ([`next_hop`]), not the address.
+        let own = |a: &IpAddr| match a {
+            IpAddr::V4(v4) => n.local_ipv4s.contains(v4),
+            IpAddr::V6(v6) => n.ipv6s.contains(v6),
+        };
+        out.extend(
+            n.routes
+                .iter()
+                .filter(|r| r.to.prefix_len() == 0 || !own(&r.via))
+                .map(|r| gate::Router {
+                    address: r.via,
+                    whose: format!("the gateway of {owner}'s route to {}", r.to),
+                }),
+        );
+    }
+    gate::Routers::new(out)
 }
 
 /// The NIC's subnets that pass the gate (IPv4 from `subnet-ipv4-cidr-block`, else
@@ -203,7 +261,11 @@ fn nic_bounds<'a>(
     link: &'a Link,
     nic: &NicMetadata,
     v4_lease: Option<&Lease>,
-    held: &'a gate::HeldAddresses,
+    (held, routers, local): (
+        &'a gate::HeldAddresses,
+        &'a gate::Routers,
+        &'a gate::HeldAddresses,
+    ),
     refused: &mut Vec<Refused>,
 ) -> Bounds<'a> {
     let mut subnets = Vec::new();
@@ -232,6 +294,8 @@ fn nic_bounds<'a>(
         subnets,
         held,
         me: link.name.as_str(),
+        routers,
+        local,
     }
 }
 
@@ -409,6 +473,8 @@ fn card_and_device(
 fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<InterfacePlan>> {
     let mut out = Vec::new();
     let held = held_addresses(input);
+    let routers = routers(input);
+    let local = kernel_held(input);
     let mut links: Vec<&Link> = input.links.iter().collect();
     links.sort_by(|a, b| a.name.cmp(&b.name));
     for link in links {
@@ -462,7 +528,7 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
         } else {
             cfg
         };
-        let bounds = nic_bounds(link, nic, v4, &held, &mut ip.refused);
+        let bounds = nic_bounds(link, nic, v4, (&held, &routers, &local), &mut ip.refused);
         if let Some(lease) = v4 {
             plan_v4(&mut ip, link, nic, lease, routed, cfg, &bounds);
         }
@@ -531,8 +597,10 @@ fn gate_lease(ip: &mut InterfacePlan, lease: &Lease, bounds: &Bounds<'_>) -> boo
 /// A lease no DHCP client holds ([`Reason::Metadata`]: the cloud serves the NIC
 /// no DHCP, OCI's secondary VNICs): its address, with the lease's prefix length,
 /// is one the plan adds to the link, gated like every address and owned like a
-/// secondary one. The kernel then adds the subnet's route to the main table, as
-/// it does for a DHCP client's address.
+/// secondary one. It is added `noprefixroute` ([`Address::no_prefix_route`]):
+/// its subnet's route is the one the plan puts into the NIC's own table, never
+/// the kernel's in main (a `10.0.0.0/8` subnet there would take every other
+/// 10.x host's traffic out of this NIC).
 fn metadata_address(ip: &mut InterfacePlan, link: &Link, lease: &Lease, bounds: &Bounds<'_>) {
     if lease.reason != Reason::Metadata {
         return;
@@ -579,7 +647,7 @@ fn plan_v4(
         // A lease without a router: the metadata's default gateway, when it
         // names one on the NIC's subnet (`OpenStack`'s `0.0.0.0/0` route).
         let metadata_gateway = metadata_default(nic, Family::V4, bounds);
-        match lease.routers.first().or(metadata_gateway.as_ref()) {
+        match lease_router(ip, lease, bounds).or(metadata_gateway) {
             Some(gateway) => {
                 // A lease whose own network does not hold its gateway (GCE's /32
                 // leases, whose gateway the option-121 route reaches): the table
@@ -588,11 +656,11 @@ fn plan_v4(
                 // within the route's table first, and the diff adds on-link
                 // routes before the routes through them).
                 if let IpAddr::V4(gw) = gateway
-                    && !lease.interface_net().is_some_and(|n| n.contains(gateway))
-                    && gate::check_ip(*gateway).is_ok()
+                    && !lease.interface_net().is_some_and(|n| n.contains(&gateway))
+                    && gate::check_ip(gateway).is_ok()
                 {
                     ip.routes.push(Route {
-                        to: IpNet::V4(Ipv4Net::from(*gw)),
+                        to: IpNet::V4(Ipv4Net::from(gw)),
                         via: None,
                         dev: link.name.clone(),
                         scope: Some(Scope::Link),
@@ -602,7 +670,7 @@ fn plan_v4(
                 }
                 ip.routes.push(Route {
                     to: IpNet::V4(Ipv4Net::default()),
-                    via: Some(*gateway),
+                    via: Some(gateway),
                     dev: link.name.clone(),
                     scope: None,
                     src: None,
@@ -756,9 +824,17 @@ fn plan_v6(
 }
 
 /// Whether `via` may be a next hop of the NIC: an address the gate lets any NIC
-/// name ([`gate::check_ip`]) inside one of the NIC's subnets that passed the gate.
+/// name ([`gate::check_ip`]), no address of this host (one the NIC lists or
+/// holds, one another link holds: a gateway is never local), inside one of the
+/// NIC's subnets that passed the gate.
 fn next_hop(via: IpAddr, bounds: &Bounds<'_>) -> std::result::Result<(), Refusal> {
     gate::check_ip(via)?;
+    local_next_hop(via, bounds)?;
+    if bounds.held.holds(via, bounds.me) {
+        return Err(Refusal::LocalNextHop {
+            owner: bounds.me.to_owned(),
+        });
+    }
     let subnets: Vec<IpNet> = bounds
         .subnets
         .iter()
@@ -771,6 +847,40 @@ fn next_hop(via: IpAddr, bounds: &Bounds<'_>) -> std::result::Result<(), Refusal
         Err(Refusal::NoSubnet)
     } else {
         Err(Refusal::OutsideSubnet { subnets })
+    }
+}
+
+/// The lease's first router. A lease no DHCP server gave ([`Reason::Metadata`]:
+/// OCI's `virtualRouterIp`, `OpenStack`'s static network's `0.0.0.0/0` route) is
+/// the metadata's word, so its router passes [`next_hop`] like every route the
+/// metadata names (on the NIC's subnet, not an address of this host); a DHCP
+/// server's router only has to be no address of this host (GCE's lies outside
+/// the /32 lease, as the client took it). A refused one is listed under
+/// `router`.
+fn lease_router(ip: &mut InterfacePlan, lease: &Lease, bounds: &Bounds<'_>) -> Option<IpAddr> {
+    let router = *lease.routers.first()?;
+    let checked = if lease.reason == Reason::Metadata {
+        next_hop(router, bounds)
+    } else {
+        local_next_hop(router, bounds)
+    };
+    match checked {
+        Ok(()) => Some(router),
+        Err(r) => {
+            ip.refused.push(Refused::new("router", router, r));
+            None
+        }
+    }
+}
+
+/// Refuses a next hop a kernel link holds (`ip address`): a gateway is never
+/// this host's own address.
+fn local_next_hop(via: IpAddr, bounds: &Bounds<'_>) -> std::result::Result<(), Refusal> {
+    match bounds.local.inside(&IpNet::from(via), "") {
+        Some(h) => Err(Refusal::LocalNextHop {
+            owner: h.owner.clone(),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -859,6 +969,8 @@ pub fn cloud_init_order<'a>(input: &PlanInput<'a>) -> Vec<(&'a Link, &'a NicMeta
 fn plan_cloud_init(input: &PlanInput<'_>) -> Vec<InterfacePlan> {
     let order = cloud_init_order(input);
     let held = held_addresses(input);
+    let routers = routers(input);
+    let local = kernel_held(input);
     let single = order.len() == 1;
     let mut out = Vec::with_capacity(order.len());
     for (idx, (link, nic)) in (0u32..).zip(order) {
@@ -871,7 +983,7 @@ fn plan_cloud_init(input: &PlanInput<'_>) -> Vec<InterfacePlan> {
         }
         // cloud-init reads the lease only for its router: the subnets are the
         // metadata's alone.
-        let bounds = nic_bounds(link, nic, None, &held, &mut ip.refused);
+        let bounds = nic_bounds(link, nic, None, (&held, &routers, &local), &mut ip.refused);
         if !single && idx != 0 && nic.device_number.is_some() {
             cloud_init_pbr(&mut ip, input, link, nic, table, &bounds);
         }
@@ -928,11 +1040,13 @@ fn cloud_init_pbr(
         }
     } else {
         ip.table = Some(table);
-        // A lease without a router (Azure's secondary NICs): the metadata's
+        // A router this host holds is refused, as in the default profile; a
+        // lease without a router (Azure's secondary NICs): the metadata's
         // default gateway, as in the default profile.
-        let router = lease_for(input, &link.name, Family::V4)
-            .and_then(|l| l.routers.first().copied())
-            .or_else(|| metadata_default(nic, Family::V4, bounds));
+        let router = match lease_for(input, &link.name, Family::V4) {
+            Some(lease) if !lease.routers.is_empty() => lease_router(ip, lease, bounds),
+            _ => metadata_default(nic, Family::V4, bounds),
+        };
         match router {
             Some(router) => ip
                 .routes

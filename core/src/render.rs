@@ -49,7 +49,14 @@ pub fn ip(plan: &Plan) -> String {
             let _ = writeln!(out, "# {} refused: {r}", ip.name);
         }
         for a in &ip.addresses {
-            let _ = writeln!(out, "ip {} address add {a}", a.family().ip_flag());
+            // The applier adds an address with a prefix `noprefixroute`: the
+            // subnet's route is the plan's, in the NIC's table.
+            let flag = if a.no_prefix_route() {
+                " noprefixroute"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "ip {} address add {a}{flag}", a.family().ip_flag());
         }
         for r in &ip.routes {
             let _ = writeln!(out, "ip {} route add {r}", r.family().ip_flag());
@@ -166,6 +173,11 @@ pub fn networkd(plan: &Plan) -> Vec<(String, String)> {
         }
         for a in &ip.addresses {
             let _ = write!(s, "\n[Address]\nAddress={}\n", a.addr);
+            // What the applier does (`noprefixroute`): the subnet's route is the
+            // plan's, in the NIC's table, never the kernel's in main.
+            if a.no_prefix_route() {
+                s.push_str("AddPrefixRoute=no\n");
+            }
         }
         for r in &ip.routes {
             let _ = write!(s, "\n[Route]\nDestination={}\n", r.to);

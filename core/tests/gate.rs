@@ -105,6 +105,7 @@ fn plan_with(tree: &Value, leases: &[InterfaceLease], held: &[Address]) -> Plan 
             links: &links(),
             leases,
             link_addresses: held,
+            next_hops: &[],
         },
         &PlanConfig::default(),
     )
@@ -303,6 +304,7 @@ fn two_nics_with_one_device_number_touch_neither() {
             links: &l,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &PlanConfig::default(),
     )
@@ -323,6 +325,7 @@ fn two_nics_with_one_device_number_touch_neither() {
             links: &links(),
             leases: &leases[..1],
             link_addresses: &[],
+            next_hops: &[],
         },
         &PlanConfig::default(),
     )
@@ -625,5 +628,187 @@ fn a_metadata_lease_with_another_nics_address_adds_nothing() {
             .any(|r| r.starts_with("lease 10.98.0.10")),
         "{:?}",
         refused(ip)
+    );
+}
+
+// --- Issue 30, items 2, 3 and 10: routers, wide subnets, next hops -----------------
+
+/// A router's address is never an address or a rule source: the lease's router
+/// listed in `local-ipv4s` (EC2), the host's default gateway from the main table,
+/// and a metadata lease whose address is its own route's gateway (`OpenStack`).
+#[test]
+fn a_routers_address_is_never_ours() {
+    let mut t = tree();
+    set(
+        &mut t,
+        MAC1,
+        "local-ipv4s",
+        "10.98.1.20\n10.98.1.1\n10.98.1.21",
+    );
+    let p = plan_with(&t, &[v4_lease("eth1", "10.98.1.20")], &eth0_addresses());
+    let ip = eth1(&p);
+    assert_eq!(sources(ip), ["10.98.1.20/32", "10.98.1.21/32"]);
+    assert!(
+        ip.addresses
+            .iter()
+            .all(|a| a.addr.addr().to_string() != "10.98.1.1")
+    );
+    assert_eq!(
+        refused(ip),
+        [
+            "local-ipv4s 10.98.1.1: 10.98.1.1 is a router (eth1's lease router), never an address of this host"
+        ]
+    );
+    // The main table's next hop (eth0's default gateway) on eth1.
+    let mut t = tree();
+    set(&mut t, MAC1, "local-ipv4s", "10.98.1.20\n10.98.1.99");
+    let md = metadata::parse_tree(&t).unwrap();
+    let hops = [leasehook_core::gate::Router {
+        address: "10.98.1.99".parse().unwrap(),
+        whose: "a next hop of the main table (dev eth0)".to_owned(),
+    }];
+    let p = plan(
+        &PlanInput {
+            metadata: &md,
+            links: &links(),
+            leases: &[v4_lease("eth1", "10.98.1.20")],
+            link_addresses: &eth0_addresses(),
+            next_hops: &hops,
+        },
+        &PlanConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        refused(eth1(&p)),
+        [
+            "local-ipv4s 10.98.1.99: 10.98.1.99 is a router (a next hop of the main table (dev eth0)), never an address of this host"
+        ]
+    );
+}
+
+/// Issue 30, item 10: a metadata lease (no DHCP) whose router is off the NIC's
+/// subnet, and a route through the NIC's own address, are refused; the address
+/// (with its prefix, `noprefixroute`), its subnet route and rule stay.
+#[test]
+fn metadata_next_hops_off_the_subnet_or_local_are_refused() {
+    let data = leasehook_core::source::openstack::nic::parse_network_data(
+        &json!({
+            "links": [
+                {"id": "l0", "type": "phy", "ethernet_mac_address": MAC0},
+                {"id": "l1", "type": "phy", "ethernet_mac_address": MAC1}
+            ],
+            "networks": [
+                {"id": "n0", "type": "ipv4_dhcp", "link": "l0"},
+                {"id": "n1", "type": "ipv4", "link": "l1",
+                 "ip_address": "10.98.1.20", "netmask": "255.0.0.0",
+                 "routes": [
+                    {"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "192.168.5.1"},
+                    {"network": "198.51.100.0", "netmask": "255.255.255.0", "gateway": "10.98.1.20"}
+                 ]}
+            ]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let md = leasehook_core::source::openstack::nic::network(&data);
+    let unleased = leasehook_core::source::openstack::nic::unleased(&data);
+    let leases: Vec<InterfaceLease> = unleased
+        .iter()
+        .filter(|n| n.mac == MAC1.parse().unwrap())
+        .flat_map(|n| &n.leases)
+        .map(|l| InterfaceLease {
+            interface: name("eth1"),
+            lease: l.clone(),
+        })
+        .collect();
+    let p = plan(
+        &PlanInput {
+            metadata: &md,
+            links: &links(),
+            leases: &leases,
+            link_addresses: &eth0_addresses(),
+            next_hops: &[],
+        },
+        &PlanConfig::default(),
+    )
+    .unwrap();
+    let ip = eth1(&p);
+    let routes: Vec<String> = ip.routes.iter().map(ToString::to_string).collect();
+    assert_eq!(routes.len(), 1, "{routes:?}");
+    assert!(
+        routes[0].starts_with("10.0.0.0/8 dev eth1 scope link src 10.98.1.20"),
+        "{routes:?}"
+    );
+    assert_eq!(sources(ip), ["10.98.1.20/32"]);
+    assert_eq!(ip.addresses.len(), 1);
+    assert!(ip.addresses[0].no_prefix_route());
+    let why = refused(ip).join("\n");
+    assert!(
+        why.contains("router 192.168.5.1: not inside the NIC's subnet (10.0.0.0/8)"),
+        "{why}"
+    );
+    assert!(
+        why.contains("routes 198.51.100.0/24 via 10.98.1.20: a next hop eth1 holds itself"),
+        "{why}"
+    );
+}
+
+/// Issue 30, item 2: the gateways a provider knows without a lease's word —
+/// Azure's subnet's first host, OCI's `virtualRouterIp` and first host — are
+/// routers: a NIC address equal to one is refused.
+#[test]
+fn provider_gateways_are_routers() {
+    let azure = leasehook_core::source::azure::nic::parse_network(
+        &json!({"interface": [
+            {"macAddress": "020000000001",
+             "ipv4": {"ipAddress": [{"privateIpAddress": "10.98.0.10"}],
+                      "subnet": [{"address": "10.98.0.0", "prefix": "24"}]}},
+            {"macAddress": "020000000002",
+             "ipv4": {"ipAddress": [{"privateIpAddress": "10.98.1.20"}, {"privateIpAddress": "10.98.1.1"}],
+                      "subnet": [{"address": "10.98.1.0", "prefix": "24"}]}}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let md = leasehook_core::source::azure::nic::to_instance(&azure);
+    let mut lease = v4_lease("eth1", "10.98.1.20");
+    lease.lease.routers.clear();
+    let p = plan(
+        &PlanInput {
+            metadata: &md,
+            links: &links(),
+            leases: &[lease],
+            link_addresses: &eth0_addresses(),
+            next_hops: &[],
+        },
+        &PlanConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(sources(eth1(&p)), ["10.98.1.20/32"]);
+    assert_eq!(
+        refused(eth1(&p)),
+        [
+            "local-ipv4s 10.98.1.1: 10.98.1.1 is a router (the metadata's gateway of eth1), never an address of this host"
+        ]
+    );
+    // OCI, `privateIp` and `virtualRouterIp` swapped: the first host is refused.
+    let oci = leasehook_core::source::oracle::vnic::parse_saved(
+        &json!([
+            {"macAddr": MAC0, "privateIp": "10.98.0.10", "subnetCidrBlock": "10.98.0.0/24", "virtualRouterIp": "10.98.0.1"},
+            {"macAddr": MAC1, "privateIp": "10.98.1.1", "subnetCidrBlock": "10.98.1.0/24", "virtualRouterIp": "10.98.1.20"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let nic = oci.nic(MAC1.parse().unwrap()).unwrap();
+    assert!(
+        nic.gateways.contains(&"10.98.1.1".parse().unwrap()),
+        "{:?}",
+        nic.gateways
+    );
+    assert!(
+        nic.gateways.contains(&"10.98.1.20".parse().unwrap()),
+        "{:?}",
+        nic.gateways
     );
 }

@@ -83,6 +83,7 @@ fn run_scenario(dir: &Path) -> String {
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )

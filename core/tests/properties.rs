@@ -259,7 +259,7 @@ proptest! {
 
     #[test]
     fn planner_promises((inst, primary_rules, secondary_addresses) in instance()) {
-        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases, link_addresses: &[] };
+        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases, link_addresses: &[], next_hops: &[] };
         for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
             let cfg = PlanConfig { profile, primary_rules, secondary_addresses, ..PlanConfig::default() };
             let p = plan(&input, &cfg).unwrap();
@@ -371,7 +371,7 @@ proptest! {
     /// on any instance.
     #[test]
     fn kubernetes_leaves_the_primarys_pod_addresses((inst, primary_rules, secondary_addresses) in instance()) {
-        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases, link_addresses: &[] };
+        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases, link_addresses: &[], next_hops: &[] };
         let plain = PlanConfig { primary_rules, secondary_addresses, ..PlanConfig::default() };
         let kube = PlanConfig { kubernetes: true, ..plain.clone() };
         let (a, b) = (plan(&input, &plain).unwrap(), plan(&input, &kube).unwrap());
@@ -420,6 +420,7 @@ fn plan_is_deterministic_across_link_order() {
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )
@@ -430,6 +431,7 @@ fn plan_is_deterministic_across_link_order() {
             links: &reversed,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )
@@ -685,6 +687,7 @@ proptest! {
             links: &inst.links,
             leases: &inst.leases,
             link_addresses: &inst.held,
+            next_hops: &[],
         };
         for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
             let cfg = PlanConfig { profile, primary_rules, ..PlanConfig::default() };
@@ -780,6 +783,7 @@ fn hostile_instances_plan_rules_and_refusals() {
                 links: &inst.links,
                 leases: &inst.leases,
                 link_addresses: &inst.held,
+                next_hops: &[],
             },
             &PlanConfig::default(),
         )
@@ -802,4 +806,207 @@ fn hostile_instances_plan_rules_and_refusals() {
         with_refusals > 150,
         "{with_refusals} of 300 refuse something"
     );
+}
+
+/// A router's address for a hostile instance (issue 30, item 2): NIC `j`'s
+/// subnet's first host, or one of the addresses its NICs list, as often as not.
+fn hostile_router() -> impl Strategy<Value = IpAddr> {
+    (0u8..4, prop_oneof![Just(1u8), 10u8..14])
+        .prop_map(|(j, k)| IpAddr::V4(Ipv4Addr::new(10, 0, j, k)))
+}
+
+/// Routers a hostile instance is given besides its leases': (the kernel's
+/// main-table next hops, a NIC's gateways the metadata names, a NIC's route
+/// next hops, routers added to a lease), and whether every lease is the
+/// metadata's (a NIC without DHCP, whose address is added with its prefix).
+type HostileRouters = (
+    Vec<IpAddr>,
+    Vec<(usize, IpAddr)>,
+    Vec<(usize, IpAddr)>,
+    Vec<(usize, IpAddr)>,
+    bool,
+);
+
+fn hostile_routers() -> impl Strategy<Value = HostileRouters> {
+    (
+        prop::collection::vec(hostile_router(), 0..3),
+        prop::collection::vec((0usize..4, hostile_router()), 0..3),
+        prop::collection::vec((0usize..4, hostile_router()), 0..3),
+        prop::collection::vec((0usize..4, hostile_router()), 0..3),
+        any::<bool>(),
+    )
+}
+
+/// The instance with `routers` given to it; returns the kernel's next hops and
+/// every router's address the planner is told of.
+fn with_routers(
+    inst: &mut HostileInstance,
+    (hops, gateways, vias, lease_routers, unleased): &HostileRouters,
+) -> (Vec<leasehook_core::gate::Router>, BTreeSet<IpAddr>) {
+    let n = inst.metadata.nics.len().max(1);
+    for (k, g) in gateways {
+        if let Some(nic) = inst.metadata.nics.get_mut(k % n) {
+            nic.gateways.push(*g);
+        }
+    }
+    for (k, via) in vias {
+        if let Some(nic) = inst.metadata.nics.get_mut(k % n) {
+            nic.routes.push(leasehook_core::model::NicRoute {
+                to: format!("192.168.{k}.0/24").parse().unwrap(),
+                via: *via,
+            });
+        }
+    }
+    let v4: Vec<usize> = (0..inst.leases.len())
+        .filter(|i| inst.leases[*i].lease.family == Family::V4)
+        .collect();
+    for (k, r) in lease_routers {
+        if !v4.is_empty() {
+            inst.leases[v4[k % v4.len()]].lease.routers.insert(0, *r);
+        }
+    }
+    if *unleased {
+        for l in &mut inst.leases {
+            l.lease.reason = Reason::Metadata;
+        }
+    }
+    let next_hops = hops
+        .iter()
+        .map(|a| leasehook_core::gate::Router {
+            address: *a,
+            whose: "a next hop of the main table".to_owned(),
+        })
+        .collect();
+    let mut all: BTreeSet<IpAddr> = hops.iter().copied().collect();
+    all.extend(
+        inst.leases
+            .iter()
+            .flat_map(|l| l.lease.routers.iter().copied()),
+    );
+    for nic in &inst.metadata.nics {
+        all.extend(nic.gateways.iter().copied());
+        // A route's next hop that the NIC itself lists is that route's fault
+        // (refused as a next hop, checked below), not the address's.
+        let own = |a: &IpAddr| match a {
+            IpAddr::V4(v4) => nic.local_ipv4s.contains(v4),
+            IpAddr::V6(v6) => nic.ipv6s.contains(v6),
+        };
+        all.extend(
+            nic.routes
+                .iter()
+                .filter(|r| r.to.prefix_len() == 0 || !own(&r.via))
+                .map(|r| r.via),
+        );
+    }
+    (next_hops, all)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Issue 30, items 2 and 3: for any metadata answer, no address leasehook
+    /// adds and no rule source is a router's address the kernel (main-table next
+    /// hops), a lease or the metadata knows; no route it plans goes to the main
+    /// table (or any reserved one); and every address it adds with a prefix is
+    /// added `noprefixroute`, so the kernel puts no prefix route into main either.
+    #[test]
+    fn no_router_is_ours_and_nothing_goes_to_main(
+        inst in hostile_instance(),
+        routers in hostile_routers(),
+        primary_rules in any::<bool>(),
+    ) {
+        let mut inst = inst;
+        let (next_hops, all) = with_routers(&mut inst, &routers);
+        let input = PlanInput {
+            metadata: &inst.metadata,
+            links: &inst.links,
+            leases: &inst.leases,
+            link_addresses: &inst.held,
+            next_hops: &next_hops,
+        };
+        for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
+            let cfg = PlanConfig { profile, primary_rules, ..PlanConfig::default() };
+            let Ok(p) = plan(&input, &cfg) else { continue };
+            for ip in &p.interfaces {
+                for r in &ip.routes {
+                    prop_assert!(
+                        !leasehook_core::constants::RESERVED_TABLES.contains(&r.table),
+                        "{}: route {r} goes to a reserved table (main)", ip.name
+                    );
+                    prop_assert!(r.via.is_none_or(|v| !inst.held.iter().any(|a| a.addr.addr() == v)),
+                        "{}: route {r} through an address of this host", ip.name);
+                    // A next hop the metadata names (not the DHCP server's router)
+                    // is never an address the NIC lists.
+                    let listed = inst.metadata.nic(ip.mac).is_some_and(|n| {
+                        r.via.is_some_and(|v| match v {
+                            IpAddr::V4(a) => n.local_ipv4s.contains(&a),
+                            IpAddr::V6(a) => n.ipv6s.contains(&a),
+                        })
+                    });
+                    let leased = inst.leases.iter().any(|l| {
+                        l.interface == ip.name
+                            && l.lease.reason != Reason::Metadata
+                            && l.lease.routers.first().copied() == r.via
+                    }) || inst.links.iter().any(|l| {
+                        l.name == ip.name && l.ipv6_router.map(IpAddr::V6) == r.via
+                    });
+                    prop_assert!(!listed || leased, "{}: route {r} through an address it lists", ip.name);
+                }
+                for r in &ip.rules {
+                    prop_assert!(
+                        r.from.prefix_len() != r.from.max_prefix_len() || !all.contains(&r.from.addr()),
+                        "{}: rule {r}: a router's address", ip.name
+                    );
+                }
+                for a in &ip.addresses {
+                    prop_assert!(!all.contains(&a.addr.addr()), "{}: address {a}: a router's", ip.name);
+                    if a.addr.prefix_len() < a.addr.max_prefix_len() {
+                        prop_assert!(a.no_prefix_route(), "{}: address {a}", ip.name);
+                        let op = leasehook_core::diff::Op::AddAddress(a.clone()).to_string();
+                        prop_assert!(op.ends_with(" noprefixroute"), "{op}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The router generator is not vacuous: a good share of its instances refuse a
+/// router's address, and a good share add an address with a prefix.
+#[test]
+fn hostile_routers_are_refused_and_prefixes_added() {
+    use proptest::strategy::ValueTree as _;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (hostile_instance(), hostile_routers());
+    let (mut refused, mut prefixed) = (0, 0);
+    for _ in 0..300 {
+        let (mut inst, routers) = strategy.new_tree(&mut runner).unwrap().current();
+        let (next_hops, _) = with_routers(&mut inst, &routers);
+        let input = PlanInput {
+            metadata: &inst.metadata,
+            links: &inst.links,
+            leases: &inst.leases,
+            link_addresses: &inst.held,
+            next_hops: &next_hops,
+        };
+        for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
+            let cfg = PlanConfig {
+                profile,
+                ..PlanConfig::default()
+            };
+            let Ok(p) = plan(&input, &cfg) else { continue };
+            refused += usize::from(p.interfaces.iter().any(|i| {
+                i.refused
+                    .iter()
+                    .any(|r| matches!(r.reason, leasehook_core::gate::Refusal::Router { .. }))
+            }));
+            prefixed += usize::from(p.interfaces.iter().any(|i| {
+                i.addresses
+                    .iter()
+                    .any(|a| a.addr.prefix_len() < a.addr.max_prefix_len())
+            }));
+        }
+    }
+    assert!(refused > 100, "{refused} of 600 plans refuse a router");
+    assert!(prefixed > 50, "{prefixed} of 600 plans add a prefix");
 }

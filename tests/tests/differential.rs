@@ -208,6 +208,7 @@ fn leasehook_ethernets(case: &Case) -> Value {
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )

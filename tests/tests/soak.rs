@@ -850,6 +850,7 @@ fn expected(ns_ra: Option<Ipv6Addr>, n: usize, a: IpAddr) -> Objects {
                 lease,
             }],
             link_addresses: &[],
+            next_hops: &[],
         },
         &PlanConfig::default(),
     )

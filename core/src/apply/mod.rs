@@ -115,6 +115,13 @@ pub trait Applier {
             .collect())
     }
 
+    /// The routes of the kernel's main table, both families, from one dump
+    /// (`ip route show table main`): the host's next hops ([`next_hops`]) and
+    /// the IPv6 router a link learned ([`ipv6_router`]). The default has none.
+    fn main_routes(&mut self) -> Result<Vec<MainRoute>> {
+        Ok(Vec::new())
+    }
+
     /// Performs one operation.
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()>;
 
@@ -124,6 +131,49 @@ pub trait Applier {
     fn execute_many(&mut self, ops: &[Op], links: &LinkIndex) -> Vec<Result<()>> {
         ops.iter().map(|op| self.execute(op, links)).collect()
     }
+}
+
+/// A route of the kernel's main table, as the planner's inputs need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MainRoute {
+    /// The destination.
+    pub to: ipnet::IpNet,
+    /// Its next hops (`via`, every path of a multipath route).
+    pub via: Vec<std::net::IpAddr>,
+    /// The link it leaves by.
+    pub oif: Option<u32>,
+}
+
+/// The main table's next hops as routers no NIC may hold (SPEC §3.8), each
+/// named after the link it is reached by.
+pub fn next_hops(routes: &[MainRoute], links: &LinkIndex) -> Vec<crate::gate::Router> {
+    routes
+        .iter()
+        .flat_map(|r| {
+            let dev = r
+                .oif
+                .and_then(|i| links.iter().find(|(_, idx)| **idx == i))
+                .map_or_else(String::new, |(n, _)| format!(" (dev {n})"));
+            r.via.iter().map(move |v| crate::gate::Router {
+                address: *v,
+                whose: format!("a next hop of the main table{dev}"),
+            })
+        })
+        .collect()
+}
+
+/// The IPv6 default router link `index` learned from router advertisements
+/// (`ip -6 route show default dev IF` in the main table).
+pub fn ipv6_router(routes: &[MainRoute], index: u32) -> Option<std::net::Ipv6Addr> {
+    routes
+        .iter()
+        .filter(|r| matches!(r.to, ipnet::IpNet::V6(_)) && r.to.prefix_len() == 0)
+        .filter(|r| r.oif == Some(index))
+        .flat_map(|r| &r.via)
+        .find_map(|v| match v {
+            std::net::IpAddr::V6(a) => Some(*a),
+            std::net::IpAddr::V4(_) => None,
+        })
 }
 
 /// What [`Applier::observe`] found.

@@ -22,7 +22,7 @@ use rtnetlink::packet_route::address::{
 };
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkLayerType, LinkMessage};
 use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope,
+    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope, RouteVia,
 };
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -30,7 +30,7 @@ use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
 use rtnetlink::{AddressMessageBuilder, Handle, IpVersion, LinkUnspec, RouteMessageBuilder};
 
-use super::{Applier, KernelLink, LinkIndex, Observed, PROTOCOL};
+use super::{Applier, KernelLink, LinkIndex, MainRoute, Observed, PROTOCOL};
 use crate::diff::{Op, State};
 use crate::error::{Error, NetlinkCause, Result};
 use crate::kubernetes::{ForeignRoute, ForeignRule};
@@ -88,39 +88,6 @@ impl NetlinkApplier {
             handle: handle.map_err(setup)?,
             rt,
             writer,
-        })
-    }
-}
-
-impl NetlinkApplier {
-    /// The IPv6 default router the kernel learned on link `index` from router
-    /// advertisements (`ip -6 route show default dev IF` in the main table).
-    pub fn ipv6_default_router(&mut self, index: u32) -> Result<Option<Ipv6Addr>> {
-        let handle = self.handle.clone();
-        self.rt.block_on(async move {
-            let routes: Vec<RouteMessage> = handle
-                .route()
-                .get(RouteMessageBuilder::<Ipv6Addr>::new().build())
-                .execute()
-                .try_collect()
-                .await
-                .map_err(|e| nl_error("ip -6 route show default", e))?;
-            Ok(routes.iter().find_map(|m| {
-                let mut table = u32::from(m.header.table);
-                let (mut oif, mut gateway) = (None, None);
-                for a in &m.attributes {
-                    match a {
-                        RouteAttribute::Table(t) => table = *t,
-                        RouteAttribute::Oif(i) => oif = Some(*i),
-                        RouteAttribute::Gateway(RouteAddress::Inet6(g)) => gateway = Some(*g),
-                        _ => {}
-                    }
-                }
-                // RT_TABLE_MAIN
-                (m.header.destination_prefix_length == 0 && table == 254 && oif == Some(index))
-                    .then_some(gateway)
-                    .flatten()
-            }))
         })
     }
 }
@@ -286,6 +253,53 @@ fn foreign_route_of(
         to,
         via,
         dev: oif.and_then(|i| names.get(&i).cloned()),
+    })
+}
+
+/// A gateway attribute's address (`RTA_GATEWAY`, or `RTA_VIA` for an IPv4 route
+/// through an IPv6 next hop).
+fn gateway_of(a: &RouteAttribute) -> Option<IpAddr> {
+    match a {
+        RouteAttribute::Gateway(g) => route_ip(g),
+        RouteAttribute::Via(RouteVia::Inet(v4)) => Some(IpAddr::V4(*v4)),
+        RouteAttribute::Via(RouteVia::Inet6(v6)) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+/// A route of the main table (`RT_TABLE_MAIN`, 254), anyone's, with every next
+/// hop (a multipath route's too); `None` for another table or family.
+fn main_route_of(msg: &RouteMessage) -> Option<MainRoute> {
+    if !matches!(
+        msg.header.address_family,
+        AddressFamily::Inet | AddressFamily::Inet6
+    ) {
+        return None;
+    }
+    let (mut dst, mut via, mut oif, mut table) =
+        (None, Vec::new(), None, u32::from(msg.header.table));
+    for a in &msg.attributes {
+        match a {
+            RouteAttribute::Destination(d) => dst = route_ip(d),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::MultiPath(hops) => {
+                via.extend(
+                    hops.iter()
+                        .flat_map(|h| h.attributes.iter().filter_map(gateway_of)),
+                );
+            }
+            other => via.extend(gateway_of(other)),
+        }
+    }
+    // RT_TABLE_MAIN
+    if table != 254 {
+        return None;
+    }
+    Some(MainRoute {
+        to: destination(msg, dst)?,
+        via,
+        oif,
     })
 }
 
@@ -486,6 +500,20 @@ fn address_message(a: &Address, index: u32) -> AddressMessage {
     }
 }
 
+/// The flags of an address leasehook adds (`IFA_FLAGS`): `nodad` for IPv6 (the
+/// cloud assigned it; duplicate address detection only delays it), and
+/// `noprefixroute` for an address with a prefix ([`Address::no_prefix_route`]).
+fn address_flags(a: &Address) -> Option<AddressFlags> {
+    let mut flags = AddressFlags::empty();
+    if a.addr.addr().is_ipv6() {
+        flags |= AddressFlags::Nodad;
+    }
+    if a.no_prefix_route() {
+        flags |= AddressFlags::Noprefixroute;
+    }
+    (!flags.is_empty()).then_some(flags)
+}
+
 /// How many requests travel in one datagram: enough to save most system calls,
 /// few enough that the acknowledgements fit the socket's receive buffer.
 const BATCH: usize = 64;
@@ -640,10 +668,8 @@ fn request_for(op: &Op, links: &LinkIndex) -> Result<NetlinkMessage<RouteNetlink
             let mut msg = address_message(a, index(&a.dev)?);
             msg.attributes
                 .push(AddressAttribute::Protocol(AddressProtocol::from(PROTOCOL)));
-            if a.addr.addr().is_ipv6() {
-                // The cloud assigned it; duplicate address detection only delays it.
-                msg.attributes
-                    .push(AddressAttribute::Flags(AddressFlags::Nodad));
+            if let Some(flags) = address_flags(a) {
+                msg.attributes.push(AddressAttribute::Flags(flags));
             }
             (RouteNetlinkMessage::NewAddress(msg), ADD)
         }
@@ -725,6 +751,22 @@ impl Applier for NetlinkApplier {
 
     fn link_addresses(&mut self, links: &LinkIndex) -> Result<Vec<Address>> {
         Ok(self.addresses(links)?.into_iter().map(|(a, _)| a).collect())
+    }
+
+    /// One dump of every family (`AF_UNSPEC`: the kernel answers IPv4 and
+    /// IPv6 in one request), kept to the main table.
+    fn main_routes(&mut self) -> Result<Vec<MainRoute>> {
+        let handle = self.handle.clone();
+        self.rt.block_on(async move {
+            let msgs: Vec<RouteMessage> = handle
+                .route()
+                .get(RouteMessageBuilder::<IpAddr>::new().build())
+                .execute()
+                .try_collect()
+                .await
+                .map_err(|e| nl_error("ip route show table main", e))?;
+            Ok(msgs.iter().filter_map(main_route_of).collect())
+        })
     }
 
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()> {

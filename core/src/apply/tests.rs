@@ -17,6 +17,7 @@ fn example_plan() -> Plan {
             links: &example::links(),
             leases: &example::leases(),
             link_addresses: &[],
+            next_hops: &[],
         },
         &PlanConfig::default(),
     )

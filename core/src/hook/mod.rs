@@ -195,7 +195,7 @@ fn plan_one(
     link: &Link,
     os_links: &[Link],
     leases: &[crate::model::Lease],
-    link_addresses: &[crate::model::Address],
+    (link_addresses, next_hops): (&[crate::model::Address], &[crate::gate::Router]),
 ) -> Result<crate::model::Plan> {
     let mut links: Vec<Link> = os_links
         .iter()
@@ -216,6 +216,7 @@ fn plan_one(
             links: &links,
             leases: &iface_leases,
             link_addresses,
+            next_hops,
         },
         &cfg.plan,
     )?;
@@ -272,13 +273,10 @@ fn unanswered(e: &Error) -> String {
     )
 }
 
-/// The kernel the lease path is handed: the [`Applier`], and the two reads only
-/// the hooks make (the IPv6 router a link learned, what the Kubernetes gate
-/// reads). [`NetlinkApplier`] in production; the recording fake in tests.
+/// The kernel the lease path is handed: the [`Applier`], and the reads and
+/// writes only the hooks make (what the Kubernetes gate reads, bringing a link
+/// up). [`NetlinkApplier`] in production; the recording fake in tests.
 pub trait Kernel: Applier {
-    /// The IPv6 default router link `index` learned from router advertisements.
-    fn ipv6_default_router(&mut self, index: u32) -> Result<Option<std::net::Ipv6Addr>>;
-
     /// What the Kubernetes gate decides on ([`crate::kubernetes::observe::detect`]).
     fn node_view(
         &mut self,
@@ -294,10 +292,6 @@ pub trait Kernel: Applier {
 }
 
 impl Kernel for NetlinkApplier {
-    fn ipv6_default_router(&mut self, index: u32) -> Result<Option<std::net::Ipv6Addr>> {
-        NetlinkApplier::ipv6_default_router(self, index)
-    }
-
     fn node_view(
         &mut self,
         mode: crate::kubernetes::Mode,
@@ -311,13 +305,9 @@ impl Kernel for NetlinkApplier {
     }
 }
 
-/// The recording fake learns no IPv6 router and holds no CNI's rules: the gate
-/// reads only the CNI files below `root`.
+/// The recording fake holds no CNI's rules: the gate reads only the CNI files
+/// below `root`.
 impl Kernel for crate::apply::record::RecordingApplier {
-    fn ipv6_default_router(&mut self, _index: u32) -> Result<Option<std::net::Ipv6Addr>> {
-        Ok(None)
-    }
-
     fn node_view(
         &mut self,
         mode: crate::kubernetes::Mode,
@@ -508,15 +498,34 @@ fn find_link(applier: &mut dyn Kernel, name: &IfName) -> Result<(Link, u32)> {
                  port, or a MAC that is all zeros, multicast or broadcast)"
         ))
     })?;
-    let ipv6_router = applier.ipv6_default_router(k.index)?;
+    // The IPv6 router is read with the main table when the plan is made
+    // ([`kernel_inputs`]), after the wait.
     Ok((
         Link {
             name: k.name,
             mac,
-            ipv6_router,
+            ipv6_router: None,
         },
         k.index,
     ))
+}
+
+/// What the planner reads of the kernel besides the links, from two dumps made
+/// when the plan is: every link's addresses (`ip address`), and the main table
+/// of both families (`ip route show table main`, one `AF_UNSPEC` dump), which
+/// gives the host's next hops (routers no NIC may hold, SPEC §3.8) and the IPv6
+/// router `link` learned from router advertisements (set on it).
+fn kernel_inputs<A: Applier + ?Sized>(
+    applier: &mut A,
+    index: &apply::LinkIndex,
+    link: &mut Link,
+) -> Result<(Vec<crate::model::Address>, Vec<crate::gate::Router>)> {
+    let addresses = applier.link_addresses(index)?;
+    let main = applier.main_routes()?;
+    if let Some(i) = index.get(&link.name) {
+        link.ipv6_router = apply::ipv6_router(&main, *i);
+    }
+    Ok((addresses, apply::next_hops(&main, index)))
 }
 
 fn nic_event(event: &LeaseEvent, link: &(Link, u32), os: &[Link]) -> Result<NicEvent> {

@@ -4,8 +4,8 @@
 //! ([`crate::commit`]), or tear it down on a remove reason.
 
 use super::{
-    HookConfig, HookOutcome, commit_guarded, index_of, lease_of, log_refused, plan_one,
-    table_held_by_other,
+    HookConfig, HookOutcome, commit_guarded, index_of, kernel_inputs, lease_of, log_refused,
+    plan_one, table_held_by_other,
 };
 use crate::apply::state::{self, Paths};
 use crate::apply::{Applier, Report};
@@ -38,14 +38,15 @@ pub(super) fn apply_outcome<A: Applier + ?Sized>(
         )));
     }
     let kernel_links = applier.links()?;
-    let link_addresses = applier.link_addresses(&index_of(&kernel_links))?;
+    let mut planned = link.0.clone();
+    let (addresses, next_hops) = kernel_inputs(applier, &index_of(&kernel_links), &mut planned)?;
     let p = plan_one(
         cfg,
         network,
-        &link.0,
+        &planned,
         os,
         &[lease_of(event)?],
-        &link_addresses,
+        (&addresses, &next_hops),
     )?;
     log_refused(&p);
     if let Some(why) = table_held_by_other(paths, &p, cfg, link.0.mac) {

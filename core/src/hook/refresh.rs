@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use super::{
-    Effects, Gate, HookConfig, Kernel, commit_guarded, index_of, kubernetes_gate, leave_to_cni,
-    log_refused, os_links, plan_one, table_held_by_other, unanswered, with_real_effects,
+    Effects, Gate, HookConfig, Kernel, commit_guarded, index_of, kernel_inputs, kubernetes_gate,
+    leave_to_cni, log_refused, os_links, plan_one, table_held_by_other, unanswered,
+    with_real_effects,
 };
 use crate::apply::Report;
 use crate::apply::state::{self, InterfaceState, Paths};
@@ -304,20 +305,20 @@ fn address_new(
         )));
     }
     let applier = &mut *fx.kernel;
-    let link = Link {
+    let mut link = Link {
         name: name.clone(),
         mac: nic.mac,
-        ipv6_router: applier.ipv6_default_router(k.index)?,
+        ipv6_router: None,
     };
     let os = os_links(applier, &cfg)?;
-    let link_addresses = applier.link_addresses(&index_of(&links))?;
+    let (addresses, next_hops) = kernel_inputs(applier, &index_of(&links), &mut link)?;
     let p = plan_one(
         &cfg,
         &answer.network,
         &link,
         &os,
         &nic.leases,
-        &link_addresses,
+        (&addresses, &next_hops),
     )?;
     log_refused(&p);
     if let Some(why) = table_held_by_other(paths, &p, &cfg, nic.mac) {
@@ -407,7 +408,7 @@ fn refresh_unleased(
     let link = Link {
         name: k.name.clone(),
         mac: st.mac,
-        ipv6_router: applier.ipv6_default_router(k.index)?,
+        ipv6_router: None,
     };
     let os = os_links(applier, cfg)?;
     apply_refreshed(
@@ -466,7 +467,7 @@ pub(super) fn refresh_one(
     let link = Link {
         name: to.clone(),
         mac: st.mac,
-        ipv6_router: applier.ipv6_default_router(k.index)?,
+        ipv6_router: None,
     };
     let os = os_links(applier, cfg)?;
     let nic =
@@ -542,8 +543,9 @@ fn apply_refreshed(
     } = answered;
     let (name, to) = (st.name.clone(), link.name.clone());
     let renamed = to != name;
-    let link_addresses = applier.link_addresses(&index_of(links))?;
-    let p = plan_one(cfg, network, link, os, leases, &link_addresses)?;
+    let mut link = link.clone();
+    let (addresses, next_hops) = kernel_inputs(applier, &index_of(links), &mut link)?;
+    let p = plan_one(cfg, network, &link, os, leases, (&addresses, &next_hops))?;
     log_refused(&p);
     if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
         log::warn!("{to}: {why}");

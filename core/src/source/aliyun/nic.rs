@@ -343,6 +343,7 @@ pub fn parse_folder(mac: MacAddr, folder: &BTreeMap<NicKey, String>) -> Result<N
             via: IpAddr::V4(g),
         });
     }
+    nic.gateways.extend(gateway.map(std::net::IpAddr::V4));
     if let Some(v) = folder.get(&NicKey::Ipv6s) {
         nic.ipv6s = parse_address_list::<Ipv6Addr>(mac, NicKey::Ipv6s, v)?;
     }
@@ -433,6 +434,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )?;

@@ -361,6 +361,12 @@ pub fn to_instance(net: &AzureNetwork) -> InstanceNetwork {
                 subnet_ipv4_cidr_blocks: n.subnets_v4.clone(),
                 subnet_ipv6_cidr_blocks: n.subnets_v6.clone(),
                 routes: default_route(n),
+                gateways: n
+                    .subnets_v4
+                    .iter()
+                    .filter_map(|s| gateway(*s))
+                    .map(std::net::IpAddr::V4)
+                    .collect(),
                 ..NicMetadata::empty(n.mac)
             }
         })
@@ -401,6 +407,7 @@ pub fn assess(event: &NicEvent, network: Option<&AzureNetwork>) -> Result<Assess
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )?;

@@ -369,6 +369,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )?;

@@ -94,6 +94,7 @@ impl GceNic {
             .collect();
         n.ipv4_prefixes.clone_from(&self.ip_aliases);
         n.interface_id = Some(format!("nic{}", self.index));
+        n.gateways = self.gateway.map(std::net::IpAddr::V4).into_iter().collect();
         n
     }
 }
@@ -281,6 +282,7 @@ pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )?;
@@ -498,6 +500,7 @@ pub(crate) mod tests {
                 links: &links,
                 leases: &leases,
                 link_addresses: &[],
+                next_hops: &[],
             },
             &PlanConfig::default(),
         )
@@ -532,6 +535,7 @@ pub(crate) mod tests {
                 links: &links,
                 leases: &wide,
                 link_addresses: &[],
+                next_hops: &[],
             },
             &PlanConfig::default(),
         )

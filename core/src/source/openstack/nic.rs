@@ -637,6 +637,7 @@ pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )?;

@@ -134,6 +134,13 @@ impl OciVnic {
                 to: IpNet::V4(Ipv4Net::default()),
                 via: IpAddr::V4(self.router),
             }],
+            // The virtual router, and the subnet's first host that OCI reserves
+            // for it (swapped with `privateIp`, it would still be refused).
+            gateways: [Some(self.router), crate::gate::first_host(self.subnet)]
+                .into_iter()
+                .flatten()
+                .map(IpAddr::V4)
+                .collect(),
             ..NicMetadata::empty(self.mac)
         }
     }
@@ -464,6 +471,7 @@ pub fn assess(event: &NicEvent, network: Option<&OciNetwork>) -> Result<Assessme
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &cfg,
     )?;

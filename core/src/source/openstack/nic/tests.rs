@@ -313,6 +313,7 @@ fn two_nic_plan(body: &str, leases: &[(&str, &str, Lease)]) -> crate::model::Pla
             links: &links,
             leases: &leases,
             link_addresses: &[],
+            next_hops: &[],
         },
         &PlanConfig::default(),
     )
