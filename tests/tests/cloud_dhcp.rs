@@ -8,7 +8,7 @@
 //!
 //! | test | shows |
 //! |---|---|
-//! | [`each_cloud_gives_each_nic_its_options`] | EC2, GCE, Azure (as it is today), Alibaba, `OpenStack`: the option names and the router, mask and option-121 values of eth0's and eth1's leases; Oracle and `OpenStack`'s static network: dnsmasq serves no range on eth1's link |
+//! | [`each_cloud_gives_each_nic_its_options`] | EC2, GCE, Azure (no router on the secondary), Alibaba, `OpenStack`: the option names and the router, mask and option-121 values of eth0's and eth1's leases; Oracle and `OpenStack`'s static network: dnsmasq serves no range on eth1's link |
 //!
 //! Compiled with the `netns` feature; needs root, isc-dhcp-client and dnsmasq,
 //! and fails, never skips, without them.
@@ -108,8 +108,18 @@ fn each_cloud_gives_each_nic_its_options() {
             CloudDhcp::Azure,
             "dh-az",
             [
-                want(&[mask24, ("routers", "10.98.0.1")]),
-                want(&[mask24, ("routers", "10.98.1.1")]),
+                want(&[
+                    mask24,
+                    ("routers", "10.98.0.1"),
+                    // 0.0.0.0/0, 168.63.129.16/32 and 169.254.169.254/32, each
+                    // via 10.98.0.1.
+                    (
+                        "rfc3442-classless-static-routes",
+                        "0,10,98,0,1,32,168,63,129,16,10,98,0,1,32,169,254,169,254,10,98,0,1",
+                    ),
+                ]),
+                // A secondary: its address and mask, no router.
+                want(&[mask24]),
             ],
         ),
         (
