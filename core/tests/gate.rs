@@ -788,7 +788,7 @@ fn provider_gateways_are_routers() {
     assert_eq!(
         refused(eth1(&p)),
         [
-            "local-ipv4s 10.98.1.1: 10.98.1.1 is a router (the metadata's gateway of eth1), never an address of this host"
+            "local-ipv4s 10.98.1.1: 10.98.1.1 is a router (the gateway of eth1's route to 0.0.0.0/0), never an address of this host"
         ]
     );
     // OCI, `privateIp` and `virtualRouterIp` swapped: the first host is refused.

@@ -741,6 +741,7 @@ mod tests {
                         links: &links,
                         leases: &[lease(routers)],
                         link_addresses: &[],
+                        next_hops: &[],
                     },
                     &PlanConfig::default(),
                 )

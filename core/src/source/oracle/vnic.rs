@@ -817,6 +817,7 @@ pub(crate) mod tests {
                 links: &links,
                 leases: &leases,
                 link_addresses: &[],
+                next_hops: &[],
             },
             &PlanConfig::default(),
         )
