@@ -15,6 +15,7 @@ pub mod bench;
 pub mod client;
 pub mod clients;
 pub mod configdrive;
+pub mod hostile_ws;
 pub mod netns;
 pub mod oracle_emulator;
 pub mod scenarios;

@@ -1711,7 +1711,17 @@ fn foreign_then_bound(args: &[&str]) -> Seen {
     let before = snap(&i.ns);
     let files = files_under(&i.root);
     let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
-    let (out, elapsed) = i.shim_env("BOUND", &url, &[("LEASEHOOK_LOG_LEVEL", "debug")]);
+    // A budget the whole wait fits in on a loaded machine: the row is about the
+    // folder, not the wait.
+    let (out, elapsed) = i.shim_env(
+        "BOUND",
+        &url,
+        &[
+            ("LEASEHOOK_LOG_LEVEL", "debug"),
+            ("LEASEHOOK_IMDS_BUDGET_S", "5"),
+            ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "5"),
+        ],
+    );
     i.seen(&out, elapsed, before, files)
 }
 
@@ -3160,7 +3170,7 @@ matrix! {
         files: &[FileWant::Holds(STATE, "\"table\":10001")],
         log: "Kubernetes node (AWS VPC CNI): AWS VPC CNI configuration etc/cni/net.d/10-aws.conflist",
         not_in_log: "",
-        max_secs: 4.0,
+        max_secs: 7.0,
         run: run_bounds_cni_folder_crowded,
     };
     #[cfg(feature = "netns")]
@@ -3201,6 +3211,45 @@ matrix! {
         not_in_log: "",
         max_secs: 2.0,
         run: || bounds_apply_plan(Some("eth1")),
+    };
+    #[cfg(feature = "netns")]
+    bounds_watch_stream_dropped => Row {
+        name: "bounds_watch_stream_dropped",
+        fault: "`leasehook watch`: `/1.0/events` accepts the upgrade, then drops every stream at once (4 s, then SIGTERM)",
+        does: "reconnects with the doubling backoff (a handshake alone resets nothing: at most 8 connections in 4 s), warns once; exits on SIGTERM",
+        exit: Some(0),
+        kernel: Kernel::NotInvolved,
+        files: &[],
+        log: "reconnecting with backoff (logged once until it answers)",
+        not_in_log: "answers again",
+        max_secs: 1.0,
+        run: || bounds_watch(leasehook_tests::hostile_ws::Hostile::Drop),
+    };
+    #[cfg(feature = "netns")]
+    bounds_watch_bad_frame => Row {
+        name: "bounds_watch_bad_frame",
+        fault: "`leasehook watch`: `/1.0/events` accepts the upgrade, then sends one frame with a reserved opcode on every stream (4 s, then SIGTERM)",
+        does: "the same: doubling backoff, at most 8 connections in 4 s, one warning; exits on SIGTERM",
+        exit: Some(0),
+        kernel: Kernel::NotInvolved,
+        files: &[],
+        log: "reconnecting with backoff (logged once until it answers)",
+        not_in_log: "answers again",
+        max_secs: 1.0,
+        run: || bounds_watch(leasehook_tests::hostile_ws::Hostile::BadFrame),
+    };
+    #[cfg(feature = "netns")]
+    bounds_watch_ping_flood => Row {
+        name: "bounds_watch_ping_flood",
+        fault: "`leasehook watch`: `/1.0/events` floods pings and reads nothing (SIGTERM after 4 s)",
+        does: "writes wait at most a tick: exits on SIGTERM within a second (the run's time is the stop's)",
+        exit: Some(0),
+        kernel: Kernel::NotInvolved,
+        files: &[],
+        log: "LXD events: following",
+        not_in_log: "",
+        max_secs: 1.0,
+        run: || bounds_watch(leasehook_tests::hostile_ws::Hostile::PingFlood),
     };
 }
 
@@ -3339,7 +3388,17 @@ fn run_bounds_cni_folder_crowded() -> Seen {
     let before = snap(&i.ns);
     let files = files_under(&i.root);
     let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
-    let (out, elapsed) = i.shim_env("BOUND", &url, &[("LEASEHOOK_LOG_LEVEL", "debug")]);
+    // A budget the whole wait fits in on a loaded machine: the row is about the
+    // folder, not the wait.
+    let (out, elapsed) = i.shim_env(
+        "BOUND",
+        &url,
+        &[
+            ("LEASEHOOK_LOG_LEVEL", "debug"),
+            ("LEASEHOOK_IMDS_BUDGET_S", "5"),
+            ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "5"),
+        ],
+    );
     i.seen(&out, elapsed, before, files)
 }
 
@@ -3379,4 +3438,50 @@ fn bounds_apply_plan(iface: Option<&str>) -> Seen {
     let lo = i.ns.ip(&["-j", "address", "show", "dev", "lo"]);
     assert!(!lo.contains("10.200.0.5"), "added to lo: {lo}");
     i.seen(&out, elapsed, before, files)
+}
+
+/// `leasehook watch` on an LXD root (booted by `leasehook init --local` against
+/// the emulator), its socket then replaced by a server that misbehaves as `how`
+/// says; SIGTERM after 4 s. The row's time is the stop's (SIGTERM to exit).
+fn bounds_watch(how: leasehook_tests::hostile_ws::Hostile) -> Seen {
+    use leasehook_tests::hostile_ws::{self, Hostile};
+    let b = BootRoot::new("fbwatch");
+    let d = b.lxd(lxd_config());
+    let (out, _) = b.init(&[]);
+    assert!(out.status.success(), "boot: {}", text(&out));
+    drop(d);
+    let _ = std::fs::remove_file(b.socket());
+    let count = hostile_ws::serve(&b.socket(), how);
+    let files = files_under(b.path());
+    let mut cmd = command(None, None, &[], &leasehook_bin());
+    cmd.args(["watch", "--config", "/dev/null", "--root"])
+        .arg(b.path())
+        .env_remove("LEASEHOOK_ROOT")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    let t = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let elapsed = t.elapsed();
+    let log = text(&out);
+    let seen = count.load(std::sync::atomic::Ordering::SeqCst);
+    if how == Hostile::PingFlood {
+        assert_eq!(seen, 1, "{seen} connections; {log}");
+    } else {
+        // 100 ms doubling: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s, about 6 tries in 4 s.
+        assert!(seen <= 8, "{seen} connections in 4 s; {log}");
+        // The stream's warnings (the resync's own failed requests aside).
+        let warnings = log
+            .lines()
+            .filter(|l| l.contains("WARN: LXD events: the stream") || l.contains("cannot follow"))
+            .count();
+        assert_eq!(warnings, 1, "{warnings} warnings; {log}");
+    }
+    b.seen(&out, elapsed, files, Vec::new())
 }
