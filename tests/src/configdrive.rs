@@ -60,11 +60,16 @@ pub fn enter(helper: Helper) -> IsoMountNs {
     let upper = dir.join("upper");
     std::fs::create_dir_all(&upper).unwrap();
     std::fs::create_dir_all(dir.join("work")).unwrap();
-    let body = match helper {
+    let body: &str = match helper {
         Helper::Fuse => {
             "exec /usr/bin/fuseiso \"$spec\" \"$dir\" -o \"$opts\" </dev/null >/dev/null"
         }
-        Helper::Stalls => "exec sleep 600",
+        // Its pid is kept, so the guard can end it (mount(8) killed at the
+        // deadline leaves its helper running).
+        Helper::Stalls => &format!(
+            "echo $$ >> '{}'\nexec sleep 600",
+            dir.join("helper.pids").display()
+        ),
     };
     let script = format!(
         "#!/bin/sh\n# mount(8)'s helper interface: SPEC DIR [-sfnv] [-N NS] [-o OPTS] [-t TYPE]\nspec=$1 dir=$2\nshift 2\nopts=ro\nwhile [ $# -gt 0 ]; do case $1 in -o) opts=$2; shift 2 ;; *) shift ;; esac; done\n{body}\n"
@@ -106,6 +111,11 @@ impl IsoMountNs {
 
 impl Drop for IsoMountNs {
     fn drop(&mut self) {
+        // The stalled helpers this namespace started, by their pids.
+        let pids = std::fs::read_to_string(self.dir.join("helper.pids")).unwrap_or_default();
+        for pid in pids.split_whitespace() {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
         let _ = Command::new("umount").args(["-l", "/usr/sbin"]).status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
