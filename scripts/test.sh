@@ -33,7 +33,8 @@ ensure_packages() {
 
 step "Debian packages"
 ensure_packages iproute2 python3 isc-dhcp-client dnsmasq-base systemd networkd-dispatcher dbus shellcheck network-manager dhcpcd-base udhcpc \
-    make gzip groff-base man-db bash-completion time rpm genisoimage
+    make gzip groff-base man-db bash-completion time rpm genisoimage \
+    dosfstools fuseiso e2fsprogs util-linux
 
 # The cloud-init oracles of the differential test, 25.1.4 (trixie) and 26.2
 # (sid), extracted, never installed, and the Debian python3 packages they

@@ -8,10 +8,11 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
-use leasehook_core::apply::{self, Report};
+use leasehook_core::apply::{self, Applier as _, KernelLink, Report};
 use leasehook_core::commit;
 use leasehook_core::config::Loaded;
 use leasehook_core::diff::Op;
+use leasehook_core::gate::{self, Bounds};
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{Family, IfName, Plan};
 
@@ -44,12 +45,88 @@ fn labelled(report: &Report, verbose: bool, label: &str) -> String {
     out
 }
 
+/// The most bytes a plan file may hold (a plan for fifteen NICs with every
+/// address a cloud allows is well under 1 MiB).
+pub(crate) const PLAN_MAX_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The plan file's text: a regular file (opened without blocking, so a FIFO or a
+/// device such as `/dev/zero` is refused, never read) of at most
+/// [`PLAN_MAX_BYTES`].
+fn read_plan_file(path: &Path) -> anyhow::Result<String> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read as _;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(std::io::Error::from)?;
+    let file = std::fs::File::from(fd);
+    if !file.metadata()?.is_file() {
+        bail!("not a regular file");
+    }
+    let mut buf = Vec::new();
+    (&file).take(PLAN_MAX_BYTES + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > PLAN_MAX_BYTES {
+        bail!("larger than {PLAN_MAX_BYTES} bytes");
+    }
+    Ok(String::from_utf8(buf)?)
+}
+
+/// The gate every plan the planner makes has passed, for a plan made elsewhere
+/// (SPEC 3.8): each interface is a link with a hardware address of its own (not
+/// `lo`, not a link without an Ethernet address: all zeros, multicast), and each
+/// address passes [`Bounds::address`] with the interface's subnets as the plan
+/// states them (its on-link routes): a prefix no wider than that subnet, or than
+/// /24 (IPv4) and /64 (IPv6) when the plan gives none. Rule sources, priorities
+/// and the rest are checked by the applier's own validation.
+fn gate_plan(plan: &Plan, links: &[KernelLink]) -> anyhow::Result<()> {
+    for ip in &plan.interfaces {
+        if let Some(l) = links.iter().find(|l| l.name == ip.name) {
+            let nobodys = l
+                .mac
+                .is_none_or(|m| m.octets() == [0; 6] || m.octets()[0] & 1 == 1);
+            if nobodys {
+                bail!(
+                    "{}: not an Ethernet NIC (no hardware address of its own); leasehook configures none but those",
+                    ip.name
+                );
+            }
+        }
+        let subnets: Vec<_> = ip
+            .routes
+            .iter()
+            .filter(|r| r.via.is_none() && r.to.prefix_len() > 0)
+            .map(|r| r.to.trunc())
+            .filter(|n| gate::check_subnet(*n).is_ok())
+            .collect();
+        let bounds = Bounds {
+            subnets,
+            me: ip.name.as_str(),
+            ..Bounds::default()
+        };
+        for a in &ip.addresses {
+            if let Err(why) = bounds.address(a.addr) {
+                bail!(
+                    "{}: address {} refused: {why}",
+                    ip.name,
+                    gate::shown(a.addr)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `apply` with every state file and lock below `root`.
 pub(crate) fn apply(args: &ApplyArgs, root: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(&args.plan)
-        .with_context(|| format!("failed to read {:?}", args.plan))?;
+    let text =
+        read_plan_file(&args.plan).with_context(|| format!("failed to read {:?}", args.plan))?;
     let plan: Plan = serde_json::from_str(&text)
         .with_context(|| format!("{:?} is not a leasehook plan", args.plan))?;
+    let mut applier = NetlinkApplier::try_new()?;
+    gate_plan(&plan, &applier.links()?)
+        .with_context(|| format!("{:?}: refused by the gate", args.plan))?;
     let paths = Paths::new(root);
     let mut names: Vec<&IfName> = plan.interfaces.iter().map(|i| &i.name).collect();
     names.sort();
@@ -64,7 +141,6 @@ pub(crate) fn apply(args: &ApplyArgs, root: &Path) -> anyhow::Result<String> {
         .iter()
         .filter_map(|n| state::read_state_or_set_aside(&paths, n))
         .collect();
-    let mut applier = NetlinkApplier::try_new()?;
     // Every other interface's state is read too (a table of this plan that another
     // NIC's state records is a conflict), and when a state file cannot be written
     // the run's writes are undone and the files written before it put back.

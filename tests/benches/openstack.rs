@@ -104,6 +104,9 @@ fn main() {
     let root = tempfile::tempdir().unwrap();
     let image = root.path().join("config-drive.img");
     let fs = make_config_drive(&world_tree(), "config-2", &image);
+    // mount -t iso9660 through the test's FUSE helper (tests/src/configdrive.rs):
+    // the drive's times are FUSE's, not the kernel's.
+    let _ns = leasehook_tests::configdrive::enter(leasehook_tests::configdrive::Helper::Fuse);
     let by = root.path().join("dev/disk/by-label");
     std::fs::create_dir_all(&by).unwrap();
     std::os::unix::fs::symlink(&image, by.join("config-2")).unwrap();

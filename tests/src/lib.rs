@@ -14,6 +14,8 @@ pub mod aliyun_emulator;
 pub mod bench;
 pub mod client;
 pub mod clients;
+pub mod configdrive;
+pub mod hostile_ws;
 pub mod netns;
 pub mod oracle_emulator;
 pub mod scenarios;

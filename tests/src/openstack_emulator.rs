@@ -709,22 +709,12 @@ pub fn read_log(path: &std::path::Path) -> Vec<LogEntry> {
         .collect()
 }
 
-/// Whether this machine's kernel can mount ISO 9660 (`/proc/filesystems`).
-pub fn kernel_has_iso9660() -> bool {
-    std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| {
-        f.lines()
-            .any(|l| l.split_whitespace().last() == Some("iso9660"))
-    })
-}
-
 /// Writes a config drive image labelled `label` (`config-2`) at `image` holding
 /// `openstack/latest/{meta_data.json, network_data.json, user_data}` of `tree`,
-/// and returns its file system type. ISO 9660 with `genisoimage` (as Nova's
-/// `genisoimage -V config-2 -J -r` does) when the kernel can mount it; on a
-/// kernel without ISO 9660 (and vfat), such as this project's test machines',
-/// ext2 with the same label and files (`mke2fs -d`): what leasehook reads is the
-/// label and the files, through mount(8), whatever the file system. Panics when
-/// it cannot.
+/// and returns its file system type: ISO 9660 made by `genisoimage`, as Nova's
+/// `genisoimage -V config-2 -J -r` makes it. Reading it needs a kernel with
+/// ISO 9660 or the test namespace of [`crate::configdrive`]. Panics when it
+/// cannot.
 pub fn make_config_drive(tree: &Value, label: &str, image: &std::path::Path) -> &'static str {
     let src = image.with_extension("d");
     let latest = src.join("openstack/latest");
@@ -741,22 +731,11 @@ pub fn make_config_drive(tree: &Value, label: &str, image: &std::path::Path) -> 
     if let Some(Value::String(ud)) = tree.get("user_data") {
         std::fs::write(latest.join("user_data"), ud).unwrap_or_else(|e| panic!("user_data: {e}"));
     }
-    let iso = kernel_has_iso9660();
-    let mut cmd = if iso {
-        let mut c = std::process::Command::new("genisoimage");
-        c.args(["-quiet", "-o"])
-            .arg(image)
-            .args(["-V", label, "-J", "-r"])
-            .arg(&src);
-        c
-    } else {
-        let mut c = std::process::Command::new("/usr/sbin/mke2fs");
-        c.args(["-q", "-F", "-t", "ext2", "-L", label, "-d"])
-            .arg(&src)
-            .arg(image)
-            .arg("1024");
-        c
-    };
+    let mut cmd = std::process::Command::new("genisoimage");
+    cmd.args(["-quiet", "-o"])
+        .arg(image)
+        .args(["-V", label, "-J", "-r"])
+        .arg(&src);
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("{cmd:?} (is it installed?): {e}"));
@@ -766,5 +745,5 @@ pub fn make_config_drive(tree: &Value, label: &str, image: &std::path::Path) -> 
         String::from_utf8_lossy(&out.stderr)
     );
     let _ = std::fs::remove_dir_all(&src);
-    if iso { "iso9660" } else { "ext2" }
+    "iso9660"
 }

@@ -1515,6 +1515,7 @@ fn every_row() -> Vec<&'static Row> {
         .chain(ALIYUN_ROWS)
         .chain(ORACLE_ROWS)
         .chain(OPENSTACK_ROWS)
+        .chain(BOUNDS_ROWS)
         .collect()
 }
 
@@ -1939,7 +1940,17 @@ fn foreign_then_bound(args: &[&str]) -> Seen {
     let before = snap(&i.ns);
     let files = files_under(&i.root);
     let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
-    let (out, elapsed) = i.shim("BOUND", &url);
+    // A budget the whole wait fits in on a loaded machine: the row is about the
+    // folder, not the wait.
+    let (out, elapsed) = i.shim_env(
+        "BOUND",
+        &url,
+        &[
+            ("LEASEHOOK_LOG_LEVEL", "debug"),
+            ("LEASEHOOK_IMDS_BUDGET_S", "5"),
+            ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "5"),
+        ],
+    );
     i.seen(&out, elapsed, before, files)
 }
 
@@ -3217,7 +3228,7 @@ matrix! {
     #[cfg(feature = "netns")]
     openstack_drive_unmountable => Row {
         name: "openstack_drive_unmountable",
-        fault: "a config drive labelled `config-2` that does not mount (not a file system), the metadata service up",
+        fault: "a config drive labelled `config-2` that does not mount (an ISO 9660 volume descriptor and nothing else), the metadata service up",
         does: "fails at once (the drive is the source, the service is never asked); keeps the last applied state",
         exit: Some(0),
         kernel: Kernel::AsBefore,
@@ -3311,7 +3322,9 @@ fn run_openstack_drive_unmountable() -> Seen {
     i.openstack_bound();
     let by = i.root.join("dev/disk/by-label");
     std::fs::create_dir_all(&by).unwrap();
-    std::fs::write(by.join("config-2"), vec![0u8; 64 * 1024]).unwrap();
+    let mut bytes = vec![0u8; 64 * 1024];
+    bytes[32769..32774].copy_from_slice(b"CD001");
+    std::fs::write(by.join("config-2"), bytes).unwrap();
     let before = snap(&i.ns);
     let files = files_under(&i.root);
     let url = i.start_openstack(None, &json!({}));
@@ -3845,4 +3858,387 @@ fn run_gate30_cloud_init_wide() -> Seen {
     );
     assert_gate30(&i, "10.98.1.1", &log);
     i.seen(&out, elapsed, before, files)
+}
+
+// --- issue 30: bounds (config drive types and time, Azure's pace lock, a crowded
+// CNI folder, `apply --plan`) ----------------------------------------------------
+
+matrix! {
+    @table BOUNDS_ROWS;
+    #[cfg(feature = "netns")]
+    bounds_ext2_config_drive => Row {
+        name: "bounds_ext2_config_drive",
+        fault: "an ext2 file system labelled `config-2` holding a `network_data.json`, the OpenStack metadata service up",
+        does: "no config drive (only iso9660 and vfat are, as cloud-init's ConfigDrive): never mounted, logged; the metadata service is asked and agrees",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Holds(STATE, "\"table\":19872"), FileWant::Absent("run/leasehook/configdrive")],
+        log: "holds neither iso9660 nor vfat; ignored",
+        not_in_log: "mount read-only",
+        max_secs: 4.0,
+        run: run_bounds_ext2_config_drive,
+    };
+    #[cfg(feature = "netns")]
+    bounds_stalled_config_drive => Row {
+        name: "bounds_stalled_config_drive",
+        fault: "a config drive (ISO 9660) whose mount never returns (mount(8) held), the budget 1 s",
+        does: "mount(8) is killed at the budget (at least one request's 2 s); the mount point is detached and removed; keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE), FileWant::Holds("run/leasehook/configdrive", "")],
+        log: "mount did not finish within the budget; killed",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: run_bounds_stalled_config_drive,
+    };
+    #[cfg(feature = "netns")]
+    bounds_config_drive_left_mounted => Row {
+        name: "bounds_config_drive_left_mounted",
+        fault: "a config drive left mounted under `run/leasehook/configdrive/` by a run that was killed",
+        does: "the next event detaches it and removes its folder, then reads the drive",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Holds(STATE, "\"table\":19872"), FileWant::Absent("run/leasehook/configdrive/999999999-0")],
+        log: "was left mounted by an earlier run (process 999999999 is gone); detached",
+        not_in_log: "",
+        max_secs: 4.0,
+        run: run_bounds_config_drive_left_mounted,
+    };
+    #[cfg(feature = "netns")]
+    bounds_azure_pace_lock_held => Row {
+        name: "bounds_azure_pace_lock_held",
+        fault: "Azure: another process holds the pace file's lock (`run/leasehook/azure-imds.lock`) for 10 s, the budget 1 s",
+        does: "waits for the lock until the budget ends, then asks nothing (never an unpaced request); keeps the last applied state",
+        exit: Some(0),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "held the lock that paces Azure IMDS requests for the whole budget",
+        not_in_log: "",
+        max_secs: 3.0,
+        run: run_bounds_azure_pace_lock_held,
+    };
+    #[cfg(feature = "netns")]
+    bounds_cni_folder_crowded => Row {
+        name: "bounds_cni_folder_crowded",
+        fault: "3000 other files beside the AWS VPC CNI's `10-aws.conflist` in `etc/cni/net.d`",
+        does: "finds the CNI's file among them: a Kubernetes node (the primary's addresses are the CNI's); eth1, no CNI's ENI, is routed",
+        exit: Some(0),
+        kernel: Kernel::Exactly { rules: BASE_RULES, routes: BASE_ROUTES, addresses: &["eth1 10.98.1.21/32"] },
+        files: &[FileWant::Holds(STATE, "\"table\":10001")],
+        log: "Kubernetes node (AWS VPC CNI): AWS VPC CNI configuration etc/cni/net.d/10-aws.conflist",
+        not_in_log: "",
+        max_secs: 7.0,
+        run: run_bounds_cni_folder_crowded,
+    };
+    #[cfg(feature = "netns")]
+    bounds_apply_plan_dev_zero => Row {
+        name: "bounds_apply_plan_dev_zero",
+        fault: "`leasehook apply --plan /dev/zero`",
+        does: "refuses the file (not a regular file) without reading it; changes nothing",
+        exit: Some(1),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "failed to read \"/dev/zero\": not a regular file",
+        not_in_log: "",
+        max_secs: 2.0,
+        run: || bounds_apply_plan(None),
+    };
+    #[cfg(feature = "netns")]
+    bounds_apply_plan_lo => Row {
+        name: "bounds_apply_plan_lo",
+        fault: "`leasehook apply --plan` with a hand-written plan adding 10.200.0.5/8 to `lo`",
+        does: "refuses the plan (the gate: `lo` is no Ethernet NIC); changes nothing",
+        exit: Some(1),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "lo: not an Ethernet NIC",
+        not_in_log: "",
+        max_secs: 2.0,
+        run: || bounds_apply_plan(Some("lo")),
+    };
+    #[cfg(feature = "netns")]
+    bounds_apply_plan_wide => Row {
+        name: "bounds_apply_plan_wide",
+        fault: "`leasehook apply --plan` with a hand-written plan adding 10.200.0.5/8 to eth1 (no subnet route in it)",
+        does: "refuses the plan (the gate: a prefix wider than /24 with no subnet); changes nothing",
+        exit: Some(1),
+        kernel: Kernel::AsBefore,
+        files: &[FileWant::Unchanged(STATE)],
+        log: "eth1: address 10.200.0.5/8 refused",
+        not_in_log: "",
+        max_secs: 2.0,
+        run: || bounds_apply_plan(Some("eth1")),
+    };
+    #[cfg(feature = "netns")]
+    bounds_watch_stream_dropped => Row {
+        name: "bounds_watch_stream_dropped",
+        fault: "`leasehook watch`: `/1.0/events` accepts the upgrade, then drops every stream at once (4 s, then SIGTERM)",
+        does: "reconnects with the doubling backoff (a handshake alone resets nothing: at most 8 connections in 4 s), warns once; exits on SIGTERM",
+        exit: Some(0),
+        kernel: Kernel::NotInvolved,
+        files: &[],
+        log: "reconnecting with backoff (logged once until it answers)",
+        not_in_log: "answers again",
+        max_secs: 1.0,
+        run: || bounds_watch(leasehook_tests::hostile_ws::Hostile::Drop),
+    };
+    #[cfg(feature = "netns")]
+    bounds_watch_bad_frame => Row {
+        name: "bounds_watch_bad_frame",
+        fault: "`leasehook watch`: `/1.0/events` accepts the upgrade, then sends one frame with a reserved opcode on every stream (4 s, then SIGTERM)",
+        does: "the same: doubling backoff, at most 8 connections in 4 s, one warning; exits on SIGTERM",
+        exit: Some(0),
+        kernel: Kernel::NotInvolved,
+        files: &[],
+        log: "reconnecting with backoff (logged once until it answers)",
+        not_in_log: "answers again",
+        max_secs: 1.0,
+        run: || bounds_watch(leasehook_tests::hostile_ws::Hostile::BadFrame),
+    };
+    #[cfg(feature = "netns")]
+    bounds_watch_ping_flood => Row {
+        name: "bounds_watch_ping_flood",
+        fault: "`leasehook watch`: `/1.0/events` floods pings and reads nothing (SIGTERM after 4 s)",
+        does: "writes wait at most a tick: exits on SIGTERM within a second (the run's time is the stop's)",
+        exit: Some(0),
+        kernel: Kernel::NotInvolved,
+        files: &[],
+        log: "LXD events: following",
+        not_in_log: "",
+        max_secs: 1.0,
+        run: || bounds_watch(leasehook_tests::hostile_ws::Hostile::PingFlood),
+    };
+}
+
+/// An ISO 9660 config drive of the emulator's world at `image`, named
+/// `dev/disk/by-label/config-2` below `root`.
+fn iso_drive(root: &Path, image: &Path) {
+    leasehook_tests::openstack_emulator::make_config_drive(
+        &leasehook_tests::openstack_emulator::world_tree(),
+        "config-2",
+        image,
+    );
+    let by = root.join("dev/disk/by-label");
+    std::fs::create_dir_all(&by).unwrap();
+    symlink(image, by.join("config-2")).unwrap();
+}
+
+fn run_bounds_ext2_config_drive() -> Seen {
+    let mut i = Instance::new("fbext2");
+    i.openstack_bound();
+    let src = i.dir.0.join("ext2src/openstack/latest");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("network_data.json"),
+        leasehook_tests::openstack_emulator::world_tree()["network_data"].to_string(),
+    )
+    .unwrap();
+    let image = i.dir.0.join("ext2.img");
+    let out = Command::new("/usr/sbin/mke2fs")
+        .args(["-q", "-F", "-t", "ext2", "-L", "config-2", "-d"])
+        .arg(i.dir.0.join("ext2src"))
+        .arg(&image)
+        .arg("1024")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mke2fs: {}", text(&out));
+    let by = i.root.join("dev/disk/by-label");
+    std::fs::create_dir_all(&by).unwrap();
+    symlink(&image, by.join("config-2")).unwrap();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_openstack(None, &json!({}));
+    let (out, elapsed) = i.openstack_shim("RENEW", &url);
+    i.seen(&out, elapsed, before, files)
+}
+
+fn run_bounds_stalled_config_drive() -> Seen {
+    use leasehook_tests::configdrive::{self, Helper};
+    let mut i = Instance::new("fbstall");
+    i.openstack_bound();
+    // mount(8) runs a helper that never returns (this thread's namespace only).
+    let ns = configdrive::enter(Helper::Stalls);
+    iso_drive(&i.root, &i.dir.0.join("cd.iso"));
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let (out, elapsed) = i.openstack_shim("RENEW", "http://127.0.0.1:9");
+    let points = i.root.join("run/leasehook/configdrive");
+    assert_eq!(
+        std::fs::read_dir(&points).unwrap().count(),
+        0,
+        "mount point left"
+    );
+    let mut seen = i.seen(&out, elapsed, before, files);
+    seen.keep.push(Box::new(ns));
+    seen
+}
+
+fn run_bounds_config_drive_left_mounted() -> Seen {
+    use leasehook_tests::configdrive::{self, Helper};
+    let i = Instance::new("fbleft");
+    let ns = configdrive::enter(Helper::Fuse);
+    let image = i.dir.0.join("cd.iso");
+    iso_drive(&i.root, &image);
+    let (out, _) = i.openstack_shim("BOUND", "http://127.0.0.1:9");
+    assert!(out.status.success(), "BOUND failed: {}", text(&out));
+    assert_eq!(snap(&i.ns).0, OPENSTACK_RULES, "BOUND: {}", text(&out));
+    // A run killed while the drive was mounted: its folder, its process gone.
+    let left = i.root.join("run/leasehook/configdrive/999999999-0");
+    std::fs::create_dir_all(&left).unwrap();
+    let out = Command::new("mount")
+        .args(["-t", "iso9660", "-o", "ro"])
+        .arg(&image)
+        .arg(&left)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mount: {}", text(&out));
+    assert_eq!(ns.mounts_holding(&i.root.display().to_string()).len(), 1);
+    let before = snap(&i.ns);
+    let files: BTreeMap<PathBuf, Vec<u8>> = files_under(&i.root)
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with(&left))
+        .collect();
+    let (out, elapsed) = i.openstack_shim("RENEW", "http://127.0.0.1:9");
+    let left_mounted = ns.mounts_holding(&i.root.display().to_string());
+    assert!(
+        left_mounted.is_empty(),
+        "still mounted: {left_mounted:?}; {}",
+        text(&out)
+    );
+    let mut seen = i.seen(&out, elapsed, before, files);
+    seen.keep.push(Box::new(ns));
+    seen
+}
+
+fn run_bounds_azure_pace_lock_held() -> Seen {
+    let mut i = Instance::new("fbpace");
+    let url = i.start_azure(Some(&json!({})));
+    let (out, _) = i.azure_shim("BOUND", &url, "1");
+    assert!(out.status.success(), "BOUND failed: {}", text(&out));
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    // Another process (a stopped worker) holds the pace file's lock.
+    let lock = i.root.join("run/leasehook/azure-imds.lock");
+    assert!(lock.is_file());
+    let holder = Proc(
+        Command::new("flock")
+            .arg(&lock)
+            .args(["sleep", "10"])
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let (out, elapsed) = i.azure_shim("RENEW", &url, "1");
+    let mut seen = i.seen(&out, elapsed, before, files);
+    seen.keep.push(Box::new(holder));
+    seen
+}
+
+fn run_bounds_cni_folder_crowded() -> Seen {
+    let mut i = Instance::new("fbcni");
+    let dir = i.root.join("etc/cni/net.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    for n in 0..3000 {
+        std::fs::write(dir.join(format!("00-other-{n:05}.conf")), "{}").unwrap();
+    }
+    std::fs::write(dir.join("10-aws.conflist"), "{}").unwrap();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
+    // A budget the whole wait fits in on a loaded machine: the row is about the
+    // folder, not the wait.
+    let (out, elapsed) = i.shim_env(
+        "BOUND",
+        &url,
+        &[
+            ("LEASEHOOK_LOG_LEVEL", "debug"),
+            ("LEASEHOOK_IMDS_BUDGET_S", "5"),
+            ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "5"),
+        ],
+    );
+    i.seen(&out, elapsed, before, files)
+}
+
+/// A good BOUND, then `leasehook apply --plan` with `/dev/zero` (`None`) or a
+/// plan adding 10.200.0.5/8 to `iface`, without a subnet route.
+fn bounds_apply_plan(iface: Option<&str>) -> Seen {
+    let mut i = Instance::new("fbplan");
+    i.bound();
+    let plan = match iface {
+        None => PathBuf::from("/dev/zero"),
+        Some(dev) => {
+            let mac = if dev == "lo" {
+                "00:00:00:00:00:00"
+            } else {
+                MAC1
+            };
+            let body = json!({"profile": "ec2-net-utils", "interfaces": [{
+                "name": dev, "mac": mac, "primary": false, "families": ["ipv4"],
+                "table": 10050, "metric": null,
+                "addresses": [{"addr": "10.200.0.5/8", "dev": dev}],
+                "routes": [], "rules": [], "missing": []}]});
+            i.dir.file("plan.json", &body.to_string())
+        }
+    };
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let t = Instant::now();
+    let out = command(Some(&i.ns), None, &[], &leasehook_bin())
+        .arg("apply")
+        .arg("--plan")
+        .arg(&plan)
+        .arg("--root")
+        .arg(&i.root)
+        .output()
+        .unwrap();
+    let elapsed = t.elapsed();
+    let lo = i.ns.ip(&["-j", "address", "show", "dev", "lo"]);
+    assert!(!lo.contains("10.200.0.5"), "added to lo: {lo}");
+    i.seen(&out, elapsed, before, files)
+}
+
+/// `leasehook watch` on an LXD root (booted by `leasehook init --local` against
+/// the emulator), its socket then replaced by a server that misbehaves as `how`
+/// says; SIGTERM after 4 s. The row's time is the stop's (SIGTERM to exit).
+fn bounds_watch(how: leasehook_tests::hostile_ws::Hostile) -> Seen {
+    use leasehook_tests::hostile_ws::{self, Hostile};
+    let b = BootRoot::new("fbwatch");
+    let d = b.lxd(lxd_config());
+    let (out, _) = b.init(&[]);
+    assert!(out.status.success(), "boot: {}", text(&out));
+    drop(d);
+    let _ = std::fs::remove_file(b.socket());
+    let count = hostile_ws::serve(&b.socket(), how);
+    let files = files_under(b.path());
+    let mut cmd = command(None, None, &[], &leasehook_bin());
+    cmd.args(["watch", "--config", "/dev/null", "--root"])
+        .arg(b.path())
+        .env_remove("LEASEHOOK_ROOT")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    let t = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let elapsed = t.elapsed();
+    let log = text(&out);
+    let seen = count.load(std::sync::atomic::Ordering::SeqCst);
+    if how == Hostile::PingFlood {
+        assert_eq!(seen, 1, "{seen} connections; {log}");
+    } else {
+        // 100 ms doubling: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s, about 6 tries in 4 s.
+        assert!(seen <= 8, "{seen} connections in 4 s; {log}");
+        // The stream's warnings (the resync's own failed requests aside).
+        let warnings = log
+            .lines()
+            .filter(|l| l.contains("WARN: LXD events: the stream") || l.contains("cannot follow"))
+            .count();
+        assert_eq!(warnings, 1, "{warnings} warnings; {log}");
+    }
+    b.seen(&out, elapsed, files, Vec::new())
 }

@@ -192,6 +192,14 @@ fn a_socket_that_vanishes_and_returns_and_a_dropped_stream_are_survived() {
     // A stream that drops (no close frame), socket still there.
     f.devlxd().drop_event_streams();
     f.connected(1);
+    // An event proves the new connection healthy (a handshake alone does not).
+    f.devlxd().set_key("user.between", "1");
+    assert!(wait_until(Duration::from_secs(5), || {
+        f.recorder
+            .works()
+            .iter()
+            .any(|w| w.rewrite == Some(vec!["user.between".to_owned()]))
+    }));
     // The socket vanishes (security.devlxd off, host restart)...
     drop(f.devlxd.take());
     let _ = fs::remove_file(&f.socket);
@@ -236,6 +244,50 @@ fn old_lxd_without_events_backs_off_instead_of_spinning() {
     assert!((2..=20).contains(&attempts), "{attempts} attempts");
     assert_eq!((stats.connections, stats.outages), (0, 1));
     assert_eq!(f.recorder.count(), 0);
+}
+
+// --- issue 30, item 7: hostile `/1.0/events` servers ----------------------------
+
+use leasehook_tests::hostile_ws::{self, Hostile};
+
+/// Follows a hostile server with the product's backoff (100 ms doubling) for
+/// `secs`, then asks to stop; the stats, the connections the server saw, and how
+/// long the stop took.
+fn follow_hostile(how: Hostile, secs: u64) -> (Stats, usize, Duration) {
+    let dir = TempDir::new("hostile");
+    let socket = dir.0.join("sock");
+    let count = hostile_ws::serve(&socket, how);
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&stop);
+    let watcher = Watcher::new(&socket);
+    let thread = std::thread::spawn(move || watcher.run(&s, &mut Recorder::default()));
+    std::thread::sleep(Duration::from_secs(secs));
+    let t = Instant::now();
+    stop.store(true, Ordering::SeqCst);
+    let stats = thread.join().unwrap();
+    let took = t.elapsed();
+    (stats, count.load(Ordering::SeqCst), took)
+}
+
+#[test]
+fn a_server_that_drops_every_stream_after_the_upgrade_is_backed_off_and_warned_once() {
+    // Issue 30, item 7: 95 reconnects and 189 warnings in 10 s before.
+    for how in [Hostile::Drop, Hostile::BadFrame] {
+        let (stats, seen, _) = follow_hostile(how, 4);
+        eprintln!("hostile server: {stats:?}, {seen} connection(s) in 4 s");
+        // 100 ms doubling: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 = 3.1 s, about 6 tries.
+        assert!(seen <= 8, "{seen} connections in 4 s: {stats:?}");
+        assert_eq!(stats.outages, 1, "{stats:?}");
+    }
+}
+
+#[test]
+fn a_ping_flood_does_not_delay_a_stop_request() {
+    let (stats, seen, took) = follow_hostile(Hostile::PingFlood, 1);
+    eprintln!("ping flood: stop took {took:?}; {stats:?}, {seen} connection(s)");
+    assert_eq!(seen, 1, "{stats:?}");
+    // A liveness bound (a tick is 100 ms; the write timeout one tick).
+    assert!(took < Duration::from_secs(3), "stop took {took:?}");
 }
 
 // --- The `leasehook watch` process ---------------------------------------------

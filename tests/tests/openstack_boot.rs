@@ -131,6 +131,8 @@ fn init_fetches_openstack_and_writes_instance_data_v1() {
 #[test]
 fn a_config_drive_is_configdrive_read_in_the_local_stage() {
     use leasehook_tests::openstack_emulator::make_config_drive;
+    // mount -t iso9660 through the test's FUSE helper (tests/src/configdrive.rs).
+    let _ns = leasehook_tests::configdrive::enter(leasehook_tests::configdrive::Helper::Fuse);
     let dir = TempDir::new("os-cd-init");
     let root = dir.0.join("root");
     write(&root, "sys/class/dmi/id/product_name", "OpenStack Nova\n");

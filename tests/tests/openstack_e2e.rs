@@ -315,6 +315,7 @@ mod drive {
     use leasehook_core::source::provider::{
         Identity as _, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
     };
+    use leasehook_tests::configdrive::{self, Helper};
     use leasehook_tests::openstack_emulator::{INSTANCE_ID, make_config_drive, world_tree};
     use leasehook_tests::world::MAC1;
 
@@ -346,7 +347,8 @@ mod drive {
     }
 
     fn mounted_below(root: &Path) -> Vec<String> {
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        // This thread's namespace (configdrive::enter).
+        let mounts = std::fs::read_to_string("/proc/thread-self/mounts").unwrap();
         let root = root.display().to_string();
         mounts
             .lines()
@@ -357,6 +359,7 @@ mod drive {
 
     #[test]
     fn the_drive_is_read_read_only_and_the_service_is_never_asked() {
+        let ns = configdrive::enter(Helper::Fuse);
         for label in ["config-2", "CONFIG-2"] {
             let root = root_with_drive(label);
             // The metadata service: a port nothing listens on.
@@ -404,7 +407,106 @@ mod drive {
             );
             let points = root.path().join("run/leasehook/configdrive");
             assert_eq!(std::fs::read_dir(&points).unwrap().count(), 0);
+            assert!(ns.mounts_holding("fuseiso").is_empty());
         }
+    }
+
+    /// An ext2 file system labelled `config-2` (issue 30, item 1): no config
+    /// drive (cloud-init's `ConfigDrive` takes iso9660 and vfat only); the service
+    /// is asked, and nothing is mounted.
+    #[test]
+    fn an_ext2_drive_is_no_config_drive_and_the_service_is_asked() {
+        let root = tempfile::tempdir().unwrap();
+        let image = root.path().join("ext2.img");
+        let src = root.path().join("src/openstack/latest");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(
+            src.join("network_data.json"),
+            world_tree()["network_data"].to_string(),
+        )
+        .unwrap();
+        let out = std::process::Command::new("/usr/sbin/mke2fs")
+            .args(["-q", "-F", "-t", "ext2", "-L", "config-2", "-d"])
+            .arg(root.path().join("src"))
+            .arg(&image)
+            .arg("1024")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let by = root.path().join("dev/disk/by-label");
+        std::fs::create_dir_all(&by).unwrap();
+        std::os::unix::fs::symlink(&image, by.join("config-2")).unwrap();
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let p = OpenStackProvider::try_new(root.path(), Some(&format!("http://127.0.0.1:{port}")))
+            .unwrap();
+        assert!(p.drive(Duration::from_secs(5)).is_none());
+        let out = p.wait_for_nic(
+            &event(MAC1),
+            &WaitPolicy::default().with_budget(Duration::from_millis(300)),
+            &SystemClock,
+        );
+        // The service (nothing listens): a connection error, not the drive's files.
+        let Outcome::Failed(e) = out else {
+            panic!("{out:?}")
+        };
+        assert!(e.to_string().contains("127.0.0.1"), "{e}");
+        assert!(mounted_below(root.path()).is_empty());
+        assert!(!root.path().join("run/leasehook/configdrive").exists());
+    }
+
+    /// A drive whose mount(8) never returns (issue 30, item 6): the read ends at
+    /// the budget with a clear error, nothing stays mounted, no folder is left;
+    /// a mount left by an earlier run that was killed is detached and removed.
+    #[test]
+    fn a_stalled_drive_is_bounded_by_the_budget_and_leftovers_are_swept() {
+        let root = root_with_drive("config-2");
+        {
+            let _ns = configdrive::enter(Helper::Stalls);
+            let p = OpenStackProvider::try_new(root.path(), None).unwrap();
+            let policy = WaitPolicy::default().with_budget(Duration::from_secs(1));
+            let t = std::time::Instant::now();
+            let out = p.wait_for_nic(&event(MAC1), &policy, &SystemClock);
+            let took = t.elapsed();
+            let Outcome::Failed(e) = out else {
+                panic!("{out:?}")
+            };
+            assert!(
+                e.to_string().contains("did not finish within the budget"),
+                "{e}"
+            );
+            assert!(took < Duration::from_secs(3), "{took:?}");
+            let points = root.path().join("run/leasehook/configdrive");
+            assert_eq!(std::fs::read_dir(&points).unwrap().count(), 0);
+        }
+        let ns = configdrive::enter(Helper::Fuse);
+        // A run killed while the drive was mounted: its point, its process gone.
+        let left = root.path().join("run/leasehook/configdrive/999999999-0");
+        std::fs::create_dir_all(&left).unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "iso9660", "-o", "ro"])
+            .arg(root.path().join("config-drive.iso"))
+            .arg(&left)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(mounted_below(root.path()).len(), 1);
+        let p = OpenStackProvider::try_new(root.path(), None).unwrap();
+        let out = p.wait_for_nic(
+            &event(MAC1),
+            &WaitPolicy::default().with_budget(Duration::from_secs(5)),
+            &SystemClock,
+        );
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        assert!(
+            mounted_below(root.path()).is_empty(),
+            "{:?}",
+            mounted_below(root.path())
+        );
+        assert!(!left.exists());
+        assert!(ns.mounts_holding("fuseiso").is_empty());
     }
 
     #[test]
@@ -412,7 +514,10 @@ mod drive {
         let root = tempfile::tempdir().unwrap();
         let by = root.path().join("dev/disk/by-label");
         std::fs::create_dir_all(&by).unwrap();
-        std::fs::write(by.join("config-2"), vec![0u8; 64 * 1024]).unwrap();
+        // ISO 9660's volume descriptor and nothing else: identified, unmountable.
+        let mut bytes = vec![0u8; 64 * 1024];
+        bytes[32769..32774].copy_from_slice(b"CD001");
+        std::fs::write(by.join("config-2"), bytes).unwrap();
         let p = OpenStackProvider::try_new(root.path(), None).unwrap();
         let out = p.wait_for_nic(&event(MAC1), &WaitPolicy::default(), &SystemClock);
         let Outcome::Failed(e) = out else {
@@ -576,6 +681,9 @@ mod world {
 
     #[test]
     fn dhclient_with_a_config_drive_and_no_metadata_service() {
+        // mount -t iso9660 through the test's FUSE helper (tests/src/configdrive.rs);
+        // dhclient and its hooks inherit this thread's mount namespace.
+        let _ns = leasehook_tests::configdrive::enter(leasehook_tests::configdrive::Helper::Fuse);
         let mut w = world("os-drive", true);
         w.bind("eth0", false);
         w.bind("eth1", false);
@@ -599,7 +707,7 @@ mod world {
             "{}",
             report(&w)
         );
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let mounts = std::fs::read_to_string("/proc/thread-self/mounts").unwrap();
         assert!(!mounts.contains(&w.root.display().to_string()), "{mounts}");
     }
 

@@ -13,12 +13,19 @@ use crate::error::{Error, Result};
 /// Where a CNI writes its configuration, below the root.
 pub const CNI_CONF_DIR: &str = "etc/cni/net.d";
 
-/// At most this many names are read from the CNI folder (real ones hold a few).
+/// At most this many CNI configuration names are kept (real nodes hold one or
+/// two). Every entry of the folder is looked at, however many there are: only
+/// the names a known CNI owns are kept, so memory stays bounded without a cap on
+/// the entries that could hide the CNI's file (issue 30, item 9). Past this many
+/// kept names the node is a Kubernetes node already; the rest are not listed.
 const MAX_CONFS: usize = 256;
 
-/// The file names in `<root>/etc/cni/net.d/`: none when it does not exist or is
-/// not a folder (a file, a FIFO: no CNI wrote it); a folder that cannot be read is
-/// an error (the hook then changes nothing rather than guess).
+/// The names in `<root>/etc/cni/net.d/` that a known CNI owns (the AWS VPC CNI's
+/// `10-aws.conflist`, Cilium's `05-cilium.conflist`; see [`super::Cni`]), sorted:
+/// none when the folder does not exist or is not a folder (a file, a FIFO: no CNI
+/// wrote it); a folder that cannot be read, or an entry that cannot be read, is an
+/// error (the hook then changes nothing rather than guess). Other names (a
+/// bridge or loopback plugin's, backups) are counted, never kept.
 pub fn cni_confs(root: &Path) -> Result<Vec<String>> {
     let dir = root.join(CNI_CONF_DIR);
     let entries = match std::fs::read_dir(&dir) {
@@ -32,11 +39,31 @@ pub fn cni_confs(root: &Path) -> Result<Vec<String>> {
         }
         Err(e) => return Err(Error::io(&dir, &e)),
     };
-    let mut names: Vec<String> = entries
-        .filter_map(std::result::Result::ok)
-        .filter_map(|e| e.file_name().into_string().ok())
-        .take(MAX_CONFS)
-        .collect();
+    let mut names: Vec<String> = Vec::new();
+    let (mut seen, mut dropped) = (0_usize, 0_usize);
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(&dir, &e))?;
+        seen += 1;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !super::Cni::ALL.iter().any(|c| c.owns_conf(&name)) {
+            continue;
+        }
+        if names.len() < MAX_CONFS {
+            names.push(name);
+        } else {
+            dropped += 1;
+        }
+    }
+    if dropped > 0 {
+        log::warn!(
+            "{}: {dropped} more CNI configuration file(s) than the {MAX_CONFS} listed ({seen} entries); a Kubernetes node either way",
+            dir.display()
+        );
+    } else if seen > MAX_CONFS {
+        log::debug!("{}: {seen} entries, {} a CNI's", dir.display(), names.len());
+    }
     names.sort();
     Ok(names)
 }
@@ -101,5 +128,29 @@ mod tests {
             ["05-cilium.conflist", "10-aws.conflist"]
         );
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_cnis_file_is_found_among_thousands_of_other_entries() {
+        // Issue 30, item 9: 256 other names used to hide the AWS CNI's file.
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join(CNI_CONF_DIR);
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..3000 {
+            std::fs::write(dir.join(format!("00-other-{i:05}.conf")), "{}").unwrap();
+        }
+        std::fs::write(dir.join("10-aws.conflist"), "{}").unwrap();
+        assert_eq!(cni_confs(root.path()).unwrap(), ["10-aws.conflist"]);
+        // More CNI-owned names than are kept: still a CNI's (a node), bounded.
+        for i in 0..(MAX_CONFS + 10) {
+            std::fs::write(dir.join(format!("{i:05}-cilium.conf")), "{}").unwrap();
+        }
+        let got = cni_confs(root.path()).unwrap();
+        assert_eq!(got.len(), MAX_CONFS);
+        let view = NodeView {
+            cni_confs: got,
+            ..NodeView::default()
+        };
+        assert!(decide(Mode::Auto, &view).node);
     }
 }

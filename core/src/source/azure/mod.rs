@@ -15,7 +15,11 @@
 //!   (250 ms) apart, across every leasehook process of the machine: the hooks of
 //!   two NICs and a worker run at once, so the last request's time (Unix ms) is
 //!   kept in `<root>/run/leasehook/azure-imds.lock`, read and written under that
-//!   file's lock (in-process only when the folder cannot be written).
+//!   file's lock (in-process only when the folder cannot be written). The lock
+//!   is waited for until the event's deadline ([`Azure::with_deadline`], else one
+//!   whole-request timeout), polled, never blocking: when another process holds
+//!   it past that (a stopped worker), the request is not made and the error says
+//!   so; a request is never made unpaced.
 //!   The wait asks one request per round, so one event costs one request when the
 //!   metadata agrees, and the machine never asks more than four a second. A 429 is
 //!   an error ("retry"), never "empty", and its `Retry-After` is honoured by the
@@ -95,6 +99,9 @@ pub struct Azure {
     timeout: Duration,
     /// The root whose `run/leasehook/` holds [`PACE_FILE`].
     pace_root: Option<PathBuf>,
+    /// The latest time a request may wait for the pace file's lock (`None`: one
+    /// whole-request timeout from the request's start).
+    deadline: Option<Instant>,
 }
 
 impl Default for Azure {
@@ -111,7 +118,16 @@ impl Azure {
             agent: agent(CONNECT_TIMEOUT, REQUEST_TIMEOUT),
             timeout: REQUEST_TIMEOUT,
             pace_root: None,
+            deadline: None,
         }
+    }
+
+    /// Waits for the pace file's lock at most until `deadline` (the event's
+    /// budget): past it a request fails without being made.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
     }
 
     /// Paces requests across processes through `<root>/run/leasehook/`
@@ -155,27 +171,65 @@ impl Azure {
     }
 }
 
+/// How often a held pace file's lock is tried again.
+const LOCK_POLL: Duration = Duration::from_millis(10);
+
+/// Takes `file`'s exclusive lock, trying every [`LOCK_POLL`] until `deadline`.
+/// `Ok(false)`: another process held it all that time.
+fn lock_until(file: &std::fs::File, deadline: Instant) -> std::io::Result<bool> {
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        std::thread::sleep(left.min(LOCK_POLL));
+    }
+}
+
 /// Waits until [`MIN_SPACING`] has passed since the machine's last request
-/// (the time the pace file holds, under its lock), then records this one.
-fn pace(root: Option<&Path>) {
+/// (the time the pace file holds, under its lock), then records this one. The
+/// lock is waited for until `deadline`; past it, an error (the request must not
+/// be made: unpaced, it could break IMDS's limit).
+fn pace(root: Option<&Path>, deadline: Instant) -> Result<()> {
     let Some(root) = root else {
-        return pace_process();
+        pace_process();
+        return Ok(());
     };
-    let locked = crate::fs::run_folder_for_write(root, None).and_then(|dir| {
+    let opened = crate::fs::run_folder_for_write(root, None).and_then(|dir| {
         let file = dir
             .open_lock(PACE_FILE, 0o600)
             .map_err(|p| dir.error(PACE_FILE, &p))?;
-        file.lock()
-            .map_err(|e| Error::io(&dir.path().join(PACE_FILE), &e))?;
         Ok((dir, file))
     });
-    let (dir, mut file) = match locked {
+    let (dir, mut file) = match opened {
         Ok(held) => held,
         Err(e) => {
             log::debug!("Azure IMDS: {e}; pacing this process's requests only");
-            return pace_process();
+            pace_process();
+            return Ok(());
         }
     };
+    let path = dir.path().join(PACE_FILE);
+    match lock_until(&file, deadline) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(Error::Io {
+                path: path.display().to_string(),
+                message: "another process held the lock that paces Azure IMDS requests for the whole budget; not asking (an unpaced request could break IMDS's 5 requests/s)".to_owned(),
+            });
+        }
+        Err(e) => {
+            let e = Error::io(&path, &e);
+            log::debug!("Azure IMDS: {e}; pacing this process's requests only");
+            pace_process();
+            return Ok(());
+        }
+    }
     // The file holds the last request's time (Unix ms, truncated: read back as
     // the end of that millisecond, so the spacing is never a fraction short); a
     // new, empty or garbled one says nothing, and no one waits for it.
@@ -201,6 +255,7 @@ fn pace(root: Option<&Path>) {
         log::debug!("Azure IMDS: {}", Error::io(&dir.path().join(PACE_FILE), &e));
     }
     drop(file);
+    Ok(())
 }
 
 /// Waits until [`MIN_SPACING`] has passed since the process's last request.
@@ -225,7 +280,10 @@ impl Fetch for Azure {
             url: url.clone(),
             kind,
         };
-        pace(self.pace_root.as_deref());
+        let deadline = self
+            .deadline
+            .unwrap_or_else(|| Instant::now() + self.timeout);
+        pace(self.pace_root.as_deref(), deadline)?;
         let answer = self
             .agent
             .get(&url)
@@ -350,11 +408,37 @@ mod tests {
     }
 
     #[test]
+    fn a_pace_file_held_by_another_process_is_waited_for_until_the_deadline_only() {
+        // Issue 30, item 8: a stopped worker holding the lock held every request.
+        let root = tempfile::tempdir().unwrap();
+        pace(Some(root.path()), Instant::now() + REQUEST_TIMEOUT).unwrap();
+        let held = std::fs::File::open(root.path().join("run/leasehook").join(PACE_FILE)).unwrap();
+        held.lock().unwrap();
+        let start = Instant::now();
+        let e = pace(Some(root.path()), start + Duration::from_millis(300)).unwrap_err();
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+        assert!(waited < Duration::from_secs(3), "{waited:?}");
+        assert!(e.to_string().contains("not asking"), "{e}");
+        // Through the client: the request is not made (the endpoint would refuse:
+        // a connection error would name it).
+        let a = Azure::new()
+            .with_endpoint("http://127.0.0.1:9")
+            .unwrap()
+            .with_pace_root(root.path())
+            .with_deadline(Instant::now() + Duration::from_millis(100));
+        let e = a.get(NETWORK_PATH).unwrap_err().to_string();
+        assert!(e.contains("held the lock"), "{e}");
+        drop(held);
+        pace(Some(root.path()), Instant::now() + REQUEST_TIMEOUT).unwrap();
+    }
+
+    #[test]
     fn requests_are_paced_through_the_shared_pace_file() {
         let root = tempfile::tempdir().unwrap();
         let start = Instant::now();
         for _ in 0..3 {
-            pace(Some(root.path()));
+            pace(Some(root.path()), Instant::now() + REQUEST_TIMEOUT).unwrap();
         }
         // Three requests: two full spacings between them (a lower bound: a sleep
         // never ends early), and the last one recorded in the file another

@@ -50,7 +50,12 @@ impl Provider for AzureProvider {
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
         match self.client() {
-            Ok(azure) => wait_for_nic(&azure, nic, policy, clock),
+            Ok(azure) => wait_for_nic(
+                &azure.with_deadline(std::time::Instant::now() + policy.budget),
+                nic,
+                policy,
+                clock,
+            ),
             Err(e) => Outcome::Failed(e),
         }
     }
@@ -58,9 +63,10 @@ impl Provider for AzureProvider {
 
 impl Identity for AzureProvider {
     fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>> {
-        Ok(Box::new(
-            AzureSource::new(self.client()?).with_policy(policy),
-        ))
+        let client = self
+            .client()?
+            .with_deadline(std::time::Instant::now() + policy.budget);
+        Ok(Box::new(AzureSource::new(client).with_policy(policy)))
     }
 }
 

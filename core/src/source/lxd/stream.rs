@@ -15,6 +15,13 @@
 //!   switched off, the host restarting) is logged once as a warning until it
 //!   answers again; attempts follow [`Backoff`] (100 ms doubling to 30 s), sleeping
 //!   in ticks, never spinning.
+//! * A handshake alone is not an answer: the backoff starts over, and "answers
+//!   again" is logged, only once a connection has proved healthy (it delivered a
+//!   valid event, or stayed up [`HEALTHY_AFTER`]). A server that accepts the
+//!   upgrade and then drops the stream or sends one bad frame is retried with the
+//!   doubling pauses and warned about once, not every 100 ms (issue 30, item 7).
+//! * Writes (the pongs tungstenite sends for pings) wait at most a tick, so a ping
+//!   flood from a server that reads nothing cannot delay a stop request.
 
 use std::io;
 use std::os::unix::net::UnixStream;
@@ -38,6 +45,10 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(250);
 
 /// The longest the WebSocket handshake may take.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a connection must stay up (without a valid event) to count as
+/// healthy: the backoff then starts over.
+pub const HEALTHY_AFTER: Duration = Duration::from_secs(10);
 
 /// What `leasehook watch` does with events.
 pub trait Handler {
@@ -109,23 +120,39 @@ impl Watcher {
                 Ok(mut ws) => {
                     stats.connections += 1;
                     if down {
-                        log::warn!("LXD events: {shown} answers again; following its events");
-                    } else {
+                        log::debug!(
+                            "LXD events: {shown}: connected; following once it proves healthy"
+                        );
+                    } else if stats.connections == 1 {
                         log::info!("LXD events: following {shown}{EVENTS_ROUTE}");
                     }
-                    backoff.succeeded();
                     pending.add_resync();
-                    let why = follow(&mut ws, stop, handler, &mut pending, &mut stats);
+                    let (why, healthy) = follow(
+                        &mut ws,
+                        stop,
+                        handler,
+                        &mut pending,
+                        &mut stats,
+                        &mut down,
+                        &shown,
+                    );
                     if stop.load(Ordering::SeqCst) {
                         let _ = ws.close(None);
                         let _ = ws.flush();
                         break;
                     }
-                    stats.outages += 1;
-                    down = true;
-                    log::warn!(
-                        "LXD events: the stream from {shown} ended ({why}); reconnecting with backoff (logged once until it answers)"
-                    );
+                    if healthy {
+                        backoff.succeeded();
+                    }
+                    if down {
+                        log::debug!("LXD events: the stream from {shown} ended ({why})");
+                    } else {
+                        stats.outages += 1;
+                        down = true;
+                        log::warn!(
+                            "LXD events: the stream from {shown} ended ({why}); reconnecting with backoff (logged once until it answers)"
+                        );
+                    }
                 }
                 Err(e) => {
                     if down {
@@ -173,6 +200,7 @@ impl Watcher {
             )?;
         ws.get_ref()
             .set_read_timeout(Some(TICK))
+            .and_then(|()| ws.get_ref().set_write_timeout(Some(TICK)))
             .map_err(|e| e.to_string())?;
         Ok(ws)
     }
@@ -207,30 +235,51 @@ fn flush(pending: &mut Pending, handler: &mut dyn Handler, stats: &mut Stats) {
     }
 }
 
-/// Reads events until the stream ends (returns why) or `stop` is set.
+/// Reads events until the stream ends (returns why, and whether the connection
+/// proved healthy) or `stop` is set. When it proves healthy while `down`, logs
+/// that the socket answers again and clears `down`.
 fn follow(
     ws: &mut Socket,
     stop: &AtomicBool,
     handler: &mut dyn Handler,
     pending: &mut Pending,
     stats: &mut Stats,
-) -> String {
+    down: &mut bool,
+    shown: &str,
+) -> (String, bool) {
     // The resync asked for on connecting goes first.
     flush(pending, handler, stats);
     let mut first_pending: Option<Instant> = None;
     let mut last_tick = Instant::now();
+    let start = Instant::now();
+    let mut healthy = false;
+    let proved = |down: &mut bool| {
+        if *down {
+            log::warn!("LXD events: {shown} answers again; following its events");
+            *down = false;
+        }
+    };
     loop {
         if stop.load(Ordering::SeqCst) {
-            return "stopped".to_owned();
+            return ("stopped".to_owned(), healthy);
+        }
+        if !healthy && start.elapsed() >= HEALTHY_AFTER {
+            healthy = true;
+            proved(down);
+        }
+        if last_tick.elapsed() >= TICK {
+            handler.tick();
+            last_tick = Instant::now();
         }
         let text = match ws.read() {
             Ok(Message::Text(t)) => Some(t.as_str().to_owned()),
             Ok(Message::Binary(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
             Ok(Message::Close(frame)) => {
-                return frame.map_or_else(
+                let why = frame.map_or_else(
                     || "closed by the server".to_owned(),
                     |f| format!("closed by the server: {} {}", f.code, f.reason),
                 );
+                return (why, healthy);
             }
             Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => None,
             Err(tungstenite::Error::Io(e))
@@ -249,14 +298,20 @@ fn follow(
                 continue;
             }
             Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
-                return "connection closed".to_owned();
+                return ("connection closed".to_owned(), healthy);
             }
-            Err(e) => return e.to_string(),
+            Err(e) => return (e.to_string(), healthy),
         };
         if let Some(text) = text {
             stats.events += 1;
             match parse(&text) {
-                Ok(event) => pending.add(event),
+                Ok(event) => {
+                    pending.add(event);
+                    if !healthy {
+                        healthy = true;
+                        proved(down);
+                    }
+                }
                 Err(why) => {
                     stats.bad_messages += 1;
                     if stats.bad_messages == 1 {
@@ -270,10 +325,6 @@ fn follow(
             if since.elapsed() >= FLUSH_EVERY {
                 flush(pending, handler, stats);
                 first_pending = None;
-            }
-            if last_tick.elapsed() >= TICK {
-                handler.tick();
-                last_tick = Instant::now();
             }
         }
     }

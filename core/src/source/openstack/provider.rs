@@ -65,9 +65,10 @@ impl OpenStackProvider {
         OpenStack::new().with_endpoint(&self.endpoint)
     }
 
-    /// The config drive below the root, if any.
-    pub fn drive(&self) -> Option<ConfigDrive> {
-        ConfigDrive::find(&self.root)
+    /// The config drive below the root, if any (ISO 9660 or vfat; see
+    /// [`ConfigDrive::find`]), each step of reading it bounded by `budget`.
+    pub fn drive(&self, budget: std::time::Duration) -> Option<ConfigDrive> {
+        ConfigDrive::find(&self.root, budget)
     }
 
     /// The datasource of `kind`: [`SourceKind::ConfigDrive`] reads the drive (an
@@ -78,9 +79,9 @@ impl OpenStackProvider {
         policy: WaitPolicy,
     ) -> Result<Box<dyn Datasource>> {
         if kind == SourceKind::ConfigDrive {
-            let drive = self.drive().ok_or_else(|| Error::Io {
+            let drive = self.drive(policy.budget).ok_or_else(|| Error::Io {
                 path: format!("{:?}", self.root.join(super::configdrive::BY_LABEL)),
-                message: "no config drive (config-2) below the root".to_owned(),
+                message: "no config drive (config-2, iso9660 or vfat) below the root".to_owned(),
             })?;
             return Ok(Box::new(ConfigDriveSource::new(drive)));
         }
@@ -96,7 +97,7 @@ impl Provider for OpenStackProvider {
     }
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
-        if let Some(drive) = self.drive() {
+        if let Some(drive) = self.drive(policy.budget) {
             log::debug!(
                 "{}: reading network_data.json from the config drive {}",
                 nic.interface(),
@@ -114,7 +115,7 @@ impl Provider for OpenStackProvider {
     /// `network_data.json` (the drive's, else one request retried within
     /// `policy`).
     fn unleased(&self, policy: &WaitPolicy, clock: &dyn Clock) -> Option<Result<Unleased>> {
-        let body = match self.drive() {
+        let body = match self.drive(policy.budget) {
             Some(drive) => read_drive_network_data(&drive),
             None => self
                 .client()
@@ -139,12 +140,10 @@ impl Identity for OpenStackProvider {
     /// The drive's `ConfigDrive` datasource when there is a drive (the metadata
     /// service is then never asked), else the service's `OpenStack`.
     fn datasource(&self, policy: WaitPolicy) -> Result<Box<dyn Datasource>> {
-        let kind = if self.drive().is_some() {
-            SourceKind::ConfigDrive
-        } else {
-            SourceKind::OpenStack
-        };
-        self.datasource_of(kind, policy)
+        if let Some(drive) = self.drive(policy.budget) {
+            return Ok(Box::new(ConfigDriveSource::new(drive)));
+        }
+        self.datasource_of(SourceKind::OpenStack, policy)
     }
 }
 
