@@ -439,6 +439,10 @@ fn the_primary_costs_only_what_leasehook_configures_on_it() {
             assert!(out.contains("eth0: 0 change(s)"), "{out}");
         } else {
             assert!(refreshed.is_empty(), "{refreshed:?}\n{out}");
+            assert!(
+                out.contains("eth0: unchanged (the primary NIC: this configuration adds nothing"),
+                "{out}"
+            );
         }
         assert_eq!(
             w.inst

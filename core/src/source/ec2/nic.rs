@@ -26,6 +26,17 @@
 //! is asked for again in the next round (directly, without the listing); an
 //! optional key is read once, except `network-card` while it is late (below).
 //!
+//! # The primary NIC
+//!
+//! Once `meta-data/mac` names the event's NIC as the primary, only what the
+//! primary's plan uses with the configuration ([`NicEvent::primary_use`],
+//! [`PrimaryUse::of`]) is asked ([`primary_keys`]): every key above with
+//! `primary_rules` or the `cloud-init` profile; its secondary addresses' list
+//! alone otherwise (`local-ipv4s`; `ipv6s` and `subnet-ipv6-cidr-blocks`, the
+//! address gate's only bound for a /128 DHCPv6 lease), directly, without the
+//! listing; nothing when it adds nothing. A NIC known to be the primary
+//! ([`NicEvent::known_primary`], from its recorded state) is not asked `mac`.
+//!
 //! # Multi-card instance types
 //!
 //! `network-card` absent means card 0 on a single-card type and "not propagated
