@@ -420,6 +420,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn what_the_primary_gets_follows_the_configuration() {
+        use crate::model::Profile;
+        use crate::plan::PlanConfig;
+        let of = |f: fn(&mut PlanConfig)| {
+            let mut c = PlanConfig::default();
+            f(&mut c);
+            PrimaryUse::of(&c)
+        };
+        assert_eq!(of(|_| {}), PrimaryUse::SecondaryAddresses);
+        assert_eq!(of(|c| c.secondary_addresses = false), PrimaryUse::Nothing);
+        // A node whose CNI owns the primary's secondary IPs adds none.
+        assert_eq!(of(|c| c.kubernetes = true), PrimaryUse::Nothing);
+        assert_eq!(of(|c| c.primary_rules = true), PrimaryUse::Everything);
+        assert_eq!(
+            of(|c| {
+                c.profile = Profile::CloudInit;
+                c.secondary_addresses = false;
+            }),
+            PrimaryUse::Everything
+        );
+    }
+
+    #[test]
     fn auto_goes_by_the_boot_verdict_else_detection() {
         // A verdict is taken as is: detection is not even asked.
         let never = || -> Option<SourceKind> { panic!("detection asked despite a verdict") };
