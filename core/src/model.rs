@@ -612,6 +612,25 @@ impl Missing {
     pub fn is_metadata(&self) -> bool {
         !matches!(self, Self::Router { .. })
     }
+
+    /// Whether the plan of a primary NIC that gets no rules and no table
+    /// (`ec2-net-utils` without `primary_rules`) lacks this, when it adds the
+    /// NIC's secondary addresses (`adds_addresses`) or nothing at all. Its
+    /// device-number and network-card number nothing; the IPv4 subnet only bounds
+    /// the addresses' gate, which the lease's own network bounds as well; the
+    /// addresses, their folder and the IPv6 subnet (DHCPv6 leases are /128: the
+    /// subnet is the gate's only bound) are needed only to add addresses.
+    pub fn concerns_unrouted_primary(&self, adds_addresses: bool) -> bool {
+        match self {
+            Self::PrimaryMac => true,
+            Self::MacFolder | Self::LeaseAddress { .. } | Self::Addresses { .. } => adds_addresses,
+            Self::Subnet { family } => adds_addresses && *family == Family::V6,
+            Self::DeviceNumber
+            | Self::DeviceNumberNotPropagated
+            | Self::NetworkCardNotPropagated
+            | Self::Router { .. } => false,
+        }
+    }
 }
 
 impl fmt::Display for Missing {

@@ -543,6 +543,10 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
     }
     refuse_shared_tables(&mut out, input.metadata);
     for ip in &mut out {
+        if ip.primary && !cfg.primary_rules {
+            let adds = cfg.secondary_addresses && !cfg.kubernetes;
+            ip.missing.retain(|m| m.concerns_unrouted_primary(adds));
+        }
         ip.refused.sort();
         ip.refused.dedup();
     }

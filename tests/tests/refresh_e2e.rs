@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use leasehook_tests::netns::leasehook_bin;
 use leasehook_tests::world::{
-    MAC1, World, WorldOptions, add_static_nic_metadata, default_tree, wait_until,
+    MAC0, MAC1, World, WorldOptions, add_static_nic_metadata, default_tree, wait_until,
 };
 use serde_json::{Value, json};
 
@@ -346,4 +346,109 @@ fn refresh_applies_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
     let out = text(&cmd.args(["refresh", "-v"]).output().unwrap());
     assert!(out.contains("eth1: unchanged (unmanaged"), "{out}");
     assert_eq!((w.our_rules(), w.our_routes(), w.inst.addresses()), before);
+}
+
+/// Issue 31, item 4: the primary NIC's BOUND and a refresh, counted in the
+/// emulator's log. With the defaults leasehook adds the primary's secondary IPs
+/// and asks only `local-ipv4s` for them (plus `mac`, and the token when none is
+/// cached); with `secondary_addresses: false` it configures nothing there and
+/// asks `mac` alone on the event and nothing on a refresh. (Before: 7 requests a
+/// BOUND, 6 a refresh.)
+#[test]
+fn the_primary_costs_only_what_leasehook_configures_on_it() {
+    let imds_requests = |w: &World, before: usize| -> Vec<(String, String)> {
+        w.imds_log()
+            .lines()
+            .skip(before)
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f[2].to_owned(), f[3].to_owned())
+            })
+            .collect()
+    };
+    for secondary in [true, false] {
+        let mut tree = default_tree();
+        tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][MAC0]["local-ipv4s"] =
+            json!("10.98.0.10\n10.98.0.11");
+        let w = World::new(
+            if secondary { "prim-sec" } else { "prim-none" },
+            &WorldOptions {
+                tree: Some(tree),
+                extra_hook_env: vec![(
+                    "LEASEHOOK_SECONDARY_ADDRESSES".to_owned(),
+                    secondary.to_string(),
+                )],
+                ..WorldOptions::default()
+            },
+        );
+        let mut w = w;
+        let before = w.imds_log().lines().count();
+        w.bind("eth0", false);
+        let state = w.root.join("run/leasehook/iface/eth0.json");
+        assert!(
+            wait_until(Duration::from_secs(10), || state.exists()),
+            "{}",
+            w.log("eth0", false)
+        );
+        let bound = imds_requests(&w, before);
+        let gets: Vec<&str> = bound
+            .iter()
+            .filter(|(m, _)| m == "GET")
+            .map(|(_, p)| p.as_str())
+            .collect();
+        let mut want = vec!["/latest/meta-data/mac".to_owned()];
+        if secondary {
+            want.push(format!(
+                "/latest/meta-data/network/interfaces/macs/{MAC0}/local-ipv4s"
+            ));
+        }
+        assert_eq!(gets, want, "BOUND of the primary: {bound:?}");
+        // The token is asked once, and then cached.
+        assert!(bound.len() <= gets.len() + 1, "{bound:?}");
+        let st: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+        assert_eq!(st["primary"], json!(true), "{st}");
+        assert!(
+            st["missing"].as_array().is_none_or(Vec::is_empty),
+            "nothing is missing: {st}"
+        );
+        let added = w
+            .inst
+            .addresses()
+            .contains(&"eth0 10.98.0.11/32".to_owned());
+        assert_eq!(added, secondary, "{:?}", w.inst.addresses());
+
+        let before = w.imds_log().lines().count();
+        let out = text(&refresh(&w, &["--iface", "eth0"]));
+        let refreshed = imds_requests(&w, before);
+        println!(
+            "secondary_addresses {secondary}: BOUND of the primary {} request(s) ({} GET), \
+             refresh {} request(s)",
+            bound.len(),
+            gets.len(),
+            refreshed.len()
+        );
+        if secondary {
+            assert_eq!(
+                refreshed,
+                [(
+                    "GET".to_owned(),
+                    format!("/latest/meta-data/network/interfaces/macs/{MAC0}/local-ipv4s")
+                )],
+                "{out}"
+            );
+            assert!(out.contains("eth0: 0 change(s)"), "{out}");
+        } else {
+            assert!(refreshed.is_empty(), "{refreshed:?}\n{out}");
+            assert!(
+                out.contains("eth0: unchanged (the primary NIC: this configuration adds nothing"),
+                "{out}"
+            );
+        }
+        assert_eq!(
+            w.inst
+                .addresses()
+                .contains(&"eth0 10.98.0.11/32".to_owned()),
+            secondary
+        );
+    }
 }

@@ -168,6 +168,10 @@ pub struct InterfaceState {
     pub profile: Profile,
     /// The table of the applied plan.
     pub table: Option<u32>,
+    /// The NIC was the primary when the plan was applied (EC2's primary ENI
+    /// cannot be detached: `refresh` need not ask again).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub primary: bool,
     /// What is applied, per family.
     pub families: BTreeMap<Family, FamilyState>,
     /// What the metadata did not say when the state was last recorded (empty when
@@ -221,6 +225,7 @@ impl InterfaceState {
             mac: plan.mac,
             profile,
             table: plan.table,
+            primary: plan.primary,
             families,
             missing: plan
                 .missing

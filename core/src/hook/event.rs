@@ -145,7 +145,8 @@ pub fn handle_with(
     };
     let link = find_link(applier, &event.interface)?;
     let os = os_links(applier, cfg)?;
-    let nic = nic_event(event, &link, &os)?;
+    let nic = nic_event(event, &link, &os)?
+        .with_primary_use(crate::source::provider::PrimaryUse::of(&cfg.plan));
     // What the lock wait left of the synchronous budget.
     let left = sync_end.saturating_duration_since(fx.clock.now());
     let policy = WaitPolicy::default().with_budget(left);

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::model::Reason;
 use crate::model::{IfName, Link};
 use crate::source::ec2::NicEvent;
-use crate::source::provider::{Outcome, Provider, Unleased, UnleasedNic, WaitPolicy};
+use crate::source::provider::{Outcome, PrimaryUse, Provider, Unleased, UnleasedNic, WaitPolicy};
 
 /// `run/leasehook/refreshed/<ifname>`.
 pub(super) const REFRESHED: &str = "refreshed";
@@ -456,6 +456,20 @@ pub(super) fn refresh_one(
             "no lease recorded (a plan applied by hand)".to_owned(),
         ));
     }
+    let primary_use = PrimaryUse::of(&cfg.plan);
+    let objects = st.objects();
+    if st.primary
+        && primary_use == PrimaryUse::Nothing
+        && objects.rules.is_empty()
+        && objects.routes.is_empty()
+        && objects.addresses.is_empty()
+    {
+        touch(paths, &k.name);
+        return Ok(RefreshOutcome::Kept(
+            name,
+            "the primary NIC: this configuration adds nothing to it, nothing to ask".to_owned(),
+        ));
+    }
     let to = k.name.clone();
     let renamed = to != name;
     // A lease event on the new name takes this lock too.
@@ -470,8 +484,12 @@ pub(super) fn refresh_one(
         ipv6_router: None,
     };
     let os = os_links(applier, cfg)?;
-    let nic =
-        NicEvent::try_new(to.clone(), st.mac, leases.clone())?.with_peers(os.iter().map(|l| l.mac));
+    let mut nic = NicEvent::try_new(to.clone(), st.mac, leases.clone())?
+        .with_peers(os.iter().map(|l| l.mac))
+        .with_primary_use(primary_use);
+    if st.primary {
+        nic = nic.known_primary();
+    }
     // The provider's client is bound to the NIC; the token comes from the shared cache.
     let policy = WaitPolicy::default().with_budget(cfg.sync_budget);
     let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);

@@ -333,7 +333,8 @@ pub(super) fn finish_wait(
     };
     let link = find_link(applier, &event.interface)?;
     let os = os_links(applier, cfg)?;
-    let nic = nic_event(event, &link, &os)?;
+    let nic = nic_event(event, &link, &os)?
+        .with_primary_use(crate::source::provider::PrimaryUse::of(&cfg.plan));
     let policy = WaitPolicy::default().with_budget(left);
     let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
     // The wait is over: from here on a newer event must not stop this worker (a

@@ -26,6 +26,17 @@
 //! is asked for again in the next round (directly, without the listing); an
 //! optional key is read once, except `network-card` while it is late (below).
 //!
+//! # The primary NIC
+//!
+//! Once `meta-data/mac` names the event's NIC as the primary, only what the
+//! primary's plan uses with the configuration ([`NicEvent::primary_use`],
+//! [`PrimaryUse::of`]) is asked ([`primary_keys`]): every key above with
+//! `primary_rules` or the `cloud-init` profile; its secondary addresses' list
+//! alone otherwise (`local-ipv4s`; `ipv6s` and `subnet-ipv6-cidr-blocks`, the
+//! address gate's only bound for a /128 DHCPv6 lease), directly, without the
+//! listing; nothing when it adds nothing. A NIC known to be the primary
+//! ([`NicEvent::known_primary`], from its recorded state) is not asked `mac`.
+//!
 //! # Multi-card instance types
 //!
 //! `network-card` absent means card 0 on a single-card type and "not propagated
@@ -55,7 +66,7 @@ use crate::error::Result;
 use crate::metadata::{MACS_PATH, parse_nic, parse_tree};
 use crate::model::{Family, InstanceNetwork, Link, MacAddr, Missing, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
-pub use crate::source::provider::{Assessment, NicEvent};
+pub use crate::source::provider::{Assessment, NicEvent, PrimaryUse};
 
 /// A key of a MAC folder that leasehook reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -180,6 +191,31 @@ pub fn keys(event: &NicEvent) -> Vec<NicKey> {
         .collect()
 }
 
+/// The keys the primary's plan uses when `event`'s NIC is the primary and the
+/// configuration gives it no rules ([`NicEvent::primary_use`]), in
+/// [`NicKey::ALL`] order; `None` when every key of [`keys`] is read (a secondary,
+/// or [`PrimaryUse::Everything`]). Its secondary addresses need the lease
+/// family's address list, and for DHCPv6 the subnet (a /128 lease bounds nothing
+/// for the address gate; an IPv4 lease's network does): no listing,
+/// `device-number`, `network-card`, prefix or `interface-id`. Nothing to add
+/// needs nothing.
+pub fn primary_keys(event: &NicEvent, fetched: &Fetched) -> Option<Vec<NicKey>> {
+    if fetched.primary() != Some(event.mac()) {
+        return None;
+    }
+    let wanted: &[NicKey] = match event.primary_use() {
+        PrimaryUse::Everything => return None,
+        PrimaryUse::SecondaryAddresses => &[NicKey::LocalIpv4s, NicKey::Ipv6s, NicKey::SubnetIpv6],
+        PrimaryUse::Nothing => &[],
+    };
+    Some(
+        keys(event)
+            .into_iter()
+            .filter(|k| wanted.contains(k))
+            .collect(),
+    )
+}
+
 /// One answer: a value, or absent (404, or not in the folder's listing).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Leaf {
@@ -298,7 +334,8 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
         _ => None,
     };
     let mut nics = Vec::new();
-    if fetched.folder_exists() {
+    // The primary read without its listing: the NIC is what its keys said.
+    if fetched.folder_exists() || primary_keys(event, fetched).is_some() {
         let folder: Map<String, Value> = fetched
             .keys
             .iter()
@@ -359,8 +396,13 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
             lease: l.clone(),
         })
         .collect();
+    // What the primary's plan lacks depends on what it configures there (see
+    // [`Missing::concerns_unrouted_primary`]); `Everything` waits for every key,
+    // as for a routed NIC.
     let cfg = PlanConfig {
         profile: Profile::Ec2NetUtils,
+        primary_rules: event.primary_use() == PrimaryUse::Everything,
+        secondary_addresses: event.primary_use() != PrimaryUse::Nothing,
         ..PlanConfig::default()
     };
     let p = plan(
@@ -432,6 +474,14 @@ pub fn next_request(
         fetched.primary_mac.is_none() || again.contains(&Request::PrimaryMac),
     ) {
         return Some(Request::PrimaryMac);
+    }
+    if let Some(wanted) = primary_keys(event, fetched) {
+        // The primary, of which only these keys serve the plan: asked directly
+        // (no listing), again while the plan still lacks them.
+        return wanted.into_iter().map(Request::Key).find(|r| {
+            let Request::Key(k) = *r else { return false };
+            due(*r, !fetched.keys.contains_key(&k) || again.contains(r))
+        });
     }
     if !fetched.folder_exists() {
         // Keys cannot be told absent before the folder exists.
@@ -724,6 +774,168 @@ mod tests {
         ]);
         round(&ev, &mut state, &[], &t);
         assert!(assess(&ev, &state).unwrap().is_complete());
+    }
+
+    /// The primary's whole folder, as IMDS serves it (every request would answer).
+    fn primary_tree() -> BTreeMap<Request, Option<&'static str>> {
+        tree(&[
+            (Request::PrimaryMac, PRIMARY),
+            (
+                Request::Listing,
+                "device-number\ninterface-id\nlocal-ipv4s\nipv6s\nsubnet-ipv4-cidr-block\nsubnet-ipv6-cidr-blocks",
+            ),
+            (Request::Key(NicKey::DeviceNumber), "0"),
+            (Request::Key(NicKey::InterfaceId), "eni-1"),
+            (Request::Key(NicKey::LocalIpv4s), "10.0.0.10\n10.0.0.11"),
+            (Request::Key(NicKey::Ipv6s), "2600::10\n2600::11"),
+            (Request::Key(NicKey::SubnetIpv4), "10.0.0.0/24"),
+            (Request::Key(NicKey::SubnetIpv6), "2600::/64"),
+        ])
+    }
+
+    #[test]
+    fn the_primary_is_asked_only_what_its_plan_uses() {
+        let mac = |m: &str| m.parse::<MacAddr>().unwrap();
+        let v4 = || event(PRIMARY, &["10.0.0.10"]);
+        let v6 = || event(PRIMARY, &["2600::10"]);
+        let run = |ev: &NicEvent| {
+            let mut state = Fetched::new();
+            let start = assess(ev, &state).unwrap();
+            let asked = round(ev, &mut state, &start.missing, &primary_tree());
+            (asked, assess(ev, &state).unwrap())
+        };
+        // Rules on the primary (or the cloud-init profile): every key, as before.
+        let (asked, a) = run(&v4().with_primary_use(PrimaryUse::Everything));
+        assert_eq!(asked.len(), 6, "{asked:?}");
+        assert!(a.is_complete(), "{:?}", a.missing);
+        // Secondary addresses only: the address list of the lease's family.
+        let (asked, a) = run(&v4().with_primary_use(PrimaryUse::SecondaryAddresses));
+        assert_eq!(
+            asked,
+            [Request::PrimaryMac, Request::Key(NicKey::LocalIpv4s)]
+        );
+        assert!(a.is_complete(), "{:?}", a.missing);
+        assert_eq!(a.network.nic(mac(PRIMARY)).unwrap().local_ipv4s.len(), 2);
+        // DHCPv6: the addresses and the subnet, the address gate's only bound.
+        let (asked, a) = run(&v6().with_primary_use(PrimaryUse::SecondaryAddresses));
+        assert_eq!(
+            asked,
+            [
+                Request::PrimaryMac,
+                Request::Key(NicKey::Ipv6s),
+                Request::Key(NicKey::SubnetIpv6)
+            ]
+        );
+        assert!(a.is_complete(), "{:?}", a.missing);
+        // Nothing to add: `mac` alone.
+        for ev in [v4(), v6()] {
+            let (asked, a) = run(&ev.with_primary_use(PrimaryUse::Nothing));
+            assert_eq!(asked, [Request::PrimaryMac]);
+            assert!(a.is_complete(), "{:?}", a.missing);
+        }
+        // A secondary is read in full whatever the primary's use.
+        let ev = event(SECONDARY, &["10.0.1.20"]).with_primary_use(PrimaryUse::Nothing);
+        let mut state = Fetched::new();
+        let t = tree(&[
+            (Request::PrimaryMac, PRIMARY),
+            (
+                Request::Listing,
+                "device-number\nlocal-ipv4s\nsubnet-ipv4-cidr-block",
+            ),
+            (Request::Key(NicKey::DeviceNumber), "1"),
+            (Request::Key(NicKey::LocalIpv4s), "10.0.1.20"),
+            (Request::Key(NicKey::SubnetIpv4), "10.0.1.0/24"),
+        ]);
+        assert_eq!(round(&ev, &mut state, &[], &t).len(), 6);
+        assert!(assess(&ev, &state).unwrap().is_complete());
+    }
+
+    #[test]
+    fn the_primary_waits_until_its_list_holds_the_lease() {
+        let ev = event(PRIMARY, &["10.0.0.10"]).with_primary_use(PrimaryUse::SecondaryAddresses);
+        let mut state = Fetched::new();
+        // Round 1: the list does not hold the lease yet.
+        let t1 = tree(&[
+            (Request::PrimaryMac, PRIMARY),
+            (Request::Key(NicKey::LocalIpv4s), "10.0.0.11"),
+        ]);
+        round(&ev, &mut state, &[], &t1);
+        let a1 = assess(&ev, &state).unwrap();
+        assert_eq!(
+            a1.missing,
+            [Missing::LeaseAddress {
+                address: "10.0.0.10".parse().unwrap()
+            }]
+        );
+        // Round 2: only the list is asked again.
+        let t2 = tree(&[(Request::Key(NicKey::LocalIpv4s), "10.0.0.10\n10.0.0.11")]);
+        assert_eq!(
+            round(&ev, &mut state, &a1.missing, &t2),
+            [Request::Key(NicKey::LocalIpv4s)]
+        );
+        assert!(assess(&ev, &state).unwrap().is_complete());
+        // A 404 (no folder yet, or no list) is waited out the same way.
+        let mut state = Fetched::new();
+        round(
+            &ev,
+            &mut state,
+            &[],
+            &tree(&[(Request::PrimaryMac, PRIMARY)]),
+        );
+        let a = assess(&ev, &state).unwrap();
+        assert_eq!(a.missing, [Missing::Addresses { family: Family::V4 }]);
+        assert_eq!(
+            next_request(&ev, &state, &a.missing, &BTreeSet::new()),
+            Some(Request::Key(NicKey::LocalIpv4s))
+        );
+    }
+
+    #[test]
+    fn the_plan_of_the_primary_from_its_list_alone_adds_its_secondary_ips_gated() {
+        use crate::model::Link;
+        let ev = event(PRIMARY, &["10.0.0.10"]).with_primary_use(PrimaryUse::SecondaryAddresses);
+        let mut state = Fetched::new();
+        // One of the list's entries lies outside the lease's network.
+        let t = tree(&[
+            (Request::PrimaryMac, PRIMARY),
+            (
+                Request::Key(NicKey::LocalIpv4s),
+                "10.0.0.10\n10.0.0.11\n10.0.9.9",
+            ),
+        ]);
+        round(&ev, &mut state, &[], &t);
+        let a = assess(&ev, &state).unwrap();
+        assert!(a.is_complete(), "{:?}", a.missing);
+        let mut lease = lease("10.0.0.10");
+        lease.routers = vec!["10.0.0.1".parse().unwrap()];
+        let p = plan(
+            &PlanInput {
+                metadata: &a.network,
+                links: &[Link {
+                    name: IfName::try_new("eth0").unwrap(),
+                    mac: PRIMARY.parse().unwrap(),
+                    ipv6_router: None,
+                }],
+                leases: &[InterfaceLease {
+                    interface: IfName::try_new("eth0").unwrap(),
+                    lease,
+                }],
+                link_addresses: &[],
+            },
+            &PlanConfig::default(),
+        )
+        .unwrap();
+        let text = crate::render::ip(&p);
+        // The lease's network bounds the gate: 10.0.9.9 is refused; no table, no
+        // rule, nothing missing.
+        assert_eq!(
+            text,
+            "# profile ec2-net-utils\n\
+             # eth0 02:00:00:00:00:01 primary families ipv4\n\
+             # eth0 refused: local-ipv4s 10.0.9.9: not inside the NIC's subnet (10.0.0.0/24)\n\
+             ip -4 address add 10.0.0.11/32 dev eth0\n",
+            "{text}"
+        );
     }
 
     #[test]

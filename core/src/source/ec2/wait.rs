@@ -52,10 +52,15 @@ pub fn wait_for_nic(
     policy: &WaitPolicy,
     clock: &dyn Clock,
 ) -> Outcome {
+    let mut fetched = Fetched::new();
+    if event.is_known_primary() {
+        // Its recorded state says it is the primary: `meta-data/mac` is not asked.
+        fetched.record(Request::PrimaryMac, Some(event.mac().to_string()));
+    }
     let mut session = Session {
         fetch,
         event,
-        fetched: Fetched::new(),
+        fetched,
     };
     provider::wait::wait(&mut session, policy, clock)
 }
@@ -70,6 +75,7 @@ mod tests {
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
     use crate::model::{Family, Lease, Reason};
+    use crate::source::provider::PrimaryUse;
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
     const SECONDARY: &str = "02:00:00:00:00:02";
@@ -231,6 +237,83 @@ mod tests {
         assert_eq!(imds.requests().len(), 7);
         assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 1);
         assert!(clock.sleeps.borrow().is_empty());
+    }
+
+    /// The primary's folder, every key of it served.
+    fn primary(imds: FakeImds<'_>) -> FakeImds<'_> {
+        const P: &str = "02:00:00:00:00:01";
+        imds.value("/latest/meta-data/mac", P)
+            .value(
+                &format!("{MACS}/{P}/"),
+                "device-number\ninterface-id\nlocal-ipv4s\nsubnet-ipv4-cidr-block\nmac",
+            )
+            .value(&format!("{MACS}/{P}/device-number"), "0")
+            .value(&format!("{MACS}/{P}/interface-id"), "eni-1")
+            .value(&format!("{MACS}/{P}/local-ipv4s"), "10.0.0.10\n10.0.0.11")
+            .value(&format!("{MACS}/{P}/subnet-ipv4-cidr-block"), "10.0.0.0/24")
+    }
+
+    fn primary_event(use_: PrimaryUse) -> NicEvent {
+        NicEvent::try_new(
+            IfName::try_new("eth0").unwrap(),
+            "02:00:00:00:00:01".parse().unwrap(),
+            vec![Lease {
+                family: Family::V4,
+                address: "10.0.0.10".parse().unwrap(),
+                prefix_len: 24,
+                routers: vec!["10.0.0.1".parse().unwrap()],
+                reason: Reason::Bound,
+            }],
+        )
+        .unwrap()
+        .with_primary_use(use_)
+    }
+
+    #[test]
+    fn the_primary_costs_what_its_plan_uses() {
+        let count = |ev: NicEvent| {
+            let clock = FakeClock::new();
+            let imds = primary(FakeImds::new(&clock));
+            let out = wait_for_nic(&imds, &ev, &policy(30_000), &clock);
+            assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+            imds.requests()
+        };
+        // Rules on the primary: mac, the listing and its four keys, as before.
+        assert_eq!(count(primary_event(PrimaryUse::Everything)).len(), 6);
+        // Its secondary addresses: mac and local-ipv4s.
+        assert_eq!(
+            count(primary_event(PrimaryUse::SecondaryAddresses)),
+            [
+                "/latest/meta-data/mac".to_owned(),
+                format!("{MACS}/02:00:00:00:00:01/local-ipv4s")
+            ]
+        );
+        // Nothing to add: mac alone.
+        assert_eq!(
+            count(primary_event(PrimaryUse::Nothing)),
+            ["/latest/meta-data/mac"]
+        );
+        // Known to be the primary (refresh): not even mac.
+        assert_eq!(
+            count(primary_event(PrimaryUse::SecondaryAddresses).known_primary()),
+            [format!("{MACS}/02:00:00:00:00:01/local-ipv4s")]
+        );
+        assert!(count(primary_event(PrimaryUse::Nothing).known_primary()).is_empty());
+    }
+
+    #[test]
+    fn the_primary_keeps_the_error_policy() {
+        // An error on its one key is retried and never read as empty.
+        let clock = FakeClock::new();
+        let imds = primary(FakeImds::new(&clock))
+            .leaf(&format!("{MACS}/02:00:00:00:00:01/local-ipv4s"), |_| {
+                Err(http(500, None))
+            });
+        let ev = primary_event(PrimaryUse::SecondaryAddresses);
+        let out = wait_for_nic(&imds, &ev, &policy(2_000), &clock);
+        assert!(failed_with_http(&out, 500, None), "{out:?}");
+        assert!(imds.count("/local-ipv4s") > 1);
+        assert_eq!(imds.count("device-number"), 0);
     }
 
     #[test]

@@ -288,6 +288,35 @@ impl Assessment {
     }
 }
 
+/// What leasehook configures on the primary NIC with the configuration in force
+/// (SPEC §3.2, §3.7), so what a provider needs to ask about it once it knows the
+/// event's NIC is the primary. Providers that read a NIC in one request ignore it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PrimaryUse {
+    /// Rules and a table (`primary_rules: true`), or the `cloud-init` profile
+    /// (positions, peers, the subnet's prefix): every key, as for a secondary.
+    #[default]
+    Everything,
+    /// Only its secondary addresses (`local-ipv4s[1:]`, extra `ipv6s`).
+    SecondaryAddresses,
+    /// Nothing: no rule, no table, no address.
+    Nothing,
+}
+
+impl PrimaryUse {
+    /// What `cfg` (after the Kubernetes gate: `kubernetes` set on a node whose
+    /// CNI owns the primary's secondary IPs) configures on the primary.
+    pub fn of(cfg: &crate::plan::PlanConfig) -> Self {
+        if cfg.profile == crate::model::Profile::CloudInit || cfg.primary_rules {
+            Self::Everything
+        } else if cfg.secondary_addresses && !cfg.kubernetes {
+            Self::SecondaryAddresses
+        } else {
+            Self::Nothing
+        }
+    }
+}
+
 /// What a DHCP event asks about: one interface, its MAC, and the lease(s) in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NicEvent {
@@ -295,6 +324,8 @@ pub struct NicEvent {
     mac: MacAddr,
     leases: Vec<Lease>,
     peers: BTreeSet<MacAddr>,
+    primary_use: PrimaryUse,
+    known_primary: bool,
 }
 
 impl NicEvent {
@@ -319,7 +350,36 @@ impl NicEvent {
             mac,
             leases,
             peers: BTreeSet::new(),
+            primary_use: PrimaryUse::Everything,
+            known_primary: false,
         })
+    }
+
+    /// What the configuration configures on the primary NIC ([`PrimaryUse::of`]):
+    /// when this NIC is the primary, only that is asked.
+    #[must_use]
+    pub fn with_primary_use(mut self, primary_use: PrimaryUse) -> Self {
+        self.primary_use = primary_use;
+        self
+    }
+
+    /// What is asked about this NIC when it is the primary.
+    pub fn primary_use(&self) -> PrimaryUse {
+        self.primary_use
+    }
+
+    /// This NIC is known to be the primary (its recorded state says so: EC2's
+    /// primary ENI cannot be detached), so the provider need not ask which NIC
+    /// the primary is.
+    #[must_use]
+    pub fn known_primary(mut self) -> Self {
+        self.known_primary = true;
+        self
+    }
+
+    /// Whether [`NicEvent::known_primary`] was said.
+    pub fn is_known_primary(&self) -> bool {
+        self.known_primary
     }
 
     /// Also reads the position keys of the OS's other NICs (`peers`, their MACs):
@@ -358,6 +418,29 @@ impl NicEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_primary_gets_follows_the_configuration() {
+        use crate::model::Profile;
+        use crate::plan::PlanConfig;
+        let of = |f: fn(&mut PlanConfig)| {
+            let mut c = PlanConfig::default();
+            f(&mut c);
+            PrimaryUse::of(&c)
+        };
+        assert_eq!(of(|_| {}), PrimaryUse::SecondaryAddresses);
+        assert_eq!(of(|c| c.secondary_addresses = false), PrimaryUse::Nothing);
+        // A node whose CNI owns the primary's secondary IPs adds none.
+        assert_eq!(of(|c| c.kubernetes = true), PrimaryUse::Nothing);
+        assert_eq!(of(|c| c.primary_rules = true), PrimaryUse::Everything);
+        assert_eq!(
+            of(|c| {
+                c.profile = Profile::CloudInit;
+                c.secondary_addresses = false;
+            }),
+            PrimaryUse::Everything
+        );
+    }
 
     #[test]
     fn auto_goes_by_the_boot_verdict_else_detection() {

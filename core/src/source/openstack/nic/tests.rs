@@ -345,7 +345,6 @@ fn routes_go_into_the_nics_table_through_the_gate() {
         "# profile ec2-net-utils\n\
          # eth0 fa:16:3e:00:00:0a primary families ipv4\n\
          # eth0 missing: local-ipv4s not known\n\
-         # eth0 missing: subnet-ipv4-cidr-block not known\n\
          # eth1 fa:16:3e:00:01:14 secondary table {table} families ipv4\n\
          # eth1 refused: routes 127.0.0.0/8 via 10.0.1.2: loopback (127.0.0.0/8)\n\
          # eth1 refused: routes 169.254.169.254/32 via 10.0.1.2: the metadata service's address 169.254.169.254 (EC2, GCE, Azure, OCI and OpenStack metadata)\n\
