@@ -921,6 +921,7 @@ mod tests {
                     lease,
                 }],
                 link_addresses: &[],
+                next_hops: &[],
             },
             &PlanConfig::default(),
         )

@@ -192,7 +192,16 @@ mod tests {
         );
         let by = root.path().join("dev/disk/by-label");
         std::fs::create_dir_all(&by).unwrap();
+        // Not a drive: neither ISO 9660 nor vfat (issue 30, item 1).
         std::fs::write(by.join("config-2"), b"not an image").unwrap();
+        assert_eq!(
+            p.datasource(WaitPolicy::default()).unwrap().kind(),
+            SourceKind::OpenStack
+        );
+        // An ISO 9660 volume descriptor: a drive (read only when fetched).
+        let mut iso = vec![0u8; 64 * 1024];
+        iso[32769..32774].copy_from_slice(b"CD001");
+        std::fs::write(by.join("config-2"), iso).unwrap();
         assert_eq!(
             p.datasource(WaitPolicy::default()).unwrap().kind(),
             SourceKind::ConfigDrive
