@@ -38,6 +38,8 @@ cargo run --locked -q -p xtask -- completions "$gen/completions" >/dev/null
 # 300 KB of Markdown, 120 KB gzipped); `zless` reads it. README.md stays plain.
 mkdir -p "$gen/doc"
 for f in docs/*.md; do
+    # The developers' documents (packaging/developer-docs) stay in the tree.
+    grep -qxF "${f##*/}" packaging/developer-docs && continue
     gzip -9nc "$f" >"$gen/doc/${f##*/}.gz"
 done
 
