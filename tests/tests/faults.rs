@@ -3059,31 +3059,6 @@ impl Instance {
         self.imds = Some(p);
         format!("http://{addr}")
     }
-
-    /// `leasehook refresh` with the `oracle` provider at `endpoint`, budget 1 s;
-    /// its standard output appended to its log.
-    fn oracle_refresh_run(&self, endpoint: &str) -> (Output, Duration) {
-        let env: Vec<(String, String)> = [
-            ("LEASEHOOK_ROOT", self.root.display().to_string()),
-            ("LEASEHOOK_PROVIDER", "oracle".to_owned()),
-            ("LEASEHOOK_ORACLE_ENDPOINT", endpoint.to_owned()),
-            ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1".to_owned()),
-            ("LEASEHOOK_IMDS_BUDGET_S", "1".to_owned()),
-            ("LEASEHOOK_LOG_LEVEL", "info".to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        let t = Instant::now();
-        let mut out = command(Some(&self.ns), Some(&env), &[], &leasehook_bin())
-            .arg("refresh")
-            .output()
-            .unwrap();
-        let elapsed = t.elapsed();
-        let stdout = out.stdout.clone();
-        out.stderr.extend_from_slice(&stdout);
-        (out, elapsed)
-    }
 }
 
 /// eth1 without its DHCP address (OCI serves a secondary VNIC none), a good
@@ -3093,7 +3068,7 @@ fn oracle_refresh(how: &Imds) -> Seen {
     let mut i = Instance::new("foracle");
     i.ns.ip(&["address", "del", "10.98.1.20/24", "dev", "eth1"]);
     let url = i.start_oracle(&Imds::Scenario(json!({})));
-    let (out, _) = i.oracle_refresh_run(&url);
+    let (out, _) = i.refresh_run("oracle", &url);
     assert!(out.status.success(), "refresh failed: {}", text(&out));
     assert_eq!(snap(&i.ns).0, ORACLE_RULES, "refresh: {}", text(&out));
     assert!(
@@ -3106,7 +3081,7 @@ fn oracle_refresh(how: &Imds) -> Seen {
     let before = snap(&i.ns);
     let files = files_under(&i.root);
     let url = i.start_oracle(how);
-    let (out, elapsed) = i.oracle_refresh_run(&url);
+    let (out, elapsed) = i.refresh_run("oracle", &url);
     assert!(
         i.ns.ip(&["-4", "address", "show", "eth1"])
             .contains("10.98.1.20/24"),
@@ -3361,7 +3336,7 @@ impl Instance {
     /// `leasehook refresh` with `provider` at `endpoint` (its
     /// `LEASEHOOK_<PROVIDER>_ENDPOINT`), budget 1 s; its standard output
     /// appended to its log.
-    fn links_refresh(&self, provider: &str, endpoint: &str) -> (Output, Duration) {
+    fn refresh_run(&self, provider: &str, endpoint: &str) -> (Output, Duration) {
         let env: Vec<(String, String)> = vec![
             ("LEASEHOOK_ROOT".to_owned(), self.root.display().to_string()),
             ("LEASEHOOK_PROVIDER".to_owned(), provider.to_owned()),
@@ -3471,7 +3446,7 @@ fn links_vnics(extra: Value) -> Value {
 fn run_links_oci_zero_mac() -> Seen {
     let mut i = Instance::links_world("flzero", false);
     let url = i.start_oracle(&Imds::Scenario(json!({})));
-    let (out, _) = i.links_refresh("oracle", &url);
+    let (out, _) = i.refresh_run("oracle", &url);
     assert_eq!(snap(&i.ns).0, ORACLE_RULES, "refresh: {}", text(&out));
     let before = snap(&i.ns);
     let files = files_under(&i.root);
@@ -3483,7 +3458,7 @@ fn run_links_oci_zero_mac() -> Seen {
         7,
     );
     let url = i.start_oracle(&Imds::Scenario(json!({"vnics": links_vnics(zero)})));
-    let (out, elapsed) = i.links_refresh("oracle", &url);
+    let (out, elapsed) = i.refresh_run("oracle", &url);
     assert_lo_untouched(&i.ns, &text(&out));
     i.seen(&out, elapsed, before, files)
 }
@@ -3505,7 +3480,7 @@ fn run_links_openstack_zero_mac() -> Seen {
          "routes": [{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.0.0.1"}]}
     ));
     let url = i.start_openstack(Some(&tree), &json!({}));
-    let (out, elapsed) = i.links_refresh("openstack", &url);
+    let (out, elapsed) = i.refresh_run("openstack", &url);
     assert_lo_untouched(&i.ns, &text(&out));
     i.seen(&out, elapsed, before, files)
 }
@@ -3529,7 +3504,7 @@ fn run_links_oci_dhcp_primary_listed_second() -> Seen {
     );
     assert!(out.status.success(), "eth0 BOUND: {}", text(&out));
     assert!(i.root.join("run/leasehook/iface/eth0.json").is_file());
-    let (out, _) = i.links_refresh("oracle", &url);
+    let (out, _) = i.refresh_run("oracle", &url);
     assert_eq!(snap(&i.ns).0, ORACLE_RULES, "refresh: {}", text(&out));
     let before = snap(&i.ns);
     let files = files_under(&i.root);
@@ -3546,7 +3521,7 @@ fn run_links_oci_dhcp_primary_listed_second() -> Seen {
         vnic(MAC1, "10.98.1.20", "10.98.1.0/24", "10.98.1.1", 3),
     ]);
     let url = i.start_oracle(&Imds::Scenario(json!({"vnics": hostile})));
-    let (out, elapsed) = i.links_refresh("oracle", &url);
+    let (out, elapsed) = i.refresh_run("oracle", &url);
     let log = text(&out);
     assert_eq!(links_addresses(&i.ns, "eth0")[0], "10.98.0.10/24", "{log}");
     assert_eq!(
@@ -3579,7 +3554,7 @@ fn run_links_oci_refused_vnic_stays_down() -> Seen {
     let before = snap(&i.ns);
     let files = files_under(&i.root);
     let url = i.start_oracle(&Imds::Scenario(json!({"vnics": links_refused_vnics()})));
-    let (out, elapsed) = i.links_refresh("oracle", &url);
+    let (out, elapsed) = i.refresh_run("oracle", &url);
     assert!(
         !links_is_up(&i.ns, "eth1"),
         "eth1 was brought up for nothing: {}",
@@ -3625,7 +3600,7 @@ fn run_links_refused_then_good(how: Links) -> Seen {
             ("openstack", first, Some(tree))
         }
     };
-    let (out, _) = i.links_refresh(provider, &first);
+    let (out, _) = i.refresh_run(provider, &first);
     assert!(out.status.success(), "first refresh: {}", text(&out));
     assert!(snap(&i.ns).0.is_empty(), "first refresh: {}", text(&out));
     let before = snap(&i.ns);
@@ -3634,7 +3609,7 @@ fn run_links_refused_then_good(how: Links) -> Seen {
         None => i.start_oracle(&Imds::Scenario(json!({}))),
         Some(tree) => i.start_openstack(Some(&tree), &json!({})),
     };
-    let (out, elapsed) = i.links_refresh(provider, &url);
+    let (out, elapsed) = i.refresh_run(provider, &url);
     let log = text(&out);
     assert!(links_is_up(&i.ns, "eth1"), "eth1 is down; {log}");
     assert!(
@@ -3726,38 +3701,6 @@ fn run_gate30_aliyun_gateway() -> Seen {
     i.seen(&out, elapsed, before, files)
 }
 
-impl Instance {
-    /// `leasehook refresh` with `provider` (its endpoint in `endpoint_var`),
-    /// budget 1 s; its standard output appended to its log.
-    fn refresh_with(
-        &self,
-        provider: &str,
-        endpoint_var: &str,
-        endpoint: &str,
-    ) -> (Output, Duration) {
-        let env: Vec<(String, String)> = [
-            ("LEASEHOOK_ROOT", self.root.display().to_string()),
-            ("LEASEHOOK_PROVIDER", provider.to_owned()),
-            (endpoint_var, endpoint.to_owned()),
-            ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1".to_owned()),
-            ("LEASEHOOK_IMDS_BUDGET_S", "1".to_owned()),
-            ("LEASEHOOK_LOG_LEVEL", "info".to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        let t = Instant::now();
-        let mut out = command(Some(&self.ns), Some(&env), &[], &leasehook_bin())
-            .arg("refresh")
-            .output()
-            .unwrap();
-        let elapsed = t.elapsed();
-        let stdout = out.stdout.clone();
-        out.stderr.extend_from_slice(&stdout);
-        (out, elapsed)
-    }
-}
-
 /// eth1 without its DHCP address (OCI serves a secondary VNIC none), the
 /// host's default route via eth0, and one `leasehook refresh` while OCI lists
 /// eth0's VNIC and eth1's as `vnic` says (`privateIp`, `subnetCidrBlock`,
@@ -3775,7 +3718,7 @@ fn gate30_oracle(
         leasehook_tests::oracle_emulator::vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 1),
         leasehook_tests::oracle_emulator::vnic(MAC1, vnic.0, vnic.1, vnic.2, 2),
     ]})));
-    let (out, elapsed) = i.refresh_with("oracle", "LEASEHOOK_ORACLE_ENDPOINT", &url);
+    let (out, elapsed) = i.refresh_run("oracle", &url);
     (i, out, elapsed, before, files)
 }
 
@@ -3816,7 +3759,7 @@ fn run_gate30_openstack(net: &Value, gw: &str) -> Seen {
     let mut tree = leasehook_tests::openstack_emulator::world_tree();
     tree["network_data"]["networks"][1] = net.clone();
     let url = i.start_openstack(Some(&tree), &json!({}));
-    let (out, elapsed) = i.refresh_with("openstack", "LEASEHOOK_OPENSTACK_ENDPOINT", &url);
+    let (out, elapsed) = i.refresh_run("openstack", &url);
     assert_gate30(&i, gw, &text(&out));
     i.seen(&out, elapsed, before, files)
 }
