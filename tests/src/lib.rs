@@ -42,6 +42,35 @@ pub fn workspace_root() -> PathBuf {
     here.parent().map_or(here.clone(), PathBuf::from)
 }
 
+/// The documents both packages ship, as installed paths
+/// (`/usr/share/doc/leasehook/NAME.md.gz`), sorted: every `docs/*.md` but the
+/// developers' ones `packaging/developer-docs` lists, exactly what
+/// `scripts/build-deb.sh` and `scripts/build-rpm.sh` compress.
+pub fn packaged_docs() -> Vec<String> {
+    let root = workspace_root();
+    let list = root.join("packaging/developer-docs");
+    let text = std::fs::read_to_string(&list).unwrap_or_else(|e| panic!("{}: {e}", list.display()));
+    let developers: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .unwrap_or_else(|e| panic!("docs/: {e}"))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            std::path::Path::new(n)
+                .extension()
+                .is_some_and(|e| e == "md")
+        })
+        .filter(|n| !developers.contains(&n.as_str()))
+        .map(|n| format!("/usr/share/doc/leasehook/{n}.gz"))
+        .collect();
+    docs.sort();
+    docs
+}
+
 /// The command `hooks/udev/90-leasehook.rules` runs for a network interface's
 /// `action` (`add`, `remove`), as udev would run it for `ifname`: the rule's
 /// `RUN+=` words with `$name` replaced. Panics when the file has no such rule, so a

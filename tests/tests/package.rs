@@ -222,31 +222,8 @@ fn list(roots: &[&str]) -> BTreeSet<String> {
     out
 }
 
-/// The `docs/*.md` names `packaging/developer-docs` keeps out of the packages.
-fn developer_docs() -> Vec<String> {
-    let list = leasehook_tests::workspace_root().join("packaging/developer-docs");
-    std::fs::read_to_string(&list)
-        .unwrap_or_else(|e| panic!("{}: {e}", list.display()))
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_owned)
-        .collect()
-}
-
 fn workspace_docs() -> Vec<String> {
-    let mut docs: Vec<String> = std::fs::read_dir(leasehook_tests::workspace_root().join("docs"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        // Exactly what build-deb.sh compresses from the docs/*.md glob.
-        .filter(|n| Path::new(n).extension().is_some_and(|e| e == "md"))
-        // The developers' documents are not shipped (packaging/developer-docs).
-        .filter(|n| !developer_docs().contains(n))
-        .map(|n| format!("/usr/share/doc/leasehook/{n}.gz"))
-        .collect();
-    docs.sort();
-    docs
+    leasehook_tests::packaged_docs()
 }
 
 fn check_installed_files() {
