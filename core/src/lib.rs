@@ -37,6 +37,7 @@
 pub mod apply;
 pub mod boot;
 pub mod cache;
+pub mod coexist;
 pub mod commit;
 pub mod config;
 pub mod constants;
