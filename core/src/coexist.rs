@@ -308,6 +308,15 @@ pub fn detect(root: &Path) -> Vec<Finding> {
             );
         }
     }
+    const HOTPLUG_FLAG: &str = "var/lib/cloud/hotplug.enabled";
+    if root.entry(HOTPLUG_FLAG) == Entry::File {
+        add(
+            Tool::CloudInitHotplug,
+            format!("/{HOTPLUG_FLAG}"),
+            "flag",
+            true,
+        );
+    }
     for name in [
         "10-cloud-init-hook-hotplug.rules",
         "90-cloud-init-hook-hotplug.rules",
@@ -335,21 +344,39 @@ pub fn detect(root: &Path) -> Vec<Finding> {
             None => add(Tool::NmCloudSetup, p, "unit, not enabled:", false),
         }
     }
-    // cloud-netconfig: its NetworkManager dispatcher script or netconfig module,
-    // unless CLOUD_NETCONFIG_MANAGE="no" in its defaults.
+    // cloud-netconfig: under NetworkManager its dispatcher script acts when its
+    // defaults say CLOUD_NETCONFIG_MANAGE="yes" (/usr/etc, then /etc); under
+    // wicked its netconfig module acts for each ifcfg file that says so.
+    const MANAGE: &str = "CLOUD_NETCONFIG_MANAGE";
     if let Some(p) = root.first(&[
         "usr/lib/NetworkManager/dispatcher.d/90-cloud-netconfig",
         "etc/NetworkManager/dispatcher.d/90-cloud-netconfig",
-        "etc/netconfig.d/cloud-netconfig",
     ]) {
-        let off = [
-            "etc/default/cloud-netconfig",
+        let on = [
             "usr/etc/default/cloud-netconfig",
+            "etc/default/cloud-netconfig",
         ]
         .iter()
-        .find_map(|r| root.text(r))
-        .is_some_and(|t| shell_var(&t, "CLOUD_NETCONFIG_MANAGE").is_some_and(|v| v == "no"));
-        add(Tool::CloudNetconfig, p, "hook", !off);
+        .filter_map(|r| root.text(r).and_then(|t| shell_var(&t, MANAGE)))
+        .last()
+        .is_some_and(|v| v == "yes");
+        add(
+            Tool::CloudNetconfig,
+            p,
+            "NetworkManager dispatcher script",
+            on,
+        );
+    }
+    if let Some(p) = root.first(&["etc/netconfig.d/cloud-netconfig"]) {
+        let sys = "etc/sysconfig/network";
+        let on = root.names(sys).iter().any(|n| {
+            n.starts_with("ifcfg-")
+                && root
+                    .text(&format!("{sys}/{n}"))
+                    .and_then(|t| shell_var(&t, MANAGE))
+                    .is_some_and(|v| v == "yes")
+        });
+        add(Tool::CloudNetconfig, p, "netconfig module", on);
     }
     // google-guest-agent: its unit, enabled, with [NetworkInterfaces] setup on
     // (the default; the last of its three files to say wins).

@@ -136,6 +136,9 @@ fn cloud_init_policy_routing_and_hotplug() {
     // Emptied (how an image builder may switch it off): found, inactive.
     put(r, "etc/udev/rules.d/10-cloud-init-hook-hotplug.rules", "");
     assert_eq!(tools(r).last(), Some(&(Tool::CloudInitHotplug, false)));
+    // The flag that turns the packaged rule on.
+    put(r, "var/lib/cloud/hotplug.enabled", "");
+    assert!(tools(r).contains(&(Tool::CloudInitHotplug, true)));
 }
 
 #[test]
@@ -176,30 +179,45 @@ fn nm_cloud_setup_needs_enabling_and_a_provider() {
 }
 
 #[test]
-fn cloud_netconfig_unless_manage_is_no() {
+fn cloud_netconfig_when_its_switch_says_yes() {
     let t = tempfile::tempdir().unwrap();
     let r = t.path();
+    // NetworkManager: its defaults file (/etc read after /usr/etc) says yes.
     put(
         r,
         "usr/lib/NetworkManager/dispatcher.d/90-cloud-netconfig",
         "#!/bin/bash\n",
     );
+    assert_eq!(tools(r), [(Tool::CloudNetconfig, false)]);
+    put(
+        r,
+        "usr/etc/default/cloud-netconfig",
+        "# comment\nCLOUD_NETCONFIG_MANAGE=\"yes\"\n",
+    );
     assert_eq!(tools(r), [(Tool::CloudNetconfig, true)]);
     put(
         r,
         "etc/default/cloud-netconfig",
-        "# comment\nCLOUD_NETCONFIG_MANAGE=\"no\"\n",
+        "CLOUD_NETCONFIG_MANAGE='no'\n",
     );
     assert_eq!(tools(r), [(Tool::CloudNetconfig, false)]);
+    // wicked: per interface, in its ifcfg file.
     let t = tempfile::tempdir().unwrap();
     put(t.path(), "etc/netconfig.d/cloud-netconfig", "#!/bin/bash\n");
     put(
         t.path(),
-        "usr/etc/default/cloud-netconfig",
+        "etc/sysconfig/network/ifcfg-eth0",
+        "BOOTPROTO='dhcp'\nCLOUD_NETCONFIG_MANAGE='no'\n",
+    );
+    assert_eq!(tools(t.path()), [(Tool::CloudNetconfig, false)]);
+    put(
+        t.path(),
+        "etc/sysconfig/network/ifcfg-eth1",
         "CLOUD_NETCONFIG_MANAGE='yes'\n",
     );
-    assert_eq!(detect(t.path())[0].path, "/etc/netconfig.d/cloud-netconfig");
-    assert!(detect(t.path())[0].active);
+    let found = detect(t.path());
+    assert_eq!(found[0].path, "/etc/netconfig.d/cloud-netconfig");
+    assert!(found[0].active);
 }
 
 #[test]
