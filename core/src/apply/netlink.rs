@@ -721,18 +721,29 @@ impl Applier for NetlinkApplier {
         let names: std::collections::BTreeMap<u32, IfName> =
             links.iter().map(|(n, i)| (*i, n.clone())).collect();
         let handle = self.handle.clone();
-        let mut state = self.rt.block_on(async move {
+        let (mut state, foreign_routes) = self.rt.block_on(async move {
             let mut state = State::default();
             state
                 .rules
                 .extend(dump_rules(&handle).await?.iter().filter_map(rule_of));
-            state.routes.extend(
-                dump_routes(&handle)
-                    .await?
-                    .iter()
-                    .filter_map(|m| route_of(m, &names)),
-            );
-            Ok::<_, Error>(state)
+            let routes = dump_routes(&handle).await?;
+            state
+                .routes
+                .extend(routes.iter().filter_map(|m| route_of(m, &names)));
+            let foreign: Vec<super::ForeignRoute> = routes
+                .iter()
+                .filter_map(|m| {
+                    let r = foreign_route_of(m, &names).filter(|r| owned_table(r.table))?;
+                    Some(super::ForeignRoute {
+                        table: r.table,
+                        to: r.to,
+                        via: r.via,
+                        dev: r.dev,
+                        protocol: u8::from(m.header.protocol),
+                    })
+                })
+                .collect();
+            Ok::<_, Error>((state, foreign))
         })?;
         // One address dump, split by owner.
         let mut foreign_addresses = BTreeSet::new();
@@ -746,6 +757,7 @@ impl Applier for NetlinkApplier {
         Ok(Observed {
             owned: state,
             foreign_addresses,
+            foreign_routes,
         })
     }
 
