@@ -282,6 +282,24 @@ fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The other routing tools found below `root` ([`leasehook_core::coexist`]), for
+/// `status`: its text line, its JSON list, and whether it makes the status
+/// degraded (a tool found active).
+pub(crate) fn other_tools(root: &Path) -> (String, serde_json::Value, bool) {
+    let found = leasehook_core::coexist::detect(root);
+    let degraded = leasehook_core::coexist::any_active(&found);
+    let line = format!(
+        "other routing tools: {}{}\n",
+        leasehook_core::coexist::summary(&found),
+        if degraded {
+            " (degraded: docs/migrating.md)"
+        } else {
+            ""
+        }
+    );
+    (line, leasehook_core::coexist::json(&found), degraded)
+}
+
 /// `status` of what is recorded below `root`; `loaded` is the configuration
 /// (`None` when it cannot be read: the `kubernetes` setting is then shown as
 /// `auto`, though the hooks would change nothing at all).
@@ -313,15 +331,18 @@ pub(crate) fn status(
                 v
             })
             .collect();
+        let (_, tools, _) = other_tools(root);
         let all = serde_json::json!({
             "datasource": crate::boot_status::json(root),
             "kubernetes": crate::kube_status::json(kube_mode, root),
+            "other_routing_tools": tools,
             "interfaces": list,
         });
         return Ok(serde_json::to_string_pretty(&all)? + "\n");
     }
     let mut out = crate::boot_status::text(root);
     out.push_str(&crate::kube_status::text(kube_mode, root, ""));
+    out.push_str(&other_tools(root).0);
     if states.is_empty() {
         out.push_str("no interface has an applied plan\n");
     }
