@@ -242,7 +242,7 @@ mod tests {
         assert!(!first.is_repeated_conflict(), "{first}");
         let text = first.to_string();
         assert!(
-            text.contains("`10.0.1.0/24 dev eth1 table 10001 proto static`"),
+            text.contains("route \"10.0.1.0/24 dev eth1 table 10001 proto static\""),
             "{text}"
         );
         assert!(

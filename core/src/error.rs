@@ -181,7 +181,7 @@ pub enum Error {
     /// wants for `iface` (another tool's: docs/migrating.md). Seen before the
     /// first write: nothing was written for any interface of the plan.
     #[error(
-        "{iface}: `{object}` is in the way (not leasehook's: proto {}{}): leasehook keeps off {iface}, nothing written, until it is gone{}",
+        "{iface}: route \"{object}\" is in the way (not leasehook's: proto {}{}): leasehook keeps off {iface}, nothing written, until it is gone{}",
         crate::coexist::protocol_name(*protocol),
         if owner.is_empty() { String::new() } else { format!("; {owner}") },
         if *repeated { " (as at the last event)" } else { "" }

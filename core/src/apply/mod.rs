@@ -621,7 +621,7 @@ fn in_the_way(op: &Op, seen: &Observed) -> Option<String> {
     const OURS: &str = ": an object of leasehook's own (protocol 176) that this plan does not cover is in the way (another interface's, sharing the table); it is left alone";
     let owned = &seen.owned;
     let foreign = |what: Option<&ForeignRoute>| {
-        let what = what.map_or_else(String::new, |f| format!(" (`{f}`)"));
+        let what = what.map_or_else(String::new, |f| format!(" (route \"{f}\")"));
         format!(": something leasehook does not own{what} is in the way; it is left alone")
     };
     match op {

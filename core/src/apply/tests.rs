@@ -480,7 +480,7 @@ fn a_foreign_route_in_the_table_keeps_the_nic_off_before_any_write() {
     let e = apply_plan(&mut k, &p, &[]).unwrap_err();
     assert!(matches!(e, Error::Conflict { .. }), "{e}");
     let want = format!(
-        "{}: `{} {}dev {} table {} proto static` is in the way (not leasehook's: proto static)",
+        "{}: route \"{} {}dev {} table {} proto static\" is in the way (not leasehook's: proto static)",
         ip.name,
         route.to,
         route.via.map_or_else(String::new, |v| format!("via {v} ")),
