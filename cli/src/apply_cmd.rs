@@ -336,6 +336,10 @@ pub(crate) fn status(
             "datasource": crate::boot_status::json(root),
             "kubernetes": crate::kube_status::json(kube_mode, root),
             "other_routing_tools": tools,
+            "conflicts": commit::recorded_conflicts(&paths)
+                .into_iter()
+                .map(|(i, m)| serde_json::json!({"interface": i, "message": m}))
+                .collect::<Vec<_>>(),
             "interfaces": list,
         });
         return Ok(serde_json::to_string_pretty(&all)? + "\n");
@@ -343,6 +347,9 @@ pub(crate) fn status(
     let mut out = crate::boot_status::text(root);
     out.push_str(&crate::kube_status::text(kube_mode, root, ""));
     out.push_str(&other_tools(root).0);
+    for (_, message) in commit::recorded_conflicts(&paths) {
+        let _ = writeln!(out, "conflict: {message}");
+    }
     if states.is_empty() {
         out.push_str("no interface has an applied plan\n");
     }

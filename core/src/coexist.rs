@@ -45,8 +45,8 @@ impl Tool {
     pub fn name(self) -> &'static str {
         match self {
             Self::Ec2NetUtils => "amazon-ec2-net-utils",
-            Self::CloudInit => "cloud-init (policy routing)",
-            Self::CloudInitHotplug => "cloud-init (hotplug)",
+            Self::CloudInit => "cloud-init policy routing",
+            Self::CloudInitHotplug => "cloud-init hotplug",
             Self::NmCloudSetup => "nm-cloud-setup",
             Self::CloudNetconfig => "cloud-netconfig",
             Self::GuestAgent => "google-guest-agent",
@@ -211,7 +211,7 @@ impl Root {
         const ETC: &str = "etc/systemd/system";
         self.names(ETC)
             .iter()
-            .filter(|n| n.ends_with(".wants"))
+            .filter(|n| Path::new(n).extension().is_some_and(|e| e == "wants"))
             .find_map(|w| {
                 let dir = format!("{ETC}/{w}");
                 self.names(&dir)
@@ -236,56 +236,87 @@ fn first_of(root: &Root, dirs: &[&str], name: &str) -> Option<String> {
     root.first(&rels.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
+/// amazon-ec2-net-utils' udev rule, as it installs it.
+const EC2_RULE: &str = "99-vpc-policy-routes.rules";
+/// cloud-init's netplan file.
+const NETPLAN: &str = "etc/netplan/50-cloud-init.yaml";
+/// cloud-init's flag that turns its packaged hotplug rule on.
+const HOTPLUG_FLAG: &str = "var/lib/cloud/hotplug.enabled";
+/// cloud-netconfig's switch (its defaults file, an ifcfg file).
+const MANAGE: &str = "CLOUD_NETCONFIG_MANAGE";
+/// google-guest-agent's configuration (then `.distro`, `.template`).
+const GUEST_CFG: &str = "etc/default/instance_configs.cfg";
+
 /// The tools found below `root`, in [`Tool`] order. Never fails: what cannot be
 /// read is not there.
 pub fn detect(root: &Path) -> Vec<Finding> {
     let root = Root(Dir::open_trusted(root, false).ok().flatten());
-    let mut found = Vec::new();
-    let mut add = |tool, path: String, what: &str, active| {
-        found.push(Finding {
+    let mut found = Found(Vec::new());
+    ec2_net_utils(&root, &mut found);
+    cloud_init(&root, &mut found);
+    nm_cloud_setup(&root, &mut found);
+    cloud_netconfig(&root, &mut found);
+    guest_agent(&root, &mut found);
+    found.0
+}
+
+/// The findings so far.
+struct Found(Vec<Finding>);
+
+impl Found {
+    fn add(&mut self, tool: Tool, path: String, what: &str, active: bool) {
+        self.0.push(Finding {
             tool,
             path,
             what: what.to_owned(),
             active,
         });
-    };
-    // amazon-ec2-net-utils: its udev rule (masked by a same-named /etc link to
-    // /dev/null), else what it left in /run this boot, else its units.
-    const EC2_RULE: &str = "99-vpc-policy-routes.rules";
-    let masked = root.entry(&format!("etc/udev/rules.d/{EC2_RULE}")) != Entry::Missing
-        && !root.effective(&format!("etc/udev/rules.d/{EC2_RULE}"));
-    if let Some(p) = first_of(&root, &UDEV, EC2_RULE) {
-        add(Tool::Ec2NetUtils, p, "udev rule", !masked);
-    } else if let Some(p) = first_of(&root, &UNITS, "policy-routes@.service") {
-        add(Tool::Ec2NetUtils, p, "unit", false);
+    }
+}
+
+/// Its udev rule (masked by a same-named `/etc` link to `/dev/null`), else its
+/// unit; a unit enabled; what it wrote in `/run` this boot.
+fn ec2_net_utils(root: &Root, found: &mut Found) {
+    let mask = format!("etc/udev/rules.d/{EC2_RULE}");
+    let masked = root.entry(&mask) != Entry::Missing && !root.effective(&mask);
+    if let Some(p) = first_of(root, &UDEV, EC2_RULE) {
+        found.add(Tool::Ec2NetUtils, p, "udev rule", !masked);
+    } else if let Some(p) = first_of(root, &UNITS, "policy-routes@.service") {
+        found.add(Tool::Ec2NetUtils, p, "unit", false);
     }
     if let Some(p) = root
         .wanted("policy-routes@")
         .or_else(|| root.wanted("refresh-policy-routes@"))
     {
-        add(Tool::Ec2NetUtils, p, "unit enabled", true);
+        found.add(Tool::Ec2NetUtils, p, "unit enabled", true);
     }
     let net = "run/systemd/network";
-    if let Some(p) = root
+    let dropin = root
         .names(net)
         .iter()
-        .filter(|n| (n.starts_with("70-") || n.starts_with("07-")) && n.ends_with(".network.d"))
+        .filter(|n| {
+            (n.starts_with("70-") || n.starts_with("07-"))
+                && Path::new(n).extension().is_some_and(|e| e == "d")
+        })
         .find_map(|d| {
             root.names(&format!("{net}/{d}"))
                 .into_iter()
                 .find(|n| n.starts_with("ec2net_"))
                 .map(|n| format!("/{net}/{d}/{n}"))
-        })
-    {
-        add(Tool::Ec2NetUtils, p, "networkd drop-in", true);
+        });
+    if let Some(p) = dropin {
+        found.add(Tool::Ec2NetUtils, p, "networkd drop-in", true);
     }
-    // cloud-init: policy routing in what it rendered, and its hot-plug rule.
-    const NETPLAN: &str = "etc/netplan/50-cloud-init.yaml";
+}
+
+/// Policy routing in what cloud-init rendered (netplan, networkd), and its
+/// hot-plug rule or flag.
+fn cloud_init(root: &Root, found: &mut Found) {
     if root
         .text(NETPLAN)
         .is_some_and(|t| t.contains("routing-policy"))
     {
-        add(
+        found.add(
             Tool::CloudInit,
             format!("/{NETPLAN}"),
             "routing-policy in",
@@ -295,22 +326,16 @@ pub fn detect(root: &Path) -> Vec<Finding> {
     for dir in ["etc/systemd/network", "run/systemd/network"] {
         if let Some(n) = root.names(dir).into_iter().find(|n| {
             n.starts_with("10-cloud-init-")
-                && n.ends_with(".network")
                 && root
                     .text(&format!("{dir}/{n}"))
                     .is_some_and(|t| t.contains("[RoutingPolicyRule]"))
         }) {
-            add(
-                Tool::CloudInit,
-                format!("/{dir}/{n}"),
-                "[RoutingPolicyRule] in",
-                true,
-            );
+            let p = format!("/{dir}/{n}");
+            found.add(Tool::CloudInit, p, "[RoutingPolicyRule] in", true);
         }
     }
-    const HOTPLUG_FLAG: &str = "var/lib/cloud/hotplug.enabled";
     if root.entry(HOTPLUG_FLAG) == Entry::File {
-        add(
+        found.add(
             Tool::CloudInitHotplug,
             format!("/{HOTPLUG_FLAG}"),
             "flag",
@@ -323,31 +348,33 @@ pub fn detect(root: &Path) -> Vec<Finding> {
     ] {
         let rel = format!("etc/udev/rules.d/{name}");
         if root.entry(&rel) != Entry::Missing {
-            add(
-                Tool::CloudInitHotplug,
-                format!("/{rel}"),
-                "udev rule",
-                root.effective(&rel),
-            );
+            let on = root.effective(&rel);
+            found.add(Tool::CloudInitHotplug, format!("/{rel}"), "udev rule", on);
         }
     }
-    // nm-cloud-setup: acts when enabled and a provider is switched on in a drop-in.
-    if let Some(p) = first_of(&root, &UNITS, "nm-cloud-setup.service") {
-        let dropins = "etc/systemd/system/nm-cloud-setup.service.d";
-        let provider = root.names(dropins).iter().any(|n| {
-            root.text(&format!("{dropins}/{n}"))
-                .is_some_and(|t| t.lines().any(|l| nm_provider_on(l)))
-        });
-        match root.wanted("nm-cloud-setup.") {
-            Some(w) if provider => add(Tool::NmCloudSetup, w, "enabled, a provider on:", true),
-            Some(w) => add(Tool::NmCloudSetup, w, "enabled, no provider on:", false),
-            None => add(Tool::NmCloudSetup, p, "unit, not enabled:", false),
-        }
+}
+
+/// nm-cloud-setup acts when enabled and a provider is switched on in a drop-in.
+fn nm_cloud_setup(root: &Root, found: &mut Found) {
+    let Some(p) = first_of(root, &UNITS, "nm-cloud-setup.service") else {
+        return;
+    };
+    let dropins = "etc/systemd/system/nm-cloud-setup.service.d";
+    let provider = root.names(dropins).iter().any(|n| {
+        root.text(&format!("{dropins}/{n}"))
+            .is_some_and(|t| t.lines().any(nm_provider_on))
+    });
+    match root.wanted("nm-cloud-setup.") {
+        Some(w) if provider => found.add(Tool::NmCloudSetup, w, "enabled, a provider on:", true),
+        Some(w) => found.add(Tool::NmCloudSetup, w, "enabled, no provider on:", false),
+        None => found.add(Tool::NmCloudSetup, p, "unit, not enabled:", false),
     }
-    // cloud-netconfig: under NetworkManager its dispatcher script acts when its
-    // defaults say CLOUD_NETCONFIG_MANAGE="yes" (/usr/etc, then /etc); under
-    // wicked its netconfig module acts for each ifcfg file that says so.
-    const MANAGE: &str = "CLOUD_NETCONFIG_MANAGE";
+}
+
+/// cloud-netconfig: under NetworkManager its dispatcher script acts when its
+/// defaults say `CLOUD_NETCONFIG_MANAGE="yes"` (`/usr/etc`, then `/etc`); under
+/// wicked its netconfig module acts for each ifcfg file that says so.
+fn cloud_netconfig(root: &Root, found: &mut Found) {
     if let Some(p) = root.first(&[
         "usr/lib/NetworkManager/dispatcher.d/90-cloud-netconfig",
         "etc/NetworkManager/dispatcher.d/90-cloud-netconfig",
@@ -358,9 +385,9 @@ pub fn detect(root: &Path) -> Vec<Finding> {
         ]
         .iter()
         .filter_map(|r| root.text(r).and_then(|t| shell_var(&t, MANAGE)))
-        .last()
+        .next_back()
         .is_some_and(|v| v == "yes");
-        add(
+        found.add(
             Tool::CloudNetconfig,
             p,
             "NetworkManager dispatcher script",
@@ -376,39 +403,33 @@ pub fn detect(root: &Path) -> Vec<Finding> {
                     .and_then(|t| shell_var(&t, MANAGE))
                     .is_some_and(|v| v == "yes")
         });
-        add(Tool::CloudNetconfig, p, "netconfig module", on);
+        found.add(Tool::CloudNetconfig, p, "netconfig module", on);
     }
-    // google-guest-agent: its unit, enabled, with [NetworkInterfaces] setup on
-    // (the default; the last of its three files to say wins).
-    if let Some(p) = first_of(&root, &UNITS, "google-guest-agent.service") {
-        let cfg = "etc/default/instance_configs.cfg";
-        let setup = [
-            cfg.to_owned(),
-            format!("{cfg}.distro"),
-            format!("{cfg}.template"),
-        ]
-        .iter()
-        .filter_map(|r| {
-            root.text(r)
-                .and_then(|t| ini_bool(&t, "networkinterfaces", "setup"))
-        })
-        .last()
-        .unwrap_or(true);
-        match root.wanted("google-guest-agent.service") {
-            Some(w) => add(
-                Tool::GuestAgent,
-                w,
-                if setup {
-                    "NIC setup on:"
-                } else {
-                    "NIC setup off:"
-                },
-                setup,
-            ),
-            None => add(Tool::GuestAgent, p, "unit, not enabled:", false),
-        }
+}
+
+/// google-guest-agent: its unit, enabled, with `[NetworkInterfaces] setup` on
+/// (the default; the last of its three files to say wins).
+fn guest_agent(root: &Root, found: &mut Found) {
+    let Some(p) = first_of(root, &UNITS, "google-guest-agent.service") else {
+        return;
+    };
+    let setup = [
+        GUEST_CFG.to_owned(),
+        format!("{GUEST_CFG}.distro"),
+        format!("{GUEST_CFG}.template"),
+    ]
+    .iter()
+    .filter_map(|r| {
+        root.text(r)
+            .and_then(|t| ini_bool(&t, "networkinterfaces", "setup"))
+    })
+    .next_back()
+    .unwrap_or(true);
+    match root.wanted("google-guest-agent.service") {
+        Some(w) if setup => found.add(Tool::GuestAgent, w, "NIC setup on:", true),
+        Some(w) => found.add(Tool::GuestAgent, w, "NIC setup off:", false),
+        None => found.add(Tool::GuestAgent, p, "unit, not enabled:", false),
     }
-    found
 }
 
 /// `Environment=NM_CLOUD_SETUP_<P>=yes` (quoted or not) on a drop-in's line.
@@ -429,7 +450,7 @@ fn shell_var(text: &str, name: &str) -> Option<String> {
     text.lines()
         .filter_map(|l| l.trim().strip_prefix(name)?.trim_start().strip_prefix('='))
         .map(|v| v.trim().trim_matches(['"', '\'']).to_owned())
-        .last()
+        .next_back()
 }
 
 /// Key `key` of INI section `section` (both case-insensitive) as a boolean, when
@@ -440,14 +461,15 @@ fn ini_bool(text: &str, section: &str, key: &str) -> Option<bool> {
     for l in text.lines().map(str::trim) {
         if let Some(s) = l.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
             here = s.trim().eq_ignore_ascii_case(section);
-        } else if here && let Some((k, v)) = l.split_once('=') {
-            if k.trim().eq_ignore_ascii_case(key) {
-                value = match v.trim().to_ascii_lowercase().as_str() {
-                    "true" | "yes" | "1" | "on" => Some(true),
-                    "false" | "no" | "0" | "off" => Some(false),
-                    _ => value,
-                };
-            }
+        } else if here
+            && let Some((k, v)) = l.split_once('=')
+            && k.trim().eq_ignore_ascii_case(key)
+        {
+            value = match v.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "1" | "on" => Some(true),
+                "false" | "no" | "0" | "off" => Some(false),
+                _ => value,
+            };
         }
     }
     value

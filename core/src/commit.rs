@@ -58,6 +58,23 @@ pub fn commit<A: Applier + ?Sized>(
 /// Where a conflict is recorded, one file per interface below `run/leasehook`.
 pub const CONFLICT: &str = "conflict";
 
+/// The conflicts recorded below `run/leasehook/conflict/`: each interface's name
+/// and message, for `status`.
+pub fn recorded_conflicts(paths: &Paths) -> Vec<(String, String)> {
+    let Ok(Some(dir)) = paths.run_folder(Some(CONFLICT), false) else {
+        return Vec::new();
+    };
+    dir.names()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| !crate::fs::is_temp_name(n))
+        .filter_map(|n| {
+            let text = dir.read(&n, 4096).ok()??;
+            Some((n, String::from_utf8_lossy(&text).trim().to_owned()))
+        })
+        .collect()
+}
+
 /// Names the owner of the route in the way of a conflict when a tool found below
 /// the root uses its table or protocol ([`crate::coexist`]), and records the
 /// message in `run/leasehook/conflict/<iface>`: the same message there already
@@ -255,6 +272,10 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(&record).unwrap(),
             format!("{text}\n")
+        );
+        assert_eq!(
+            recorded_conflicts(&paths),
+            [("eth1".to_owned(), text.clone())]
         );
         // The next event meets the same route: a repeat, nothing written.
         let again = commit(&mut k, &paths, &plan, &[], &[]).unwrap_err();

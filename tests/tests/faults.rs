@@ -1971,7 +1971,7 @@ fn foreign_then_bound(args: &[&str]) -> Seen {
     i.seen(&out, elapsed, before, files)
 }
 
-/// Where a conflict is recorded (core::commit::CONFLICT).
+/// Where a conflict is recorded (`leasehook_core::commit::CONFLICT`).
 #[cfg(feature = "netns")]
 const CONFLICT: &str = "run/leasehook/conflict/eth1";
 

@@ -278,7 +278,7 @@ fn garbage_fifos_and_symlinks_are_not_followed() {
     // Larger than the limit: not read.
     std::fs::write(
         r.join("etc/netplan/50-cloud-init.yaml"),
-        vec![b'x'; LIMIT as usize + 1],
+        vec![b'x'; usize::try_from(LIMIT).unwrap() + 1],
     )
     .unwrap();
     assert_eq!(detect(r), []);
