@@ -81,6 +81,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/lib/systemd/system/leasehook-refresh@.service", 0o644),
     ("/usr/lib/systemd/system/leasehook-watch.service", 0o644),
     ("/etc/leasehook/config.yaml", 0o644),
+    ("/etc/iproute2/rt_protos.d/leasehook.conf", 0o644),
     ("/usr/share/man/man1/leasehook.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-plan.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-apply.1.gz", 0o644),
@@ -105,6 +106,7 @@ const CONFFILES: &[&str] = &[
     "/etc/dhcp/dhclient-exit-hooks.d/zz-leasehook",
     "/etc/NetworkManager/dispatcher.d/90-leasehook",
     "/etc/leasehook/config.yaml",
+    "/etc/iproute2/rt_protos.d/leasehook.conf",
 ];
 
 /// What the postinst creates besides the package's files: the enable links
@@ -430,6 +432,12 @@ fn dhclient_scenario_then_purge() {
     ] {
         assert!(routes.iter().any(|r| r == want), "{want}: {routes:#?}");
     }
+    // The installed /etc/iproute2/rt_protos.d/leasehook.conf names protocol 176.
+    let (ok, rules) = sh(Command::new("ip").args(["-n", &w.inst.name, "rule"]));
+    assert!(
+        ok && rules.contains("from 10.98.1.20 lookup 10001 proto leasehook"),
+        "ip rule with the package installed:\n{rules}"
+    );
     assert!(
         w.inst
             .addresses()

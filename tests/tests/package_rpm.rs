@@ -124,6 +124,13 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         "",
     ),
     ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
+    // The protocol number's name for `ip`: the code's, not %config.
+    (
+        "/etc/iproute2/rt_protos.d/leasehook.conf",
+        '-',
+        0o644,
+        "",
+    ),
     ("/usr/share/man/man1/leasehook.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man1/leasehook-plan.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man1/leasehook-apply.1.gz", '-', 0o644, "d"),
@@ -200,6 +207,8 @@ const MADE_FOLDERS: &[(&str, bool)] = &[
     ("/etc/NetworkManager/dispatcher.d", false),
     ("/etc/dhcp", false),
     ("/etc/dhcp/dhclient.d", false),
+    ("/etc/iproute2", false),
+    ("/etc/iproute2/rt_protos.d", false),
     ("/etc/leasehook", true),
     ("/usr/lib/dhcpcd", false),
     ("/usr/lib/dhcpcd/dhcpcd-hooks", false),
@@ -238,6 +247,10 @@ const VERBATIM: &[(&str, &str)] = &[
         "hooks/dhcpcd/90-leasehook",
     ),
     ("/etc/leasehook/config.yaml", "hooks/config/config.yaml"),
+    (
+        "/etc/iproute2/rt_protos.d/leasehook.conf",
+        "packaging/iproute2/leasehook.conf",
+    ),
     (
         "/usr/lib/systemd/system/leasehook-refresh.timer",
         "hooks/systemd/leasehook-refresh.timer",
