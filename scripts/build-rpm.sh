@@ -32,7 +32,7 @@ gen="$target/release/pkg"
 rm -rf "$gen"
 cargo run --locked -q -p xtask -- man "$gen/man" >/dev/null
 # -n: no name or time stamp in the gzip header (the same pages, the same bytes).
-gzip -9n "$gen"/man/*.1
+gzip -9n "$gen"/man/*.1 "$gen"/man/*.5
 cargo run --locked -q -p xtask -- completions "$gen/completions" >/dev/null
 # The documentation compressed, as Debian policy asks of /usr/share/doc (about
 # 300 KB of Markdown, 120 KB gzipped); `zless` reads it. README.md stays plain.

@@ -94,6 +94,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/share/man/man1/leasehook-config.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-config-show.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-watch.1.gz", 0o644),
+    ("/usr/share/man/man5/leasehook.yaml.5.gz", 0o644),
     ("/usr/share/bash-completion/completions/leasehook", 0o644),
     ("/usr/share/zsh/vendor-completions/_leasehook", 0o644),
     ("/usr/share/fish/vendor_completions.d/leasehook.fish", 0o644),
@@ -361,6 +362,14 @@ fn check_man_and_completion() {
             "man {page}:\n{text}"
         );
     }
+    let (ok, text) = sh(Command::new("man")
+        .args(["-P", "cat", "5", "leasehook.yaml"])
+        .env("MANWIDTH", "100")
+        .env("LC_ALL", "C.UTF-8"));
+    assert!(
+        ok && text.contains("LEASEHOOK.YAML(5)") && text.contains("table_base"),
+        "man 5 leasehook.yaml: {text}"
+    );
     let (_, top) = sh(Command::new("man")
         .args(["-P", "cat", "leasehook"])
         .env("MANWIDTH", "200")

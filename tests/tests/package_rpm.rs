@@ -125,12 +125,7 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
     ),
     ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
     // The protocol number's name for `ip`: the code's, not %config.
-    (
-        "/etc/iproute2/rt_protos.d/leasehook.conf",
-        '-',
-        0o644,
-        "",
-    ),
+    ("/etc/iproute2/rt_protos.d/leasehook.conf", '-', 0o644, ""),
     ("/usr/share/man/man1/leasehook.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man1/leasehook-plan.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man1/leasehook-apply.1.gz", '-', 0o644, "d"),
@@ -153,6 +148,7 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         "d",
     ),
     ("/usr/share/man/man1/leasehook-watch.1.gz", '-', 0o644, "d"),
+    ("/usr/share/man/man5/leasehook.yaml.5.gz", '-', 0o644, "d"),
     (
         "/usr/share/bash-completion/completions/leasehook",
         '-',
@@ -275,6 +271,7 @@ const BASE: &[&str] = &[
     "/usr/share/doc",
     "/usr/share/man",
     "/usr/share/man/man1",
+    "/usr/share/man/man5",
     "/var",
     "/var/lib",
 ];
