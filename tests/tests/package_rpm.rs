@@ -512,18 +512,18 @@ const fn row(
     }
 }
 
-/// %systemd_post: the presets applied to the four units that have an [Install].
+/// `%systemd_post`: the presets applied to the four units that have an `[Install]`.
 const PRESET: &str = "systemd-update-helper install-system-units leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
 /// The same without systemd-update-helper (systemd before 246), as the macro did.
 const PRESET_OLD: &str = "systemctl --no-reload preset leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
 /// %post starts the timer on a first install only when the presets enabled it.
 const IS_ENABLED: &str = "systemctl --quiet is-enabled leasehook-refresh.timer";
 const START: &str = "systemctl start leasehook-refresh.timer";
-/// %systemd_preun: disable, and stop on a running systemd (the helper decides).
+/// `%systemd_preun`: disable, and stop on a running systemd (the helper decides).
 const REMOVE: &str = "systemd-update-helper remove-system-units leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
 const DISABLE_NOW_OLD: &str = "systemctl --no-reload disable --now leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
 const DISABLE_OLD: &str = "systemctl --no-reload disable leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
-/// %systemd_postun_with_restart: the helper marks the timer, systemd's file
+/// `%systemd_postun_with_restart`: the helper marks the timer, systemd's file
 /// trigger restarts it after the transaction.
 const MARK_RESTART: &str =
     "systemd-update-helper mark-restart-system-units leasehook-refresh.timer";

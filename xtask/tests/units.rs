@@ -54,7 +54,8 @@ fn shipped_docs(root: &Path) -> Vec<String> {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".md") && !developers.lines().any(|l| l.trim() == n))
+        .filter(|n| Path::new(n).extension().is_some_and(|e| e == "md"))
+        .filter(|n| !developers.lines().any(|l| l.trim() == n))
         .map(|n| format!("/usr/share/doc/leasehook/{n}.gz"))
         .collect()
 }
