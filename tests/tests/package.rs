@@ -98,7 +98,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/share/bash-completion/completions/leasehook", 0o644),
     ("/usr/share/zsh/vendor-completions/_leasehook", 0o644),
     ("/usr/share/fish/vendor_completions.d/leasehook.fish", 0o644),
-    ("/usr/share/doc/leasehook/README.md", 0o644),
+    ("/usr/share/doc/leasehook/README.md.gz", 0o644),
     ("/usr/share/doc/leasehook/copyright", 0o644),
 ];
 
@@ -299,6 +299,15 @@ fn check_installed_files() {
             "{doc} is not {source:?} compressed"
         );
     }
+    let (ok, text) = sh(Command::new("gzip")
+        .arg("-dc")
+        .arg("/usr/share/doc/leasehook/README.md.gz"));
+    assert!(
+        ok && text
+            == std::fs::read_to_string(leasehook_tests::workspace_root().join("README.md"))
+                .unwrap(),
+        "README.md.gz is not README.md compressed"
+    );
     // Exactly two ELF files (issue 20: at most two; the hooks are not the CLI).
     elf_files.sort();
     assert_eq!(elf_files, ELF_FILES, "the package's ELF files");

@@ -169,7 +169,7 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "",
     ),
-    ("/usr/share/doc/leasehook/README.md", '-', 0o644, "d"),
+    ("/usr/share/doc/leasehook/README.md.gz", '-', 0o644, "d"),
 ];
 
 /// The DHCP clients' hooks: symlinks to `leasehook-hook` that `%posttrans`
@@ -258,7 +258,6 @@ const VERBATIM: &[(&str, &str)] = &[
         "/usr/lib/systemd/system/leasehook-refresh.timer",
         "hooks/systemd/leasehook-refresh.timer",
     ),
-    ("/usr/share/doc/leasehook/README.md", "README.md"),
     (
         "/usr/lib/systemd/system-preset/80-leasehook.preset",
         "packaging/systemd/80-leasehook.preset",
