@@ -23,7 +23,7 @@ use leasehook_core::model::IfName;
 /// `profile: cloud-init` keeps cloud-init's EC2 netplan numbering instead, table
 /// 100 + the NIC's position). Everything leasehook adds carries protocol 176 (`proto
 /// leasehook` in `ip rule` and `ip route` with the package's
-/// /etc/iproute2/rt_protos.d/leasehook.conf, `proto 176` without it), and it never touches
+/// `/etc/iproute2/rt_protos.d/leasehook.conf`, `proto 176` without it), and it never touches
 /// what does not. Settings: /etc/leasehook/config.yaml and config.d (`leasehook config
 /// show`, leasehook.yaml(5)).
 ///
