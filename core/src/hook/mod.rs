@@ -75,6 +75,8 @@ pub use worker::{run_worker, run_worker_with};
 pub struct HookConfig {
     /// Prefix of every file path (`/` in production).
     pub root: PathBuf,
+    /// `enabled`: `false` makes every entry point a no-op ([`inert`]).
+    pub enabled: bool,
     /// The planner's knobs.
     pub plan: PlanConfig,
     /// IMDS base URLs, tried in order; empty means the defaults.
@@ -110,6 +112,7 @@ impl HookConfig {
     pub fn from_settings(s: &Settings) -> Self {
         Self {
             root: s.root.clone(),
+            enabled: s.enabled,
             plan: s.plan.clone(),
             endpoints: s.imds.endpoints.clone().unwrap_or_default(),
             imdsv1_fallback: s.imdsv1_fallback,
@@ -265,6 +268,36 @@ fn table_held_by_other(
         })
 }
 
+/// What the `unmanaged` entries that need the metadata (`device-number:N`,
+/// `network-card:N`, `interface-id:ID`) say of the NIC `mac`, asked right after
+/// the metadata is read and before anything is planned: `Some((true, why))`
+/// when an entry names it, `Some((false, why))` when, with `partial`, one might
+/// and the metadata does not say yet (nothing is applied then either); `None`
+/// when the NIC is leasehook's.
+fn unmanaged_by_metadata(
+    cfg: &HookConfig,
+    network: &crate::model::InstanceNetwork,
+    mac: MacAddr,
+    partial: bool,
+) -> Option<(bool, String)> {
+    match config::unmanaged_by_metadata(&cfg.unmanaged, network.nic(mac)) {
+        config::MetadataVerdict::Managed => None,
+        config::MetadataVerdict::Unmanaged(u) => Some((
+            true,
+            format!("unmanaged (configuration key unmanaged, entry {u}): left alone"),
+        )),
+        config::MetadataVerdict::Unknown(u) => partial.then(|| {
+            (
+                false,
+                format!(
+                    "the metadata does not say yet whether the unmanaged entry {u} names \
+                     this NIC: nothing applied"
+                ),
+            )
+        }),
+    }
+}
+
 /// Why nothing was applied when IMDS did not answer.
 fn unanswered(e: &Error) -> String {
     format!(
@@ -347,6 +380,21 @@ impl std::fmt::Debug for Effects<'_> {
             .field("provider", &self.provider)
             .finish_non_exhaustive()
     }
+}
+
+/// Why the hooks, the worker, `refresh` and `watch` do nothing at all here, if
+/// they must not: `enabled: false`, or, with `provider: auto`, a boot stage that
+/// recorded "no datasource" this boot (a host that is no cloud instance: no
+/// metadata service is asked). Reads `boot.json` only; asks nothing. When the
+/// boot stage has not run this boot, DMI decides later, in [`provider`].
+pub fn inert(cfg: &HookConfig) -> Option<&'static str> {
+    if !cfg.enabled {
+        return Some("disabled (configuration key enabled is false): nothing done");
+    }
+    let off_cloud = cfg.provider == ProviderChoice::Auto
+        && crate::boot::state::read(&cfg.root, crate::boot::state::boot_id(&cfg.root).as_deref())
+            .is_some_and(|b| b.verdict == crate::boot::state::Verdict::NoDatasource);
+    off_cloud.then_some("the boot stage found no datasource this boot: nothing to do")
 }
 
 /// The provider `cfg` names; `auto` reads the boot stage's verdict in
