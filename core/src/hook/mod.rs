@@ -847,6 +847,82 @@ mod tests {
     }
 
     #[test]
+    fn a_nic_unmanaged_by_its_metadata_is_never_touched() {
+        for entry in ["device-number:2", "interface-id:eni-2", "network-card:0"] {
+            let (mut k, mut network, event, mut cfg, _root) = cloud_init_world("2");
+            cfg.unmanaged = vec![entry.parse().unwrap()];
+            let mac: MacAddr = "02:00:00:00:00:03".parse().unwrap();
+            if let Some(n) = network.nics.iter_mut().find(|n| n.mac == mac) {
+                n.interface_id = Some("eni-2".to_owned());
+            }
+            let out = apply_eth2(&mut k, &network, &event, &cfg);
+            assert_eq!(out, HookOutcome::Unmanaged, "{entry}");
+            assert_eq!(k.owned, crate::apply::record::RecordingApplier::default().owned);
+            assert!(state::read_state_or_set_aside(&Paths::new(&cfg.root), &event.interface).is_none());
+            // Another NIC's number: planned as usual.
+            cfg.unmanaged = vec!["device-number:1".parse().unwrap()];
+            let out = apply_eth2(&mut k, &network, &event, &cfg);
+            assert!(matches!(out, HookOutcome::Applied(_)), "{entry}: {out:?}");
+        }
+        // A partial answer that does not say the device-number yet: nothing applied.
+        let (mut k, mut network, event, mut cfg, _root) = cloud_init_world("2");
+        cfg.unmanaged = vec!["device-number:2".parse().unwrap()];
+        let mac: MacAddr = "02:00:00:00:00:03".parse().unwrap();
+        if let Some(n) = network.nics.iter_mut().find(|n| n.mac == mac) {
+            n.device_number = None;
+        }
+        let paths = Paths::new(&cfg.root);
+        let os = os_links(&mut k, &cfg).unwrap();
+        let link = Link {
+            name: event.interface.clone(),
+            mac,
+            ipv6_router: None,
+        };
+        let out =
+            apply_outcome(&mut k, &paths, &event, &(link, 4), &os, &network, &cfg, true).unwrap();
+        let HookOutcome::Kept(why) = out else {
+            panic!("{out:?}")
+        };
+        assert!(why.contains("device-number:2"), "{why}");
+        assert_eq!(k.owned, crate::apply::record::RecordingApplier::default().owned);
+    }
+
+    #[test]
+    fn inert_when_disabled_or_off_cloud_this_boot() {
+        let root = tempfile::tempdir().unwrap();
+        let mut cfg = HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null")])).unwrap();
+        cfg.root = root.path().to_owned();
+        assert_eq!(inert(&cfg), None);
+        cfg.enabled = false;
+        assert!(inert(&cfg).is_some_and(|w| w.contains("enabled is false")));
+        cfg.enabled = true;
+        let run = root.path().join("run/leasehook");
+        std::fs::create_dir_all(&run).unwrap();
+        let boot = |verdict: &str, boot_id: &str| {
+            serde_json::json!({
+                "version": 1, "boot_id": boot_id, "stage": "local", "verdict": verdict,
+                "datasource": "None", "instance_id": "iid-datasource-none",
+                "origin": "no-datasource", "cache": "", "new_instance": null,
+                "previous_instance_id": null, "configured": [], "deferred": [],
+                "attempts": [], "fetched_at_ms": null, "decided_at_ms": 0
+            })
+            .to_string()
+        };
+        let id = root.path().join(crate::constants::BOOT_ID);
+        std::fs::create_dir_all(id.parent().unwrap()).unwrap();
+        std::fs::write(&id, "b1\n").unwrap();
+        std::fs::write(run.join("boot.json"), boot("no-datasource", "b1")).unwrap();
+        assert!(inert(&cfg).is_some_and(|w| w.contains("no datasource this boot")));
+        // A named provider is asked all the same.
+        cfg.provider = ProviderChoice::Named(ProviderKind::Ec2);
+        assert_eq!(inert(&cfg), None);
+        cfg.provider = ProviderChoice::Auto;
+        // Another boot's verdict: DMI decides later, nothing inert.
+        std::fs::write(run.join("boot.json"), boot("no-datasource", "b0")).unwrap();
+        assert_eq!(inert(&cfg), None);
+    }
+
+    #[test]
     fn auto_without_a_boot_verdict_goes_by_dmi() {
         let root = tempfile::tempdir().unwrap();
         let mut cfg = HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null")])).unwrap();
