@@ -221,7 +221,11 @@ pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<Str
     let cfg = HookConfig::from_settings(&loaded.settings);
     if let Some(why) = hook::inert(&cfg) {
         log::debug!("{why}");
-        return Ok(if args.verbose { format!("{why}\n") } else { String::new() });
+        return Ok(if args.verbose {
+            format!("{why}\n")
+        } else {
+            String::new()
+        });
     }
     let mut out = String::new();
     let outcomes = if args.without_dhcp {

@@ -84,8 +84,7 @@ pub(crate) fn summary(report: &RunReport) -> String {
         ),
         (Verdict::Disabled, ..) => "disabled; nothing to do".to_owned(),
         (Verdict::NoDatasource, ..) if off_cloud(st) => {
-            "no datasource: nothing to do (none detected; not a cloud instance)"
-                .to_owned()
+            "no datasource: nothing to do (none detected; not a cloud instance)".to_owned()
         }
         _ => "no datasource answered and the cache cannot stand in: datasource None".to_owned(),
     };

@@ -32,7 +32,11 @@ use leasehook_tests::world::{MAC1, World, WorldOptions, default_tree, wait_until
 /// hand first, as the script does before its exit hooks), with `extra`
 /// environment; its output and how long it took.
 fn bound_eth1(w: &World, extra: &[(&str, &str)]) -> (Output, Duration) {
-    if !w.inst.ip(&["-4", "addr", "show", "eth1"]).contains("10.98.1.20") {
+    if !w
+        .inst
+        .ip(&["-4", "addr", "show", "eth1"])
+        .contains("10.98.1.20")
+    {
         w.inst
             .ip(&["address", "add", "10.98.1.20/24", "dev", "eth1"]);
         w.inst
@@ -97,7 +101,11 @@ fn the_off_switch_asks_nothing_and_changes_nothing() {
             "{config:?} {env:?}: {}",
             stderr(&out)
         );
-        assert_eq!(w.imds_log(), "", "{config:?} {env:?}: a request reached IMDS");
+        assert_eq!(
+            w.imds_log(),
+            "",
+            "{config:?} {env:?}: a request reached IMDS"
+        );
         assert!(w.our_rules().is_empty() && w.our_routes().is_empty());
         assert!(run_files(&w).is_empty(), "{:#?}", run_files(&w));
         eprintln!("off switch ({config:?} {env:?}): BOUND took {took:?}");
@@ -126,7 +134,8 @@ fn the_off_switch_asks_nothing_and_changes_nothing() {
         .output()
         .unwrap();
     assert!(
-        String::from_utf8_lossy(&s.stdout).contains("disabled (configuration key enabled is false)"),
+        String::from_utf8_lossy(&s.stdout)
+            .contains("disabled (configuration key enabled is false)"),
         "{s:?}"
     );
     // Switched on again, the same event asks IMDS and routes eth1: the event
@@ -160,7 +169,9 @@ fn unmanaged_leaves_eth1_alone(tag: &str, entry: &str, tree: serde_json::Value) 
     w.bind("eth1", false);
     let said = "eth1 is unmanaged (configuration key unmanaged";
     assert!(
-        wait_until(Duration::from_secs(15), || w.log("eth1", false).contains(said)),
+        wait_until(Duration::from_secs(15), || w
+            .log("eth1", false)
+            .contains(said)),
         "{entry}: {}",
         w.log("eth1", false)
     );
@@ -203,7 +214,11 @@ fn unmanaged_by_device_number() {
 
 #[test]
 fn unmanaged_by_interface_id() {
-    unmanaged_leaves_eth1_alone("um-eni", "interface-id:eni-0000000000000002", default_tree());
+    unmanaged_leaves_eth1_alone(
+        "um-eni",
+        "interface-id:eni-0000000000000002",
+        default_tree(),
+    );
 }
 
 #[test]
@@ -260,7 +275,16 @@ fn off_cloud_init_exits_0_and_the_hook_asks_nothing() {
 fn udev_remove_of_an_unknown_veth_leaves_no_lock_file() {
     let ns = Netns::new("optout-veth");
     let dir = TempDir::new("optout-veth");
-    ns.ip(&["link", "add", "veth9a8b7c", "type", "veth", "peer", "name", "veth9a8b7d"]);
+    ns.ip(&[
+        "link",
+        "add",
+        "veth9a8b7c",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "veth9a8b7d",
+    ]);
     ns.ip(&["link", "del", "veth9a8b7c"]);
     let run = leasehook_tests::udev_command("remove", "veth9a8b7c");
     assert_eq!(run[0], "/usr/bin/leasehook", "{run:?}");
@@ -274,8 +298,8 @@ fn udev_remove_of_an_unknown_veth_leaves_no_lock_file() {
     let lock = dir.0.join("run/leasehook/lock/veth9a8b7c.lock");
     assert!(!lock.exists(), "{lock:?} left behind");
     assert!(
-        std::fs::read_dir(dir.0.join("run/leasehook/lock")).is_err_and(|e| e.kind()
-            == std::io::ErrorKind::NotFound)
+        std::fs::read_dir(dir.0.join("run/leasehook/lock"))
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
             || std::fs::read_dir(dir.0.join("run/leasehook/lock"))
                 .unwrap()
                 .next()

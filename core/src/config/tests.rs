@@ -291,7 +291,9 @@ fn bad_environment_and_flags_name_themselves() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.starts_with("configuration environment LEASEHOOK_ENABLED: enabled: expected true or false"),
+        e.starts_with(
+            "configuration environment LEASEHOOK_ENABLED: enabled: expected true or false"
+        ),
         "{e}"
     );
 }
@@ -302,11 +304,13 @@ fn the_off_switch_and_every_unmanaged_form() {
                 \"device-number:2\", \"network-card:1\", \"interface-id:eni-0abc\"]\n";
     let l = merged(&[("/c.yaml", text)], &Layers::default()).unwrap();
     assert!(!l.settings.enabled);
-    assert_eq!(
-        l.origin("enabled").to_string(),
-        "/c.yaml line 1"
-    );
-    let shown: Vec<String> = l.settings.unmanaged.iter().map(ToString::to_string).collect();
+    assert_eq!(l.origin("enabled").to_string(), "/c.yaml line 1");
+    let shown: Vec<String> = l
+        .settings
+        .unmanaged
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(
         shown,
         [
@@ -323,8 +327,15 @@ fn the_off_switch_and_every_unmanaged_form() {
     assert!(l.settings.is_unmanaged(&name("ens6"), None));
     assert!(!l.settings.is_unmanaged(&name("ens4"), None));
     // `config show` says it, in YAML and JSON.
-    assert!(show_yaml(&l).contains("enabled: false"), "{}", show_yaml(&l));
-    assert_eq!(show_json(&l)["settings"]["enabled"], serde_json::json!(false));
+    assert!(
+        show_yaml(&l).contains("enabled: false"),
+        "{}",
+        show_yaml(&l)
+    );
+    assert_eq!(
+        show_json(&l)["settings"]["enabled"],
+        serde_json::json!(false)
+    );
     // The environment wins over the file, as for every key; 0 and 1 are taken.
     let l = merged(
         &[("/c.yaml", text)],
@@ -338,10 +349,16 @@ fn the_off_switch_and_every_unmanaged_form() {
     assert_eq!(l.settings.unmanaged.len(), 2);
     let l = merged(&[], &Layers::from_env(env(&[("LEASEHOOK_ENABLED", "0")]))).unwrap();
     assert!(!l.settings.enabled);
-    assert_eq!(l.origin("enabled").to_string(), "environment LEASEHOOK_ENABLED");
+    assert_eq!(
+        l.origin("enabled").to_string(),
+        "environment LEASEHOOK_ENABLED"
+    );
     // The forms that need the metadata: decided from it, unknown without it.
     let entries = &l.settings.unmanaged;
-    assert_eq!(unmanaged_by_metadata(entries, None), MetadataVerdict::Managed);
+    assert_eq!(
+        unmanaged_by_metadata(entries, None),
+        MetadataVerdict::Managed
+    );
     let entries: Vec<Unmanaged> = vec!["eth1".parse().unwrap(), "device-number:2".parse().unwrap()];
     let mut nic = NicMetadata::empty("02:00:00:00:00:03".parse().unwrap());
     assert_eq!(
@@ -354,7 +371,10 @@ fn the_off_switch_and_every_unmanaged_form() {
         MetadataVerdict::Unmanaged(&entries[1])
     );
     nic.device_number = Some(1);
-    assert_eq!(unmanaged_by_metadata(&entries, Some(&nic)), MetadataVerdict::Managed);
+    assert_eq!(
+        unmanaged_by_metadata(&entries, Some(&nic)),
+        MetadataVerdict::Managed
+    );
 }
 
 #[test]

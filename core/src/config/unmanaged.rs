@@ -122,7 +122,11 @@ fn check_glob(s: &str) -> Result<(), String> {
         return Err(format!("expected {form} (got {s:?})"));
     }
     if !s.bytes().all(|b| {
-        b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'*' | b'?' | b'[' | b']' | b'!' | b'^')
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'_' | b'.' | b'*' | b'?' | b'[' | b']' | b'!' | b'^'
+            )
     }) {
         return Err(format!(
             "expected {form}; a name holds only A-Z a-z 0-9 - _ . and a glob * ? [...] (got {s:?})"
@@ -309,7 +313,11 @@ mod tests {
             let u: Unmanaged = text.parse().unwrap();
             assert!(u.needs_metadata());
             assert!(!u.matches(&name, Some(mac)), "{text}");
-            assert_eq!(u.matches_nic(&nic), None, "{text}: the metadata says nothing yet");
+            assert_eq!(
+                u.matches_nic(&nic),
+                None,
+                "{text}: the metadata says nothing yet"
+            );
         }
         nic.device_number = Some(1);
         nic.interface_id = Some("eni-2".to_owned());

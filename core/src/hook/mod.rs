@@ -857,8 +857,13 @@ mod tests {
             }
             let out = apply_eth2(&mut k, &network, &event, &cfg);
             assert_eq!(out, HookOutcome::Unmanaged, "{entry}");
-            assert_eq!(k.owned, crate::apply::record::RecordingApplier::default().owned);
-            assert!(state::read_state_or_set_aside(&Paths::new(&cfg.root), &event.interface).is_none());
+            assert_eq!(
+                k.owned,
+                crate::apply::record::RecordingApplier::default().owned
+            );
+            assert!(
+                state::read_state_or_set_aside(&Paths::new(&cfg.root), &event.interface).is_none()
+            );
             // Another NIC's number: planned as usual.
             cfg.unmanaged = vec!["device-number:1".parse().unwrap()];
             let out = apply_eth2(&mut k, &network, &event, &cfg);
@@ -878,13 +883,25 @@ mod tests {
             mac,
             ipv6_router: None,
         };
-        let out =
-            apply_outcome(&mut k, &paths, &event, &(link, 4), &os, &network, &cfg, true).unwrap();
+        let out = apply_outcome(
+            &mut k,
+            &paths,
+            &event,
+            &(link, 4),
+            &os,
+            &network,
+            &cfg,
+            true,
+        )
+        .unwrap();
         let HookOutcome::Kept(why) = out else {
             panic!("{out:?}")
         };
         assert!(why.contains("device-number:2"), "{why}");
-        assert_eq!(k.owned, crate::apply::record::RecordingApplier::default().owned);
+        assert_eq!(
+            k.owned,
+            crate::apply::record::RecordingApplier::default().owned
+        );
     }
 
     #[test]
