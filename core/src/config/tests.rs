@@ -183,36 +183,6 @@ fn mistakes_name_the_file_line_and_key() {
             "line 1: unmanaged: ",
             "expected a list",
         ),
-        (
-            "enabled: maybe\n",
-            "configuration /c.yaml line 1: enabled: ",
-            "expected true or false",
-        ),
-        (
-            "# image defaults\nenabled: 0\n",
-            "configuration /c.yaml line 2: enabled: ",
-            "expected true or false",
-        ),
-        (
-            "unmanaged: [eth0, \"device-number:one\"]\n",
-            "configuration /c.yaml line 1: unmanaged: ",
-            "device-number: expected a whole number",
-        ),
-        (
-            "table_base: 1\nunmanaged:\n  - \"ens[5-9\"\n",
-            "configuration /c.yaml line 3: unmanaged: ",
-            "unclosed [",
-        ),
-        (
-            "unmanaged: [\"interface-id:eni 0\"]\n",
-            "line 1: unmanaged: ",
-            "interface-id: expected",
-        ),
-        (
-            "unmanaged: [\"network-card:-1\"]\n",
-            "line 1: unmanaged: ",
-            "network-card: expected a whole number",
-        ),
         ("datasource_list: []\n", "datasource_list: ", "empty"),
         (
             "datasource:\n  Hetzner: {fallback: false}\n",
@@ -296,6 +266,51 @@ fn bad_environment_and_flags_name_themselves() {
         ),
         "{e}"
     );
+}
+
+#[test]
+fn off_switch_and_unmanaged_mistakes_name_the_file_line_and_key() {
+    let cases = [
+        (
+            "enabled: maybe\n",
+            "configuration /c.yaml line 1: enabled: ",
+            "expected true or false",
+        ),
+        (
+            "# image defaults\nenabled: 0\n",
+            "configuration /c.yaml line 2: enabled: ",
+            "expected true or false",
+        ),
+        (
+            "unmanaged: [eth0, \"device-number:one\"]\n",
+            "configuration /c.yaml line 1: unmanaged: ",
+            "device-number: expected a whole number",
+        ),
+        (
+            "table_base: 1\nunmanaged:\n  - \"ens[5-9\"\n",
+            "configuration /c.yaml line 3: unmanaged: ",
+            "unclosed [",
+        ),
+        (
+            "unmanaged: [\"interface-id:eni 0\"]\n",
+            "line 1: unmanaged: ",
+            "interface-id: expected",
+        ),
+        (
+            "unmanaged: [\"network-card:-1\"]\n",
+            "line 1: unmanaged: ",
+            "network-card: expected a whole number",
+        ),
+    ];
+    for (text, prefix, want) in cases {
+        let e = merged(&[("/c.yaml", text)], &Layers::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("configuration /c.yaml") && e.contains(prefix) && e.contains(want),
+            "{text:?}: {e}"
+        );
+    }
 }
 
 #[test]

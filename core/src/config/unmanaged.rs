@@ -134,15 +134,12 @@ fn check_glob(s: &str) -> Result<(), String> {
     }
     let b = s.as_bytes();
     let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'[' {
-            match class_end(b, i) {
-                Some(end) => i = end,
-                None => return Err(format!("expected {form}: an unclosed [ (got {s:?})")),
-            }
+    while let Some(&c) = b.get(i) {
+        i = if c == b'[' {
+            class_end(b, i).ok_or_else(|| format!("expected {form}: an unclosed [ (got {s:?})"))?
         } else {
-            i += 1;
-        }
+            i + 1
+        };
     }
     Ok(())
 }
@@ -157,37 +154,24 @@ fn class_end(b: &[u8], open: usize) -> Option<usize> {
     if b.get(i) == Some(&b']') {
         i += 1;
     }
-    while i < b.len() {
-        if b[i] == b']' {
-            return Some(i + 1);
-        }
-        i += 1;
-    }
-    None
+    let k = b.get(i..)?.iter().position(|c| *c == b']')?;
+    Some(i + k + 1)
 }
 
-/// Whether `c` is in the class `b[open..end]` (`end` after its `]`).
-fn in_class(b: &[u8], open: usize, end: usize, c: u8) -> bool {
-    let mut i = open + 1;
-    let negated = matches!(b.get(i), Some(b'!' | b'^'));
-    if negated {
-        i += 1;
-    }
-    let last = end - 1;
+/// Whether `c` is in the class whose text between `[` and `]` is `body`.
+fn in_class(body: &[u8], c: u8) -> bool {
+    let (negated, mut rest) = match body.split_first() {
+        Some((b'!' | b'^', r)) => (true, r),
+        _ => (false, body),
+    };
     let mut found = false;
-    let mut first = true;
-    while i < last {
-        let lo = b[i];
-        if lo == b']' && !first {
-            break;
-        }
-        first = false;
-        if i + 2 < last && b[i + 1] == b'-' {
-            found |= (lo..=b[i + 2]).contains(&c);
-            i += 3;
+    while let Some((&lo, tail)) = rest.split_first() {
+        if let [b'-', hi, more @ ..] = tail {
+            found |= (lo..=*hi).contains(&c);
+            rest = more;
         } else {
             found |= lo == c;
-            i += 1;
+            rest = tail;
         }
     }
     found != negated
@@ -200,7 +184,7 @@ pub fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
     // Where to go on after the last `*`: the pattern after it, and the name
     // position it has swallowed up to.
     let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
+    while let Some(&c) = name.get(n) {
         let step = match pattern.get(p) {
             Some(b'*') => {
                 star = Some((p + 1, n));
@@ -209,10 +193,13 @@ pub fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
             }
             Some(b'?') => Some(p + 1),
             Some(b'[') => match class_end(pattern, p) {
-                Some(end) => in_class(pattern, p, end, name[n]).then_some(end),
-                None => (name[n] == b'[').then_some(p + 1),
+                Some(end) => pattern
+                    .get(p + 1..end - 1)
+                    .is_some_and(|body| in_class(body, c))
+                    .then_some(end),
+                None => (c == b'[').then_some(p + 1),
             },
-            Some(c) => (*c == name[n]).then_some(p + 1),
+            Some(&q) => (q == c).then_some(p + 1),
             None => None,
         };
         match (step, star) {
@@ -228,7 +215,9 @@ pub fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
             (None, None) => return false,
         }
     }
-    pattern[p..].iter().all(|c| *c == b'*')
+    pattern
+        .get(p..)
+        .is_some_and(|rest| rest.iter().all(|c| *c == b'*'))
 }
 
 #[cfg(test)]
