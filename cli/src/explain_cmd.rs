@@ -51,6 +51,7 @@ fn explain(
     let mut facts = Facts {
         states,
         pending: pending(&paths)?,
+        now_ms: state::unix_ms(),
         ..Facts::default()
     };
     let mut nl = NetlinkApplier::try_new().context("failed to open netlink")?;

@@ -30,8 +30,6 @@ pub struct KernelRoute {
     pub dev: Option<IfName>,
     /// The next hop.
     pub via: Option<IpAddr>,
-    /// The preferred source.
-    pub src: Option<IpAddr>,
 }
 
 impl KernelRoute {
@@ -47,29 +45,23 @@ impl KernelRoute {
             table: 0,
             dev: None,
             via: None,
-            src: None,
         }
     }
 }
 
 impl std::fmt::Display for KernelRoute {
-    /// `8.8.8.8 via 10.0.1.1 dev eth1 table 10001 src 10.0.1.20`.
+    /// `via 10.0.1.1 dev eth1 table 10001`, as `ip route get` prints it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.to)?;
         if let Some(v) = self.via {
-            write!(f, " via {v}")?;
+            write!(f, "via {v} ")?;
         }
         if let Some(d) = &self.dev {
-            write!(f, " dev {d}")?;
+            write!(f, "dev {d} ")?;
         }
         match self.table {
-            254 => f.write_str(" table main")?,
-            t => write!(f, " table {t}")?,
+            254 => f.write_str("table main"),
+            t => write!(f, "table {t}"),
         }
-        if let Some(s) = self.src {
-            write!(f, " src {s}")?;
-        }
-        Ok(())
     }
 }
 
@@ -104,6 +96,8 @@ pub struct Facts {
     pub unmanaged: Vec<Unmanaged>,
     /// The Kubernetes CNI's ENIs, and why each is the CNI's.
     pub cni_enis: Vec<(IfName, String)>,
+    /// Now, in milliseconds since the Unix epoch.
+    pub now_ms: u64,
 }
 
 /// The outcome, as `--format json` names it.
@@ -279,7 +273,7 @@ pub fn explain(addr: IpAddr, facts: &Facts, kernel: &Result<KernelRoute, String>
         Verdict::Unknown
     };
     let answer = match kernel {
-        Ok(r) => format!("ip route get {r}"),
+        Ok(r) => format!("ip route get {} from {addr}: {r}", r.to),
         Err(e) => e.clone(),
     };
     if verdict != Verdict::Unknown {
@@ -399,8 +393,8 @@ fn nic_reason(
         return (
             Verdict::Waiting,
             format!(
-                "{n} is waiting for the metadata: {who} waits for it to agree with the lease, until {} (ms since the epoch), then applies what the lease proves.",
-                p.deadline_ms
+                "{n} is waiting for the metadata: {who} waits for it to agree with the lease for {} s more, then applies what the lease proves.",
+                p.deadline_ms.saturating_sub(facts.now_ms).div_ceil(1000)
             ),
         );
     }

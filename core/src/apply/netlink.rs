@@ -22,7 +22,7 @@ use rtnetlink::packet_route::address::{
 };
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkLayerType, LinkMessage};
 use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope, RouteVia,
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteProtocol, RouteScope, RouteVia,
 };
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -165,7 +165,7 @@ impl NetlinkApplier {
     ) -> Result<crate::explain::KernelRoute> {
         let mut route = crate::explain::KernelRoute::to(src);
         let object = format!("ip route get {} from {src}", route.to);
-        let query = match (src, route.to) {
+        let mut query = match (src, route.to) {
             (IpAddr::V4(s), IpAddr::V4(d)) => RouteMessageBuilder::<Ipv4Addr>::new()
                 .source_prefix(s, 32)
                 .destination_prefix(d, 32)
@@ -176,6 +176,9 @@ impl NetlinkApplier {
                 .build(),
             _ => return Err(failure(object, NetlinkCause::NoAnswer)),
         };
+        // As `ip route get` asks: without it the kernel names table main whatever
+        // table the route came from.
+        query.header.flags |= RouteFlags::LookupTable;
         let handle = self.handle.clone();
         let msgs: Vec<RouteMessage> = self.rt.block_on(async move {
             handle
@@ -194,7 +197,6 @@ impl NetlinkApplier {
                     RouteAttribute::Oif(i) => {
                         route.dev = links.iter().find(|l| l.1 == i).map(|l| l.0.clone());
                     }
-                    RouteAttribute::PrefSource(p) => route.src = route_ip(p),
                     other => route.via = route.via.or_else(|| gateway_of(other)),
                 }
             }
