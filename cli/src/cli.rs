@@ -31,7 +31,8 @@ use leasehook_core::model::IfName;
 /// the instance has; `query` reads the instance data `init` wrote; `plan` prints the
 /// policy routing for given metadata and leases without touching anything; `apply`,
 /// `flush`, `status` and `refresh` put a plan into the kernel, take it out, show it
-/// and re-check it against the metadata service. `leasehook SUBCOMMAND --help` (or
+/// and re-check it against the metadata service; `explain` says why an address
+/// is or is not routed. `leasehook SUBCOMMAND --help` (or
 /// the leasehook-SUBCOMMAND(1) manual page) describes each.
 #[derive(Debug, Parser)]
 #[command(name = "leasehook", version, propagate_version = true)]
@@ -443,7 +444,7 @@ pub(crate) struct WatchArgs {
 /// secondary address, a delegated prefix); the rule and table of leasehook's that
 /// route it, whether the kernel still holds that rule, and what the kernel answers
 /// now for traffic from it (`ip route get 8.8.8.8 from ADDR`, or the IPv6
-/// 2001:4860:4860::8888, asked over netlink). Or why it is not routed: the address
+/// `2001:4860:4860::8888`, asked over netlink). Or why it is not routed: the address
 /// gate refused it (which rule of SPEC §3.8: a /0, loopback or other special
 /// range, the metadata service's address, outside or wider than the NIC's subnet,
 /// another NIC's address, a router's), the NIC waits for the metadata (a worker

@@ -60,7 +60,7 @@ fn explain(
     facts.links = links.into_iter().map(|l| (l.name, l.mac)).collect();
     facts.addresses = nl.link_addresses(&index)?;
     facts.kernel_rules = nl
-        .observe(&index, &Default::default())?
+        .observe(&index, &std::collections::BTreeSet::new())?
         .owned
         .rules
         .into_iter()
@@ -151,11 +151,18 @@ fn pending(paths: &Paths) -> anyhow::Result<Vec<Pending>> {
         let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
         out.push(Pending {
             iface: name,
-            pid: v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()),
-            address: v["event"]["new"]["address"]
-                .as_str()
+            pid: v
+                .pointer("/pid")
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok()),
+            address: v
+                .pointer("/event/new/address")
+                .and_then(serde_json::Value::as_str)
                 .and_then(|a| a.parse().ok()),
-            deadline_ms: v["deadline_ms"].as_u64().unwrap_or(0),
+            deadline_ms: v
+                .pointer("/deadline_ms")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
         });
     }
     Ok(out)

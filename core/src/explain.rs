@@ -34,7 +34,7 @@ pub struct KernelRoute {
 
 impl KernelRoute {
     /// An empty answer for a packet from `src` to a public resolver's address
-    /// (8.8.8.8, 2001:4860:4860::8888): traffic a NIC's default route carries.
+    /// (`8.8.8.8`, `2001:4860:4860::8888`): traffic a NIC's default route carries.
     pub fn to(src: IpAddr) -> Self {
         let to = match src {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::new(8, 8, 8, 8)),
