@@ -21,9 +21,11 @@ use leasehook_core::model::IfName;
 /// prefixes, IPv6 subnets) and installs source rules and a routing table for the NIC:
 /// table 10000 + 100 × network-card + device-number (amazon-ec2-net-utils' scheme;
 /// `profile: cloud-init` keeps cloud-init's EC2 netplan numbering instead, table
-/// 100 + the NIC's position). Everything leasehook adds carries protocol 176 (`proto 176` in `ip
-/// rule` and `ip route`), and it never touches what does not. Settings:
-/// /etc/leasehook/config.yaml and config.d (`leasehook config show`).
+/// 100 + the NIC's position). Everything leasehook adds carries protocol 176 (`proto
+/// leasehook` in `ip rule` and `ip route` with the package's
+/// `/etc/iproute2/rt_protos.d/leasehook.conf`, `proto 176` without it), and it never touches
+/// what does not. Settings: /etc/leasehook/config.yaml and config.d (`leasehook config
+/// show`, leasehook.yaml(5)).
 ///
 /// This command is the boot stage and the administrator's tool: `init` finds the
 /// instance's datasource at boot (EC2 IMDS, LXD's dev-lxd socket, NoCloud seeds) and
