@@ -248,7 +248,12 @@ pub fn explain(addr: IpAddr, facts: &Facts, kernel: &Result<KernelRoute, String>
         let held = found.iter().all(|r| facts.kernel_rules.contains(r));
         rules = found;
         match kernel {
-            Ok(k) if Some(k.table) != table => Verdict::Drift,
+            Ok(k) if Some(k.table) != table => {
+                if held {
+                    lines.push(format!("Yet the kernel takes it to table {}, not {}: a rule before ours (a lower priority, another tool's) matches first.", k.table, r_table(table)));
+                }
+                Verdict::Drift
+            }
             _ if !held => Verdict::Drift,
             _ => Verdict::Routed,
         }
@@ -288,6 +293,10 @@ pub fn explain(addr: IpAddr, facts: &Facts, kernel: &Result<KernelRoute, String>
         rules,
         lines,
     }
+}
+
+fn r_table(t: Option<u32>) -> String {
+    t.map_or_else(|| "none".to_owned(), |t| t.to_string())
 }
 
 /// The addresses `--iface` explains: the NIC's recorded leases and rule sources
@@ -424,7 +433,7 @@ fn nic_reason(
             ),
         );
     }
-    let table = s.table.map_or_else(|| "none".to_owned(), |t| t.to_string());
+    let table = r_table(s.table);
     (
         Verdict::NotApplied,
         match addr {

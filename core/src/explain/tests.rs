@@ -147,7 +147,7 @@ fn each_reason_wins_in_its_case() {
             254,
             Verdict::Drift,
             Some("eth1"),
-            "table 10001",
+            "the kernel takes it to table 254, not 10001: a rule before ours",
         ),
         (
             "169.254.169.254",
