@@ -96,9 +96,18 @@ impl Instance {
         cmd.output().unwrap()
     }
 
-    /// `leasehook explain ARGS` inside the namespace: exit status and stdout.
+    /// `leasehook explain ARGS` inside the namespace: exit status and stdout
+    /// (and stderr).
     fn explain(&self, args: &[&str]) -> (i32, String) {
-        let mut cmd = self.ns.command(leasehook_bin().to_str().unwrap());
+        self.explain_as(&[], args)
+    }
+
+    /// [`Instance::explain`] under `setpriv WRAP`.
+    fn explain_as(&self, wrap: &[&str], args: &[&str]) -> (i32, String) {
+        let mut cmd = self
+            .ns
+            .command(if wrap.is_empty() { "env" } else { "setpriv" });
+        cmd.args(wrap).arg(leasehook_bin());
         cmd.env_clear()
             .arg("--root")
             .arg(&self.root)
@@ -249,4 +258,9 @@ fn an_unmanaged_nics_address_names_the_entry_and_an_unknown_one_is_unknown() {
     );
     let (code, text) = i.explain(&["not-an-address"]);
     assert_eq!(code, 2, "{text}");
+    // Not root: the 0600 records are unreadable, which is said, never "unknown".
+    let nobody = ["--reuid", "65534", "--regid", "65534", "--clear-groups"];
+    let (code, text) = i.explain_as(&nobody, &["10.98.1.20"]);
+    assert_eq!(code, 2, "{text}");
+    has(&text, &["cannot read leasehook's state", "run as root"]);
 }
