@@ -408,6 +408,12 @@ fn nic_reason(
         );
     }
     let Some(s) = state else {
+        if !facts.links.iter().any(|l| &l.0 == n) {
+            return (
+                Verdict::Unknown,
+                format!("There is no link {n} and no record of it."),
+            );
+        }
         return (
             Verdict::NotApplied,
             format!(

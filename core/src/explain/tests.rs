@@ -243,7 +243,11 @@ fn iface_lists_recorded_and_held_addresses() {
         .collect();
     assert_eq!(got, ["10.0.1.20", "10.0.1.21", "10.0.1.48"]);
     assert!(addresses_of(&name("eth9"), &f).is_empty());
-    assert_eq!(explain_nic(&name("eth9"), &f).verdict, Verdict::NotApplied);
+    assert_eq!(explain_nic(&name("eth9"), &f).verdict, Verdict::Unknown);
+    assert_eq!(explain_nic(&name("eth2"), &f).verdict, Verdict::Waiting);
+    let mut f = f;
+    f.pending.clear();
+    assert_eq!(explain_nic(&name("eth2"), &f).verdict, Verdict::NotApplied);
     assert_eq!(explain_nic(&name("eth0"), &f).verdict, Verdict::Primary);
 }
 
