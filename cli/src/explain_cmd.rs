@@ -58,12 +58,10 @@ fn explain(
     let links = nl.links()?;
     let index: LinkIndex = links.iter().map(|l| (l.name.clone(), l.index)).collect();
     facts.links = links.into_iter().map(|l| (l.name, l.mac)).collect();
-    facts.addresses = nl.link_addresses(&index)?;
-    facts.kernel_rules = nl
-        .observe(&index, &std::collections::BTreeSet::new())?
-        .owned
-        .rules
-        .into_iter()
+    let seen = nl.observe(&index, &std::collections::BTreeSet::new())?;
+    facts.kernel_rules = seen.owned.rules.into_iter().collect();
+    facts.addresses = (seen.owned.addresses.into_iter())
+        .chain(seen.foreign_addresses)
         .collect();
     let mode = match loaded {
         Ok(l) => {
