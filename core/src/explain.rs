@@ -232,31 +232,10 @@ pub fn explain(addr: IpAddr, facts: &Facts, kernel: &Result<KernelRoute, String>
     }];
     let (mut table, mut rules) = (None, Vec::new());
     let verdict = if let Some((s, found)) = with_rule {
-        lines.push(origin(s, addr, &found));
-        for r in &found {
-            lines.push(format!(
-                "Rule `{r}` sends its traffic to table {}{}.",
-                r.table,
-                if facts.kernel_rules.contains(r) {
-                    ""
-                } else {
-                    "; the kernel does NOT hold this rule now (removed by someone else? `leasehook refresh` puts it back)"
-                }
-            ));
-        }
         table = found.first().map(|r| r.table);
-        let held = found.iter().all(|r| facts.kernel_rules.contains(r));
+        let v = rule_reason(s, addr, &found, facts, kernel, &mut lines);
         rules = found;
-        match kernel {
-            Ok(k) if Some(k.table) != table => {
-                if held {
-                    lines.push(format!("Yet the kernel takes it to table {}, not {}: a rule before ours (a lower priority, another tool's) matches first.", k.table, r_table(table)));
-                }
-                Verdict::Drift
-            }
-            _ if !held => Verdict::Drift,
-            _ => Verdict::Routed,
-        }
+        v
     } else if !refused.is_empty() {
         for (s, r) in &refused {
             lines.push(format!(
@@ -292,6 +271,42 @@ pub fn explain(addr: IpAddr, facts: &Facts, kernel: &Result<KernelRoute, String>
         table,
         rules,
         lines,
+    }
+}
+
+/// Why an address a rule of ours holds is routed, or drifted: where it came
+/// from, each rule and whether the kernel holds it, and the kernel's table.
+fn rule_reason(
+    s: &InterfaceState,
+    addr: IpAddr,
+    found: &[Rule],
+    facts: &Facts,
+    kernel: &Result<KernelRoute, String>,
+    lines: &mut Vec<String>,
+) -> Verdict {
+    lines.push(origin(s, addr, found));
+    for r in found {
+        lines.push(format!(
+            "Rule `{r}` sends its traffic to table {}{}.",
+            r.table,
+            if facts.kernel_rules.contains(r) {
+                ""
+            } else {
+                "; the kernel does NOT hold this rule now (removed by someone else? `leasehook refresh` puts it back)"
+            }
+        ));
+    }
+    let table = found.first().map(|r| r.table);
+    let held = found.iter().all(|r| facts.kernel_rules.contains(r));
+    match kernel {
+        Ok(k) if Some(k.table) != table => {
+            if held {
+                lines.push(format!("Yet the kernel takes it to table {}, not {}: a rule before ours (a lower priority, another tool's) matches first.", k.table, r_table(table)));
+            }
+            Verdict::Drift
+        }
+        _ if !held => Verdict::Drift,
+        _ => Verdict::Routed,
     }
 }
 
