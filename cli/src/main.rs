@@ -19,6 +19,7 @@ mod boot_status;
 mod cli;
 mod config_cmd;
 mod detect_cmd;
+mod explain_cmd;
 mod init_cmd;
 mod kube_status;
 mod logging;
@@ -94,6 +95,7 @@ fn run(
         Command::Query(args) => ok(query_cmd::run(&args, root)),
         Command::Config(args) => ok(config_cmd::run(&args, &loaded?)),
         Command::Watch(args) => ok(watch_cmd::run(&args, root, &loaded?)),
+        Command::Explain(args) => Ok(explain_cmd::run(&args, root, &loaded)),
     }
 }
 

@@ -94,6 +94,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/share/man/man1/leasehook-config.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-config-show.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-watch.1.gz", 0o644),
+    ("/usr/share/man/man1/leasehook-explain.1.gz", 0o644),
     ("/usr/share/man/man5/leasehook.yaml.5.gz", 0o644),
     ("/usr/share/bash-completion/completions/leasehook", 0o644),
     ("/usr/share/zsh/vendor-completions/_leasehook", 0o644),

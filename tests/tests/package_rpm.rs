@@ -157,6 +157,12 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
     ("/usr/share/man/man1/leasehook-watch.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man5/leasehook.yaml.5.gz", '-', 0o644, "d"),
     (
+        "/usr/share/man/man1/leasehook-explain.1.gz",
+        '-',
+        0o644,
+        "d",
+    ),
+    (
         "/usr/share/bash-completion/completions/leasehook",
         '-',
         0o644,
