@@ -88,7 +88,7 @@ fn run(
         Command::Apply(args) => ok(apply_cmd::apply(&args, root)),
         Command::Flush(args) => ok(apply_cmd::flush(&args, root)),
         Command::Status(args) => ok(apply_cmd::status(&args, root, loaded.ok().as_ref())),
-        Command::Refresh(args) => ok(apply_cmd::refresh(&args, &loaded?)),
+        Command::Refresh(args) => apply_cmd::refresh(&args, &loaded?),
         Command::Detect(args) => ok(detect_cmd::run(&args, root, &loaded?)),
         Command::Init(args) => init_cmd::run(&args, root, &loaded?),
         Command::Query(args) => ok(query_cmd::run(&args, root)),

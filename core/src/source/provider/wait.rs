@@ -172,7 +172,15 @@ pub fn wait<S: NicSession + ?Sized>(
             None => {
                 match session.assess() {
                     Ok(a) if a.is_complete() => {
-                        log::info!(
+                        // At once is no news (a refresh of an unchanged NIC logs
+                        // nothing at info); after a wait it is.
+                        let level = if rounds == 1 {
+                            log::Level::Debug
+                        } else {
+                            log::Level::Info
+                        };
+                        log::log!(
+                            level,
                             "{}: IMDS agrees with the lease after {rounds} round(s), {requests} request(s), {} ms",
                             session.interface(),
                             clock.now().saturating_duration_since(start).as_millis()
