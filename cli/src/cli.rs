@@ -251,6 +251,19 @@ pub(crate) struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+
+    /// Wait until every NIC with a lease (or an address from the metadata) is
+    /// applied: a state record, no worker still waiting for the metadata, nothing
+    /// missing. Exit 0 then; 1 when a NIC failed (its worker gone, the metadata
+    /// incomplete when the budget ended) or the timeout passed, the NICs not ready
+    /// and why on standard error. Reads only run-time files (every 200 ms), never
+    /// the metadata service. What leasehook-wait-online.service runs.
+    #[arg(long)]
+    pub(crate) wait: bool,
+
+    /// With --wait: give up after S seconds.
+    #[arg(long, value_name = "S", default_value_t = 120, requires = "wait")]
+    pub(crate) timeout: u64,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

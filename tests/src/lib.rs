@@ -119,9 +119,11 @@ pub fn udev_add_command(ifname: &str) -> Vec<String> {
     let template = format!("{name}@.service");
     let text = std::fs::read_to_string(workspace_root().join("hooks/systemd").join(&template))
         .unwrap_or_else(|e| panic!("hooks/systemd/{template}: {e}"));
+    // `-`: systemd's prefix for "a failure does not fail the unit".
     let exec = text
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
+        .map(|e| e.trim_start_matches('-'))
         .unwrap_or_else(|| panic!("no ExecStart= in {template}"));
     exec.split_whitespace()
         .map(|w| w.replace("%i", ifname))

@@ -123,6 +123,12 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "",
     ),
+    (
+        "/usr/lib/systemd/system/leasehook-wait-online.service",
+        '-',
+        0o644,
+        "",
+    ),
     ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
     ("/usr/share/man/man1/leasehook.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man1/leasehook-plan.1.gz", '-', 0o644, "d"),
