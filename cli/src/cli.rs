@@ -226,6 +226,12 @@ pub(crate) struct FlushArgs {
 /// the metadata, and loses everything, its address too, once the metadata no
 /// longer lists it. The udev rule runs `refresh --without-dhcp --iface IF`
 /// (through leasehook-refresh@IF.service) when a NIC appears.
+///
+/// Prints what changed, nothing when nothing did (-v: every NIC). Exit 1 when a
+/// NIC could not be checked (the metadata unreachable, failing or incomplete for
+/// the budget, its table another NIC's): each is named with the cause on standard
+/// error, and its refresh time (`status`) is not renewed. A NIC whose metadata is
+/// known incomplete is asked one round, without retries.
 #[derive(Debug, Args)]
 #[command(after_long_help = leasehook_core::config::env_help())]
 pub(crate) struct RefreshArgs {
@@ -239,7 +245,8 @@ pub(crate) struct RefreshArgs {
     #[arg(long)]
     pub(crate) without_dhcp: bool,
 
-    /// Print every change as an `ip` command line.
+    /// Also print the NICs that did not change, and every change as an `ip`
+    /// command line.
     #[arg(long, short)]
     pub(crate) verbose: bool,
 }

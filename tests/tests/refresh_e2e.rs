@@ -49,8 +49,16 @@ fn bound_world(tag: &str) -> World {
     let mut w = World::new(tag, &WorldOptions::default());
     w.bind("eth0", false);
     w.bind("eth1", false);
+    // The rules first, then the state file (a refresh sees only recorded NICs).
+    let recorded = |n: &str| {
+        w.root
+            .join(format!("run/leasehook/iface/{n}.json"))
+            .exists()
+    };
     assert!(
-        wait_until(Duration::from_secs(10), || w.our_rules().len() == 2),
+        wait_until(Duration::from_secs(10), || w.our_rules().len() == 2
+            && recorded("eth0")
+            && recorded("eth1")),
         "{}",
         w.log("eth1", false)
     );

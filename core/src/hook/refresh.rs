@@ -547,7 +547,12 @@ pub(super) fn refresh_one(
             state::save_if_changed(paths, Some(st), now, state::unix_ms())?;
             return Ok(RefreshOutcome::Unchecked(name, why));
         }
-        Outcome::Failed(e) => return Ok(RefreshOutcome::Unchecked(name, unanswered(&e))),
+        Outcome::Failed(e) => {
+            return Ok(RefreshOutcome::Unchecked(
+                name,
+                format!("IMDS did not answer usefully ({e}); whatever was applied stays"),
+            ));
+        }
     };
     apply_refreshed(
         applier,
