@@ -145,10 +145,11 @@ fn pending(paths: &Paths) -> anyhow::Result<Vec<(String, Option<u64>, u64)>> {
             continue;
         };
         let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let field = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
         out.push((
             name.to_owned(),
-            v["pid"].as_u64(),
-            v["deadline_ms"].as_u64().unwrap_or(0),
+            field("pid"),
+            field("deadline_ms").unwrap_or(0),
         ));
     }
     Ok(out)

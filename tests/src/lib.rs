@@ -123,8 +123,10 @@ pub fn udev_add_command(ifname: &str) -> Vec<String> {
     let exec = text
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
-        .map(|e| e.trim_start_matches('-'))
-        .unwrap_or_else(|| panic!("no ExecStart= in {template}"));
+        .map_or_else(
+            || panic!("no ExecStart= in {template}"),
+            |e| e.trim_start_matches('-'),
+        );
     exec.split_whitespace()
         .map(|w| w.replace("%i", ifname))
         .collect()

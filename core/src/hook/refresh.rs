@@ -59,14 +59,6 @@ pub enum RefreshOutcome {
     Unchecked(IfName, String),
 }
 
-impl RefreshOutcome {
-    /// Whether the NIC could not be checked ([`RefreshOutcome::Unchecked`]).
-    #[must_use]
-    pub const fn is_unchecked(&self) -> bool {
-        matches!(self, Self::Unchecked(..))
-    }
-}
-
 /// `<root>/run/leasehook/refreshed/<ifname>`: its modification time is when the
 /// interface was last checked against the metadata with success (the file stays
 /// empty; refreshing rewrites nothing). A check that failed leaves it as it was.
