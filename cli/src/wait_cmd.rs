@@ -87,9 +87,22 @@ fn look(root: &Path, paths: &Paths) -> anyhow::Result<Seen> {
             }
         }
     }
+    // A worker takes its NIC's lock before it removes its hand-over and keeps
+    // it until the state is written: a NIC whose lock is held is on its way
+    // (as one a hook or a refresh is applying).
+    let busy: Vec<String> = locked(paths)?
+        .into_iter()
+        .filter(|n| !pending.iter().any(|(p, ..)| p == n))
+        .collect();
+    for name in &busy {
+        let _ = writeln!(
+            waiting,
+            "{name}: its lock is held (an event or a refresh is being applied)"
+        );
+    }
     for st in &states {
         let name = st.name.as_str();
-        if pending.iter().any(|(n, ..)| n == name) {
+        if pending.iter().any(|(n, ..)| n == name) || busy.iter().any(|n| n == name) {
             continue;
         }
         if st.missing.is_empty() {
@@ -122,6 +135,38 @@ fn look(root: &Path, paths: &Paths) -> anyhow::Result<Seen> {
         });
     }
     Ok(Seen::Ready(format!("applied: {}\n", ready.join(", "))))
+}
+
+/// The NICs whose lock (`run/leasehook/lock/IF.lock`) someone holds now: each
+/// lock file is opened read-only (never created, never through a symlink) and
+/// tried with a shared lock, let go at once.
+fn locked(paths: &Paths) -> anyhow::Result<Vec<String>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let Some(dir) = paths.run_folder(Some("lock"), false)? else {
+        return Ok(Vec::new());
+    };
+    let names = dir.names().map_err(|p| dir.error(".", &p))?;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let mut out = Vec::new();
+    for file in &names {
+        let Some(name) = file.strip_suffix(".lock") else {
+            continue;
+        };
+        let Ok(f) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(i32::try_from(flags.bits()).unwrap_or(0))
+            .open(dir.path().join(file))
+        else {
+            continue;
+        };
+        if !f.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)) {
+            out.push(name.to_owned());
+        }
+    }
+    Ok(out)
 }
 
 /// The hand-overs in `run/leasehook/pending/`: each NIC's name, its worker's pid

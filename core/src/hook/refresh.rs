@@ -517,6 +517,8 @@ pub(super) fn refresh_one(
     }
     // The provider's client is bound to the NIC; the token comes from the shared cache.
     let mut policy = WaitPolicy::default().with_budget(cfg.sync_budget);
+    // Unchanged is no news: an agreement at once is logged at debug.
+    policy.quiet = true;
     if !st.missing.is_empty() {
         // Known incomplete (its worker gave up, or the last refresh found it so):
         // one round of requests, no retries within the budget, since the timer

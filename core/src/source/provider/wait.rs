@@ -69,6 +69,10 @@ pub struct WaitPolicy {
     pub jitter: bool,
     /// The jitter's random seed, for reproducible tests; `None` seeds randomly.
     pub jitter_seed: Option<u64>,
+    /// An agreement at the first round is logged at debug, not info (`leasehook
+    /// refresh`: an unchanged NIC logs nothing at the default level). Off by
+    /// default: a lease event says it at info.
+    pub quiet: bool,
 }
 
 impl Default for WaitPolicy {
@@ -79,6 +83,7 @@ impl Default for WaitPolicy {
             max_delay: IMDS_BACKOFF_MAX,
             jitter: true,
             jitter_seed: None,
+            quiet: false,
         }
     }
 }
@@ -172,9 +177,7 @@ pub fn wait<S: NicSession + ?Sized>(
             None => {
                 match session.assess() {
                     Ok(a) if a.is_complete() => {
-                        // At once is no news (a refresh of an unchanged NIC logs
-                        // nothing at info); after a wait it is.
-                        let level = if rounds == 1 {
+                        let level = if policy.quiet && rounds == 1 {
                             log::Level::Debug
                         } else {
                             log::Level::Info
