@@ -234,6 +234,12 @@ pub(crate) struct FlushArgs {
 /// the metadata, and loses everything, its address too, once the metadata no
 /// longer lists it. The udev rule runs `refresh --without-dhcp --iface IF`
 /// (through leasehook-refresh@IF.service) when a NIC appears.
+///
+/// Prints what changed, nothing when nothing did (-v: every NIC). Exit 1 when a
+/// NIC could not be checked (the metadata unreachable, failing or incomplete for
+/// the budget, its table another NIC's): each is named with the cause on standard
+/// error, and its refresh time (`status`) is not renewed. A NIC whose metadata is
+/// known incomplete is asked one round, without retries.
 #[derive(Debug, Args)]
 #[command(after_long_help = leasehook_core::config::env_help())]
 pub(crate) struct RefreshArgs {
@@ -247,7 +253,8 @@ pub(crate) struct RefreshArgs {
     #[arg(long)]
     pub(crate) without_dhcp: bool,
 
-    /// Print every change as an `ip` command line.
+    /// Also print the NICs that did not change, and every change as an `ip`
+    /// command line.
     #[arg(long, short)]
     pub(crate) verbose: bool,
 }
@@ -259,6 +266,19 @@ pub(crate) struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+
+    /// Wait until every NIC with a lease (or an address from the metadata) is
+    /// applied: a state record, no worker still waiting for the metadata, nothing
+    /// missing. Exit 0 then; 1 when a NIC failed (its worker gone, the metadata
+    /// incomplete when the budget ended) or the timeout passed, the NICs not ready
+    /// and why on standard error. Reads only run-time files (every 200 ms), never
+    /// the metadata service. What leasehook-wait-online.service runs.
+    #[arg(long)]
+    pub(crate) wait: bool,
+
+    /// With --wait: give up after S seconds.
+    #[arg(long, value_name = "S", default_value_t = 120, requires = "wait")]
+    pub(crate) timeout: u64,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

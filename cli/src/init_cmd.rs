@@ -211,6 +211,7 @@ fn address_unleased(loaded: &Loaded) -> String {
                         format!("{name}: gone ({} object(s) removed)", r.writes())
                     }
                     RefreshOutcome::Kept(name, why) => format!("{name}: unchanged ({why})"),
+                    RefreshOutcome::Unchecked(name, why) => format!("{name}: not checked ({why})"),
                 };
                 let _ = writeln!(out, "  no DHCP: {line}");
             }

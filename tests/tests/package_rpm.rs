@@ -130,6 +130,12 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "",
     ),
+    (
+        "/usr/lib/systemd/system/leasehook-wait-online.service",
+        '-',
+        0o644,
+        "",
+    ),
     ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
     // The protocol number's name for `ip`: the code's, not %config.
     ("/etc/iproute2/rt_protos.d/leasehook.conf", '-', 0o644, ""),
