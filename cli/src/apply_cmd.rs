@@ -156,6 +156,17 @@ pub(crate) fn flush(args: &FlushArgs, root: &Path) -> anyhow::Result<String> {
         FamilyArg::V4 => Family::V4,
         FamilyArg::V6 => Family::V6,
     });
+    // An interface leasehook never touched (udev's remove of a pod's veth): no
+    // state, no lock file; creating a lock to find nothing would leave one per
+    // name in run/leasehook/lock/ until reboot.
+    if let Some(i) = &args.iface
+        && ![paths.state_file(i), paths.lock_file(i)]
+            .iter()
+            .any(|p| p.symlink_metadata().is_ok())
+    {
+        log::debug!("{i}: nothing recorded, nothing to flush");
+        return Ok(summary(&Report::default(), args.verbose));
+    }
     let mut applier = NetlinkApplier::try_new()?;
     let mut names: Vec<IfName> = if let Some(i) = &args.iface {
         vec![i.clone()]
@@ -205,19 +216,48 @@ pub(crate) fn flush(args: &FlushArgs, root: &Path) -> anyhow::Result<String> {
     Ok(summary(&report, args.verbose))
 }
 
-/// `refresh` with the configuration `main` loaded (its root included).
-pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<String> {
+/// `refresh` with the configuration `main` loaded (its root included): what
+/// changed on standard output (with `verbose`, also what did not and why), each
+/// NIC that could not be checked on standard error, and exit 1 when there was
+/// one. A state that cannot be read is an error, "run as root" when it is a
+/// permission's.
+pub(crate) fn refresh(
+    args: &RefreshArgs,
+    loaded: &Loaded,
+) -> anyhow::Result<(String, std::process::ExitCode)> {
     let cfg = HookConfig::from_settings(&loaded.settings);
+    if let Some(why) = hook::inert(&cfg) {
+        log::debug!("{why}");
+        let out = if args.verbose {
+            format!("{why}\n")
+        } else {
+            String::new()
+        };
+        return Ok((out, std::process::ExitCode::SUCCESS));
+    }
+    let (_, unreadable) = state::list_states(&Paths::new(&cfg.root));
+    if let Some(e) = unreadable.first()
+        && !rustix::process::geteuid().is_root()
+    {
+        bail!("cannot read leasehook's state ({e}): run as root");
+    }
     let mut out = String::new();
     let outcomes = if args.without_dhcp {
         hook::address_unleased(&cfg, args.iface.as_ref())?
     } else {
         hook::refresh(args.iface.as_ref(), &cfg)?
     };
+    let mut unchecked = unreadable.len();
+    for e in &unreadable {
+        eprintln!("leasehook: not checked: {e}");
+    }
+    let any = !outcomes.is_empty();
     for outcome in outcomes {
         match outcome {
             RefreshOutcome::Refreshed(name, report) => {
-                out.push_str(&labelled(&report, args.verbose, &format!("{name}: ")));
+                if args.verbose || report.writes() > 0 {
+                    out.push_str(&labelled(&report, args.verbose, &format!("{name}: ")));
+                }
             }
             RefreshOutcome::LinkGone(name, report) => {
                 out.push_str(&labelled(
@@ -248,19 +288,33 @@ pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<Str
                 ));
             }
             RefreshOutcome::Kept(name, why) => {
-                log::warn!("{name}: {why}");
-                let _ = writeln!(out, "{name}: unchanged ({why})");
+                log::debug!("{name}: {why}");
+                if args.verbose {
+                    let _ = writeln!(out, "{name}: unchanged ({why})");
+                }
+            }
+            RefreshOutcome::Unchecked(name, why) => {
+                // Standard error, which the terminal and the unit's journal both
+                // show (the log may go to syslog only).
+                unchecked += 1;
+                eprintln!("leasehook: {name}: not checked: {why}");
             }
         }
     }
-    if out.is_empty() {
+    if !any && args.verbose {
         out.push_str(if args.without_dhcp {
             "no NIC without DHCP to configure\n"
         } else {
             "no interface has a recorded plan\n"
         });
     }
-    Ok(out)
+    if unchecked > 0 {
+        eprintln!(
+            "leasehook: refresh: {unchecked} interface(s) not checked; their refresh time stays as it was"
+        );
+        return Ok((out, std::process::ExitCode::FAILURE));
+    }
+    Ok((out, std::process::ExitCode::SUCCESS))
 }
 
 /// "12 s ago" for a time in milliseconds since the Unix epoch.
@@ -333,6 +387,7 @@ pub(crate) fn status(
             .collect();
         let (_, tools, _) = other_tools(root);
         let all = serde_json::json!({
+            "enabled": loaded.is_none_or(|l| l.settings.enabled),
             "datasource": crate::boot_status::json(root),
             "kubernetes": crate::kube_status::json(kube_mode, root),
             "other_routing_tools": tools,
@@ -345,6 +400,9 @@ pub(crate) fn status(
         return Ok(serde_json::to_string_pretty(&all)? + "\n");
     }
     let mut out = crate::boot_status::text(root);
+    if loaded.is_some_and(|l| !l.settings.enabled) {
+        out.push_str("disabled (configuration key enabled is false): the hooks, refresh and watch do nothing\n");
+    }
     out.push_str(&crate::kube_status::text(kube_mode, root, ""));
     out.push_str(&other_tools(root).0);
     for (_, message) in commit::recorded_conflicts(&paths) {
