@@ -328,8 +328,7 @@ fn stored_series(key: &str) -> bool {
     let Some((name, labels)) = parse_series(key) else {
         return false;
     };
-    let known = [EVENTS, REQUESTS, REFUSALS, CONFLICTS, LAST_SUCCESS]
-        .contains(&name.as_str())
+    let known = [EVENTS, REQUESTS, REFUSALS, CONFLICTS, LAST_SUCCESS].contains(&name.as_str())
         || name == format!("{WAIT}_bucket")
         || name == format!("{WAIT}_sum")
         || name == format!("{WAIT}_count");
@@ -442,7 +441,10 @@ pub fn render(root: &Path, kernel: Option<&mut dyn Applier>) -> String {
             APPLIED => {
                 for st in &states {
                     let table = st.table.map(|t| t.to_string()).unwrap_or_default();
-                    let s = series(APPLIED, &[("interface", st.name.as_str()), ("table", &table)]);
+                    let s = series(
+                        APPLIED,
+                        &[("interface", st.name.as_str()), ("table", &table)],
+                    );
                     let _ = writeln!(out, "{s} {}", u8::from(!st.families.is_empty()));
                 }
             }
@@ -464,7 +466,11 @@ pub fn render(root: &Path, kernel: Option<&mut dyn Applier>) -> String {
             WAIT => {
                 let get = |k: &str| stored.get(k).copied().unwrap_or(0.0);
                 let bucket = format!("{WAIT}_bucket");
-                for le in WAIT_BUCKETS.iter().map(ToString::to_string).chain(["+Inf".to_owned()]) {
+                for le in WAIT_BUCKETS
+                    .iter()
+                    .map(ToString::to_string)
+                    .chain(["+Inf".to_owned()])
+                {
                     let s = series(&bucket, &[("le", &le)]);
                     let _ = writeln!(out, "{s} {}", get(&s));
                 }
@@ -472,7 +478,11 @@ pub fn render(root: &Path, kernel: Option<&mut dyn Applier>) -> String {
                 let _ = writeln!(out, "{WAIT}_count {}", get(&format!("{WAIT}_count")));
             }
             CONFLICTS => {
-                let _ = writeln!(out, "{CONFLICTS} {}", stored.get(CONFLICTS).copied().unwrap_or(0.0));
+                let _ = writeln!(
+                    out,
+                    "{CONFLICTS} {}",
+                    stored.get(CONFLICTS).copied().unwrap_or(0.0)
+                );
             }
             _ => {
                 for (k, v) in &stored {
@@ -539,7 +549,9 @@ fn missing(want: &State, have: &State) -> usize {
         .iter()
         .filter(|r| {
             !have.rules.iter().any(|h| {
-                h.from == r.from && h.table == r.table && (r.priority.is_none() || h.priority == r.priority)
+                h.from == r.from
+                    && h.table == r.table
+                    && (r.priority.is_none() || h.priority == r.priority)
             })
         })
         .count();
@@ -595,9 +607,20 @@ mod tests {
         let paths = root.path();
         let ev = series(
             EVENTS,
-            &[("client", "nm"), ("reason", "bound"), ("outcome", "applied")],
+            &[
+                ("client", "nm"),
+                ("reason", "bound"),
+                ("outcome", "applied"),
+            ],
         );
-        store(paths, &[(ev.clone(), Change::Add(1.0)), (CONFLICTS.to_owned(), Change::Add(1.0))]).unwrap();
+        store(
+            paths,
+            &[
+                (ev.clone(), Change::Add(1.0)),
+                (CONFLICTS.to_owned(), Change::Add(1.0)),
+            ],
+        )
+        .unwrap();
         store(paths, &[(ev.clone(), Change::Add(1.0))]).unwrap();
         let got = counters(root.path());
         assert_eq!((got.get(&ev), got.get(CONFLICTS)), (Some(&2.0), Some(&1.0)));
@@ -613,7 +636,14 @@ mod tests {
         assert!(counters(root.path()).is_empty());
         // Max keeps the larger timestamp.
         let ls = series(LAST_SUCCESS, &[("interface", "eth1")]);
-        store(paths, &[(ls.clone(), Change::Max(5.0)), (ls.clone(), Change::Max(3.0))]).unwrap();
+        store(
+            paths,
+            &[
+                (ls.clone(), Change::Max(5.0)),
+                (ls.clone(), Change::Max(3.0)),
+            ],
+        )
+        .unwrap();
         assert_eq!(counters(root.path()).get(&ls), Some(&5.0));
     }
 

@@ -43,6 +43,7 @@ pub(crate) use leasehook_core::config::env_help;
 use leasehook_core::config::{self, Layers};
 use leasehook_core::event::Env;
 use leasehook_core::hook::{self, HookConfig, HookOutcome};
+use leasehook_core::metrics;
 use leasehook_core::model::{IfName, LeaseEvent};
 use leasehook_core::{Error, Result};
 
@@ -263,6 +264,10 @@ pub(crate) fn run_shim(
         .as_ref()
         .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
     logging::init(shim.program, &context, level);
+    let textfile = loaded
+        .as_ref()
+        .ok()
+        .and_then(|l| l.settings.metrics_textfile.clone());
     let cfg = match loaded {
         Ok(l) => HookConfig::from_settings(&l.settings),
         Err(e) => {
@@ -270,7 +275,10 @@ pub(crate) fn run_shim(
             return ExitCode::from(2);
         }
     };
+    // The `reason` label of each outcome's event (a worker's: `worker`).
+    let mut reasons = Vec::new();
     let outcomes = if let Some(name) = shim.worker {
+        reasons.push("worker".to_owned());
         match IfName::try_new(name) {
             Ok(n) => vec![hook::run_worker(&n, &cfg)],
             Err(p) => {
@@ -294,13 +302,19 @@ pub(crate) fn run_shim(
         if events.is_empty() {
             log::debug!("nothing to do for this event");
         }
+        reasons.extend(events.iter().map(|ev| ev.reason.to_string()));
         events
             .iter()
             .map(|ev| hook::handle(ev, &cfg, worker_exe))
-            .collect()
+            .collect::<Vec<_>>()
     };
+    let client = shim
+        .program
+        .strip_prefix("leasehook-")
+        .unwrap_or(shim.program);
     let mut status = ExitCode::SUCCESS;
-    for outcome in outcomes {
+    for (outcome, reason) in outcomes.into_iter().zip(&reasons) {
+        metrics::event(client, reason, metrics::outcome(&outcome));
         match outcome {
             Ok(HookOutcome::Kept(why)) => log::warn!("nothing changed: {why}"),
             Ok(o) => log::debug!("{o:?}"),
@@ -310,6 +324,7 @@ pub(crate) fn run_shim(
             }
         }
     }
+    metrics::flush(&cfg.root, textfile.as_deref());
     status
 }
 
