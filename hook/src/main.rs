@@ -212,6 +212,12 @@ pub(crate) struct Shim<'a> {
     pub(crate) context: logging::Context,
 }
 
+/// The `client` label of the metrics: the program's name without `leasehook-`
+/// (`dhclient`, ...; `hook` for a worker started as `leasehook-hook`).
+fn client_label(program: &str) -> &str {
+    program.strip_prefix("leasehook-").unwrap_or(program)
+}
+
 /// A log context from an event's interface and reason: the interface is kept only
 /// when it is a valid name, the reason only when `known` says it is one the client
 /// sends, so a hostile value never reaches a log line unescaped.
@@ -296,6 +302,14 @@ pub(crate) fn run_shim(
                     e,
                     Error::Event { .. } | Error::Syntax { .. } | Error::Argument { .. }
                 );
+                // Counted too: a client whose events leasehook cannot read is
+                // what an operator most needs to see.
+                metrics::event(
+                    client_label(shim.program),
+                    "unknown",
+                    if input { "malformed" } else { "error" },
+                );
+                metrics::flush(&cfg.root, textfile.as_deref());
                 return ExitCode::from(if input { 2 } else { 1 });
             }
         };
@@ -308,10 +322,7 @@ pub(crate) fn run_shim(
             .map(|ev| hook::handle(ev, &cfg, worker_exe))
             .collect::<Vec<_>>()
     };
-    let client = shim
-        .program
-        .strip_prefix("leasehook-")
-        .unwrap_or(shim.program);
+    let client = client_label(shim.program);
     let mut status = ExitCode::SUCCESS;
     for (outcome, reason) in outcomes.into_iter().zip(&reasons) {
         metrics::event(client, reason, metrics::outcome(&outcome));

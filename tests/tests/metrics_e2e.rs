@@ -411,4 +411,22 @@ fn metrics_say_what_the_events_did() {
         ),
         Some(0.0)
     );
+
+    // An event the hook cannot read (a reason with a line feed): exit 2, and
+    // counted.
+    let out = lab.hook("BOUND\nX");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let s = parse(&std::fs::read_to_string(lab.textfile()).unwrap());
+    assert_eq!(
+        value(
+            &s,
+            "leasehook_events_total",
+            &[
+                ("client", "dhclient"),
+                ("reason", "unknown"),
+                ("outcome", "malformed")
+            ]
+        ),
+        Some(1.0)
+    );
 }
