@@ -648,6 +648,58 @@ mod tests {
     }
 
     #[test]
+    fn outcomes_are_labelled() {
+        use crate::apply::Report;
+        let conflict = Error::TableConflict {
+            iface: IfName::try_new("eth1").unwrap(),
+            table: 10001,
+            others: vec!["eth2".to_owned()],
+        };
+        for (r, want) in [
+            (Ok(HookOutcome::Applied(Report::default())), "unchanged"),
+            (
+                Ok(HookOutcome::AppliedPartial(Report::default())),
+                "partial",
+            ),
+            (Ok(HookOutcome::Deferred(7)), "deferred"),
+            (Ok(HookOutcome::Kept(String::new())), "kept"),
+            (Err(conflict), "conflict"),
+            (Err(Error::InvalidPlan(String::new())), "error"),
+        ] {
+            assert_eq!(outcome(&r), want);
+        }
+    }
+
+    #[test]
+    fn the_textfile_key_takes_an_absolute_prom_path() {
+        let load = |v: &str| {
+            let env: crate::event::Env = [
+                ("LEASEHOOK_CONFIG", "/dev/null"),
+                ("LEASEHOOK_METRICS_TEXTFILE", v),
+            ]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+            crate::config::load(&crate::config::Layers::from_env(env))
+                .map(|l| l.settings.metrics_textfile)
+        };
+        let path = "/var/lib/prometheus/node-exporter/leasehook.prom";
+        assert_eq!(load(path).unwrap(), Some(std::path::PathBuf::from(path)));
+        assert_eq!(load("").unwrap(), None);
+        for bad in ["leasehook.prom", "/var/lib/leasehook.txt", "/"] {
+            let e = load(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("LEASEHOOK_METRICS_TEXTFILE") && e.contains(".prom"),
+                "{e}"
+            );
+        }
+        let layer =
+            crate::config::parse_file("f.yaml", "metrics:\n  textfile: /a/b.prom\n").unwrap();
+        assert_eq!(layer.values.len(), 1);
+        assert!(crate::config::parse_file("f.yaml", "metrics:\n  textfil: /a/b.prom\n").is_err());
+    }
+
+    #[test]
     fn render_has_every_family_once() {
         let root = tempfile::tempdir().unwrap();
         let text = render(root.path(), None);

@@ -123,6 +123,21 @@ impl Lab {
         in_ns_logging_to_stderr(&self.ns, &argv).output().unwrap()
     }
 
+    /// `leasehook refresh` inside the namespace, with the hooks' settings.
+    fn refresh(&self) -> Output {
+        let argv = [
+            "env".to_owned(),
+            format!("LEASEHOOK_IMDS_ENDPOINTS={}", self.url),
+            "LEASEHOOK_IMDS_BIND_INTERFACE=false".to_owned(),
+            format!("LEASEHOOK_METRICS_TEXTFILE={TEXTFILE}"),
+            leasehook_bin().display().to_string(),
+            "--root".to_owned(),
+            self.root.display().to_string(),
+            "refresh".to_owned(),
+        ];
+        in_ns_logging_to_stderr(&self.ns, &argv).output().unwrap()
+    }
+
     /// `leasehook status --format prometheus` inside the namespace.
     fn status(&self) -> (Output, Scrape) {
         let argv = [
@@ -380,6 +395,7 @@ fn metrics_say_what_the_events_did() {
     // The counters survived four processes; a corrupt file restarts them from
     // zero without failing the event.
     lab.ns.ip(&["route", "del", "default", "table", "10001"]);
+    let counted_before_reset = lab.requests().len();
     let counters = lab.root.join("run/leasehook/metrics/counters");
     std::fs::write(&counters, "leasehook_events_total{oops 1\n").unwrap();
     let out = lab.hook("RENEW");
@@ -429,4 +445,36 @@ fn metrics_say_what_the_events_did() {
         ),
         Some(1.0)
     );
+
+    // `leasehook refresh` adds its requests and rewrites the textfile: every
+    // request the emulator logged since the counters restarted, across the
+    // three processes since, is counted.
+    let before = std::fs::metadata(lab.textfile())
+        .unwrap()
+        .modified()
+        .unwrap();
+    let out = lab.refresh();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(lab.textfile()).unwrap();
+    assert!(
+        std::fs::metadata(lab.textfile())
+            .unwrap()
+            .modified()
+            .unwrap()
+            > before
+    );
+    let s = parse(&text);
+    let logged = lab.requests();
+    let counted: f64 = s
+        .samples
+        .iter()
+        .filter(|x| x.metric == "leasehook_metadata_requests_total")
+        .map(|x| match x.value {
+            Value::Counter(v) => v,
+            _ => panic!("{x:?}"),
+        })
+        .sum();
+    #[allow(clippy::cast_precision_loss)]
+    let n = (logged.len() - counted_before_reset) as f64;
+    assert_eq!(counted, n, "{logged:#?}\n{text}");
 }
