@@ -110,12 +110,25 @@ enum Change {
     Max(f64),
 }
 
-/// What this process counted and has not flushed yet.
-static PENDING: Mutex<Vec<(String, Change)>> = Mutex::new(Vec::new());
+impl Change {
+    /// Both changes as one (two of one series are always of one kind).
+    fn merge(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::Add(a), Self::Add(b)) => Self::Add(a + b),
+            (Self::Max(a) | Self::Add(a), Self::Max(b) | Self::Add(b)) => Self::Max(a.max(b)),
+        }
+    }
+}
+
+/// What this process counted and has not flushed yet, one entry per series:
+/// bounded by the series, also in a process that never flushes (`leasehook
+/// watch` runs the refresh code for days).
+static PENDING: Mutex<BTreeMap<String, Change>> = Mutex::new(BTreeMap::new());
 
 fn note(key: String, change: Change) {
     if let Ok(mut p) = PENDING.lock() {
-        p.push((key, change));
+        let merged = p.get(&key).map_or(change, |c| c.merge(change));
+        p.insert(key, merged);
     }
 }
 
@@ -208,9 +221,9 @@ pub fn outcome(result: &Result<HookOutcome>) -> &'static str {
 /// `textfile`, rewrites that file ([`render`]). Problems are logged, never
 /// returned: a metric must not fail an event.
 pub fn flush(root: &Path, textfile: Option<&Path>) {
-    let pending = PENDING
+    let pending: Vec<(String, Change)> = PENDING
         .lock()
-        .map(|mut p| std::mem::take(&mut *p))
+        .map(|mut p| std::mem::take(&mut *p).into_iter().collect())
         .unwrap_or_default();
     if !pending.is_empty()
         && let Err(e) = store(root, &pending)
@@ -645,6 +658,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(counters(root.path()).get(&ls), Some(&5.0));
+    }
+
+    #[test]
+    fn a_process_that_never_flushes_keeps_one_entry_per_series() {
+        let key = series(REFUSALS, &[("reason", "test-only-never-flushed")]);
+        for _ in 0..1000 {
+            note(key.clone(), Change::Add(1.0));
+        }
+        let p = PENDING.lock().unwrap();
+        assert_eq!(p.get(&key), Some(&Change::Add(1000.0)));
+        assert_eq!(p.keys().filter(|k| **k == key).count(), 1);
+        assert_eq!(Change::Max(3.0).merge(Change::Max(5.0)), Change::Max(5.0));
     }
 
     #[test]
