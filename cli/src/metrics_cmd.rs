@@ -7,6 +7,7 @@ use std::path::Path;
 use leasehook_core::apply::Applier;
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::config::Settings;
+use leasehook_core::hook::{self, HookConfig};
 use leasehook_core::metrics;
 
 /// The metrics in the Prometheus text format: the stored counters, the records,
@@ -24,6 +25,11 @@ pub(crate) fn prometheus(root: &Path) -> String {
 
 /// After a `refresh`: adds what it counted (metadata requests, refusals,
 /// conflicts, successes) to the stored counters and rewrites `metrics.textfile`.
+/// Nothing when the hooks are inert (`enabled: false`, no datasource): then
+/// `refresh` does nothing, and writes nothing either.
 pub(crate) fn flush(settings: &Settings) {
+    if hook::inert(&HookConfig::from_settings(settings)).is_some() {
+        return;
+    }
     metrics::flush(&settings.root, settings.metrics_textfile.as_deref());
 }

@@ -124,17 +124,20 @@ impl Lab {
     }
 
     /// `leasehook refresh` inside the namespace, with the hooks' settings.
-    fn refresh(&self) -> Output {
-        let argv = [
+    fn refresh(&self, extra: &[&str]) -> Output {
+        let mut argv = vec![
             "env".to_owned(),
             format!("LEASEHOOK_IMDS_ENDPOINTS={}", self.url),
             "LEASEHOOK_IMDS_BIND_INTERFACE=false".to_owned(),
             format!("LEASEHOOK_METRICS_TEXTFILE={TEXTFILE}"),
+        ];
+        argv.extend(extra.iter().map(|e| (*e).to_owned()));
+        argv.extend([
             leasehook_bin().display().to_string(),
             "--root".to_owned(),
             self.root.display().to_string(),
             "refresh".to_owned(),
-        ];
+        ]);
         in_ns_logging_to_stderr(&self.ns, &argv).output().unwrap()
     }
 
@@ -453,7 +456,7 @@ fn metrics_say_what_the_events_did() {
         .unwrap()
         .modified()
         .unwrap();
-    let out = lab.refresh();
+    let out = lab.refresh(&[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = std::fs::read_to_string(lab.textfile()).unwrap();
     assert!(
@@ -477,4 +480,10 @@ fn metrics_say_what_the_events_did() {
     #[allow(clippy::cast_precision_loss)]
     let n = (logged.len() - counted_before_reset) as f64;
     assert_eq!(counted, n, "{logged:#?}\n{text}");
+
+    // Switched off, refresh does nothing: it writes no metrics either.
+    std::fs::remove_file(lab.textfile()).unwrap();
+    let out = lab.refresh(&["LEASEHOOK_ENABLED=0"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!lab.textfile().exists());
 }
