@@ -42,9 +42,22 @@ const COUNTERS_LOCK: &str = "counters.lock";
 /// The largest counters file read; a larger one is corrupt.
 const MAX_COUNTERS_BYTES: u64 = 256 * 1024;
 
-/// The consistency wait's histogram buckets, in seconds (the synchronous
-/// budget is 3 s, the whole one 30 s).
-const WAIT_BUCKETS: [f64; 9] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+/// The consistency wait's histogram buckets: the `le` label and the bound in
+/// microseconds (the synchronous budget is 3 s, the whole one 30 s). Every
+/// stored value is a whole number (the wait's sum in microseconds, a timestamp
+/// in milliseconds): no floating point is parsed or printed, which keeps the
+/// hook binary smaller (issue 20's package limit).
+const WAIT_BUCKETS: [(&str, u64); 9] = [
+    ("0.05", 50_000),
+    ("0.1", 100_000),
+    ("0.25", 250_000),
+    ("0.5", 500_000),
+    ("1", 1_000_000),
+    ("2.5", 2_500_000),
+    ("5", 5_000_000),
+    ("10", 10_000_000),
+    ("30", 30_000_000),
+];
 
 const EVENTS: &str = "leasehook_events_total";
 const REQUESTS: &str = "leasehook_metadata_requests_total";
@@ -105,16 +118,16 @@ const FAMILIES: [(&str, &str, &str); 9] = [
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Change {
     /// Adds to a counter.
-    Add(f64),
-    /// Raises a gauge to at least this (a timestamp).
-    Max(f64),
+    Add(u64),
+    /// Raises a gauge to at least this (a timestamp in milliseconds).
+    Max(u64),
 }
 
 impl Change {
     /// Both changes as one (two of one series are always of one kind).
     fn merge(self, other: Self) -> Self {
         match (self, other) {
-            (Self::Add(a), Self::Add(b)) => Self::Add(a + b),
+            (Self::Add(a), Self::Add(b)) => Self::Add(a.saturating_add(b)),
             (Self::Max(a) | Self::Add(a), Self::Max(b) | Self::Add(b)) => Self::Max(a.max(b)),
         }
     }
@@ -139,7 +152,7 @@ pub fn event(client: &str, reason: &str, outcome: &str) {
             EVENTS,
             &[("client", client), ("reason", reason), ("outcome", outcome)],
         ),
-        Change::Add(1.0),
+        Change::Add(1),
     );
 }
 
@@ -149,25 +162,26 @@ pub(crate) fn request(provider: &str, code: Option<u16>) {
     let code = code.map_or_else(|| "error".to_owned(), |c| c.to_string());
     note(
         series(REQUESTS, &[("provider", provider), ("code", &code)]),
-        Change::Add(1.0),
+        Change::Add(1),
     );
 }
 
 /// Observes one consistency wait that started at `since`.
 pub(crate) fn waited(since: Instant, now: Instant) {
-    let secs = now.saturating_duration_since(since).as_secs_f64();
-    for le in WAIT_BUCKETS.iter().filter(|le| secs <= **le) {
+    let us = u64::try_from(now.saturating_duration_since(since).as_micros()).unwrap_or(u64::MAX);
+    for (le, _) in WAIT_BUCKETS.iter().filter(|(_, bound)| us <= *bound) {
         note(
-            series(&format!("{WAIT}_bucket"), &[("le", &le.to_string())]),
-            Change::Add(1.0),
+            series(&format!("{WAIT}_bucket"), &[("le", le)]),
+            Change::Add(1),
         );
     }
     note(
         series(&format!("{WAIT}_bucket"), &[("le", "+Inf")]),
-        Change::Add(1.0),
+        Change::Add(1),
     );
-    note(format!("{WAIT}_sum"), Change::Add(secs));
-    note(format!("{WAIT}_count"), Change::Add(1.0));
+    // In microseconds; printed in seconds.
+    note(format!("{WAIT}_sum"), Change::Add(us));
+    note(format!("{WAIT}_count"), Change::Add(1));
 }
 
 /// Counts one value the address gate refused, by the refusal's kind
@@ -177,12 +191,12 @@ pub(crate) fn refused(reason: &crate::gate::Refusal) {
         .ok()
         .and_then(|v| v.get("kind")?.as_str().map(str::to_owned))
         .unwrap_or_else(|| "other".to_owned());
-    note(series(REFUSALS, &[("reason", &kind)]), Change::Add(1.0));
+    note(series(REFUSALS, &[("reason", &kind)]), Change::Add(1));
 }
 
 /// Counts one plan stopped by what another owner holds.
 pub(crate) fn conflict() {
-    note(CONFLICTS.to_owned(), Change::Add(1.0));
+    note(CONFLICTS.to_owned(), Change::Add(1));
 }
 
 /// Whether `e` is a conflict: a table another NIC claims, or an add that ran
@@ -193,11 +207,9 @@ pub(crate) fn is_conflict(e: &Error) -> bool {
 
 /// Records that the interface's plan was applied or confirmed now.
 pub(crate) fn succeeded(name: &IfName) {
-    #[allow(clippy::cast_precision_loss)] // milliseconds since 1970 fit f64's 53 bits
-    let now = state::unix_ms() as f64 / 1000.0;
     note(
         series(LAST_SUCCESS, &[("interface", name.as_str())]),
-        Change::Max(now),
+        Change::Max(state::unix_ms()),
     );
 }
 
@@ -272,10 +284,10 @@ fn store(root: &Path, pending: &[(String, Change)]) -> Result<()> {
     }
     let mut counters = read_in(&dir);
     for (key, change) in pending {
-        let v = counters.entry(key.clone()).or_insert(0.0);
+        let v = counters.entry(key.clone()).or_insert(0);
         match change {
-            Change::Add(n) => *v += n,
-            Change::Max(n) => *v = v.max(*n),
+            Change::Add(n) => *v = v.saturating_add(*n),
+            Change::Max(n) => *v = (*v).max(*n),
         }
     }
     let mut text = String::new();
@@ -287,7 +299,7 @@ fn store(root: &Path, pending: &[(String, Change)]) -> Result<()> {
 
 /// The counters in `dir`; a file that is not what [`store`] writes is logged and
 /// taken as empty (counting starts again).
-fn read_in(dir: &crate::fs::Dir) -> BTreeMap<String, f64> {
+fn read_in(dir: &crate::fs::Dir) -> BTreeMap<String, u64> {
     match dir.read(COUNTERS, MAX_COUNTERS_BYTES) {
         Ok(None) => BTreeMap::new(),
         Ok(Some(bytes)) => parse_counters(&bytes).unwrap_or_else(|why| {
@@ -308,7 +320,7 @@ fn read_in(dir: &crate::fs::Dir) -> BTreeMap<String, f64> {
 }
 
 /// The stored counters below `root` (empty when none, or unusable: logged).
-pub fn counters(root: &Path) -> BTreeMap<String, f64> {
+pub fn counters(root: &Path) -> BTreeMap<String, u64> {
     match crate::fs::run_folder(root, Some(METRICS), false) {
         Ok(Some(dir)) => read_in(&dir),
         Ok(None) => BTreeMap::new(),
@@ -321,14 +333,14 @@ pub fn counters(root: &Path) -> BTreeMap<String, f64> {
 
 /// Parses a counters file: one `series value` per line, each series exactly as
 /// [`series`] writes one of leasehook's, each value finite and not negative.
-fn parse_counters(bytes: &[u8]) -> std::result::Result<BTreeMap<String, f64>, String> {
+fn parse_counters(bytes: &[u8]) -> std::result::Result<BTreeMap<String, u64>, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "is not UTF-8".to_owned())?;
     let mut out = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
         let bad = || format!("line {}: not a counter leasehook writes", n + 1);
         let (key, value) = line.rsplit_once(' ').ok_or_else(bad)?;
-        let value: f64 = value.parse().map_err(|_| bad())?;
-        if !value.is_finite() || value < 0.0 || !stored_series(key) {
+        let value: u64 = value.parse().map_err(|_| bad())?;
+        if !stored_series(key) {
             return Err(bad());
         }
         out.insert(key.to_owned(), value);
@@ -464,10 +476,8 @@ pub fn render(root: &Path, kernel: Option<&mut dyn Applier>) -> String {
             LAST_SUCCESS => {
                 for st in states.iter().filter(|st| !st.families.is_empty()) {
                     let s = series(LAST_SUCCESS, &[("interface", st.name.as_str())]);
-                    #[allow(clippy::cast_precision_loss)] // ms since 1970 fit in f64
-                    let recorded = st.applied_at_ms as f64 / 1000.0;
-                    let t = stored.get(&s).copied().unwrap_or(0.0).max(recorded);
-                    let _ = writeln!(out, "{s} {t}");
+                    let ms = stored.get(&s).copied().unwrap_or(0).max(st.applied_at_ms);
+                    let _ = writeln!(out, "{s} {}.{:03}", ms / 1000, ms % 1000);
                 }
             }
             DRIFT => {
@@ -477,24 +487,21 @@ pub fn render(root: &Path, kernel: Option<&mut dyn Applier>) -> String {
                 }
             }
             WAIT => {
-                let get = |k: &str| stored.get(k).copied().unwrap_or(0.0);
+                let get = |k: &str| stored.get(k).copied().unwrap_or(0);
                 let bucket = format!("{WAIT}_bucket");
-                for le in WAIT_BUCKETS
-                    .iter()
-                    .map(ToString::to_string)
-                    .chain(["+Inf".to_owned()])
-                {
-                    let s = series(&bucket, &[("le", &le)]);
+                for le in WAIT_BUCKETS.iter().map(|(le, _)| *le).chain(["+Inf"]) {
+                    let s = series(&bucket, &[("le", le)]);
                     let _ = writeln!(out, "{s} {}", get(&s));
                 }
-                let _ = writeln!(out, "{WAIT}_sum {}", get(&format!("{WAIT}_sum")));
+                let us = get(&format!("{WAIT}_sum"));
+                let _ = writeln!(out, "{WAIT}_sum {}.{:06}", us / 1_000_000, us % 1_000_000);
                 let _ = writeln!(out, "{WAIT}_count {}", get(&format!("{WAIT}_count")));
             }
             CONFLICTS => {
                 let _ = writeln!(
                     out,
                     "{CONFLICTS} {}",
-                    stored.get(CONFLICTS).copied().unwrap_or(0.0)
+                    stored.get(CONFLICTS).copied().unwrap_or(0)
                 );
             }
             _ => {
@@ -600,6 +607,7 @@ mod tests {
             "leasehook_conflicts_total -1\n",
             "leasehook_conflicts_total NaN\n",
             "leasehook_conflicts_total inf\n",
+            "leasehook_conflicts_total 1.5\n",
             "leasehook_conflicts_total\n",
             "other_metric 1\n",
             "leasehook_events_total{client=\"x\"\n# HELP injected\n} 1\n",
@@ -629,20 +637,20 @@ mod tests {
         store(
             paths,
             &[
-                (ev.clone(), Change::Add(1.0)),
-                (CONFLICTS.to_owned(), Change::Add(1.0)),
+                (ev.clone(), Change::Add(1)),
+                (CONFLICTS.to_owned(), Change::Add(1)),
             ],
         )
         .unwrap();
-        store(paths, &[(ev.clone(), Change::Add(1.0))]).unwrap();
+        store(paths, &[(ev.clone(), Change::Add(1))]).unwrap();
         let got = counters(root.path());
-        assert_eq!((got.get(&ev), got.get(CONFLICTS)), (Some(&2.0), Some(&1.0)));
+        assert_eq!((got.get(&ev), got.get(CONFLICTS)), (Some(&2), Some(&1)));
         // A planted file: logged, counting starts again, the event goes on.
         let file = root.path().join("run/leasehook/metrics/counters");
         std::fs::write(&file, "leasehook_events_total{x=\"\n").unwrap();
         assert!(counters(root.path()).is_empty());
-        store(paths, &[(ev.clone(), Change::Add(1.0))]).unwrap();
-        assert_eq!(counters(root.path()).get(&ev), Some(&1.0));
+        store(paths, &[(ev.clone(), Change::Add(1))]).unwrap();
+        assert_eq!(counters(root.path()).get(&ev), Some(&1));
         // A symlink in its place is not followed.
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", &file).unwrap();
@@ -651,25 +659,22 @@ mod tests {
         let ls = series(LAST_SUCCESS, &[("interface", "eth1")]);
         store(
             paths,
-            &[
-                (ls.clone(), Change::Max(5.0)),
-                (ls.clone(), Change::Max(3.0)),
-            ],
+            &[(ls.clone(), Change::Max(5)), (ls.clone(), Change::Max(3))],
         )
         .unwrap();
-        assert_eq!(counters(root.path()).get(&ls), Some(&5.0));
+        assert_eq!(counters(root.path()).get(&ls), Some(&5));
     }
 
     #[test]
     fn a_process_that_never_flushes_keeps_one_entry_per_series() {
         let key = series(REFUSALS, &[("reason", "test-only-never-flushed")]);
         for _ in 0..1000 {
-            note(key.clone(), Change::Add(1.0));
+            note(key.clone(), Change::Add(1));
         }
         let p = PENDING.lock().unwrap();
-        assert_eq!(p.get(&key), Some(&Change::Add(1000.0)));
+        assert_eq!(p.get(&key), Some(&Change::Add(1000)));
         assert_eq!(p.keys().filter(|k| **k == key).count(), 1);
-        assert_eq!(Change::Max(3.0).merge(Change::Max(5.0)), Change::Max(5.0));
+        assert_eq!(Change::Max(3).merge(Change::Max(5)), Change::Max(5));
     }
 
     #[test]
