@@ -187,11 +187,16 @@ pub(crate) fn waited(since: Instant, now: Instant) {
 /// Counts one value the address gate refused, by the refusal's kind
 /// (`metadata-service`, `outside-subnet`, ... as `status --format json` names it).
 pub(crate) fn refused(reason: &crate::gate::Refusal) {
-    let kind = serde_json::to_value(reason)
-        .ok()
-        .and_then(|v| v.get("kind")?.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "other".to_owned());
-    note(series(REFUSALS, &[("reason", &kind)]), Change::Add(1));
+    // The tag the state file writes first (`{"kind":"metadata-service",...}`),
+    // through the serializer the state file already uses: a `Value` would
+    // instantiate serde's code for the refusal types once more in the hook.
+    let json = serde_json::to_vec(reason).unwrap_or_default();
+    let kind = json
+        .strip_prefix(b"{\"kind\":\"")
+        .and_then(|rest| rest.split(|b| *b == b'"').next())
+        .and_then(|k| std::str::from_utf8(k).ok())
+        .unwrap_or("other");
+    note(series(REFUSALS, &[("reason", kind)]), Change::Add(1));
 }
 
 /// Counts one plan stopped by what another owner holds.
@@ -517,25 +522,34 @@ pub fn render(root: &Path, kernel: Option<&mut dyn Applier>) -> String {
 }
 
 /// Replaces `<root><path>` with `text`: a temporary file in the same folder
-/// (named `.leasehook-*.tmp`, which the textfile collector skips: it reads
-/// `*.prom`), mode 0644 (node-exporter runs as another user), renamed over it.
+/// (`.leasehook-<pid>.tmp`, which the textfile collector skips: it reads
+/// `*.prom`; created exclusively, never through a link), mode 0644
+/// (node-exporter runs as another user), renamed over it.
 pub fn write_textfile(root: &Path, path: &Path, text: &str) -> Result<()> {
     use std::io::Write as _;
-    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let target = root.join(path.strip_prefix("/").unwrap_or(path));
     let dir = target.parent().unwrap_or(Path::new("/"));
-    let fail = |e: &std::io::Error| Error::io(&target, e);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".leasehook-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| fail(&e))?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))
-        .map_err(|e| fail(&e))?;
-    tmp.write_all(text.as_bytes()).map_err(|e| fail(&e))?;
-    tmp.persist(&target).map_err(|e| fail(&e.error))?;
-    Ok(())
+    let tmp = dir.join(format!(".leasehook-{}.tmp", std::process::id()));
+    // A file of this name is a dead process's (pids are not reused while one
+    // lives): gone before the exclusive create.
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .and_then(|mut f| {
+            // The umask may have taken bits away: set them.
+            f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+            f.write_all(text.as_bytes())
+        })
+        .and_then(|()| std::fs::rename(&tmp, &target));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(&target, &e)
+    })
 }
 
 /// Per recorded interface, how many of its recorded objects

@@ -338,6 +338,14 @@ fn metrics_say_what_the_events_did() {
             })
             .sum();
         assert_eq!(refused, 2.0, "{text}");
+        assert_eq!(
+            value(
+                &s,
+                "leasehook_refusals_total",
+                &[("reason", "metadata-service")]
+            ),
+            Some(2.0)
+        );
         assert_eq!(value(&s, "leasehook_conflicts_total", &[]), Some(0.0));
         assert_eq!(
             value(
