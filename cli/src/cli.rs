@@ -279,6 +279,23 @@ pub(crate) struct StatusArgs {
     /// With --wait: give up after S seconds.
     #[arg(long, value_name = "S", default_value_t = 120, requires = "wait")]
     pub(crate) timeout: u64,
+
+    /// What to print: text, json (as --json) or prometheus (the metrics in the
+    /// Prometheus text format, as `metrics.textfile` holds them; see
+    /// docs/operations.md "Metrics").
+    #[arg(long, value_enum, default_value = "text")]
+    pub(crate) format: StatusFormat,
+}
+
+/// `status --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StatusFormat {
+    /// Readable text.
+    Text,
+    /// JSON.
+    Json,
+    /// The metrics in the Prometheus text format.
+    Prometheus,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

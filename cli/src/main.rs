@@ -23,6 +23,7 @@ mod explain_cmd;
 mod init_cmd;
 mod kube_status;
 mod logging;
+mod metrics_cmd;
 mod plan_cmd;
 mod query_cmd;
 mod template;
@@ -92,8 +93,19 @@ fn run(
         Command::Status(args) if args.wait => {
             wait_cmd::run(root, std::time::Duration::from_secs(args.timeout))
         }
-        Command::Status(args) => ok(apply_cmd::status(&args, root, loaded.ok().as_ref())),
-        Command::Refresh(args) => apply_cmd::refresh(&args, &loaded?),
+        Command::Status(args) if args.format == cli::StatusFormat::Prometheus => {
+            ok(Ok(metrics_cmd::prometheus(root)))
+        }
+        Command::Status(mut args) => {
+            args.json |= args.format == cli::StatusFormat::Json;
+            ok(apply_cmd::status(&args, root, loaded.ok().as_ref()))
+        }
+        Command::Refresh(args) => {
+            let loaded = loaded?;
+            let out = apply_cmd::refresh(&args, &loaded);
+            metrics_cmd::flush(&loaded.settings);
+            out
+        }
         Command::Detect(args) => ok(detect_cmd::run(&args, root, &loaded?)),
         Command::Init(args) => init_cmd::run(&args, root, &loaded?),
         Command::Query(args) => ok(query_cmd::run(&args, root)),

@@ -23,6 +23,8 @@
 //!   [`instance_data`], which [`query`] reads.
 //!
 //! * [`config`] merges the configuration files, environment and flags;
+//! * [`metrics`] counts events, requests, waits, refusals and conflicts across
+//!   processes and prints them in the Prometheus text format;
 //! * [`hook`] runs one DHCP event end to end for every client's hook (the hook
 //!   binary in the `leasehook` crate reads the command line and environment and sets
 //!   up logging; the library only uses the `log` macros).
@@ -53,6 +55,7 @@ pub mod hook;
 pub mod instance_data;
 pub mod kubernetes;
 pub mod metadata;
+pub mod metrics;
 pub mod model;
 pub mod plan;
 pub mod query;

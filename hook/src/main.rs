@@ -43,6 +43,7 @@ pub(crate) use leasehook_core::config::env_help;
 use leasehook_core::config::{self, Layers};
 use leasehook_core::event::Env;
 use leasehook_core::hook::{self, HookConfig, HookOutcome};
+use leasehook_core::metrics;
 use leasehook_core::model::{IfName, LeaseEvent};
 use leasehook_core::{Error, Result};
 
@@ -211,6 +212,12 @@ pub(crate) struct Shim<'a> {
     pub(crate) context: logging::Context,
 }
 
+/// The `client` label of the metrics: the program's name without `leasehook-`
+/// (`dhclient`, ...; `hook` for a worker started as `leasehook-hook`).
+fn client_label(program: &str) -> &str {
+    program.strip_prefix("leasehook-").unwrap_or(program)
+}
+
 /// A log context from an event's interface and reason: the interface is kept only
 /// when it is a valid name, the reason only when `known` says it is one the client
 /// sends, so a hostile value never reaches a log line unescaped.
@@ -266,6 +273,10 @@ pub(crate) fn run_shim(
         .as_ref()
         .map_or(log::LevelFilter::Info, |l| l.settings.log_level);
     logging::init(shim.program, &context, level);
+    let textfile = loaded
+        .as_ref()
+        .ok()
+        .and_then(|l| l.settings.metrics_textfile.clone());
     let cfg = match loaded {
         Ok(l) => HookConfig::from_settings(&l.settings),
         Err(e) => {
@@ -278,7 +289,10 @@ pub(crate) fn run_shim(
         log::debug!("{why}");
         return ExitCode::SUCCESS;
     }
+    // The `reason` label of each outcome's event (a worker's: `worker`).
+    let mut reasons = Vec::new();
     let outcomes = if let Some(name) = shim.worker {
+        reasons.push("worker".to_owned());
         match IfName::try_new(name) {
             Ok(n) => vec![hook::run_worker(&n, &cfg)],
             Err(p) => {
@@ -296,19 +310,30 @@ pub(crate) fn run_shim(
                     e,
                     Error::Event { .. } | Error::Syntax { .. } | Error::Argument { .. }
                 );
+                // Counted too: a client whose events leasehook cannot read is
+                // what an operator most needs to see.
+                metrics::event(
+                    client_label(shim.program),
+                    "unknown",
+                    if input { "malformed" } else { "error" },
+                );
+                metrics::flush(&cfg.root, textfile.as_deref());
                 return ExitCode::from(if input { 2 } else { 1 });
             }
         };
         if events.is_empty() {
             log::debug!("nothing to do for this event");
         }
+        reasons.extend(events.iter().map(|ev| ev.reason.to_string()));
         events
             .iter()
             .map(|ev| hook::handle(ev, &cfg, worker_exe))
-            .collect()
+            .collect::<Vec<_>>()
     };
+    let client = client_label(shim.program);
     let mut status = ExitCode::SUCCESS;
-    for outcome in outcomes {
+    for (outcome, reason) in outcomes.into_iter().zip(&reasons) {
+        metrics::event(client, reason, metrics::outcome(&outcome));
         match outcome {
             Ok(HookOutcome::Kept(why)) => log::warn!("nothing changed: {why}"),
             Ok(o) => log::debug!("{o:?}"),
@@ -323,6 +348,7 @@ pub(crate) fn run_shim(
             }
         }
     }
+    metrics::flush(&cfg.root, textfile.as_deref());
     status
 }
 

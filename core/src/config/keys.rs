@@ -339,6 +339,28 @@ pub const KEYS: &[Key] = &[
         },
         show: |s| json!(s.log_level.as_str().to_ascii_lowercase()),
     },
+    Key {
+        name: "metrics.textfile",
+        env: Some("LEASEHOOK_METRICS_TEXTFILE"),
+        help: "write the metrics to this absolute *.prom path for node-exporter's textfile collector after every event and refresh (default: off; empty: off)",
+        set: |s, r| {
+            let v = word(r)?;
+            if v.is_empty() {
+                s.metrics_textfile = None;
+                return Ok(());
+            }
+            let path = std::path::PathBuf::from(&v);
+            if !path.is_absolute() || path.extension().is_none_or(|x| x != "prom") {
+                return Err(bad(
+                    "expected an absolute path ending in .prom (the collector reads only those)",
+                    &v,
+                ));
+            }
+            s.metrics_textfile = Some(path);
+            Ok(())
+        },
+        show: |s| json!(s.metrics_textfile),
+    },
 ];
 
 /// `datasource.<name>.fallback`.

@@ -135,6 +135,9 @@ pub struct Settings {
     pub fallback: FallbackPolicy,
     /// `log_level`.
     pub log_level: log::LevelFilter,
+    /// `metrics.textfile`: where the metrics are written for node-exporter's
+    /// textfile collector after every event and refresh (`None`: nowhere).
+    pub metrics_textfile: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -156,6 +159,7 @@ impl Default for Settings {
             datasource_list: None,
             fallback: FallbackPolicy::default(),
             log_level: log::LevelFilter::Info,
+            metrics_textfile: None,
         }
     }
 }
@@ -520,6 +524,7 @@ struct FileDoc {
     fallback: Option<Spanned<Value>>,
     datasource: Option<BTreeMap<String, PerSourceDoc>>,
     log_level: Option<Spanned<Value>>,
+    metrics: Option<MetricsDoc>,
     root: Option<Spanned<Value>>,
 }
 
@@ -560,6 +565,12 @@ struct OpenStackDoc {
 #[serde(deny_unknown_fields)]
 struct OracleDoc {
     endpoint: Option<Spanned<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetricsDoc {
+    textfile: Option<Spanned<Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -668,6 +679,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("datasource_list", doc.datasource_list);
     put("fallback", doc.fallback);
     put("log_level", doc.log_level);
+    put("metrics.textfile", doc.metrics.unwrap_or_default().textfile);
     for (name, per) in doc.datasource.unwrap_or_default() {
         put(&format!("datasource.{name}.fallback"), per.fallback);
     }

@@ -504,7 +504,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
     for (text, want) in [
         (
             shadow,
-            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, metrics, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "imds:\n  budget_s: 1\n  SECRET pass: 2\n",
@@ -516,7 +516,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
         ),
         (
             "tabel_base: 3\n",
-            "configuration /etc/shadow: unknown field `tabel_base`, expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: unknown field `tabel_base`, expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, metrics, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "table_base: 1\ntable_base: 2\n",

@@ -150,7 +150,10 @@ pub fn handle_with(
     // What the lock wait left of the synchronous budget.
     let left = sync_end.saturating_duration_since(fx.clock.now());
     let policy = WaitPolicy::default().with_budget(left);
-    match fx.provider.wait_for_nic(&nic, &policy, fx.clock) {
+    let waiting = fx.clock.now();
+    let answer = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
+    crate::metrics::waited(waiting, fx.clock.now());
+    match answer {
         Outcome::Complete(network) => {
             apply_outcome(applier, &paths, event, &link, &os, &network, cfg, false)
         }

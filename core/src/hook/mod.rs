@@ -260,6 +260,7 @@ fn table_held_by_other(
         .iter()
         .find(|st| st.mac != mac && st.tables().contains(&table))
         .map(|st| {
+            crate::metrics::conflict();
             format!(
                 "table {table} (this NIC's position in the cloud-init order) is still {}'s: \
                  nothing changed until it moves (its next event or refresh)",
@@ -591,6 +592,7 @@ fn index_of(links: &[apply::KernelLink]) -> apply::LinkIndex {
 fn log_refused(p: &crate::model::Plan) {
     for ip in &p.interfaces {
         for r in &ip.refused {
+            crate::metrics::refused(&r.reason);
             log::warn!("{}: refused {r}", ip.name);
         }
     }
@@ -609,6 +611,9 @@ fn commit_guarded<A: Applier + ?Sized>(
 ) -> Result<Report> {
     let own: Vec<InterfaceState> = recorded.cloned().into_iter().collect();
     crate::commit::commit(applier, paths, p, &own, leases).inspect_err(|e| {
+        if crate::metrics::is_conflict(e) {
+            crate::metrics::conflict();
+        }
         if matches!(e, Error::TableConflict { .. }) {
             record_conflict(paths, recorded, p, network, e);
         }

@@ -79,6 +79,7 @@ pub(super) fn apply_outcome<A: Applier + ?Sized>(
         network,
         std::slice::from_ref(&lease),
     )?;
+    crate::metrics::succeeded(&event.interface);
     log::info!(
         "{} change(s) for {} {}",
         report.writes(),

@@ -76,6 +76,7 @@ pub fn refreshed_at(paths: &Paths, name: &IfName) -> Option<std::time::SystemTim
 }
 
 pub(super) fn touch(paths: &Paths, name: &IfName) {
+    crate::metrics::succeeded(name);
     if let Err(e) = state::touch_run_file(paths, REFRESHED, name.as_str()) {
         log::warn!("{e}");
     }

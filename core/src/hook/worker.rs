@@ -336,7 +336,9 @@ pub(super) fn finish_wait(
     let nic = nic_event(event, &link, &os)?
         .with_primary_use(crate::source::provider::PrimaryUse::of(&cfg.plan));
     let policy = WaitPolicy::default().with_budget(left);
+    let waiting = fx.clock.now();
     let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
+    crate::metrics::waited(waiting, fx.clock.now());
     // The wait is over: from here on a newer event must not stop this worker (a
     // SIGTERM halfway through the writes would leave them unrecorded), so the
     // hand-over that names it goes first. That event then only waits for the lock,

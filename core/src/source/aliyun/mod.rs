@@ -57,6 +57,7 @@ const ALIYUN: Dialect = Dialect {
     token_header: ALIYUN_TOKEN_HEADER,
     cache_name: ALIYUN_TOKEN_CACHE_NAME,
     endpoints_key: ENDPOINT_KEY,
+    provider: "aliyun",
 };
 
 /// The ECS metadata client. One per process is enough; it is `Sync`.

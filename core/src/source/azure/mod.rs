@@ -292,6 +292,7 @@ impl Fetch for Azure {
             .build()
             .header(METADATA_HEADER.0, METADATA_HEADER.1)
             .call();
+        crate::metrics::request("azure", answer.as_ref().ok().map(|r| r.status().as_u16()));
         let mut resp = answer.map_err(|e| fail(map_ureq_error(&e)))?;
         let status = resp.status().as_u16();
         log::debug!("Azure IMDS GET {url}: {status}");

@@ -93,6 +93,8 @@ pub(crate) struct Dialect {
     pub(crate) cache_name: &'static str,
     /// The configuration key a bad endpoint is reported under.
     pub(crate) endpoints_key: &'static str,
+    /// The `provider` label of its requests' metric.
+    pub(crate) provider: &'static str,
 }
 
 /// EC2's IMDS (SPEC §4.1).
@@ -103,6 +105,7 @@ pub(crate) const EC2: Dialect = Dialect {
     token_header: IMDS_TOKEN_HEADER,
     cache_name: IMDS_TOKEN_CACHE_NAME,
     endpoints_key: "imds.endpoints",
+    provider: "ec2",
 };
 
 /// The EC2 IMDS client (and, with another `Dialect`, Alibaba's). One per process
@@ -377,6 +380,12 @@ impl Ec2 {
                 }
             };
             tried += 1;
+            // Every exchange of the EC2 and Alibaba clients (token PUTs included)
+            // passes here, once per attempt.
+            crate::metrics::request(
+                self.dialect.provider,
+                answer.as_ref().ok().map(|r| r.status().as_u16()),
+            );
             match answer {
                 Ok(resp) => {
                     log::debug!("IMDS {} {url}: {}", method.as_str(), resp.status().as_u16());

@@ -117,15 +117,16 @@ impl Gce {
         };
         let deadline = Instant::now() + self.timeouts.1;
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut resp = self
+        let resp = self
             .agent
             .get(&url)
             .config()
             .timeout_global(Some(left))
             .build()
             .header(GCE_FLAVOR_HEADER, GCE_FLAVOR)
-            .call()
-            .map_err(|e| fail(map_ureq_error(&e)))?;
+            .call();
+        crate::metrics::request("gce", resp.as_ref().ok().map(|r| r.status().as_u16()));
+        let mut resp = resp.map_err(|e| fail(map_ureq_error(&e)))?;
         let status = resp.status().as_u16();
         log::debug!("GCE GET {url}: {status}");
         if matches!(status, 200 | 404) && !is_google(&resp) {

@@ -120,14 +120,15 @@ impl OpenStack {
         };
         let deadline = Instant::now() + self.timeouts.1;
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut resp = self
+        let resp = self
             .agent
             .get(&url)
             .config()
             .timeout_global(Some(left))
             .build()
-            .call()
-            .map_err(|e| fail(map_ureq_error(&e)))?;
+            .call();
+        crate::metrics::request("openstack", resp.as_ref().ok().map(|r| r.status().as_u16()));
+        let mut resp = resp.map_err(|e| fail(map_ureq_error(&e)))?;
         let status = resp.status().as_u16();
         log::debug!("OpenStack GET {url}: {status}");
         match status {

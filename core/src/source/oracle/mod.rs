@@ -161,6 +161,7 @@ impl Oracle {
                 .build()
                 .header(AUTH_HEADER.0, AUTH_HEADER.1)
                 .call();
+            crate::metrics::request("oracle", answer.as_ref().ok().map(|r| r.status().as_u16()));
             let mut resp = match answer {
                 Ok(r) => r,
                 Err(e) if is_unreachable(&e) && tried < self.endpoints.len() => {
