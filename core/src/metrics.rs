@@ -204,10 +204,12 @@ pub(crate) fn conflict() {
     note(CONFLICTS.to_owned(), Change::Add(1));
 }
 
-/// Whether `e` is a conflict: a table another NIC claims, or an add that ran
-/// into an object in the way (EEXIST).
+/// Whether `e` is a conflict: a table another NIC claims, another owner's object
+/// found in the NIC's table before anything was written (`Error::Conflict`,
+/// repeated or not), or an add that ran into an object in the way (EEXIST).
 pub(crate) fn is_conflict(e: &Error) -> bool {
-    matches!(e, Error::TableConflict { .. }) || e.errno() == Some(libc::EEXIST)
+    matches!(e, Error::TableConflict { .. } | Error::Conflict { .. })
+        || e.errno() == Some(libc::EEXIST)
 }
 
 /// Records that the interface's plan was applied or confirmed now.
