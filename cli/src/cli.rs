@@ -244,13 +244,43 @@ pub(crate) struct RefreshArgs {
     pub(crate) verbose: bool,
 }
 
-/// Show the datasource in use (and whether it came from the cache, since when) and
-/// what leasehook has applied, per interface.
+/// Show whether leasehook is healthy: the configuration, the datasource and
+/// provider, and per interface its last event and what came of it, what is
+/// applied, whether the kernel still holds it, and a worker still waiting.
+///
+/// Per interface: the last event (the DHCP client or `refresh`, its reason, how
+/// long ago) and its outcome (applied, unchanged, waiting for the metadata,
+/// removed, nothing changed and why, a conflict naming the object in the way, an
+/// error with its cause); the rules, routes and addresses applied; drift, the
+/// recorded objects the kernel no longer holds (one dump of the kernel, compared
+/// with the record); what the metadata still lacked and what the address gate
+/// refused; a detached worker still waiting for the metadata, since when and for
+/// what.
+///
+/// Exit status, as `cloud-init status` is scripted: 0 healthy; 1 degraded (an
+/// interface's last event failed or met a conflict, drift, a refusal, a worker
+/// waiting past its budget); 2 error (the configuration is invalid, or the state
+/// cannot be read: the files under ROOT/run/leasehook are root's, so run it as
+/// root). The last line of the text says which, and why.
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// Print JSON instead of text.
-    #[arg(long)]
+    /// Output format; `json` and `yaml` carry `"schema_version": 1`.
+    #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+    pub(crate) format: StatusFormat,
+
+    /// The same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StatusFormat {
+    /// Lines for a person, the verdict last.
+    Text,
+    /// One JSON document.
+    Json,
+    /// The JSON document as YAML.
+    Yaml,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

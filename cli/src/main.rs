@@ -10,7 +10,8 @@
 //! `leasehook-hook` (hook/).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
-//! error (reported by clap), 3 (`init`) no datasource and no usable cache.
+//! error (reported by clap), 3 (`init`) no datasource and no usable cache;
+//! `status` has its own: 0 healthy, 1 degraded, 2 error (status_cmd.rs).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -24,6 +25,7 @@ mod kube_status;
 mod logging;
 mod plan_cmd;
 mod query_cmd;
+mod status_cmd;
 mod template;
 mod watch_cmd;
 
@@ -87,7 +89,7 @@ fn run(
         Command::Plan(args) => ok(plan_cmd::run(&args, &loaded?)),
         Command::Apply(args) => ok(apply_cmd::apply(&args, root)),
         Command::Flush(args) => ok(apply_cmd::flush(&args, root)),
-        Command::Status(args) => ok(apply_cmd::status(&args, root, loaded.ok().as_ref())),
+        Command::Status(args) => status_cmd::run(&args, root, loaded.as_ref()),
         Command::Refresh(args) => ok(apply_cmd::refresh(&args, &loaded?)),
         Command::Detect(args) => ok(detect_cmd::run(&args, root, &loaded?)),
         Command::Init(args) => init_cmd::run(&args, root, &loaded?),
