@@ -235,14 +235,13 @@ pub(crate) fn run(
     }
     let root_user = rustix::process::geteuid().is_root();
     for e in &unreadable {
-        let hint = if root_user {
-            ""
-        } else {
-            " (run as root: leasehook's state is readable by root only)"
-        };
-        health
-            .errors
-            .push(format!("state cannot be read: {e}{hint}"));
+        health.errors.push(format!("state cannot be read: {e}"));
+    }
+    if !unreadable.is_empty() && !root_user {
+        health.errors.push(
+            "run as root: leasehook's state under run/leasehook is readable by root only"
+                .to_owned(),
+        );
     }
     if let Err(e) = drift(&mut nics) {
         health.errors.push(format!(
@@ -349,7 +348,7 @@ fn text(
     out.push_str(&crate::boot_status::text(root));
     let _ = writeln!(out, "provider: {provider} ({chosen})");
     out.push_str(&crate::kube_status::text(kube_mode, root, ""));
-    if nics.is_empty() {
+    if nics.is_empty() && health.errors.is_empty() {
         out.push_str("no interface has an applied plan or a recorded event\n");
     }
     for (name, nic) in nics {
