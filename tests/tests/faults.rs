@@ -2756,10 +2756,14 @@ fn run_gate_two_nics_one_device_number() -> Seen {
         "{}",
         text(&out)
     );
-    // What `leasehook status` shows, after the hook's own lines.
-    let status = run(Command::new(leasehook_bin())
+    // What `leasehook status` shows, after the hook's own lines: degraded (1),
+    // eth2's last event a conflict.
+    let status = Command::new(leasehook_bin())
         .args(["status", "--root"])
-        .arg(&i.root));
+        .arg(&i.root)
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(1), "{status:?}");
     out.stderr.extend_from_slice(&status.stdout);
     i.seen(&out, elapsed, before, files)
 }
