@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `leasehook apply`, `leasehook flush` and `leasehook refresh`: the plan in the
 //! kernel, and the record of it under `<root>/run/leasehook/` (`leasehook
-//! status` reads it: status_cmd.rs).
+//! status` reads it: `status_cmd.rs`).
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -11,7 +11,7 @@
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
 //! error (reported by clap), 3 (`init`) no datasource and no usable cache;
-//! `status` has its own: 0 healthy, 1 degraded, 2 error (status_cmd.rs).
+//! `status` has its own: 0 healthy, 1 degraded, 2 error (`status_cmd.rs`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 

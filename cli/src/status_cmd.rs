@@ -61,17 +61,19 @@ struct Health {
 
 impl Health {
     fn code(&self) -> u8 {
-        if !self.errors.is_empty() {
-            2
-        } else if !self.degraded.is_empty() {
-            1
-        } else {
-            0
+        match (self.errors.is_empty(), self.degraded.is_empty()) {
+            (false, _) => 2,
+            (true, false) => 1,
+            (true, true) => 0,
         }
     }
 
     fn word(&self) -> &'static str {
-        ["healthy", "degraded", "error"][usize::from(self.code())]
+        match self.code() {
+            0 => "healthy",
+            1 => "degraded",
+            _ => "error",
+        }
     }
 }
 
@@ -195,6 +197,48 @@ fn waiting_line(w: &Waiting, now: u64) -> String {
     format!("{who}: {} waiting {what}{since}; {budget}", w.reason)
 }
 
+/// What degrades the health, per interface: a failed last event, drift, a
+/// refusal, a worker past its budget or gone.
+fn judge(nics: &BTreeMap<IfName, Nic>, health: &mut Health, now: u64) {
+    for (name, nic) in nics {
+        if let Some(ev) = &nic.last
+            && ev.outcome.failed()
+        {
+            health.degraded.push(format!(
+                "{name}: its last event ({} {}) failed: {}",
+                ev.client, ev.reason, ev.outcome
+            ));
+        }
+        if !nic.drift.is_empty() {
+            health.degraded.push(format!(
+                "{name}: drift, {} recorded object(s) missing from the kernel: {}",
+                nic.drift.len(),
+                nic.drift.join("; ")
+            ));
+        }
+        if let Some(st) = &nic.state
+            && !st.refused.is_empty()
+        {
+            let list: Vec<String> = st.refused.iter().map(ToString::to_string).collect();
+            health
+                .degraded
+                .push(format!("{name}: refused: {}", list.join("; ")));
+        }
+        if let Some(w) = &nic.waiting {
+            if now > w.deadline_ms.saturating_add(WORKER_GRACE_MS) {
+                health.degraded.push(format!(
+                    "{name}: waiting past its budget ({})",
+                    waiting_line(w, now)
+                ));
+            } else if let Some(pid) = w.pid.filter(|p| !alive(*p)) {
+                health.degraded.push(format!(
+                    "{name}: its worker {pid} is gone, its hand-over left behind"
+                ));
+            }
+        }
+    }
+}
+
 /// `status` of what is recorded below `root`, with the configuration `main`
 /// loaded (or why it could not be).
 pub(crate) fn run(
@@ -208,7 +252,7 @@ pub(crate) fn run(
     let settings = loaded.ok().map(|l| &l.settings);
     let kube_mode =
         settings.map_or_else(leasehook_core::kubernetes::Mode::default, |s| s.kubernetes);
-    let config_error = loaded.err().map(|e| crate::one_line(e));
+    let config_error = loaded.err().map(crate::one_line);
     if let Some(e) = &config_error {
         health.errors.push(format!(
             "the configuration is invalid (the hooks change nothing): {e}"
@@ -249,43 +293,7 @@ pub(crate) fn run(
         ));
     }
 
-    for (name, nic) in &nics {
-        if let Some(ev) = &nic.last
-            && ev.outcome.failed()
-        {
-            health.degraded.push(format!(
-                "{name}: its last event ({} {}) failed: {}",
-                ev.client, ev.reason, ev.outcome
-            ));
-        }
-        if !nic.drift.is_empty() {
-            health.degraded.push(format!(
-                "{name}: drift, {} recorded object(s) missing from the kernel: {}",
-                nic.drift.len(),
-                nic.drift.join("; ")
-            ));
-        }
-        if let Some(st) = &nic.state
-            && !st.refused.is_empty()
-        {
-            let list: Vec<String> = st.refused.iter().map(ToString::to_string).collect();
-            health
-                .degraded
-                .push(format!("{name}: refused: {}", list.join("; ")));
-        }
-        if let Some(w) = &nic.waiting {
-            if now > w.deadline_ms.saturating_add(WORKER_GRACE_MS) {
-                health.degraded.push(format!(
-                    "{name}: waiting past its budget ({})",
-                    waiting_line(w, now)
-                ));
-            } else if let Some(pid) = w.pid.filter(|p| !alive(*p)) {
-                health.degraded.push(format!(
-                    "{name}: its worker {pid} is gone, its hand-over left behind"
-                ));
-            }
-        }
-    }
+    judge(&nics, &mut health, now);
 
     let code = health.code();
     let format = if args.json {
@@ -298,7 +306,7 @@ pub(crate) fn run(
             root,
             &paths,
             kube_mode,
-            (&config_error, loaded.ok()),
+            (config_error.as_deref(), loaded.ok()),
             (&provider, &chosen),
             &nics,
             &health,
@@ -309,7 +317,7 @@ pub(crate) fn run(
                 root,
                 &paths,
                 kube_mode,
-                &config_error,
+                config_error.as_deref(),
                 (&provider, &chosen),
                 &nics,
                 &health,
@@ -329,7 +337,7 @@ fn text(
     root: &Path,
     paths: &Paths,
     kube_mode: leasehook_core::kubernetes::Mode,
-    (config_error, loaded): (&Option<String>, Option<&Loaded>),
+    (config_error, loaded): (Option<&str>, Option<&Loaded>),
     (provider, chosen): (&str, &str),
     nics: &BTreeMap<IfName, Nic>,
     health: &Health,
@@ -434,7 +442,7 @@ fn document(
     root: &Path,
     paths: &Paths,
     kube_mode: leasehook_core::kubernetes::Mode,
-    config_error: &Option<String>,
+    config_error: Option<&str>,
     (provider, chosen): (&str, &str),
     nics: &BTreeMap<IfName, Nic>,
     health: &Health,
@@ -442,16 +450,21 @@ fn document(
     let interfaces: Vec<Value> = nics
         .iter()
         .map(|(name, nic)| {
-            let mut v = nic
-                .state
-                .as_ref()
-                .and_then(|st| serde_json::to_value(st).ok())
-                .unwrap_or_else(|| json!({}));
-            v["name"] = json!(name.as_str());
-            v["refreshed_at_ms"] = json!(refreshed_ms(paths, name));
-            v["last_event"] = nic.last.as_ref().map_or(Value::Null, LastEvent::to_json);
-            v["drift"] = json!(nic.drift);
-            v["waiting"] = nic.waiting.as_ref().map_or(Value::Null, |w| {
+            let mut v = match nic.state.as_ref().map(serde_json::to_value) {
+                Some(Ok(Value::Object(m))) => m,
+                _ => serde_json::Map::new(),
+            };
+            v.insert("name".to_owned(), json!(name.as_str()));
+            v.insert(
+                "refreshed_at_ms".to_owned(),
+                json!(refreshed_ms(paths, name)),
+            );
+            v.insert(
+                "last_event".to_owned(),
+                nic.last.as_ref().map_or(Value::Null, LastEvent::to_json),
+            );
+            v.insert("drift".to_owned(), json!(nic.drift));
+            let waiting = nic.waiting.as_ref().map_or(Value::Null, |w| {
                 json!({
                     "pid": w.pid,
                     "reason": w.reason,
@@ -461,7 +474,8 @@ fn document(
                     "missing": w.missing,
                 })
             });
-            v
+            v.insert("waiting".to_owned(), waiting);
+            Value::Object(v)
         })
         .collect();
     json!({

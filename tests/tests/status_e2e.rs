@@ -24,7 +24,7 @@ use serde_json::json;
 
 /// `leasehook --root ROOT status ARGS` (under `wrap`, e.g. `setpriv ...`, and in
 /// the namespace `ns` when given): its exit code and standard output and error.
-fn status(ns: Option<&str>, wrap: &[&str], root: &Path, args: &[&str]) -> (i32, String) {
+fn status(ns: Option<&str>, wrap: &[&str], root: &Path, extra: &[&str]) -> (i32, String) {
     let mut argv: Vec<String> = Vec::new();
     if let Some(ns) = ns {
         argv.extend(["ip", "netns", "exec", ns].map(String::from));
@@ -36,7 +36,7 @@ fn status(ns: Option<&str>, wrap: &[&str], root: &Path, args: &[&str]) -> (i32, 
         .arg("--root")
         .arg(root)
         .arg("status")
-        .args(args)
+        .args(extra)
         .env_remove("LEASEHOOK_CONFIG")
         .env_remove("LEASEHOOK_ROOT");
     let out: Output = cmd.output().unwrap();

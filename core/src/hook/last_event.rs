@@ -198,25 +198,24 @@ impl LastEvent {
 
     /// The record as JSON (also `status --format json`'s `last_event`).
     pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "version": LAST_EVENT_VERSION,
-            "client": clean(&self.client),
-            "reason": clean(&self.reason),
-            "at_ms": self.at_ms,
-            "outcome": self.outcome.kind(),
-        });
+        let mut m = serde_json::Map::new();
+        m.insert("version".to_owned(), json!(LAST_EVENT_VERSION));
+        m.insert("client".to_owned(), json!(clean(&self.client)));
+        m.insert("reason".to_owned(), json!(clean(&self.reason)));
+        m.insert("at_ms".to_owned(), json!(self.at_ms));
+        m.insert("outcome".to_owned(), json!(self.outcome.kind()));
         if let Some(n) = self.outcome.count() {
             let key = if matches!(self.outcome, EventOutcome::Deferred(_)) {
                 "pid"
             } else {
                 "changes"
             };
-            v[key] = json!(n);
+            m.insert(key.to_owned(), json!(n));
         }
         if let Some(d) = self.outcome.detail() {
-            v["detail"] = json!(clean(d));
+            m.insert("detail".to_owned(), json!(clean(d)));
         }
-        v
+        Value::Object(m)
     }
 
     /// Reads a record; a message saying what is wrong with a bad one.
