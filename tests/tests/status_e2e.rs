@@ -194,6 +194,11 @@ mod lab {
 
     impl Lab {
         fn new(tag: &str) -> Self {
+            Self::with_scenario(tag, &json!({}))
+        }
+
+        /// The lab with IMDS misbehaving as `scenario` says (tests/src/emulator.rs).
+        fn with_scenario(tag: &str, scenario: &serde_json::Value) -> Self {
             let ns = Netns::new(tag);
             for (n, mac) in [(0, MAC0), (1, MAC1)] {
                 let eth = format!("eth{n}");
@@ -204,7 +209,7 @@ mod lab {
             let dir = TempDir::new(tag);
             let root = root_in(&dir);
             let tree = dir.file("tree.json", &default_tree().to_string());
-            let scenario = dir.file("scenario.json", "{}");
+            let scenario = dir.file("scenario.json", &scenario.to_string());
             let mut cmd = ns.command(sibling_bin("imds-emulator").to_str().unwrap());
             cmd.args(["--bind", "127.0.0.1:0", "--log"])
                 .arg(dir.0.join("imds.log"))
@@ -227,6 +232,12 @@ mod lab {
         /// clean environment), logging to standard error (`/dev/log` hidden in a
         /// mount namespace of its own).
         fn bound(&self) -> Output {
+            self.bound_within("5", "5")
+        }
+
+        /// [`Lab::bound`] with the budgets the client waits for (`sync`) and the
+        /// whole wait (`total`), in seconds.
+        fn bound_within(&self, sync: &str, total: &str) -> Output {
             let mut argv: Vec<OsString> = ["ip", "netns", "exec", self.ns.name.as_str()]
                 .map(OsString::from)
                 .into();
@@ -256,8 +267,8 @@ mod lab {
                 ("new_network_number", "10.98.1.0"),
                 ("LEASEHOOK_IMDS_ENDPOINTS", &self.url),
                 ("LEASEHOOK_IMDS_BIND_INTERFACE", "false"),
-                ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "5"),
-                ("LEASEHOOK_IMDS_BUDGET_S", "5"),
+                ("LEASEHOOK_IMDS_SYNC_BUDGET_S", sync),
+                ("LEASEHOOK_IMDS_BUDGET_S", total),
                 ("LEASEHOOK_ROOT", self.root.to_str().unwrap()),
             ] {
                 argv.push(format!("{k}={v}").into());
@@ -373,5 +384,55 @@ mod lab {
         // As root: healthy.
         let (code, text) = lab.status(&[]);
         assert_eq!(code, 0, "{text}");
+    }
+
+    #[test]
+    fn a_worker_records_its_outcome_when_its_wait_ends() {
+        // eth1's folder appears 2.5 s after the first request: the hook (1 s for
+        // the client) hands the wait over, and the worker applies.
+        let folder = format!("/latest/meta-data/network/interfaces/macs/{MAC1}");
+        let lab = Lab::with_scenario(
+            "stworker",
+            &json!({"appear": [{"path": folder, "after": 2.5}]}),
+        );
+        let out = lab.bound_within("1", "15");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (code, text) = lab.status(&[]);
+        assert_eq!(code, 0, "{text}");
+        assert!(
+            text.contains("last event: dhclient BOUND 0 s ago: waiting for the metadata in worker")
+                || text.contains(
+                    "last event: dhclient BOUND 1 s ago: waiting for the metadata in worker"
+                ),
+            "{text}"
+        );
+        assert!(text.contains("  waiting: worker "), "{text}");
+        assert!(
+            text.contains("BOUND waiting for the metadata (missing: "),
+            "{text}"
+        );
+        let pending = lab.root.join("run/leasehook/pending/eth1.json");
+        let t = std::time::Instant::now();
+        while pending.exists() && t.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        // The worker removes the hand-over before its writes: give them a moment.
+        let mut last = (0, String::new());
+        for _ in 0..50 {
+            last = lab.status(&[]);
+            if last.1.contains(": applied 5 change(s)") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let (code, text) = last;
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("last event: dhclient BOUND "), "{text}");
+        assert!(text.contains(": applied 5 change(s)"), "{text}");
+        assert!(!text.contains("waiting"), "{text}");
     }
 }
