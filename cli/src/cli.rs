@@ -271,6 +271,10 @@ pub(crate) struct StatusArgs {
     /// The same as `--format json`.
     #[arg(long, conflicts_with = "format")]
     pub(crate) json: bool,
+
+    /// Text: list every applied rule, route and address, as `ip` reads them.
+    #[arg(long, short)]
+    pub(crate) verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -310,7 +310,7 @@ pub(crate) fn run(
             (&provider, &chosen),
             &nics,
             &health,
-            now,
+            (now, args.verbose),
         ),
         StatusFormat::Json | StatusFormat::Yaml => {
             let doc = document(
@@ -341,7 +341,7 @@ fn text(
     (provider, chosen): (&str, &str),
     nics: &BTreeMap<IfName, Nic>,
     health: &Health,
-    now: u64,
+    (now, verbose): (u64, bool),
 ) -> String {
     let mut out = String::new();
     match (config_error, loaded) {
@@ -382,7 +382,7 @@ fn text(
             );
         }
         if let Some(st) = &nic.state {
-            state_lines(&mut out, paths, st, now);
+            state_lines(&mut out, paths, st, now, verbose);
         }
         for d in &nic.drift {
             let _ = writeln!(out, "  DRIFT: not in the kernel: {d}");
@@ -404,7 +404,7 @@ fn text(
     out
 }
 
-fn state_lines(out: &mut String, paths: &Paths, st: &InterfaceState, now: u64) {
+fn state_lines(out: &mut String, paths: &Paths, st: &InterfaceState, now: u64, verbose: bool) {
     let _ = writeln!(
         out,
         "  applied {}, refreshed {}",
@@ -429,6 +429,17 @@ fn state_lines(out: &mut String, paths: &Paths, st: &InterfaceState, now: u64) {
             f.routes.len(),
             f.addresses.len()
         );
+        if verbose {
+            for r in &f.rules {
+                let _ = writeln!(out, "    rule {r}");
+            }
+            for r in &f.routes {
+                let _ = writeln!(out, "    route {r}");
+            }
+            for a in &f.addresses {
+                let _ = writeln!(out, "    address {a}");
+            }
+        }
     }
     for m in &st.missing {
         let _ = writeln!(out, "  IMDS still missing: {m}");

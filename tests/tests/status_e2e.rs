@@ -277,6 +277,18 @@ mod lab {
             Command::new(&argv[0]).args(&argv[1..]).output().unwrap()
         }
 
+        /// `leasehook refresh` against the lab's IMDS.
+        fn refresh(&self) -> Output {
+            let mut cmd = self.ns.command(leasehook_bin().to_str().unwrap());
+            cmd.arg("--root")
+                .arg(&self.root)
+                .arg("refresh")
+                .env_remove("LEASEHOOK_CONFIG")
+                .env("LEASEHOOK_IMDS_ENDPOINTS", &self.url)
+                .env("LEASEHOOK_IMDS_BIND_INTERFACE", "false");
+            cmd.output().unwrap()
+        }
+
         fn status(&self, args: &[&str]) -> (i32, String) {
             status(Some(&self.ns.name), &[], &self.root, args)
         }
@@ -314,6 +326,21 @@ mod lab {
         let drift = &doc["interfaces"][0]["drift"];
         assert_eq!(drift.as_array().map(Vec::len), Some(1), "{drift}");
         assert_eq!(doc["interfaces"][0]["last_event"]["outcome"], "applied");
+        // `refresh` puts it back, and its record is the last event now.
+        let out = lab.refresh();
+        assert!(out.status.success(), "{out:?}");
+        let (code, text) = lab.status(&["-v"]);
+        assert_eq!(code, 0, "{text}");
+        assert!(
+            text.contains("last event: refresh REFRESH 0 s ago: applied 1 change(s)")
+                || text.contains("last event: refresh REFRESH 1 s ago: applied 1 change(s)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    rule from 10.98.1.21/32 lookup 10001 priority 10001\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("status: healthy\n"), "{text}");
     }
 
     #[test]
