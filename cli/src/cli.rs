@@ -244,11 +244,11 @@ pub(crate) struct RefreshArgs {
     pub(crate) verbose: bool,
 }
 
-/// Show whether leasehook is healthy: the configuration, the datasource and
-/// provider, and per interface its last event and what came of it, what is
-/// applied, whether the kernel still holds it, and a worker still waiting.
+/// Show whether leasehook is healthy: each interface's last event and its
+/// outcome, what is applied and whether the kernel still holds it.
 ///
-/// Per interface: the last event (the DHCP client or `refresh`, its reason, how
+/// First the configuration (valid, or its error), the datasource in use and the
+/// provider the hooks ask (and how it was chosen). Then per interface: the last event (the DHCP client or `refresh`, its reason, how
 /// long ago) and its outcome (applied, unchanged, waiting for the metadata,
 /// removed, nothing changed and why, a conflict naming the object in the way, an
 /// error with its cause); the rules, routes and addresses applied; drift, the

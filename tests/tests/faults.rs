@@ -2503,7 +2503,13 @@ impl Drop for StoppedWorker {
 fn wait_for_worker(root: &Path, secs: u64) -> bool {
     let until = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < until {
-        if !root.join("run/leasehook/pending/eth1.json").exists() {
+        // The hand-over goes before the worker's writes; its last-event record
+        // (for `leasehook status`), no longer "deferred", comes after them all.
+        let record = std::fs::read_to_string(root.join("run/leasehook/last-event/eth1.json"))
+            .unwrap_or_default();
+        if !root.join("run/leasehook/pending/eth1.json").exists()
+            && !record.contains("\"outcome\":\"deferred\"")
+        {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
