@@ -157,6 +157,17 @@ pub(crate) fn flush(args: &FlushArgs, root: &Path) -> anyhow::Result<String> {
         FamilyArg::V4 => Family::V4,
         FamilyArg::V6 => Family::V6,
     });
+    // An interface leasehook never touched (udev's remove of a pod's veth): no
+    // state, no lock file; creating a lock to find nothing would leave one per
+    // name in run/leasehook/lock/ until reboot.
+    if let Some(i) = &args.iface
+        && ![paths.state_file(i), paths.lock_file(i)]
+            .iter()
+            .any(|p| p.symlink_metadata().is_ok())
+    {
+        log::debug!("{i}: nothing recorded, nothing to flush");
+        return Ok(summary(&Report::default(), args.verbose));
+    }
     let mut applier = NetlinkApplier::try_new()?;
     let mut names: Vec<IfName> = if let Some(i) = &args.iface {
         vec![i.clone()]
@@ -209,6 +220,14 @@ pub(crate) fn flush(args: &FlushArgs, root: &Path) -> anyhow::Result<String> {
 /// `refresh` with the configuration `main` loaded (its root included).
 pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<String> {
     let cfg = HookConfig::from_settings(&loaded.settings);
+    if let Some(why) = hook::inert(&cfg) {
+        log::debug!("{why}");
+        return Ok(if args.verbose {
+            format!("{why}\n")
+        } else {
+            String::new()
+        });
+    }
     let mut out = String::new();
     let outcomes = if args.without_dhcp {
         hook::address_unleased(&cfg, args.iface.as_ref())?

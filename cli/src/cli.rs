@@ -21,9 +21,11 @@ use leasehook_core::model::IfName;
 /// prefixes, IPv6 subnets) and installs source rules and a routing table for the NIC:
 /// table 10000 + 100 × network-card + device-number (amazon-ec2-net-utils' scheme;
 /// `profile: cloud-init` keeps cloud-init's EC2 netplan numbering instead, table
-/// 100 + the NIC's position). Everything leasehook adds carries protocol 176 (`proto 176` in `ip
-/// rule` and `ip route`), and it never touches what does not. Settings:
-/// /etc/leasehook/config.yaml and config.d (`leasehook config show`).
+/// 100 + the NIC's position). Everything leasehook adds carries protocol 176 (`proto
+/// leasehook` in `ip rule` and `ip route` with the package's
+/// `/etc/iproute2/rt_protos.d/leasehook.conf`, `proto 176` without it), and it never touches
+/// what does not. Settings: /etc/leasehook/config.yaml and config.d (`leasehook config
+/// show`, leasehook.yaml(5)).
 ///
 /// This command is the boot stage and the administrator's tool: `init` finds the
 /// instance's datasource at boot (EC2 IMDS, LXD's dev-lxd socket, NoCloud seeds) and
@@ -192,7 +194,9 @@ pub(crate) struct ApplyArgs {
 ///
 /// With --iface, only that interface's (also when the link is already gone: its
 /// rules are found through the recorded state); without, everything leasehook owns.
-/// Goes past failures and reports them all.
+/// Goes past failures and reports them all. An --iface leasehook never touched (no
+/// state, no lock file: udev's remove of a pod's veth) is left at once, and no
+/// file is created for it.
 #[derive(Debug, Args)]
 pub(crate) struct FlushArgs {
     /// Only this interface.
@@ -218,7 +222,9 @@ pub(crate) struct FlushArgs {
 /// its rules and state with it; a link found under another name by its MAC takes
 /// them over. Runs under the same per-interface lock as the DHCP hooks. The IMDS and
 /// planner settings are the hooks' (the configuration files, then LEASEHOOK_*
-/// variables); NICs listed in `unmanaged` are left alone.
+/// variables); NICs listed in `unmanaged` are left alone. With `enabled: false`,
+/// or when the boot stage found no datasource this boot, it does nothing and asks
+/// nothing (exit 0; -v says why).
 ///
 /// On a cloud that serves some NICs no DHCP (Oracle Cloud's secondary VNICs), the
 /// metadata is asked once for them: such a NIC with a link and no recorded plan
@@ -379,9 +385,10 @@ pub(crate) struct DetectArgs {
 /// instance-data.json 0644, instance-data-sensitive.json 0600).
 ///
 /// Exit codes: 0 a datasource is in use (fetched or from the cache), or the local
-/// stage handed over to the network stage, or cloud-init is disabled; 3 no
-/// datasource answered and no usable cache (instance-data then says datasource
-/// None); 4 a datasource is in use but the cache (or data/instance-id) could not
+/// stage handed over to the network stage, or cloud-init is disabled, or no
+/// datasource was detected on a host that never was an instance ("no datasource:
+/// nothing to do"); 3 no datasource answered and no usable cache where one was
+/// expected (instance-data then says datasource None); 4 a datasource is in use but the cache (or data/instance-id) could not
 /// be written, so the next boot has no fallback (`leasehook status` says so too);
 /// 1 an error (bad configuration, unwritable state); 2 bad usage.
 ///
@@ -459,7 +466,8 @@ pub(crate) struct QueryArgs {
 /// doubling to 30 s) when the socket goes away, logging it once; exits 0 on
 /// SIGTERM or SIGINT. It runs commands nowhere, never applies user-data, and
 /// touches the routing only through the refresh path of `leasehook refresh`.
-/// `leasehook-watch.service` runs it on LXD and Incus instances.
+/// `leasehook-watch.service` runs it on LXD and Incus instances. With `enabled:
+/// false`, or when the boot stage found no datasource this boot, it exits 0 at once.
 #[derive(Debug, Args)]
 pub(crate) struct WatchArgs {
     /// The longest a NIC device waits for its link, in seconds.

@@ -15,7 +15,8 @@ use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 
 use crate::cli::InitArgs;
 
-/// The exit code when no datasource answered and the cache could not stand in.
+/// The exit code when no datasource answered and the cache could not stand in,
+/// on a host where one was expected (see [`off_cloud`]: elsewhere 0).
 pub(crate) const NO_DATASOURCE: u8 = 3;
 /// The exit code when a datasource is in use but it could not be cached (or
 /// `data/instance-id` not updated): this boot is fine, the next one has no fallback.
@@ -48,6 +49,23 @@ pub(crate) fn when(ms: u64) -> String {
         .unwrap_or_else(|| format!("{ms} ms since the epoch"))
 }
 
+/// Whether the stage found no datasource on a host that is no cloud instance, as
+/// far as leasehook can tell: no datasource detected (every one "not detected",
+/// none fetched or failed), no cache problem, and no instance ever recorded here
+/// (`data/instance-id`).
+/// `init` then exits 0 ("no datasource: nothing to do") and systemd is not left
+/// "degraded"; a host that was an instance and finds none, or a datasource that
+/// was tried and failed, is still exit 3.
+pub(crate) fn off_cloud(st: &leasehook_core::boot::state::BootState) -> bool {
+    st.verdict == Verdict::NoDatasource
+        && st
+            .attempts
+            .iter()
+            .all(|a| a.result == leasehook_core::boot::decide::Tried::NotDetected)
+        && st.cache_errors.is_empty()
+        && st.previous_instance_id.is_none()
+}
+
 /// The summary `init` prints.
 pub(crate) fn summary(report: &RunReport) -> String {
     let st = &report.state;
@@ -65,6 +83,9 @@ pub(crate) fn summary(report: &RunReport) -> String {
                 .join(", ")
         ),
         (Verdict::Disabled, ..) => "disabled; nothing to do".to_owned(),
+        (Verdict::NoDatasource, ..) if off_cloud(st) => {
+            "no datasource: nothing to do (none detected; not a cloud instance)".to_owned()
+        }
         _ => "no datasource answered and the cache cannot stand in: datasource None".to_owned(),
     };
     let _ = writeln!(out, "{} stage: {what}", st.stage);
@@ -143,7 +164,9 @@ pub(crate) fn run(
     if stage == Stage::Network && report.state.verdict != Verdict::NoDatasource {
         text.push_str(&address_unleased(loaded));
     }
-    let code = if report.state.verdict == Verdict::NoDatasource {
+    let code = if off_cloud(&report.state) {
+        ExitCode::SUCCESS
+    } else if report.state.verdict == Verdict::NoDatasource {
         ExitCode::from(NO_DATASOURCE)
     } else if !report.state.cache_errors.is_empty() {
         ExitCode::from(CACHE_NOT_WRITTEN)
@@ -161,6 +184,10 @@ pub(crate) fn run(
 fn address_unleased(loaded: &Loaded) -> String {
     let cfg = HookConfig::from_settings(&loaded.settings);
     let mut out = String::new();
+    if !cfg.enabled {
+        log::debug!("the NICs without DHCP: left alone (configuration key enabled is false)");
+        return out;
+    }
     match hook::address_unleased(&cfg, None) {
         Ok(outcomes) => {
             for o in outcomes {

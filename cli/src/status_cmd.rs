@@ -315,6 +315,7 @@ pub(crate) fn run(
         StatusFormat::Json | StatusFormat::Yaml => {
             let doc = document(
                 root,
+                settings.is_none_or(|s| s.enabled),
                 &paths,
                 kube_mode,
                 config_error.as_deref(),
@@ -354,6 +355,11 @@ fn text(
         _ => out.push_str("configuration: valid (no file: the built-in defaults)\n"),
     }
     out.push_str(&crate::boot_status::text(root));
+    if loaded.is_some_and(|l| !l.settings.enabled) {
+        out.push_str(
+            "disabled (configuration key enabled is false): the hooks, refresh and watch do nothing\n",
+        );
+    }
     let _ = writeln!(out, "provider: {provider} ({chosen})");
     out.push_str(&crate::kube_status::text(kube_mode, root, ""));
     if nics.is_empty() && health.errors.is_empty() {
@@ -451,6 +457,7 @@ fn state_lines(out: &mut String, paths: &Paths, st: &InterfaceState, now: u64, v
 
 fn document(
     root: &Path,
+    enabled: bool,
     paths: &Paths,
     kube_mode: leasehook_core::kubernetes::Mode,
     config_error: Option<&str>,
@@ -495,6 +502,7 @@ fn document(
         "exit_code": health.code(),
         "errors": health.errors,
         "degraded": health.degraded,
+        "enabled": enabled,
         "configuration": {"valid": config_error.is_none(), "error": config_error},
         "datasource": crate::boot_status::json(root),
         "provider": {"name": provider, "chosen": chosen},

@@ -76,6 +76,10 @@ struct WatchHandler {
 /// `watch` below `root`, with the configuration `main` loaded.
 pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Result<String> {
     let cfg = HookConfig::from_settings(&loaded.settings);
+    if let Some(why) = hook::inert(&cfg) {
+        log::debug!("{why}");
+        return Ok(String::new());
+    }
     let virt =
         read_snapshot(&ReadOptions::new(root).with_datasource_list(loaded.datasource_list()))
             .map_or_else(

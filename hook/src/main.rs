@@ -245,6 +245,9 @@ pub(crate) fn parse_args<C: clap::Parser>(args: Vec<OsString>) -> C {
 /// networkd's lease file) and [`hook::handle`]s each, in order, with `worker_exe`
 /// as the executable a worker is started as.
 ///
+/// With `enabled: false`, or when the boot stage found no datasource this boot
+/// ([`hook::inert`]), it returns 0 at once: no event parsed, nothing asked.
+///
 /// Returns the exit status of the hook contract: 0 done (applied, removed, ignored,
 /// handed to the worker, or nothing changed on purpose), 1 a runtime error (every
 /// event is still tried), 2 a malformed event or configuration (nothing is done).
@@ -270,6 +273,11 @@ pub(crate) fn run_shim(
             return ExitCode::from(2);
         }
     };
+    // `enabled: false`, or no datasource this boot: nothing read, nothing asked.
+    if let Some(why) = hook::inert(&cfg) {
+        log::debug!("{why}");
+        return ExitCode::SUCCESS;
+    }
     let outcomes = if let Some(name) = shim.worker {
         match IfName::try_new(name) {
             Ok(n) => vec![hook::run_worker(&n, &cfg)],

@@ -9,8 +9,10 @@
 //! linker without it (GNU ld). It also leaves out `.eh_frame_hdr`
 //! (`--no-eh-frame-hdr`, about 115 KB): the unwinder's index, which nothing
 //! shipped uses (`panic = "abort"`; debuggers read `.eh_frame` itself), and which
-//! issue 22's two providers needed to stay under 8 MiB (docs/packaging.md).
-//! Tests and debug builds are linked as before.
+//! issue 22's two providers needed to stay under 8 MiB (docs/packaging.md). And
+//! it drops `.eh_frame` itself (`no-eh-frame.ld`, about 930 KB of the two
+//! binaries): without the index no unwinder finds those tables, and nothing
+//! shipped unwinds. Tests and debug builds are linked as before.
 
 #[allow(clippy::print_stdout)] // Cargo reads a build script's instructions on standard output.
 fn main() {
@@ -21,5 +23,9 @@ fn main() {
     if release && wanted && linux {
         println!("cargo::rustc-link-arg-bins=-Wl,--icf=all");
         println!("cargo::rustc-link-arg-bins=-Wl,--no-eh-frame-hdr");
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../packaging/build/no-eh-frame.ld");
+        println!("cargo::rerun-if-changed={}", script.display());
+        println!("cargo::rustc-link-arg-bins=-Wl,-T,{}", script.display());
     }
 }

@@ -56,6 +56,18 @@ pub fn parse_ip_json(what: &str, stdout: &[u8]) -> Value {
     })
 }
 
+/// The `protocol` of a rule or route as `ip -j` printed it, leasehook's by its
+/// number: where `/etc/iproute2/rt_protos.d/leasehook.conf` is installed (the
+/// package test installs the .deb into this machine) `ip` prints `leasehook`
+/// for 176, elsewhere `176`; the tests compare `proto 176` either way.
+fn protocol(r: &Value) -> &str {
+    match r["protocol"].as_str() {
+        Some("leasehook") => "176",
+        Some(p) => p,
+        None => "-",
+    }
+}
+
 /// Whether a file name is a temporary file a writer leaves when it dies between
 /// creating and renaming: the `tempfile` crate's `.tmpXXXXXX` (hooks, state files
 /// of older builds) and [`leasehook_core::fs`]'s `.NAME.PID.SEQ.NANOS.tmp` (the
@@ -149,7 +161,7 @@ impl Netns {
                         "{} from {src}{len} lookup {} proto {}",
                         r["priority"],
                         r["table"].as_str().unwrap_or("?"),
-                        r["protocol"].as_str().unwrap_or("-")
+                        protocol(r)
                     )
                 }));
             }
@@ -180,7 +192,7 @@ impl Netns {
                                 r["scope"].as_str().unwrap_or("-"),
                                 r["prefsrc"].as_str().unwrap_or("-"),
                                 r["table"].as_str().unwrap_or("main"),
-                                r["protocol"].as_str().unwrap_or("-")
+                                protocol(r)
                             )
                         }),
                 );

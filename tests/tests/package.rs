@@ -81,6 +81,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/lib/systemd/system/leasehook-refresh@.service", 0o644),
     ("/usr/lib/systemd/system/leasehook-watch.service", 0o644),
     ("/etc/leasehook/config.yaml", 0o644),
+    ("/etc/iproute2/rt_protos.d/leasehook.conf", 0o644),
     ("/usr/share/man/man1/leasehook.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-plan.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-apply.1.gz", 0o644),
@@ -93,10 +94,11 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/share/man/man1/leasehook-config.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-config-show.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-watch.1.gz", 0o644),
+    ("/usr/share/man/man5/leasehook.yaml.5.gz", 0o644),
     ("/usr/share/bash-completion/completions/leasehook", 0o644),
     ("/usr/share/zsh/vendor-completions/_leasehook", 0o644),
     ("/usr/share/fish/vendor_completions.d/leasehook.fish", 0o644),
-    ("/usr/share/doc/leasehook/README.md", 0o644),
+    ("/usr/share/doc/leasehook/README.md.gz", 0o644),
     ("/usr/share/doc/leasehook/copyright", 0o644),
 ];
 
@@ -105,6 +107,7 @@ const CONFFILES: &[&str] = &[
     "/etc/dhcp/dhclient-exit-hooks.d/zz-leasehook",
     "/etc/NetworkManager/dispatcher.d/90-leasehook",
     "/etc/leasehook/config.yaml",
+    "/etc/iproute2/rt_protos.d/leasehook.conf",
 ];
 
 /// What the postinst creates besides the package's files: the enable links
@@ -296,6 +299,15 @@ fn check_installed_files() {
             "{doc} is not {source:?} compressed"
         );
     }
+    let (ok, text) = sh(Command::new("gzip")
+        .arg("-dc")
+        .arg("/usr/share/doc/leasehook/README.md.gz"));
+    assert!(
+        ok && text
+            == std::fs::read_to_string(leasehook_tests::workspace_root().join("README.md"))
+                .unwrap(),
+        "README.md.gz is not README.md compressed"
+    );
     // Exactly two ELF files (issue 20: at most two; the hooks are not the CLI).
     elf_files.sort();
     assert_eq!(elf_files, ELF_FILES, "the package's ELF files");
@@ -359,6 +371,14 @@ fn check_man_and_completion() {
             "man {page}:\n{text}"
         );
     }
+    let (ok, text) = sh(Command::new("man")
+        .args(["-P", "cat", "5", "leasehook.yaml"])
+        .env("MANWIDTH", "100")
+        .env("LC_ALL", "C.UTF-8"));
+    assert!(
+        ok && text.contains("LEASEHOOK.YAML(5)") && text.contains("table_base"),
+        "man 5 leasehook.yaml: {text}"
+    );
     let (_, top) = sh(Command::new("man")
         .args(["-P", "cat", "leasehook"])
         .env("MANWIDTH", "200")
@@ -430,6 +450,12 @@ fn dhclient_scenario_then_purge() {
     ] {
         assert!(routes.iter().any(|r| r == want), "{want}: {routes:#?}");
     }
+    // The installed /etc/iproute2/rt_protos.d/leasehook.conf names protocol 176.
+    let (ok, rules) = sh(Command::new("ip").args(["-n", &w.inst.name, "rule"]));
+    assert!(
+        ok && rules.contains("from 10.98.1.20 lookup 10001 proto leasehook"),
+        "ip rule with the package installed:\n{rules}"
+    );
     assert!(
         w.inst
             .addresses()

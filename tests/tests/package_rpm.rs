@@ -123,7 +123,16 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "",
     ),
+    // What `systemctl preset` enables (%post's %systemd_post).
+    (
+        "/usr/lib/systemd/system-preset/80-leasehook.preset",
+        '-',
+        0o644,
+        "",
+    ),
     ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
+    // The protocol number's name for `ip`: the code's, not %config.
+    ("/etc/iproute2/rt_protos.d/leasehook.conf", '-', 0o644, ""),
     ("/usr/share/man/man1/leasehook.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man1/leasehook-plan.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man1/leasehook-apply.1.gz", '-', 0o644, "d"),
@@ -146,6 +155,7 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         "d",
     ),
     ("/usr/share/man/man1/leasehook-watch.1.gz", '-', 0o644, "d"),
+    ("/usr/share/man/man5/leasehook.yaml.5.gz", '-', 0o644, "d"),
     (
         "/usr/share/bash-completion/completions/leasehook",
         '-',
@@ -159,7 +169,7 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "",
     ),
-    ("/usr/share/doc/leasehook/README.md", '-', 0o644, "d"),
+    ("/usr/share/doc/leasehook/README.md.gz", '-', 0o644, "d"),
 ];
 
 /// The DHCP clients' hooks: symlinks to `leasehook-hook` that `%posttrans`
@@ -200,6 +210,8 @@ const MADE_FOLDERS: &[(&str, bool)] = &[
     ("/etc/NetworkManager/dispatcher.d", false),
     ("/etc/dhcp", false),
     ("/etc/dhcp/dhclient.d", false),
+    ("/etc/iproute2", false),
+    ("/etc/iproute2/rt_protos.d", false),
     ("/etc/leasehook", true),
     ("/usr/lib/dhcpcd", false),
     ("/usr/lib/dhcpcd/dhcpcd-hooks", false),
@@ -239,10 +251,17 @@ const VERBATIM: &[(&str, &str)] = &[
     ),
     ("/etc/leasehook/config.yaml", "hooks/config/config.yaml"),
     (
+        "/etc/iproute2/rt_protos.d/leasehook.conf",
+        "packaging/iproute2/leasehook.conf",
+    ),
+    (
         "/usr/lib/systemd/system/leasehook-refresh.timer",
         "hooks/systemd/leasehook-refresh.timer",
     ),
-    ("/usr/share/doc/leasehook/README.md", "README.md"),
+    (
+        "/usr/lib/systemd/system-preset/80-leasehook.preset",
+        "packaging/systemd/80-leasehook.preset",
+    ),
 ];
 
 /// What a RHEL system has before leasehook (the `filesystem`, systemd and udev
@@ -255,6 +274,7 @@ const BASE: &[&str] = &[
     "/usr/lib",
     "/usr/lib/systemd",
     "/usr/lib/systemd/system",
+    "/usr/lib/systemd/system-preset",
     "/usr/lib/udev",
     "/usr/lib/udev/rules.d",
     "/usr/libexec",
@@ -262,6 +282,7 @@ const BASE: &[&str] = &[
     "/usr/share/doc",
     "/usr/share/man",
     "/usr/share/man/man1",
+    "/usr/share/man/man5",
     "/var",
     "/var/lib",
 ];
@@ -459,7 +480,10 @@ struct Row {
     running: bool,
     /// A `systemctl` on PATH (a minimal container has none).
     systemctl: bool,
-    /// The stubbed `systemctl` and `leasehook` exit with status 1.
+    /// `/usr/lib/systemd/systemd-update-helper` (systemd 246 and later: AL2023,
+    /// RHEL 9, Fedora), which the `%systemd_*` macros call.
+    helper: bool,
+    /// The stubbed `systemctl`, helper and `leasehook` exit with status 1.
     failing: bool,
     /// The calls, in order.
     calls: &'static [&'static str],
@@ -480,15 +504,29 @@ const fn row(
         arg,
         running,
         systemctl: true,
+        helper: true,
         failing: false,
         calls,
         removes_state,
     }
 }
 
-const ENABLE: &str = "systemctl --no-reload enable leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
-const STOP: &str = "systemctl stop leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
-const DISABLE: &str = "systemctl --no-reload disable leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
+/// `%systemd_post`: the presets applied to the four units that have an `[Install]`.
+const PRESET: &str = "systemd-update-helper install-system-units leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
+/// The same without systemd-update-helper (systemd before 246), as the macro did.
+const PRESET_OLD: &str = "systemctl --no-reload preset leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
+/// %post starts the timer on a first install only when the presets enabled it.
+const IS_ENABLED: &str = "systemctl --quiet is-enabled leasehook-refresh.timer";
+const START: &str = "systemctl start leasehook-refresh.timer";
+/// `%systemd_preun`: disable, and stop on a running systemd (the helper decides).
+const REMOVE: &str = "systemd-update-helper remove-system-units leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
+const DISABLE_NOW_OLD: &str = "systemctl --no-reload disable --now leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
+const DISABLE_OLD: &str = "systemctl --no-reload disable leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
+/// `%systemd_postun_with_restart`: the helper marks the timer, systemd's file
+/// trigger restarts it after the transaction.
+const MARK_RESTART: &str =
+    "systemd-update-helper mark-restart-system-units leasehook-refresh.timer";
+const TRY_RESTART_OLD: &str = "systemctl try-restart leasehook-refresh.timer";
 const FLUSH: &str = "leasehook flush";
 const RELOAD: &str = "systemctl daemon-reload";
 
@@ -496,67 +534,98 @@ const RELOAD: &str = "systemctl daemon-reload";
 /// package's %post 2, then the old one's %preun 1 and %postun 1; erase = %preun
 /// 0, the files go, %postun 0; %posttrans once the transaction is done (install
 /// and upgrade). Every %posttrans row checks it made the hooks' symlinks; every
-/// %postun row starts with them, and an erase must take them.
+/// %postun row starts with them, and an erase must take them. The units go
+/// through the `%systemd_*` macros' expansions: systemd-update-helper where
+/// systemd has it (the rows by default), `systemctl` directly where not.
 const TABLE: &[Row] = &[
     // After an install or an upgrade: the hooks' names link to the binary.
     row("posttrans", "1", true, &[], false),
     row("posttrans", "1", false, &[], false),
-    // First install: enable (no systemd needed); start only the timer.
+    // First install: the presets (no systemd needed); start only the timer,
+    // and only when the presets enabled it.
     row(
         "post",
         "1",
         true,
-        &[ENABLE, RELOAD, "systemctl start leasehook-refresh.timer"],
+        &[PRESET, RELOAD, IS_ENABLED, START],
         false,
     ),
-    row("post", "1", false, &[ENABLE], false),
+    row("post", "1", false, &[PRESET], false),
     // Upgrade: the operator's enablement stays; nothing started.
     row("post", "2", true, &[RELOAD], false),
     row("post", "2", false, &[], false),
     // The old package's %preun on upgrade: no stop, no flush, no disable.
     row("preun", "1", true, &[], false),
     row("preun", "1", false, &[], false),
-    // Erase: stop, flush, disable.
-    row("preun", "0", true, &[STOP, FLUSH, DISABLE], false),
-    row("preun", "0", false, &[FLUSH, DISABLE], false),
+    // Erase: disable and stop (the helper stops only on a running systemd),
+    // then flush.
+    row("preun", "0", true, &[REMOVE, FLUSH], false),
+    row("preun", "0", false, &[REMOVE, FLUSH], false),
     // The old package's %postun on upgrade: restart the timer, keep the state.
-    row(
-        "postun",
-        "1",
-        true,
-        &[RELOAD, "systemctl try-restart leasehook-refresh.timer"],
-        false,
-    ),
-    row("postun", "1", false, &[], false),
+    row("postun", "1", true, &[RELOAD, MARK_RESTART], false),
+    row("postun", "1", false, &[MARK_RESTART], false),
     // After an erase: nothing of leasehook's state is left.
     row("postun", "0", true, &[RELOAD], true),
     row("postun", "0", false, &[], true),
-    // A failing systemctl or flush never fails the transaction.
+    // systemd without systemd-update-helper: the macros' older expansions.
     Row {
-        failing: true,
+        helper: false,
         ..row(
             "post",
             "1",
             true,
-            &[ENABLE, RELOAD, "systemctl start leasehook-refresh.timer"],
+            &[PRESET_OLD, RELOAD, IS_ENABLED, START],
             false,
         )
     },
     Row {
-        failing: true,
-        ..row("preun", "0", true, &[STOP, FLUSH, DISABLE], false)
+        helper: false,
+        ..row("post", "1", false, &[PRESET_OLD], false)
     },
-    // No systemctl at all (a container): install and erase still work.
+    Row {
+        helper: false,
+        ..row("preun", "0", true, &[DISABLE_NOW_OLD, FLUSH], false)
+    },
+    Row {
+        helper: false,
+        ..row("preun", "0", false, &[DISABLE_OLD, FLUSH], false)
+    },
+    Row {
+        helper: false,
+        ..row("postun", "1", true, &[RELOAD, TRY_RESTART_OLD], false)
+    },
+    Row {
+        helper: false,
+        ..row("postun", "1", false, &[], false)
+    },
+    // A failing systemctl, helper or flush never fails the transaction; a timer
+    // the presets left disabled (is-enabled fails) is not started.
+    Row {
+        failing: true,
+        ..row("post", "1", true, &[PRESET, RELOAD, IS_ENABLED], false)
+    },
+    Row {
+        failing: true,
+        ..row("preun", "0", true, &[REMOVE, FLUSH], false)
+    },
+    Row {
+        failing: true,
+        ..row("postun", "1", true, &[RELOAD, MARK_RESTART], false)
+    },
+    // No systemd at all (a container): install and erase still work.
     Row {
         systemctl: false,
+        helper: false,
         ..row("post", "1", false, &[], false)
     },
     Row {
         systemctl: false,
+        helper: false,
         ..row("preun", "0", false, &[FLUSH], false)
     },
     Row {
         systemctl: false,
+        helper: false,
         ..row("postun", "0", true, &[], true)
     },
 ];
@@ -622,6 +691,12 @@ fn run_row(shell: &Path, body: &str, r: &Row) -> (Vec<String>, bool) {
         write_exec(
             &root.join("usr/bin/systemctl"),
             &format!("#!/bin/sh\necho \"systemctl $*\" >> /calls\nexit {status}\n"),
+        );
+    }
+    if r.helper {
+        write_exec(
+            &root.join("usr/lib/systemd/systemd-update-helper"),
+            &format!("#!/bin/sh\necho \"systemd-update-helper $*\" >> /calls\nexit {status}\n"),
         );
     }
     write_exec(
@@ -718,11 +793,12 @@ fn scriptlets_do_what_the_table_says() {
         for r in TABLE {
             let (calls, state_left) = run_row(Path::new(shell), &bodies[r.script], r);
             let what = format!(
-                "{} {} (shell {shell}, systemd {}, systemctl {}, failing {})",
+                "{} {} (shell {shell}, systemd {}, systemctl {}, helper {}, failing {})",
                 r.script,
                 r.arg,
                 if r.running { "running" } else { "not running" },
                 r.systemctl,
+                r.helper,
                 r.failing
             );
             assert_eq!(calls, r.calls, "{what}: calls");

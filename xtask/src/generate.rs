@@ -131,6 +131,7 @@ pub(crate) fn man_pages(cmd: clap::Command) -> anyhow::Result<Vec<(String, Vec<u
             .text([roman(*what)]);
     }
     let mut see: Vec<(&str, &str)> = sub_names.iter().map(|n| (n.as_str(), "1")).collect();
+    see.push((CONFIG_PAGE, "5"));
     see.extend_from_slice(SEE_ALSO_EXTERNAL);
     see_also(&mut extra, &see);
     pages.push(page(&cmd, &extra, &version)?);
@@ -140,10 +141,109 @@ pub(crate) fn man_pages(cmd: clap::Command) -> anyhow::Result<Vec<(String, Vec<u
         if sub.get_name() == "refresh" {
             environment(&mut extra);
         }
-        see_also(&mut extra, &[(BIN, "1")]);
+        let mut see = vec![(BIN, "1")];
+        if page_name(sub).starts_with("leasehook-config") {
+            see.push((CONFIG_PAGE, "5"));
+        }
+        see_also(&mut extra, &see);
         pages.push(page(sub, &extra, &version)?);
     }
+    pages.push(config_page(&version));
     Ok(pages)
+}
+
+/// The configuration file's page, `leasehook.yaml(5)` (`leasehook-config(1)` is
+/// the `config` subcommand's).
+pub(crate) const CONFIG_PAGE: &str = "leasehook.yaml";
+
+/// What the configuration page says before and after the keys. Pure text; the
+/// keys themselves come from [`leasehook_core::config::KEYS`], the table the
+/// files are parsed with, so the page cannot drift from the parser.
+const CONFIG_DESCRIPTION: &[&str] = &[
+    "Every leasehook program (the boot stage, the admin commands, the DHCP clients' hooks and the refresh timer) reads the same settings, merged from these layers, a later one winning a key: the built-in defaults; /etc/leasehook/config.yaml; /etc/leasehook/config.d/*.yaml in lexical order of the file names (names not ending in .yaml are skipped); the LEASEHOOK_* environment variables; command-line flags.",
+    "The files are YAML, read as YAML 1.1 (yes, no, on and off are booleans). Nested keys are written nested: imds.budget_s is budget_s under imds. A key with no value, or null, is unset and takes the value of the layers below. The package's config.yaml lists every key commented out at its default: an empty file behaves the same.",
+    "The files are read strictly. An unknown key, a repeated key, or a value of the wrong type or out of range is an error naming the file, the line and the key; nothing of the configuration is used then: the hooks change nothing and exit 2, the other commands say so and fail.",
+    "leasehook config show prints the merged settings, each with where it came from; its YAML output is itself a valid configuration file. configuration.md.gz in /usr/share/doc/leasehook/ explains every key at length.",
+];
+
+/// An example drop-in, after the keys.
+const CONFIG_EXAMPLE: &str = "# /etc/leasehook/config.d/50-site.yaml\n\
+table_base: 20000\n\
+unmanaged: [eth3, \"02:00:00:00:00:09\"]\n\
+imds:\n  budget_s: 10\n";
+
+/// `leasehook.yaml.5`: the configuration file, every key of
+/// [`leasehook_core::config::KEYS`] with its environment variable and help
+/// (which states its default). Pure.
+pub(crate) fn config_page(version: &str) -> (String, Vec<u8>) {
+    use leasehook_core::config::{CONFIG_ENV, KEYS, ROOT_ENV};
+    let mut r = Roff::new();
+    r.control(
+        "TH",
+        [
+            CONFIG_PAGE.to_uppercase().as_str(),
+            "5",
+            "",
+            format!("{BIN} {version}").as_str(),
+            "leasehook manual",
+        ],
+    );
+    r.control("SH", ["NAME"]);
+    r.text([roman(format!(
+        "{CONFIG_PAGE} - the configuration of leasehook"
+    ))]);
+    r.control("SH", ["SYNOPSIS"]);
+    r.text([bold("/etc/leasehook/config.yaml")]);
+    r.control("br", []);
+    r.text([bold("/etc/leasehook/config.d/*.yaml")]);
+    r.control("SH", ["DESCRIPTION"]);
+    for (i, para) in CONFIG_DESCRIPTION.iter().enumerate() {
+        if i > 0 {
+            r.control("PP", []);
+        }
+        r.text([roman(*para)]);
+    }
+    r.control("SH", ["KEYS"]);
+    for key in KEYS {
+        r.control("TP", []);
+        r.text([bold(key.name)]);
+        r.text([roman(key.help)]);
+        if let Some(env) = key.env {
+            r.control("br", []);
+            r.text([roman("Environment: "), bold(env), roman(".")]);
+        }
+    }
+    r.control("TP", []);
+    r.text([bold("datasource."), italic("NAME"), bold(".fallback")]);
+    r.text([roman(
+        "Whether the cached datasource NAME (AliYun, Ec2, LXD, NoCloud, ...) may stand in when none answers at boot; wins over fallback for that datasource (default: fallback's value). Files only.",
+    )]);
+    r.control("SH", ["ENVIRONMENT"]);
+    r.text([roman(
+        "Each key's variable is named with it above (lists are comma-separated). Besides them:",
+    )]);
+    for (var, what) in [
+        (
+            ROOT_ENV,
+            "prefix of every file path, the configuration files included (default /; for tests and images)",
+        ),
+        (
+            CONFIG_ENV,
+            "read this one file instead of config.yaml and config.d (/dev/null: no file, the defaults)",
+        ),
+    ] {
+        r.control("TP", []).text([bold(var)]).text([roman(what)]);
+    }
+    r.control("SH", ["EXAMPLE"]);
+    r.control("nf", []);
+    r.control("RS", ["4"]);
+    for line in CONFIG_EXAMPLE.lines() {
+        r.text([roman(line)]);
+    }
+    r.control("RE", []);
+    r.control("fi", []);
+    see_also(&mut r, &[(BIN, "1"), ("leasehook-config-show", "1")]);
+    (format!("{CONFIG_PAGE}.5"), ascii(r.to_roff().as_bytes()))
 }
 
 /// A command's visible subcommands (never clap's own `help`).
@@ -298,6 +398,7 @@ mod tests {
                 ));
             }
         }
+        want.push("leasehook.yaml.5".to_owned());
         assert_eq!(names, want);
         assert!(names.iter().any(|n| n == "leasehook-config-show.1"));
         assert!(names.iter().any(|n| n == "leasehook-plan.1"));
@@ -305,7 +406,7 @@ mod tests {
 
     #[test]
     fn pages_hold_every_section_and_every_option() {
-        for (name, roff) in pages() {
+        for (name, roff) in pages().into_iter().filter(|(n, _)| n.ends_with(".1")) {
             for section in [
                 ".SH NAME",
                 ".SH SYNOPSIS",
@@ -346,6 +447,56 @@ mod tests {
         assert!(
             refresh.contains(".SH ENVIRONMENT") && refresh.contains("LEASEHOOK_IMDS_ENDPOINTS")
         );
+    }
+
+    /// The configuration page lists every key of the table the files are parsed
+    /// with, each with its variable, and the per-datasource key, so a key added
+    /// to `KEYS` is on the page with nothing else to edit.
+    #[test]
+    fn the_configuration_page_lists_every_key() {
+        let all = pages();
+        let (name, roff) = all.last().unwrap();
+        assert_eq!(name, "leasehook.yaml.5");
+        assert!(roff.is_ascii());
+        assert!(roff.contains(".TH LEASEHOOK.YAML 5"), "{roff}");
+        for section in [
+            ".SH NAME",
+            ".SH SYNOPSIS",
+            ".SH DESCRIPTION",
+            ".SH KEYS",
+            ".SH ENVIRONMENT",
+            ".SH EXAMPLE",
+            ".SH \"SEE ALSO\"",
+        ] {
+            assert!(roff.contains(section), "no {section}");
+        }
+        let keys = roff.split(".SH KEYS").nth(1).unwrap();
+        let keys = keys.split(".SH ENVIRONMENT").next().unwrap();
+        let listed: Vec<&str> = keys
+            .split(".TP\n\\fB")
+            .skip(1)
+            .filter_map(|entry| entry.split("\\fR").next())
+            .collect();
+        let mut want: Vec<String> = leasehook_core::config::KEYS
+            .iter()
+            .map(|k| k.name.replace('-', "\\-"))
+            .collect();
+        want.push("datasource.".to_owned());
+        assert_eq!(listed, want);
+        for key in leasehook_core::config::KEYS {
+            if let Some(env) = key.env {
+                assert!(
+                    keys.contains(&format!("Environment: \\fB{env}\\fR")),
+                    "{}: no {env}",
+                    key.name
+                );
+            }
+        }
+        // The top page and config show's point to it.
+        for page in ["leasehook.1", "leasehook-config-show.1"] {
+            let text = &all.iter().find(|(n, _)| n == page).unwrap().1;
+            assert!(text.contains("\\fBleasehook.yaml\\fR(5)"), "{page}");
+        }
     }
 
     #[test]

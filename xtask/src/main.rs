@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! leasehook's build-time tasks (`cargo run -p xtask -- TASK`, or `cargo xtask
 //! TASK`): the manual pages and the shell completion scripts the packages ship,
-//! made from the clap definition of the `leasehook` command line. The generator
+//! made from the clap definition of the `leasehook` command line, and the
+//! configuration file's page from the table of configuration keys. The generator
 //! lives here, not in `leasehook`, so the shipped binary links no `clap_mangen`,
 //! `clap_complete` or `roff`. Performs IO: writes the files into the folder named.
 
@@ -30,7 +31,8 @@ struct Xtask {
 
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// Write leasehook.1 and a leasehook-SUBCOMMAND.1 page per subcommand into DIR.
+    /// Write leasehook.1, a leasehook-SUBCOMMAND.1 page per subcommand and the
+    /// configuration file's leasehook.yaml.5 into DIR.
     Man {
         /// The folder to write into (created when missing).
         dir: PathBuf,

@@ -102,13 +102,15 @@ fn every_page_renders_without_a_warning_and_says_what_help_says() {
     assert!(subs.len() >= 8, "{subs:?}");
     let mut want: Vec<String> = vec!["leasehook.1".to_owned()];
     want.extend(subs.iter().map(|s| format!("leasehook-{s}.1")));
+    // The configuration file's page.
+    want.push("leasehook.yaml.5".to_owned());
     let mut have: Vec<String> = pages
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     have.sort();
     want.sort();
-    assert_eq!(have, want, "one page per subcommand");
+    assert_eq!(have, want, "one page per subcommand, and leasehook.yaml(5)");
 
     for page in &pages {
         // groff with every warning on: a roff mistake (an unknown macro, a bad
@@ -139,9 +141,21 @@ fn every_page_renders_without_a_warning_and_says_what_help_says() {
             "{page:?}: {}",
             String::from_utf8_lossy(&m.stderr)
         );
-        for section in ["NAME", "SYNOPSIS", "DESCRIPTION", "SEE ALSO", "VERSION"] {
+        let sections: &[&str] = if page.extension().is_some_and(|e| e == "5") {
+            &[
+                "NAME",
+                "SYNOPSIS",
+                "DESCRIPTION",
+                "KEYS",
+                "EXAMPLE",
+                "SEE ALSO",
+            ]
+        } else {
+            &["NAME", "SYNOPSIS", "DESCRIPTION", "SEE ALSO", "VERSION"]
+        };
+        for section in sections {
             assert!(
-                text.lines().any(|l| l == section),
+                text.lines().any(|l| l == *section),
                 "{page:?} renders without {section}:\n{text}"
             );
         }

@@ -37,6 +37,16 @@ pub struct Key {
 /// only) and `root` (see the module docs).
 pub const KEYS: &[Key] = &[
     Key {
+        name: "enabled",
+        env: Some("LEASEHOOK_ENABLED"),
+        help: "false: every hook, the worker, refresh, its timer and watch do nothing and ask nothing (default true)",
+        set: |s, r| {
+            s.enabled = boolean(r)?;
+            Ok(())
+        },
+        show: |s| json!(s.enabled),
+    },
+    Key {
         name: "profile",
         env: Some("LEASEHOOK_PROFILE"),
         help: "table numbering: ec2-net-utils (10000 + 100*card + device, the default) or cloud-init (100 + the NIC's position)",
@@ -92,7 +102,7 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "unmanaged",
         env: Some("LEASEHOOK_UNMANAGED"),
-        help: "NICs left alone, by interface name or MAC (comma-separated in the environment; default none)",
+        help: "NICs left alone: a name or glob (eth*, ens[5-9]), a MAC, device-number:N, network-card:N or interface-id:ID (comma-separated in the environment; default none)",
         set: |s, r| {
             s.unmanaged = list(r)?
                 .iter()

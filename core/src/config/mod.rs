@@ -19,6 +19,7 @@ mod keys;
 mod show;
 #[cfg(test)]
 mod tests;
+mod unmanaged;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,11 +35,12 @@ use crate::constants::{CONFIG_MAX_BYTES, LEASEHOOK_CONFIG, LEASEHOOK_CONFIG_D};
 use crate::error::{Error, Result};
 use crate::event::Env;
 use crate::model::SourceKind;
-use crate::model::{IfName, MacAddr};
+use crate::model::{IfName, MacAddr, NicMetadata};
 use crate::plan::PlanConfig;
 
 pub use keys::{KEYS, Key};
 pub use show::{show_json, show_yaml};
+pub use unmanaged::{Unmanaged, glob_match};
 
 /// `fallback:` settings: global, and per datasource (`datasource: {Ec2: {fallback:
 /// false}}`). A datasource's own setting wins; without either, fallback is on.
@@ -101,6 +103,9 @@ pub fn environment() -> impl Iterator<Item = (&'static str, &'static str)> {
 pub struct Settings {
     /// Prefix of every file path (`/` in production).
     pub root: PathBuf,
+    /// `enabled`: `false` turns every hook, the worker, `refresh` and `watch`
+    /// into a no-op.
+    pub enabled: bool,
     /// `profile`, `table_base`, `priority_base`, `primary_rules`, `secondary_addresses`.
     pub plan: PlanConfig,
     /// `unmanaged`: NICs leasehook leaves alone.
@@ -136,6 +141,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             root: PathBuf::from("/"),
+            enabled: true,
             plan: PlanConfig::default(),
             unmanaged: Vec::new(),
             kubernetes: crate::kubernetes::Mode::default(),
@@ -179,54 +185,39 @@ impl Default for ImdsSettings {
     }
 }
 
-/// One `unmanaged` entry: a NIC named by its interface name or its MAC.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unmanaged {
-    /// An interface name.
-    Name(IfName),
-    /// A MAC address.
-    Mac(MacAddr),
-}
-
-impl Unmanaged {
-    /// Whether this entry names the NIC `name` with MAC `mac`.
-    pub fn matches(&self, name: &IfName, mac: Option<MacAddr>) -> bool {
-        match self {
-            Self::Name(n) => n == name,
-            Self::Mac(m) => mac == Some(*m),
-        }
-    }
-}
-
-impl fmt::Display for Unmanaged {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Name(n) => n.fmt(f),
-            Self::Mac(m) => m.fmt(f),
-        }
-    }
-}
-
-impl std::str::FromStr for Unmanaged {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        if s.contains(':') {
-            return s
-                .parse()
-                .map(Self::Mac)
-                .map_err(|p| format!("{p} (a MAC is six two-digit hex groups)"));
-        }
-        IfName::try_new(s)
-            .map(Self::Name)
-            .map_err(|p| format!("{p} (an interface name or a MAC)"))
-    }
-}
-
 impl Settings {
     /// Whether the NIC `name` (MAC `mac`, when known) is listed in `unmanaged`.
     pub fn is_unmanaged(&self, name: &IfName, mac: Option<MacAddr>) -> bool {
         self.unmanaged.iter().any(|u| u.matches(name, mac))
     }
+}
+
+/// What the `unmanaged` entries that need the metadata say of the NIC the
+/// metadata describes as `nic` (`None`: the metadata does not list it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataVerdict<'a> {
+    /// No entry names it.
+    Managed,
+    /// This entry names it.
+    Unmanaged(&'a Unmanaged),
+    /// This entry might: the metadata does not say yet (no device-number).
+    Unknown(&'a Unmanaged),
+}
+
+/// [`MetadataVerdict`] of `entries` for `nic`.
+pub fn unmanaged_by_metadata<'a>(
+    entries: &'a [Unmanaged],
+    nic: Option<&NicMetadata>,
+) -> MetadataVerdict<'a> {
+    let mut unknown = None;
+    for u in entries.iter().filter(|u| u.needs_metadata()) {
+        match nic.and_then(|n| u.matches_nic(n)) {
+            Some(true) => return MetadataVerdict::Unmanaged(u),
+            Some(false) => {}
+            None => unknown = unknown.or(Some(u)),
+        }
+    }
+    unknown.map_or(MetadataVerdict::Managed, MetadataVerdict::Unknown)
 }
 
 /// Where a value came from.
@@ -509,6 +500,7 @@ fn set(loaded: &mut Loaded, key: &str, raw: &keys::Raw<'_>, origin: SettingOrigi
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileDoc {
+    enabled: Option<Spanned<Value>>,
     profile: Option<Spanned<Value>>,
     table_base: Option<Spanned<Value>>,
     priority_base: Option<Spanned<Value>>,
@@ -651,6 +643,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
         }
     };
     let imds = doc.imds.unwrap_or_default();
+    put("enabled", doc.enabled);
     put("profile", doc.profile);
     put("table_base", doc.table_base);
     put("priority_base", doc.priority_base);

@@ -254,6 +254,142 @@ fn bad_environment_and_flags_name_themselves() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("empty item"), "{e}");
+    let e = merged(
+        &[],
+        &Layers::from_env(env(&[("LEASEHOOK_ENABLED", "nope")])),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with(
+            "configuration environment LEASEHOOK_ENABLED: enabled: expected true or false"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn off_switch_and_unmanaged_mistakes_name_the_file_line_and_key() {
+    let cases = [
+        (
+            "enabled: maybe\n",
+            "configuration /c.yaml line 1: enabled: ",
+            "expected true or false",
+        ),
+        (
+            "# image defaults\nenabled: 0\n",
+            "configuration /c.yaml line 2: enabled: ",
+            "expected true or false",
+        ),
+        (
+            "unmanaged: [eth0, \"device-number:one\"]\n",
+            "configuration /c.yaml line 1: unmanaged: ",
+            "device-number: expected a whole number",
+        ),
+        (
+            "table_base: 1\nunmanaged:\n  - \"ens[5-9\"\n",
+            "configuration /c.yaml line 3: unmanaged: ",
+            "unclosed [",
+        ),
+        (
+            "unmanaged: [\"interface-id:eni 0\"]\n",
+            "line 1: unmanaged: ",
+            "interface-id: expected",
+        ),
+        (
+            "unmanaged: [\"network-card:-1\"]\n",
+            "line 1: unmanaged: ",
+            "network-card: expected a whole number",
+        ),
+    ];
+    for (text, prefix, want) in cases {
+        let e = merged(&[("/c.yaml", text)], &Layers::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("configuration /c.yaml") && e.contains(prefix) && e.contains(want),
+            "{text:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn the_off_switch_and_every_unmanaged_form() {
+    let text = "enabled: false\nunmanaged: [\"eth*\", \"ens[5-9]\", \"02:00:00:00:00:09\", \
+                \"device-number:2\", \"network-card:1\", \"interface-id:eni-0abc\"]\n";
+    let l = merged(&[("/c.yaml", text)], &Layers::default()).unwrap();
+    assert!(!l.settings.enabled);
+    assert_eq!(l.origin("enabled").to_string(), "/c.yaml line 1");
+    let shown: Vec<String> = l
+        .settings
+        .unmanaged
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "eth*",
+            "ens[5-9]",
+            "02:00:00:00:00:09",
+            "device-number:2",
+            "network-card:1",
+            "interface-id:eni-0abc"
+        ]
+    );
+    let name = |n: &str| IfName::try_new(n).unwrap();
+    assert!(l.settings.is_unmanaged(&name("eth7"), None));
+    assert!(l.settings.is_unmanaged(&name("ens6"), None));
+    assert!(!l.settings.is_unmanaged(&name("ens4"), None));
+    // `config show` says it, in YAML and JSON.
+    assert!(
+        show_yaml(&l).contains("enabled: false"),
+        "{}",
+        show_yaml(&l)
+    );
+    assert_eq!(
+        show_json(&l)["settings"]["enabled"],
+        serde_json::json!(false)
+    );
+    // The environment wins over the file, as for every key; 0 and 1 are taken.
+    let l = merged(
+        &[("/c.yaml", text)],
+        &Layers::from_env(env(&[
+            ("LEASEHOOK_ENABLED", "1"),
+            ("LEASEHOOK_UNMANAGED", "device-number:3, veth*"),
+        ])),
+    )
+    .unwrap();
+    assert!(l.settings.enabled);
+    assert_eq!(l.settings.unmanaged.len(), 2);
+    let l = merged(&[], &Layers::from_env(env(&[("LEASEHOOK_ENABLED", "0")]))).unwrap();
+    assert!(!l.settings.enabled);
+    assert_eq!(
+        l.origin("enabled").to_string(),
+        "environment LEASEHOOK_ENABLED"
+    );
+    // The forms that need the metadata: decided from it, unknown without it.
+    let entries = &l.settings.unmanaged;
+    assert_eq!(
+        unmanaged_by_metadata(entries, None),
+        MetadataVerdict::Managed
+    );
+    let entries: Vec<Unmanaged> = vec!["eth1".parse().unwrap(), "device-number:2".parse().unwrap()];
+    let mut nic = NicMetadata::empty("02:00:00:00:00:03".parse().unwrap());
+    assert_eq!(
+        unmanaged_by_metadata(&entries, Some(&nic)),
+        MetadataVerdict::Unknown(&entries[1])
+    );
+    nic.device_number = Some(2);
+    assert_eq!(
+        unmanaged_by_metadata(&entries, Some(&nic)),
+        MetadataVerdict::Unmanaged(&entries[1])
+    );
+    nic.device_number = Some(1);
+    assert_eq!(
+        unmanaged_by_metadata(&entries, Some(&nic)),
+        MetadataVerdict::Managed
+    );
 }
 
 #[test]
@@ -368,7 +504,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
     for (text, want) in [
         (
             shadow,
-            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "imds:\n  budget_s: 1\n  SECRET pass: 2\n",
@@ -380,7 +516,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
         ),
         (
             "tabel_base: 3\n",
-            "configuration /etc/shadow: unknown field `tabel_base`, expected one of profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: unknown field `tabel_base`, expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, openstack, oracle, datasource_list, fallback, datasource, log_level, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "table_base: 1\ntable_base: 2\n",

@@ -77,6 +77,8 @@ pub use worker::{Waiting, run_worker, run_worker_with, waiting};
 pub struct HookConfig {
     /// Prefix of every file path (`/` in production).
     pub root: PathBuf,
+    /// `enabled`: `false` makes every entry point a no-op ([`inert`]).
+    pub enabled: bool,
     /// The planner's knobs.
     pub plan: PlanConfig,
     /// IMDS base URLs, tried in order; empty means the defaults.
@@ -112,6 +114,7 @@ impl HookConfig {
     pub fn from_settings(s: &Settings) -> Self {
         Self {
             root: s.root.clone(),
+            enabled: s.enabled,
             plan: s.plan.clone(),
             endpoints: s.imds.endpoints.clone().unwrap_or_default(),
             imdsv1_fallback: s.imdsv1_fallback,
@@ -267,6 +270,36 @@ fn table_held_by_other(
         })
 }
 
+/// What the `unmanaged` entries that need the metadata (`device-number:N`,
+/// `network-card:N`, `interface-id:ID`) say of the NIC `mac`, asked right after
+/// the metadata is read and before anything is planned: `Some((true, why))`
+/// when an entry names it, `Some((false, why))` when, with `partial`, one might
+/// and the metadata does not say yet (nothing is applied then either); `None`
+/// when the NIC is leasehook's.
+fn unmanaged_by_metadata(
+    cfg: &HookConfig,
+    network: &crate::model::InstanceNetwork,
+    mac: MacAddr,
+    partial: bool,
+) -> Option<(bool, String)> {
+    match config::unmanaged_by_metadata(&cfg.unmanaged, network.nic(mac)) {
+        config::MetadataVerdict::Managed => None,
+        config::MetadataVerdict::Unmanaged(u) => Some((
+            true,
+            format!("unmanaged (configuration key unmanaged, entry {u}): left alone"),
+        )),
+        config::MetadataVerdict::Unknown(u) => partial.then(|| {
+            (
+                false,
+                format!(
+                    "the metadata does not say yet whether the unmanaged entry {u} names \
+                     this NIC: nothing applied"
+                ),
+            )
+        }),
+    }
+}
+
 /// Why nothing was applied when IMDS did not answer.
 fn unanswered(e: &Error) -> String {
     format!(
@@ -349,6 +382,21 @@ impl std::fmt::Debug for Effects<'_> {
             .field("provider", &self.provider)
             .finish_non_exhaustive()
     }
+}
+
+/// Why the hooks, the worker, `refresh` and `watch` do nothing at all here, if
+/// they must not: `enabled: false`, or, with `provider: auto`, a boot stage that
+/// recorded "no datasource" this boot (a host that is no cloud instance: no
+/// metadata service is asked). Reads `boot.json` only; asks nothing. When the
+/// boot stage has not run this boot, DMI decides later, in [`provider`].
+pub fn inert(cfg: &HookConfig) -> Option<&'static str> {
+    if !cfg.enabled {
+        return Some("disabled (configuration key enabled is false): nothing done");
+    }
+    let off_cloud = cfg.provider == ProviderChoice::Auto
+        && crate::boot::state::read(&cfg.root, crate::boot::state::boot_id(&cfg.root).as_deref())
+            .is_some_and(|b| b.verdict == crate::boot::state::Verdict::NoDatasource);
+    off_cloud.then_some("the boot stage found no datasource this boot: nothing to do")
 }
 
 /// The provider `cfg` names; `auto` reads the boot stage's verdict in
@@ -798,6 +846,99 @@ mod tests {
         };
         assert!(why.contains("table 102") && why.contains("eth1"), "{why}");
         assert_eq!(k.owned, before);
+    }
+
+    #[test]
+    fn a_nic_unmanaged_by_its_metadata_is_never_touched() {
+        for entry in ["device-number:2", "interface-id:eni-2", "network-card:0"] {
+            let (mut k, mut network, event, mut cfg, _root) = cloud_init_world("2");
+            cfg.unmanaged = vec![entry.parse().unwrap()];
+            let mac: MacAddr = "02:00:00:00:00:03".parse().unwrap();
+            if let Some(n) = network.nics.iter_mut().find(|n| n.mac == mac) {
+                n.interface_id = Some("eni-2".to_owned());
+            }
+            let out = apply_eth2(&mut k, &network, &event, &cfg);
+            assert_eq!(out, HookOutcome::Unmanaged, "{entry}");
+            assert_eq!(
+                k.owned,
+                crate::apply::record::RecordingApplier::default().owned
+            );
+            assert!(
+                state::read_state_or_set_aside(&Paths::new(&cfg.root), &event.interface).is_none()
+            );
+            // Another NIC's number: planned as usual.
+            cfg.unmanaged = vec!["device-number:1".parse().unwrap()];
+            let out = apply_eth2(&mut k, &network, &event, &cfg);
+            assert!(matches!(out, HookOutcome::Applied(_)), "{entry}: {out:?}");
+        }
+        // A partial answer that does not say the device-number yet: nothing applied.
+        let (mut k, mut network, event, mut cfg, _root) = cloud_init_world("2");
+        cfg.unmanaged = vec!["device-number:2".parse().unwrap()];
+        let mac: MacAddr = "02:00:00:00:00:03".parse().unwrap();
+        if let Some(n) = network.nics.iter_mut().find(|n| n.mac == mac) {
+            n.device_number = None;
+        }
+        let paths = Paths::new(&cfg.root);
+        let os = os_links(&mut k, &cfg).unwrap();
+        let link = Link {
+            name: event.interface.clone(),
+            mac,
+            ipv6_router: None,
+        };
+        let out = apply_outcome(
+            &mut k,
+            &paths,
+            &event,
+            &(link, 4),
+            &os,
+            &network,
+            &cfg,
+            true,
+        )
+        .unwrap();
+        let HookOutcome::Kept(why) = out else {
+            panic!("{out:?}")
+        };
+        assert!(why.contains("device-number:2"), "{why}");
+        assert_eq!(
+            k.owned,
+            crate::apply::record::RecordingApplier::default().owned
+        );
+    }
+
+    #[test]
+    fn inert_when_disabled_or_off_cloud_this_boot() {
+        let root = tempfile::tempdir().unwrap();
+        let mut cfg = HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null")])).unwrap();
+        cfg.root = root.path().to_owned();
+        assert_eq!(inert(&cfg), None);
+        cfg.enabled = false;
+        assert!(inert(&cfg).is_some_and(|w| w.contains("enabled is false")));
+        cfg.enabled = true;
+        let run = root.path().join("run/leasehook");
+        std::fs::create_dir_all(&run).unwrap();
+        let boot = |verdict: &str, boot_id: &str| {
+            serde_json::json!({
+                "version": 1, "boot_id": boot_id, "stage": "local", "verdict": verdict,
+                "datasource": "None", "instance_id": "iid-datasource-none",
+                "origin": "no-datasource", "cache": "", "new_instance": null,
+                "previous_instance_id": null, "configured": [], "deferred": [],
+                "attempts": [], "fetched_at_ms": null, "decided_at_ms": 0
+            })
+            .to_string()
+        };
+        let id = root.path().join(crate::constants::BOOT_ID);
+        std::fs::create_dir_all(id.parent().unwrap()).unwrap();
+        std::fs::write(&id, "b1\n").unwrap();
+        std::fs::write(run.join("boot.json"), boot("no-datasource", "b1")).unwrap();
+        assert!(inert(&cfg).is_some_and(|w| w.contains("no datasource this boot")));
+        // A named provider is asked all the same.
+        cfg.provider = ProviderChoice::Named(ProviderKind::Ec2);
+        assert_eq!(inert(&cfg), None);
+        cfg.provider = ProviderChoice::Auto;
+        // Another boot's verdict: DMI decides later, nothing inert.
+        std::fs::write(run.join("boot.json"), boot("no-datasource", "b0")).unwrap();
+        assert_eq!(inert(&cfg), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::{
     HookConfig, HookOutcome, commit_guarded, index_of, kernel_inputs, lease_of, log_refused,
-    plan_one, table_held_by_other,
+    plan_one, table_held_by_other, unmanaged_by_metadata,
 };
 use crate::apply::state::{self, Paths};
 use crate::apply::{Applier, Report};
@@ -26,6 +26,15 @@ pub(super) fn apply_outcome<A: Applier + ?Sized>(
     cfg: &HookConfig,
     partial: bool,
 ) -> Result<HookOutcome> {
+    // Before anything is read or planned: an unmanaged NIC is never touched.
+    match unmanaged_by_metadata(cfg, network, link.0.mac, partial) {
+        Some((true, why)) => {
+            log::info!("{} is {why}", event.interface);
+            return Ok(HookOutcome::Unmanaged);
+        }
+        Some((false, why)) => return Ok(HookOutcome::Kept(why)),
+        None => {}
+    }
     let recorded = state::read_state_or_set_aside(paths, &event.interface);
     if partial
         && recorded

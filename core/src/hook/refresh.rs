@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::{
     Effects, Gate, HookConfig, Kernel, commit_guarded, index_of, kernel_inputs, kubernetes_gate,
     leave_to_cni, log_refused, os_links, plan_one, table_held_by_other, unanswered,
-    with_real_effects,
+    unmanaged_by_metadata, with_real_effects,
 };
 use crate::apply::Report;
 use crate::apply::state::{self, InterfaceState, Paths};
@@ -292,6 +292,9 @@ fn address_new(
             "unmanaged (configuration key unmanaged): left alone".to_owned(),
         )));
     }
+    if let Some((_, why)) = unmanaged_by_metadata(cfg, &answer.network, nic.mac, false) {
+        return Ok(Some(RefreshOutcome::Kept(name, why)));
+    }
     let cfg = match kubernetes_gate(fx.kernel, cfg, &name)? {
         Gate::Plan(c) => c,
         Gate::Cni(why) => return Ok(Some(RefreshOutcome::Kept(name, why))),
@@ -561,6 +564,10 @@ fn apply_refreshed(
         bring_up,
     } = answered;
     let (name, to) = (st.name.clone(), link.name.clone());
+    // Before anything is planned: an unmanaged NIC is never touched.
+    if let Some((_, why)) = unmanaged_by_metadata(cfg, network, st.mac, false) {
+        return Ok(RefreshOutcome::Kept(name, why));
+    }
     let renamed = to != name;
     let mut link = link.clone();
     let (addresses, next_hops) = kernel_inputs(applier, &index_of(links), &mut link)?;
