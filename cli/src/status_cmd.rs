@@ -315,9 +315,8 @@ pub(crate) fn run(
         StatusFormat::Json | StatusFormat::Yaml => {
             let doc = document(
                 root,
-                settings.is_none_or(|s| s.enabled),
                 &paths,
-                kube_mode,
+                (kube_mode, settings.is_none_or(|s| s.enabled)),
                 config_error.as_deref(),
                 (&provider, &chosen),
                 &nics,
@@ -457,9 +456,8 @@ fn state_lines(out: &mut String, paths: &Paths, st: &InterfaceState, now: u64, v
 
 fn document(
     root: &Path,
-    enabled: bool,
     paths: &Paths,
-    kube_mode: leasehook_core::kubernetes::Mode,
+    (kube_mode, enabled): (leasehook_core::kubernetes::Mode, bool),
     config_error: Option<&str>,
     (provider, chosen): (&str, &str),
     nics: &BTreeMap<IfName, Nic>,
