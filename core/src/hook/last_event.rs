@@ -218,6 +218,32 @@ impl LastEvent {
         Value::Object(m)
     }
 
+    /// The record's file: [`LastEvent::to_json`]'s document, written by hand
+    /// (the hooks write it on every event: no JSON tree built for it).
+    pub fn to_bytes(&self) -> String {
+        let q = |s: &str| serde_json::to_string(&clean(s)).unwrap_or_default();
+        let mut out = format!(
+            "{{\"version\":{LAST_EVENT_VERSION},\"client\":{},\"reason\":{},\"at_ms\":{},\"outcome\":\"{}\"",
+            q(&self.client),
+            q(&self.reason),
+            self.at_ms,
+            self.outcome.kind()
+        );
+        if let Some(n) = self.outcome.count() {
+            let key = if matches!(self.outcome, EventOutcome::Deferred(_)) {
+                "pid"
+            } else {
+                "changes"
+            };
+            out.push_str(&format!(",\"{key}\":{n}"));
+        }
+        if let Some(d) = self.outcome.detail() {
+            out.push_str(&format!(",\"detail\":{}", q(d)));
+        }
+        out.push('}');
+        out
+    }
+
     /// Reads a record; a message saying what is wrong with a bad one.
     pub fn from_json(bytes: &[u8]) -> std::result::Result<Self, String> {
         let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
@@ -284,7 +310,7 @@ pub fn read(paths: &Paths, name: &IfName) -> Result<Option<LastEvent>> {
 
 /// Replaces the NIC's record with `ev` (0600, atomically).
 pub fn write(paths: &Paths, name: &IfName, ev: &LastEvent) -> Result<()> {
-    let bytes = ev.to_json().to_string();
+    let bytes = ev.to_bytes();
     state::write_run_file(
         paths,
         Some(LAST_EVENT),
@@ -294,13 +320,15 @@ pub fn write(paths: &Paths, name: &IfName, ev: &LastEvent) -> Result<()> {
     )
 }
 
-/// Records `ev` for the NIC; a `deferred` one only when no record made after
-/// `started_ms` is there already (the worker the event started finished first:
-/// its outcome is the newer). A failure is logged, never fatal: the record only informs `status`.
+/// Records `ev` for the NIC; a `deferred` one only when the record was not
+/// replaced after `started_ms` already (the worker the event started finished
+/// first: its outcome is the newer). Only the file's time is read, never its
+/// content. A failure is logged, never fatal: the record only informs `status`.
 pub fn record(paths: &Paths, name: &IfName, ev: &LastEvent, started_ms: u64) {
     if matches!(ev.outcome, EventOutcome::Deferred(_))
-        && let Ok(Some(there)) = read(paths, name)
-        && there.at_ms > started_ms
+        && let Ok(Some(t)) = state::run_file_modified(paths, LAST_EVENT, &file_name(name))
+        && t.duration_since(std::time::UNIX_EPOCH)
+            .is_ok_and(|d| d.as_millis() > u128::from(started_ms))
     {
         return;
     }
@@ -309,8 +337,9 @@ pub fn record(paths: &Paths, name: &IfName, ev: &LastEvent, started_ms: u64) {
     }
 }
 
-/// The worker's record when its wait ends: the client of the hook that handed
-/// over (its `deferred` record), the event's reason, the worker's outcome.
+/// The worker's record when its wait ends: the client it was started for (its
+/// program name, `leasehook-dhclient --worker IF`; `worker` when started as
+/// `leasehook-hook --worker IF`), the event's reason, the worker's outcome.
 pub(super) fn record_worker(
     paths: &Paths,
     name: &IfName,
@@ -320,10 +349,14 @@ pub(super) fn record_worker(
     let Some(outcome) = EventOutcome::of(result) else {
         return;
     };
-    let client = read(paths, name)
-        .ok()
-        .flatten()
-        .map_or_else(|| "worker".to_owned(), |e| e.client);
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let client = std::path::Path::new(&argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("leasehook-"))
+        .filter(|c| *c != "hook")
+        .unwrap_or("worker")
+        .to_owned();
     let ev = LastEvent::now(&client, reason, outcome);
     record(paths, name, &ev, ev.at_ms);
 }
@@ -509,15 +542,29 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let paths = Paths::new(t.path());
         let started = state::unix_ms();
-        let mut worker = LastEvent::now("dhclient", "BOUND", EventOutcome::Applied(5));
-        worker.at_ms = started + 50;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let worker = LastEvent::now("dhclient", "BOUND", EventOutcome::Applied(5));
         write(&paths, &eth1(), &worker).unwrap();
         let hook = LastEvent::now("dhclient", "BOUND", EventOutcome::Deferred(9));
         record(&paths, &eth1(), &hook, started);
         assert_eq!(read(&paths, &eth1()).unwrap(), Some(worker));
         // A later event's record replaces it.
-        let later = LastEvent::now("dhclient", "RENEW", EventOutcome::Unchanged);
-        record(&paths, &eth1(), &later, started + 100);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let later = LastEvent::now("dhclient", "RENEW", EventOutcome::Deferred(10));
+        record(&paths, &eth1(), &later, state::unix_ms());
         assert_eq!(read(&paths, &eth1()).unwrap(), Some(later));
+    }
+
+    #[test]
+    fn the_file_is_the_json_document() {
+        for outcome in [
+            EventOutcome::Applied(11),
+            EventOutcome::Deferred(4242),
+            EventOutcome::Error("a \"quoted\" \\ cause\n".to_owned()),
+        ] {
+            let ev = LastEvent::now("dhclient", "BOUND", outcome);
+            let v: Value = serde_json::from_str(&ev.to_bytes()).unwrap();
+            assert_eq!(v, ev.to_json());
+        }
     }
 }
