@@ -12,6 +12,8 @@
 //! symlink followed, reads capped). The JSON is built and read by hand
 //! ([`serde_json::Value`]): a handful of fields, no derive.
 
+use std::fmt::Write as _;
+
 use serde_json::{Value, json};
 
 use super::HookOutcome;
@@ -235,10 +237,10 @@ impl LastEvent {
             } else {
                 "changes"
             };
-            out.push_str(&format!(",\"{key}\":{n}"));
+            let _ = write!(out, ",\"{key}\":{n}");
         }
         if let Some(d) = self.outcome.detail() {
-            out.push_str(&format!(",\"detail\":{}", q(d)));
+            let _ = write!(out, ",\"detail\":{}", q(d));
         }
         out.push('}');
         out
