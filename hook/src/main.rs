@@ -322,7 +322,7 @@ pub(crate) fn run_shim(
                     if outcome.failed() {
                         failed.push(ev.interface.clone());
                     }
-                    let reason = ev.reason.to_string().to_uppercase();
+                    let reason = ev.reason.to_string().to_ascii_uppercase();
                     let record = hook::LastEvent::now(client, &reason, outcome);
                     hook::last_event::record(&paths, &ev.interface, &record, started);
                 }

@@ -102,7 +102,7 @@ pub fn waiting(paths: &Paths) -> (Vec<Waiting>, Vec<Error>) {
             Ok(Some(Ok(p))) => out.push(Waiting {
                 name,
                 pid: p.pid,
-                reason: p.event.reason.to_string().to_uppercase(),
+                reason: p.event.reason.to_string().to_ascii_uppercase(),
                 since_ms: p.since_ms,
                 deadline_ms: p.deadline_ms,
                 queued: p.queued,
@@ -359,7 +359,12 @@ pub fn run_worker_with(
                 message: "still held when the budget ended: the event is dropped (the next event or refresh applies it)".to_owned(),
             });
             let reason = read_pending(&paths, name).map(|p| p.event.reason.to_string());
-            last_event::record_worker(&paths, name, &reason.unwrap_or_default().to_uppercase(), &e);
+            last_event::record_worker(
+                &paths,
+                name,
+                &reason.unwrap_or_default().to_ascii_uppercase(),
+                &e,
+            );
             return e;
         }
         fx.clock.sleep(WORKER_LOCK_POLL);
@@ -407,7 +412,7 @@ pub fn run_worker_with(
 }
 
 fn reason_of(p: &Pending) -> String {
-    p.event.reason.to_string().to_uppercase()
+    p.event.reason.to_string().to_ascii_uppercase()
 }
 
 pub(super) fn finish_wait(
