@@ -217,16 +217,30 @@ pub(crate) fn flush(args: &FlushArgs, root: &Path) -> anyhow::Result<String> {
     Ok(summary(&report, args.verbose))
 }
 
-/// `refresh` with the configuration `main` loaded (its root included).
-pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<String> {
+/// `refresh` with the configuration `main` loaded (its root included): what
+/// changed on standard output (with `verbose`, also what did not and why), each
+/// NIC that could not be checked on standard error, and exit 1 when there was
+/// one. A state that cannot be read is an error, "run as root" when it is a
+/// permission's.
+pub(crate) fn refresh(
+    args: &RefreshArgs,
+    loaded: &Loaded,
+) -> anyhow::Result<(String, std::process::ExitCode)> {
     let cfg = HookConfig::from_settings(&loaded.settings);
     if let Some(why) = hook::inert(&cfg) {
         log::debug!("{why}");
-        return Ok(if args.verbose {
+        let out = if args.verbose {
             format!("{why}\n")
         } else {
             String::new()
-        });
+        };
+        return Ok((out, std::process::ExitCode::SUCCESS));
+    }
+    let (_, unreadable) = state::list_states(&Paths::new(&cfg.root));
+    if let Some(e) = unreadable.first()
+        && !rustix::process::geteuid().is_root()
+    {
+        bail!("cannot read leasehook's state ({e}): run as root");
     }
     let mut out = String::new();
     let outcomes = if args.without_dhcp {
@@ -234,10 +248,17 @@ pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<Str
     } else {
         hook::refresh(args.iface.as_ref(), &cfg)?
     };
+    let mut unchecked = unreadable.len();
+    for e in &unreadable {
+        eprintln!("leasehook: not checked: {e}");
+    }
+    let any = !outcomes.is_empty();
     for outcome in outcomes {
         match outcome {
             RefreshOutcome::Refreshed(name, report) => {
-                out.push_str(&labelled(&report, args.verbose, &format!("{name}: ")));
+                if args.verbose || report.writes() > 0 {
+                    out.push_str(&labelled(&report, args.verbose, &format!("{name}: ")));
+                }
             }
             RefreshOutcome::LinkGone(name, report) => {
                 out.push_str(&labelled(
@@ -268,17 +289,31 @@ pub(crate) fn refresh(args: &RefreshArgs, loaded: &Loaded) -> anyhow::Result<Str
                 ));
             }
             RefreshOutcome::Kept(name, why) => {
-                log::warn!("{name}: {why}");
-                let _ = writeln!(out, "{name}: unchanged ({why})");
+                log::debug!("{name}: {why}");
+                if args.verbose {
+                    let _ = writeln!(out, "{name}: unchanged ({why})");
+                }
+            }
+            RefreshOutcome::Unchecked(name, why) => {
+                // Standard error, which the terminal and the unit's journal both
+                // show (the log may go to syslog only).
+                unchecked += 1;
+                eprintln!("leasehook: {name}: not checked: {why}");
             }
         }
     }
-    if out.is_empty() {
+    if !any && args.verbose {
         out.push_str(if args.without_dhcp {
             "no NIC without DHCP to configure\n"
         } else {
             "no interface has a recorded plan\n"
         });
     }
-    Ok(out)
+    if unchecked > 0 {
+        eprintln!(
+            "leasehook: refresh: {unchecked} interface(s) not checked; their refresh time stays as it was"
+        );
+        return Ok((out, std::process::ExitCode::FAILURE));
+    }
+    Ok((out, std::process::ExitCode::SUCCESS))
 }

@@ -33,7 +33,8 @@ use leasehook_core::model::IfName;
 /// the instance has; `query` reads the instance data `init` wrote; `plan` prints the
 /// policy routing for given metadata and leases without touching anything; `apply`,
 /// `flush`, `status` and `refresh` put a plan into the kernel, take it out, show it
-/// and re-check it against the metadata service. `leasehook SUBCOMMAND --help` (or
+/// and re-check it against the metadata service; `explain` says why an address
+/// is or is not routed. `leasehook SUBCOMMAND --help` (or
 /// the leasehook-SUBCOMMAND(1) manual page) describes each.
 #[derive(Debug, Parser)]
 #[command(name = "leasehook", version, propagate_version = true)]
@@ -74,6 +75,7 @@ pub(crate) enum Command {
     Query(QueryArgs),
     Config(ConfigArgs),
     Watch(WatchArgs),
+    Explain(ExplainArgs),
 }
 
 // `leasehook plan` (plan_cmd.rs).
@@ -232,6 +234,12 @@ pub(crate) struct FlushArgs {
 /// the metadata, and loses everything, its address too, once the metadata no
 /// longer lists it. The udev rule runs `refresh --without-dhcp --iface IF`
 /// (through leasehook-refresh@IF.service) when a NIC appears.
+///
+/// Prints what changed, nothing when nothing did (-v: every NIC). Exit 1 when a
+/// NIC could not be checked (the metadata unreachable, failing or incomplete for
+/// the budget, its table another NIC's): each is named with the cause on standard
+/// error, and its refresh time (`status`) is not renewed. A NIC whose metadata is
+/// known incomplete is asked one round, without retries.
 #[derive(Debug, Args)]
 #[command(after_long_help = leasehook_core::config::env_help())]
 pub(crate) struct RefreshArgs {
@@ -245,7 +253,8 @@ pub(crate) struct RefreshArgs {
     #[arg(long)]
     pub(crate) without_dhcp: bool,
 
-    /// Print every change as an `ip` command line.
+    /// Also print the NICs that did not change, and every change as an `ip`
+    /// command line.
     #[arg(long, short)]
     pub(crate) verbose: bool,
 }
@@ -265,7 +274,7 @@ pub(crate) struct RefreshArgs {
 ///
 /// Exit status, as `cloud-init status` is scripted: 0 healthy; 1 degraded (an
 /// interface's last event failed or met a conflict, drift, a refusal, a worker
-/// waiting past its budget); 2 error (the configuration is invalid, or the state
+/// waiting past its budget, another routing tool active, a conflict recorded); 2 error (the configuration is invalid, or the state
 /// cannot be read: the files under ROOT/run/leasehook are root's, so run it as
 /// root). The last line of the text says which, and why.
 #[derive(Debug, Args)]
@@ -281,6 +290,19 @@ pub(crate) struct StatusArgs {
     /// Text: list every applied rule, route and address, as `ip` reads them.
     #[arg(long, short)]
     pub(crate) verbose: bool,
+
+    /// Wait until every NIC with a lease (or an address from the metadata) is
+    /// applied: a state record, no worker still waiting for the metadata, nothing
+    /// missing. Exit 0 then; 1 when a NIC failed (its worker gone, the metadata
+    /// incomplete when the budget ended) or the timeout passed, the NICs not ready
+    /// and why on standard error. Reads only run-time files (every 200 ms), never
+    /// the metadata service. What leasehook-wait-online.service runs.
+    #[arg(long)]
+    pub(crate) wait: bool,
+
+    /// With --wait: give up after S seconds.
+    #[arg(long, value_name = "S", default_value_t = 120, requires = "wait")]
+    pub(crate) timeout: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -473,6 +495,60 @@ pub(crate) struct WatchArgs {
     /// The longest a NIC device waits for its link, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub(crate) link_wait: u64,
+}
+
+// `leasehook explain` (explain_cmd.rs).
+
+/// Explain why an address (or a NIC) is or is not policy-routed.
+///
+/// For ADDR it says, in sentences: which NIC holds it and which provider the
+/// instance has; how the metadata listed it (the NIC's DHCP lease address, a
+/// secondary address, a delegated prefix); the rule and table of leasehook's that
+/// route it, whether the kernel still holds that rule, and what the kernel answers
+/// now for traffic from it (`ip route get 8.8.8.8 from ADDR`, or the IPv6
+/// `2001:4860:4860::8888`, asked over netlink). Or why it is not routed: the address
+/// gate refused it (which rule of SPEC §3.8: a /0, loopback or other special
+/// range, the metadata service's address, outside or wider than the NIC's subnet,
+/// another NIC's address, a router's), the NIC waits for the metadata (a worker
+/// still waiting, or what the metadata did not say yet), the NIC is unmanaged
+/// (which `unmanaged` entry matched), the Kubernetes CNI's ENI, the record and
+/// the kernel disagree (drift), or leasehook does not know the address at all.
+/// The primary NIC's own lease address is routed by the main table by design
+/// (no rules unless `primary_rules: true`) and counts as routed.
+///
+/// It reads only: the records in ROOT/run/leasehook (run as root: they are
+/// 0600), the boot stage's boot.json, the configuration, and the kernel's links,
+/// addresses, rules and routes. It changes nothing.
+///
+/// Exit codes: 0 routed (with --iface: every address of the NIC is); 1 not
+/// routed; 2 bad usage, or the state or the kernel cannot be read.
+///
+/// Examples: `leasehook explain 10.0.1.21`, `leasehook explain --iface eth1
+/// --format json`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["address", "iface"]))]
+pub(crate) struct ExplainArgs {
+    /// The address to explain (IPv4 or IPv6).
+    #[arg(value_name = "ADDR")]
+    pub(crate) address: Option<std::net::IpAddr>,
+
+    /// Explain this NIC instead: each address it holds or leasehook recorded for
+    /// it (or, with none, the NIC itself).
+    #[arg(long, value_name = "IFNAME", value_parser = parse_ifname, conflicts_with = "address")]
+    pub(crate) iface: Option<IfName>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
+    pub(crate) format: ExplainFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ExplainFormat {
+    /// Sentences, one reason a line, under `ROUTED` or `NOT ROUTED`.
+    Text,
+    /// `{"schema_version": 1, "routed": ..., "explanations": [{"address",
+    /// "verdict", "interface", "table", "rules", "kernel", "reasons"}]}`.
+    Json,
 }
 
 #[cfg(test)]

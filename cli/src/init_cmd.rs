@@ -163,6 +163,7 @@ pub(crate) fn run(
     let mut text = summary(&report);
     if stage == Stage::Network && report.state.verdict != Verdict::NoDatasource {
         text.push_str(&address_unleased(loaded));
+        text.push_str(&other_tools(root));
     }
     let code = if off_cloud(&report.state) {
         ExitCode::SUCCESS
@@ -174,6 +175,23 @@ pub(crate) fn run(
         ExitCode::SUCCESS
     };
     Ok((text, code))
+}
+
+/// The routing tools found on the image that would fight leasehook
+/// ([`leasehook_core::coexist`]): a line of the summary, and once per boot (the
+/// network stage only) a warning when one of them is active.
+fn other_tools(root: &Path) -> String {
+    let found = leasehook_core::coexist::detect(root);
+    if found.is_empty() {
+        return String::new();
+    }
+    let list = leasehook_core::coexist::summary(&found);
+    if leasehook_core::coexist::any_active(&found) {
+        log::warn!(
+            "other routing tools found: {list}; leasehook keeps off a NIC whose table another tool holds (docs/migrating.md)"
+        );
+    }
+    format!("other routing tools: {list}\n")
 }
 
 /// The network stage's last step: the NICs the cloud serves no DHCP (OCI's
@@ -211,6 +229,7 @@ fn address_unleased(loaded: &Loaded) -> String {
                         format!("{name}: gone ({} object(s) removed)", r.writes())
                     }
                     RefreshOutcome::Kept(name, why) => format!("{name}: unchanged ({why})"),
+                    RefreshOutcome::Unchecked(name, why) => format!("{name}: not checked ({why})"),
                 };
                 let _ = writeln!(out, "  no DHCP: {line}");
             }

@@ -2,7 +2,7 @@
 //! `leasehook`: the boot stage and admin CLI. For now it offers `plan` (print the
 //! policy-routing plan for given metadata, leases and links, touching nothing),
 //! `apply` (put a plan into the kernel), `flush` (take leasehook's state out again),
-//! `status` (what is applied), `refresh` (re-check recorded plans against IMDS),
+//! `status` (what is applied; `--wait` until it is), `refresh` (re-check recorded plans against IMDS),
 //! `detect` (which datasources the instance has), `init` (the boot stages: find
 //! the datasource, cache it, write instance-data), `query` (read instance-data),
 //! `config show` (the merged configuration and where each value came from) and
@@ -20,6 +20,7 @@ mod boot_status;
 mod cli;
 mod config_cmd;
 mod detect_cmd;
+mod explain_cmd;
 mod init_cmd;
 mod kube_status;
 mod logging;
@@ -27,6 +28,7 @@ mod plan_cmd;
 mod query_cmd;
 mod status_cmd;
 mod template;
+mod wait_cmd;
 mod watch_cmd;
 
 use std::path::Path;
@@ -89,13 +91,17 @@ fn run(
         Command::Plan(args) => ok(plan_cmd::run(&args, &loaded?)),
         Command::Apply(args) => ok(apply_cmd::apply(&args, root)),
         Command::Flush(args) => ok(apply_cmd::flush(&args, root)),
+        Command::Status(args) if args.wait => {
+            wait_cmd::run(root, std::time::Duration::from_secs(args.timeout))
+        }
         Command::Status(args) => status_cmd::run(&args, root, loaded.as_ref()),
-        Command::Refresh(args) => ok(apply_cmd::refresh(&args, &loaded?)),
+        Command::Refresh(args) => apply_cmd::refresh(&args, &loaded?),
         Command::Detect(args) => ok(detect_cmd::run(&args, root, &loaded?)),
         Command::Init(args) => init_cmd::run(&args, root, &loaded?),
         Command::Query(args) => ok(query_cmd::run(&args, root)),
         Command::Config(args) => ok(config_cmd::run(&args, &loaded?)),
         Command::Watch(args) => ok(watch_cmd::run(&args, root, &loaded?)),
+        Command::Explain(args) => Ok(explain_cmd::run(&args, root, &loaded)),
     }
 }
 

@@ -164,6 +164,24 @@ fn drift(nics: &mut BTreeMap<IfName, Nic>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The other routing tools found below `root` ([`leasehook_core::coexist`]), for
+/// `status`: its text line, its JSON list, and whether it makes the status
+/// degraded (a tool found active).
+fn other_tools(root: &Path) -> (String, serde_json::Value, bool) {
+    let found = leasehook_core::coexist::detect(root);
+    let degraded = leasehook_core::coexist::any_active(&found);
+    let line = format!(
+        "other routing tools: {}{}\n",
+        leasehook_core::coexist::summary(&found),
+        if degraded {
+            " (degraded: docs/migrating.md)"
+        } else {
+            ""
+        }
+    );
+    (line, leasehook_core::coexist::json(&found), degraded)
+}
+
 /// Whether process `pid` is alive.
 fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
@@ -294,6 +312,16 @@ pub(crate) fn run(
     }
 
     judge(&nics, &mut health, now);
+    let (tools_line, tools, tools_active) = other_tools(root);
+    if tools_active {
+        health.degraded.push(tools_line.trim_end().to_owned());
+    }
+    let conflicts = leasehook_core::commit::recorded_conflicts(&paths);
+    let mut extra = tools_line;
+    for (_, message) in &conflicts {
+        health.degraded.push(format!("conflict: {message}"));
+        let _ = writeln!(extra, "conflict: {message}");
+    }
 
     let code = health.code();
     let format = if args.json {
@@ -305,7 +333,7 @@ pub(crate) fn run(
         StatusFormat::Text => text(
             root,
             &paths,
-            kube_mode,
+            (kube_mode, &extra),
             (config_error.as_deref(), loaded.ok()),
             (&provider, &chosen),
             &nics,
@@ -313,7 +341,7 @@ pub(crate) fn run(
             (now, args.verbose),
         ),
         StatusFormat::Json | StatusFormat::Yaml => {
-            let doc = document(
+            let mut doc = document(
                 root,
                 &paths,
                 (kube_mode, settings.is_none_or(|s| s.enabled)),
@@ -322,6 +350,14 @@ pub(crate) fn run(
                 &nics,
                 &health,
             );
+            if let Value::Object(m) = &mut doc {
+                m.insert("other_routing_tools".to_owned(), tools);
+                let list: Vec<Value> = conflicts
+                    .iter()
+                    .map(|(i, m)| json!({"interface": i, "message": m}))
+                    .collect();
+                m.insert("conflicts".to_owned(), Value::Array(list));
+            }
             if format == StatusFormat::Json {
                 serde_json::to_string_pretty(&doc)? + "\n"
             } else {
@@ -336,7 +372,7 @@ pub(crate) fn run(
 fn text(
     root: &Path,
     paths: &Paths,
-    kube_mode: leasehook_core::kubernetes::Mode,
+    (kube_mode, extra): (leasehook_core::kubernetes::Mode, &str),
     (config_error, loaded): (Option<&str>, Option<&Loaded>),
     (provider, chosen): (&str, &str),
     nics: &BTreeMap<IfName, Nic>,
@@ -361,6 +397,7 @@ fn text(
     }
     let _ = writeln!(out, "provider: {provider} ({chosen})");
     out.push_str(&crate::kube_status::text(kube_mode, root, ""));
+    out.push_str(extra);
     if nics.is_empty() && health.errors.is_empty() {
         out.push_str("no interface has an applied plan or a recorded event\n");
     }

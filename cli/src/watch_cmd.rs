@@ -321,6 +321,9 @@ impl WatchHandler {
                 RefreshOutcome::Kept(name, why) => {
                     log::info!("LXD events: {name}: unchanged ({why})");
                 }
+                RefreshOutcome::Unchecked(name, why) => {
+                    log::warn!("LXD events: {name}: not checked: {why}");
+                }
             }
         }
         Ok(())

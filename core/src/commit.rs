@@ -23,7 +23,7 @@
 
 use crate::apply::state::{self, InterfaceState, Paths};
 use crate::apply::{self, Applier, Report};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{Family, IfName, Lease, Plan};
 
 /// Applies `plan` and records it, or changes nothing (see the module docs).
@@ -40,11 +40,72 @@ pub fn commit<A: Applier + ?Sized>(
     recorded: &[InterfaceState],
     leases: &[Lease],
 ) -> Result<Report> {
-    let report = apply::apply_plan(applier, plan, &with_others(paths, recorded))?;
+    let report = match apply::apply_plan(applier, plan, &with_others(paths, recorded)) {
+        Err(e @ Error::Conflict { .. }) => return Err(record_conflict(paths, e)),
+        other => other?,
+    };
     apply::record_or_roll_back(applier, &report, || {
         save_all(paths, plan, &report, recorded, leases)
     })?;
+    for ip in &plan.interfaces {
+        if let Err(e) = state::remove_run_file(paths, Some(CONFLICT), ip.name.as_str()) {
+            log::warn!("{e}");
+        }
+    }
     Ok(report)
+}
+
+/// Where a conflict is recorded, one file per interface below `run/leasehook`.
+pub const CONFLICT: &str = "conflict";
+
+/// The conflicts recorded below `run/leasehook/conflict/`: each interface's name
+/// and message, for `status`.
+pub fn recorded_conflicts(paths: &Paths) -> Vec<(String, String)> {
+    let Ok(Some(dir)) = paths.run_folder(Some(CONFLICT), false) else {
+        return Vec::new();
+    };
+    dir.names()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| !crate::fs::is_temp_name(n))
+        .filter_map(|n| {
+            let text = dir.read(&n, 4096).ok()??;
+            Some((n, String::from_utf8_lossy(&text).trim().to_owned()))
+        })
+        .collect()
+}
+
+/// Names the owner of the route in the way of a conflict when a tool found below
+/// the root uses its table or protocol ([`crate::coexist`]), and records the
+/// message in `run/leasehook/conflict/<iface>`: the same message there already
+/// makes it a repeat, which the hooks log below the warning level (warned once,
+/// not at every lease). The record goes when a commit of the interface succeeds.
+fn record_conflict(paths: &Paths, mut e: Error) -> Error {
+    let found = crate::coexist::detect(paths.root());
+    let Error::Conflict {
+        iface,
+        table,
+        protocol,
+        owner,
+        ..
+    } = &mut e
+    else {
+        return e;
+    };
+    *owner = crate::coexist::owner_of(&found, *table, *protocol);
+    let name = iface.to_string();
+    let line = format!("{e}\n");
+    let before = state::read_run_file(paths, Some(CONFLICT), &name, 4096);
+    if before.ok().flatten().as_deref() == Some(line.as_bytes()) {
+        if let Error::Conflict { repeated, .. } = &mut e {
+            *repeated = true;
+        }
+    } else if let Err(we) =
+        state::write_run_file(paths, Some(CONFLICT), &name, line.as_bytes(), 0o644)
+    {
+        log::warn!("{we}");
+    }
+    e
 }
 
 /// Saves every planned interface's state; on the first failure the files saved
@@ -180,6 +241,50 @@ mod tests {
         assert_eq!(gone.writes(), 2);
         assert!(k.owned.rules.is_empty() && k.owned.routes.is_empty());
         assert!(state::read_state_or_set_aside(&paths, &eth1()).is_none());
+    }
+
+    #[test]
+    fn a_conflict_is_recorded_named_and_repeated_once() {
+        let (mut k, root, plan) = world();
+        let paths = Paths::new(root.path());
+        let theirs = plan.interfaces[0].routes[0].clone();
+        k.foreign.routes.insert(theirs.clone());
+        // amazon-ec2-net-utils is on the image: its table range names it.
+        let rule = root
+            .path()
+            .join("usr/lib/udev/rules.d/99-vpc-policy-routes.rules");
+        std::fs::create_dir_all(rule.parent().unwrap()).unwrap();
+        std::fs::write(&rule, "SUBSYSTEM==\"net\"\n").unwrap();
+        let first = commit(&mut k, &paths, &plan, &[], &[]).unwrap_err();
+        assert!(!first.is_repeated_conflict(), "{first}");
+        let text = first.to_string();
+        assert!(
+            text.contains("route \"10.0.1.0/24 dev eth1 table 10001 proto static\""),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "amazon-ec2-net-utils's (found: /usr/lib/udev/rules.d/99-vpc-policy-routes.rules)"
+            ),
+            "{text}"
+        );
+        let record = root.path().join("run/leasehook/conflict/eth1");
+        assert_eq!(
+            std::fs::read_to_string(&record).unwrap(),
+            format!("{text}\n")
+        );
+        assert_eq!(
+            recorded_conflicts(&paths),
+            [("eth1".to_owned(), text.clone())]
+        );
+        // The next event meets the same route: a repeat, nothing written.
+        let again = commit(&mut k, &paths, &plan, &[], &[]).unwrap_err();
+        assert!(again.is_repeated_conflict(), "{again}");
+        assert!(k.writes.is_empty(), "{:?}", k.writes);
+        // Gone: applied, and the record with it.
+        k.foreign.routes.remove(&theirs);
+        commit(&mut k, &paths, &plan, &[], &[]).unwrap();
+        assert!(!record.exists());
     }
 
     #[test]

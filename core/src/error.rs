@@ -177,6 +177,29 @@ pub enum Error {
         /// What is wrong, naming the segment.
         reason: String,
     },
+    /// A route that is not leasehook's holds a table and destination the plan
+    /// wants for `iface` (another tool's: docs/migrating.md). Seen before the
+    /// first write: nothing was written for any interface of the plan.
+    #[error(
+        "{iface}: route \"{object}\" is in the way (not leasehook's: proto {}{}): leasehook keeps off {iface}, nothing written, until it is gone{}",
+        crate::coexist::protocol_name(*protocol),
+        if owner.is_empty() { String::new() } else { format!("; {owner}") },
+        if *repeated { " (as at the last event)" } else { "" }
+    )]
+    Conflict {
+        /// The interface kept off.
+        iface: crate::model::IfName,
+        /// The route in the way, as `ip route` prints it.
+        object: String,
+        /// Its table.
+        table: u32,
+        /// Its protocol number.
+        protocol: u8,
+        /// The tool found that uses that table or protocol, or empty.
+        owner: String,
+        /// The same conflict was recorded at the last event.
+        repeated: bool,
+    },
 }
 
 fn key_prefix(key: &str) -> String {
@@ -211,6 +234,12 @@ impl Error {
             path: format!("{path:?}"),
             source,
         }
+    }
+
+    /// A conflict ([`Error::Conflict`]) the last event met already: logged below
+    /// the warning level, so it is said once, not at every lease.
+    pub fn is_repeated_conflict(&self) -> bool {
+        matches!(self, Self::Conflict { repeated: true, .. })
     }
 
     /// The errno behind this error, when the kernel or the system gave one.

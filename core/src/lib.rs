@@ -12,6 +12,7 @@
 //! * [`plan`] computes a [`model::Plan`] for the `ec2-net-utils` or `cloud-init` scheme;
 //! * [`gate`] decides what may ever be a rule source or an address leasehook adds
 //!   (the planner, the apply validator and every lease parser ask it);
+//! * [`explain`] says why an address is or is not routed (`leasehook explain`);
 //! * [`diff`] compares a plan with the routing state the kernel holds;
 //! * [`render`] prints a plan as `ip` lines, JSON, netplan or networkd drop-ins;
 //! * [`apply`] writes a plan to the kernel over netlink, owned, diffed and rolled back;
@@ -37,6 +38,7 @@
 pub mod apply;
 pub mod boot;
 pub mod cache;
+pub mod coexist;
 pub mod commit;
 pub mod config;
 pub mod constants;
@@ -44,6 +46,7 @@ pub mod diff;
 pub mod error;
 pub mod event;
 pub mod example;
+pub mod explain;
 pub mod fs;
 pub mod gate;
 pub mod hook;

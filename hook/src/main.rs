@@ -335,6 +335,11 @@ pub(crate) fn run_shim(
         match outcome {
             Ok(HookOutcome::Kept(why)) => log::warn!("nothing changed: {why}"),
             Ok(o) => log::debug!("{o:?}"),
+            // Said as an error at the event that met it; a repeat is not news.
+            Err(e) if e.is_repeated_conflict() => {
+                log::info!("{e}");
+                status = ExitCode::FAILURE;
+            }
             Err(e) => {
                 log::error!("{e}");
                 status = ExitCode::FAILURE;

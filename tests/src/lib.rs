@@ -119,10 +119,14 @@ pub fn udev_add_command(ifname: &str) -> Vec<String> {
     let template = format!("{name}@.service");
     let text = std::fs::read_to_string(workspace_root().join("hooks/systemd").join(&template))
         .unwrap_or_else(|e| panic!("hooks/systemd/{template}: {e}"));
+    // `-`: systemd's prefix for "a failure does not fail the unit".
     let exec = text
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
-        .unwrap_or_else(|| panic!("no ExecStart= in {template}"));
+        .map_or_else(
+            || panic!("no ExecStart= in {template}"),
+            |e| e.trim_start_matches('-'),
+        );
     exec.split_whitespace()
         .map(|w| w.replace("%i", ifname))
         .collect()

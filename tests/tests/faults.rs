@@ -804,18 +804,35 @@ matrix! {
     foreign_route_eexist => Row {
         name: "foreign_route_eexist",
         fault: "EEXIST: someone else's route in leasehook's table, identical but for its protocol",
-        does: "refuses to adopt or replace it: the run's writes are undone, nothing recorded, the error names the route and says it is not leasehook's",
+        does: "seen before the first write: keeps off eth1 (nothing written, nothing adopted or replaced), the error names the route as `ip` prints it and its protocol, the conflict is recorded",
         exit: Some(1),
         kernel: Kernel::Exactly {
             rules: &[],
             routes: &["10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto static"],
             addresses: &[],
         },
-        files: &[FileWant::Absent(STATE)],
-        log: "ip -4 route add 10.98.1.0/24 dev eth1 scope link src 10.98.1.20 table 10001: File exists (os error 17): something leasehook does not own (another protocol) is in the way",
-        not_in_log: "",
+        files: &[FileWant::Absent(STATE), FileWant::Holds(CONFLICT, "proto static")],
+        log: "eth1: route \"10.98.1.0/24 dev eth1 table 10001 proto static\" is in the way (not leasehook's: proto static): leasehook keeps off eth1, nothing written, until it is gone",
+        not_in_log: "File exists",
         max_secs: 3.0,
         run: || foreign_then_bound(&["route", "add", "10.98.1.0/24", "dev", "eth1", "table", "10001", "proto", "static", "scope", "link", "src", "10.98.1.20"]),
+    };
+    #[cfg(feature = "netns")]
+    foreign_route_next_event => Row {
+        name: "foreign_route_next_event",
+        fault: "the same foreign route, amazon-ec2-net-utils' udev rule on the image; BOUND (the conflict, an error), then RENEW",
+        does: "RENEW meets the recorded conflict again: nothing written, no EEXIST and no rollback, said at `info` (once as an error, at BOUND), the owner named by the table it uses",
+        exit: Some(1),
+        kernel: Kernel::Exactly {
+            rules: &[],
+            routes: &["10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto static"],
+            addresses: &[],
+        },
+        files: &[FileWant::Absent(STATE), FileWant::Holds(CONFLICT, "amazon-ec2-net-utils")],
+        log: "proto static; amazon-ec2-net-utils's (found: /usr/lib/udev/rules.d/99-vpc-policy-routes.rules)): leasehook keeps off eth1, nothing written, until it is gone (as at the last event)",
+        not_in_log: "rolled back",
+        max_secs: 3.0,
+        run: run_foreign_route_next_event,
     };
     #[cfg(feature = "netns")]
     foreign_secondary_address => Row {
@@ -1327,7 +1344,7 @@ matrix! {
         exit: Some(0),
         kernel: Kernel::Exactly { rules: &[], routes: &[], addresses: &[] },
         files: &[FileWant::Absent(STATE)],
-        log: "eth1: no DHCP, but nothing to configure from the metadata",
+        log: "eth1: unchanged (no DHCP, but nothing to configure from the metadata",
         not_in_log: "eth1: brought up",
         max_secs: 3.5,
         run: run_links_oci_refused_vnic_stays_down,
@@ -1952,6 +1969,57 @@ fn foreign_then_bound(args: &[&str]) -> Seen {
         ],
     );
     i.seen(&out, elapsed, before, files)
+}
+
+/// Where a conflict is recorded (`leasehook_core::commit::CONFLICT`).
+#[cfg(feature = "netns")]
+const CONFLICT: &str = "run/leasehook/conflict/eth1";
+
+/// A foreign route in eth1's table and amazon-ec2-net-utils' udev rule in the
+/// root; BOUND (checked here: the conflict is an error naming the route, its
+/// protocol and the tool) and RENEW (the row: a repeat, nothing tried).
+#[cfg(feature = "netns")]
+fn run_foreign_route_next_event() -> Seen {
+    let mut i = Instance::new("fforeign2");
+    i.ns.ip(&[
+        "route",
+        "add",
+        "10.98.1.0/24",
+        "dev",
+        "eth1",
+        "table",
+        "10001",
+        "proto",
+        "static",
+        "scope",
+        "link",
+        "src",
+        "10.98.1.20",
+    ]);
+    let rule = i
+        .root
+        .join("usr/lib/udev/rules.d/99-vpc-policy-routes.rules");
+    std::fs::create_dir_all(rule.parent().unwrap()).unwrap();
+    std::fs::write(&rule, "SUBSYSTEM==\"net\", ACTION==\"add\"\n").unwrap();
+    let before = snap(&i.ns);
+    let files = files_under(&i.root);
+    let url = i.start_imds(&default_tree(), &Imds::Scenario(json!({})));
+    let env = [
+        ("LEASEHOOK_LOG_LEVEL", "info"),
+        ("LEASEHOOK_IMDS_BUDGET_S", "5"),
+        ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "5"),
+    ];
+    let (bound, _) = i.shim_env("BOUND", &url, &env);
+    let log = text(&bound);
+    assert_eq!(bound.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("route \"10.98.1.0/24 dev eth1 table 10001 proto static\" is in the way")
+            && log.contains("amazon-ec2-net-utils's (found: ")
+            && !log.contains("as at the last event"),
+        "{log}"
+    );
+    let (renew, elapsed) = i.shim_env("RENEW", &url, &env);
+    i.seen(&renew, elapsed, before, files)
 }
 
 /// Another tool's secondary address on eth1, then BOUND (checked here: leasehook's
@@ -2985,7 +3053,8 @@ macro_rules! oracle_row {
             name: stringify!($name),
             fault: $fault,
             does: $does,
-            exit: Some(0),
+            // eth1 could not be checked: `refresh` exits 1 (issue 33).
+            exit: Some(1),
             kernel: Kernel::AsBefore,
             files: &[FileWant::Unchanged(STATE)],
             log: $log,
@@ -3343,7 +3412,7 @@ enum LinksFirst {
 }
 
 impl Instance {
-    /// `leasehook refresh` with `provider` at `endpoint` (its
+    /// `leasehook refresh -v` with `provider` at `endpoint` (its
     /// `LEASEHOOK_<PROVIDER>_ENDPOINT`), budget 1 s; its standard output
     /// appended to its log.
     fn refresh_run(&self, provider: &str, endpoint: &str) -> (Output, Duration) {
@@ -3359,8 +3428,9 @@ impl Instance {
             ("LEASEHOOK_LOG_LEVEL".to_owned(), "info".to_owned()),
         ];
         let t = Instant::now();
+        // -v: an unchanged NIC, or one left as it is, is printed only so.
         let mut out = command(Some(&self.ns), Some(&env), &[], &leasehook_bin())
-            .arg("refresh")
+            .args(["refresh", "-v"])
             .output()
             .unwrap();
         let elapsed = t.elapsed();

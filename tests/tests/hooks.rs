@@ -116,6 +116,10 @@ fn the_systemd_units_verify() {
             "leasehook-refresh@.service",
             "leasehook-refresh@eth1.service",
         ),
+        (
+            "leasehook-wait-online.service",
+            "leasehook-wait-online.service",
+        ),
     ] {
         let text = std::fs::read_to_string(units.join(name))
             .unwrap()
@@ -132,6 +136,7 @@ fn the_systemd_units_verify() {
             "./leasehook-refresh.service",
             "./leasehook-refresh.timer",
             "./leasehook-refresh@eth1.service",
+            "./leasehook-wait-online.service",
         ])
         .output()
         .expect("systemd-analyze (package systemd) is needed");

@@ -80,6 +80,10 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/lib/systemd/system/leasehook-refresh.timer", 0o644),
     ("/usr/lib/systemd/system/leasehook-refresh@.service", 0o644),
     ("/usr/lib/systemd/system/leasehook-watch.service", 0o644),
+    (
+        "/usr/lib/systemd/system/leasehook-wait-online.service",
+        0o644,
+    ),
     ("/etc/leasehook/config.yaml", 0o644),
     ("/etc/iproute2/rt_protos.d/leasehook.conf", 0o644),
     ("/usr/share/man/man1/leasehook.1.gz", 0o644),
@@ -94,6 +98,7 @@ const FILES: &[(&str, u32)] = &[
     ("/usr/share/man/man1/leasehook-config.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-config-show.1.gz", 0o644),
     ("/usr/share/man/man1/leasehook-watch.1.gz", 0o644),
+    ("/usr/share/man/man1/leasehook-explain.1.gz", 0o644),
     ("/usr/share/man/man5/leasehook.yaml.5.gz", 0o644),
     ("/usr/share/bash-completion/completions/leasehook", 0o644),
     ("/usr/share/zsh/vendor-completions/_leasehook", 0o644),

@@ -130,6 +130,12 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
         0o644,
         "",
     ),
+    (
+        "/usr/lib/systemd/system/leasehook-wait-online.service",
+        '-',
+        0o644,
+        "",
+    ),
     ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
     // The protocol number's name for `ip`: the code's, not %config.
     ("/etc/iproute2/rt_protos.d/leasehook.conf", '-', 0o644, ""),
@@ -156,6 +162,12 @@ const ENTRIES: &[(&str, char, u32, &str)] = &[
     ),
     ("/usr/share/man/man1/leasehook-watch.1.gz", '-', 0o644, "d"),
     ("/usr/share/man/man5/leasehook.yaml.5.gz", '-', 0o644, "d"),
+    (
+        "/usr/share/man/man1/leasehook-explain.1.gz",
+        '-',
+        0o644,
+        "d",
+    ),
     (
         "/usr/share/bash-completion/completions/leasehook",
         '-',

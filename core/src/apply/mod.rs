@@ -187,6 +187,66 @@ pub struct Observed {
     /// Addresses on the links that leasehook does not own: neither carrying
     /// [`PROTOCOL`] nor recorded (another tool's: netplan, cloud-init, an operator).
     pub foreign_addresses: BTreeSet<crate::model::Address>,
+    /// Routes of other protocols in tables leasehook may use (not main, local,
+    /// default): what would refuse leasehook's route of the same table and
+    /// destination with `File exists`.
+    pub foreign_routes: Vec<ForeignRoute>,
+}
+
+/// A route of another protocol in a table leasehook may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignRoute {
+    /// Its table.
+    pub table: u32,
+    /// Its destination.
+    pub to: ipnet::IpNet,
+    /// Its gateway.
+    pub via: Option<std::net::IpAddr>,
+    /// Its device, when it is a link leasehook can name.
+    pub dev: Option<IfName>,
+    /// Its protocol (`rtm_protocol`).
+    pub protocol: u8,
+}
+
+impl std::fmt::Display for ForeignRoute {
+    /// As `ip route show table all` prints it: `10.0.1.0/24 dev eth1 table 10001
+    /// proto static`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to)?;
+        if let Some(v) = self.via {
+            write!(f, " via {v}")?;
+        }
+        if let Some(d) = &self.dev {
+            write!(f, " dev {d}")?;
+        }
+        write!(
+            f,
+            " table {} proto {}",
+            self.table,
+            crate::coexist::protocol_name(self.protocol)
+        )
+    }
+}
+
+/// The first route of the plan whose table and destination a route of another
+/// protocol holds: the kernel would refuse leasehook's (`File exists`), so the
+/// plan's interface is kept off before any write ([`Error::Conflict`]).
+fn check_foreign(plan: &Plan, foreign: &[ForeignRoute]) -> Result<()> {
+    for ip in &plan.interfaces {
+        for r in &ip.routes {
+            if let Some(f) = foreign.iter().find(|f| f.table == r.table && f.to == r.to) {
+                return Err(Error::Conflict {
+                    iface: ip.name.clone(),
+                    object: f.to_string(),
+                    table: f.table,
+                    protocol: f.protocol,
+                    owner: String::new(),
+                    repeated: false,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What one apply or teardown did.
@@ -521,6 +581,7 @@ pub fn apply_plan<A: Applier + ?Sized>(
     let mut want = State::of_plan(plan);
     let observed = applier.observe(&links, &recorded_addresses)?;
     check_tables(plan, &observed.owned, recorded, &kernel_links)?;
+    check_foreign(plan, &observed.foreign_routes)?;
     let held: BTreeSet<crate::model::Address> = observed
         .owned
         .addresses
@@ -546,7 +607,7 @@ pub fn apply_plan<A: Applier + ?Sized>(
     }
     let have = normalize(&want, scope.filter(&observed.owned));
     let ops = diff_states(&want, &have);
-    let mut report = execute_all(applier, &ops, &links, &observed.owned)?;
+    let mut report = execute_all(applier, &ops, &links, &observed)?;
     report.foreign = foreign;
     Ok(report)
 }
@@ -556,21 +617,28 @@ pub fn apply_plan<A: Applier + ?Sized>(
 /// by protocol too, so a rule in the way is always leasehook's own; a route (keyed
 /// by table, destination and metric) or an address (by address and link) is
 /// leasehook's only when one of its own has that key.
-fn in_the_way(op: &Op, owned: &State) -> Option<&'static str> {
+fn in_the_way(op: &Op, seen: &Observed) -> Option<String> {
     const OURS: &str = ": an object of leasehook's own (protocol 176) that this plan does not cover is in the way (another interface's, sharing the table); it is left alone";
-    const FOREIGN: &str =
-        ": something leasehook does not own (another protocol) is in the way; it is left alone";
+    let owned = &seen.owned;
+    let foreign = |what: Option<&ForeignRoute>| {
+        let what = what.map_or_else(String::new, |f| format!(" (route \"{f}\")"));
+        format!(": something leasehook does not own{what} is in the way; it is left alone")
+    };
     match op {
-        Op::AddRule(_) => Some(OURS),
+        Op::AddRule(_) => Some(OURS.to_owned()),
         Op::AddRoute(r) => Some(
             if owned
                 .routes
                 .iter()
                 .any(|o| o.table == r.table && o.to == r.to)
             {
-                OURS
+                OURS.to_owned()
             } else {
-                FOREIGN
+                foreign(
+                    seen.foreign_routes
+                        .iter()
+                        .find(|f| f.table == r.table && f.to == r.to),
+                )
             },
         ),
         Op::AddAddress(a) => Some(
@@ -579,9 +647,9 @@ fn in_the_way(op: &Op, owned: &State) -> Option<&'static str> {
                 .iter()
                 .any(|o| o.dev == a.dev && o.addr.addr() == a.addr.addr())
             {
-                OURS
+                OURS.to_owned()
             } else {
-                FOREIGN
+                foreign(None)
             },
         ),
         _ => None,
@@ -592,7 +660,7 @@ fn execute_all<A: Applier + ?Sized>(
     applier: &mut A,
     ops: &[Op],
     links: &LinkIndex,
-    owned: &State,
+    seen: &Observed,
 ) -> Result<Report> {
     let results = applier.execute_many(ops, links);
     let Some(first_failure) = results.iter().position(Result::is_err) else {
@@ -617,7 +685,7 @@ fn execute_all<A: Applier + ?Sized>(
         }
     }
     let failed = results.into_iter().nth(first_failure).and_then(Result::err);
-    let in_the_way = ops.get(first_failure).and_then(|op| in_the_way(op, owned));
+    let in_the_way = ops.get(first_failure).and_then(|op| in_the_way(op, seen));
     let object = || {
         ops.get(first_failure)
             .map(ToString::to_string)
@@ -635,7 +703,7 @@ fn execute_all<A: Applier + ?Sized>(
             if cause.errno() == Some(libc::EEXIST)
                 && let Some(whose) = in_the_way
             {
-                note.push_str(whose);
+                note.push_str(&whose);
             }
             Error::Netlink {
                 object,

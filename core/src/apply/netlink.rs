@@ -22,7 +22,7 @@ use rtnetlink::packet_route::address::{
 };
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkLayerType, LinkMessage};
 use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope, RouteVia,
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteProtocol, RouteScope, RouteVia,
 };
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -149,6 +149,59 @@ impl NetlinkApplier {
                 .filter_map(|m| foreign_route_of(m, &names))
                 .collect())
         })
+    }
+}
+
+impl NetlinkApplier {
+    /// `ip route get DST from SRC`: the route the kernel picks now for a packet
+    /// from `src` to an Internet address ([`crate::explain::KernelRoute::to`]; one
+    /// `RTM_GETROUTE`, not a dump), for `leasehook
+    /// explain`. Read-only. An error is the kernel's answer too (an `src` this
+    /// host does not hold is "network unreachable").
+    pub fn route_get(
+        &mut self,
+        src: IpAddr,
+        links: &LinkIndex,
+    ) -> Result<crate::explain::KernelRoute> {
+        let mut route = crate::explain::KernelRoute::to(src);
+        let object = format!("ip route get {} from {src}", route.to);
+        let mut query = match (src, route.to) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => RouteMessageBuilder::<Ipv4Addr>::new()
+                .source_prefix(s, 32)
+                .destination_prefix(d, 32)
+                .build(),
+            (IpAddr::V6(s), IpAddr::V6(d)) => RouteMessageBuilder::<Ipv6Addr>::new()
+                .source_prefix(s, 128)
+                .destination_prefix(d, 128)
+                .build(),
+            _ => return Err(failure(object, NetlinkCause::NoAnswer)),
+        };
+        // As `ip route get` asks: without it the kernel names table main whatever
+        // table the route came from.
+        query.header.flags |= RouteFlags::LookupTable;
+        let handle = self.handle.clone();
+        let msgs: Vec<RouteMessage> = self.rt.block_on(async move {
+            handle
+                .route()
+                .get(query)
+                .execute()
+                .try_collect()
+                .await
+                .map_err(|e| nl_error(&object, e))
+        })?;
+        for m in &msgs {
+            route.table = u32::from(m.header.table);
+            for a in &m.attributes {
+                match a {
+                    RouteAttribute::Table(t) => route.table = *t,
+                    RouteAttribute::Oif(i) => {
+                        route.dev = links.iter().find(|l| l.1 == i).map(|l| l.0.clone());
+                    }
+                    other => route.via = route.via.or_else(|| gateway_of(other)),
+                }
+            }
+        }
+        Ok(route)
     }
 }
 
@@ -721,18 +774,29 @@ impl Applier for NetlinkApplier {
         let names: std::collections::BTreeMap<u32, IfName> =
             links.iter().map(|(n, i)| (*i, n.clone())).collect();
         let handle = self.handle.clone();
-        let mut state = self.rt.block_on(async move {
+        let (mut state, foreign_routes) = self.rt.block_on(async move {
             let mut state = State::default();
             state
                 .rules
                 .extend(dump_rules(&handle).await?.iter().filter_map(rule_of));
-            state.routes.extend(
-                dump_routes(&handle)
-                    .await?
-                    .iter()
-                    .filter_map(|m| route_of(m, &names)),
-            );
-            Ok::<_, Error>(state)
+            let routes = dump_routes(&handle).await?;
+            state
+                .routes
+                .extend(routes.iter().filter_map(|m| route_of(m, &names)));
+            let foreign: Vec<super::ForeignRoute> = routes
+                .iter()
+                .filter_map(|m| {
+                    let r = foreign_route_of(m, &names).filter(|r| owned_table(r.table))?;
+                    Some(super::ForeignRoute {
+                        table: r.table,
+                        to: r.to,
+                        via: r.via,
+                        dev: r.dev,
+                        protocol: u8::from(m.header.protocol),
+                    })
+                })
+                .collect();
+            Ok::<_, Error>((state, foreign))
         })?;
         // One address dump, split by owner.
         let mut foreign_addresses = BTreeSet::new();
@@ -746,6 +810,7 @@ impl Applier for NetlinkApplier {
         Ok(Observed {
             owned: state,
             foreign_addresses,
+            foreign_routes,
         })
     }
 

@@ -56,9 +56,24 @@ impl Applier for RecordingApplier {
             .filter(|a| links.contains_key(&a.dev) && !recorded.contains(a))
             .cloned()
             .collect();
+        // Another tool's routes, as another protocol's (`proto static`).
+        let foreign_routes = self
+            .foreign
+            .routes
+            .iter()
+            .filter(|r| !crate::constants::RESERVED_TABLES.contains(&r.table))
+            .map(|r| super::ForeignRoute {
+                table: r.table,
+                to: r.to,
+                via: r.via,
+                dev: Some(r.dev.clone()),
+                protocol: 4,
+            })
+            .collect();
         Ok(Observed {
             owned,
             foreign_addresses,
+            foreign_routes,
         })
     }
 

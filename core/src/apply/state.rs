@@ -52,6 +52,11 @@ impl Paths {
         Self { root: root.into() }
     }
 
+    /// The root prefix.
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
     /// `<root>/run/leasehook`.
     pub fn run_dir(&self) -> PathBuf {
         self.root.join("run/leasehook")

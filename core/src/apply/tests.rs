@@ -462,3 +462,38 @@ fn only_an_ethernet_nic_with_a_stations_mac_is_matched_by_mac() {
         assert!(got.is_err_and(|w| w.contains(why)), "{bad:?}: {got:?}");
     }
 }
+
+#[test]
+fn a_foreign_route_in_the_table_keeps_the_nic_off_before_any_write() {
+    // Issue 33, item 6: another tool's route (amazon-ec2-net-utils' through
+    // networkd, `proto static`) with the table and destination leasehook wants:
+    // refused before the first write, naming the route and its protocol, instead
+    // of writing, meeting EEXIST and rolling back at every lease.
+    let p = example_plan();
+    let (ip, route) = p
+        .interfaces
+        .iter()
+        .find_map(|ip| ip.routes.first().map(|r| (ip, r.clone())))
+        .unwrap();
+    let mut k = kernel();
+    k.foreign.routes.insert(route.clone());
+    let e = apply_plan(&mut k, &p, &[]).unwrap_err();
+    assert!(matches!(e, Error::Conflict { .. }), "{e}");
+    let want = format!(
+        "{}: route \"{} {}dev {} table {} proto static\" is in the way (not leasehook's: proto static)",
+        ip.name,
+        route.to,
+        route.via.map_or_else(String::new, |v| format!("via {v} ")),
+        route.dev,
+        route.table
+    );
+    assert!(e.to_string().starts_with(&want), "{e}\nwanted {want}");
+    assert!(e.to_string().contains("nothing written"), "{e}");
+    assert!(k.writes.is_empty(), "{:?}", k.writes);
+    // In another table, or gone: applied.
+    let mut elsewhere = route;
+    elsewhere.table += 1;
+    let mut k = kernel();
+    k.foreign.routes.insert(elsewhere);
+    apply_plan(&mut k, &p, &[]).unwrap();
+}

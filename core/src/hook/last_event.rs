@@ -372,6 +372,9 @@ pub(super) fn record_refresh(paths: &Paths, outcomes: &[super::RefreshOutcome]) 
             R::Renamed { to, report, .. } => (to, applied(report)),
             R::LinkGone(n, r) | R::Unlisted(n, r) => (n, EventOutcome::Removed(r.writes())),
             R::Kept(n, why) => (n, EventOutcome::Kept(why.clone())),
+            // The metadata could not be asked: what was applied stays (not a
+            // failure of the NIC's routing; `refresh` itself exits 1).
+            R::Unchecked(n, why) => (n, EventOutcome::Kept(format!("not checked: {why}"))),
         };
         let ev = LastEvent::now("refresh", "REFRESH", outcome);
         record(paths, name, &ev, ev.at_ms);

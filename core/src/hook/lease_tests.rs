@@ -358,10 +358,13 @@ fn refresh_keeps_the_state_on_an_imds_error_and_drops_a_gone_link() {
     };
     let out = refresh_with(&mut fx, None, &cfg).unwrap();
     assert!(
-        matches!(&out[..], [RefreshOutcome::Kept(n, why)] if *n == eth1() && why.contains("IMDS did not answer")),
+        matches!(&out[..], [RefreshOutcome::Unchecked(n, why)] if *n == eth1() && why.contains("IMDS did not answer")),
         "{out:?}"
     );
     assert_eq!(k.owned, before);
+    // A check that failed is no refresh: the stamp is not written.
+    let paths = crate::apply::state::Paths::new(&cfg.root);
+    assert_eq!(super::refreshed_at(&paths, &eth1()), None);
     // eth1 is detached: refresh takes its rules, routes and state with it.
     k.links.retain(|l| l.name != eth1());
     let mut fx = Effects {
@@ -493,7 +496,7 @@ fn refresh_configures_a_nic_without_dhcp_and_follows_the_metadata() {
     let before = k.owned.clone();
     let out = refresh_unleasing(&mut k, &provider, &cfg, None);
     assert!(
-        matches!(&out[..], [RefreshOutcome::Kept(_, why)] if why.contains("did not answer")),
+        matches!(&out[..], [RefreshOutcome::Unchecked(_, why)] if why.contains("did not answer")),
         "{out:?}"
     );
     assert_eq!(k.owned, before);

@@ -39,7 +39,9 @@ pub enum RefreshOutcome {
         /// Removals under the old name and writes under the new one.
         report: Report,
     },
-    /// Nothing changed, and why (IMDS did not answer, said less than before, ...).
+    /// Nothing to check, or left alone, and why (unmanaged, the CNI's ENI, the
+    /// primary with nothing to ask, no lease recorded). A NIC that could not be
+    /// checked is [`RefreshOutcome::Unchecked`].
     Kept(IfName, String),
     /// A NIC the cloud serves no DHCP ([`Provider::unleased`], OCI's secondary
     /// VNICs), seen for the first time: given its address, rules and table from
@@ -49,10 +51,17 @@ pub enum RefreshOutcome {
     /// VNIC was detached while its link stays, or the metadata dropped it): what
     /// leasehook configured on it, the address included, is gone.
     Unlisted(IfName, Report),
+    /// The NIC could not be checked: the metadata did not answer (unreachable,
+    /// errors until the budget ran out), said less than its plan needs, its table
+    /// is another NIC's, or an error stopped the check. Nothing changed (what a
+    /// failed commit wrote is rolled back) and the refresh stamp is not renewed:
+    /// `leasehook refresh` names it and exits 1.
+    Unchecked(IfName, String),
 }
 
 /// `<root>/run/leasehook/refreshed/<ifname>`: its modification time is when the
-/// interface was last refreshed (the file stays empty; refreshing rewrites nothing).
+/// interface was last checked against the metadata with success (the file stays
+/// empty; refreshing rewrites nothing). A check that failed leaves it as it was.
 pub fn refresh_stamp(paths: &Paths, name: &IfName) -> PathBuf {
     paths.run_dir().join(REFRESHED).join(name.as_str())
 }
@@ -160,44 +169,11 @@ fn refresh_scoped(
         .collect();
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let _lock = state::lock_interface(&paths, &name)?;
-        let Some(st) = state::read_state_or_set_aside(&paths, &name) else {
-            continue;
-        };
-        let from_metadata = st.leases().iter().any(|l| l.reason == Reason::Metadata);
-        if unleased_only && !from_metadata {
-            continue;
-        }
-        if st.families.is_empty() && listed(unleased.as_ref(), st.mac) {
-            // Evaluated again below, as a new NIC without DHCP.
-            continue;
-        }
-        if cfg.is_unmanaged(&name, Some(st.mac)) {
-            out.push(RefreshOutcome::Kept(
-                name,
-                "unmanaged (configuration key unmanaged): left alone".to_owned(),
-            ));
-            continue;
-        }
-        // The gate asks about the link's name now (it may have been renamed).
-        let now = fx
-            .kernel
-            .links()?
-            .into_iter()
-            .find(|l| l.mac == Some(st.mac))
-            .map_or_else(|| name.clone(), |l| l.name);
-        let cfg = match kubernetes_gate(fx.kernel, cfg, &now)? {
-            Gate::Plan(c) => *c,
-            Gate::Cni(why) => {
-                let why = leave_to_cni(fx.kernel, &paths, &name, &why)?;
-                out.push(RefreshOutcome::Kept(name, why));
-                continue;
-            }
-        };
-        if from_metadata {
-            out.push(refresh_unleased(fx, &paths, &st, &cfg, unleased.as_ref())?);
-        } else {
-            out.push(refresh_one(fx, &paths, &st, &cfg)?);
+        // One NIC's error is that NIC's: the others are still checked.
+        match refresh_recorded(fx, &paths, cfg, &name, unleased.as_ref(), unleased_only) {
+            Ok(Some(o)) => out.push(o),
+            Ok(None) => {}
+            Err(e) => out.push(RefreshOutcome::Unchecked(name, e.to_string())),
         }
     }
     if let Some(Ok(u)) = &unleased {
@@ -227,6 +203,56 @@ fn refresh_scoped(
         ));
     }
     Ok(out)
+}
+
+/// One recorded NIC of [`refresh_scoped`], under its lock: `None` when it is not
+/// this run's (gone meanwhile, not one without DHCP when only those are asked,
+/// or evaluated later as a new NIC without DHCP).
+fn refresh_recorded(
+    fx: &mut Effects<'_>,
+    paths: &Paths,
+    cfg: &HookConfig,
+    name: &IfName,
+    unleased: Option<&std::result::Result<Unleased, String>>,
+    unleased_only: bool,
+) -> Result<Option<RefreshOutcome>> {
+    let _lock = state::lock_interface(paths, name)?;
+    let Some(st) = state::read_state_or_set_aside(paths, name) else {
+        return Ok(None);
+    };
+    let from_metadata = st.leases().iter().any(|l| l.reason == Reason::Metadata);
+    if unleased_only && !from_metadata {
+        return Ok(None);
+    }
+    if st.families.is_empty() && listed(unleased, st.mac) {
+        // Evaluated again by the caller, as a new NIC without DHCP.
+        return Ok(None);
+    }
+    if cfg.is_unmanaged(name, Some(st.mac)) {
+        return Ok(Some(RefreshOutcome::Kept(
+            name.clone(),
+            "unmanaged (configuration key unmanaged): left alone".to_owned(),
+        )));
+    }
+    // The gate asks about the link's name now (it may have been renamed).
+    let now = fx
+        .kernel
+        .links()?
+        .into_iter()
+        .find(|l| l.mac == Some(st.mac))
+        .map_or_else(|| name.clone(), |l| l.name);
+    let cfg = match kubernetes_gate(fx.kernel, cfg, &now)? {
+        Gate::Plan(c) => *c,
+        Gate::Cni(why) => {
+            let why = leave_to_cni(fx.kernel, paths, name, &why)?;
+            return Ok(Some(RefreshOutcome::Kept(name.clone(), why)));
+        }
+    };
+    if from_metadata {
+        refresh_unleased(fx, paths, &st, &cfg, unleased).map(Some)
+    } else {
+        refresh_one(fx, paths, &st, &cfg).map(Some)
+    }
 }
 
 /// Whether the metadata's answer lists `mac` among the NICs without DHCP.
@@ -377,7 +403,7 @@ fn refresh_unleased(
     let answer = match unleased {
         Some(Ok(answer)) => answer,
         Some(Err(e)) => {
-            return Ok(RefreshOutcome::Kept(
+            return Ok(RefreshOutcome::Unchecked(
                 name,
                 format!("the metadata did not answer usefully ({e}): whatever was applied stays"),
             ));
@@ -391,7 +417,6 @@ fn refresh_unleased(
             ));
         }
     };
-    touch(paths, &k.name);
     let Some(nic) = answer.nics.iter().find(|n| n.mac == st.mac) else {
         let report = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
         remove_stamp(paths, &name);
@@ -495,9 +520,18 @@ pub(super) fn refresh_one(
         nic = nic.known_primary();
     }
     // The provider's client is bound to the NIC; the token comes from the shared cache.
-    let policy = WaitPolicy::default().with_budget(cfg.sync_budget);
+    let mut policy = WaitPolicy::default().with_budget(cfg.sync_budget);
+    // Unchanged is no news: an agreement at once is logged at debug.
+    policy.quiet = true;
+    if !st.missing.is_empty() {
+        // Known incomplete (its worker gave up, or the last refresh found it so):
+        // one round of requests, no retries within the budget, since the timer
+        // asks again within a minute anyway. The first pause is the whole budget,
+        // so the wait gives up after the first round.
+        policy.min_delay = policy.budget;
+        policy.max_delay = policy.budget;
+    }
     let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
-    touch(paths, &to);
     let network = match outcome {
         Outcome::Complete(network) => network,
         Outcome::Partial { missing, .. } => {
@@ -509,9 +543,14 @@ pub(super) fn refresh_one(
             let mut now = st.clone();
             now.missing = missing;
             state::save_if_changed(paths, Some(st), now, state::unix_ms())?;
-            return Ok(RefreshOutcome::Kept(name, why));
+            return Ok(RefreshOutcome::Unchecked(name, why));
         }
-        Outcome::Failed(e) => return Ok(RefreshOutcome::Kept(name, unanswered(&e))),
+        Outcome::Failed(e) => {
+            return Ok(RefreshOutcome::Unchecked(
+                name,
+                format!("IMDS did not answer usefully ({e}); whatever was applied stays"),
+            ));
+        }
     };
     apply_refreshed(
         applier,
@@ -575,7 +614,7 @@ fn apply_refreshed(
     log_refused(&p);
     if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
         log::warn!("{to}: {why}");
-        return Ok(RefreshOutcome::Kept(name, why));
+        return Ok(RefreshOutcome::Unchecked(name, why));
     }
     if let Some(index) = bring_up
         && configures_something(&p)
@@ -597,6 +636,8 @@ fn apply_refreshed(
         );
     }
     let report = commit_guarded(applier, paths, &p, previous.as_ref(), network, leases)?;
+    // Checked and applied: only now is the refresh stamp renewed.
+    touch(paths, &to);
     if renamed {
         removed.ops.extend(report.ops);
         Ok(RefreshOutcome::Renamed {

@@ -69,6 +69,10 @@ pub struct WaitPolicy {
     pub jitter: bool,
     /// The jitter's random seed, for reproducible tests; `None` seeds randomly.
     pub jitter_seed: Option<u64>,
+    /// An agreement at the first round is logged at debug, not info (`leasehook
+    /// refresh`: an unchanged NIC logs nothing at the default level). Off by
+    /// default: a lease event says it at info.
+    pub quiet: bool,
 }
 
 impl Default for WaitPolicy {
@@ -79,6 +83,7 @@ impl Default for WaitPolicy {
             max_delay: IMDS_BACKOFF_MAX,
             jitter: true,
             jitter_seed: None,
+            quiet: false,
         }
     }
 }
@@ -172,7 +177,13 @@ pub fn wait<S: NicSession + ?Sized>(
             None => {
                 match session.assess() {
                     Ok(a) if a.is_complete() => {
-                        log::info!(
+                        let level = if policy.quiet && rounds == 1 {
+                            log::Level::Debug
+                        } else {
+                            log::Level::Info
+                        };
+                        log::log!(
+                            level,
                             "{}: IMDS agrees with the lease after {rounds} round(s), {requests} request(s), {} ms",
                             session.interface(),
                             clock.now().saturating_duration_since(start).as_millis()
