@@ -374,9 +374,8 @@ mod lab {
         assert!(
             text.contains("last event: dhclient BOUND ")
                 && text.contains(
-                    "CONFLICT: ip -4 route add 10.98.1.0/24 dev eth1 scope link src 10.98.1.20 table 10001: File exists"
-                )
-                && text.contains("rolled back"),
+                    "CONFLICT: eth1: route \"10.98.1.0/24 dev eth1 table 10001 proto static\" is in the way"
+                ),
             "{text}"
         );
         assert!(text.contains("status: degraded"), "{text}");

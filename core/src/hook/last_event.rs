@@ -95,11 +95,12 @@ impl EventOutcome {
     }
 
     /// A failure: a conflict when another NIC holds the table or an object
-    /// leasehook does not own is in the way (`EEXIST`), else an error.
+    /// leasehook does not own is in the way (seen before the writes, or their
+    /// `EEXIST`), else an error.
     pub fn of_error(e: &Error) -> Self {
         let text = e.to_string();
         let conflict = match e {
-            Error::TableConflict { .. } => true,
+            Error::TableConflict { .. } | Error::Conflict { .. } => true,
             Error::Netlink { .. } | Error::NotRecorded { .. } => e.errno() == Some(libc::EEXIST),
             _ => false,
         };
@@ -482,6 +483,19 @@ mod tests {
         let o = EventOutcome::of(&Err(conflict));
         assert!(
             matches!(&o, Some(EventOutcome::Conflict(w)) if w.contains("route add") && w.contains("rolled back the 11")),
+            "{o:?}"
+        );
+        let in_the_way = Error::Conflict {
+            iface: eth1(),
+            object: "10.98.1.0/24 dev eth1 table 10001 proto static".to_owned(),
+            table: 10001,
+            protocol: 4,
+            owner: String::new(),
+            repeated: false,
+        };
+        let o = EventOutcome::of(&Err(in_the_way));
+        assert!(
+            matches!(&o, Some(EventOutcome::Conflict(w)) if w.contains("is in the way")),
             "{o:?}"
         );
         let o = EventOutcome::of(&Err(Error::NoSuchLink(eth1())));
