@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `leasehook apply`, `leasehook flush` and `leasehook status`: the plan in the
-//! kernel, and the record of it under `<root>/run/leasehook/`.
+//! `leasehook apply`, `leasehook flush` and `leasehook refresh`: the plan in the
+//! kernel, and the record of it under `<root>/run/leasehook/` (`leasehook
+//! status` reads it: `status_cmd.rs`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,7 +17,7 @@ use leasehook_core::gate::{self, Bounds};
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{Family, IfName, Plan};
 
-use crate::cli::{ApplyArgs, FamilyArg, FlushArgs, RefreshArgs, StatusArgs};
+use crate::cli::{ApplyArgs, FamilyArg, FlushArgs, RefreshArgs};
 
 fn summary(report: &Report, verbose: bool) -> String {
     labelled(report, verbose, "")
@@ -315,142 +316,4 @@ pub(crate) fn refresh(
         return Ok((out, std::process::ExitCode::FAILURE));
     }
     Ok((out, std::process::ExitCode::SUCCESS))
-}
-
-/// "12 s ago" for a time in milliseconds since the Unix epoch.
-fn ago(ms: u64, now: u64) -> String {
-    if ms == 0 {
-        return "never".to_owned();
-    }
-    let s = now.saturating_sub(ms) / 1000;
-    match s {
-        0..120 => format!("{s} s ago"),
-        120..7200 => format!("{} min ago", s / 60),
-        _ => format!("{} h ago", s / 3600),
-    }
-}
-
-fn refreshed_ms(paths: &Paths, name: &IfName) -> u64 {
-    hook::refreshed_at(paths, name)
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The other routing tools found below `root` ([`leasehook_core::coexist`]), for
-/// `status`: its text line, its JSON list, and whether it makes the status
-/// degraded (a tool found active).
-pub(crate) fn other_tools(root: &Path) -> (String, serde_json::Value, bool) {
-    let found = leasehook_core::coexist::detect(root);
-    let degraded = leasehook_core::coexist::any_active(&found);
-    let line = format!(
-        "other routing tools: {}{}\n",
-        leasehook_core::coexist::summary(&found),
-        if degraded {
-            " (degraded: docs/migrating.md)"
-        } else {
-            ""
-        }
-    );
-    (line, leasehook_core::coexist::json(&found), degraded)
-}
-
-/// `status` of what is recorded below `root`; `loaded` is the configuration
-/// (`None` when it cannot be read: the `kubernetes` setting is then shown as
-/// `auto`, though the hooks would change nothing at all).
-pub(crate) fn status(
-    args: &StatusArgs,
-    root: &Path,
-    loaded: Option<&Loaded>,
-) -> anyhow::Result<String> {
-    let paths = Paths::new(root);
-    let kube_mode = loaded.map_or_else(leasehook_core::kubernetes::Mode::default, |l| {
-        l.settings.kubernetes
-    });
-    let (states, errors) = state::list_states(&paths);
-    for e in &errors {
-        log::warn!("{e}");
-    }
-    let now = state::unix_ms();
-    if args.json {
-        let list: Vec<serde_json::Value> = states
-            .iter()
-            .map(|st| {
-                let mut v = serde_json::to_value(st).unwrap_or_default();
-                if let Some(obj) = v.as_object_mut() {
-                    obj.insert(
-                        "refreshed_at_ms".to_owned(),
-                        serde_json::json!(refreshed_ms(&paths, &st.name)),
-                    );
-                }
-                v
-            })
-            .collect();
-        let (_, tools, _) = other_tools(root);
-        let all = serde_json::json!({
-            "enabled": loaded.is_none_or(|l| l.settings.enabled),
-            "datasource": crate::boot_status::json(root),
-            "kubernetes": crate::kube_status::json(kube_mode, root),
-            "other_routing_tools": tools,
-            "conflicts": commit::recorded_conflicts(&paths)
-                .into_iter()
-                .map(|(i, m)| serde_json::json!({"interface": i, "message": m}))
-                .collect::<Vec<_>>(),
-            "interfaces": list,
-        });
-        return Ok(serde_json::to_string_pretty(&all)? + "\n");
-    }
-    let mut out = crate::boot_status::text(root);
-    if loaded.is_some_and(|l| !l.settings.enabled) {
-        out.push_str("disabled (configuration key enabled is false): the hooks, refresh and watch do nothing\n");
-    }
-    out.push_str(&crate::kube_status::text(kube_mode, root, ""));
-    out.push_str(&other_tools(root).0);
-    for (_, message) in commit::recorded_conflicts(&paths) {
-        let _ = writeln!(out, "conflict: {message}");
-    }
-    if states.is_empty() {
-        out.push_str("no interface has an applied plan\n");
-    }
-    for st in &states {
-        let table = st
-            .table
-            .map_or_else(|| "no table".to_owned(), |t| format!("table {t}"));
-        let _ = writeln!(
-            out,
-            "{} {} ({}, profile {})",
-            st.name, st.mac, table, st.profile
-        );
-        let _ = writeln!(
-            out,
-            "  applied {}, refreshed {}",
-            ago(st.applied_at_ms, now),
-            ago(refreshed_ms(&paths, &st.name), now)
-        );
-        for (fam, f) in &st.families {
-            let lease = f.lease.as_ref().map_or_else(String::new, |l| {
-                if l.reason == leasehook_core::model::Reason::Metadata {
-                    format!(
-                        ", address {}/{} from the metadata (no DHCP)",
-                        l.address, l.prefix_len
-                    )
-                } else {
-                    format!(", lease {}/{}", l.address, l.prefix_len)
-                }
-            });
-            let _ = writeln!(
-                out,
-                "  {fam}: {} rule(s), {} route(s), {} address(es){lease}",
-                f.rules.len(),
-                f.routes.len(),
-                f.addresses.len()
-            );
-        }
-        for m in &st.missing {
-            let _ = writeln!(out, "  IMDS still missing: {m}");
-        }
-        for r in &st.refused {
-            let _ = writeln!(out, "  refused: {r}");
-        }
-    }
-    Ok(out)
 }

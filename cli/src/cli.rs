@@ -259,13 +259,38 @@ pub(crate) struct RefreshArgs {
     pub(crate) verbose: bool,
 }
 
-/// Show the datasource in use (and whether it came from the cache, since when) and
-/// what leasehook has applied, per interface.
+/// Show whether leasehook is healthy: each interface's last event and its
+/// outcome, what is applied and whether the kernel still holds it.
+///
+/// First the configuration (valid, or its error), the datasource in use and the
+/// provider the hooks ask (and how it was chosen). Then per interface: the last event (the DHCP client or `refresh`, its reason, how
+/// long ago) and its outcome (applied, unchanged, waiting for the metadata,
+/// removed, nothing changed and why, a conflict naming the object in the way, an
+/// error with its cause); the rules, routes and addresses applied; drift, the
+/// recorded objects the kernel no longer holds (one dump of the kernel, compared
+/// with the record); what the metadata still lacked and what the address gate
+/// refused; a detached worker still waiting for the metadata, since when and for
+/// what.
+///
+/// Exit status, as `cloud-init status` is scripted: 0 healthy; 1 degraded (an
+/// interface's last event failed or met a conflict, drift, a refusal, a worker
+/// waiting past its budget, another routing tool active, a conflict recorded); 2 error (the configuration is invalid, or the state
+/// cannot be read: the files under ROOT/run/leasehook are root's, so run it as
+/// root). The last line of the text says which, and why.
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// Print JSON instead of text.
-    #[arg(long)]
+    /// Output format; `json` and `yaml` carry `"schema_version": 1`;
+    /// `prometheus` prints the metrics instead.
+    #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+    pub(crate) format: StatusFormat,
+
+    /// The same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
     pub(crate) json: bool,
+
+    /// Text: list every applied rule, route and address, as `ip` reads them.
+    #[arg(long, short)]
+    pub(crate) verbose: bool,
 
     /// Wait until every NIC with a lease (or an address from the metadata) is
     /// applied: a state record, no worker still waiting for the metadata, nothing
@@ -280,21 +305,18 @@ pub(crate) struct StatusArgs {
     #[arg(long, value_name = "S", default_value_t = 120, requires = "wait")]
     pub(crate) timeout: u64,
 
-    /// What to print: text, json (as --json) or prometheus (the metrics in the
-    /// Prometheus text format, as `metrics.textfile` holds them; see
-    /// docs/operations.md "Metrics").
-    #[arg(long, value_enum, default_value = "text")]
-    pub(crate) format: StatusFormat,
 }
 
-/// `status --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum StatusFormat {
-    /// Readable text.
+    /// Lines for a person, the verdict last.
     Text,
-    /// JSON.
+    /// One JSON document.
     Json,
-    /// The metrics in the Prometheus text format.
+    /// The JSON document as YAML.
+    Yaml,
+    /// The metrics in the Prometheus text format, as `metrics.textfile` holds
+    /// them (docs/operations.md, "Metrics").
     Prometheus,
 }
 

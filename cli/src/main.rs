@@ -10,7 +10,8 @@
 //! `leasehook-hook` (hook/).
 //!
 //! Exit codes: 0 success, 1 a runtime error (unreadable file, bad input), 2 a usage
-//! error (reported by clap), 3 (`init`) no datasource and no usable cache.
+//! error (reported by clap), 3 (`init`) no datasource and no usable cache;
+//! `status` has its own: 0 healthy, 1 degraded, 2 error (`status_cmd.rs`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -26,6 +27,7 @@ mod logging;
 mod metrics_cmd;
 mod plan_cmd;
 mod query_cmd;
+mod status_cmd;
 mod template;
 mod wait_cmd;
 mod watch_cmd;
@@ -93,13 +95,7 @@ fn run(
         Command::Status(args) if args.wait => {
             wait_cmd::run(root, std::time::Duration::from_secs(args.timeout))
         }
-        Command::Status(args) if args.format == cli::StatusFormat::Prometheus => {
-            ok(Ok(metrics_cmd::prometheus(root)))
-        }
-        Command::Status(mut args) => {
-            args.json |= args.format == cli::StatusFormat::Json;
-            ok(apply_cmd::status(&args, root, loaded.ok().as_ref()))
-        }
+        Command::Status(args) => status_cmd::run(&args, root, loaded.as_ref()),
         Command::Refresh(args) => {
             let loaded = loaded?;
             let out = apply_cmd::refresh(&args, &loaded);

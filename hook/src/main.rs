@@ -325,10 +325,33 @@ pub(crate) fn run_shim(
             log::debug!("nothing to do for this event");
         }
         reasons.extend(events.iter().map(|ev| ev.reason.to_string()));
+        let paths = leasehook_core::apply::state::Paths::new(&cfg.root);
+        let client = shim
+            .program
+            .strip_prefix("leasehook-")
+            .unwrap_or(shim.program);
+        // A NIC whose event of one family failed keeps that record over the
+        // other family's success in the same run.
+        let mut failed: Vec<IfName> = Vec::new();
         events
             .iter()
-            .map(|ev| hook::handle(ev, &cfg, worker_exe))
-            .collect::<Vec<_>>()
+            .map(|ev| {
+                let started = leasehook_core::apply::state::unix_ms();
+                let result = hook::handle(ev, &cfg, worker_exe);
+                // For `leasehook status`: what came of it, the error included.
+                if let Some(outcome) = hook::EventOutcome::of(&result)
+                    && (outcome.failed() || !failed.contains(&ev.interface))
+                {
+                    if outcome.failed() {
+                        failed.push(ev.interface.clone());
+                    }
+                    let reason = ev.reason.to_string().to_ascii_uppercase();
+                    let record = hook::LastEvent::now(client, &reason, outcome);
+                    hook::last_event::record(&paths, &ev.interface, &record, started);
+                }
+                result
+            })
+            .collect()
     };
     let client = client_label(shim.program);
     let mut status = ExitCode::SUCCESS;

@@ -2571,7 +2571,13 @@ impl Drop for StoppedWorker {
 fn wait_for_worker(root: &Path, secs: u64) -> bool {
     let until = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < until {
-        if !root.join("run/leasehook/pending/eth1.json").exists() {
+        // The hand-over goes before the worker's writes; its last-event record
+        // (for `leasehook status`), no longer "deferred", comes after them all.
+        let record = std::fs::read_to_string(root.join("run/leasehook/last-event/eth1.json"))
+            .unwrap_or_default();
+        if !root.join("run/leasehook/pending/eth1.json").exists()
+            && !record.contains("\"outcome\":\"deferred\"")
+        {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -2824,10 +2830,14 @@ fn run_gate_two_nics_one_device_number() -> Seen {
         "{}",
         text(&out)
     );
-    // What `leasehook status` shows, after the hook's own lines.
-    let status = run(Command::new(leasehook_bin())
+    // What `leasehook status` shows, after the hook's own lines: degraded (1),
+    // eth2's last event a conflict.
+    let status = Command::new(leasehook_bin())
         .args(["status", "--root"])
-        .arg(&i.root));
+        .arg(&i.root)
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(1), "{status:?}");
     out.stderr.extend_from_slice(&status.stdout);
     i.seen(&out, elapsed, before, files)
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::outcome::{apply_outcome, remove};
 use super::worker::{
     hand_over, is_our_worker, pending_worker, queue_for_worker, read_generation, remove_pending,
-    write_generation,
+    waiting_for, write_generation,
 };
 use super::{
     Effects, Gate, HookConfig, HookOutcome, find_link, kubernetes_gate, leave_to_cni, log_missing,
@@ -158,10 +158,20 @@ pub fn handle_with(
             apply_outcome(applier, &paths, event, &link, &os, &network, cfg, false)
         }
         Outcome::Failed(e) if !retryable(&e) => Ok(HookOutcome::Kept(unanswered(&e))),
-        Outcome::Partial { .. } | Outcome::Failed(_) if cfg.budget > cfg.sync_budget => {
+        outcome @ (Outcome::Partial { .. } | Outcome::Failed(_))
+            if cfg.budget > cfg.sync_budget =>
+        {
             let deadline_ms =
                 started.saturating_add(u64::try_from(cfg.budget.as_millis()).unwrap_or(u64::MAX));
-            hand_over(&paths, event, generation, deadline_ms, worker)
+            let missing = waiting_for(&outcome);
+            hand_over(
+                &paths,
+                event,
+                generation,
+                (started, deadline_ms),
+                missing,
+                worker,
+            )
         }
         Outcome::Partial { network, missing } => {
             log_missing(&missing);

@@ -56,6 +56,7 @@ use crate::source::provider::{
 };
 
 mod event;
+pub mod last_event;
 #[cfg(test)]
 mod lease_tests;
 mod outcome;
@@ -63,11 +64,12 @@ mod refresh;
 mod worker;
 
 pub use event::{handle, handle_with};
+pub use last_event::{EventOutcome, LastEvent};
 pub use refresh::{
     RefreshOutcome, address_unleased, address_unleased_with, refresh, refresh_stamp, refresh_with,
     refreshed_at,
 };
-pub use worker::{run_worker, run_worker_with};
+pub use worker::{Waiting, run_worker, run_worker_with, waiting};
 
 /// What a shim needs to know besides the event: the hook's part of the
 /// [configuration](crate::config).

@@ -196,6 +196,7 @@ fn refresh_scoped(
             }
         }
     }
+    super::last_event::record_refresh(&paths, &out);
     if let (Some(o), true) = (only, out.is_empty()) {
         out.push(RefreshOutcome::Kept(
             o.clone(),

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::last_event;
 use super::outcome::{apply_outcome, remove};
 use super::{
     Effects, Gate, HookConfig, HookOutcome, find_link, kubernetes_gate, leave_to_cni, log_missing,
@@ -36,6 +37,86 @@ pub(super) struct Pending {
     /// once it has the lock, and handles the event (removal included).
     #[serde(default)]
     queued: bool,
+    /// When the event's wait began, in milliseconds since the Unix epoch (0:
+    /// not known, a hand-over written before this field).
+    #[serde(default)]
+    since_ms: u64,
+    /// What the metadata did not say yet when the hook handed over (for
+    /// `leasehook status`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    missing: Vec<String>,
+}
+
+/// What the metadata's answer still lacks, one line each: the missing keys of
+/// an incomplete answer, or the error of a failed one.
+pub(super) fn waiting_for(o: &Outcome) -> Vec<String> {
+    match o {
+        Outcome::Partial { missing, .. } => missing.iter().map(ToString::to_string).collect(),
+        Outcome::Failed(e) => vec![e.to_string()],
+        Outcome::Complete(_) => Vec::new(),
+    }
+}
+
+/// A hand-over to a detached worker, as `leasehook status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// The interface.
+    pub name: IfName,
+    /// The worker's pid, once started.
+    pub pid: Option<u32>,
+    /// The event's reason (`BOUND`, ...).
+    pub reason: String,
+    /// When the wait began, in milliseconds since the Unix epoch (0: not known).
+    pub since_ms: u64,
+    /// When the whole budget ends, in milliseconds since the Unix epoch.
+    pub deadline_ms: u64,
+    /// Queued behind a busy lock rather than waiting for the metadata.
+    pub queued: bool,
+    /// What the metadata did not say yet.
+    pub missing: Vec<String>,
+}
+
+/// Every hand-over in `run/leasehook/pending/`, and the errors of unreadable
+/// ones (a file that is not a hand-over is one).
+pub fn waiting(paths: &Paths) -> (Vec<Waiting>, Vec<Error>) {
+    let dir = match paths.run_folder(Some(PENDING), false) {
+        Ok(Some(d)) => d,
+        Ok(None) => return (Vec::new(), Vec::new()),
+        Err(e) => return (Vec::new(), vec![e]),
+    };
+    let names = match dir.names() {
+        Ok(n) => n,
+        Err(p) => return (Vec::new(), vec![dir.error(".", &p)]),
+    };
+    let (mut out, mut errors) = (Vec::new(), Vec::new());
+    for f in &names {
+        let Some(name) = f
+            .strip_suffix(".json")
+            .filter(|_| !crate::fs::is_temp_name(f))
+            .and_then(|n| IfName::try_new(n).ok())
+        else {
+            continue;
+        };
+        let read = dir.read(f, MAX_PENDING_BYTES).map_err(|p| dir.error(f, &p));
+        match read.map(|b| b.map(|b| serde_json::from_slice::<Pending>(&b))) {
+            Ok(Some(Ok(p))) => out.push(Waiting {
+                name,
+                pid: p.pid,
+                reason: p.event.reason.to_string().to_ascii_uppercase(),
+                since_ms: p.since_ms,
+                deadline_ms: p.deadline_ms,
+                queued: p.queued,
+                missing: p.missing,
+            }),
+            Ok(None) => {}
+            Ok(Some(Err(e))) => errors.push(Error::Io {
+                path: format!("{:?}", dir.path().join(f)),
+                message: format!("not a hand-over: {e}"),
+            }),
+            Err(e) => errors.push(e),
+        }
+    }
+    (out, errors)
 }
 
 /// `run/leasehook/handover/<ifname>.lock`: serialises the short read-check-write
@@ -173,7 +254,8 @@ pub(super) fn hand_over(
     paths: &Paths,
     event: &LeaseEvent,
     generation: u64,
-    deadline_ms: u64,
+    (since_ms, deadline_ms): (u64, u64),
+    missing: Vec<String>,
     worker: &Path,
 ) -> Result<HookOutcome> {
     let mut pending = Pending {
@@ -182,6 +264,8 @@ pub(super) fn hand_over(
         event: event.clone(),
         deadline_ms,
         queued: false,
+        since_ms,
+        missing,
     };
     let name = &event.interface;
     with_handover_lock(paths, name, || {
@@ -220,6 +304,8 @@ pub(super) fn queue_for_worker(
         event: event.clone(),
         deadline_ms,
         queued: true,
+        since_ms: started_ms,
+        missing: Vec::new(),
     };
     let pid = with_handover_lock(paths, name, || {
         write_pending(paths, name, &pending)?;
@@ -268,10 +354,18 @@ pub fn run_worker_with(
             break lock;
         }
         if fx.clock.now() >= until {
-            return Err(Error::Io {
+            let e = Err(Error::Io {
                 path: format!("{:?}", paths.lock_file(name)),
                 message: "still held when the budget ended: the event is dropped (the next event or refresh applies it)".to_owned(),
             });
+            let reason = read_pending(&paths, name).map(|p| p.event.reason.to_string());
+            last_event::record_worker(
+                &paths,
+                name,
+                &reason.unwrap_or_default().to_ascii_uppercase(),
+                &e,
+            );
+            return e;
         }
         fx.clock.sleep(WORKER_LOCK_POLL);
     };
@@ -299,7 +393,9 @@ pub fn run_worker_with(
         pending.queued = false;
         if pending.event.action() == Action::Remove {
             remove_pending(&paths, name);
-            return remove(fx.kernel, &paths, &pending.event).map(HookOutcome::Removed);
+            let result = remove(fx.kernel, &paths, &pending.event).map(HookOutcome::Removed);
+            last_event::record_worker(&paths, name, &reason_of(&pending), &result);
+            return result;
         }
         // Kept while the wait lasts, so that a newer event can stop this worker.
         write_pending(&paths, name, &pending)?;
@@ -311,7 +407,12 @@ pub fn run_worker_with(
     }
     let result = finish_wait(fx, &paths, &pending, cfg);
     remove_pending(&paths, name);
+    last_event::record_worker(&paths, name, &reason_of(&pending), &result);
     result
+}
+
+fn reason_of(p: &Pending) -> String {
+    p.event.reason.to_string().to_ascii_uppercase()
 }
 
 pub(super) fn finish_wait(
