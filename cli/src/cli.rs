@@ -304,7 +304,6 @@ pub(crate) struct StatusArgs {
     /// With --wait: give up after S seconds.
     #[arg(long, value_name = "S", default_value_t = 120, requires = "wait")]
     pub(crate) timeout: u64,
-
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
