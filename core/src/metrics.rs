@@ -4,7 +4,7 @@
 //! A hook is one short process per DHCP event, its worker another, `refresh` a
 //! third each minute: counters must outlive them. What a process counts (events,
 //! metadata requests, the consistency wait, refusals, conflicts, the last success
-//! per interface) is kept in memory ([`event`], [`request`], ...) and added, once
+//! per interface) is kept in memory ([`event`], `request`, ...) and added, once
 //! at its end ([`flush`]), to `<root>/run/leasehook/metrics/counters` under
 //! `counters.lock`: one lock, one read, one atomic write. `/run` is a tmpfs, so
 //! the counters start from zero at boot. A counters file that is not what
