@@ -31,7 +31,6 @@ use crate::apply::state::{self, InterfaceState, Paths};
 use crate::apply::{Applier, LinkIndex};
 use crate::diff::State;
 use crate::error::{Error, Result};
-use crate::hook::HookOutcome;
 use crate::model::IfName;
 
 /// `run/leasehook/metrics`: the counters and their lock.
@@ -218,22 +217,6 @@ pub(crate) fn succeeded(name: &IfName) {
         series(LAST_SUCCESS, &[("interface", name.as_str())]),
         Change::Max(state::unix_ms()),
     );
-}
-
-/// The `outcome` label of a hook's result.
-pub fn outcome(result: &Result<HookOutcome>) -> &'static str {
-    match result {
-        Ok(HookOutcome::Ignored) => "ignored",
-        Ok(HookOutcome::Applied(r)) if r.writes() == 0 => "unchanged",
-        Ok(HookOutcome::Applied(_)) => "applied",
-        Ok(HookOutcome::AppliedPartial(_)) => "partial",
-        Ok(HookOutcome::Removed(_)) => "removed",
-        Ok(HookOutcome::Deferred(_)) => "deferred",
-        Ok(HookOutcome::Kept(_)) => "kept",
-        Ok(HookOutcome::Unmanaged) => "unmanaged",
-        Err(e) if is_conflict(e) => "conflict",
-        Err(_) => "error",
-    }
 }
 
 /// Adds what this process counted to the counters below `root` and, with
@@ -691,29 +674,6 @@ mod tests {
         assert_eq!(p.get(&key), Some(&Change::Add(1000)));
         assert_eq!(p.keys().filter(|k| **k == key).count(), 1);
         assert_eq!(Change::Max(3).merge(Change::Max(5)), Change::Max(5));
-    }
-
-    #[test]
-    fn outcomes_are_labelled() {
-        use crate::apply::Report;
-        let conflict = Error::TableConflict {
-            iface: IfName::try_new("eth1").unwrap(),
-            table: 10001,
-            others: vec!["eth2".to_owned()],
-        };
-        for (r, want) in [
-            (Ok(HookOutcome::Applied(Report::default())), "unchanged"),
-            (
-                Ok(HookOutcome::AppliedPartial(Report::default())),
-                "partial",
-            ),
-            (Ok(HookOutcome::Deferred(7)), "deferred"),
-            (Ok(HookOutcome::Kept(String::new())), "kept"),
-            (Err(conflict), "conflict"),
-            (Err(Error::InvalidPlan(String::new())), "error"),
-        ] {
-            assert_eq!(outcome(&r), want);
-        }
     }
 
     #[test]

@@ -356,7 +356,7 @@ pub(crate) fn run_shim(
     let client = client_label(shim.program);
     let mut status = ExitCode::SUCCESS;
     for (outcome, reason) in outcomes.into_iter().zip(&reasons) {
-        metrics::event(client, reason, metrics::outcome(&outcome));
+        metrics::event(client, reason, hook::metrics_outcome(&outcome));
         match outcome {
             Ok(HookOutcome::Kept(why)) => log::warn!("nothing changed: {why}"),
             Ok(o) => log::debug!("{o:?}"),

@@ -364,24 +364,6 @@ pub(super) fn record_worker(
     record(paths, name, &ev, ev.at_ms);
 }
 
-/// `refresh`'s records, one per NIC it checked.
-pub(super) fn record_refresh(paths: &Paths, outcomes: &[super::RefreshOutcome]) {
-    use super::RefreshOutcome as R;
-    for o in outcomes {
-        let (name, outcome) = match o {
-            R::Refreshed(n, r) | R::Addressed(n, r) => (n, applied(r)),
-            R::Renamed { to, report, .. } => (to, applied(report)),
-            R::LinkGone(n, r) | R::Unlisted(n, r) => (n, EventOutcome::Removed(r.writes())),
-            R::Kept(n, why) => (n, EventOutcome::Kept(why.clone())),
-            // The metadata could not be asked: what was applied stays (not a
-            // failure of the NIC's routing; `refresh` itself exits 1).
-            R::Unchecked(n, why) => (n, EventOutcome::Kept(format!("not checked: {why}"))),
-        };
-        let ev = LastEvent::now("refresh", "REFRESH", outcome);
-        record(paths, name, &ev, ev.at_ms);
-    }
-}
-
 /// Every record, by interface name, and the errors of unreadable ones (a
 /// record of another root's user, 0600, among them).
 pub fn list(paths: &Paths) -> (Vec<(IfName, LastEvent)>, Vec<Error>) {

@@ -65,6 +65,7 @@ mod worker;
 
 pub use event::{handle, handle_with};
 pub use last_event::{EventOutcome, LastEvent};
+pub use outcome::metrics_outcome;
 pub use refresh::{
     RefreshOutcome, address_unleased, address_unleased_with, refresh, refresh_stamp, refresh_with,
     refreshed_at,

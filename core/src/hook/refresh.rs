@@ -196,7 +196,7 @@ fn refresh_scoped(
             }
         }
     }
-    super::last_event::record_refresh(&paths, &out);
+    record_refresh(&paths, &out);
     if let (Some(o), true) = (only, out.is_empty()) {
         out.push(RefreshOutcome::Kept(
             o.clone(),
@@ -648,5 +648,25 @@ fn apply_refreshed(
         })
     } else {
         Ok(RefreshOutcome::Refreshed(to, report))
+    }
+}
+
+/// `refresh`'s records for `leasehook status`, one per NIC it checked
+/// ([`super::last_event`]).
+fn record_refresh(paths: &Paths, outcomes: &[RefreshOutcome]) {
+    use super::last_event::{EventOutcome, LastEvent, applied, record};
+    use RefreshOutcome as R;
+    for o in outcomes {
+        let (name, outcome) = match o {
+            R::Refreshed(n, r) | R::Addressed(n, r) => (n, applied(r)),
+            R::Renamed { to, report, .. } => (to, applied(report)),
+            R::LinkGone(n, r) | R::Unlisted(n, r) => (n, EventOutcome::Removed(r.writes())),
+            R::Kept(n, why) => (n, EventOutcome::Kept(why.clone())),
+            // The metadata could not be asked: what was applied stays (not a
+            // failure of the NIC's routing; `refresh` itself exits 1).
+            R::Unchecked(n, why) => (n, EventOutcome::Kept(format!("not checked: {why}"))),
+        };
+        let ev = LastEvent::now("refresh", "REFRESH", outcome);
+        record(paths, name, &ev, ev.at_ms);
     }
 }
