@@ -406,7 +406,19 @@ pub fn remove_state(paths: &Paths, name: &IfName) -> Result<()> {
 /// Every readable state file, by interface name, and the errors of unreadable ones
 /// (a symlinked or unusable folder among them).
 pub fn list_states(paths: &Paths) -> (Vec<InterfaceState>, Vec<Error>) {
-    let dir = match paths.run_folder(Some(IFACE), false) {
+    list_records(paths, IFACE, |dir, file, _| read_state_in(dir, file))
+}
+
+/// Reads every `<name>.json` record of the run-time folder `sub` (leftover
+/// temporary files skipped) with `read(folder, file name, name)`: what it
+/// returned, and the errors of the records it could not read and of the folder
+/// itself (a symlinked or unusable one). A missing folder holds no record.
+pub fn list_records<T>(
+    paths: &Paths,
+    sub: &str,
+    mut read: impl FnMut(&Dir, &str, &str) -> Result<Option<T>>,
+) -> (Vec<T>, Vec<Error>) {
+    let dir = match paths.run_folder(Some(sub), false) {
         Ok(Some(d)) => d,
         Ok(None) => return (Vec::new(), Vec::new()),
         Err(e) => return (Vec::new(), vec![e]),
@@ -415,20 +427,21 @@ pub fn list_states(paths: &Paths) -> (Vec<InterfaceState>, Vec<Error>) {
         Ok(n) => n,
         Err(p) => return (Vec::new(), vec![dir.error(".", &p)]),
     };
-    let (mut states, mut errors) = (Vec::new(), Vec::new());
-    for f in names.iter().filter(|n| {
-        std::path::Path::new(n)
-            .extension()
-            .is_some_and(|x| x == "json")
-            && !crate::fs::is_temp_name(n)
-    }) {
-        match read_state_in(&dir, f) {
-            Ok(Some(st)) => states.push(st),
+    let (mut out, mut errors) = (Vec::new(), Vec::new());
+    for f in &names {
+        let Some(stem) = f
+            .strip_suffix(".json")
+            .filter(|stem| !stem.is_empty() && !crate::fs::is_temp_name(f))
+        else {
+            continue;
+        };
+        match read(&dir, f, stem) {
+            Ok(Some(v)) => out.push(v),
             Ok(None) => {}
             Err(e) => errors.push(e),
         }
     }
-    (states, errors)
+    (out, errors)
 }
 
 /// An exclusive lock on one interface, held until dropped.

@@ -367,31 +367,12 @@ pub(super) fn record_worker(
 /// Every record, by interface name, and the errors of unreadable ones (a
 /// record of another root's user, 0600, among them).
 pub fn list(paths: &Paths) -> (Vec<(IfName, LastEvent)>, Vec<Error>) {
-    let dir = match paths.run_folder(Some(LAST_EVENT), false) {
-        Ok(Some(d)) => d,
-        Ok(None) => return (Vec::new(), Vec::new()),
-        Err(e) => return (Vec::new(), vec![e]),
-    };
-    let names = match dir.names() {
-        Ok(n) => n,
-        Err(p) => return (Vec::new(), vec![dir.error(".", &p)]),
-    };
-    let (mut out, mut errors) = (Vec::new(), Vec::new());
-    for f in &names {
-        let Some(name) = f
-            .strip_suffix(".json")
-            .filter(|_| !crate::fs::is_temp_name(f))
-            .and_then(|n| IfName::try_new(n).ok())
-        else {
-            continue;
+    state::list_records(paths, LAST_EVENT, |_, _, stem| {
+        let Ok(name) = IfName::try_new(stem) else {
+            return Ok(None);
         };
-        match read(paths, &name) {
-            Ok(Some(ev)) => out.push((name, ev)),
-            Ok(None) => {}
-            Err(e) => errors.push(e),
-        }
-    }
-    (out, errors)
+        Ok(read(paths, &name)?.map(|ev| (name, ev)))
+    })
 }
 
 #[cfg(test)]

@@ -79,44 +79,30 @@ pub struct Waiting {
 /// Every hand-over in `run/leasehook/pending/`, and the errors of unreadable
 /// ones (a file that is not a hand-over is one).
 pub fn waiting(paths: &Paths) -> (Vec<Waiting>, Vec<Error>) {
-    let dir = match paths.run_folder(Some(PENDING), false) {
-        Ok(Some(d)) => d,
-        Ok(None) => return (Vec::new(), Vec::new()),
-        Err(e) => return (Vec::new(), vec![e]),
-    };
-    let names = match dir.names() {
-        Ok(n) => n,
-        Err(p) => return (Vec::new(), vec![dir.error(".", &p)]),
-    };
-    let (mut out, mut errors) = (Vec::new(), Vec::new());
-    for f in &names {
-        let Some(name) = f
-            .strip_suffix(".json")
-            .filter(|_| !crate::fs::is_temp_name(f))
-            .and_then(|n| IfName::try_new(n).ok())
-        else {
-            continue;
+    state::list_records(paths, PENDING, |dir, f, stem| {
+        let Ok(name) = IfName::try_new(stem) else {
+            return Ok(None);
         };
-        let read = dir.read(f, MAX_PENDING_BYTES).map_err(|p| dir.error(f, &p));
-        match read.map(|b| b.map(|b| serde_json::from_slice::<Pending>(&b))) {
-            Ok(Some(Ok(p))) => out.push(Waiting {
-                name,
-                pid: p.pid,
-                reason: p.event.reason.to_string().to_ascii_uppercase(),
-                since_ms: p.since_ms,
-                deadline_ms: p.deadline_ms,
-                queued: p.queued,
-                missing: p.missing,
-            }),
-            Ok(None) => {}
-            Ok(Some(Err(e))) => errors.push(Error::Io {
-                path: format!("{:?}", dir.path().join(f)),
-                message: format!("not a hand-over: {e}"),
-            }),
-            Err(e) => errors.push(e),
-        }
-    }
-    (out, errors)
+        let Some(bytes) = dir
+            .read(f, MAX_PENDING_BYTES)
+            .map_err(|p| dir.error(f, &p))?
+        else {
+            return Ok(None);
+        };
+        let p = serde_json::from_slice::<Pending>(&bytes).map_err(|e| Error::Io {
+            path: format!("{:?}", dir.path().join(f)),
+            message: format!("not a hand-over: {e}"),
+        })?;
+        Ok(Some(Waiting {
+            name,
+            pid: p.pid,
+            reason: p.event.reason.to_string().to_ascii_uppercase(),
+            since_ms: p.since_ms,
+            deadline_ms: p.deadline_ms,
+            queued: p.queued,
+            missing: p.missing,
+        }))
+    })
 }
 
 /// `run/leasehook/handover/<ifname>.lock`: serialises the short read-check-write
