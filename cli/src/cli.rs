@@ -553,6 +553,8 @@ pub(crate) enum ExplainFormat {
     /// `{"schema_version": 1, "routed": ..., "explanations": [{"address",
     /// "verdict", "interface", "table", "rules", "kernel", "reasons"}]}`.
     Json,
+    /// The JSON document as YAML.
+    Yaml,
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ fn explain(
     let mut facts = Facts {
         states,
         pending: pending(&paths)?,
+        conflicts: leasehook_core::commit::recorded_conflicts(&paths),
         now_ms: state::unix_ms(),
         ..Facts::default()
     };
@@ -99,7 +100,7 @@ fn explain(
     let routed = found.iter().all(|e| e.verdict.routed());
     let out = match args.format {
         ExplainFormat::Text => text(&found, &provider, &notes),
-        ExplainFormat::Json => {
+        ExplainFormat::Json | ExplainFormat::Yaml => {
             let list: Vec<_> = found.iter().map(to_json).collect();
             let v = json!({
                 "schema_version": 1,
@@ -108,7 +109,11 @@ fn explain(
                 "notes": notes,
                 "explanations": list,
             });
-            serde_json::to_string_pretty(&v)? + "\n"
+            if matches!(args.format, ExplainFormat::Yaml) {
+                serde_saphyr::to_string(&v)?
+            } else {
+                serde_json::to_string_pretty(&v)? + "\n"
+            }
         }
     };
     Ok((

@@ -96,6 +96,9 @@ pub struct Facts {
     pub unmanaged: Vec<Unmanaged>,
     /// The Kubernetes CNI's ENIs, and why each is the CNI's.
     pub cni_enis: Vec<(IfName, String)>,
+    /// The conflicts recorded by interface (`run/leasehook/conflict/<if>`:
+    /// another owner's object in the NIC's table, [`crate::commit`]).
+    pub conflicts: Vec<(String, String)>,
     /// Now, in milliseconds since the Unix epoch.
     pub now_ms: u64,
 }
@@ -117,6 +120,8 @@ pub enum Verdict {
     Cni,
     /// The metadata does not list it yet (a worker waits, or the record lacks keys).
     Waiting,
+    /// Another owner's object in the NIC's table keeps leasehook off the NIC.
+    Conflict,
     /// Its NIC is known, but leasehook applied nothing for it.
     NotApplied,
     /// Nothing leasehook knows holds it.
@@ -134,6 +139,7 @@ impl Verdict {
             Self::Unmanaged => "unmanaged",
             Self::Cni => "cni",
             Self::Waiting => "waiting",
+            Self::Conflict => "conflict",
             Self::NotApplied => "not-applied",
             Self::Unknown => "unknown",
         }
@@ -385,7 +391,7 @@ fn origin(s: &InterfaceState, addr: IpAddr, rules: &[Rule]) -> String {
 }
 
 /// Why a NIC's address (`addr`, or the NIC itself) has no rule: unmanaged, the
-/// CNI's, waiting for the metadata, the primary, or nothing applied.
+/// CNI's, a conflict, waiting for the metadata, the primary, or nothing applied.
 fn nic_reason(
     n: &IfName,
     facts: &Facts,
@@ -407,6 +413,14 @@ fn nic_reason(
             Verdict::Cni,
             format!(
                 "{n} is the Kubernetes CNI's ENI ({why}): leasehook leaves it, and its addresses, to the CNI."
+            ),
+        );
+    }
+    if let Some((_, message)) = facts.conflicts.iter().find(|(i, _)| i == n.as_str()) {
+        return (
+            Verdict::Conflict,
+            format!(
+                "leasehook keeps off {n}, where another owner holds what its plan needs: {message}"
             ),
         );
     }

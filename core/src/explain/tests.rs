@@ -99,6 +99,7 @@ fn facts() -> Facts {
         kernel_rules: rules,
         unmanaged: vec!["eth3".parse().unwrap()],
         cni_enis: vec![(name("eth4"), "table 2 routes through it".to_owned())],
+        conflicts: Vec::new(),
         pending: vec![Pending {
             iface: name("eth2"),
             pid: Some(42),
@@ -232,6 +233,22 @@ fn a_rule_the_kernel_lost_is_drift_and_missing_keys_are_waiting() {
             .join(" ")
             .contains("device-number reads 0 on a secondary NIC")
     );
+}
+
+#[test]
+fn a_recorded_conflict_keeps_the_nic_off() {
+    let mut f = facts();
+    f.states[1].families.clear();
+    f.conflicts = vec![(
+        "eth1".to_owned(),
+        "eth1: route \"10.0.1.0/24 dev eth1 table 10001 proto static\" is in the way".to_owned(),
+    )];
+    let e = explain(ip("10.0.1.21"), &f, &Ok(answer(254)));
+    assert_eq!(e.verdict, Verdict::Conflict, "{:?}", e.lines);
+    assert!(!e.verdict.routed());
+    let text = e.lines.join(" ");
+    assert!(text.contains("leasehook keeps off eth1"), "{text}");
+    assert!(text.contains("proto static"), "{text}");
 }
 
 #[test]
