@@ -326,10 +326,7 @@ pub(crate) fn run_shim(
         }
         reasons.extend(events.iter().map(|ev| ev.reason.to_string()));
         let paths = leasehook_core::apply::state::Paths::new(&cfg.root);
-        let client = shim
-            .program
-            .strip_prefix("leasehook-")
-            .unwrap_or(shim.program);
+        let client = client_label(shim.program);
         // A NIC whose event of one family failed keeps that record over the
         // other family's success in the same run.
         let mut failed: Vec<IfName> = Vec::new();
