@@ -454,6 +454,29 @@ s.serve_forever()
 ";
 
 impl World {
+    /// A default world whose eth0 and eth1 are bound by dhclient and recorded:
+    /// both NICs' rules in the kernel, then both state files (a refresh sees
+    /// only recorded NICs).
+    pub fn bound_two(tag: &str) -> Self {
+        let mut w = Self::new(tag, &WorldOptions::default());
+        w.bind("eth0", false);
+        w.bind("eth1", false);
+        let recorded = |n: &str| {
+            w.root
+                .join(format!("run/leasehook/iface/{n}.json"))
+                .exists()
+        };
+        assert!(
+            wait_until(std::time::Duration::from_secs(10), || w.our_rules().len()
+                == 2
+                && recorded("eth0")
+                && recorded("eth1")),
+            "{}",
+            w.log("eth1", false)
+        );
+        w
+    }
+
     /// Builds the world; panics (failing the test) when any part cannot start.
     pub fn new(tag: &str, opts: &WorldOptions) -> Self {
         let router = Netns::new(&format!("{tag}-r"));

@@ -45,29 +45,9 @@ fn text(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).unwrap()
 }
 
-fn bound_world(tag: &str) -> World {
-    let mut w = World::new(tag, &WorldOptions::default());
-    w.bind("eth0", false);
-    w.bind("eth1", false);
-    // The rules first, then the state file (a refresh sees only recorded NICs).
-    let recorded = |n: &str| {
-        w.root
-            .join(format!("run/leasehook/iface/{n}.json"))
-            .exists()
-    };
-    assert!(
-        wait_until(Duration::from_secs(10), || w.our_rules().len() == 2
-            && recorded("eth0")
-            && recorded("eth1")),
-        "{}",
-        w.log("eth1", false)
-    );
-    w
-}
-
 #[test]
 fn a_new_secondary_ip_gets_exactly_its_rule_and_address() {
-    let mut w = bound_world("refresh");
+    let mut w = World::bound_two("refresh");
     let state = w.root.join("run/leasehook/iface/eth1.json");
     let mtime = || std::fs::metadata(&state).unwrap().modified().unwrap();
 
@@ -145,7 +125,7 @@ fn a_new_secondary_ip_gets_exactly_its_rule_and_address() {
 
 #[test]
 fn imds_failing_during_a_refresh_changes_nothing() {
-    let mut w = bound_world("refresh503");
+    let mut w = World::bound_two("refresh503");
     let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
     w.restart_imds(
         &tree_with_eth1_ips("10.98.1.20"),
@@ -174,7 +154,7 @@ fn imds_failing_during_a_refresh_changes_nothing() {
 #[test]
 fn a_deleted_link_loses_its_rules_on_refresh_and_through_the_udev_command() {
     for by_udev in [false, true] {
-        let w = bound_world(if by_udev { "udev" } else { "gone" });
+        let w = World::bound_two(if by_udev { "udev" } else { "gone" });
         // The ENI is detached: the link vanishes, its `from` rules stay behind.
         w.router.ip(&["link", "del", "gw1"]);
         assert!(w.our_rules().len() == 2, "rules are not bound to a device");
@@ -204,7 +184,7 @@ fn a_deleted_link_loses_its_rules_on_refresh_and_through_the_udev_command() {
 
 #[test]
 fn a_renamed_link_keeps_its_policy_routing_under_the_new_name() {
-    let w = bound_world("rename");
+    let w = World::bound_two("rename");
     w.inst.ip(&["link", "set", "eth1", "down"]);
     w.inst.ip(&["link", "set", "eth1", "name", "ens6"]);
     w.inst.ip(&["link", "set", "ens6", "up"]);
@@ -298,7 +278,7 @@ fn requests_per_refresh_of_four_nics() {
 
 #[test]
 fn refresh_applies_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
-    let mut w = bound_world("refreshci");
+    let mut w = World::bound_two("refreshci");
     // Switched to cloud-init's numbering: eth1, second of (eth0, eth1) in
     // (network-card, device-number, MAC) order, moves from 10001 to table 101.
     let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());

@@ -50,32 +50,12 @@ fn stamp(w: &World, iface: &str) -> PathBuf {
     w.root.join("run/leasehook/refreshed").join(iface)
 }
 
-fn bound_world(tag: &str) -> World {
-    let mut w = World::new(tag, &WorldOptions::default());
-    w.bind("eth0", false);
-    w.bind("eth1", false);
-    // The rules first, then the state file (a refresh sees only recorded NICs).
-    let recorded = |n: &str| {
-        w.root
-            .join(format!("run/leasehook/iface/{n}.json"))
-            .exists()
-    };
-    assert!(
-        wait_until(Duration::from_secs(10), || w.our_rules().len() == 2
-            && recorded("eth0")
-            && recorded("eth1")),
-        "{}",
-        w.log("eth1", false)
-    );
-    w
-}
-
 /// IMDS down during a refresh: exit 1, each NIC named with the cause on the
 /// terminal, nothing changed, no refresh stamp, and `status` shows no fresh
 /// refresh time. Once IMDS is back, the refresh checks, stamps and exits 0.
 #[test]
 fn imds_down_during_refresh_exits_1_naming_the_nic_and_stamps_nothing() {
-    let mut w = bound_world("truth503");
+    let mut w = World::bound_two("truth503");
     let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
     w.restart_imds(
         &leasehook_tests::world::default_tree(),
@@ -150,7 +130,7 @@ fn imds_down_during_refresh_exits_1_naming_the_nic_and_stamps_nothing() {
 /// reach standard error here, and its silence at info is real).
 #[test]
 fn an_unchanged_refresh_is_quiet_without_v() {
-    let w = bound_world("quiet");
+    let w = World::bound_two("quiet");
     let info = [("LEASEHOOK_LOG_LEVEL", "info")];
     let first = leasehook(&w, &["refresh"], &info);
     assert_eq!(first.status.code(), Some(0), "{}", show(&first));
@@ -300,7 +280,7 @@ fn status_wait_returns_when_a_late_device_number_arrives() {
 /// for `refresh` and `status --wait` alike.
 #[test]
 fn non_root_refresh_and_wait_say_run_as_root() {
-    let w = bound_world("nonroot");
+    let w = World::bound_two("nonroot");
     for args in [
         &["refresh"][..],
         &["status", "--wait", "--timeout", "1"][..],
