@@ -30,7 +30,7 @@ mod query_cmd;
 mod status_cmd;
 mod template;
 mod wait_cmd;
-mod watch_cmd;
+mod watch;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -106,7 +106,7 @@ fn run(
         Command::Init(args) => init_cmd::run(&args, root, &loaded?),
         Command::Query(args) => ok(query_cmd::run(&args, root)),
         Command::Config(args) => ok(config_cmd::run(&args, &loaded?)),
-        Command::Watch(args) => ok(watch_cmd::run(&args, root, &loaded?)),
+        Command::Watch(args) => ok(watch::run(&args, root, &loaded?)),
         Command::Explain(args) => Ok(explain_cmd::run(&args, root, &loaded)),
     }
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO: `leasehook watch`, the long-running follower of dev-lxd's events
-//! (`leasehook-watch.service`; SPEC §4.5, docs/lxd.md).
+//! Performs IO: `leasehook watch`'s follower of dev-lxd's events (SPEC §4.5,
+//! docs/lxd.md).
 //!
 //! The stream itself (connection, backoff, coalescing, stop) is
 //! `leasehook_core::source::lxd::stream`; this file is what the events make it do:
@@ -17,26 +17,23 @@
 //!   routing away).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use leasehook_core::apply::Applier as _;
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::apply::state::{self as apply_state, Paths};
 use leasehook_core::boot::{run as boot_run, state as boot_state};
 use leasehook_core::cache::Cache;
 use leasehook_core::cache::record::CacheRecord;
-use leasehook_core::config::Loaded;
 use leasehook_core::constants::INSTANCE_DATA_SENSITIVE;
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::instance_data::Origin;
 use leasehook_core::instance_data::{self, Provenance};
 use leasehook_core::model::{IfName, MacAddr};
 
-use crate::cli::WatchArgs;
+use super::Context;
 use leasehook_core::source::detect::{ReadOptions, read_snapshot};
 use leasehook_core::source::lxd::events::{DeviceAction, NicWork, Work, nic_hwaddrs};
 use leasehook_core::source::lxd::stream::{Handler, Watcher};
@@ -73,40 +70,32 @@ struct WatchHandler {
     retry: Option<(Vec<String>, Instant, Duration)>,
 }
 
-/// `watch` below `root`, with the configuration `main` loaded.
-pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Result<String> {
-    let cfg = HookConfig::from_settings(&loaded.settings);
-    if let Some(why) = hook::inert(&cfg) {
-        log::debug!("{why}");
-        return Ok(String::new());
-    }
-    let virt =
-        read_snapshot(&ReadOptions::new(root).with_datasource_list(loaded.datasource_list()))
-            .map_or_else(
-                |e| {
-                    log::warn!("{e}");
-                    "unavailable".to_owned()
-                },
-                |s| s.virt,
-            );
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).context("signal handler")?;
-    }
-    let socket = socket_below(root);
+/// Follows the instance's LXD/Incus events below `ctx.root` until `stop` is set.
+pub(super) fn follow(ctx: &Context<'_>, stop: &AtomicBool) {
+    let virt = read_snapshot(
+        &ReadOptions::new(ctx.root).with_datasource_list(ctx.loaded.datasource_list()),
+    )
+    .map_or_else(
+        |e| {
+            log::warn!("{e}");
+            "unavailable".to_owned()
+        },
+        |s| s.virt,
+    );
+    let socket = socket_below(ctx.root);
     let mut handler = WatchHandler {
-        root: root.to_path_buf(),
+        root: ctx.root.to_path_buf(),
         lxd: Lxd::at_socket(&socket).with_virt(&virt),
         socket: socket.clone(),
         virt,
-        cfg,
-        link_wait: Duration::from_secs(args.link_wait),
+        cfg: ctx.cfg.clone(),
+        link_wait: Duration::from_secs(ctx.args.link_wait),
         known: BTreeMap::new(),
         waiting: BTreeMap::new(),
         applier: None,
         retry: None,
     };
-    let stats = Watcher::new(socket).run(&stop, &mut handler);
+    let stats = Watcher::new(socket).run(stop, &mut handler);
     log::info!(
         "LXD events: stopped ({} event(s) in {} connection(s), {} batch(es), {} outage(s))",
         stats.events,
@@ -114,7 +103,6 @@ pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Res
         stats.batches,
         stats.outages
     );
-    Ok(String::new())
 }
 
 /// The parts of an instance-data document the datasource decides.

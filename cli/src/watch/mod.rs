@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Performs IO: `leasehook watch`, the resident watcher (`leasehook-watch.service`;
+//! SPEC §3.10 and §4.5).
+//!
+//! One process, one thread per follower, all stopped by the same flag (SIGTERM,
+//! SIGINT). Each follower is a file of its own with one entry point
+//! `follow(&Context, &AtomicBool)`, started here when it applies to this machine:
+//!
+//! * [`lxd`]: the LXD/Incus instance's events (config changes, NIC hot-plug).
+
+mod lxd;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context as _;
+use leasehook_core::config::Loaded;
+use leasehook_core::hook::{self, HookConfig};
+
+use crate::cli::WatchArgs;
+
+/// What every follower is handed: the root, the configuration, the flags.
+pub(crate) struct Context<'a> {
+    /// Prefix of every path (`/` in production).
+    pub(crate) root: &'a Path,
+    /// The configuration `main` loaded.
+    pub(crate) loaded: &'a Loaded,
+    /// The hook's part of it.
+    pub(crate) cfg: HookConfig,
+    /// `leasehook watch`'s flags.
+    pub(crate) args: &'a WatchArgs,
+}
+
+/// `watch` below `root`, with the configuration `main` loaded: runs every
+/// follower until SIGTERM or SIGINT.
+pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Result<String> {
+    let cfg = HookConfig::from_settings(&loaded.settings);
+    if let Some(why) = hook::inert(&cfg) {
+        log::debug!("{why}");
+        return Ok(String::new());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("signal handler")?;
+    }
+    let ctx = Context {
+        root,
+        loaded,
+        cfg,
+        args,
+    };
+    std::thread::scope(|s| {
+        let (ctx, stop) = (&ctx, &*stop);
+        s.spawn(move || lxd::follow(ctx, stop));
+    });
+    Ok(String::new())
+}
