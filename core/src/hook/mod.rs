@@ -57,6 +57,7 @@ use crate::source::provider::{
 
 mod event;
 pub mod last_event;
+pub mod live;
 #[cfg(test)]
 mod lease_tests;
 mod outcome;
@@ -67,8 +68,8 @@ pub use event::{handle, handle_with};
 pub use last_event::{EventOutcome, LastEvent};
 pub use outcome::metrics_outcome;
 pub use refresh::{
-    RefreshOutcome, address_unleased, address_unleased_with, refresh, refresh_stamp, refresh_with,
-    refreshed_at,
+    RefreshOutcome, address_unleased, address_unleased_with, refresh, refresh_changed,
+    refresh_changed_with, refresh_stamp, refresh_with, refreshed_at,
 };
 pub use worker::{Waiting, run_worker, run_worker_with, waiting};
 

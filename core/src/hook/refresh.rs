@@ -113,12 +113,43 @@ pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOut
 }
 
 /// [`refresh`] with the kernel, the provider and the clock handed in.
+///
+/// On GCE, a NIC that `leasehook watch`'s long poll follows (its heartbeat
+/// fresh and listing the MAC, [`super::live`]) is not asked about: its link is
+/// still checked (gone, renamed), and it is [`RefreshOutcome::Kept`] saying so.
 pub fn refresh_with(
     fx: &mut Effects<'_>,
     only: Option<&IfName>,
     cfg: &HookConfig,
 ) -> Result<Vec<RefreshOutcome>> {
-    refresh_scoped(fx, only, cfg, false)
+    refresh_scoped(fx, only, cfg, Scope::Timer)
+}
+
+/// [`refresh`] for `leasehook watch`'s GCE follower, after the metadata changed:
+/// asks the metadata even for a NIC the follower's heartbeat covers.
+pub fn refresh_changed(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
+    with_real_effects(cfg, |fx| refresh_changed_with(fx, only, cfg))
+}
+
+/// [`refresh_changed`] with the kernel, the provider and the clock handed in.
+pub fn refresh_changed_with(
+    fx: &mut Effects<'_>,
+    only: Option<&IfName>,
+    cfg: &HookConfig,
+) -> Result<Vec<RefreshOutcome>> {
+    refresh_scoped(fx, only, cfg, Scope::Changed)
+}
+
+/// Which refresh runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// The timer's (and `leasehook refresh`'s): every recorded NIC, those a live
+    /// follower covers without a request.
+    Timer,
+    /// The live follower's: every recorded NIC asked.
+    Changed,
+    /// The NICs without DHCP alone.
+    Unleased,
 }
 
 /// The boot stage's and the udev add path's part of [`refresh`]: only the NICs
@@ -135,16 +166,18 @@ pub fn address_unleased_with(
     cfg: &HookConfig,
     only: Option<&IfName>,
 ) -> Result<Vec<RefreshOutcome>> {
-    refresh_scoped(fx, only, cfg, true)
+    refresh_scoped(fx, only, cfg, Scope::Unleased)
 }
 
-/// [`refresh_with`], or with `unleased_only` the NICs without DHCP alone.
+/// [`refresh_with`], [`refresh_changed_with`] or, [`Scope::Unleased`], the NICs
+/// without DHCP alone.
 fn refresh_scoped(
     fx: &mut Effects<'_>,
     only: Option<&IfName>,
     cfg: &HookConfig,
-    unleased_only: bool,
+    scope: Scope,
 ) -> Result<Vec<RefreshOutcome>> {
+    let unleased_only = scope == Scope::Unleased;
     let policy = WaitPolicy::default().with_budget(cfg.sync_budget);
     let unleased = ask_unleased(fx.provider, &policy, fx.clock);
     if unleased_only && unleased.is_none() {
@@ -171,7 +204,7 @@ fn refresh_scoped(
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         // One NIC's error is that NIC's: the others are still checked.
-        match refresh_recorded(fx, &paths, cfg, &name, unleased.as_ref(), unleased_only) {
+        match refresh_recorded(fx, &paths, cfg, &name, unleased.as_ref(), scope) {
             Ok(Some(o)) => out.push(o),
             Ok(None) => {}
             Err(e) => out.push(RefreshOutcome::Unchecked(name, e.to_string())),
@@ -215,8 +248,9 @@ fn refresh_recorded(
     cfg: &HookConfig,
     name: &IfName,
     unleased: Option<&std::result::Result<Unleased, String>>,
-    unleased_only: bool,
+    scope: Scope,
 ) -> Result<Option<RefreshOutcome>> {
+    let unleased_only = scope == Scope::Unleased;
     let _lock = state::lock_interface(paths, name)?;
     let Some(st) = state::read_state_or_set_aside(paths, name) else {
         return Ok(None);
@@ -252,7 +286,7 @@ fn refresh_recorded(
     if from_metadata {
         refresh_unleased(fx, paths, &st, &cfg, unleased).map(Some)
     } else {
-        refresh_one(fx, paths, &st, &cfg).map(Some)
+        refresh_one(fx, paths, &st, &cfg, scope == Scope::Timer).map(Some)
     }
 }
 
@@ -459,12 +493,14 @@ fn refresh_unleased(
 
 /// Refreshes one recorded interface: its link by MAC (gone: its objects and state
 /// go), the provider's answer for the recorded leases, then
-/// [`apply_refreshed`].
+/// [`apply_refreshed`]. With `leave_followed`, a NIC a live GCE follower covers
+/// is [`RefreshOutcome::Kept`] once its link is found under its name.
 pub(super) fn refresh_one(
     fx: &mut Effects<'_>,
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
+    leave_followed: bool,
 ) -> Result<RefreshOutcome> {
     let applier = &mut *fx.kernel;
     let name = st.name.clone();
@@ -502,6 +538,12 @@ pub(super) fn refresh_one(
     }
     let to = k.name.clone();
     let renamed = to != name;
+    if leave_followed
+        && !renamed
+        && let Some(why) = followed(fx.provider.kind(), paths, st.mac)
+    {
+        return Ok(RefreshOutcome::Kept(name, why));
+    }
     // A lease event on the new name takes this lock too.
     let _new_lock = if renamed {
         Some(state::lock_interface(paths, &to)?)
@@ -567,6 +609,21 @@ pub(super) fn refresh_one(
             bring_up: None,
         },
     )
+}
+
+/// Why the timer leaves a NIC with `mac` to `leasehook watch`'s GCE follower,
+/// when it does: on GCE, with a fresh heartbeat that lists the MAC.
+fn followed(
+    kind: crate::source::provider::ProviderKind,
+    paths: &Paths,
+    mac: crate::model::MacAddr,
+) -> Option<String> {
+    if kind != crate::source::provider::ProviderKind::Gce {
+        return None;
+    }
+    let hb = super::live::read(paths)?;
+    let now = state::unix_ms();
+    hb.covers(mac, now).then(|| hb.reason(now))
 }
 
 /// What [`refresh_one`] learned for [`apply_refreshed`].
