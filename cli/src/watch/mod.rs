@@ -7,7 +7,10 @@
 //! `follow(&Context, &AtomicBool)`, started here when it applies to this machine:
 //!
 //! * [`lxd`]: the LXD/Incus instance's events (config changes, NIC hot-plug).
+//! * [`gce`]: GCE's metadata, the NIC list's long poll (only when the provider
+//!   is GCE).
 
+mod gce;
 mod lxd;
 
 use std::path::Path;
@@ -53,6 +56,9 @@ pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Res
     std::thread::scope(|s| {
         let (ctx, stop) = (&ctx, &*stop);
         s.spawn(move || lxd::follow(ctx, stop));
+        if gce::applies(ctx) {
+            s.spawn(move || gce::follow(ctx, stop));
+        }
     });
     Ok(String::new())
 }
