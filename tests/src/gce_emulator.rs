@@ -861,7 +861,8 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
             "405".to_owned(),
         )
     } else {
-        let waits = param(&query, "wait_for_change").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let waits =
+            param(&query, "wait_for_change").is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let who = peer.map_or_else(|| "-".to_owned(), |p| p.to_string());
         let held = waits
             && rule.is_none_or(|r| r.action.is_none() && r.status.is_none())

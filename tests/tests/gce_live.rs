@@ -42,11 +42,8 @@ mod in_process {
 
     #[test]
     fn the_long_poll_is_held_until_the_nic_list_changes() {
-        let emu = GceEmulator::start(
-            "127.0.0.1:0".parse().unwrap(),
-            Config::new(world_tree()),
-        )
-        .unwrap();
+        let emu =
+            GceEmulator::start("127.0.0.1:0".parse().unwrap(), Config::new(world_tree())).unwrap();
         let gce = client(&emu);
         let first = gce.poll_interfaces(None, Duration::from_secs(60)).unwrap();
         let before = Snapshot::parse(&first.body).unwrap();
@@ -63,7 +60,11 @@ mod in_process {
         let held = gce
             .poll_interfaces(Some(&first.etag), Duration::from_secs(1))
             .unwrap();
-        assert!(t.elapsed() >= Duration::from_millis(900), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(900),
+            "{:?}",
+            t.elapsed()
+        );
         assert_eq!(held, first);
         // Held, then an alias range appears on nic1: answered with the new list.
         let waiting = {
@@ -99,16 +100,19 @@ mod in_process {
 
     #[test]
     fn the_control_path_refuses_what_it_cannot_set() {
-        let emu = GceEmulator::start(
-            "127.0.0.1:0".parse().unwrap(),
-            Config::new(world_tree()),
+        let emu =
+            GceEmulator::start("127.0.0.1:0".parse().unwrap(), Config::new(world_tree())).unwrap();
+        assert!(emu.set("", json!(1)).is_err());
+        assert!(
+            emu.set("instance/network-interfaces/7/ip", json!("x"))
+                .is_err()
+        );
+        assert!(emu.set("instance/network-interfaces/3", json!({})).is_err());
+        emu.set(
+            "instance/network-interfaces/2",
+            json!({"mac": "42:01:0a:00:02:1e"}),
         )
         .unwrap();
-        assert!(emu.set("", json!(1)).is_err());
-        assert!(emu.set("instance/network-interfaces/7/ip", json!("x")).is_err());
-        assert!(emu.set("instance/network-interfaces/3", json!({})).is_err());
-        emu.set("instance/network-interfaces/2", json!({"mac": "42:01:0a:00:02:1e"}))
-            .unwrap();
         let p = client(&emu)
             .poll_interfaces(None, Duration::from_secs(5))
             .unwrap();
@@ -124,7 +128,9 @@ mod world {
 
     use leasehook_tests::gce_emulator::{long_polls, open_long_polls, read_log};
     use leasehook_tests::netns::{leasehook_bin, sibling_bin};
-    use leasehook_tests::world::{CloudDhcp, MAC1, MetadataService, World, WorldOptions, wait_until};
+    use leasehook_tests::world::{
+        CloudDhcp, MAC1, MetadataService, World, WorldOptions, wait_until,
+    };
     use serde_json::json;
 
     const NICS: &str = "/computeMetadata/v1/instance/network-interfaces";
@@ -173,7 +179,9 @@ mod world {
     fn watch(w: &World) -> Child {
         let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
         cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        cmd.arg("watch").stdout(Stdio::null()).stderr(Stdio::piped());
+        cmd.arg("watch")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         cmd.spawn().unwrap()
     }
 
@@ -240,7 +248,8 @@ mod world {
         let watcher = watch(&w);
         // The first answer, then one long poll held.
         assert!(
-            wait_until(Duration::from_secs(20), || open_long_polls(&gce_log(&w)) == 1),
+            wait_until(Duration::from_secs(20), || open_long_polls(&gce_log(&w))
+                == 1),
             "{:#?}",
             gce_log(&w)
         );
@@ -271,7 +280,10 @@ mod world {
         assert!(routed, "{:#?}\n{log}", w.our_rules());
         eprintln!("alias range routed {took:?} after the metadata changed; stopped in {stopped:?}");
         assert!(ok, "{log}");
-        assert!(log.contains(&format!("GCE metadata: changed {MAC1}")), "{log}");
+        assert!(
+            log.contains(&format!("GCE metadata: changed {MAC1}")),
+            "{log}"
+        );
         assert!(!log.contains("panicked"), "{log}");
         // Stopped: the heartbeat is gone and the timer asks again.
         assert!(!w.root.join("run/leasehook/gce-live.json").exists());
@@ -297,7 +309,8 @@ mod world {
         let watcher = watch(&w);
         // 500, 500, garbage, then held.
         assert!(
-            wait_until(Duration::from_secs(30), || open_long_polls(&gce_log(&w)) == 1),
+            wait_until(Duration::from_secs(30), || open_long_polls(&gce_log(&w))
+                == 1),
             "{:#?}",
             gce_log(&w)
         );
@@ -320,8 +333,18 @@ mod world {
         ] {
             assert!(log.contains(want), "{want}:\n{log}");
         }
-        // Two 500s and the garbage, a pause between each: not a request a second.
-        let n = long_polls(&gce_log(&w));
-        assert!((4..=5).contains(&n), "{n}: {:#?}", gce_log(&w));
+        // Two 500s and the garbage, then the held one: the pause after each
+        // error doubles (1 s, 2 s, 4 s; lower bounds only).
+        let log = gce_log(&w);
+        let n = long_polls(&log);
+        assert!((4..=5).contains(&n), "{n}: {log:#?}");
+        let t: Vec<f64> = log
+            .iter()
+            .filter(|e| e.path.contains("wait_for_change") && !e.status.ends_with(":held"))
+            .map(|e| e.t)
+            .collect();
+        for (i, least) in [0.9, 1.9, 3.9].into_iter().enumerate() {
+            assert!(t[i + 1] - t[i] >= least, "pause {i}: {t:?}");
+        }
     }
 }

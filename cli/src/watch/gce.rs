@@ -72,8 +72,7 @@ struct Follower {
 
 /// Follows the NIC list's long poll below `ctx.root` until `stop` is set.
 pub(super) fn follow(ctx: &Context<'_>, stop: &AtomicBool) {
-    let gce = match GceProvider::try_new(ctx.cfg.gce_endpoint.as_deref()).and_then(|p| p.client())
-    {
+    let gce = match GceProvider::try_new(ctx.cfg.gce_endpoint.as_deref()).and_then(|p| p.client()) {
         Ok(g) => g,
         Err(e) => {
             log::error!("GCE metadata: {e}: not followed");
@@ -149,7 +148,8 @@ impl Follower {
         if let Err(e) = spawned {
             log::warn!("GCE metadata: no thread for the request: {e}");
             sleep(self.backoff.failed(), stop);
-            return (!stop.load(Ordering::Relaxed)).then(|| self.gce.poll_interfaces(None, LONG_POLL_TIMEOUT));
+            return (!stop.load(Ordering::Relaxed))
+                .then(|| self.gce.poll_interfaces(None, LONG_POLL_TIMEOUT));
         }
         let mut beat = Instant::now();
         loop {
@@ -257,9 +257,7 @@ impl Follower {
                 }
                 RefreshOutcome::Unchecked(name, why) => {
                     failed = true;
-                    log::warn!(
-                        "GCE metadata: {name}: not checked: {why}; the timer asks again"
-                    );
+                    log::warn!("GCE metadata: {name}: not checked: {why}; the timer asks again");
                 }
             }
         }

@@ -438,7 +438,10 @@ fn refresh_leaves_a_nic_the_gce_long_poll_follows_to_it() {
     // The follower's refresh asks.
     let gce = Scripted::new([Outcome::Complete(network(true))]);
     let out = refresh(&mut k, &AsGce(&gce), true);
-    assert!(matches!(&out[..], [RefreshOutcome::Refreshed(..)]), "{out:?}");
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Refreshed(..)]),
+        "{out:?}"
+    );
     assert_eq!(gce.asked.borrow().len(), 1);
     // Another cloud, another MAC, a stale record: asked.
     let ec2 = Scripted::new([Outcome::Complete(network(true))]);
@@ -451,14 +454,20 @@ fn refresh_leaves_a_nic_the_gce_long_poll_follows_to_it() {
         write(&paths, &hb).unwrap();
         let gce = Scripted::new([Outcome::Complete(network(true))]);
         let out = refresh(&mut k, &AsGce(&gce), false);
-        assert!(matches!(&out[..], [RefreshOutcome::Refreshed(..)]), "{out:?}");
+        assert!(
+            matches!(&out[..], [RefreshOutcome::Refreshed(..)]),
+            "{out:?}"
+        );
         assert_eq!(gce.asked.borrow().len(), 1, "{hb:?}");
     }
     // A link gone is still the timer's.
     write(&paths, &beat(state::unix_ms(), vec![mac])).unwrap();
     k.links.retain(|l| l.name != eth1());
     let out = refresh(&mut k, &AsGce(&Scripted::new([])), false);
-    assert!(matches!(&out[..], [RefreshOutcome::LinkGone(..)]), "{out:?}");
+    assert!(
+        matches!(&out[..], [RefreshOutcome::LinkGone(..)]),
+        "{out:?}"
+    );
 }
 
 /// A provider of a cloud that serves eth1 no DHCP (OCI's secondary VNICs): each

@@ -57,9 +57,9 @@ use crate::source::provider::{
 
 mod event;
 pub mod last_event;
-pub mod live;
 #[cfg(test)]
 mod lease_tests;
+pub mod live;
 mod outcome;
 mod refresh;
 mod worker;

@@ -225,7 +225,10 @@ mod tests {
         let two = json!([entry(M0, "10.0.0.10"), entry(M1, "10.0.1.20")]);
         let swapped = json!([entry(M1, "10.0.1.20"), entry(M0, "10.0.0.10")]);
         let c = changes(&snap(&one), &snap(&two));
-        assert_eq!((c.added.clone(), c.removed.clone()), (vec![mac(M1)], vec![]));
+        assert_eq!(
+            (c.added.clone(), c.removed.clone()),
+            (vec![mac(M1)], vec![])
+        );
         assert_eq!(c.to_string(), format!("added {M1}"));
         let c = changes(&snap(&two), &snap(&one));
         assert_eq!(c.removed, [mac(M1)]);

@@ -256,6 +256,10 @@ mod tests {
             "{}",
             seen[0]
         );
-        assert!(seen[0].to_ascii_lowercase().contains("metadata-flavor: google"));
+        assert!(
+            seen[0]
+                .to_ascii_lowercase()
+                .contains("metadata-flavor: google")
+        );
     }
 }
