@@ -295,15 +295,15 @@ mod world {
 
     #[test]
     fn errors_from_the_long_poll_are_logged_and_backed_off() {
-        let long = |r: serde_json::Value| {
+        let on_long_polls = |r: serde_json::Value| {
             let mut r = r;
             r["path"] = json!(NICS);
             r["query"] = json!("wait_for_change=true");
             r
         };
         let scenario = json!({"rules": [
-            long(json!({"status": 500, "count": 2})),
-            long(json!({"status": 200, "body": "[{\"mac\": 7}]", "count": 1})),
+            on_long_polls(json!({"status": 500, "count": 2})),
+            on_long_polls(json!({"status": 200, "body": "[{\"mac\": 7}]", "count": 1})),
         ]});
         let w = bound("gcepoll-fault", &scenario);
         let watcher = watch(&w);

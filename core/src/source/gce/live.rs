@@ -216,7 +216,7 @@ mod tests {
 
     #[test]
     fn answers_need_an_etag_and_the_flavor() {
-        let (url, h) = serve(vec![
+        let (url, server) = serve(vec![
             answer("ETag: 1a2b\r\n", "[]"),
             answer("", "[]"),
             answer("ETag: \"q\"\r\n", "[]"),
@@ -228,8 +228,8 @@ mod tests {
                 .to_owned(),
         ]);
         let g = Gce::new().with_endpoint(&url).unwrap();
-        let t = Duration::from_secs(5);
-        let p = g.poll_interfaces(Some("0f"), t).unwrap();
+        let hold = Duration::from_secs(5);
+        let p = g.poll_interfaces(Some("0f"), hold).unwrap();
         assert_eq!(
             p,
             Polled {
@@ -244,10 +244,10 @@ mod tests {
             "not Google's metadata server",
             "HTTP 500",
         ] {
-            let e = g.poll_interfaces(Some("0f"), t).unwrap_err().to_string();
+            let e = g.poll_interfaces(Some("0f"), hold).unwrap_err().to_string();
             assert!(e.contains(want), "{want}: {e}");
         }
-        let seen = h.join().unwrap();
+        let seen = server.join().unwrap();
         assert!(
             seen[0].starts_with(
                 "GET /computeMetadata/v1/instance/network-interfaces/?recursive=true\
