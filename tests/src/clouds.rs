@@ -15,20 +15,16 @@ use serde_json::{Value, json};
 
 use crate::world::MAC1;
 
-/// A cloud leasehook serves.
+/// A cloud leasehook serves: Amazon EC2 (IMDSv2, the default provider), Google
+/// Compute Engine, Microsoft Azure, Alibaba Cloud ECS, Oracle Cloud (OCI) and
+/// `OpenStack` (its metadata service).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cloud {
-    /// Amazon EC2 (IMDSv2): the default provider, `imds.endpoints`.
     Ec2,
-    /// Google Compute Engine.
     Gce,
-    /// Microsoft Azure.
     Azure,
-    /// Alibaba Cloud ECS.
     Aliyun,
-    /// Oracle Cloud (OCI).
     Oracle,
-    /// `OpenStack` (the metadata service).
     OpenStack,
 }
 

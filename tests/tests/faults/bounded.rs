@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::disk::Tmpfs;
 use crate::instance::{
-    BASE_ROUTES, Imds, Instance, STATE, renew, renew_healthy, text, tree_with,
+    Imds, Instance, STATE, THREE_IPS, WITH_22, renew, renew_healthy, text, tree_with,
     tree_without_eth1_subnet,
 };
 use crate::matrix::{FileWant, Kernel, Row, Seen};
@@ -100,15 +100,7 @@ matrix! {
         name: "bound_lock_held_by_stopped_worker",
         fault: "the interface's lock is held by a SIGSTOPped worker (RENEW with a new address; synchronous budget 1 s, total 15 s)",
         does: "signals the worker once, waits for the lock for the synchronous budget, then queues the event for a worker; once the lock is free the worker applies the new address",
-        kernel: Kernel::Exactly {
-            rules: &[
-                "10001 from 10.98.1.20 lookup 10001 proto 176",
-                "10001 from 10.98.1.21 lookup 10001 proto 176",
-                "10001 from 10.98.1.22 lookup 10001 proto 176",
-            ],
-            routes: BASE_ROUTES,
-            addresses: &["eth1 10.98.1.21/32", "eth1 10.98.1.22/32"],
-        },
+        kernel: WITH_22,
         files: &[FileWant::Holds(STATE, "10.98.1.22/32"), FileWant::Absent("run/leasehook/pending/eth1.json")],
         log: "the interface's lock is still held after 1000 ms",
         max_secs: 2.0,
@@ -327,7 +319,7 @@ fn run_lock_held_by_stopped_worker() -> Seen {
     let holder = StoppedWorker::start(&i);
     i.faulted(|i| {
         let url = i.start_imds(
-            &tree_with(&[(MAC1, "local-ipv4s", "10.98.1.20\n10.98.1.21\n10.98.1.22")]),
+            &tree_with(&[(MAC1, "local-ipv4s", THREE_IPS)]),
             &Imds::healthy(),
         );
         let (out, elapsed) = i.shim_env("RENEW", &url, &[("LEASEHOOK_IMDS_BUDGET_S", "15")]);

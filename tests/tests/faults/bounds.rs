@@ -195,7 +195,7 @@ fn run_bounds_stalled_config_drive() -> Seen {
     let ns = configdrive::enter(Helper::Stalls);
     iso_drive(&i.root, &i.dir.0.join("cd.iso"));
     let mut seen = i.faulted(|i| {
-        let (out, elapsed) = i.dhclient(Cloud::OpenStack, "RENEW", REFUSED, &[]);
+        let (out, elapsed) = i.event(Cloud::OpenStack, "RENEW", REFUSED, &[]);
         let points = i.root.join("run/leasehook/configdrive");
         assert_eq!(
             std::fs::read_dir(&points).unwrap().count(),
@@ -214,7 +214,7 @@ fn run_bounds_config_drive_left_mounted() -> Seen {
     let ns = configdrive::enter(Helper::Fuse);
     let image = i.dir.0.join("cd.iso");
     iso_drive(&i.root, &image);
-    let (out, _) = i.dhclient(Cloud::OpenStack, "BOUND", REFUSED, &[]);
+    let (out, _) = i.event(Cloud::OpenStack, "BOUND", REFUSED, &[]);
     assert!(out.status.success(), "BOUND failed: {}", text(&out));
     assert_eq!(snap(&i.ns).0, OPENSTACK_RULES, "BOUND: {}", text(&out));
     // A run killed while the drive was mounted: its folder, its process gone.
@@ -229,7 +229,7 @@ fn run_bounds_config_drive_left_mounted() -> Seen {
     assert!(out.status.success(), "mount: {}", text(&out));
     assert_eq!(ns.mounts_holding(&i.root.display().to_string()).len(), 1);
     let mut seen = i.faulted(|i| {
-        let (out, elapsed) = i.dhclient(Cloud::OpenStack, "RENEW", REFUSED, &[]);
+        let (out, elapsed) = i.event(Cloud::OpenStack, "RENEW", REFUSED, &[]);
         let left_mounted = ns.mounts_holding(&i.root.display().to_string());
         assert!(
             left_mounted.is_empty(),
@@ -247,7 +247,7 @@ fn run_bounds_config_drive_left_mounted() -> Seen {
 fn run_bounds_azure_pace_lock_held() -> Seen {
     let mut i = Instance::new("fbpace");
     let url = i.start(Cloud::Azure, &Imds::healthy());
-    let (out, _) = i.dhclient(Cloud::Azure, "BOUND", &url, &[]);
+    let (out, _) = i.event(Cloud::Azure, "BOUND", &url, &[]);
     assert!(out.status.success(), "BOUND failed: {}", text(&out));
     // Another process (a stopped worker) holds the pace file's lock.
     let lock = i.root.join("run/leasehook/azure-imds.lock");
@@ -260,7 +260,7 @@ fn run_bounds_azure_pace_lock_held() -> Seen {
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(200));
-    let mut seen = i.faulted(|i| i.dhclient(Cloud::Azure, "RENEW", &url, &[]));
+    let mut seen = i.faulted(|i| i.event(Cloud::Azure, "RENEW", &url, &[]));
     seen.keep.push(Box::new(holder));
     seen
 }

@@ -8,7 +8,7 @@ use leasehook_tests::netns::{leasehook_bin, run};
 use leasehook_tests::world::MAC1;
 
 use crate::boot::{BootRoot, lxd_config};
-use crate::instance::{INSTANCE_DATA, Imds, Instance, RECORD, command, tree_with};
+use crate::instance::{INSTANCE_DATA, Imds, Instance, RECORD, THREE_IPS, command, tree_with};
 use crate::matrix::{FileWant, Kernel, Row, Seen};
 
 matrix! {
@@ -87,7 +87,7 @@ fn run_disk_full_state() -> Seen {
     fs.fill();
     let mut seen = i.faulted(|i| {
         let url = i.start_imds(
-            &tree_with(&[(MAC1, "local-ipv4s", "10.98.1.20\n10.98.1.21\n10.98.1.22")]),
+            &tree_with(&[(MAC1, "local-ipv4s", THREE_IPS)]),
             &Imds::healthy(),
         );
         i.shim("RENEW", &url)

@@ -282,7 +282,7 @@ fn run_gate_two_nics_one_device_number() -> Seen {
         });
         let url = i.start_imds(&tree, &Imds::healthy());
         let (mut out, elapsed) = shim_in(
-            &i,
+            i,
             "leasehook-dhclient",
             &[],
             &dhclient_vars(&[

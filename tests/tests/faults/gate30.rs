@@ -195,7 +195,7 @@ fn hostile(
     i.faulted(|i| {
         let url = i.start_tree(cloud, tree, how);
         let (out, elapsed) = if dhcp {
-            i.dhclient(cloud, "BOUND", &url, extra)
+            i.event(cloud, "BOUND", &url, extra)
         } else {
             i.refresh_env(cloud, &url, extra)
         };

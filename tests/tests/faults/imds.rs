@@ -6,8 +6,8 @@ use leasehook_tests::world::MAC1;
 use serde_json::json;
 
 use crate::instance::{
-    BASE_ROUTES, BASE_RULES, Imds, Instance, STATE, TOKEN, renew, renew_with, tree_with,
-    tree_without_eth1_subnet,
+    BASE_ROUTES, BASE_RULES, Imds, Instance, STATE, THREE_IPS, TOKEN, WITH_22, renew, renew_with,
+    tree_with, tree_without_eth1_subnet,
 };
 use crate::matrix::{FileWant, Kernel, Row, Seen};
 
@@ -56,20 +56,12 @@ matrix! {
         name: "imds_401_mid_run",
         fault: "IMDS restarted (cached token refused) and refuses the new token once mid-run (401)",
         does: "fetches a new token and repeats the request, each time; applies the new address",
-        kernel: Kernel::Exactly {
-            rules: &[
-                "10001 from 10.98.1.20 lookup 10001 proto 176",
-                "10001 from 10.98.1.21 lookup 10001 proto 176",
-                "10001 from 10.98.1.22 lookup 10001 proto 176",
-            ],
-            routes: BASE_ROUTES,
-            addresses: &["eth1 10.98.1.21/32", "eth1 10.98.1.22/32"],
-        },
+        kernel: WITH_22,
         files: &[FileWant::Holds(STATE, "10.98.1.22/32"), FileWant::Holds(TOKEN, "expires")],
         log: "401, the token was refused; fetching a new one",
         run: || renew_with(
             Cloud::Ec2,
-            Some(&tree_with(&[(MAC1, "local-ipv4s", "10.98.1.20\n10.98.1.21\n10.98.1.22")])),
+            Some(&tree_with(&[(MAC1, "local-ipv4s", THREE_IPS)])),
             &Imds::Scenario(json!({"rules": [
                 {"path": "/latest/meta-data/network", "method": "GET", "status": 401, "count": 1}
             ]})),

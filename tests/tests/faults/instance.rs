@@ -8,11 +8,11 @@ use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use leasehook_tests::clouds::{Cloud, REFUSED};
-use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, sibling_bin};
-use leasehook_tests::world::{MAC0, MAC1, default_tree, start_first_line};
+use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, logging_to_stderr, sibling_bin};
+use leasehook_tests::world::{MAC0, MAC1, default_tree, eth1_lease, start_first_line};
 use serde_json::{Value, json};
 
-use crate::matrix::{Ran, Seen, files_under, snap};
+use crate::matrix::{Kernel, Ran, Seen, files_under, snap};
 
 /// The plan leasehook applies for eth1's DHCPv4 lease with the world's metadata.
 pub(crate) const BASE_RULES: &[&str] = &[
@@ -23,6 +23,21 @@ pub(crate) const BASE_ROUTES: &[&str] = &[
     "10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table 10001 proto 176",
     "default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176",
 ];
+/// The kernel once a RENEW of eth1 applied the address IMDS lists third,
+/// 10.98.1.22 ([`THREE_IPS`]), beside the two of the good BOUND.
+pub(crate) const WITH_22: Kernel = Kernel::Exactly {
+    rules: &[
+        "10001 from 10.98.1.20 lookup 10001 proto 176",
+        "10001 from 10.98.1.21 lookup 10001 proto 176",
+        "10001 from 10.98.1.22 lookup 10001 proto 176",
+    ],
+    routes: BASE_ROUTES,
+    addresses: &["eth1 10.98.1.21/32", "eth1 10.98.1.22/32"],
+};
+
+/// eth1's `local-ipv4s` with a third address, 10.98.1.22.
+pub(crate) const THREE_IPS: &str = "10.98.1.20\n10.98.1.21\n10.98.1.22";
+
 pub(crate) const STATE: &str = "run/leasehook/iface/eth1.json";
 pub(crate) const TOKEN: &str = "run/leasehook/imds-token";
 pub(crate) const RECORD: &str = "var/lib/leasehook/instances/i-87018aed/datasource.json";
@@ -72,29 +87,6 @@ pub(crate) fn start_with_addr(cmd: Command, what: &str) -> (Proc, String) {
     (Proc(child), addr)
 }
 
-/// The argument prefix that makes a binary log to standard error: the logger
-/// prefers syslog when `/dev/log` exists, so the command runs in a private mount
-/// namespace where `/dev/log` is `/dev/null` (connecting to it fails). Empty when
-/// there is no `/dev/log`.
-fn log_to_stderr() -> Vec<OsString> {
-    if !Path::new("/dev/log").exists() {
-        return Vec::new();
-    }
-    [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        "mount --bind /dev/null /dev/log && exec \"$@\"",
-        "sh",
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect()
-}
-
 /// A command running `program` with the log on standard error, inside `ns` when
 /// given, under `wrap` (`setpriv ...`), with exactly the environment `env` when
 /// given (dhclient-script's is clean).
@@ -104,11 +96,7 @@ pub(crate) fn command(
     wrap: &[&str],
     program: &Path,
 ) -> Command {
-    let mut argv: Vec<OsString> = Vec::new();
-    if let Some(ns) = ns {
-        argv.extend(["ip", "netns", "exec", ns.name.as_str()].map(OsString::from));
-    }
-    argv.extend(log_to_stderr());
+    let mut argv = logging_to_stderr(ns);
     argv.extend(wrap.iter().map(OsString::from));
     if let Some(env) = env {
         argv.push("env".into());
@@ -229,60 +217,11 @@ impl Instance {
         self.start_tree(Cloud::Ec2, Some(tree), how)
     }
 
-    /// Runs `leasehook-dhclient` for eth1's lease with `reason`, as dhclient-script
-    /// would (a clean environment), against `cloud`'s metadata service at `url`,
-    /// with `extra` variables set after the others (a later `env -i` assignment
-    /// wins).
-    pub(crate) fn dhclient(
-        &self,
-        cloud: Cloud,
-        reason: &str,
-        url: &str,
-        extra: &[(&str, &str)],
-    ) -> (Output, Duration) {
-        let mut env: Vec<(String, String)> = [
-            ("reason", reason),
-            ("interface", "eth1"),
-            ("new_ip_address", "10.98.1.20"),
-            ("new_subnet_mask", "255.255.255.0"),
-            ("new_routers", "10.98.1.1"),
-            ("new_network_number", "10.98.1.0"),
-            ("new_broadcast_address", "10.98.1.255"),
-        ]
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-        env.extend(cloud.env(url));
-        env.extend(owned(&[("LEASEHOOK_IMDS_BIND_INTERFACE", "false")]));
-        if reason == "RENEW" {
-            env.extend(owned(&[
-                ("old_ip_address", "10.98.1.20"),
-                ("old_subnet_mask", "255.255.255.0"),
-                ("old_routers", "10.98.1.1"),
-            ]));
-        }
-        env.extend(owned(extra));
-        self.run_in::<&str>(&env, &sibling_bin("leasehook-dhclient"), &[])
-    }
-
-    /// [`Instance::dhclient`] against EC2's IMDS.
-    pub(crate) fn shim(&self, reason: &str, endpoint: &str) -> (Output, Duration) {
-        self.dhclient(Cloud::Ec2, reason, endpoint, &[])
-    }
-
-    /// [`Instance::dhclient`] against EC2's IMDS, with `extra`.
-    pub(crate) fn shim_env(
-        &self,
-        reason: &str,
-        endpoint: &str,
-        extra: &[(&str, &str)],
-    ) -> (Output, Duration) {
-        self.dhclient(Cloud::Ec2, reason, endpoint, extra)
-    }
-
-    /// What makes leasehook look at eth1 on `cloud`: dhclient's event `reason`,
-    /// or, where eth1 has no DHCP (Oracle), `leasehook refresh`; `extra` set
-    /// after the other variables.
+    /// What makes leasehook look at eth1 on `cloud`, against its metadata
+    /// service at `url`: `leasehook-dhclient` for eth1's lease with `reason`, as
+    /// dhclient-script would run it (a clean environment), or, where eth1 has no
+    /// DHCP (Oracle), `leasehook refresh`; `extra` variables set after the others
+    /// (a later `env -i` assignment wins).
     pub(crate) fn event(
         &self,
         cloud: Cloud,
@@ -290,11 +229,29 @@ impl Instance {
         url: &str,
         extra: &[(&str, &str)],
     ) -> (Output, Duration) {
-        if cloud.leases_secondary() {
-            self.dhclient(cloud, reason, url, extra)
-        } else {
-            self.refresh_env(cloud, url, extra)
+        if !cloud.leases_secondary() {
+            return self.refresh_env(cloud, url, extra);
         }
+        let mut env = owned(&eth1_lease(reason));
+        env.extend(cloud.env(url));
+        env.extend(owned(&[("LEASEHOOK_IMDS_BIND_INTERFACE", "false")]));
+        env.extend(owned(extra));
+        self.run_in::<&str>(&env, &sibling_bin("leasehook-dhclient"), &[])
+    }
+
+    /// [`Instance::event`] against EC2's IMDS.
+    pub(crate) fn shim(&self, reason: &str, endpoint: &str) -> (Output, Duration) {
+        self.event(Cloud::Ec2, reason, endpoint, &[])
+    }
+
+    /// [`Instance::event`] against EC2's IMDS, with `extra`.
+    pub(crate) fn shim_env(
+        &self,
+        reason: &str,
+        endpoint: &str,
+        extra: &[(&str, &str)],
+    ) -> (Output, Duration) {
+        self.event(Cloud::Ec2, reason, endpoint, extra)
     }
 
     /// eth1 without its DHCP address (OCI serves a secondary VNIC none).

@@ -109,21 +109,9 @@ const CONFLICT: &str = "run/leasehook/conflict/eth1";
 /// protocol and the tool) and RENEW (the row: a repeat, nothing tried).
 fn run_foreign_route_next_event() -> Seen {
     let i = Instance::new("fforeign2");
-    i.ns.ip(&[
-        "route",
-        "add",
-        "10.98.1.0/24",
-        "dev",
-        "eth1",
-        "table",
-        "10001",
-        "proto",
-        "static",
-        "scope",
-        "link",
-        "src",
-        "10.98.1.20",
-    ]);
+    let route =
+        "route add 10.98.1.0/24 dev eth1 table 10001 proto static scope link src 10.98.1.20";
+    i.ns.ip(&route.split(' ').collect::<Vec<_>>());
     let rule = i
         .root
         .join("usr/lib/udev/rules.d/99-vpc-policy-routes.rules");

@@ -4,11 +4,12 @@
 use std::fmt::Write as _;
 
 use leasehook_tests::clouds::Cloud;
-use leasehook_tests::netns::Netns;
+use leasehook_tests::netns::{Netns, sibling_bin};
 use leasehook_tests::world::{MAC0, MAC1};
 use serde_json::{Value, json};
 
-use crate::instance::{Imds, Instance, OPENSTACK_RULES, ORACLE_RULES, STATE, text};
+use crate::gate::dhclient_vars;
+use crate::instance::{Imds, Instance, OPENSTACK_RULES, ORACLE_RULES, STATE, owned, text};
 use crate::matrix::{FileWant, Kernel, Row, Seen, snap};
 
 matrix! {
@@ -257,18 +258,13 @@ fn run_links_oci_dhcp_primary_listed_second() -> Seen {
     let mut i = Instance::links_world("flprim", false);
     let url = i.start(Cloud::Oracle, &Imds::healthy());
     // eth0's DHCP lease through the hook, as dhclient runs it on OCI's primary.
-    let (out, _) = i.dhclient(
-        Cloud::Oracle,
-        "BOUND",
-        &url,
-        &[
-            ("interface", "eth0"),
-            ("new_ip_address", "10.98.0.10"),
-            ("new_routers", "10.98.0.1"),
-            ("new_network_number", "10.98.0.0"),
-            ("new_broadcast_address", "10.98.0.255"),
-        ],
-    );
+    let mut env = owned(&dhclient_vars(&[
+        ("interface", "eth0"),
+        ("new_ip_address", "10.98.0.10"),
+        ("new_routers", "10.98.0.1"),
+    ]));
+    env.extend(Cloud::Oracle.env(&url));
+    let (out, _) = i.run_in::<&str>(&env, &sibling_bin("leasehook-dhclient"), &[]);
     assert!(out.status.success(), "eth0 BOUND: {}", text(&out));
     assert!(i.root.join("run/leasehook/iface/eth0.json").is_file());
     let (out, _) = i.refresh(Cloud::Oracle, &url);

@@ -266,7 +266,10 @@ pub(crate) fn check(row: &Row) {
     match &row.kernel {
         Kernel::NotInvolved => assert!(seen.kernel_after.is_none(), "{ctx}"),
         Kernel::AsBefore => {
-            let before = seen.kernel_before.as_ref().expect("a kernel snapshot");
+            let before = seen
+                .kernel_before
+                .as_ref()
+                .unwrap_or_else(|| panic!("no kernel snapshot; {ctx}"));
             assert!(
                 !before.0.is_empty(),
                 "no plan was applied before the fault; {ctx}"
@@ -278,7 +281,10 @@ pub(crate) fn check(row: &Row) {
             routes,
             addresses,
         } => {
-            let after = seen.kernel_after.as_ref().expect("a kernel snapshot");
+            let after = seen
+                .kernel_after
+                .as_ref()
+                .unwrap_or_else(|| panic!("no kernel snapshot; {ctx}"));
             let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
             assert_eq!(after.0, own(rules), "rules; {ctx}");
             assert_eq!(after.1, own(routes), "routes; {ctx}");
