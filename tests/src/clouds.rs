@@ -9,8 +9,12 @@
 //! `tests/tests/faults/`); what only one cloud has stays in that cloud's tests.
 
 use std::ffi::OsString;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
+use leasehook_core::model::{Family, IfName, Lease, Reason};
+use leasehook_core::source::provider::{NicEvent, Outcome, WaitPolicy};
 use serde_json::{Value, json};
 
 use crate::world::MAC1;
@@ -178,4 +182,102 @@ impl Cloud {
     pub fn leases_secondary(self) -> bool {
         !matches!(self, Self::Oracle)
     }
+}
+
+// --- The providers' wait, in process ------------------------------------------------
+
+/// eth1's BOUND lease (10.98.1.20/`prefix_len`, router 10.98.1.1) as a
+/// provider's wait takes it.
+pub fn eth1_event(prefix_len: u8) -> NicEvent {
+    let address: IpAddr = [10, 98, 1, 20].into();
+    let event = NicEvent::try_new(
+        IfName::try_new("eth1").unwrap_or_else(|e| panic!("{e}")),
+        MAC1.parse().unwrap_or_else(|e| panic!("{MAC1}: {e:?}")),
+        vec![Lease {
+            family: Family::V4,
+            address,
+            prefix_len,
+            routers: vec![[10, 98, 1, 1].into()],
+            reason: Reason::Bound,
+        }],
+    );
+    event.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The wait's policy with a budget of `secs`.
+pub fn budget(secs: u64) -> WaitPolicy {
+    WaitPolicy::default().with_budget(Duration::from_secs(secs))
+}
+
+/// A metadata fault for the wait: its name, the emulator's scenario (its
+/// `rules`), and whether the wait asks again (waiting could fix it).
+pub type WaitFault = (&'static str, Value, bool);
+
+/// The faults every cloud's metadata service can show, on every path below
+/// `prefix`, a 403 on `forbidden`: 403, 400, 429, 503 with `Retry-After`,
+/// garbage, a huge answer, an answer slower than the budget.
+pub fn wait_faults(prefix: &str, forbidden: &str) -> Vec<WaitFault> {
+    let rule = |r: Value| json!({"rules": [r]});
+    vec![
+        (
+            "403",
+            rule(json!({"path": forbidden, "status": 403})),
+            false,
+        ),
+        ("400", rule(json!({"path": prefix, "status": 400})), false),
+        ("429", rule(json!({"path": prefix, "status": 429})), true),
+        (
+            "503",
+            rule(json!({"path": prefix, "status": 503, "retry_after": 1})),
+            true,
+        ),
+        (
+            "garbage",
+            rule(json!({"path": prefix, "action": "garbage"})),
+            false,
+        ),
+        (
+            "huge",
+            rule(json!({"path": prefix, "action": "huge"})),
+            false,
+        ),
+        ("slow", rule(json!({"path": prefix, "delay": 3.0})), true),
+    ]
+}
+
+/// Each fault: the emulator `start`ed with it, the wait (budget 2 s) fails (or
+/// gives up) and never reads the fault as an empty answer, within one request
+/// timeout past the budget; a fault waiting cannot fix is asked once. Then the
+/// service down (nothing listens at the URL `down` is given).
+pub fn assert_waits_fail<E>(
+    faults: Vec<WaitFault>,
+    start: impl Fn(Value) -> E,
+    wait: impl Fn(&E, u64) -> Outcome,
+    asked: impl Fn(&E) -> usize,
+    down: impl FnOnce(&str) -> Outcome,
+) {
+    for (what, scenario, retried) in faults {
+        let emu = start(scenario);
+        let t = Instant::now();
+        let out = wait(&emu, 2);
+        assert!(matches!(out, Outcome::Failed(_)), "{what}: {out:?}");
+        // One request timeout (2 s) past the budget at most.
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{what}: {:?}",
+            t.elapsed()
+        );
+        let n = asked(&emu);
+        // (A slow answer is logged once its delay is over: after the wait.)
+        if retried {
+            assert!(n >= 1 || what == "slow", "{what}");
+        } else {
+            assert_eq!(n, 1, "{what}: waiting cannot fix it");
+        }
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_or(9, |a| a.port());
+    let out = down(&format!("http://127.0.0.1:{port}"));
+    assert!(matches!(out, Outcome::Failed(_)), "down: {out:?}");
 }

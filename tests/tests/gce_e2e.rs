@@ -27,14 +27,15 @@
 )]
 
 mod in_process {
-    use std::net::IpAddr;
+
     use std::time::{Duration, Instant};
 
-    use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
+    use leasehook_core::model::Missing;
     use leasehook_core::source::gce::GceProvider;
     use leasehook_core::source::provider::{
-        Identity as _, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
+        Identity as _, NicEvent, Outcome, Provider, SystemClock,
     };
+    use leasehook_tests::clouds::{assert_waits_fail, budget as policy, eth1_event, wait_faults};
     use leasehook_tests::gce_emulator::{Config, GceEmulator, Scenario, world_tree};
     use leasehook_tests::world::MAC1;
     use serde_json::json;
@@ -47,24 +48,9 @@ mod in_process {
         GceEmulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap()
     }
 
+    /// eth1's lease as GCE gives it: a /32.
     fn event() -> NicEvent {
-        let address: IpAddr = "10.98.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            MAC1.parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 32,
-                routers: vec!["10.98.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(secs: u64) -> WaitPolicy {
-        WaitPolicy::default().with_budget(Duration::from_secs(secs))
+        eth1_event(32)
     }
 
     fn wait(emu: &GceEmulator, secs: u64) -> Outcome {
@@ -112,76 +98,22 @@ mod in_process {
     /// an empty answer.
     #[test]
     fn faults_fail_the_wait_and_are_never_empty() {
-        let rule = |r: serde_json::Value| json!({"rules": [r]});
-        for (what, scenario, retried) in [
-            (
-                "403",
-                rule(json!({"path": NICS.split('?').next().unwrap(), "status": 403})),
-                false,
-            ),
-            (
-                "400",
-                rule(json!({"path": "/computeMetadata", "status": 400})),
-                false,
-            ),
-            (
-                "429",
-                rule(json!({"path": "/computeMetadata", "status": 429})),
-                true,
-            ),
-            (
-                "503",
-                rule(json!({"path": "/computeMetadata", "status": 503, "retry_after": 1})),
-                true,
-            ),
-            (
-                "garbage",
-                rule(json!({"path": "/computeMetadata", "action": "garbage"})),
-                false,
-            ),
-            (
-                "huge",
-                rule(json!({"path": "/computeMetadata", "action": "huge"})),
-                false,
-            ),
-            (
-                "no-flavor",
-                rule(json!({"path": "/computeMetadata", "action": "no-flavor"})),
-                false,
-            ),
-            (
-                "slow",
-                rule(json!({"path": "/computeMetadata", "delay": 3.0})),
-                true,
-            ),
-        ] {
-            let emu = start(scenario);
-            let t = Instant::now();
-            let out = wait(&emu, 2);
-            assert!(matches!(out, Outcome::Failed(_)), "{what}: {out:?}");
-            // One request timeout (2 s) past the budget at most.
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "{what}: {:?}",
-                t.elapsed()
-            );
-            let n = emu.log().len();
-            // (A slow answer is logged once its delay is over: after the wait.)
-            if retried {
-                assert!(n >= 1 || what == "slow", "{what}");
-            } else {
-                assert_eq!(n, 1, "{what}: waiting cannot fix it: {:?}", emu.log());
-            }
-        }
-        // Down: nothing listens.
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let out = GceProvider::try_new(Some(&format!("http://127.0.0.1:{port}")))
-            .unwrap()
-            .wait_for_nic(&event(), &policy(1), &SystemClock);
-        assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
+        let mut faults = wait_faults("/computeMetadata", NICS.split('?').next().unwrap());
+        let rule = json!({"rules": [{"path": "/computeMetadata", "action": "no-flavor"}]});
+        faults.push(("no-flavor", rule, false));
+        assert_waits_fail(
+            faults,
+            start,
+            wait,
+            |emu| emu.log().len(),
+            |url| {
+                GceProvider::try_new(Some(url)).unwrap().wait_for_nic(
+                    &event(),
+                    &policy(1),
+                    &SystemClock,
+                )
+            },
+        );
     }
 
     #[test]

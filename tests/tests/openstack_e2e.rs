@@ -32,12 +32,13 @@ mod in_process {
     use std::net::IpAddr;
     use std::time::{Duration, Instant};
 
-    use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
+    use leasehook_core::model::{Missing, Reason};
     use leasehook_core::source::SourceKind;
     use leasehook_core::source::openstack::OpenStackProvider;
     use leasehook_core::source::provider::{
-        Identity as _, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
+        Identity as _, NicEvent, Outcome, Provider, SystemClock,
     };
+    use leasehook_tests::clouds::{assert_waits_fail, budget as policy, eth1_event, wait_faults};
     use leasehook_tests::openstack_emulator::{
         Config, INSTANCE_ID, OpenStackEmulator, RateLimit, Scenario, world_tree,
     };
@@ -58,23 +59,7 @@ mod in_process {
     }
 
     fn event() -> NicEvent {
-        let address: IpAddr = "10.98.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            MAC1.parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 24,
-                routers: vec!["10.98.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(secs: u64) -> WaitPolicy {
-        WaitPolicy::default().with_budget(Duration::from_secs(secs))
+        eth1_event(24)
     }
 
     /// A provider against `url` with an empty root (no config drive).
@@ -171,74 +156,19 @@ mod in_process {
     /// answer.
     #[test]
     fn faults_fail_the_wait_and_are_never_empty() {
-        let rule = |r: serde_json::Value| json!({"rules": [r]});
-        for (what, scenario, retried) in [
-            (
-                "403",
-                rule(json!({"path": NETWORK_DATA, "status": 403})),
-                false,
-            ),
-            (
-                "400",
-                rule(json!({"path": "/openstack", "status": 400})),
-                false,
-            ),
-            (
-                "429",
-                rule(json!({"path": "/openstack", "status": 429})),
-                true,
-            ),
-            (
-                "500",
-                rule(json!({"path": "/openstack", "status": 500})),
-                true,
-            ),
-            (
-                "503",
-                rule(json!({"path": "/openstack", "status": 503, "retry_after": 1})),
-                true,
-            ),
-            (
-                "garbage",
-                rule(json!({"path": "/openstack", "action": "garbage"})),
-                false,
-            ),
-            (
-                "huge",
-                rule(json!({"path": "/openstack", "action": "huge"})),
-                false,
-            ),
-            (
-                "slow",
-                rule(json!({"path": "/openstack", "delay": 3.0})),
-                true,
-            ),
-        ] {
-            let emu = start(scenario);
-            let t = Instant::now();
-            let out = wait(&emu, 2);
-            assert!(matches!(out, Outcome::Failed(_)), "{what}: {out:?}");
-            // One request timeout (2 s) past the budget at most.
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "{what}: {:?}",
-                t.elapsed()
-            );
-            let n = emu.log().len();
-            if retried {
-                assert!(n >= 1 || what == "slow", "{what}");
-            } else {
-                assert_eq!(n, 1, "{what}: waiting cannot fix it: {:?}", emu.log());
-            }
-        }
-        // Down: nothing listens.
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let (_root, p) = provider(&format!("http://127.0.0.1:{port}"));
-        let out = p.wait_for_nic(&event(), &policy(1), &SystemClock);
-        assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
+        let mut faults = wait_faults("/openstack", NETWORK_DATA);
+        let rule = json!({"rules": [{"path": "/openstack", "status": 500}]});
+        faults.push(("500", rule, true));
+        assert_waits_fail(
+            faults,
+            start,
+            wait,
+            |emu| emu.log().len(),
+            |url| {
+                let (_root, p) = provider(url);
+                p.wait_for_nic(&event(), &policy(1), &SystemClock)
+            },
+        );
     }
 
     #[test]
