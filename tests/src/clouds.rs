@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use leasehook_core::model::{Family, IfName, Lease, Reason};
+use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
 use leasehook_core::source::provider::{NicEvent, Outcome, WaitPolicy};
 use serde_json::{Value, json};
 
@@ -280,4 +280,30 @@ pub fn assert_waits_fail<E>(
         .map_or(9, |a| a.port());
     let out = down(&format!("http://127.0.0.1:{port}"));
     assert!(matches!(out, Outcome::Failed(_)), "down: {out:?}");
+}
+
+/// A hot-plugged NIC: the emulator `start`ed with `appear(after)` hides eth1
+/// for `after` seconds. Hidden for 1 s, the wait (budget 10 s) completes once
+/// eth1 appears, asking one request a round (`asked`: the requests of the
+/// cloud's NIC document, and all of them); never appearing within the budget
+/// (2 s), the wait ends partial, eth1's entry missing.
+pub fn assert_hot_plug_waited<E>(
+    appear: impl Fn(f64) -> Value,
+    start: impl Fn(Value) -> E,
+    wait: impl Fn(&E, u64) -> Outcome,
+    asked: impl Fn(&E) -> (usize, usize),
+) {
+    let emu = start(appear(1.0));
+    let t = Instant::now();
+    let out = wait(&emu, 10);
+    assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+    assert!(t.elapsed() >= Duration::from_millis(900));
+    let (n, all) = asked(&emu);
+    assert!((2..=8).contains(&n), "{n} requests");
+    assert_eq!(n, all, "requests of other documents");
+    let emu = start(appear(60.0));
+    let Outcome::Partial { missing, .. } = wait(&emu, 2) else {
+        panic!("eth1 never appeared, yet the wait did not end partial")
+    };
+    assert_eq!(missing, [Missing::MacFolder]);
 }

@@ -28,14 +28,13 @@
 
 mod in_process {
 
-    use std::time::{Duration, Instant};
-
-    use leasehook_core::model::Missing;
     use leasehook_core::source::gce::GceProvider;
     use leasehook_core::source::provider::{
         Identity as _, NicEvent, Outcome, Provider, SystemClock,
     };
-    use leasehook_tests::clouds::{assert_waits_fail, budget as policy, eth1_event, wait_faults};
+    use leasehook_tests::clouds::{
+        assert_hot_plug_waited, assert_waits_fail, budget as policy, eth1_event, wait_faults,
+    };
     use leasehook_tests::gce_emulator::{Config, GceEmulator, Scenario, world_tree};
     use leasehook_tests::world::MAC1;
     use serde_json::json;
@@ -78,20 +77,12 @@ mod in_process {
 
     #[test]
     fn the_hot_plugged_nic_is_waited_for_one_request_a_round() {
-        let emu = start(json!({"appear": [{"nic": 1, "after": 1.0}]}));
-        let t = Instant::now();
-        let out = wait(&emu, 10);
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        assert!(t.elapsed() >= Duration::from_millis(900));
-        let n = emu.count("network-interfaces");
-        assert!((2..=8).contains(&n), "{n} requests: {:?}", emu.log());
-        assert_eq!(n, emu.log().len());
-        // Never appearing within the budget: Partial, the entry missing.
-        let emu = start(json!({"appear": [{"nic": 1, "after": 60.0}]}));
-        let Outcome::Partial { missing, .. } = wait(&emu, 2) else {
-            panic!()
-        };
-        assert_eq!(missing, [Missing::MacFolder]);
+        assert_hot_plug_waited(
+            |after| json!({"appear": [{"nic": 1, "after": after}]}),
+            start,
+            wait,
+            |emu| (emu.count("network-interfaces"), emu.log().len()),
+        );
     }
 
     /// Each fault row: the wait fails (or gives up) and never reads the fault as

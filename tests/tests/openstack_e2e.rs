@@ -30,15 +30,17 @@
 
 mod in_process {
     use std::net::IpAddr;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    use leasehook_core::model::{Missing, Reason};
+    use leasehook_core::model::Reason;
     use leasehook_core::source::SourceKind;
     use leasehook_core::source::openstack::OpenStackProvider;
     use leasehook_core::source::provider::{
         Identity as _, NicEvent, Outcome, Provider, SystemClock,
     };
-    use leasehook_tests::clouds::{assert_waits_fail, budget as policy, eth1_event, wait_faults};
+    use leasehook_tests::clouds::{
+        assert_hot_plug_waited, assert_waits_fail, budget as policy, eth1_event, wait_faults,
+    };
     use leasehook_tests::openstack_emulator::{
         Config, INSTANCE_ID, OpenStackEmulator, RateLimit, Scenario, world_tree,
     };
@@ -104,20 +106,12 @@ mod in_process {
 
     #[test]
     fn the_hot_plugged_port_is_waited_for_one_request_a_round() {
-        let emu = start(json!({"appear": [{"link": 1, "after": 1.0}]}));
-        let t = Instant::now();
-        let out = wait(&emu, 10);
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        assert!(t.elapsed() >= Duration::from_millis(900));
-        let n = emu.count("network_data.json");
-        assert!((2..=8).contains(&n), "{n} requests: {:?}", emu.log());
-        assert_eq!(n, emu.log().len());
-        // Never appearing within the budget: Partial, the link missing.
-        let emu = start(json!({"appear": [{"link": 1, "after": 60.0}]}));
-        let Outcome::Partial { missing, .. } = wait(&emu, 2) else {
-            panic!()
-        };
-        assert_eq!(missing, [Missing::MacFolder]);
+        assert_hot_plug_waited(
+            |after| json!({"appear": [{"link": 1, "after": after}]}),
+            start,
+            wait,
+            |emu| (emu.count("network_data.json"), emu.log().len()),
+        );
     }
 
     #[test]
