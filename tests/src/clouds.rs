@@ -17,7 +17,7 @@ use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
 use leasehook_core::source::provider::{NicEvent, Outcome, WaitPolicy};
 use serde_json::{Value, json};
 
-use crate::world::MAC1;
+use crate::world::{CloudDhcp, MAC1, MetadataService, WorldOptions};
 
 /// A cloud leasehook serves: Amazon EC2 (IMDSv2, the default provider), Google
 /// Compute Engine, Microsoft Azure, Alibaba Cloud ECS, Oracle Cloud (OCI) and
@@ -306,4 +306,52 @@ pub fn assert_hot_plug_waited<E>(
         panic!("eth1 never appeared, yet the wait did not end partial")
     };
     assert_eq!(missing, [Missing::MacFolder]);
+}
+
+// --- The namespace world ----------------------------------------------------------
+
+impl Cloud {
+    /// Whose DHCP the world's dnsmasq plays for this cloud.
+    pub fn dhcp(self) -> CloudDhcp {
+        match self {
+            Self::Ec2 => CloudDhcp::Ec2,
+            Self::Gce => CloudDhcp::Gce,
+            Self::Azure => CloudDhcp::Azure,
+            Self::Aliyun => CloudDhcp::Aliyun,
+            Self::Oracle => CloudDhcp::Oracle,
+            Self::OpenStack => CloudDhcp::OpenStack,
+        }
+    }
+
+    /// The options of a [`crate::world::World`] on this cloud: its DHCP, its
+    /// emulator as the metadata service in the router namespace (at the address
+    /// the cloud's service answers on) with `args`, and the hooks' `provider`.
+    /// EC2's is the world's IMDS emulator, which `args` do not change.
+    pub fn world(self, args: Vec<String>) -> WorldOptions {
+        let metadata = match self {
+            Self::Ec2 => None,
+            Self::Aliyun => Some(crate::aliyun_emulator::service(args)),
+            Self::OpenStack => Some(crate::openstack_emulator::service(args)),
+            Self::Gce | Self::Azure | Self::Oracle => {
+                let mut all = vec!["--bind".to_owned(), "169.254.169.254:80".to_owned()];
+                all.extend(args);
+                Some(MetadataService {
+                    emulator: self.emulator().to_owned(),
+                    args: all,
+                    addresses: Vec::new(),
+                })
+            }
+        };
+        let provider = ("LEASEHOOK_PROVIDER".to_owned(), self.provider().to_owned());
+        WorldOptions {
+            dhcp: self.dhcp(),
+            extra_hook_env: if self == Self::Ec2 {
+                Vec::new()
+            } else {
+                vec![provider]
+            },
+            metadata,
+            ..WorldOptions::default()
+        }
+    }
 }

@@ -477,6 +477,22 @@ s.serve_forever()
 ";
 
 impl World {
+    /// A world with Debian's option-121 exit hook (isc-dhcp-client's
+    /// `rfc3442-classless-routes`, copied from this machine) beside leasehook's,
+    /// as on a Debian or Ubuntu image: with option 121 (GCE's, Azure's) the
+    /// routes of the lease come from it.
+    pub fn with_option_121_hook(tag: &str, opts: &WorldOptions) -> Self {
+        let w = Self::new(tag, opts);
+        let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
+        let to = format!(
+            "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
+            w.inst.name
+        );
+        std::fs::copy(hook, &to)
+            .unwrap_or_else(|e| panic!("{hook} -> {to} (isc-dhcp-client): {e}"));
+        w
+    }
+
     /// A default world whose eth0 and eth1 are bound by dhclient and recorded:
     /// both NICs' rules in the kernel, then both state files (a refresh sees
     /// only recorded NICs).

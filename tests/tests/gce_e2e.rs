@@ -202,15 +202,14 @@ mod in_process {
 
 #[cfg(feature = "netns")]
 mod world {
+    use leasehook_tests::clouds::Cloud;
     use std::io::Read as _;
     use std::process::Stdio;
     use std::time::Duration;
 
     use leasehook_tests::client::RENEW_T1;
     use leasehook_tests::gce_emulator::{LogEntry, read_log};
-    use leasehook_tests::world::{
-        CloudDhcp, MetadataService, World, WorldOptions, exit_hooks_seconds, wait_until,
-    };
+    use leasehook_tests::world::{World, WorldOptions, exit_hooks_seconds, wait_until};
     use serde_json::json;
 
     const RULES: [&str; 2] = [
@@ -224,36 +223,17 @@ mod world {
     ];
 
     fn options(scenario: &serde_json::Value) -> WorldOptions {
+        // GCE's leases ([`CloudDhcp::Gce`]): /32, the gateway's /32 on the link
+        // and the rest through it (option 121); only nic0 gets a default route.
         WorldOptions {
             tree: None,
-            // GCE's leases: /32, the gateway's /32 on the link and the rest
-            // through it (option 121); only nic0 gets a default route.
-            dhcp: CloudDhcp::Gce,
-            metadata: Some(MetadataService {
-                emulator: "gce-emulator".to_owned(),
-                args: vec![
-                    "--bind".to_owned(),
-                    "169.254.169.254:80".to_owned(),
-                    "--scenario".to_owned(),
-                    scenario.to_string(),
-                ],
-                addresses: Vec::new(),
-            }),
-            extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "gce".to_owned())],
-            ..WorldOptions::default()
+            ..Cloud::Gce.world(vec!["--scenario".to_owned(), scenario.to_string()])
         }
     }
 
     /// The world, with Debian's option-121 exit hook beside leasehook's.
     fn world(tag: &str, opts: &WorldOptions) -> World {
-        let w = World::new(tag, opts);
-        let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
-        let to = format!(
-            "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
-            w.inst.name
-        );
-        std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to}: {e}"));
-        w
+        World::with_option_121_hook(tag, opts)
     }
 
     fn requests(w: &World) -> Vec<LogEntry> {

@@ -454,6 +454,7 @@ mod drive {
 
 #[cfg(feature = "netns")]
 mod world {
+    use leasehook_tests::clouds::Cloud;
     use std::time::Duration;
 
     use std::process::Output;
@@ -487,14 +488,11 @@ mod world {
     /// The world with the emulator (Neutron's rate limit on) or, with `drive`,
     /// no metadata service at all and a config drive below the root.
     fn options(drive: bool) -> WorldOptions {
-        WorldOptions {
-            tree: None,
-            dhcp: CloudDhcp::OpenStack,
-            metadata: (!drive)
-                .then(|| service(vec!["--rate-limit".to_owned(), "10/10".to_owned()])),
-            extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "openstack".to_owned())],
-            ..WorldOptions::default()
+        let mut opts = Cloud::OpenStack.world(vec!["--rate-limit".to_owned(), "10/10".to_owned()]);
+        if drive {
+            opts.metadata = None;
         }
+        WorldOptions { tree: None, ..opts }
     }
 
     fn world(tag: &str, drive: bool) -> World {
