@@ -259,3 +259,139 @@ fn an_unchanged_refresh_of_one_nic_costs_what_the_table_says() {
         assert_eq!(c.requests, 1, "{}", c.provider);
     }
 }
+
+/// The secondary NICs of the Azure pacing test: eth1 (dhclient) and eth2..eth5
+/// (addresses by hand, their BOUND events run as dhclient would).
+const PACED_NICS: [u8; 5] = [1, 2, 3, 4, 5];
+
+/// The Azure world with eth2..eth5 beside eth1, each a NIC of the VM's metadata.
+fn azure_world_of_six_nics() -> World {
+    use leasehook_tests::azure_emulator::{interface, world_instance};
+    let mut instance = world_instance();
+    for n in 2..=5u8 {
+        let nic = interface(
+            &leasehook_tests::world::static_nic_mac(n),
+            &[&format!("10.98.{n}.20")],
+            &format!("10.98.{n}.0"),
+            24,
+        );
+        instance["network"]["interface"]
+            .as_array_mut()
+            .unwrap()
+            .push(nic);
+    }
+    let opts = WorldOptions {
+        dhcp: CloudDhcp::Azure,
+        metadata: Some(MetadataService {
+            emulator: "azure-emulator".to_owned(),
+            args: vec![
+                "--bind".to_owned(),
+                "169.254.169.254:80".to_owned(),
+                "--allow-source".to_owned(),
+                "10.98.0.10".to_owned(),
+                "--instance".to_owned(),
+                instance.to_string(),
+            ],
+            addresses: Vec::new(),
+        }),
+        extra_hook_env: vec![
+            ("LEASEHOOK_PROVIDER".to_owned(), "azure".to_owned()),
+            // Ten processes, paced 250 ms apart, each within its budget.
+            ("LEASEHOOK_IMDS_SYNC_BUDGET_S".to_owned(), "10".to_owned()),
+        ],
+        ..WorldOptions::default()
+    };
+    let mut w = World::new("pcazpace", &opts);
+    let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
+    let to = format!(
+        "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
+        w.inst.name
+    );
+    std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to}: {e}"));
+    w.bind("eth0", false);
+    w.bind("eth1", false);
+    for n in 2..=5 {
+        w.add_static_nic(n);
+    }
+    let recorded = |n: u8| {
+        w.root
+            .join(format!("run/leasehook/iface/eth{n}.json"))
+            .exists()
+    };
+    assert!(
+        wait_until(std::time::Duration::from_secs(30), || PACED_NICS
+            .iter()
+            .all(|n| recorded(*n))),
+        "not every NIC recorded\n{}",
+        w.pbr_report()
+    );
+    w
+}
+
+/// A dhclient RENEW of `eth<n>` through the shim, as dhclient runs it (not
+/// waited for).
+fn renew(w: &World, n: u8) -> std::process::Child {
+    let mut cmd = w.inst.command(
+        leasehook_tests::client::Client::Dhclient
+            .shim_path()
+            .to_str()
+            .unwrap(),
+    );
+    cmd.env_clear()
+        .envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("reason", "RENEW")
+        .env("interface", format!("eth{n}"))
+        .env("new_ip_address", format!("10.98.{n}.20"))
+        .env("new_subnet_mask", "255.255.255.0")
+        .env("new_routers", format!("10.98.{n}.1"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+/// Azure allows 5 requests a second per VM, and the emulator answers 429 past
+/// that. Ten leasehook processes at once, a `refresh --iface` and a RENEW hook
+/// for each of five secondaries (each its own interface lock, so nothing but the
+/// machine-wide pace file keeps them apart): every request is answered, none
+/// gets 429, and every refresh checks its NIC. Seen failing (429s in the log)
+/// with the pacing's spacing set to zero.
+#[test]
+fn concurrent_refreshes_and_hooks_never_exceed_azures_five_a_second() {
+    let w = azure_world_of_six_nics();
+    let log = w.dir.0.join(leasehook_tests::azure_emulator::LOG_FILE);
+    let before = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    let mut children = Vec::new();
+    for n in PACED_NICS {
+        let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
+        cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .args(["refresh", "--iface", &format!("eth{n}")])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        children.push(("refresh", n, cmd.spawn().unwrap()));
+        children.push(("renew", n, renew(&w, n)));
+    }
+    for (what, n, child) in children {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{what} eth{n}: {}", show(&o));
+        if what == "refresh" {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!err.contains("not checked"), "{what} eth{n}: {}", show(&o));
+        }
+    }
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let made: Vec<&str> = text.lines().skip(before).collect();
+    // Each process asked (a RENEW whose answer agrees at once asks once).
+    assert!(made.len() >= PACED_NICS.len() * 2, "{made:#?}");
+    let limited: Vec<&&str> = made.iter().filter(|l| l.ends_with(" 429")).collect();
+    assert!(
+        limited.is_empty(),
+        "{} of {} requests rate-limited:\n{}",
+        limited.len(),
+        made.len(),
+        made.join("\n")
+    );
+    assert!(made.iter().all(|l| l.ends_with(" 200")), "{made:#?}");
+}
