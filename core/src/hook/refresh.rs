@@ -416,6 +416,9 @@ fn address_new(
     }
     let report = commit_guarded(applier, paths, &p, None, &answer.network, &nic.leases)?;
     touch(paths, &name);
+    // A NIC without DHCP configured for the first time: a hot-plug, refreshed
+    // more often for a while by `leasehook watch`.
+    super::hotplug::record(paths, &name, nic.mac);
     log::info!(
         "{name}: no DHCP on this NIC; configured from the metadata ({} change(s))",
         report.writes()
