@@ -6,7 +6,7 @@
 //!
 //! One table, [`CLOUDS`]: the cloud, its world, and the requests one unchanged
 //! refresh of the secondary makes, token requests counted apart. On the clouds
-//! whose metadata answers a NIC in one document (GCE, Azure, Oracle, OpenStack)
+//! whose metadata answers a NIC in one document (GCE, Azure, Oracle, `OpenStack`)
 //! that is one request; EC2 and Alibaba read one key per request (the MAC's
 //! folder), their tokens cached under `run/leasehook/` (no token request).
 //! `docs/refresh.md` ("What a refresh costs") carries the same table.

@@ -45,7 +45,9 @@ pub(super) fn record(paths: &Paths, name: &IfName, mac: MacAddr) {
         0o600,
     ) {
         Ok(()) => {
-            log::debug!("{name}: {mac} is new: refreshed every 5 s for a minute by leasehook watch")
+            log::debug!(
+                "{name}: {mac} is new: refreshed every 5 s for a minute by leasehook watch"
+            );
         }
         Err(e) => log::warn!("{e}; the hot-plug of {name} is not recorded (the timer follows it)"),
     }
