@@ -49,6 +49,7 @@ const PURE: &[&str] = &[
     "source::provider",
     "boot::decide",
     "cache::record",
+    "cadence",
 ];
 
 /// Submodules of a pure module that do IO.

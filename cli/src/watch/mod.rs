@@ -7,7 +7,10 @@
 //! `follow(&Context, &AtomicBool)`, started here when it applies to this machine:
 //!
 //! * [`lxd`]: the LXD/Incus instance's events (config changes, NIC hot-plug).
+//! * [`hotplug`]: a NIC the hooks just routed for the first time, refreshed every
+//!   5 s for a minute (`leasehook_core::cadence`).
 
+mod hotplug;
 mod lxd;
 
 use std::path::Path;
@@ -53,6 +56,7 @@ pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Res
     std::thread::scope(|s| {
         let (ctx, stop) = (&ctx, &*stop);
         s.spawn(move || lxd::follow(ctx, stop));
+        s.spawn(move || hotplug::follow(ctx, stop));
     });
     Ok(String::new())
 }
