@@ -366,7 +366,8 @@ fn stored_series(key: &str) -> bool {
     let Some((name, labels)) = parse_series(key) else {
         return false;
     };
-    let known = [EVENTS, REQUESTS, REFUSALS, CONFLICTS, LAST_SUCCESS, REPAIRS].contains(&name.as_str())
+    let known = [EVENTS, REQUESTS, REFUSALS, CONFLICTS, LAST_SUCCESS, REPAIRS]
+        .contains(&name.as_str())
         || name == format!("{WAIT}_bucket")
         || name == format!("{WAIT}_sum")
         || name == format!("{WAIT}_count");

@@ -216,9 +216,10 @@ fn notice(m: &RouteNetlinkMessage) -> Option<Notice> {
         M::NewAddress(a) | M::DelAddress(a) => Notice {
             family: family_of(a.header.family),
             ifindex: Some(a.header.index),
-            ours: a.attributes.iter().any(
-                |at| matches!(at, AddressAttribute::Protocol(p) if u8::from(*p) == PROTOCOL),
-            ),
+            ours: a
+                .attributes
+                .iter()
+                .any(|at| matches!(at, AddressAttribute::Protocol(p) if u8::from(*p) == PROTOCOL)),
             ..blank(Kind::Address, matches!(m, M::DelAddress(_)))
         },
         M::NewRoute(r) | M::DelRoute(r) => {
@@ -304,7 +305,10 @@ mod tests {
             (got[1].family, got[1].table, got[1].ifindex, got[1].ours),
             (Some(Family::V6), Some(10002), Some(3), false)
         );
-        assert!(got[1].may_remove(), "another protocol's route may replace ours");
+        assert!(
+            got[1].may_remove(),
+            "another protocol's route may replace ours"
+        );
         assert!(!got[2].may_remove(), "our own rule added changes nothing");
     }
 

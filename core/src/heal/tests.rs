@@ -63,7 +63,10 @@ fn missing_is_what_the_record_has_and_the_kernel_does_not() {
         [rule("10.0.1.20/32", 10001, Some(10001))].into()
     );
     assert!(missing(&want, &want).is_empty());
-    assert!(missing(&State::default(), &have).is_empty(), "extra is not missing");
+    assert!(
+        missing(&State::default(), &have).is_empty(),
+        "extra is not missing"
+    );
 }
 
 #[test]
@@ -170,7 +173,10 @@ fn one_check_per_burst_and_a_storm_is_checked_anyway() {
     );
     d.note(t0);
     d.note(t0 + Duration::from_millis(100));
-    assert!(!d.due(t0 + Duration::from_millis(200)), "still in the burst");
+    assert!(
+        !d.due(t0 + Duration::from_millis(200)),
+        "still in the burst"
+    );
     assert!(d.due(t0 + Duration::from_millis(250)), "quiet for 150 ms");
     assert_eq!(
         d.wait(t0 + Duration::from_millis(200), Duration::from_millis(200)),
@@ -248,7 +254,9 @@ fn a_check_puts_back_only_what_is_missing_and_touches_nothing_else() {
     assert_eq!(checked.repaired, [eth1.name.to_string()]);
     let added: Vec<&Op> = k.writes.iter().collect();
     assert!(
-        added.iter().all(|op| matches!(op, Op::AddRoute(_) | Op::AddRule(_))),
+        added
+            .iter()
+            .all(|op| matches!(op, Op::AddRoute(_) | Op::AddRule(_))),
         "only adds: {added:?}"
     );
     assert_eq!(added.last(), Some(&&Op::AddRule(gone_rule)), "rules last");
@@ -281,7 +289,9 @@ fn a_held_lock_is_left_to_its_holder_and_a_fourth_removal_is_a_conflict() {
     drop(lock);
     for i in 0..3 {
         k.owned.rules.remove(&eth1.rules[0]);
-        let checked = h.check(&mut k, t0 + Duration::from_millis(200 * i)).unwrap();
+        let checked = h
+            .check(&mut k, t0 + Duration::from_millis(200 * i))
+            .unwrap();
         assert_eq!(checked.repaired, [eth1.name.to_string()], "repair {i}");
     }
     k.owned.rules.remove(&eth1.rules[0]);
