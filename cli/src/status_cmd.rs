@@ -118,6 +118,20 @@ fn provider(root: &Path, choice: ProviderChoice) -> (String, String) {
     }
 }
 
+/// Each NIC's repairs by `leasehook watch` since boot (the stored counters) and
+/// its drift (the kernel); a kernel that cannot be read is an error.
+fn kernel_and_counters(root: &Path, nics: &mut BTreeMap<IfName, Nic>, health: &mut Health) {
+    let stored = leasehook_core::metrics::counters(root);
+    for (name, nic) in nics.iter_mut() {
+        nic.repairs = leasehook_core::metrics::repairs(&stored, name);
+    }
+    if let Err(e) = drift(nics) {
+        health.errors.push(format!(
+            "the kernel cannot be read to check for drift: {e:#}"
+        ));
+    }
+}
+
 /// The recorded objects the kernel does not hold: one dump of each kind
 /// (leasehook's protocol), compared with every state.
 fn drift(nics: &mut BTreeMap<IfName, Nic>) -> anyhow::Result<()> {
@@ -307,15 +321,7 @@ pub(crate) fn run(
                 .to_owned(),
         );
     }
-    let stored = leasehook_core::metrics::counters(root);
-    for (name, nic) in &mut nics {
-        nic.repairs = leasehook_core::metrics::repairs(&stored, name);
-    }
-    if let Err(e) = drift(&mut nics) {
-        health.errors.push(format!(
-            "the kernel cannot be read to check for drift: {e:#}"
-        ));
-    }
+    kernel_and_counters(root, &mut nics, &mut health);
 
     judge(&nics, &mut health, now);
     let (tools_line, tools, tools_active) = other_tools(root);

@@ -54,7 +54,12 @@ impl Watch {
         );
         // Started with nothing missing: its first check repaired nothing.
         std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(watch.repairs("eth0") + watch.repairs("eth1"), 0, "{}", watch.log());
+        assert_eq!(
+            watch.repairs("eth0") + watch.repairs("eth1"),
+            0,
+            "{}",
+            watch.log()
+        );
         watch
     }
 
@@ -134,7 +139,15 @@ fn a_deleted_rule_and_a_flushed_table_come_back_with_one_repair() {
     assert!(!routes.is_empty());
     // Another tool's rule at our priority: never touched.
     w.inst.ip(&[
-        "rule", "add", "from", "192.0.2.77", "lookup", TABLE, "priority", &prio, "proto",
+        "rule",
+        "add",
+        "from",
+        "192.0.2.77",
+        "lookup",
+        TABLE,
+        "priority",
+        &prio,
+        "proto",
         "static",
     ]);
     let theirs = |w: &World| {
@@ -165,10 +178,7 @@ fn a_deleted_rule_and_a_flushed_table_come_back_with_one_repair() {
     let log = watch.log();
     assert_eq!(watch.repairs("eth1"), 1, "{log}");
     assert_eq!(watch.repairs("eth0"), 0, "{log}");
-    let line = log
-        .lines()
-        .find(|l| l.contains("eth1: put back"))
-        .unwrap();
+    let line = log.lines().find(|l| l.contains("eth1: put back")).unwrap();
     assert!(
         line.contains(&format!("rule from {from}")) && line.contains(&format!("table {TABLE}")),
         "{line}"
@@ -226,11 +236,13 @@ fn a_rule_deleted_every_200_ms_ends_in_a_conflict_after_three_repairs() {
     fighter.join().unwrap();
     assert!(recorded, "no conflict recorded\n{}", watch.log());
     // Three repairs, then it stopped: the rule stays deleted.
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(Duration::from_secs(1));
     let log = watch.log();
     assert_eq!(watch.repairs("eth1"), 3, "{log}");
     assert!(
-        !w.our_rules().iter().any(|r| r.contains(&format!("from {from}"))),
+        !w.our_rules()
+            .iter()
+            .any(|r| r.contains(&format!("from {from}"))),
         "still fighting: {:?}\n{log}",
         w.our_rules()
     );

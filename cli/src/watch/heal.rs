@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use leasehook_core::apply::monitor::{Monitor, Wait};
+use leasehook_core::apply::monitor::{Monitor, Notice, Wait};
 use leasehook_core::apply::netlink::NetlinkApplier;
 use leasehook_core::heal::run::Healer;
 use leasehook_core::heal::{BUSY_RETRY, Debounce};
@@ -53,7 +53,7 @@ pub(super) fn follow(ctx: &Context<'_>, stop: &AtomicBool) {
             }
             match monitor.wait(debounce.wait(now, POLL)) {
                 Ok(Wait::Notices(n)) => {
-                    if n.iter().any(|n| n.may_remove()) {
+                    if n.iter().any(Notice::may_remove) {
                         debounce.note(Instant::now());
                     }
                 }

@@ -24,6 +24,16 @@ use crate::apply::{Applier, LinkIndex};
 use crate::commit::CONFLICT;
 use crate::diff::{State, diff_states};
 use crate::error::Result;
+use crate::model::IfName;
+
+/// One recorded NIC as a check found it.
+struct Seen {
+    st: state::InterfaceState,
+    want: State,
+    stopped: bool,
+    /// Its lock, when it was free.
+    lock: Option<InterfaceLock>,
+}
 
 /// The self-healing of the NICs recorded below a root.
 #[derive(Debug)]
@@ -65,12 +75,6 @@ impl Healer {
         }
         let names: BTreeSet<_> = states.iter().map(|s| s.name.clone()).collect();
         self.engine.keep_only(&names);
-        struct Seen {
-            st: state::InterfaceState,
-            want: State,
-            stopped: bool,
-            lock: Option<InterfaceLock>,
-        }
         let mut seen = Vec::new();
         for st in states {
             let want = st.objects();
@@ -130,47 +134,16 @@ impl Healer {
                 Verdict::Busy => out.busy.push(name.to_string()),
                 Verdict::Repair(gone) => {
                     counted = true;
-                    crate::metrics::repaired(name);
-                    let ops = diff_states(&gone, &State::default());
-                    let results = applier.execute_many(&ops, &index);
-                    let failures: Vec<String> = results
-                        .into_iter()
-                        .filter_map(std::result::Result::err)
-                        .map(|e| e.to_string())
-                        .collect();
                     let n = self.engine.repairs(name);
-                    if failures.is_empty() {
-                        log::info!(
-                            "{name}: put back what something else removed (repair {n} of {} within {} s): {}",
-                            super::MAX_REPAIRS,
-                            super::WINDOW.as_secs(),
-                            objects_text(&gone)
-                        );
+                    if put_back(applier, &index, name, &gone, n) {
                         out.repaired.push(name.to_string());
                     } else {
-                        log::warn!(
-                            "{name}: putting back {} failed (repair {n} of {}): {}",
-                            objects_text(&gone),
-                            super::MAX_REPAIRS,
-                            failures.join("; ")
-                        );
                         out.failed.push(name.to_string());
                     }
                 }
                 Verdict::GiveUp(gone) => {
                     counted = true;
-                    crate::metrics::conflict();
-                    let message = conflict_message(name, &gone);
-                    log::warn!("{message}");
-                    if let Err(e) = state::write_run_file(
-                        &self.paths,
-                        Some(CONFLICT),
-                        name.as_str(),
-                        format!("{message}\n").as_bytes(),
-                        0o644,
-                    ) {
-                        log::warn!("self-healing: {e}");
-                    }
+                    self.give_up(name, &gone);
                     out.gave_up.push(name.to_string());
                 }
             }
@@ -180,5 +153,58 @@ impl Healer {
             crate::metrics::flush(self.paths.root(), self.textfile.as_deref());
         }
         Ok(out)
+    }
+
+    /// Stops fighting for `name`: the conflict record (what `status` shows and
+    /// the next commit of the NIC removes), logged and counted.
+    fn give_up(&self, name: &IfName, gone: &State) {
+        crate::metrics::conflict();
+        let message = conflict_message(name, gone);
+        log::warn!("{message}");
+        if let Err(e) = state::write_run_file(
+            &self.paths,
+            Some(CONFLICT),
+            name.as_str(),
+            format!("{message}\n").as_bytes(),
+            0o644,
+        ) {
+            log::warn!("self-healing: {e}");
+        }
+    }
+}
+
+/// Adds `gone` back for `name` (repair `n` of the window), in the diff's order,
+/// and logs the repair or what failed: whether every write went through.
+fn put_back<A: Applier + ?Sized>(
+    applier: &mut A,
+    index: &LinkIndex,
+    name: &IfName,
+    gone: &State,
+    n: usize,
+) -> bool {
+    crate::metrics::repaired(name);
+    let ops = diff_states(gone, &State::default());
+    let failures: Vec<String> = applier
+        .execute_many(&ops, index)
+        .into_iter()
+        .filter_map(std::result::Result::err)
+        .map(|e| e.to_string())
+        .collect();
+    if failures.is_empty() {
+        log::info!(
+            "{name}: put back what something else removed (repair {n} of {} within {} s): {}",
+            super::MAX_REPAIRS,
+            super::WINDOW.as_secs(),
+            objects_text(gone)
+        );
+        true
+    } else {
+        log::warn!(
+            "{name}: putting back {} failed (repair {n} of {}): {}",
+            objects_text(gone),
+            super::MAX_REPAIRS,
+            failures.join("; ")
+        );
+        false
     }
 }
