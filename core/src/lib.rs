@@ -40,6 +40,7 @@
 pub mod apply;
 pub mod boot;
 pub mod cache;
+pub mod cadence;
 pub mod coexist;
 pub mod commit;
 pub mod config;

@@ -50,6 +50,7 @@ const PURE: &[&str] = &[
     "boot::decide",
     "cache::record",
     "heal",
+    "cadence",
 ];
 
 /// Submodules of a pure module that do IO.

@@ -9,9 +9,12 @@
 //! * [`heal`]: self-healing, on every machine: puts back the rules, routes and
 //!   addresses a record says must exist when someone else removes them;
 //! * [`lxd`]: the LXD/Incus instance's events (config changes, NIC hot-plug),
-//!   only on an LXD or Incus instance ([`lxd_applies`]).
+//!   only on an LXD or Incus instance ([`lxd_applies`]);
+//! * [`hotplug`]: a NIC the hooks just routed for the first time, refreshed every
+//!   5 s for a minute (`leasehook_core::cadence`).
 
 mod heal;
+mod hotplug;
 mod lxd;
 
 use std::path::Path;
@@ -64,6 +67,7 @@ pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Res
         if lxd {
             s.spawn(move || lxd::follow(ctx, stop));
         }
+        s.spawn(move || hotplug::follow(ctx, stop));
     });
     Ok(String::new())
 }
