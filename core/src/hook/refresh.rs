@@ -179,15 +179,23 @@ fn refresh_scoped(
 ) -> Result<Vec<RefreshOutcome>> {
     let unleased_only = scope == Scope::Unleased;
     let policy = WaitPolicy::default().with_budget(cfg.sync_budget);
-    let unleased = ask_unleased(fx.provider, &policy, fx.clock);
-    if unleased_only && unleased.is_none() {
-        return Ok(Vec::new());
-    }
     let paths = Paths::new(&cfg.root);
     let (states, errors) = state::list_states(&paths);
     for e in errors {
         log::warn!("{e}");
     }
+    // One NIC with a DHCP lease and a recorded plan needs no list of the NICs
+    // without DHCP: its own question answers it (one request on the clouds
+    // whose one document answers every NIC, where the list is that document).
+    let unleased = if needs_unleased(&states, only, unleased_only) {
+        ask_unleased(fx.provider, &policy, fx.clock)
+    } else {
+        None
+    };
+    if unleased_only && unleased.is_none() {
+        return Ok(Vec::new());
+    }
+    let primary_mac = states.iter().find(|s| s.primary).map(|s| s.mac);
     // A state that holds no family (a run that configured nothing: every value
     // refused, a table claimed) is no plan: a NIC without DHCP it names is taken
     // as a new one again, never left for good as "no lease recorded".
@@ -204,7 +212,13 @@ fn refresh_scoped(
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         // One NIC's error is that NIC's: the others are still checked.
-        match refresh_recorded(fx, &paths, cfg, &name, unleased.as_ref(), scope) {
+        let asked = Asked {
+            unleased: unleased.as_ref(),
+            unleased_only,
+            primary_mac,
+            leave_followed: scope == Scope::Timer,
+        };
+        match refresh_recorded(fx, &paths, cfg, &name, &asked) {
             Ok(Some(o)) => out.push(o),
             Ok(None) => {}
             Err(e) => out.push(RefreshOutcome::Unchecked(name, e.to_string())),
@@ -247,10 +261,14 @@ fn refresh_recorded(
     paths: &Paths,
     cfg: &HookConfig,
     name: &IfName,
-    unleased: Option<&std::result::Result<Unleased, String>>,
-    scope: Scope,
+    asked: &Asked<'_>,
 ) -> Result<Option<RefreshOutcome>> {
-    let unleased_only = scope == Scope::Unleased;
+    let Asked {
+        unleased,
+        unleased_only,
+        primary_mac,
+        leave_followed,
+    } = *asked;
     let _lock = state::lock_interface(paths, name)?;
     let Some(st) = state::read_state_or_set_aside(paths, name) else {
         return Ok(None);
@@ -286,8 +304,40 @@ fn refresh_recorded(
     if from_metadata {
         refresh_unleased(fx, paths, &st, &cfg, unleased).map(Some)
     } else {
-        refresh_one(fx, paths, &st, &cfg, scope == Scope::Timer).map(Some)
+        refresh_one(fx, paths, &st, &cfg, primary_mac, leave_followed).map(Some)
     }
+}
+
+/// What [`refresh_scoped`] learned once for every recorded NIC.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    /// The metadata's NICs without DHCP (`None`: not asked, or none on this cloud).
+    unleased: Option<&'a std::result::Result<Unleased, String>>,
+    /// Only the NICs without DHCP are refreshed.
+    unleased_only: bool,
+    /// The primary's MAC, as a recorded state says it.
+    primary_mac: Option<crate::model::MacAddr>,
+    /// A NIC a live GCE follower covers is left to it ([`Scope::Timer`]).
+    leave_followed: bool,
+}
+
+/// Whether a refresh must ask the metadata for its NICs without DHCP: not when
+/// it refreshes `only` one NIC whose recorded plan holds a family and whose
+/// every lease is a DHCP client's (that list changes nothing for it: see
+/// [`refresh_recorded`]); always for the NICs without DHCP, for every NIC, and
+/// for a NIC with no plan (it may be one without DHCP, new).
+fn needs_unleased(states: &[InterfaceState], only: Option<&IfName>, unleased_only: bool) -> bool {
+    let Some(only) = only else {
+        return true;
+    };
+    if unleased_only {
+        return true;
+    }
+    !states.iter().any(|s| {
+        s.name == *only
+            && !s.families.is_empty()
+            && s.leases().iter().all(|l| l.reason != Reason::Metadata)
+    })
 }
 
 /// Whether the metadata's answer lists `mac` among the NICs without DHCP.
@@ -403,6 +453,9 @@ fn address_new(
     }
     let report = commit_guarded(applier, paths, &p, None, &answer.network, &nic.leases)?;
     touch(paths, &name);
+    // A NIC without DHCP configured for the first time: a hot-plug, refreshed
+    // more often for a while by `leasehook watch`.
+    super::hotplug::record(paths, &name, nic.mac);
     log::info!(
         "{name}: no DHCP on this NIC; configured from the metadata ({} change(s))",
         report.writes()
@@ -500,6 +553,7 @@ pub(super) fn refresh_one(
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
+    primary_mac: Option<crate::model::MacAddr>,
     leave_followed: bool,
 ) -> Result<RefreshOutcome> {
     let applier = &mut *fx.kernel;
@@ -561,20 +615,14 @@ pub(super) fn refresh_one(
         .with_primary_use(primary_use);
     if st.primary {
         nic = nic.known_primary();
+    } else if let Some(primary) = primary_mac.filter(|m| *m != st.mac) {
+        // Another NIC's record names the primary: not asked again.
+        nic = nic.with_known_primary_mac(primary);
     }
     // The provider's client is bound to the NIC; the token comes from the shared cache.
-    let mut policy = WaitPolicy::default().with_budget(cfg.sync_budget);
-    // Unchanged is no news: an agreement at once is logged at debug.
-    policy.quiet = true;
-    if !st.missing.is_empty() {
-        // Known incomplete (its worker gave up, or the last refresh found it so):
-        // one round of requests, no retries within the budget, since the timer
-        // asks again within a minute anyway. The first pause is the whole budget,
-        // so the wait gives up after the first round.
-        policy.min_delay = policy.budget;
-        policy.max_delay = policy.budget;
-    }
-    let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
+    let outcome = fx
+        .provider
+        .wait_for_nic(&nic, &refresh_policy(cfg, st), fx.clock);
     let network = match outcome {
         Outcome::Complete(network) => network,
         Outcome::Partial { missing, .. } => {
@@ -609,6 +657,23 @@ pub(super) fn refresh_one(
             bring_up: None,
         },
     )
+}
+
+/// The wait's policy for refreshing `st`: the synchronous budget, quiet when
+/// the metadata agrees at once.
+fn refresh_policy(cfg: &HookConfig, st: &InterfaceState) -> WaitPolicy {
+    let mut policy = WaitPolicy::default().with_budget(cfg.sync_budget);
+    // Unchanged is no news: an agreement at once is logged at debug.
+    policy.quiet = true;
+    if !st.missing.is_empty() {
+        // Known incomplete (its worker gave up, or the last refresh found it so):
+        // one round of requests, no retries within the budget, since the timer
+        // asks again within a minute anyway. The first pause is the whole budget,
+        // so the wait gives up after the first round.
+        policy.min_delay = policy.budget;
+        policy.max_delay = policy.budget;
+    }
+    policy
 }
 
 /// Why the timer leaves a NIC with `mac` to `leasehook watch`'s GCE follower,
