@@ -219,14 +219,19 @@ def derive(raw):
 
 
 # The numbers a change must not regress (issue 20: the hook event, apply, detect
-# and init), as (label, dotted path into derive()'s values, unit).
+# and init; issue 32: the planner's worst case, apply's user CPU), as (label,
+# dotted path into derive()'s values, unit: "ms", "us" (shown in ms) or "ratio").
 HEADLINE = [
+    ("plan, `ec2-net-utils` (the worst case)", "plan.plan_ec2.median_us", "us"),
+    ("plan, `cloud-init` (the worst case)", "plan.plan_cloud_init.median_us", "us"),
     ("hook, BOUND (rules installed at exit)", "hook.bound.median_ms", "ms"),
     ("hook, RENEW unchanged", "hook.renew.median_ms", "ms"),
     ("refresh, 4 NICs unchanged", "hook.refresh.median_ms", "ms"),
     ("apply from empty, wall", "apply.apply_empty.wall.median_ms", "ms"),
     ("apply from empty, CPU", "apply.apply_empty.cpu.median_ms", "ms"),
     ("apply unchanged, wall", "apply.apply_same.wall.median_ms", "ms"),
+    ("apply unchanged, user CPU", "apply.apply_same.user.median_ms", "ms"),
+    ("apply / ip -batch, wall", "apply.ratio_wall", "ratio"),
     ("apply / ip -batch, CPU", "apply.ratio_cpu", "ratio"),
     ("flush / ip -batch deleting, CPU", "apply.flush_ratio_cpu", "ratio"),
     ("detect process (debian-ec2)", "detect.debian_ec2.process.median_ms", "ms"),
@@ -253,6 +258,8 @@ def compare(before, after):
         b, a = _get(before, path), _get(after, path)
         if b is None or a is None:
             continue
+        if unit == "us":
+            b, a, unit = b / 1000, a / 1000, "ms"
         rows.append({"label": label, "before": b, "after": a, "unit": unit,
                      "is_ms": unit == "ms", "change": _ratio(a, b)})
     if not rows:
