@@ -98,6 +98,8 @@ def derive(raw):
     a["ratio_cpu"] = _ratio(a["apply_empty"]["cpu"]["median_ms"], a["ip_batch"]["cpu"]["median_ms"])
     a["writes_wall_ms"] = a["apply_empty"]["wall"]["median_ms"] - a["apply_same"]["wall"]["median_ms"]
     a["writes_faster"] = a["writes_wall_ms"] < a["ip_batch"]["wall"]["median_ms"]
+    # Runs before issue 32 recorded user + system only.
+    a["has_user"] = "user" in a["apply_same"] and "user" in a["apply_empty"]
     # `leasehook flush` against `ip -batch` deleting (runs before it lack them).
     a["has_flush"] = "flush" in a and "ip_batch_del" in a
     if a["has_flush"]:
