@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 /// The metadata services' own addresses (`reference/clouds-and-clusters.md` §2).
 /// A rule from one of them, or the address on a link, cuts the host off from the
 /// service and lets a local listener impersonate it.
-pub const METADATA_SERVICES: &[(IpAddr, &str); 7] = &[
+pub const METADATA_SERVICES: &[(IpAddr, &str)] = &[
     (
         IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
         "EC2, GCE, Azure, OCI and OpenStack metadata",
@@ -304,108 +304,56 @@ const SPECIALS: [(IpNet, Special); 11] = [
     ),
 ];
 
-/// A prefix as plain numbers, for the containment tests every source goes through:
-/// `IpNet::contains` costs several times as much in the planner's hot loop, and
-/// comparing two `Ipv6Addr`s is a `memcmp`. The constant ranges below are
-/// computed at build time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A prefix as plain numbers, for the containment tests every source goes through
+/// (`IpNet::contains` costs several times as much in the planner's hot loop).
+#[derive(Debug, Clone, Copy)]
 struct Bits {
     v6: bool,
-    /// The network address (the host bits cleared).
     base: u128,
     len: u8,
-    /// The `len` leading bits of the family's width.
-    mask: u128,
 }
 
 impl Bits {
-    const fn new(v6: bool, addr: u128, len: u8) -> Self {
-        let width: u8 = if v6 { 128 } else { 32 };
-        let len = if len < width { len } else { width };
-        let ones = u128::MAX >> (128 - width as u32);
-        let mask = if len == 0 {
-            0
-        } else if len >= 128 {
-            ones
-        } else {
-            ones & !(ones >> len)
-        };
-        Self {
-            v6,
-            base: addr & mask,
-            len,
-            mask,
-        }
-    }
-
-    const fn of_ip(ip: IpAddr, len: u8) -> Self {
-        match ip {
-            IpAddr::V4(a) => Self::new(false, a.to_bits() as u128, len),
-            IpAddr::V6(a) => Self::new(true, a.to_bits(), len),
-        }
-    }
-
-    const fn of(net: &IpNet) -> Self {
+    fn of(net: &IpNet) -> Self {
         match net {
-            IpNet::V4(n) => Self::of_ip(IpAddr::V4(n.addr()), n.prefix_len()),
-            IpNet::V6(n) => Self::of_ip(IpAddr::V6(n.addr()), n.prefix_len()),
+            IpNet::V4(n) => Self {
+                v6: false,
+                base: u128::from(u32::from(n.network())),
+                len: n.prefix_len(),
+            },
+            IpNet::V6(n) => Self {
+                v6: true,
+                base: u128::from(n.network()),
+                len: n.prefix_len(),
+            },
         }
     }
 
-    const fn host(ip: IpAddr) -> Self {
-        match ip {
-            IpAddr::V4(_) => Self::of_ip(ip, 32),
-            IpAddr::V6(_) => Self::of_ip(ip, 128),
+    fn host(ip: IpAddr) -> Self {
+        Self::of(&IpNet::from(ip))
+    }
+
+    /// The `len` leading bits of the family's width, as a mask.
+    fn mask(self, len: u8) -> u128 {
+        let width: u32 = if self.v6 { 128 } else { 32 };
+        let len = u32::from(len).min(width);
+        if len == 0 {
+            return 0;
         }
+        let ones = u128::MAX >> (128 - width);
+        ones & !ones.checked_shr(len).unwrap_or(0)
     }
 
-    /// The last address of the prefix.
-    const fn last(self) -> u128 {
-        let ones = if self.v6 { u128::MAX } else { u32::MAX as u128 };
-        self.base | (ones & !self.mask)
-    }
-
-    /// The key an address sorts by: [`IpAddr`]'s order (IPv4 first, then by
-    /// value) as two integers.
-    const fn key(self) -> (bool, u128) {
-        (self.v6, self.base)
-    }
-
-    #[inline]
     fn contains(self, other: Self) -> bool {
-        self.v6 == other.v6 && self.len <= other.len && other.base & self.mask == self.base
+        self.v6 == other.v6
+            && self.len <= other.len
+            && other.base & self.mask(self.len) == self.base
     }
 
-    #[inline]
     fn overlaps(self, other: Self) -> bool {
         self.contains(other) || other.contains(self)
     }
 }
-
-/// [`SPECIALS`] as [`Bits`].
-const SPECIAL_BITS: [Bits; SPECIALS.len()] = {
-    let mut out = [Bits::new(false, 0, 0); SPECIALS.len()];
-    let mut i = 0;
-    while i < SPECIALS.len() {
-        out[i] = Bits::of(&SPECIALS[i].0);
-        i += 1;
-    }
-    out
-};
-
-/// How many [`METADATA_SERVICES`] there are.
-const SERVICES: usize = METADATA_SERVICES.len();
-
-/// [`METADATA_SERVICES`]' addresses as [`Bits`].
-const SERVICE_BITS: [Bits; SERVICES] = {
-    let mut out = [Bits::new(false, 0, 0); SERVICES];
-    let mut i = 0;
-    while i < SERVICES {
-        out[i] = Bits::host(METADATA_SERVICES[i].0);
-        i += 1;
-    }
-    out
-};
 
 /// An IPv4-mapped IPv6 prefix as the IPv4 prefix it carries.
 fn mapped_v4(net: &IpNet) -> Option<IpNet> {
@@ -436,26 +384,31 @@ pub fn check_net(net: IpNet) -> Result<(), Refusal> {
     // the value lies in, then a range or a service the (wide) value covers.
     let bits = Bits::of(&net);
     let host = net.prefix_len() == net.max_prefix_len();
-    let services = METADATA_SERVICES.iter().zip(SERVICE_BITS);
-    if let Some(((a, s), _)) = services.clone().find(|(_, b)| host && bits.contains(*b)) {
+    if let Some((a, s)) = METADATA_SERVICES
+        .iter()
+        .find(|(a, _)| host && bits.contains(Bits::host(*a)))
+    {
         return Err(service(a, s, false));
     }
-    let ranges = SPECIALS.iter().zip(SPECIAL_BITS);
-    if let Some(((range, what), _)) = ranges.clone().find(|(_, r)| r.contains(bits)) {
+    let ranges = &SPECIALS;
+    if let Some((range, what)) = ranges.iter().find(|(r, _)| Bits::of(r).contains(bits)) {
         return Err(Refusal::Special {
             what: *what,
             range: *range,
             covers: false,
         });
     }
-    if let Some(((range, what), _)) = ranges.clone().find(|(_, r)| r.overlaps(bits)) {
+    if let Some((range, what)) = ranges.iter().find(|(r, _)| Bits::of(r).overlaps(bits)) {
         return Err(Refusal::Special {
             what: *what,
             range: *range,
             covers: true,
         });
     }
-    if let Some(((a, s), _)) = services.clone().find(|(_, b)| bits.contains(*b)) {
+    if let Some((a, s)) = METADATA_SERVICES
+        .iter()
+        .find(|(a, _)| bits.contains(Bits::host(*a)))
+    {
         return Err(service(a, s, true));
     }
     Ok(())
@@ -511,59 +464,41 @@ pub struct Held {
 }
 
 /// The addresses NICs hold, sorted, for range lookups (a plan of 15 NICs with 100
-/// addresses each checks every source against all of them). Each address's
-/// sort key is kept beside it as integers, so a lookup compares no `Ipv6Addr`.
+/// addresses each checks every source against all of them).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HeldAddresses {
-    held: Vec<Held>,
-    keys: Vec<(bool, u128)>,
-}
+pub struct HeldAddresses(Vec<Held>);
 
 /// No address held by anyone.
-pub static NOTHING_HELD: HeldAddresses = HeldAddresses {
-    held: Vec::new(),
-    keys: Vec::new(),
-};
+pub static NOTHING_HELD: HeldAddresses = HeldAddresses(Vec::new());
 
 impl HeldAddresses {
     /// The list, sorted and without repeats.
-    pub fn new(held: Vec<Held>) -> Self {
-        let mut keyed: Vec<((bool, u128), Held)> = held
-            .into_iter()
-            .map(|h| (Bits::host(h.address).key(), h))
-            .collect();
-        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.owner.cmp(&b.1.owner)));
-        keyed.dedup();
-        let (keys, held) = keyed.into_iter().unzip();
-        Self { held, keys }
-    }
-
-    /// The entries from the first whose address is at least `lo` (a key) on.
-    fn from(&self, lo: (bool, u128)) -> impl Iterator<Item = (&(bool, u128), &Held)> {
-        let start = self.keys.partition_point(|k| *k < lo);
-        self.keys
-            .get(start..)
-            .into_iter()
-            .flatten()
-            .zip(self.held.get(start..).into_iter().flatten())
+    pub fn new(mut held: Vec<Held>) -> Self {
+        held.sort();
+        held.dedup();
+        Self(held)
     }
 
     /// Whether `owner` holds `ip` (its own entries only).
     pub fn holds(&self, ip: IpAddr, owner: &str) -> bool {
-        let key = Bits::host(ip).key();
-        self.from(key)
-            .take_while(|(k, _)| **k == key)
-            .any(|(_, h)| h.owner == owner)
+        let start = self.0.partition_point(|h| h.address < ip);
+        self.0
+            .get(start..)
+            .into_iter()
+            .flatten()
+            .take_while(|h| h.address == ip)
+            .any(|h| h.owner == owner)
     }
 
     /// The first address inside `net` that someone other than `me` holds.
     pub fn inside(&self, net: &IpNet, me: &str) -> Option<&Held> {
-        let bits = Bits::of(net);
-        let hi = (bits.v6, bits.last());
-        self.from(bits.key())
-            .take_while(|(k, _)| **k <= hi)
-            .find(|(_, h)| h.owner != me)
-            .map(|(_, h)| h)
+        let (lo, hi) = (net.network(), net.broadcast());
+        let start = self.0.partition_point(|h| h.address < lo);
+        self.0
+            .get(start..)?
+            .iter()
+            .take_while(|h| h.address <= hi)
+            .find(|h| h.owner != me)
     }
 }
 
@@ -583,17 +518,10 @@ pub struct Router {
 /// address leasehook adds or a rule source (SPEC §3.8): a host that holds its
 /// router's address answers for the router.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Routers {
-    routers: Vec<Router>,
-    /// Each router's address as its sort key ([`HeldAddresses`]).
-    keys: Vec<(bool, u128)>,
-}
+pub struct Routers(Vec<Router>);
 
 /// No router known.
-pub static NO_ROUTERS: Routers = Routers {
-    routers: Vec::new(),
-    keys: Vec::new(),
-};
+pub static NO_ROUTERS: Routers = Routers(Vec::new());
 
 impl Routers {
     /// The list, sorted; an address named twice keeps its first reason in
@@ -601,26 +529,18 @@ impl Routers {
     pub fn new(mut routers: Vec<Router>) -> Self {
         routers.sort();
         routers.dedup_by(|a, b| a.address == b.address);
-        let keys = routers
-            .iter()
-            .map(|r| Bits::host(r.address).key())
-            .collect();
-        Self { routers, keys }
+        Self(routers)
     }
 
     /// The router whose address is `ip`.
     pub fn find(&self, ip: IpAddr) -> Option<&Router> {
-        let key = Bits::host(ip).key();
-        let i = self.keys.partition_point(|k| *k < key);
-        self.keys
-            .get(i)
-            .filter(|k| **k == key)
-            .and_then(|_| self.routers.get(i))
+        let i = self.0.partition_point(|r| r.address < ip);
+        self.0.get(i).filter(|r| r.address == ip)
     }
 
     /// Every router, sorted by address.
     pub fn iter(&self) -> impl Iterator<Item = &Router> {
-        self.routers.iter()
+        self.0.iter()
     }
 }
 
@@ -687,17 +607,12 @@ impl Bounds<'_> {
                 address: h.address,
             });
         }
-        let bits = Bits::of(&net);
         let mut subnets = self.subnets_of(&net).peekable();
         if subnets.peek().is_none() {
             if !host {
                 return Err(Refusal::NoSubnet);
             }
-        } else if let Some((s, sb)) = subnets
-            .clone()
-            .map(|s| (s, Bits::of(s)))
-            .find(|(_, sb)| sb.contains(bits))
-        {
+        } else if let Some(s) = subnets.clone().find(|s| s.contains(&net)) {
             if !host && s.prefix_len() >= net.prefix_len() {
                 return Err(Refusal::WholeSubnet { subnet: *s });
             }
@@ -705,7 +620,12 @@ impl Bounds<'_> {
             // no host holds. A prefix strictly inside the subnet may cover them:
             // nothing is ever sent from them, so its rule takes no one's traffic
             // (amazon-ec2-net-utils routes such a prefix too).
-            if !sb.v6 && host && sb.len <= 30 && (bits.base == sb.base || bits.base == sb.last()) {
+            if let IpNet::V4(s4) = s
+                && host
+                && s4.prefix_len() <= 30
+                && (net.contains(&IpAddr::V4(s4.network()))
+                    || net.contains(&IpAddr::V4(s4.broadcast())))
+            {
                 return Err(Refusal::SubnetEdge { subnet: *s });
             }
         } else {
@@ -737,8 +657,7 @@ impl Bounds<'_> {
                 Err(Refusal::NoSubnet)
             };
         }
-        let bits = Bits::of(&addr);
-        if subnets.clone().any(|s| Bits::of(s).contains(bits)) {
+        if subnets.clone().any(|s| s.contains(&addr.trunc())) {
             Ok(())
         } else {
             Err(Refusal::OutsideSubnet {
