@@ -64,11 +64,11 @@ fn commit_in<A: Applier + ?Sized>(
     seen: Option<&Snapshot>,
 ) -> Result<Report> {
     let everyone = with_others(paths, recorded);
-    let applied = match seen {
+    let outcome = match seen {
         Some(seen) => apply::apply_plan_seen(applier, plan, &everyone, seen),
         None => apply::apply_plan(applier, plan, &everyone),
     };
-    let report = match applied {
+    let report = match outcome {
         Err(e @ Error::Conflict { .. }) => return Err(record_conflict(paths, e)),
         other => other?,
     };
