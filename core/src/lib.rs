@@ -40,6 +40,7 @@
 pub mod apply;
 pub mod boot;
 pub mod cache;
+pub mod cadence;
 pub mod coexist;
 pub mod commit;
 pub mod config;
@@ -51,6 +52,7 @@ pub mod example;
 pub mod explain;
 pub mod fs;
 pub mod gate;
+pub mod heal;
 pub mod hook;
 pub mod instance_data;
 pub mod kubernetes;

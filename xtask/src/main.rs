@@ -14,6 +14,7 @@
 #[allow(dead_code)]
 mod cli;
 mod generate;
+mod reach;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,10 +44,30 @@ enum Task {
         /// The folder to write into (created when missing).
         dir: PathBuf,
     },
+    /// Print how far each cloud reaches outside its folder: the product files
+    /// outside core/src/source/CLOUD/ whose code names it, and their lines (issue
+    /// 32's "one row per cloud" measure). With --max-files/--max-lines, fail when
+    /// a cloud exceeds them.
+    CloudReach {
+        /// List each file and its line numbers.
+        #[arg(short, long)]
+        verbose: bool,
+        /// Fail when a cloud is named in more files than this.
+        #[arg(long, value_name = "N")]
+        max_files: Option<usize>,
+        /// Fail when a cloud is named on more lines than this.
+        #[arg(long, value_name = "N")]
+        max_lines: Option<usize>,
+    },
 }
 
 fn main() -> ExitCode {
     let written = match Xtask::parse().task {
+        Task::CloudReach {
+            verbose,
+            max_files,
+            max_lines,
+        } => return cloud_reach(verbose, max_files, max_lines),
         Task::Man { dir } => {
             generate::man_pages(cli::Cli::command()).and_then(|pages| generate::write(&dir, pages))
         }
@@ -67,5 +88,31 @@ fn main() -> ExitCode {
             eprintln!("xtask: error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `cloud-reach` from the repository this xtask was built in.
+fn cloud_reach(verbose: bool, max_files: Option<usize>, max_lines: Option<usize>) -> ExitCode {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let reach = match reach::measure(&root) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    print!("{}", reach::report(&reach, verbose));
+    let over: Vec<&str> = reach
+        .iter()
+        .filter(|r| {
+            max_files.is_some_and(|m| r.files.len() > m) || max_lines.is_some_and(|m| r.lines() > m)
+        })
+        .map(|r| r.cloud.as_str())
+        .collect();
+    if over.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("xtask: cloud-reach: over the limit: {}", over.join(", "));
+        ExitCode::FAILURE
     }
 }

@@ -56,6 +56,7 @@ use crate::source::provider::{
 };
 
 mod event;
+pub mod hotplug;
 pub mod last_event;
 #[cfg(test)]
 mod lease_tests;

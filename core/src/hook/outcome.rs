@@ -73,6 +73,11 @@ pub(super) fn apply_outcome<A: Applier + ?Sized>(
         }
     }
     let lease = lease_of(event)?;
+    // A lease on a MAC no record names: a hot-plug, refreshed more often for a
+    // while by `leasehook watch` (the primary is left to the timer). Applied
+    // partially (the metadata lagging the attach) most of all.
+    let hot =
+        !p.interfaces.iter().any(|i| i.primary) && super::hotplug::is_new_mac(paths, link.0.mac);
     let report = commit_guarded(
         applier,
         paths,
@@ -82,6 +87,9 @@ pub(super) fn apply_outcome<A: Applier + ?Sized>(
         std::slice::from_ref(&lease),
     )?;
     crate::metrics::succeeded(&event.interface);
+    if hot {
+        super::hotplug::record(paths, &event.interface, link.0.mac);
+    }
     log::info!(
         "{} change(s) for {} {}",
         report.writes(),

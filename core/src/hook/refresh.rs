@@ -146,15 +146,23 @@ fn refresh_scoped(
     unleased_only: bool,
 ) -> Result<Vec<RefreshOutcome>> {
     let policy = WaitPolicy::default().with_budget(cfg.sync_budget);
-    let unleased = ask_unleased(fx.provider, &policy, fx.clock);
-    if unleased_only && unleased.is_none() {
-        return Ok(Vec::new());
-    }
     let paths = Paths::new(&cfg.root);
     let (states, errors) = state::list_states(&paths);
     for e in errors {
         log::warn!("{e}");
     }
+    // One NIC with a DHCP lease and a recorded plan needs no list of the NICs
+    // without DHCP: its own question answers it (one request on the clouds
+    // whose one document answers every NIC, where the list is that document).
+    let unleased = if needs_unleased(&states, only, unleased_only) {
+        ask_unleased(fx.provider, &policy, fx.clock)
+    } else {
+        None
+    };
+    if unleased_only && unleased.is_none() {
+        return Ok(Vec::new());
+    }
+    let primary_mac = states.iter().find(|s| s.primary).map(|s| s.mac);
     // A state that holds no family (a run that configured nothing: every value
     // refused, a table claimed) is no plan: a NIC without DHCP it names is taken
     // as a new one again, never left for good as "no lease recorded".
@@ -171,7 +179,12 @@ fn refresh_scoped(
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         // One NIC's error is that NIC's: the others are still checked.
-        match refresh_recorded(fx, &paths, cfg, &name, unleased.as_ref(), unleased_only) {
+        let asked = Asked {
+            unleased: unleased.as_ref(),
+            unleased_only,
+            primary_mac,
+        };
+        match refresh_recorded(fx, &paths, cfg, &name, &asked) {
             Ok(Some(o)) => out.push(o),
             Ok(None) => {}
             Err(e) => out.push(RefreshOutcome::Unchecked(name, e.to_string())),
@@ -214,9 +227,13 @@ fn refresh_recorded(
     paths: &Paths,
     cfg: &HookConfig,
     name: &IfName,
-    unleased: Option<&std::result::Result<Unleased, String>>,
-    unleased_only: bool,
+    asked: &Asked<'_>,
 ) -> Result<Option<RefreshOutcome>> {
+    let Asked {
+        unleased,
+        unleased_only,
+        primary_mac,
+    } = *asked;
     let _lock = state::lock_interface(paths, name)?;
     let Some(st) = state::read_state_or_set_aside(paths, name) else {
         return Ok(None);
@@ -252,8 +269,38 @@ fn refresh_recorded(
     if from_metadata {
         refresh_unleased(fx, paths, &st, &cfg, unleased).map(Some)
     } else {
-        refresh_one(fx, paths, &st, &cfg).map(Some)
+        refresh_one(fx, paths, &st, &cfg, primary_mac).map(Some)
     }
+}
+
+/// What [`refresh_scoped`] learned once for every recorded NIC.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    /// The metadata's NICs without DHCP (`None`: not asked, or none on this cloud).
+    unleased: Option<&'a std::result::Result<Unleased, String>>,
+    /// Only the NICs without DHCP are refreshed.
+    unleased_only: bool,
+    /// The primary's MAC, as a recorded state says it.
+    primary_mac: Option<crate::model::MacAddr>,
+}
+
+/// Whether a refresh must ask the metadata for its NICs without DHCP: not when
+/// it refreshes `only` one NIC whose recorded plan holds a family and whose
+/// every lease is a DHCP client's (that list changes nothing for it: see
+/// [`refresh_recorded`]); always for the NICs without DHCP, for every NIC, and
+/// for a NIC with no plan (it may be one without DHCP, new).
+fn needs_unleased(states: &[InterfaceState], only: Option<&IfName>, unleased_only: bool) -> bool {
+    let Some(only) = only else {
+        return true;
+    };
+    if unleased_only {
+        return true;
+    }
+    !states.iter().any(|s| {
+        s.name == *only
+            && !s.families.is_empty()
+            && s.leases().iter().all(|l| l.reason != Reason::Metadata)
+    })
 }
 
 /// Whether the metadata's answer lists `mac` among the NICs without DHCP.
@@ -381,6 +428,9 @@ fn address_new(
         &nic.leases,
     )?;
     touch(paths, &name);
+    // A NIC without DHCP configured for the first time: a hot-plug, refreshed
+    // more often for a while by `leasehook watch`.
+    super::hotplug::record(paths, &name, nic.mac);
     log::info!(
         "{name}: no DHCP on this NIC; configured from the metadata ({} change(s))",
         report.writes()
@@ -476,6 +526,7 @@ pub(super) fn refresh_one(
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
+    primary_mac: Option<crate::model::MacAddr>,
 ) -> Result<RefreshOutcome> {
     let applier = &mut *fx.kernel;
     let name = st.name.clone();
@@ -530,6 +581,9 @@ pub(super) fn refresh_one(
         .with_primary_use(primary_use);
     if st.primary {
         nic = nic.known_primary();
+    } else if let Some(primary) = primary_mac.filter(|m| *m != st.mac) {
+        // Another NIC's record names the primary: not asked again.
+        nic = nic.with_known_primary_mac(primary);
     }
     // The provider's client is bound to the NIC; the token comes from the shared cache.
     let mut policy = WaitPolicy::default().with_budget(cfg.sync_budget);

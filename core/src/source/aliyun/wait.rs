@@ -52,10 +52,16 @@ pub fn wait_for_nic(
     policy: &WaitPolicy,
     clock: &dyn Clock,
 ) -> Outcome {
+    let mut fetched = Fetched::new();
+    if let Some(primary) = event.known_primary_mac() {
+        // A recorded state says which NIC is the primary: `meta-data/mac` is not
+        // asked.
+        fetched.record(Request::PrimaryMac, Some(primary.to_string()));
+    }
     let mut session = Session {
         fetch,
         event,
-        fetched: Fetched::new(),
+        fetched,
     };
     provider::wait::wait(&mut session, policy, clock)
 }

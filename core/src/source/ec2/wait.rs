@@ -53,9 +53,10 @@ pub fn wait_for_nic(
     clock: &dyn Clock,
 ) -> Outcome {
     let mut fetched = Fetched::new();
-    if event.is_known_primary() {
-        // Its recorded state says it is the primary: `meta-data/mac` is not asked.
-        fetched.record(Request::PrimaryMac, Some(event.mac().to_string()));
+    if let Some(primary) = event.known_primary_mac() {
+        // A recorded state says which NIC is the primary: `meta-data/mac` is not
+        // asked.
+        fetched.record(Request::PrimaryMac, Some(primary.to_string()));
     }
     let mut session = Session {
         fetch,
@@ -299,6 +300,28 @@ mod tests {
             [format!("{MACS}/02:00:00:00:00:01/local-ipv4s")]
         );
         assert!(count(primary_event(PrimaryUse::Nothing).known_primary()).is_empty());
+    }
+
+    #[test]
+    fn a_secondary_whose_primary_is_recorded_is_not_asked_mac() {
+        // Issue 35: refresh knows the primary from its record; the answer is the
+        // same as when `mac` is asked, one request less.
+        let run = |ev: NicEvent| {
+            let clock = FakeClock::new();
+            let imds = secondary(FakeImds::new(&clock));
+            let out = wait_for_nic(&imds, &ev, &policy(30_000), &clock);
+            let Outcome::Complete(network) = out else {
+                panic!("{out:?}")
+            };
+            (network, imds.requests())
+        };
+        let (asked, with_mac) = run(event("10.0.1.20"));
+        let (known, without) =
+            run(event("10.0.1.20").with_known_primary_mac("02:00:00:00:00:01".parse().unwrap()));
+        assert_eq!(asked, known);
+        assert!(with_mac.contains(&"/latest/meta-data/mac".to_owned()));
+        assert!(!without.contains(&"/latest/meta-data/mac".to_owned()));
+        assert_eq!(without.len() + 1, with_mac.len(), "{without:?}");
     }
 
     #[test]

@@ -325,7 +325,8 @@ pub struct NicEvent {
     leases: Vec<Lease>,
     peers: BTreeSet<MacAddr>,
     primary_use: PrimaryUse,
-    known_primary: bool,
+    /// The primary NIC's MAC, when a recorded state already says it.
+    known_primary: Option<MacAddr>,
 }
 
 impl NicEvent {
@@ -351,7 +352,7 @@ impl NicEvent {
             leases,
             peers: BTreeSet::new(),
             primary_use: PrimaryUse::Everything,
-            known_primary: false,
+            known_primary: None,
         })
     }
 
@@ -373,12 +374,28 @@ impl NicEvent {
     /// the primary is.
     #[must_use]
     pub fn known_primary(mut self) -> Self {
-        self.known_primary = true;
+        self.known_primary = Some(self.mac);
         self
     }
 
-    /// Whether [`NicEvent::known_primary`] was said.
+    /// The primary NIC is known to have `mac` (another NIC's recorded state says
+    /// it was the primary: the primary cannot be detached, and the records live
+    /// in `/run`, one boot), so the provider need not ask which NIC the primary
+    /// is: one request less per refresh of a secondary on EC2 and Alibaba.
+    #[must_use]
+    pub fn with_known_primary_mac(mut self, mac: MacAddr) -> Self {
+        self.known_primary = Some(mac);
+        self
+    }
+
+    /// Whether [`NicEvent::known_primary`] was said (or the known primary's MAC
+    /// is this NIC's).
     pub fn is_known_primary(&self) -> bool {
+        self.known_primary == Some(self.mac)
+    }
+
+    /// The primary's MAC, when it is known without asking.
+    pub fn known_primary_mac(&self) -> Option<MacAddr> {
         self.known_primary
     }
 
