@@ -99,6 +99,8 @@ def derive(raw):
     a["ratio_cpu"] = _ratio(a["apply_empty"]["cpu"]["median_ms"], a["ip_batch"]["cpu"]["median_ms"])
     a["writes_wall_ms"] = a["apply_empty"]["wall"]["median_ms"] - a["apply_same"]["wall"]["median_ms"]
     a["writes_faster"] = a["writes_wall_ms"] < a["ip_batch"]["wall"]["median_ms"]
+    # Runs before issue 32 recorded user + system only.
+    a["has_user"] = "user" in a["apply_same"] and "user" in a["apply_empty"]
     # `leasehook flush` against `ip -batch` deleting (runs before it lack them).
     a["has_flush"] = "flush" in a and "ip_batch_del" in a
     if a["has_flush"]:
@@ -240,14 +242,19 @@ def derive(raw):
 
 
 # The numbers a change must not regress (issue 20: the hook event, apply, detect
-# and init), as (label, dotted path into derive()'s values, unit).
+# and init; issue 32: the planner's worst case, apply's user CPU), as (label,
+# dotted path into derive()'s values, unit: "ms", "us" (shown in ms) or "ratio").
 HEADLINE = [
+    ("plan, `ec2-net-utils` (the worst case)", "plan.plan_ec2.median_us", "us"),
+    ("plan, `cloud-init` (the worst case)", "plan.plan_cloud_init.median_us", "us"),
     ("hook, BOUND (rules installed at exit)", "hook.bound.median_ms", "ms"),
     ("hook, RENEW unchanged", "hook.renew.median_ms", "ms"),
     ("refresh, 4 NICs unchanged", "hook.refresh.median_ms", "ms"),
     ("apply from empty, wall", "apply.apply_empty.wall.median_ms", "ms"),
     ("apply from empty, CPU", "apply.apply_empty.cpu.median_ms", "ms"),
     ("apply unchanged, wall", "apply.apply_same.wall.median_ms", "ms"),
+    ("apply unchanged, user CPU", "apply.apply_same.user.median_ms", "ms"),
+    ("apply / ip -batch, wall", "apply.ratio_wall", "ratio"),
     ("apply / ip -batch, CPU", "apply.ratio_cpu", "ratio"),
     ("flush / ip -batch deleting, CPU", "apply.flush_ratio_cpu", "ratio"),
     ("detect process (debian-ec2)", "detect.debian_ec2.process.median_ms", "ms"),
@@ -275,6 +282,8 @@ def compare(before, after):
         b, a = _get(before, path), _get(after, path)
         if b is None or a is None:
             continue
+        if unit == "us":
+            b, a, unit = b / 1000, a / 1000, "ms"
         rows.append({"label": label, "before": b, "after": a, "unit": unit,
                      "is_ms": unit == "ms", "change": _ratio(a, b)})
     if not rows:

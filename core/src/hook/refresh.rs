@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::{
-    Effects, Gate, HookConfig, Kernel, commit_guarded, index_of, kernel_inputs, kubernetes_gate,
+    Effects, Gate, HookConfig, Kernel, commit_guarded, kernel_inputs, kubernetes_gate,
     leave_to_cni, log_refused, os_links, plan_one, table_held_by_other, unanswered,
     unmanaged_by_metadata, with_real_effects,
 };
@@ -425,8 +425,9 @@ fn address_new(
         mac: nic.mac,
         ipv6_router: None,
     };
-    let os = os_links(applier, &cfg)?;
-    let (addresses, next_hops) = kernel_inputs(applier, &index_of(&links), &mut link)?;
+    let os = os_links(&links, &cfg);
+    let seen = applier.snapshot()?;
+    let (addresses, next_hops) = kernel_inputs(&seen, &mut link);
     let p = plan_one(
         &cfg,
         &answer.network,
@@ -448,10 +449,21 @@ fn address_new(
             .to_owned();
         return Ok(Some(RefreshOutcome::Kept(name, why)));
     }
-    if configures_something(&p) && applier.bring_up(k.index)? {
+    let brought_up = configures_something(&p) && applier.bring_up(k.index)?;
+    if brought_up {
         log::info!("{name}: brought up (no DHCP client serves it)");
     }
-    let report = commit_guarded(applier, paths, &p, None, &answer.network, &nic.leases)?;
+    // A link brought up has changed (the kernel adds its own addresses and
+    // routes): the commit reads the kernel again.
+    let seen = (!brought_up).then_some(&seen);
+    let report = commit_guarded(
+        applier,
+        paths,
+        &p,
+        (None, seen),
+        &answer.network,
+        &nic.leases,
+    )?;
     touch(paths, &name);
     // A NIC without DHCP configured for the first time: a hot-plug, refreshed
     // more often for a while by `leasehook watch`.
@@ -527,7 +539,7 @@ fn refresh_unleased(
         mac: st.mac,
         ipv6_router: None,
     };
-    let os = os_links(applier, cfg)?;
+    let os = os_links(&links, cfg);
     apply_refreshed(
         applier,
         paths,
@@ -538,7 +550,6 @@ fn refresh_unleased(
             os,
             network: answer.network.clone(),
             leases: nic.leases.clone(),
-            links: &links,
             bring_up: Some(k.index),
         },
     )
@@ -609,7 +620,7 @@ pub(super) fn refresh_one(
         mac: st.mac,
         ipv6_router: None,
     };
-    let os = os_links(applier, cfg)?;
+    let os = os_links(&links, cfg);
     let mut nic = NicEvent::try_new(to.clone(), st.mac, leases.clone())?
         .with_peers(os.iter().map(|l| l.mac))
         .with_primary_use(primary_use);
@@ -653,7 +664,6 @@ pub(super) fn refresh_one(
             os,
             network,
             leases,
-            links: &links,
             bring_up: None,
         },
     )
@@ -692,7 +702,7 @@ fn followed(
 }
 
 /// What [`refresh_one`] learned for [`apply_refreshed`].
-struct Answered<'a> {
+struct Answered {
     /// The recorded NIC's link now (its name may be new).
     link: Link,
     /// The OS's links, for the `cloud-init` order.
@@ -701,8 +711,6 @@ struct Answered<'a> {
     network: crate::model::InstanceNetwork,
     /// The recorded leases.
     leases: Vec<crate::model::Lease>,
-    /// The kernel's links.
-    links: &'a [crate::apply::KernelLink],
     /// A NIC without DHCP: its link's index, brought up when it is down and the
     /// plan adds something to it (no DHCP client brings it up).
     bring_up: Option<u32>,
@@ -715,14 +723,13 @@ fn apply_refreshed(
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
-    answered: &Answered<'_>,
+    answered: &Answered,
 ) -> Result<RefreshOutcome> {
     let Answered {
         link,
         os,
         network,
         leases,
-        links,
         bring_up,
     } = answered;
     let (name, to) = (st.name.clone(), link.name.clone());
@@ -732,18 +739,23 @@ fn apply_refreshed(
     }
     let renamed = to != name;
     let mut link = link.clone();
-    let (addresses, next_hops) = kernel_inputs(applier, &index_of(links), &mut link)?;
+    // The kernel after the wait, read once: planned from, and applied on unless
+    // something is written first (a link brought up, a rename's teardown).
+    let seen = applier.snapshot()?;
+    let (addresses, next_hops) = kernel_inputs(&seen, &mut link);
     let p = plan_one(cfg, network, &link, os, leases, (&addresses, &next_hops))?;
     log_refused(&p);
     if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
         log::warn!("{to}: {why}");
         return Ok(RefreshOutcome::Unchecked(name, why));
     }
+    let mut wrote = false;
     if let Some(index) = bring_up
         && configures_something(&p)
         && applier.bring_up(*index)?
     {
         log::info!("{to}: brought up (no DHCP client serves it)");
+        wrote = true;
     }
     let mut removed = Report::default();
     let mut previous = Some(st.clone());
@@ -751,6 +763,7 @@ fn apply_refreshed(
         // Renamed (or re-added under another name), recognised by its MAC: the old
         // name's rules go, the new name gets the plan.
         removed = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
+        wrote |= removed.writes() > 0;
         remove_stamp(paths, &name);
         previous = None;
         log::info!(
@@ -758,7 +771,15 @@ fn apply_refreshed(
             st.mac
         );
     }
-    let report = commit_guarded(applier, paths, &p, previous.as_ref(), network, leases)?;
+    let seen = (!wrote).then_some(&seen);
+    let report = commit_guarded(
+        applier,
+        paths,
+        &p,
+        (previous.as_ref(), seen),
+        network,
+        leases,
+    )?;
     // Checked and applied: only now is the refresh stamp renewed.
     touch(paths, &to);
     if renamed {
