@@ -355,6 +355,17 @@ impl Drop for TempDir {
     }
 }
 
+/// A finished command's exit code, standard output and standard error, for an
+/// assertion's message.
+pub fn show(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

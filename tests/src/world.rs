@@ -731,6 +731,18 @@ impl World {
         &self.hook_env
     }
 
+    /// `leasehook ARGS` inside the instance with the hooks' environment, then
+    /// `env` (later values win).
+    pub fn leasehook(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        let bin = crate::netns::leasehook_bin();
+        let mut cmd = self.inst.command(&bin.to_string_lossy());
+        cmd.envs(self.hook_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        cmd.envs(env.iter().copied());
+        cmd.args(args);
+        cmd.output()
+            .unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
+    }
+
     /// The hook's and dhclient's log for `iface` so far.
     pub fn log(&self, iface: &str, v6: bool) -> String {
         let tag = if v6 {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use leasehook_tests::netns::leasehook_bin;
+use leasehook_tests::netns::{leasehook_bin, show};
 use leasehook_tests::world::{World, wait_until};
 
 /// eth1's table in the default world.
@@ -87,19 +87,7 @@ impl Drop for Watch {
 
 /// `leasehook ARGS` inside the instance with the hooks' environment.
 fn leasehook(w: &World, args: &[&str]) -> Output {
-    let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
-    cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    cmd.args(args);
-    cmd.output().unwrap()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    w.leasehook(args, &[])
 }
 
 /// eth1's rule (`ip rule` line): its priority and its selector.

@@ -25,7 +25,7 @@
 use std::path::PathBuf;
 use std::process::Output;
 
-use leasehook_tests::netns::{TempDir, leasehook_bin};
+use leasehook_tests::netns::{TempDir, leasehook_bin, show};
 use leasehook_tests::world::{CloudDhcp, MetadataService, World, WorldOptions, wait_until};
 
 /// How a cloud's world is built and what its unchanged refresh may cost.
@@ -149,19 +149,7 @@ fn world(cloud: &Cloud) -> (World, TempDir) {
 
 /// `leasehook ARGS` inside the instance with the hooks' environment.
 fn leasehook(w: &World, args: &[&str]) -> Output {
-    let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
-    cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    cmd.args(args);
-    cmd.output().unwrap()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    w.leasehook(args, &[])
 }
 
 /// The emulator's log: `(method, path)` per request (every emulator's line

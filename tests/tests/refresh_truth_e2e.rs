@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use leasehook_tests::netns::leasehook_bin;
+use leasehook_tests::netns::{leasehook_bin, show};
 use leasehook_tests::world::{World, WorldOptions, wait_until};
 use serde_json::json;
 
@@ -29,21 +29,9 @@ const DEVICE_NUMBER: &str =
 /// `leasehook ARGS` inside the instance with the hooks' environment (their root,
 /// budgets), then `env` (later values win).
 fn leasehook(w: &World, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
-    cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    cmd.env("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1");
-    cmd.envs(env.iter().copied());
-    cmd.args(args);
-    cmd.output().unwrap()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    let mut all = vec![("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1")];
+    all.extend_from_slice(env);
+    w.leasehook(args, &all)
 }
 
 fn stamp(w: &World, iface: &str) -> PathBuf {
