@@ -104,6 +104,16 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// An instance-id cannot name its folder below `path` (the cache's
+    /// `instances/`): nothing was written.
+    #[error("{path}: {problem}")]
+    CacheName {
+        /// The folder (already root-prefixed, `{:?}`-quoted).
+        path: String,
+        /// Why the instance-id cannot name a folder.
+        #[source]
+        problem: crate::cache::record::Unnameable,
+    },
     /// The applied state could not be recorded; `note` says what became of the
     /// run's writes (rolled back, or what could not be).
     #[error("{source} ({note})")]
@@ -158,7 +168,7 @@ pub enum Error {
     /// A configuration value is refused: a file's key (the origin names the file
     /// and line), an environment variable or a flag. An empty `key` means the file
     /// as a whole (not YAML, an unknown key: the message says which).
-    #[error("configuration {origin}: {}{message}", key_prefix(key))]
+    #[error("configuration {origin}: {}{problem}", key_prefix(key))]
     Config {
         /// Where the value came from (`/etc/leasehook/config.yaml line 3`,
         /// `environment LEASEHOOK_TABLE_BASE`, `flag --table-base`).
@@ -166,7 +176,8 @@ pub enum Error {
         /// The key (`imds.budget_s`), or empty.
         key: String,
         /// What is wrong, with the value escaped and shortened.
-        message: String,
+        #[source]
+        problem: BadValue,
     },
     /// An instance-data key path (`leasehook query`) is malformed, or names what
     /// the instance data does not hold.
@@ -339,6 +350,78 @@ impl ImdsErrorKind {
             Self::Disabled | Self::Garbage { .. } => false,
         }
     }
+}
+
+/// Why a configuration value (or key) is refused; [`Error::Config`] adds
+/// where it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum BadValue {
+    /// The value is refused: why, and the value as given.
+    #[error("{0}")]
+    Refused(Problem),
+    /// The file gives a value of another type.
+    #[error("{expected}, got {got}")]
+    WrongType {
+        /// What the key takes (`expected a word`).
+        expected: &'static str,
+        /// The value given, escaped and shortened.
+        got: String,
+    },
+    /// A list that must name something is empty.
+    #[error("the list is empty")]
+    EmptyList,
+    /// One `unmanaged` entry is refused.
+    #[error("{entry:?}: {problem}")]
+    Entry {
+        /// The entry as given.
+        entry: String,
+        /// Why.
+        #[source]
+        problem: BadEntry,
+    },
+    /// A metadata endpoint URL is refused by its datasource.
+    #[error("{0}")]
+    Endpoint(#[source] Box<Error>),
+    /// `datasource.<name>.fallback` names no datasource leasehook implements.
+    #[error("{0:?} is not a datasource leasehook implements (AliYun, Ec2, LXD, NoCloud)")]
+    UnknownDatasource(String),
+    /// The key is none of [`crate::config::KEYS`].
+    #[error("not a key leasehook knows")]
+    UnknownKey,
+    /// The file is not YAML, or has a key leasehook does not know. The parser's
+    /// message, with a key shown only when it looks like one (so the parser's own
+    /// error is not kept: its text could show a hostile key).
+    #[error("{0}; see docs/configuration.md for the keys")]
+    Syntax(String),
+    /// A file sets `root`, which decides where the files are read from.
+    #[error("set only by --root or LEASEHOOK_ROOT (it decides where this file is read from)")]
+    RootInFile,
+}
+
+impl From<Problem> for BadValue {
+    fn from(p: Problem) -> Self {
+        Self::Refused(p)
+    }
+}
+
+impl From<Error> for BadValue {
+    fn from(e: Error) -> Self {
+        Self::Endpoint(Box::new(e))
+    }
+}
+
+/// Why an `unmanaged` entry ([`crate::config::Unmanaged`]) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadEntry {
+    /// Not one of the forms (or a form with a bad value): the reason and the entry.
+    #[error("{0}")]
+    Form(Problem),
+    /// A `:` makes it a MAC, but not a valid one.
+    #[error(
+        "{0} (a MAC is six two-digit hex groups; the other forms are \
+         device-number:N, network-card:N and interface-id:ID)"
+    )]
+    Mac(Problem),
 }
 
 /// What is wrong with a value (a plain value of [`crate::model`], named here too).
