@@ -95,6 +95,36 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A small local file (a configuration file, a seed) could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The path (already root-prefixed, `{:?}`-quoted).
+        path: String,
+        /// Why.
+        #[source]
+        source: ReadError,
+    },
+    /// A device (the config drive) could not be mounted read-only.
+    #[error("{device}: mount read-only: {source}")]
+    Mount {
+        /// The device (`{:?}`-quoted).
+        device: String,
+        /// Why mount(8) did not mount it.
+        #[source]
+        source: ToolError,
+    },
+    /// A file's contents are not what leasehook writes there: `what` says what
+    /// it should be, `source` what is wrong.
+    #[error("{path}: {what}: {source}")]
+    Corrupt {
+        /// The path (already root-prefixed, `{:?}`-quoted).
+        path: String,
+        /// What the file should hold (`not a last event record`).
+        what: &'static str,
+        /// What is wrong with it: the parser's or the reader's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A file or folder is not as it must be (vanished, held too long, corrupt);
     /// `message` says how.
     #[error("{path}: {message}")]
@@ -258,6 +288,10 @@ impl Error {
         match self {
             Self::Netlink { cause, .. } => cause.errno(),
             Self::File { source, .. } => source.raw_os_error(),
+            Self::Read {
+                source: ReadError::Io(e),
+                ..
+            } => e.raw_os_error(),
             Self::NotRecorded { source, .. } => source.errno(),
             _ => None,
         }
@@ -422,6 +456,52 @@ pub enum BadEntry {
          device-number:N, network-card:N and interface-id:ID)"
     )]
     Mac(Problem),
+}
+
+/// Why a small local file could not be read ([`Error::Read`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The system's error opening or reading it.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Something other than a regular file stands there (a FIFO, a folder).
+    #[error("not a regular file")]
+    NotAFile,
+    /// Larger than the limit, in bytes.
+    #[error("larger than {0} bytes")]
+    TooLarge(u64),
+    /// Not UTF-8 text; the offset of the first byte that is not.
+    #[error("not UTF-8 (byte {0})")]
+    NotUtf8(usize),
+}
+
+/// Why a system tool leasehook runs (mount(8), umount(8), head(1) on the config
+/// drive) did not do its job.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// It is not installed.
+    #[error(transparent)]
+    Missing(Box<Error>),
+    /// Starting it, or waiting for it, failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// It exited with an error: the first line of its standard error, its status.
+    #[error("{message} ({status})")]
+    Failed {
+        /// The first line it wrote to standard error (`no message` when none).
+        message: String,
+        /// How it exited.
+        status: std::process::ExitStatus,
+    },
+    /// It did not finish within the budget and was killed; the program's name.
+    #[error("{0} did not finish within the budget; killed")]
+    Killed(String),
+    /// head(1) did not read the device's first bytes within the budget.
+    #[error("its first bytes were not read within the budget")]
+    HeadTimeout,
+    /// The budget was spent before it could run.
+    #[error("the budget is spent")]
+    BudgetSpent,
 }
 
 /// What is wrong with a value (a plain value of [`crate::model`], named here too).

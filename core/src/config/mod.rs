@@ -436,10 +436,10 @@ pub fn load(sources: &Layers) -> Result<Loaded> {
         if !required && !path.exists() {
             continue;
         }
-        let text = crate::source::files::read_text(&path, CONFIG_MAX_BYTES).map_err(|message| {
-            Error::Io {
+        let text = crate::source::files::read_text(&path, CONFIG_MAX_BYTES).map_err(|source| {
+            Error::Read {
                 path: format!("{path:?}"),
-                message,
+                source,
             }
         })?;
         layers.push(parse_file(&path.display().to_string(), &text)?);
