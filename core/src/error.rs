@@ -125,8 +125,20 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// A file or folder is not as it must be (vanished, held too long, corrupt);
-    /// `message` says how.
+    /// A record could not be encoded to be written at `path`.
+    #[error("{path}: {source}")]
+    Encode {
+        /// The path (already root-prefixed, `{:?}`-quoted).
+        path: String,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A file or folder is not as it must be, and no system or parser error
+    /// says why (vanished, a lock held too long, a symlink or a FIFO standing
+    /// there, an unknown version); `message` says how. An error that has a
+    /// cause keeps it: [`Error::File`], [`Error::Read`], [`Error::Corrupt`],
+    /// [`Error::Encode`], [`Error::Mount`].
     #[error("{path}: {message}")]
     Io {
         /// The path (already root-prefixed).
