@@ -211,6 +211,19 @@ def derive(raw):
     h["separate_run"] = h.get("separate_run") or False
     v["hold"] = h
 
+    # `leasehook watch`: idle cost, the self-healing's repair latency, peak RSS.
+    v["has_watch"] = "watch" in lines
+    if v["has_watch"]:
+        w = dict(lines["watch"])
+        w["peak_rss_mb"] = w["peak_rss_kib"] / 1024
+        w["rss_target_mb"] = w["rss_target_kib"] / 1024
+        w["rss_met"] = w["peak_rss_kib"] <= w["rss_target_kib"]
+        w["latency_met"] = w["latency"]["max_ms"] <= w["latency_target_ms"]
+        w["idle_cpu_per_min_ms"] = w["idle_cpu_ms"] * 60 / w["idle_s"]
+        w["idle_wakeups_per_s"] = w["idle_wakeups"] / w["idle_s"]
+        w["separate_run"] = w.get("separate_run") or False
+        v["watch"] = w
+
     # Another run of the same benchmarks (`bench/run --baseline`), before a change.
     v["baseline"] = False
     if raw.get("baseline"):
@@ -234,6 +247,7 @@ HEADLINE = [
     ("`init --local` + `init`, EC2 first boot", "boot.tmp.ec2_first.both.median_ms", "ms"),
     ("`init --local` + `init`, EC2 reboot", "boot.tmp.ec2_reboot.both.median_ms", "ms"),
     ("one event against IMDS, warm (tmpfs)", "imds.shm.warm.median_ms", "ms"),
+    ("watch, repair latency (rule deleted -> back)", "watch.latency.median_ms", "ms"),
 ]
 
 

@@ -58,7 +58,8 @@ class RecordedRun(unittest.TestCase):
         self.assertNotIn("{{", text)
         self.assertNotIn("}}", text)
         for heading in ("## Planner", "## Applier", "## One NIC event", "## The dhclient hook",
-                        "## Refresh", "## Deciding the datasource", "## The boot stages", "## Package"):
+                        "## Refresh", "## The watcher", "## Deciding the datasource", "## The boot stages",
+                        "## Package"):
             self.assertIn(heading, text)
         self.assertIn(self.raw["machine"]["kernel"], text)
 
@@ -71,6 +72,21 @@ class RecordedRun(unittest.TestCase):
         conv = sorted(lines["convert"]["convert_ms"])
         self.assertAlmostEqual(v["convert"]["ratio_ci"],
                                conv[(len(conv) - 1) // 2] * 1e3 / lines["plan"]["plan_cloud_init"]["median_us"])
+
+    def test_watch_section_says_whether_the_targets_were_met_and_is_left_out_without_it(self):
+        text = report.report(self.raw, self.template)
+        self.assertIn("≤ 8 MiB (met)", text)
+        self.assertIn("≤ 1000 ms (met)", text)
+        raw = copy.deepcopy(self.raw)
+        w = next(b for b in raw["benches"] if b["bench"] == "watch")
+        w["peak_rss_kib"] = 9000
+        w["latency"]["max_ms"] = 1500
+        text = report.report(raw, self.template)
+        self.assertIn("≤ 8 MiB **(over)**", text)
+        self.assertIn("≤ 1000 ms **(over)**", text)
+        raw["benches"] = [b for b in raw["benches"] if b["bench"] != "watch"]
+        raw["expected"] = [e for e in raw["expected"] if e != "watch"]
+        self.assertNotIn("## The watcher", report.report(raw, self.template))
 
     def test_package_section_with_and_without_debs(self):
         raw = copy.deepcopy(self.raw)

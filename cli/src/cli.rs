@@ -484,17 +484,34 @@ pub(crate) struct QueryArgs {
     pub(crate) format: Option<String>,
 }
 
-/// Follow the LXD (or Incus) instance's events: rewrite instance-data when a
-/// `user.*` or `cloud-init.*` key changes, and run the refresh path for a NIC
-/// device that is added, updated or removed.
+/// Keep leasehook's routing true between leases: put back what others remove,
+/// and follow the LXD (or Incus) instance's events.
 ///
-/// It subscribes to `/1.0/events?type=config,device` on `/dev/incus/sock` when
-/// that is a socket, else `/dev/lxd/sock`; reconnects with backoff (100 ms
-/// doubling to 30 s) when the socket goes away, logging it once; exits 0 on
-/// SIGTERM or SIGINT. It runs commands nowhere, never applies user-data, and
-/// touches the routing only through the refresh path of `leasehook refresh`.
-/// `leasehook-watch.service` runs it on LXD and Incus instances. With `enabled:
-/// false`, or when the boot stage found no datasource this boot, it exits 0 at once.
+/// Self-healing, on every machine: it listens to the kernel's link, address,
+/// route and rule notifications (netlink, no polling). When a rule, route or
+/// address that a NIC's record (ROOT/run/leasehook/iface) says must exist and
+/// that carries leasehook's protocol (176) is gone, it is put back once the burst
+/// of changes is over (150 ms of quiet, at most 500 ms), with one log line naming
+/// the NIC and what was put back. Only leasehook's own recorded objects are ever
+/// added; nothing of another protocol is touched, nothing is deleted and no
+/// network manager is reloaded. A NIC whose lock a hook, worker or refresh holds
+/// is left to it; a NIC whose link is gone is left to the udev rule and the
+/// refresh path. Removed again after 3 repairs within 60 s, leasehook stops
+/// putting that NIC's objects back and records a conflict
+/// (ROOT/run/leasehook/conflict/IF, naming what was removed), which `leasehook
+/// status` shows (degraded, exit 1) until the next lease event or refresh of
+/// that NIC clears it. Repairs are counted in `leasehook_repairs_total`.
+///
+/// On an LXD or Incus instance (the socket or the VM's virtio port exists, or the
+/// boot stage found LXD) it also subscribes to `/1.0/events?type=config,device`
+/// on `/dev/incus/sock` when that is a socket, else `/dev/lxd/sock`: a `user.*`
+/// or `cloud-init.*` key that changes rewrites instance-data, and a NIC device
+/// added, updated or removed runs the refresh path for it. It reconnects with
+/// backoff (100 ms doubling to 30 s) when the socket goes away, logging it once.
+///
+/// It runs commands nowhere and never applies user-data. `leasehook-watch.service`
+/// runs it on every instance; it exits 0 on SIGTERM or SIGINT, and with `enabled:
+/// false`, or when the boot stage found no datasource this boot, at once.
 #[derive(Debug, Args)]
 pub(crate) struct WatchArgs {
     /// The longest a NIC device waits for its link, in seconds.

@@ -85,6 +85,8 @@ struct Nic {
     waiting: Option<Waiting>,
     /// Recorded objects the kernel does not hold, as `ip` reads them.
     drift: Vec<String>,
+    /// Times `leasehook watch` put back what something else removed, since boot.
+    repairs: u64,
 }
 
 /// The provider `status` names, and how it was chosen.
@@ -113,6 +115,20 @@ fn provider(root: &Path, choice: ProviderChoice) -> (String, String) {
             }
             (choice.resolve(found).to_string(), how)
         }
+    }
+}
+
+/// Each NIC's repairs by `leasehook watch` since boot (the stored counters) and
+/// its drift (the kernel); a kernel that cannot be read is an error.
+fn kernel_and_counters(root: &Path, nics: &mut BTreeMap<IfName, Nic>, health: &mut Health) {
+    let stored = leasehook_core::metrics::counters(root);
+    for (name, nic) in nics.iter_mut() {
+        nic.repairs = leasehook_core::metrics::repairs(&stored, name);
+    }
+    if let Err(e) = drift(nics) {
+        health.errors.push(format!(
+            "the kernel cannot be read to check for drift: {e:#}"
+        ));
     }
 }
 
@@ -305,11 +321,7 @@ pub(crate) fn run(
                 .to_owned(),
         );
     }
-    if let Err(e) = drift(&mut nics) {
-        health.errors.push(format!(
-            "the kernel cannot be read to check for drift: {e:#}"
-        ));
-    }
+    kernel_and_counters(root, &mut nics, &mut health);
 
     judge(&nics, &mut health, now);
     let (tools_line, tools, tools_active) = other_tools(root);
@@ -427,6 +439,13 @@ fn text(
         if let Some(st) = &nic.state {
             state_lines(&mut out, paths, st, now, verbose);
         }
+        if nic.repairs > 0 {
+            let _ = writeln!(
+                out,
+                "  repaired by leasehook watch: {} time(s) since boot (what was put back: its log)",
+                nic.repairs
+            );
+        }
         for d in &nic.drift {
             let _ = writeln!(out, "  DRIFT: not in the kernel: {d}");
         }
@@ -518,6 +537,7 @@ fn document(
                 nic.last.as_ref().map_or(Value::Null, LastEvent::to_json),
             );
             v.insert("drift".to_owned(), json!(nic.drift));
+            v.insert("repairs".to_owned(), json!(nic.repairs));
             let waiting = nic.waiting.as_ref().map_or(Value::Null, |w| {
                 json!({
                     "pid": w.pid,

@@ -52,6 +52,7 @@ pub mod example;
 pub mod explain;
 pub mod fs;
 pub mod gate;
+pub mod heal;
 pub mod hook;
 pub mod instance_data;
 pub mod kubernetes;

@@ -67,9 +67,10 @@ const LAST_SUCCESS: &str = "leasehook_interface_last_success_timestamp_seconds";
 const APPLIED: &str = "leasehook_interface_applied";
 const DRIFT: &str = "leasehook_interface_drift_objects";
 const BUILD: &str = "leasehook_build_info";
+const REPAIRS: &str = "leasehook_repairs_total";
 
 /// Every metric: name, type, help, in the order printed.
-const FAMILIES: [(&str, &str, &str); 9] = [
+const FAMILIES: [(&str, &str, &str); 10] = [
     (BUILD, "gauge", "leasehook's version; always 1."),
     (
         APPLIED,
@@ -109,7 +110,12 @@ const FAMILIES: [(&str, &str, &str); 9] = [
     (
         CONFLICTS,
         "counter",
-        "Plans stopped by an object or table another owner holds, since boot.",
+        "Plans stopped by an object or table another owner holds, and NICs the watcher stopped putting back, since boot.",
+    ),
+    (
+        REPAIRS,
+        "counter",
+        "Times the watcher put back objects of an interface that something else removed, since boot.",
     ),
 ];
 
@@ -209,6 +215,23 @@ pub(crate) fn conflict() {
 pub(crate) fn is_conflict(e: &Error) -> bool {
     matches!(e, Error::TableConflict { .. } | Error::Conflict { .. })
         || e.errno() == Some(libc::EEXIST)
+}
+
+/// Counts one repair of the interface by the watcher (`leasehook watch`'s
+/// self-healing).
+pub(crate) fn repaired(name: &IfName) {
+    note(
+        series(REPAIRS, &[("interface", name.as_str())]),
+        Change::Add(1),
+    );
+}
+
+/// The repairs of `name` counted in `stored` ([`counters`]).
+pub fn repairs(stored: &BTreeMap<String, u64>, name: &IfName) -> u64 {
+    stored
+        .get(&series(REPAIRS, &[("interface", name.as_str())]))
+        .copied()
+        .unwrap_or(0)
 }
 
 /// Records that the interface's plan was applied or confirmed now.
@@ -354,7 +377,8 @@ fn stored_series(key: &str) -> bool {
     let Some((name, labels)) = parse_series(key) else {
         return false;
     };
-    let known = [EVENTS, REQUESTS, REFUSALS, CONFLICTS, LAST_SUCCESS].contains(&name.as_str())
+    let known = [EVENTS, REQUESTS, REFUSALS, CONFLICTS, LAST_SUCCESS, REPAIRS]
+        .contains(&name.as_str())
         || name == format!("{WAIT}_bucket")
         || name == format!("{WAIT}_sum")
         || name == format!("{WAIT}_count");

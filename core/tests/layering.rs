@@ -49,6 +49,7 @@ const PURE: &[&str] = &[
     "source::provider",
     "boot::decide",
     "cache::record",
+    "heal",
     "cadence",
 ];
 
@@ -57,6 +58,7 @@ const NOT_PURE: &[&str] = &[
     "kubernetes::observe",
     "source::detect::read",
     "source::provider::wait",
+    "heal::run",
 ];
 
 /// What a pure module never imports (unless the target is itself pure): the shell.

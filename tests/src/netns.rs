@@ -2,6 +2,7 @@
 //! Throwaway network namespaces for tests that need a real kernel, and readers of
 //! `ip -j` output to check results independently of leasehook's own netlink code.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -235,6 +236,33 @@ impl Drop for Netns {
             .args(["netns", "del", &self.name])
             .status();
     }
+}
+
+/// The argument prefix that runs a command inside `ns` (when given) with the
+/// logger on standard error: the logger prefers syslog when `/dev/log` exists,
+/// so the command runs in a private mount namespace where `/dev/log` is
+/// `/dev/null` (connecting to it fails). Append the command's own argv.
+pub fn logging_to_stderr(ns: Option<&Netns>) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = Vec::new();
+    if let Some(ns) = ns {
+        argv.extend(["ip", "netns", "exec", ns.name.as_str()].map(OsString::from));
+    }
+    if Path::new("/dev/log").exists() {
+        argv.extend(
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                "mount --bind /dev/null /dev/log && exec \"$@\"",
+                "sh",
+            ]
+            .map(OsString::from),
+        );
+    }
+    argv
 }
 
 /// The `leasehook` binary built beside the test executable (`target/<profile>/`),

@@ -41,6 +41,29 @@ pub const MAC0: &str = "02:00:00:00:00:01";
 /// The secondary NIC's MAC.
 pub const MAC1: &str = "02:00:00:00:00:02";
 
+/// eth1's DHCPv4 lease (10.98.1.20/24, router 10.98.1.1) as dhclient-script
+/// passes it to its hooks for `reason`: `interface` and the `new_*` variables,
+/// and for a RENEW the `old_*` ones of the same lease.
+pub fn eth1_lease(reason: &str) -> Vec<(&str, &str)> {
+    let mut env = vec![
+        ("reason", reason),
+        ("interface", "eth1"),
+        ("new_ip_address", "10.98.1.20"),
+        ("new_subnet_mask", "255.255.255.0"),
+        ("new_routers", "10.98.1.1"),
+        ("new_network_number", "10.98.1.0"),
+        ("new_broadcast_address", "10.98.1.255"),
+    ];
+    if reason == "RENEW" {
+        env.extend([
+            ("old_ip_address", "10.98.1.20"),
+            ("old_subnet_mask", "255.255.255.0"),
+            ("old_routers", "10.98.1.1"),
+        ]);
+    }
+    env
+}
+
 /// The metadata tree of the world's instance (served by the emulator).
 pub fn default_tree() -> Value {
     json!({"latest": {"api": {}, "meta-data": {
@@ -454,6 +477,22 @@ s.serve_forever()
 ";
 
 impl World {
+    /// A world with Debian's option-121 exit hook (isc-dhcp-client's
+    /// `rfc3442-classless-routes`, copied from this machine) beside leasehook's,
+    /// as on a Debian or Ubuntu image: with option 121 (GCE's, Azure's) the
+    /// routes of the lease come from it.
+    pub fn with_option_121_hook(tag: &str, opts: &WorldOptions) -> Self {
+        let w = Self::new(tag, opts);
+        let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
+        let to = format!(
+            "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
+            w.inst.name
+        );
+        std::fs::copy(hook, &to)
+            .unwrap_or_else(|e| panic!("{hook} -> {to} (isc-dhcp-client): {e}"));
+        w
+    }
+
     /// A default world whose eth0 and eth1 are bound by dhclient and recorded:
     /// both NICs' rules in the kernel, then both state files (a refresh sees
     /// only recorded NICs).

@@ -31,10 +31,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use leasehook_core::source::aliyun::nic::device_slot;
-use leasehook_tests::aliyun_emulator::{LOG_NAME, service};
+use leasehook_tests::aliyun_emulator::LOG_NAME;
+use leasehook_tests::clouds::Cloud;
 use leasehook_tests::emulator::LogEntry;
 use leasehook_tests::netns::TempDir;
-use leasehook_tests::world::{CloudDhcp, MAC1, World, WorldOptions, wait_until};
+use leasehook_tests::world::{MAC1, World, WorldOptions, wait_until};
 use serde_json::{Value, json};
 
 /// eth1's table: `table_base` plus the slot of its MAC (19872).
@@ -65,13 +66,11 @@ fn routes() -> Vec<String> {
 fn world(tag: &str, scenario: &Value, opts: WorldOptions) -> (World, TempDir) {
     let files = TempDir::new(&format!("{tag}-ecs"));
     let sc = files.file("scenario.json", &scenario.to_string());
+    let cloud = Cloud::Aliyun.world(vec!["--scenario".to_owned(), sc.display().to_string()]);
     let opts = WorldOptions {
-        dhcp: CloudDhcp::Aliyun,
-        metadata: Some(service(vec![
-            "--scenario".to_owned(),
-            sc.display().to_string(),
-        ])),
-        extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "aliyun".to_owned())],
+        dhcp: cloud.dhcp,
+        metadata: cloud.metadata,
+        extra_hook_env: cloud.extra_hook_env,
         ..opts
     };
     (World::new(tag, &opts), files)

@@ -31,10 +31,9 @@ use std::time::Duration;
 
 use leasehook_tests::azure_emulator::{HIDDEN_FILE, LOG_FILE, LogEntry, read_log};
 use leasehook_tests::client::{Client, End, RENEW_T1};
+use leasehook_tests::clouds::Cloud;
 use leasehook_tests::netns::{Netns, leasehook_bin};
-use leasehook_tests::world::{
-    CloudDhcp, MAC1, MetadataService, World, WorldOptions, exit_hooks_seconds, wait_until,
-};
+use leasehook_tests::world::{MAC1, World, WorldOptions, exit_hooks_seconds, wait_until};
 
 /// The primary NIC's primary address: the only source IMDS answers.
 const PRIMARY: &str = "10.98.0.10";
@@ -42,36 +41,14 @@ const PRIMARY: &str = "10.98.0.10";
 /// Azure's DHCP options per NIC ([`CloudDhcp::Azure`]): the primary its router
 /// and option 121, a secondary no router.
 fn azure_opts() -> WorldOptions {
-    WorldOptions {
-        dhcp: CloudDhcp::Azure,
-        metadata: Some(MetadataService {
-            emulator: "azure-emulator".to_owned(),
-            args: vec![
-                "--bind".to_owned(),
-                "169.254.169.254:80".to_owned(),
-                "--allow-source".to_owned(),
-                PRIMARY.to_owned(),
-            ],
-            addresses: Vec::new(),
-        }),
-        extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "azure".to_owned())],
-        ..WorldOptions::default()
-    }
+    Cloud::Azure.world(vec!["--allow-source".to_owned(), PRIMARY.to_owned()])
 }
 
-/// The world, with Debian's option-121 exit hook (isc-dhcp-client's
-/// `rfc3442-classless-routes`, copied from this machine) beside leasehook's, as
-/// on a Debian or Ubuntu image: with Azure's option 121 the primary's routes,
-/// the one to IMDS among them, come from it.
+/// The world, with Debian's option-121 exit hook beside leasehook's: with
+/// Azure's option 121 the primary's routes, the one to IMDS among them, come
+/// from it.
 fn world(tag: &str, opts: &WorldOptions) -> World {
-    let w = World::new(tag, opts);
-    let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
-    let to = format!(
-        "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
-        w.inst.name
-    );
-    std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to} (isc-dhcp-client): {e}"));
-    w
+    World::with_option_121_hook(tag, opts)
 }
 
 fn imds_log(w: &World) -> Vec<LogEntry> {

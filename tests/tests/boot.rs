@@ -6,11 +6,13 @@
 //!
 //! Seed 000's scenario end to end (IMDS disabled, the LXD socket switched off after
 //! the first boot), a cache no longer configured (bad caches of every kind are rows
-//! of the fault matrix, `tests/tests/faults.rs`), the
+//! of the fault matrix, `tests/tests/faults/`), the
 //! network stage asking nothing after the local stage fetched, instance-data modes,
 //! `leasehook query` as root and as `nobody` (root only: behind the `netns`
 //! feature) — key paths in every form, templates, json/yaml/raw, seed 003's
-//! commands as written — and the systemd units.
+//! commands as written — and the systemd units. Each cloud's boot (detection,
+//! the fetch, its v1 keys, the cache standing in) is a row of
+//! `tests/tests/cloud_boot.rs`.
 
 #![allow(
     clippy::unwrap_used,
@@ -910,156 +912,4 @@ fn query_templates_and_paths_as_nobody_see_only_redacted_secrets() {
         as_root.stdout
     );
     assert!(!as_root.stdout.contains(REDACTED), "{}", as_root.stdout);
-}
-
-// --- Azure -----------------------------------------------------------------------
-
-const AZURE_ID: &str = "5c08b38e-4d57-4c23-ac45-aca61037f084";
-
-/// An Azure VM (its chassis asset tag) whose IMDS is the Azure emulator `emu`.
-fn azure_root(tag: &str, emu: &leasehook_tests::azure_emulator::Emulator) -> Root {
-    let r = Root::new(tag);
-    r.write(
-        "sys/class/dmi/id/chassis_asset_tag",
-        "7783-7084-3265-9085-8269-3286-77\n",
-    );
-    r.write("sys/class/dmi/id/sys_vendor", "Microsoft Corporation\n");
-    r.write("proc/cmdline", "ro quiet\n");
-    r.write(
-        "etc/leasehook/config.yaml",
-        &format!("azure:\n  endpoint: \"{}\"\n", emu.base_url()),
-    );
-    r
-}
-
-#[test]
-fn azure_boot_writes_cloud_init_v1_keys_and_the_cache_takes_over_when_imds_fails() {
-    use leasehook_tests::azure_emulator::{self as az, Emulator as AzureEmulator};
-    let start = |scenario: Value| {
-        let mut c = az::Config::new(az::world_instance());
-        c.scenario = az::Scenario::from_value(scenario).unwrap();
-        AzureEmulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap()
-    };
-    let emu = start(json!({}));
-    let root = azure_root("azure-boot", &emu);
-    let (local, net) = boot(&root, "microsoft");
-    local
-        .ok()
-        .has("tried: Azure (local stage): left to the network stage: IMDS needs the network");
-    net.ok().has(&format!(
-        "network stage: datasource Azure \"{AZURE_ID}\", fetched"
-    ));
-    // One request: /metadata/instance answers compute and network at once.
-    let asked: Vec<String> = emu.log().iter().map(|e| e.url.clone()).collect();
-    assert_eq!(asked, ["/metadata/instance?api-version=2021-02-01"]);
-    assert!(emu.log().iter().all(|e| e.metadata == "true"));
-    let doc = root.json("run/leasehook/instance-data.json");
-    let v1 = &doc["v1"];
-    assert_eq!(v1["cloud_name"], "azure", "{doc:#}");
-    assert_eq!(v1["platform"], "azure");
-    assert_eq!(v1["instance_id"], AZURE_ID);
-    assert_eq!(v1["region"], "westeurope");
-    assert_eq!(v1["availability_zone"], "1");
-    assert_eq!(v1["local_hostname"], "leasehook-vm");
-    // The user-data is in the sensitive file only, and never in `ds`.
-    let sensitive = root.read("run/leasehook/instance-data-sensitive.json");
-    assert!(!sensitive.contains("I2Nsb3Vk"), "{sensitive}");
-    assert!(
-        !root
-            .read("run/leasehook/instance-data.json")
-            .contains("cloud-config")
-    );
-    drop(emu);
-
-    // Next boot IMDS answers 500 for ever: the cached Azure instance is used.
-    root.reboot();
-    let emu = start(json!({"rules": [{"path": "/metadata", "status": 500}]}));
-    root.write(
-        "etc/leasehook/config.yaml",
-        &format!(
-            "azure:\n  endpoint: \"{}\"\nimds:\n  budget_s: 1\n",
-            emu.base_url()
-        ),
-    );
-    let (_, net) = boot(&root, "microsoft");
-    net.ok()
-        .has(&format!(
-            "network stage: datasource Azure \"{AZURE_ID}\", restored from the cache (fallback)"
-        ))
-        .has("not a new instance");
-    assert!(!emu.log().is_empty());
-    let doc = root.json("run/leasehook/instance-data.json");
-    assert_eq!(doc["v1"]["cloud_name"], "azure");
-    assert_eq!(doc["leasehook"]["restored_from_cache"], true);
-}
-
-// --- Google Compute Engine -----------------------------------------------------
-
-/// A GCE VM (its DMI product name) whose metadata server is the GCE emulator `emu`.
-fn gce_root(tag: &str, emu: &leasehook_tests::gce_emulator::GceEmulator) -> Root {
-    let r = Root::new(tag);
-    r.write("sys/class/dmi/id/product_name", "Google Compute Engine\n");
-    r.write("sys/class/dmi/id/sys_vendor", "Google\n");
-    r.write("proc/cmdline", "ro quiet\n");
-    r.write(
-        "etc/leasehook/config.yaml",
-        &format!("gce:\n  endpoint: \"{}\"\n", emu.base_url()),
-    );
-    r
-}
-
-#[test]
-fn gce_boot_writes_cloud_init_v1_keys_and_the_cache_takes_over_when_the_server_fails() {
-    use leasehook_tests::gce_emulator::{self as gce, GceEmulator};
-    let start = |scenario: Value| {
-        let mut c = gce::Config::new(gce::world_tree());
-        c.scenario = gce::Scenario::from_value(scenario).unwrap();
-        GceEmulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap()
-    };
-    let id = "4520031799277581759";
-    let emu = start(json!({}));
-    let root = gce_root("gce-boot", &emu);
-    let (local, net) = boot(&root, "kvm");
-    local
-        .ok()
-        .has("tried: GCE (local stage): left to the network stage");
-    net.ok()
-        .has(&format!("network stage: datasource GCE \"{id}\", fetched"));
-    // Every request carried the flavor header the server requires.
-    assert!(!emu.log().is_empty());
-    assert!(
-        emu.log().iter().all(|e| e.flavor == "Google"),
-        "{:?}",
-        emu.log()
-    );
-    let doc = root.json("run/leasehook/instance-data.json");
-    let v1 = &doc["v1"];
-    assert_eq!(v1["cloud_name"], "gce", "{doc:#}");
-    assert_eq!(v1["platform"], "gce");
-    assert_eq!(v1["instance_id"], id);
-    assert_eq!(v1["region"], "us-central1");
-    assert_eq!(v1["availability_zone"], "us-central1-a");
-    assert_eq!(v1["local_hostname"], "vm-1");
-    drop(emu);
-
-    // Next boot the server answers 503 for ever: the cached GCE instance is used.
-    root.reboot();
-    let emu = start(json!({"rules": [{"path": "/computeMetadata", "status": 503}]}));
-    root.write(
-        "etc/leasehook/config.yaml",
-        &format!(
-            "gce:\n  endpoint: \"{}\"\nimds:\n  budget_s: 1\n",
-            emu.base_url()
-        ),
-    );
-    let (_, net) = boot(&root, "kvm");
-    net.ok()
-        .has(&format!(
-            "network stage: datasource GCE \"{id}\", restored from the cache (fallback)"
-        ))
-        .has("not a new instance");
-    assert!(!emu.log().is_empty());
-    let doc = root.json("run/leasehook/instance-data.json");
-    assert_eq!(doc["v1"]["cloud_name"], "gce");
-    assert_eq!(doc["leasehook"]["restored_from_cache"], true);
 }

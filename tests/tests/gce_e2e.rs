@@ -27,13 +27,13 @@
 )]
 
 mod in_process {
-    use std::net::IpAddr;
-    use std::time::{Duration, Instant};
 
-    use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
     use leasehook_core::source::gce::GceProvider;
     use leasehook_core::source::provider::{
-        Identity as _, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
+        Identity as _, NicEvent, Outcome, Provider, SystemClock,
+    };
+    use leasehook_tests::clouds::{
+        assert_hot_plug_waited, assert_waits_fail, budget as policy, eth1_event, wait_faults,
     };
     use leasehook_tests::gce_emulator::{Config, GceEmulator, Scenario, world_tree};
     use leasehook_tests::world::MAC1;
@@ -47,24 +47,9 @@ mod in_process {
         GceEmulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap()
     }
 
+    /// eth1's lease as GCE gives it: a /32.
     fn event() -> NicEvent {
-        let address: IpAddr = "10.98.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            MAC1.parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 32,
-                routers: vec!["10.98.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(secs: u64) -> WaitPolicy {
-        WaitPolicy::default().with_budget(Duration::from_secs(secs))
+        eth1_event(32)
     }
 
     fn wait(emu: &GceEmulator, secs: u64) -> Outcome {
@@ -92,96 +77,34 @@ mod in_process {
 
     #[test]
     fn the_hot_plugged_nic_is_waited_for_one_request_a_round() {
-        let emu = start(json!({"appear": [{"nic": 1, "after": 1.0}]}));
-        let t = Instant::now();
-        let out = wait(&emu, 10);
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        assert!(t.elapsed() >= Duration::from_millis(900));
-        let n = emu.count("network-interfaces");
-        assert!((2..=8).contains(&n), "{n} requests: {:?}", emu.log());
-        assert_eq!(n, emu.log().len());
-        // Never appearing within the budget: Partial, the entry missing.
-        let emu = start(json!({"appear": [{"nic": 1, "after": 60.0}]}));
-        let Outcome::Partial { missing, .. } = wait(&emu, 2) else {
-            panic!()
-        };
-        assert_eq!(missing, [Missing::MacFolder]);
+        assert_hot_plug_waited(
+            |after| json!({"appear": [{"nic": 1, "after": after}]}),
+            start,
+            wait,
+            |emu| (emu.count("network-interfaces"), emu.log().len()),
+        );
     }
 
     /// Each fault row: the wait fails (or gives up) and never reads the fault as
     /// an empty answer.
     #[test]
     fn faults_fail_the_wait_and_are_never_empty() {
-        let rule = |r: serde_json::Value| json!({"rules": [r]});
-        for (what, scenario, retried) in [
-            (
-                "403",
-                rule(json!({"path": NICS.split('?').next().unwrap(), "status": 403})),
-                false,
-            ),
-            (
-                "400",
-                rule(json!({"path": "/computeMetadata", "status": 400})),
-                false,
-            ),
-            (
-                "429",
-                rule(json!({"path": "/computeMetadata", "status": 429})),
-                true,
-            ),
-            (
-                "503",
-                rule(json!({"path": "/computeMetadata", "status": 503, "retry_after": 1})),
-                true,
-            ),
-            (
-                "garbage",
-                rule(json!({"path": "/computeMetadata", "action": "garbage"})),
-                false,
-            ),
-            (
-                "huge",
-                rule(json!({"path": "/computeMetadata", "action": "huge"})),
-                false,
-            ),
-            (
-                "no-flavor",
-                rule(json!({"path": "/computeMetadata", "action": "no-flavor"})),
-                false,
-            ),
-            (
-                "slow",
-                rule(json!({"path": "/computeMetadata", "delay": 3.0})),
-                true,
-            ),
-        ] {
-            let emu = start(scenario);
-            let t = Instant::now();
-            let out = wait(&emu, 2);
-            assert!(matches!(out, Outcome::Failed(_)), "{what}: {out:?}");
-            // One request timeout (2 s) past the budget at most.
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "{what}: {:?}",
-                t.elapsed()
-            );
-            let n = emu.log().len();
-            // (A slow answer is logged once its delay is over: after the wait.)
-            if retried {
-                assert!(n >= 1 || what == "slow", "{what}");
-            } else {
-                assert_eq!(n, 1, "{what}: waiting cannot fix it: {:?}", emu.log());
-            }
-        }
-        // Down: nothing listens.
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let out = GceProvider::try_new(Some(&format!("http://127.0.0.1:{port}")))
-            .unwrap()
-            .wait_for_nic(&event(), &policy(1), &SystemClock);
-        assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
+        let mut faults = wait_faults("/computeMetadata", NICS.split('?').next().unwrap());
+        let rule = json!({"rules": [{"path": "/computeMetadata", "action": "no-flavor"}]});
+        faults.push(("no-flavor", rule, false));
+        assert_waits_fail(
+            faults,
+            start,
+            wait,
+            |emu| emu.log().len(),
+            |url| {
+                GceProvider::try_new(Some(url)).unwrap().wait_for_nic(
+                    &event(),
+                    &policy(1),
+                    &SystemClock,
+                )
+            },
+        );
     }
 
     #[test]
@@ -279,15 +202,14 @@ mod in_process {
 
 #[cfg(feature = "netns")]
 mod world {
+    use leasehook_tests::clouds::Cloud;
     use std::io::Read as _;
     use std::process::Stdio;
     use std::time::Duration;
 
     use leasehook_tests::client::RENEW_T1;
     use leasehook_tests::gce_emulator::{LogEntry, read_log};
-    use leasehook_tests::world::{
-        CloudDhcp, MetadataService, World, WorldOptions, exit_hooks_seconds, wait_until,
-    };
+    use leasehook_tests::world::{World, WorldOptions, exit_hooks_seconds, wait_until};
     use serde_json::json;
 
     const RULES: [&str; 2] = [
@@ -301,36 +223,17 @@ mod world {
     ];
 
     fn options(scenario: &serde_json::Value) -> WorldOptions {
+        // GCE's leases ([`CloudDhcp::Gce`]): /32, the gateway's /32 on the link
+        // and the rest through it (option 121); only nic0 gets a default route.
         WorldOptions {
             tree: None,
-            // GCE's leases: /32, the gateway's /32 on the link and the rest
-            // through it (option 121); only nic0 gets a default route.
-            dhcp: CloudDhcp::Gce,
-            metadata: Some(MetadataService {
-                emulator: "gce-emulator".to_owned(),
-                args: vec![
-                    "--bind".to_owned(),
-                    "169.254.169.254:80".to_owned(),
-                    "--scenario".to_owned(),
-                    scenario.to_string(),
-                ],
-                addresses: Vec::new(),
-            }),
-            extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "gce".to_owned())],
-            ..WorldOptions::default()
+            ..Cloud::Gce.world(vec!["--scenario".to_owned(), scenario.to_string()])
         }
     }
 
     /// The world, with Debian's option-121 exit hook beside leasehook's.
     fn world(tag: &str, opts: &WorldOptions) -> World {
-        let w = World::new(tag, opts);
-        let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
-        let to = format!(
-            "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
-            w.inst.name
-        );
-        std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to}: {e}"));
-        w
+        World::with_option_121_hook(tag, opts)
     }
 
     fn requests(w: &World) -> Vec<LogEntry> {

@@ -557,7 +557,7 @@ fn sigterm_ends_watch_with_status_0_even_while_the_socket_is_gone() {
 }
 
 #[test]
-fn the_watch_unit_verifies_and_stays_off_without_lxd_or_incus() {
+fn the_watch_unit_verifies_and_runs_on_every_instance() {
     let dir = TempDir::new("watch-unit");
     let unit = fs::read_to_string(
         leasehook_tests::workspace_root().join("hooks/systemd/leasehook-watch.service"),
@@ -582,20 +582,25 @@ fn the_watch_unit_verifies_and_stays_off_without_lxd_or_incus() {
     for line in [
         "ExecStart=/usr/bin/leasehook watch\n",
         "Type=simple",
-        "ConditionPathExists=|/dev/lxd/sock",
-        "ConditionPathExists=|/dev/incus/sock",
-        "ConditionPathExists=|/dev/virtio-ports/org.linuxcontainers.incus",
+        "AmbientCapabilities=CAP_NET_ADMIN\n",
+        "CapabilityBoundingSet=CAP_NET_ADMIN\n",
+        "WantedBy=multi-user.target\n",
+        "ProtectSystem=strict\n",
+        "NoNewPrivileges=yes\n",
     ] {
         assert!(unit.contains(line), "{line}");
     }
-    // Every condition is a triggering one (`|`): any of them starts it, none of
-    // them alone is required.
-    assert!(
-        unit.lines()
-            .filter(|l| l.starts_with("Condition"))
-            .all(|l| l.contains("=|")),
-        "{unit}"
-    );
+    // The self-healing runs on every instance (issue 35): no condition keeps the
+    // unit off; the LXD follower decides for itself (`watch::lxd_applies`).
+    assert!(!unit.lines().any(|l| l.starts_with("Condition")), "{unit}");
+    // Netlink for the notifications and the writes, the socket for LXD.
+    let families = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("RestrictAddressFamilies="))
+        .unwrap_or_default();
+    for f in ["AF_NETLINK", "AF_UNIX"] {
+        assert!(families.split_whitespace().any(|x| x == f), "{families}");
+    }
     // It must reach the sockets under /dev.
     assert!(!unit.contains("PrivateDevices=yes"));
 }

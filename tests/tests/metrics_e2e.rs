@@ -24,12 +24,12 @@
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output};
 
 use leasehook_tests::emulator::LogEntry;
-use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, sibling_bin};
-use leasehook_tests::world::{MAC0, MAC1, default_tree, start_first_line};
+use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, logging_to_stderr, sibling_bin};
+use leasehook_tests::world::{MAC0, MAC1, default_tree, eth1_lease, start_first_line};
 use prometheus_parse::{Sample, Scrape, Value};
 use serde_json::json;
 
@@ -94,27 +94,14 @@ impl Lab {
     /// Runs `leasehook-dhclient` for eth1 with `reason`, in a clean environment
     /// as dhclient-script does, its log on standard error.
     fn hook(&self, reason: &str) -> Output {
-        let mut env: Vec<(&str, &str)> = vec![
-            ("reason", reason),
-            ("interface", "eth1"),
-            ("new_ip_address", "10.98.1.20"),
-            ("new_subnet_mask", "255.255.255.0"),
-            ("new_routers", "10.98.1.1"),
-            ("new_network_number", "10.98.1.0"),
-            ("new_broadcast_address", "10.98.1.255"),
-            ("LEASEHOOK_IMDS_ENDPOINTS", &self.url),
+        let mut env = eth1_lease(reason);
+        env.extend([
+            ("LEASEHOOK_IMDS_ENDPOINTS", self.url.as_str()),
             ("LEASEHOOK_IMDS_BIND_INTERFACE", "false"),
             ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "2"),
             ("LEASEHOOK_IMDS_BUDGET_S", "2"),
             ("LEASEHOOK_METRICS_TEXTFILE", TEXTFILE),
-        ];
-        if reason == "RENEW" {
-            env.extend([
-                ("old_ip_address", "10.98.1.20"),
-                ("old_subnet_mask", "255.255.255.0"),
-                ("old_routers", "10.98.1.1"),
-            ]);
-        }
+        ]);
         let root = self.root.display().to_string();
         env.push(("LEASEHOOK_ROOT", &root));
         let mut argv = vec!["env".to_owned(), "-i".to_owned()];
@@ -181,24 +168,7 @@ impl Lab {
 /// `argv` run inside `ns`, the logger's `/dev/log` hidden so that it writes to
 /// standard error (the logger prefers syslog when `/dev/log` exists).
 fn in_ns_logging_to_stderr(ns: &Netns, argv: &[String]) -> Command {
-    let mut all: Vec<OsString> = ["ip", "netns", "exec", ns.name.as_str()]
-        .map(OsString::from)
-        .to_vec();
-    if Path::new("/dev/log").exists() {
-        all.extend(
-            [
-                "unshare",
-                "--mount",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                "mount --bind /dev/null /dev/log && exec \"$@\"",
-                "sh",
-            ]
-            .map(OsString::from),
-        );
-    }
+    let mut all = logging_to_stderr(Some(ns));
     all.extend(argv.iter().map(OsString::from));
     let mut cmd = Command::new(&all[0]);
     cmd.args(&all[1..]);

@@ -30,13 +30,16 @@
 
 mod in_process {
     use std::net::IpAddr;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
+    use leasehook_core::model::Reason;
     use leasehook_core::source::SourceKind;
     use leasehook_core::source::openstack::OpenStackProvider;
     use leasehook_core::source::provider::{
-        Identity as _, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
+        Identity as _, NicEvent, Outcome, Provider, SystemClock,
+    };
+    use leasehook_tests::clouds::{
+        assert_hot_plug_waited, assert_waits_fail, budget as policy, eth1_event, wait_faults,
     };
     use leasehook_tests::openstack_emulator::{
         Config, INSTANCE_ID, OpenStackEmulator, RateLimit, Scenario, world_tree,
@@ -58,23 +61,7 @@ mod in_process {
     }
 
     fn event() -> NicEvent {
-        let address: IpAddr = "10.98.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            MAC1.parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 24,
-                routers: vec!["10.98.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(secs: u64) -> WaitPolicy {
-        WaitPolicy::default().with_budget(Duration::from_secs(secs))
+        eth1_event(24)
     }
 
     /// A provider against `url` with an empty root (no config drive).
@@ -119,20 +106,12 @@ mod in_process {
 
     #[test]
     fn the_hot_plugged_port_is_waited_for_one_request_a_round() {
-        let emu = start(json!({"appear": [{"link": 1, "after": 1.0}]}));
-        let t = Instant::now();
-        let out = wait(&emu, 10);
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        assert!(t.elapsed() >= Duration::from_millis(900));
-        let n = emu.count("network_data.json");
-        assert!((2..=8).contains(&n), "{n} requests: {:?}", emu.log());
-        assert_eq!(n, emu.log().len());
-        // Never appearing within the budget: Partial, the link missing.
-        let emu = start(json!({"appear": [{"link": 1, "after": 60.0}]}));
-        let Outcome::Partial { missing, .. } = wait(&emu, 2) else {
-            panic!()
-        };
-        assert_eq!(missing, [Missing::MacFolder]);
+        assert_hot_plug_waited(
+            |after| json!({"appear": [{"link": 1, "after": after}]}),
+            start,
+            wait,
+            |emu| (emu.count("network_data.json"), emu.log().len()),
+        );
     }
 
     #[test]
@@ -171,74 +150,19 @@ mod in_process {
     /// answer.
     #[test]
     fn faults_fail_the_wait_and_are_never_empty() {
-        let rule = |r: serde_json::Value| json!({"rules": [r]});
-        for (what, scenario, retried) in [
-            (
-                "403",
-                rule(json!({"path": NETWORK_DATA, "status": 403})),
-                false,
-            ),
-            (
-                "400",
-                rule(json!({"path": "/openstack", "status": 400})),
-                false,
-            ),
-            (
-                "429",
-                rule(json!({"path": "/openstack", "status": 429})),
-                true,
-            ),
-            (
-                "500",
-                rule(json!({"path": "/openstack", "status": 500})),
-                true,
-            ),
-            (
-                "503",
-                rule(json!({"path": "/openstack", "status": 503, "retry_after": 1})),
-                true,
-            ),
-            (
-                "garbage",
-                rule(json!({"path": "/openstack", "action": "garbage"})),
-                false,
-            ),
-            (
-                "huge",
-                rule(json!({"path": "/openstack", "action": "huge"})),
-                false,
-            ),
-            (
-                "slow",
-                rule(json!({"path": "/openstack", "delay": 3.0})),
-                true,
-            ),
-        ] {
-            let emu = start(scenario);
-            let t = Instant::now();
-            let out = wait(&emu, 2);
-            assert!(matches!(out, Outcome::Failed(_)), "{what}: {out:?}");
-            // One request timeout (2 s) past the budget at most.
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "{what}: {:?}",
-                t.elapsed()
-            );
-            let n = emu.log().len();
-            if retried {
-                assert!(n >= 1 || what == "slow", "{what}");
-            } else {
-                assert_eq!(n, 1, "{what}: waiting cannot fix it: {:?}", emu.log());
-            }
-        }
-        // Down: nothing listens.
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let (_root, p) = provider(&format!("http://127.0.0.1:{port}"));
-        let out = p.wait_for_nic(&event(), &policy(1), &SystemClock);
-        assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
+        let mut faults = wait_faults("/openstack", NETWORK_DATA);
+        let rule = json!({"rules": [{"path": "/openstack", "status": 500}]});
+        faults.push(("500", rule, true));
+        assert_waits_fail(
+            faults,
+            start,
+            wait,
+            |emu| emu.log().len(),
+            |url| {
+                let (_root, p) = provider(url);
+                p.wait_for_nic(&event(), &policy(1), &SystemClock)
+            },
+        );
     }
 
     #[test]
@@ -530,6 +454,7 @@ mod drive {
 
 #[cfg(feature = "netns")]
 mod world {
+    use leasehook_tests::clouds::Cloud;
     use std::time::Duration;
 
     use std::process::Output;
@@ -563,14 +488,11 @@ mod world {
     /// The world with the emulator (Neutron's rate limit on) or, with `drive`,
     /// no metadata service at all and a config drive below the root.
     fn options(drive: bool) -> WorldOptions {
-        WorldOptions {
-            tree: None,
-            dhcp: CloudDhcp::OpenStack,
-            metadata: (!drive)
-                .then(|| service(vec!["--rate-limit".to_owned(), "10/10".to_owned()])),
-            extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "openstack".to_owned())],
-            ..WorldOptions::default()
+        let mut opts = Cloud::OpenStack.world(vec!["--rate-limit".to_owned(), "10/10".to_owned()]);
+        if drive {
+            opts.metadata = None;
         }
+        WorldOptions { tree: None, ..opts }
     }
 
     fn world(tag: &str, drive: bool) -> World {

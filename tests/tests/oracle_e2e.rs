@@ -37,35 +37,25 @@ use std::process::Output;
 use std::time::Duration;
 
 use leasehook_core::source::oracle::vnic::device_slot;
+use leasehook_tests::clouds::Cloud;
 use leasehook_tests::netns::leasehook_bin;
 use leasehook_tests::oracle_emulator::{DETACHED_FILE, FAULT_FILE, LOG_FILE, LogEntry, read_log};
 use leasehook_tests::udev_add_command;
-use leasehook_tests::world::{
-    CloudDhcp, MAC0, MAC1, MetadataService, World, WorldOptions, wait_until,
-};
+use leasehook_tests::world::{MAC0, MAC1, World, WorldOptions, wait_until};
 
 fn table(mac: &str) -> u32 {
     10_000 + device_slot(mac.parse().unwrap())
 }
 
 fn oracle_opts(extra: &[(&str, &str)]) -> WorldOptions {
-    let mut env = vec![("LEASEHOOK_PROVIDER".to_owned(), "oracle".to_owned())];
-    env.extend(
+    // OCI's DHCP serves the primary VNIC only.
+    let mut opts = Cloud::Oracle.world(Vec::new());
+    opts.extra_hook_env.extend(
         extra
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
-    WorldOptions {
-        // OCI's DHCP serves the primary VNIC only.
-        dhcp: CloudDhcp::Oracle,
-        metadata: Some(MetadataService {
-            emulator: "oracle-emulator".to_owned(),
-            args: vec!["--bind".to_owned(), "169.254.169.254:80".to_owned()],
-            addresses: Vec::new(),
-        }),
-        extra_hook_env: env,
-        ..WorldOptions::default()
-    }
+    opts
 }
 
 fn imds_log(w: &World) -> Vec<LogEntry> {

@@ -234,7 +234,27 @@ fn workspace_docs() -> Vec<String> {
     leasehook_tests::packaged_docs()
 }
 
+/// The watcher runs on every instance (issue 35): its installed unit has no
+/// condition, and the postinst starts it on a running systemd (cargo-deb's
+/// `deb-systemd-invoke start`) as it does the refresh timer.
+fn check_watch_unit() {
+    let unit = std::fs::read_to_string("/usr/lib/systemd/system/leasehook-watch.service").unwrap();
+    assert!(!unit.lines().any(|l| l.starts_with("Condition")), "{unit}");
+    assert!(
+        unit.contains("AF_NETLINK") && unit.contains("CAP_NET_ADMIN"),
+        "{unit}"
+    );
+    let postinst = std::fs::read_to_string("/var/lib/dpkg/info/leasehook.postinst").unwrap();
+    assert!(
+        postinst
+            .lines()
+            .any(|l| l.contains("deb-systemd-invoke") && l.contains("leasehook-watch.service")),
+        "the postinst does not start the watcher:\n{postinst}"
+    );
+}
+
 fn check_installed_files() {
+    check_watch_unit();
     let (ok, listing) = sh(Command::new("dpkg").args(["-L", "leasehook"]));
     assert!(ok, "dpkg -L: {listing}");
     let mut want: BTreeSet<String> = FILES.iter().map(|(p, _)| (*p).to_owned()).collect();

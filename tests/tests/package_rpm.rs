@@ -527,18 +527,21 @@ const fn row(
 const PRESET: &str = "systemd-update-helper install-system-units leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
 /// The same without systemd-update-helper (systemd before 246), as the macro did.
 const PRESET_OLD: &str = "systemctl --no-reload preset leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-watch.service";
-/// %post starts the timer on a first install only when the presets enabled it.
+/// %post starts the timer and the watcher on a first install, each only when
+/// the presets enabled it.
 const IS_ENABLED: &str = "systemctl --quiet is-enabled leasehook-refresh.timer";
 const START: &str = "systemctl start leasehook-refresh.timer";
+const IS_ENABLED_WATCH: &str = "systemctl --quiet is-enabled leasehook-watch.service";
+const START_WATCH: &str = "systemctl start leasehook-watch.service";
 /// `%systemd_preun`: disable, and stop on a running systemd (the helper decides).
 const REMOVE: &str = "systemd-update-helper remove-system-units leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
 const DISABLE_NOW_OLD: &str = "systemctl --no-reload disable --now leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
 const DISABLE_OLD: &str = "systemctl --no-reload disable leasehook-local.service leasehook.service leasehook-refresh.timer leasehook-refresh.service leasehook-watch.service";
-/// `%systemd_postun_with_restart`: the helper marks the timer, systemd's file
-/// trigger restarts it after the transaction.
-const MARK_RESTART: &str =
-    "systemd-update-helper mark-restart-system-units leasehook-refresh.timer";
-const TRY_RESTART_OLD: &str = "systemctl try-restart leasehook-refresh.timer";
+/// `%systemd_postun_with_restart`: the helper marks the timer and the watcher,
+/// systemd's file trigger restarts them after the transaction.
+const MARK_RESTART: &str = "systemd-update-helper mark-restart-system-units leasehook-refresh.timer leasehook-watch.service";
+const TRY_RESTART_OLD: &str =
+    "systemctl try-restart leasehook-refresh.timer leasehook-watch.service";
 const FLUSH: &str = "leasehook flush";
 const RELOAD: &str = "systemctl daemon-reload";
 
@@ -553,13 +556,20 @@ const TABLE: &[Row] = &[
     // After an install or an upgrade: the hooks' names link to the binary.
     row("posttrans", "1", true, &[], false),
     row("posttrans", "1", false, &[], false),
-    // First install: the presets (no systemd needed); start only the timer,
-    // and only when the presets enabled it.
+    // First install: the presets (no systemd needed); start the timer and the
+    // watcher, each only when the presets enabled it.
     row(
         "post",
         "1",
         true,
-        &[PRESET, RELOAD, IS_ENABLED, START],
+        &[
+            PRESET,
+            RELOAD,
+            IS_ENABLED,
+            START,
+            IS_ENABLED_WATCH,
+            START_WATCH,
+        ],
         false,
     ),
     row("post", "1", false, &[PRESET], false),
@@ -586,7 +596,14 @@ const TABLE: &[Row] = &[
             "post",
             "1",
             true,
-            &[PRESET_OLD, RELOAD, IS_ENABLED, START],
+            &[
+                PRESET_OLD,
+                RELOAD,
+                IS_ENABLED,
+                START,
+                IS_ENABLED_WATCH,
+                START_WATCH,
+            ],
             false,
         )
     },
@@ -614,7 +631,13 @@ const TABLE: &[Row] = &[
     // the presets left disabled (is-enabled fails) is not started.
     Row {
         failing: true,
-        ..row("post", "1", true, &[PRESET, RELOAD, IS_ENABLED], false)
+        ..row(
+            "post",
+            "1",
+            true,
+            &[PRESET, RELOAD, IS_ENABLED, IS_ENABLED_WATCH],
+            false,
+        )
     },
     Row {
         failing: true,

@@ -167,7 +167,6 @@ fn a_bad_record_is_an_error_never_a_panic() {
 mod lab {
     //! The rows that need a namespace and root.
 
-    use std::ffi::OsString;
     use std::os::unix::fs::PermissionsExt as _;
 
     use leasehook_tests::netns::{Netns, sibling_bin};
@@ -238,24 +237,7 @@ mod lab {
         /// [`Lab::bound`] with the budgets the client waits for (`sync`) and the
         /// whole wait (`total`), in seconds.
         fn bound_within(&self, sync: &str, total: &str) -> Output {
-            let mut argv: Vec<OsString> = ["ip", "netns", "exec", self.ns.name.as_str()]
-                .map(OsString::from)
-                .into();
-            if Path::new("/dev/log").exists() {
-                argv.extend(
-                    [
-                        "unshare",
-                        "--mount",
-                        "--propagation",
-                        "private",
-                        "sh",
-                        "-c",
-                        "mount --bind /dev/null /dev/log && exec \"$@\"",
-                        "sh",
-                    ]
-                    .map(OsString::from),
-                );
-            }
+            let mut argv = leasehook_tests::netns::logging_to_stderr(Some(&self.ns));
             argv.push("env".into());
             argv.push("-i".into());
             for (k, v) in [

@@ -6,10 +6,14 @@
 //! SIGINT). Each follower is a file of its own with one entry point
 //! `follow(&Context, &AtomicBool)`, started here when it applies to this machine:
 //!
-//! * [`lxd`]: the LXD/Incus instance's events (config changes, NIC hot-plug).
+//! * [`heal`]: self-healing, on every machine: puts back the rules, routes and
+//!   addresses a record says must exist when someone else removes them;
+//! * [`lxd`]: the LXD/Incus instance's events (config changes, NIC hot-plug),
+//!   only on an LXD or Incus instance ([`lxd_applies`]);
 //! * [`hotplug`]: a NIC the hooks just routed for the first time, refreshed every
 //!   5 s for a minute (`leasehook_core::cadence`).
 
+mod heal;
 mod hotplug;
 mod lxd;
 
@@ -53,10 +57,41 @@ pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Res
         cfg,
         args,
     };
+    let lxd = lxd_applies(root);
+    if !lxd {
+        log::debug!("not an LXD or Incus instance: LXD events not followed");
+    }
     std::thread::scope(|s| {
         let (ctx, stop) = (&ctx, &*stop);
-        s.spawn(move || lxd::follow(ctx, stop));
+        s.spawn(move || heal::follow(ctx, stop));
+        if lxd {
+            s.spawn(move || lxd::follow(ctx, stop));
+        }
         s.spawn(move || hotplug::follow(ctx, stop));
     });
     Ok(String::new())
+}
+
+/// The paths whose presence below the root makes this an LXD or Incus instance:
+/// the dev-lxd or Incus socket, or (in a VM, whose agent makes the socket later)
+/// one of the virtio ports. The same list the unit's conditions held before the
+/// watcher ran everywhere.
+const LXD_PATHS: [&str; 5] = [
+    "dev/lxd/sock",
+    "dev/incus/sock",
+    "dev/virtio-ports/com.canonical.lxd",
+    "dev/virtio-ports/org.linuxcontainers.lxd",
+    "dev/virtio-ports/org.linuxcontainers.incus",
+];
+
+/// Whether the LXD/Incus follower applies below `root`: one of [`LXD_PATHS`]
+/// exists, or the boot stage found the LXD datasource this boot.
+fn lxd_applies(root: &Path) -> bool {
+    LXD_PATHS.iter().any(|p| root.join(p).exists())
+        || leasehook_core::boot::state::read(
+            root,
+            leasehook_core::boot::state::boot_id(root).as_deref(),
+        )
+        .and_then(|b| b.datasource)
+        .is_some_and(|d| d == leasehook_core::source::SourceKind::Lxd)
 }

@@ -11,6 +11,7 @@
 //! rtnetlink on a private current-thread tokio runtime) and
 //! [`record::RecordingApplier`] (an in-memory kernel for unit tests).
 
+pub mod monitor;
 pub mod netlink;
 pub mod record;
 pub mod state;
