@@ -71,8 +71,9 @@ pub enum Error {
         note: String,
         /// How many earlier changes of the same run were undone.
         rolled_back: usize,
-        /// Changes that could not be undone.
-        rollback_errors: Vec<String>,
+        /// Changes that could not be undone: each error names its object and
+        /// the kernel's cause.
+        rollback_errors: Vec<Error>,
     },
     /// An interface the operation needs has no link (`ip link show` does not list it).
     #[error("no link named {0}")]
@@ -84,8 +85,8 @@ pub enum Error {
         reason: String,
     },
     /// Tearing down went through every object; these ones failed.
-    #[error("{} object(s) could not be removed: {}", .0.len(), .0.join("; "))]
-    Teardown(Vec<String>),
+    #[error("{} object(s) could not be removed: {}", .0.len(), joined(.0))]
+    Teardown(Vec<ObjectError>),
     /// A file or folder could not be read or written: the system said why.
     #[error("{path}: {source}")]
     File {
@@ -156,15 +157,18 @@ pub enum Error {
         #[source]
         problem: crate::cache::record::Unnameable,
     },
-    /// The applied state could not be recorded; `note` says what became of the
-    /// run's writes (rolled back, or what could not be).
-    #[error("{source} ({note})")]
+    /// The applied state could not be recorded, so the run's writes were rolled
+    /// back; `rollback_errors` are the ones that could not be.
+    #[error("{source} ({})", not_recorded_note(*rolled_back, rollback_errors))]
     NotRecorded {
         /// Why the state could not be recorded.
         #[source]
         source: Box<Error>,
-        /// What was done about the kernel's state.
-        note: String,
+        /// How many changes of the run were to be rolled back.
+        rolled_back: usize,
+        /// What could not be undone (or the links that could not be read to
+        /// undo anything): each error names its object and cause.
+        rollback_errors: Vec<Error>,
     },
     /// A request to the EC2 instance metadata service failed. The message names the
     /// URL (never the token: it travels in a header only); `kind` says what failed so
@@ -263,16 +267,71 @@ fn key_prefix(key: &str) -> String {
     }
 }
 
-fn rollback_note(rolled_back: usize, errors: &[String]) -> String {
+fn rollback_note(rolled_back: usize, errors: &[Error]) -> String {
     match (rolled_back, errors.is_empty()) {
         (0, true) => String::new(),
         (n, true) => format!(" (rolled back the {n} change(s) made before it)"),
         (n, false) => format!(
             " (rolled back {n} change(s); could not undo: {})",
-            errors.join("; ")
+            joined(errors)
         ),
     }
 }
+
+fn not_recorded_note(rolled_back: usize, errors: &[Error]) -> String {
+    if errors.is_empty() {
+        format!(
+            "the state could not be recorded, so the {rolled_back} change(s) of this run were rolled back"
+        )
+    } else {
+        format!(
+            "the state could not be recorded; rolling back the {rolled_back} change(s) of this run failed: {}",
+            joined(errors)
+        )
+    }
+}
+
+/// Errors one after the other, `; ` between them.
+fn joined<E: std::fmt::Display>(errors: &[E]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One object a teardown could not remove: the interface it belongs to when the
+/// teardown covered several, and why (the error names the object, as an `ip`
+/// command line, and the kernel's cause). Shared, so a report holding it can be
+/// cloned; two are equal when they name the same interface and say the same.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}{error}", iface.as_ref().map(|n| format!("{n}: ")).unwrap_or_default())]
+pub struct ObjectError {
+    /// The interface, when the message must name it.
+    pub iface: Option<crate::model::IfName>,
+    /// What failed.
+    #[source]
+    pub error: std::sync::Arc<Error>,
+}
+
+impl ObjectError {
+    /// `error` of the object of interface `iface` (`None`: the message does not
+    /// name it).
+    pub fn new(iface: Option<crate::model::IfName>, error: Error) -> Self {
+        Self {
+            iface,
+            error: std::sync::Arc::new(error),
+        }
+    }
+}
+
+impl PartialEq for ObjectError {
+    fn eq(&self, other: &Self) -> bool {
+        self.iface == other.iface && self.error.to_string() == other.error.to_string()
+    }
+}
+
+impl Eq for ObjectError {}
 
 impl Error {
     /// An IO error on `path`, keeping the cause: [`Error::File`] with the same
