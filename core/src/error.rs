@@ -223,7 +223,7 @@ pub enum Error {
         key: String,
         /// What is wrong, with the value escaped and shortened.
         #[source]
-        problem: BadValue,
+        problem: Box<BadValue>,
     },
     /// An instance-data key path (`leasehook query`) is malformed, or names what
     /// the instance data does not hold.

@@ -506,7 +506,7 @@ fn set(loaded: &mut Loaded, key: &str, raw: &keys::Raw<'_>, origin: SettingOrigi
     result.map_err(|problem| Error::Config {
         origin: origin.to_string(),
         key: key.to_owned(),
-        problem,
+        problem: Box::new(problem),
     })?;
     loaded.origins.insert(key.to_owned(), origin);
     Ok(())
@@ -647,14 +647,14 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
         serde_saphyr::from_str_with_options(text, options).map_err(|e| Error::Config {
             origin: path.to_owned(),
             key: String::new(),
-            problem: BadValue::Syntax(yaml_error(&e)),
+            problem: Box::new(BadValue::Syntax(yaml_error(&e))),
         })?;
     let doc = doc.unwrap_or_default();
     if let Some(root) = &doc.root {
         return Err(Error::Config {
             origin: format!("{path} line {}", root.referenced.line()),
             key: "root".to_owned(),
-            problem: BadValue::RootInFile,
+            problem: Box::new(BadValue::RootInFile),
         });
     }
     let mut values = Vec::new();
