@@ -118,6 +118,10 @@ class RecordedRun(unittest.TestCase):
         self.assertAlmostEqual(bound["change"], 0.5)
         # The recorded run predates `leasehook flush`'s benchmark: no such row.
         self.assertNotIn("flush / ip -batch deleting, CPU", rows)
+        # The planner's worst case, in ms beside the others.
+        plan = rows["plan, `ec2-net-utils` (the worst case)"]
+        self.assertEqual(plan["unit"], "ms")
+        self.assertAlmostEqual(plan["after"] * 1000, report.derive(self.raw)["plan"]["plan_ec2"]["median_us"])
         text = report.report(raw, self.template)
         self.assertIn("| | 0000000 | %s | after / before |" % self.raw["commit"], text)
         self.assertIn("| hook, BOUND (rules installed at exit) | ", text)

@@ -18,7 +18,7 @@ is not timed), then times one command:
 
 and prints the medians of wall time and of CPU time (user + system of the
 process: the work it does, steadier than wall time on a busy 2-core machine),
-and their ratios. Needs root. Run: scripts/bench-apply.py [--rounds N] (builds
+and their ratios (the user part of the CPU time is recorded too). Needs root. Run: scripts/bench-apply.py [--rounds N] (builds
 the release binary first with cargo).
 
 With LEASEHOOK_BENCH_JSON naming a file, the numbers are also appended to it as
@@ -65,17 +65,18 @@ def fresh_ns(name, links):
         sh("ip", "-n", name, "address", "add", "10.%d.0.10/16" % i, "dev", ifname)
 
 def cpu():
+    """(user + system, user) seconds of the children so far."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+    return ru.ru_utime + ru.ru_stime, ru.ru_utime
 
 def timed(args):
-    """(wall, CPU) seconds of one command, and its output."""
+    """(wall, CPU, user CPU) seconds of one command, and its output."""
     c, t = cpu(), time.perf_counter()
     r = subprocess.run(args, capture_output=True, text=True)
-    dt, dc = time.perf_counter() - t, cpu() - c
+    dt, dc = time.perf_counter() - t, cpu()
     if r.returncode != 0:
         sys.exit("%s failed: %s" % (" ".join(args[:6]), r.stderr))
-    return (dt, dc), r.stdout
+    return (dt, dc[0] - c[0], dc[1] - c[1]), r.stdout
 
 def plan_args(lh, md, links, leases):
     args = [lh, "plan", "--metadata", md]
@@ -91,7 +92,8 @@ def pct(xs, p):
     return xs[(len(xs) - 1) * p // 100]
 
 def summary(xs, i):
-    """Median and p90 of field i (0 wall, 1 CPU) of (wall, CPU) pairs, in ms."""
+    """Median and p90 of field i (0 wall, 1 CPU, 2 user CPU) of (wall, CPU, user)
+    triples, in ms."""
     return {"median_ms": pct([x[i] for x in xs], 50) * 1000, "p90_ms": pct([x[i] for x in xs], 90) * 1000}
 
 def stop(signum, _frame):
@@ -157,21 +159,22 @@ def main():
                 fresh_ns(ns, links)
                 t4, _ = timed(["ip", "-n", ns, "-4", "-batch", batches["-4"]])
                 t6, _ = timed(["ip", "-n", ns, "-6", "-batch", batches["-6"]])
-                ipb.append((t4[0] + t6[0], t4[1] + t6[1]))
+                ipb.append(tuple(a + b for a, b in zip(t4, t6)))
                 fresh_ns(ns, links)
                 timed(["ip", "-n", ns, "-4", "-batch", adds["-4"]])
                 timed(["ip", "-n", ns, "-6", "-batch", adds["-6"]])
                 t4, _ = timed(["ip", "-n", ns, "-4", "-batch", dels["-4"]])
                 t6, _ = timed(["ip", "-n", ns, "-6", "-batch", dels["-6"]])
-                ipd.append((t4[0] + t6[0], t4[1] + t6[1]))
+                ipd.append(tuple(a + b for a, b in zip(t4, t6)))
         finally:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     wall = lambda xs: statistics.median(x[0] for x in xs) * 1000
     work = lambda xs: statistics.median(x[1] for x in xs) * 1000
+    user = lambda xs: statistics.median(x[2] for x in xs) * 1000
     print("objects: %d lines (%s netlink writes by leasehook), %d rounds; median wall / CPU (user+sys) ms"
           % (len(lines), writes, a.rounds))
     print("leasehook apply, from empty : %7.1f / %7.1f" % (wall(first), work(first)))
-    print("leasehook apply, unchanged  : %7.1f / %7.1f (0 writes)" % (wall(again), work(again)))
+    print("leasehook apply, unchanged  : %7.1f / %7.1f (0 writes; user CPU %.1f)" % (wall(again), work(again), user(again)))
     print("ip -batch, from empty       : %7.1f / %7.1f (ip -4 -batch + ip -6 -batch)" % (wall(ipb), work(ipb)))
     print("ratio apply/ip-batch        : %.2f wall, %.2f CPU" % (wall(first) / wall(ipb), work(first) / work(ipb)))
     print("leasehook flush             : %7.1f / %7.1f (every interface, one run)" % (wall(flush), work(flush)))
@@ -187,7 +190,8 @@ def main():
                "plan_json_bytes": plan_bytes}
         for key, xs in (("apply_empty", first), ("apply_same", again), ("ip_batch", ipb),
                         ("flush", flush), ("ip_batch_del", ipd)):
-            res[key] = {"n": len(xs), "wall": summary(xs, 0), "cpu": summary(xs, 1)}
+            res[key] = {"n": len(xs), "wall": summary(xs, 0), "cpu": summary(xs, 1),
+                        "user": summary(xs, 2)}
         with open(out, "a") as f:
             f.write(json.dumps(res) + "\n")
 

@@ -22,7 +22,7 @@
 //! nothing is left).
 
 use crate::apply::state::{self, InterfaceState, Paths};
-use crate::apply::{self, Applier, Report};
+use crate::apply::{self, Applier, Report, Snapshot};
 use crate::error::{Error, Result};
 use crate::model::{Family, IfName, Lease, Plan};
 
@@ -40,7 +40,35 @@ pub fn commit<A: Applier + ?Sized>(
     recorded: &[InterfaceState],
     leases: &[Lease],
 ) -> Result<Report> {
-    let report = match apply::apply_plan(applier, plan, &with_others(paths, recorded)) {
+    commit_in(applier, paths, plan, (recorded, leases), None)
+}
+
+/// [`commit`] on the kernel as `seen` read it ([`apply::apply_plan_seen`]): the
+/// hooks plan from a [`Snapshot`] and apply on it, so an event reads the kernel
+/// once. `seen` must be taken after the last write (under the locks).
+pub fn commit_seen<A: Applier + ?Sized>(
+    applier: &mut A,
+    paths: &Paths,
+    plan: &Plan,
+    (recorded, leases): (&[InterfaceState], &[Lease]),
+    seen: &Snapshot,
+) -> Result<Report> {
+    commit_in(applier, paths, plan, (recorded, leases), Some(seen))
+}
+
+fn commit_in<A: Applier + ?Sized>(
+    applier: &mut A,
+    paths: &Paths,
+    plan: &Plan,
+    (recorded, leases): (&[InterfaceState], &[Lease]),
+    seen: Option<&Snapshot>,
+) -> Result<Report> {
+    let everyone = with_others(paths, recorded);
+    let outcome = match seen {
+        Some(seen) => apply::apply_plan_seen(applier, plan, &everyone, seen),
+        None => apply::apply_plan(applier, plan, &everyone),
+    };
+    let report = match outcome {
         Err(e @ Error::Conflict { .. }) => return Err(record_conflict(paths, e)),
         other => other?,
     };
@@ -145,11 +173,14 @@ fn save_all(
 /// `own` (the states of the plan's interfaces) and every other interface's, so the
 /// applier can tell a table another NIC holds.
 fn with_others(paths: &Paths, own: &[InterfaceState]) -> Vec<InterfaceState> {
-    let (all, _) = state::list_states(paths);
+    // The plan's own files are not read again (each is as long as its plan).
+    let (others, _) =
+        state::list_states_but(paths, &own.iter().map(|o| &o.name).collect::<Vec<_>>());
     own.iter()
         .cloned()
         .chain(
-            all.into_iter()
+            others
+                .into_iter()
                 .filter(|st| own.iter().all(|o| o.name != st.name)),
         )
         .collect()

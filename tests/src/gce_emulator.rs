@@ -40,6 +40,25 @@
 //!   `Metadata-Flavor` header (the Google auth libraries' "on GCE?" probe;
 //!   googleapis/google-auth-library-java#282 shows the server doing it).
 //!
+//! # The long poll (issue 35)
+//!
+//! Every normal 200 answer carries an `ETag` (a hash of its body). With
+//! `wait_for_change=true` the server answers at once when `last_etag` is not the
+//! current one; otherwise (or without `last_etag`) it holds the request until the
+//! answer changes (looked at every 20 ms: a late NIC appearing, a change
+//! through the control path) or `timeout_sec` passes (default 300 s), then
+//! answers the current tree and `ETag`, as the real server does ("Waiting for
+//! updates", <https://cloud.google.com/compute/docs/metadata/querying-metadata#waitforchange>).
+//! A held request is logged when it arrives (status `open`) and again when
+//! answered, so a test can count the requests open at a time.
+//!
+//! # Control (tests only)
+//!
+//! `PUT /emulator/v1/PATH` with a JSON body replaces the tree's value at `PATH`
+//! (path names, below the tree's root: `instance/network-interfaces/1/ip-aliases`),
+//! logged with status `set`; [`GceEmulator::set`] does the same in-process and
+//! `gce-emulator --set ADDR:PORT PATH JSON` is its client.
+//!
 //! # Scenario
 //!
 //! ```json
@@ -51,7 +70,8 @@
 //!
 //! Times are seconds since the first request. `appear`: the NIC at index `nic`
 //! is not listed in `network-interfaces` until `after` (the hot-plug race).
-//! `rules`: the first that matches (path by whole segments, window, `count`)
+//! `rules`: the first that matches (path by whole segments, `query` a part of
+//! the query, window, `count`)
 //! waits `delay`, then answers `status` (+ `Retry-After`, + `body`) or does
 //! `action`: `garbage` (200, a body that is neither JSON nor UTF-8), `huge` (200,
 //! `size` bytes, default 1 MiB), `no-flavor` (the normal answer without
@@ -133,6 +153,10 @@ impl Action {
 pub struct Rule {
     /// The path (and everything below it).
     pub path: String,
+    /// Only requests whose query contains this (`wait_for_change=true`: the
+    /// long polls alone).
+    #[serde(default)]
+    pub query: Option<String>,
     /// From this many seconds (default 0).
     #[serde(default)]
     pub from: Option<f64>,
@@ -248,6 +272,8 @@ impl LogEntry {
 
 struct Shared {
     config: Config,
+    /// The tree served now (the config's, changed by the control path).
+    tree: Mutex<Value>,
     rule_hits: Vec<AtomicU64>,
     t0: OnceLock<Instant>,
     log: Mutex<Vec<LogEntry>>,
@@ -291,6 +317,7 @@ impl GceEmulator {
                 .iter()
                 .map(|_| AtomicU64::new(0))
                 .collect(),
+            tree: Mutex::new(config.tree.clone()),
             config,
             t0: OnceLock::new(),
             log: Mutex::new(Vec::new()),
@@ -338,6 +365,18 @@ impl GceEmulator {
         self.log().iter().filter(|e| e.path.contains(part)).count()
     }
 
+    /// Replaces the value at `path` (path names below the tree's root, `/`
+    /// separated); held long polls see the change.
+    pub fn set(&self, path: &str, value: Value) -> Result<(), String> {
+        set_in(&self.shared, path, value)
+    }
+
+    /// Requests with `wait_for_change=true` that arrived (each logged `open`
+    /// when held, or answered at once).
+    pub fn long_polls(&self) -> usize {
+        long_polls(&self.log())
+    }
+
     /// Blocks until the server thread ends (for the binary).
     pub fn wait(mut self) {
         if let Some(t) = self.thread.take() {
@@ -383,9 +422,89 @@ pub fn world_tree() -> Value {
     })
 }
 
+/// How many requests of `log` were long polls: held (their `open` line) or
+/// answered at once (the answer of a held one, `STATUS:held`, is not counted
+/// again).
+pub fn long_polls(log: &[LogEntry]) -> usize {
+    log.iter()
+        .filter(|e| e.path.contains("wait_for_change=true") && !e.status.ends_with(":held"))
+        .count()
+}
+
+/// How many long polls of `log` are held (logged `open`, not answered yet).
+pub fn open_long_polls(log: &[LogEntry]) -> usize {
+    let polls = log
+        .iter()
+        .filter(|e| e.path.contains("wait_for_change=true"));
+    let (mut opened, mut answered) = (0usize, 0usize);
+    for e in polls {
+        if e.status == "open" {
+            opened += 1;
+        } else if e.status.ends_with(":held") {
+            answered += 1;
+        }
+    }
+    opened.saturating_sub(answered)
+}
+
+/// Replaces the value at `path` in the served tree.
+fn set_in(sh: &Shared, path: &str, value: Value) -> Result<(), String> {
+    let mut tree = sh.tree.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut node = &mut *tree;
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let Some((last, parents)) = segs.split_last() else {
+        return Err("an empty path".to_owned());
+    };
+    for seg in parents {
+        node = match node {
+            Value::Object(m) => m.get_mut(*seg),
+            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
+            _ => None,
+        }
+        .ok_or_else(|| format!("{path}: no {seg}"))?;
+    }
+    match node {
+        Value::Object(m) => {
+            m.insert((*last).to_owned(), value);
+        }
+        Value::Array(a) => {
+            let i = last
+                .parse::<usize>()
+                .map_err(|_| format!("{path}: {last} is no index"))?;
+            match i.cmp(&a.len()) {
+                std::cmp::Ordering::Less => a[i] = value,
+                std::cmp::Ordering::Equal => a.push(value),
+                std::cmp::Ordering::Greater => return Err(format!("{path}: {i} is past the end")),
+            }
+        }
+        _ => return Err(format!("{path}: not below a container")),
+    }
+    Ok(())
+}
+
+/// The `ETag` of an answer's body.
+fn etag(body: &[u8]) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    body.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+/// A query parameter's value.
+fn param<'q>(query: &'q str, name: &str) -> Option<&'q str> {
+    query.split('&').find_map(|p| {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        k.eq_ignore_ascii_case(name).then_some(v)
+    })
+}
+
 /// `network-interfaces` without the NICs that have not appeared yet.
 fn visible(sh: &Shared, t: f64) -> Value {
-    let mut tree = sh.config.tree.clone();
+    let mut tree = sh
+        .tree
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     if let Some(Value::Array(nics)) = tree
         .get_mut("instance")
         .and_then(|i| i.get_mut("network-interfaces"))
@@ -553,10 +672,14 @@ fn reply(
 ) -> (Option<Response>, String) {
     let Some(r) = rule.filter(|r| r.action.is_some() || r.status.is_some()) else {
         let (status, body, ctype) = answer(sh, t, path, query);
-        return (
-            Some(response(status, body, ctype, true)),
-            status.to_string(),
-        );
+        let tag = (status == 200).then(|| etag(&body));
+        let mut resp = response(status, body, ctype, true);
+        if let Some(tag) = tag
+            && let Ok(h) = tiny_http::Header::from_bytes("ETag", tag)
+        {
+            resp.add_header(h);
+        }
+        return (Some(resp), status.to_string());
     };
     let resp = match (r.action, r.status) {
         (Some(Action::Drop), _) => None,
@@ -578,12 +701,14 @@ fn reply(
         }
         (None, status) => {
             let status = status.unwrap_or(200);
-            let mut resp = response(
-                status,
-                r.body.clone().unwrap_or_default().into_bytes(),
-                "text/html",
-                true,
-            );
+            let body = r.body.clone().unwrap_or_default().into_bytes();
+            let tag = etag(&body);
+            let mut resp = response(status, body, "text/html", true);
+            if status == 200
+                && let Ok(h) = tiny_http::Header::from_bytes("ETag", tag)
+            {
+                resp.add_header(h);
+            }
             if let Some(s) = r.retry_after
                 && let Ok(h) = tiny_http::Header::from_bytes("Retry-After", s.to_string())
             {
@@ -595,11 +720,90 @@ fn reply(
     (resp, r.action.map_or("200", Action::label).to_owned())
 }
 
+fn log_entry(sh: &Shared, entry: LogEntry) {
+    if let Some(f) = &sh.log_file {
+        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = writeln!(f, "{}", entry.line());
+        let _ = f.flush();
+    }
+    sh.log
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(entry);
+}
+
+/// The control path: `PUT /emulator/v1/PATH` with a JSON body.
+fn control(sh: &Shared, t: f64, mut request: tiny_http::Request, path: &str) {
+    let mut body = String::new();
+    let result = io::Read::read_to_string(request.as_reader(), &mut body)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str(&body).map_err(|e| format!("not JSON: {e}")))
+        .and_then(|v| set_in(sh, path.trim_start_matches("/emulator/v1"), v));
+    log_entry(
+        sh,
+        LogEntry {
+            t,
+            peer: request
+                .remote_addr()
+                .map_or_else(|| "-".to_owned(), |p| p.ip().to_string()),
+            method: "PUT".to_owned(),
+            path: path.to_owned(),
+            status: if result.is_ok() { "set" } else { "400" }.to_owned(),
+            flavor: "-".to_owned(),
+        },
+    );
+    let resp = match result {
+        Ok(()) => response(200, b"set\n".to_vec(), "text/plain", true),
+        Err(e) => response(400, format!("{e}\n").into_bytes(), "text/plain", true),
+    };
+    let _ = request.respond(resp);
+}
+
+/// A long poll whose answer has not changed yet: holds it until the answer's
+/// `ETag` is not `last` (`None`: the one at arrival) or `timeout_sec` passes;
+/// logged `open` first. Whether it was held.
+fn hold(sh: &Shared, t: f64, path: &str, query: &str, peer: &str) -> bool {
+    let now = |sh: &Shared| sh.t0.get_or_init(Instant::now).elapsed().as_secs_f64();
+    let current = |t: f64| {
+        let (status, body, _) = answer(sh, t, path, query);
+        (status == 200).then(|| etag(&body))
+    };
+    let last = param(query, "last_etag").map(str::to_owned);
+    let at_arrival = current(t);
+    let waits_on = last.clone().or_else(|| at_arrival.clone());
+    if at_arrival.is_none() || (last.is_some() && at_arrival != last) {
+        return false;
+    }
+    log_entry(
+        sh,
+        LogEntry {
+            t,
+            peer: peer.to_owned(),
+            method: "GET".to_owned(),
+            path: format!("{path}?{query}"),
+            status: "open".to_owned(),
+            flavor: "Google".to_owned(),
+        },
+    );
+    let timeout = param(query, "timeout_sec")
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(300.0);
+    let end = Instant::now() + Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
+    while Instant::now() < end && current(now(sh)) == waits_on {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 fn handle(sh: &Shared, request: tiny_http::Request) {
     let t = sh.t0.get_or_init(Instant::now).elapsed().as_secs_f64();
     let url = request.url().to_owned();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let (path, query) = (path.to_owned(), query.to_owned());
+    if *request.method() == tiny_http::Method::Put && under(&path, "/emulator/v1") {
+        control(sh, t, request, &path);
+        return;
+    }
     let peer = request.remote_addr().map(SocketAddr::ip);
     let flavor = header(&request, "Metadata-Flavor").map(str::to_owned);
     let forwarded = header(&request, "X-Forwarded-For").is_some();
@@ -611,6 +815,7 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
         .zip(&sh.rule_hits)
         .find(|(r, hits)| {
             under(&path, &r.path)
+                && r.query.as_deref().is_none_or(|q| query.contains(q))
                 && r.from.is_none_or(|f| t >= f)
                 && r.until.is_none_or(|u| t < u)
                 && r.count
@@ -656,7 +861,15 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
             "405".to_owned(),
         )
     } else {
-        reply(sh, t, &path, &query, rule)
+        let waits =
+            param(&query, "wait_for_change").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let who = peer.map_or_else(|| "-".to_owned(), |p| p.to_string());
+        let held = waits
+            && rule.is_none_or(|r| r.action.is_none() && r.status.is_none())
+            && hold(sh, t, &path, &query, &who);
+        let t = sh.t0.get_or_init(Instant::now).elapsed().as_secs_f64();
+        let (r, label) = reply(sh, t, &path, &query, rule);
+        (r, if held { format!("{label}:held") } else { label })
     };
     let full = if query.is_empty() {
         path
@@ -673,15 +886,7 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
             .filter(|f| !f.is_empty() && !f.contains(char::is_whitespace))
             .unwrap_or_else(|| "-".to_owned()),
     };
-    if let Some(f) = &sh.log_file {
-        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(f, "{}", entry.line());
-        let _ = f.flush();
-    }
-    sh.log
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(entry);
+    log_entry(sh, entry);
     match reply {
         Some(r) => {
             let _ = request.respond(r);

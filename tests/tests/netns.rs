@@ -645,3 +645,129 @@ fn flush_of_many_interfaces_removes_exactly_ours() {
     ));
     assert_eq!(again, "0 change(s): 0 added, 0 removed\n");
 }
+
+/// Runs `f` on a thread inside the namespace `ns` (the netlink applier's sockets
+/// belong to the namespace they are opened in).
+fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = Path::new("/run/netns").join(&ns.name);
+    std::thread::spawn(move || {
+        let fd = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&fd),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap_or_else(|e| panic!("setns {path:?}: {e}"));
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+/// A provider whose metadata agrees with every lease at once.
+#[derive(Debug)]
+struct Agrees(leasehook_core::model::InstanceNetwork);
+
+impl leasehook_core::source::provider::Provider for Agrees {
+    fn kind(&self) -> leasehook_core::source::provider::ProviderKind {
+        leasehook_core::source::provider::ProviderKind::Ec2
+    }
+
+    fn wait_for_nic(
+        &self,
+        _nic: &leasehook_core::source::ec2::NicEvent,
+        _policy: &leasehook_core::source::provider::WaitPolicy,
+        _clock: &dyn leasehook_core::source::provider::Clock,
+    ) -> leasehook_core::source::provider::Outcome {
+        leasehook_core::source::provider::Outcome::Complete(self.0.clone())
+    }
+}
+
+/// Issue 32, item 6: a lease event reads the kernel's state once per kind, not
+/// once per reader: one rule dump for the Kubernetes gate before the wait, the
+/// links (to find the NIC) and, after the wait, one snapshot (links, rules,
+/// routes of both families and every table, addresses) that the planner reads
+/// and the applier observes. An unchanged RENEW sent 12 dump requests before.
+#[test]
+fn a_lease_event_dumps_each_kind_of_kernel_state_once() {
+    use leasehook_core::hook::{Effects, HookConfig, HookOutcome, handle_with};
+    use leasehook_core::model::{Family, IfName, Lease, LeaseEvent, Reason};
+
+    let ns = Netns::new("perf-dumps");
+    ns.veth("eth0", "02:00:00:00:00:01", "peer0");
+    ns.veth("eth1", "02:00:00:00:00:02", "peer1");
+    ns.ip(&["address", "add", "10.0.1.20/24", "dev", "eth1"]);
+    let root = TempDir::new("perf-dumps");
+    let env: leasehook_core::event::Env = [
+        ("LEASEHOOK_CONFIG", "/dev/null"),
+        ("LEASEHOOK_ROOT", root.0.to_str().unwrap()),
+        ("LEASEHOOK_IMDS_BUDGET_S", "3"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    let cfg = HookConfig::load(&env).unwrap();
+    let network = leasehook_core::metadata::parse_tree(&serde_json::json!({
+        "mac": "02:00:00:00:00:01",
+        "network": {"interfaces": {"macs": {
+            "02:00:00:00:00:01": {"device-number": "0", "local-ipv4s": "10.0.0.10",
+                                  "subnet-ipv4-cidr-block": "10.0.0.0/24"},
+            "02:00:00:00:00:02": {"device-number": "1", "local-ipv4s": "10.0.1.20\n10.0.1.21",
+                                  "subnet-ipv4-cidr-block": "10.0.1.0/24"}
+        }}}
+    }))
+    .unwrap();
+    let event = |reason| LeaseEvent {
+        interface: IfName::try_new("eth1").unwrap(),
+        family: Family::V4,
+        reason,
+        new: Some(Lease {
+            family: Family::V4,
+            address: "10.0.1.20".parse().unwrap(),
+            prefix_len: 24,
+            routers: vec!["10.0.1.1".parse().unwrap()],
+            reason,
+        }),
+        old: None,
+    };
+    let (bound, renew) = in_netns(&ns, move || {
+        let mut kernel = leasehook_core::apply::netlink::NetlinkApplier::try_new().unwrap();
+        let provider = Agrees(network);
+        let mut dumped = Vec::new();
+        let mut outcomes = Vec::new();
+        for reason in [Reason::Bound, Reason::Renew] {
+            let before = kernel.dumps();
+            let mut fx = Effects {
+                kernel: &mut kernel,
+                provider: &provider,
+                clock: &leasehook_core::source::provider::SystemClock,
+            };
+            outcomes.push(
+                handle_with(&mut fx, &event(reason), &cfg, Path::new("/nonexistent")).unwrap(),
+            );
+            dumped.push(kernel.dumps() - before);
+        }
+        (
+            (dumped[0], outcomes.remove(0)),
+            (dumped[1], outcomes.remove(0)),
+        )
+    });
+    assert!(
+        matches!(&bound.1, HookOutcome::Applied(r) if r.writes() == 5),
+        "{:?}",
+        bound.1
+    );
+    assert!(
+        matches!(&renew.1, HookOutcome::Applied(r) if r.writes() == 0),
+        "{:?}",
+        renew.1
+    );
+    // Written, and seen by `ip`: what the snapshot held was the kernel's truth.
+    let rules = ns.rules();
+    assert!(
+        rules.contains(&"10001 from 10.0.1.20 lookup 10001 proto 176".to_owned()),
+        "{rules:?}"
+    );
+    // One rule dump (the Kubernetes gate), one link dump, then the snapshot's
+    // four: links, rules, routes, addresses.
+    assert_eq!((bound.0, renew.0), (6, 6));
+}

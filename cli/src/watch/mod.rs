@@ -11,8 +11,11 @@
 //! * [`lxd`]: the LXD/Incus instance's events (config changes, NIC hot-plug),
 //!   only on an LXD or Incus instance ([`lxd_applies`]);
 //! * [`hotplug`]: a NIC the hooks just routed for the first time, refreshed every
-//!   5 s for a minute (`leasehook_core::cadence`).
+//!   5 s for a minute (`leasehook_core::cadence`);
+//! * [`gce`]: GCE's metadata, the NIC list's long poll, only when the provider
+//!   is GCE ([`gce::applies`]).
 
+mod gce;
 mod heal;
 mod hotplug;
 mod lxd;
@@ -68,6 +71,9 @@ pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Res
             s.spawn(move || lxd::follow(ctx, stop));
         }
         s.spawn(move || hotplug::follow(ctx, stop));
+        if gce::applies(ctx) {
+            s.spawn(move || gce::follow(ctx, stop));
+        }
     });
     Ok(String::new())
 }

@@ -123,6 +123,33 @@ pub trait Applier {
         Ok(Vec::new())
     }
 
+    /// What the kernel holds now, one dump of each kind ([`Snapshot`]): what the
+    /// planner reads of the kernel and what [`apply_plan_seen`] observes, so an
+    /// event reads each kind once. The default asks [`Applier::links`],
+    /// [`Applier::observe`] and [`Applier::main_routes`].
+    fn snapshot(&mut self) -> Result<Snapshot> {
+        let links = self.links()?;
+        let seen = self.observe(&index_of(&links), &BTreeSet::new())?;
+        let main_routes = self.main_routes()?;
+        let addresses = seen
+            .owned
+            .addresses
+            .into_iter()
+            .map(|a| (a, true))
+            .chain(seen.foreign_addresses.into_iter().map(|a| (a, false)))
+            .collect();
+        Ok(Snapshot {
+            links,
+            owned: State {
+                addresses: BTreeSet::new(),
+                ..seen.owned
+            },
+            addresses,
+            foreign_routes: seen.foreign_routes,
+            main_routes,
+        })
+    }
+
     /// Performs one operation.
     fn execute(&mut self, op: &Op, links: &LinkIndex) -> Result<()>;
 
@@ -175,6 +202,58 @@ pub fn ipv6_router(routes: &[MainRoute], index: u32) -> Option<std::net::Ipv6Add
             std::net::IpAddr::V6(a) => Some(*a),
             std::net::IpAddr::V4(_) => None,
         })
+}
+
+/// What the kernel held at one moment, from one dump of each kind (links,
+/// addresses, routes of every table, rules; [`Applier::snapshot`]). The planner's
+/// kernel inputs (what other links hold, the main table's next hops, a link's
+/// IPv6 router) and the applier's observation ([`apply_plan_seen`]) both read
+/// it: an event dumps each kind once, where each of them used to dump its own.
+/// Valid until the next write: whoever writes in between takes a new one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The links (`ip link show`).
+    pub links: Vec<KernelLink>,
+    /// leasehook's rules and routes (see [`Observed::owned`]); no addresses,
+    /// which are all in `addresses`.
+    pub owned: State,
+    /// Every address on `links`, and whether it carries [`PROTOCOL`].
+    pub addresses: Vec<(crate::model::Address, bool)>,
+    /// See [`Observed::foreign_routes`].
+    pub foreign_routes: Vec<ForeignRoute>,
+    /// The main table's routes, both families (see [`Applier::main_routes`]).
+    pub main_routes: Vec<MainRoute>,
+}
+
+impl Snapshot {
+    /// Interface name → index of its links.
+    pub fn index(&self) -> LinkIndex {
+        index_of(&self.links)
+    }
+
+    /// Every address on the links, anyone's (see [`Applier::link_addresses`]).
+    pub fn link_addresses(&self) -> Vec<crate::model::Address> {
+        self.addresses.iter().map(|(a, _)| a.clone()).collect()
+    }
+
+    /// What [`Applier::observe`] reports from this snapshot with `recorded`:
+    /// an address is leasehook's when it carries [`PROTOCOL`] or is recorded.
+    pub fn observed(&self, recorded: &BTreeSet<crate::model::Address>) -> Observed {
+        let mut owned = self.owned.clone();
+        let mut foreign_addresses = BTreeSet::new();
+        for (a, ours) in &self.addresses {
+            if *ours || recorded.contains(a) {
+                owned.addresses.insert(a.clone());
+            } else {
+                foreign_addresses.insert(a.clone());
+            }
+        }
+        Observed {
+            owned,
+            foreign_addresses,
+            foreign_routes: self.foreign_routes.clone(),
+        }
+    }
 }
 
 /// What [`Applier::observe`] found.
@@ -388,14 +467,16 @@ fn gate_rule(
 /// What the plan wants that another link holds (the kernel's addresses of links
 /// outside the plan's interface): a rule whose source covers such an address, or
 /// the address itself. Checked after observing, before the first write.
-fn check_other_links(plan: &Plan, held: &BTreeSet<crate::model::Address>) -> Result<()> {
+fn check_other_links<'a>(
+    plan: &Plan,
+    held: impl Iterator<Item = &'a crate::model::Address>,
+) -> Result<()> {
     let held = crate::gate::HeldAddresses::new(
-        held.iter()
-            .map(|a| crate::gate::Held {
-                address: a.addr.addr(),
-                owner: a.dev.to_string(),
-            })
-            .collect(),
+        held.map(|a| crate::gate::Held {
+            address: a.addr.addr(),
+            owner: a.dev.to_string(),
+        })
+        .collect(),
     );
     for ip in &plan.interfaces {
         let covered = |net: &ipnet::IpNet| {
@@ -473,13 +554,14 @@ fn check_tables(
 /// they are).
 #[derive(Debug, Default)]
 struct Scope {
-    families: BTreeSet<(IfName, Family)>,
+    families: BTreeMap<IfName, BTreeSet<Family>>,
     table_owner: BTreeMap<u32, IfName>,
 }
 
 impl Scope {
     fn filter(&self, observed: &State) -> State {
-        let has = |dev: &IfName, fam: Family| self.families.contains(&(dev.clone(), fam));
+        let has =
+            |dev: &IfName, fam: Family| self.families.get(dev).is_some_and(|f| f.contains(&fam));
         State {
             rules: observed
                 .rules
@@ -548,13 +630,37 @@ pub fn apply_plan<A: Applier + ?Sized>(
     recorded: &[InterfaceState],
 ) -> Result<Report> {
     let kernel_links = applier.links()?;
-    let links = index_of(&kernel_links);
+    apply_observed(applier, plan, recorded, &kernel_links, None)
+}
+
+/// [`apply_plan`] on what `seen` read of the kernel (taken after the last write,
+/// under the interfaces' locks): no dump of its own, so a hook event that
+/// planned from `seen` reads the kernel once.
+pub fn apply_plan_seen<A: Applier + ?Sized>(
+    applier: &mut A,
+    plan: &Plan,
+    recorded: &[InterfaceState],
+    seen: &Snapshot,
+) -> Result<Report> {
+    apply_observed(applier, plan, recorded, &seen.links, Some(seen))
+}
+
+fn apply_observed<A: Applier + ?Sized>(
+    applier: &mut A,
+    plan: &Plan,
+    recorded: &[InterfaceState],
+    kernel_links: &[KernelLink],
+    seen: Option<&Snapshot>,
+) -> Result<Report> {
+    let links = index_of(kernel_links);
     validate(plan, &links)?;
     let mut scope = Scope::default();
     for ip in &plan.interfaces {
         scope
             .families
-            .extend(ip.families.iter().map(|f| (ip.name.clone(), *f)));
+            .entry(ip.name.clone())
+            .or_default()
+            .extend(ip.families.iter().copied());
         let tables = ip
             .rules
             .iter()
@@ -577,20 +683,24 @@ pub fn apply_plan<A: Applier + ?Sized>(
     }
     let recorded_addresses = recorded
         .iter()
-        .flat_map(|st| st.objects().addresses)
+        .flat_map(|st| st.families.values())
+        .flat_map(|f| f.addresses.iter().cloned())
         .collect();
     let mut want = State::of_plan(plan);
-    let observed = applier.observe(&links, &recorded_addresses)?;
-    check_tables(plan, &observed.owned, recorded, &kernel_links)?;
+    let observed = match seen {
+        Some(seen) => seen.observed(&recorded_addresses),
+        None => applier.observe(&links, &recorded_addresses)?,
+    };
+    check_tables(plan, &observed.owned, recorded, kernel_links)?;
     check_foreign(plan, &observed.foreign_routes)?;
-    let held: BTreeSet<crate::model::Address> = observed
-        .owned
-        .addresses
-        .iter()
-        .chain(&observed.foreign_addresses)
-        .cloned()
-        .collect();
-    check_other_links(plan, &held)?;
+    check_other_links(
+        plan,
+        observed
+            .owned
+            .addresses
+            .iter()
+            .chain(&observed.foreign_addresses),
+    )?;
     // A wanted address someone else already holds is theirs: adding it would fail
     // (EEXIST) and recording it would let a teardown remove it.
     let foreign: BTreeSet<_> = observed

@@ -30,7 +30,7 @@ use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
 use rtnetlink::{AddressMessageBuilder, Handle, IpVersion, LinkUnspec, RouteMessageBuilder};
 
-use super::{Applier, KernelLink, LinkIndex, MainRoute, Observed, PROTOCOL};
+use super::{Applier, KernelLink, LinkIndex, MainRoute, Observed, PROTOCOL, Snapshot};
 use crate::diff::{Op, State};
 use crate::error::{Error, NetlinkCause, Result};
 use crate::kubernetes::{ForeignRoute, ForeignRule};
@@ -48,6 +48,8 @@ pub struct NetlinkApplier {
     rt: tokio::runtime::Runtime,
     handle: Handle,
     writer: Writer,
+    /// How many dump requests (`NLM_F_DUMP`) were sent: see [`Self::dumps`].
+    dumps: usize,
 }
 
 /// A failed request: `object` as an `ip` command line, and why.
@@ -88,7 +90,15 @@ impl NetlinkApplier {
             handle: handle.map_err(setup)?,
             rt,
             writer,
+            dumps: 0,
         })
+    }
+
+    /// How many dump requests (`NLM_F_DUMP`: every link, address, route or rule)
+    /// this applier has sent to the kernel: what a hook event's reads cost
+    /// (`docs/performance.md`; pinned by a namespace test).
+    pub fn dumps(&self) -> usize {
+        self.dumps
     }
 }
 
@@ -125,6 +135,7 @@ impl NetlinkApplier {
     /// The rules other tools made (`ip rule` without leasehook's protocol), for
     /// [`crate::kubernetes`]: a CNI's rules. Read-only.
     pub fn foreign_rules(&mut self) -> Result<Vec<ForeignRule>> {
+        self.dumps += 1;
         let handle = self.handle.clone();
         self.rt.block_on(async move {
             Ok(dump_rules(&handle)
@@ -139,11 +150,11 @@ impl NetlinkApplier {
     /// protocol and without the `local` table), for [`crate::kubernetes`]: a CNI's
     /// per-ENI tables and pod routes. Read-only.
     pub fn foreign_routes(&mut self, links: &LinkIndex) -> Result<Vec<ForeignRoute>> {
-        let names: std::collections::BTreeMap<u32, IfName> =
-            links.iter().map(|(n, i)| (*i, n.clone())).collect();
+        let names = names_of(links);
+        self.dumps += 1;
         let handle = self.handle.clone();
         self.rt.block_on(async move {
-            Ok(dump_routes(&handle)
+            Ok(dump_routes(&handle, "ip route show table all")
                 .await?
                 .iter()
                 .filter_map(|m| foreign_route_of(m, &names))
@@ -205,40 +216,60 @@ impl NetlinkApplier {
     }
 }
 
-/// Every rule of both families (`ip rule show`; `ip -6 rule show`).
-async fn dump_rules(handle: &Handle) -> Result<Vec<RuleMessage>> {
-    let mut rules = Vec::new();
-    for version in [IpVersion::V4, IpVersion::V6] {
-        let msgs: Vec<RuleMessage> = handle
-            .rule()
-            .get(version)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| nl_error("ip rule show", e))?;
-        rules.extend(msgs);
-    }
-    Ok(rules)
+/// Interface index → name, for the links that exist now.
+fn names_of(links: &LinkIndex) -> std::collections::BTreeMap<u32, IfName> {
+    links.iter().map(|(n, i)| (*i, n.clone())).collect()
 }
 
-/// Every route of both families in every table (`ip route show table all`):
-/// without strict checking the kernel dumps every table; callers filter.
-async fn dump_routes(handle: &Handle) -> Result<Vec<RouteMessage>> {
-    let mut routes = Vec::new();
-    for query in [
-        RouteMessageBuilder::<Ipv4Addr>::new().build(),
-        RouteMessageBuilder::<Ipv6Addr>::new().build(),
-    ] {
-        let msgs: Vec<RouteMessage> = handle
-            .route()
-            .get(query)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| nl_error("ip route show table all", e))?;
-        routes.extend(msgs);
-    }
-    Ok(routes)
+/// IPv4 or IPv6: what an `AF_UNSPEC` dump keeps (it also answers the multicast
+/// routers' `ipmr` rules and routes, and MPLS routes, which are none of
+/// leasehook's business).
+fn ip_family(family: AddressFamily) -> bool {
+    matches!(family, AddressFamily::Inet | AddressFamily::Inet6)
+}
+
+/// Every rule of both families (`ip rule show`; `ip -6 rule show`), from one
+/// `AF_UNSPEC` dump: the kernel answers every family's rules in one request.
+async fn dump_rules(handle: &Handle) -> Result<Vec<RuleMessage>> {
+    let mut request = handle.rule().get(IpVersion::V4);
+    request.message_mut().header.family = AddressFamily::Unspec;
+    let msgs: Vec<RuleMessage> = request
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| nl_error("ip rule show", e))?;
+    Ok(msgs
+        .into_iter()
+        .filter(|m| ip_family(m.header.family))
+        .collect())
+}
+
+/// Every route of both families in every table (`ip route show table all`),
+/// from one `AF_UNSPEC` dump: without strict checking the kernel dumps every
+/// table of every family; callers filter.
+async fn dump_routes(handle: &Handle, what: &str) -> Result<Vec<RouteMessage>> {
+    let msgs: Vec<RouteMessage> = handle
+        .route()
+        .get(RouteMessageBuilder::<IpAddr>::new().build())
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| nl_error(what, e))?;
+    Ok(msgs
+        .into_iter()
+        .filter(|m| ip_family(m.header.address_family))
+        .collect())
+}
+
+/// Every address of every link (`ip address show`).
+async fn dump_addresses(handle: &Handle) -> Result<Vec<AddressMessage>> {
+    handle
+        .address()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| nl_error("ip address show", e))
 }
 
 /// A dumped route's destination: its `RTA_DST` and prefix length, the family's
@@ -736,27 +767,68 @@ fn request_for(op: &Op, links: &LinkIndex) -> Result<NetlinkMessage<RouteNetlink
     Ok(req)
 }
 
+/// What one dump of addresses, routes and rules says, for the links `names`.
+struct Dumped {
+    owned: State,
+    addresses: Vec<(Address, bool)>,
+    foreign_routes: Vec<super::ForeignRoute>,
+    main_routes: Vec<MainRoute>,
+}
+
 impl NetlinkApplier {
     /// Every address on `links`, and whether it carries leasehook's protocol.
     fn addresses(&mut self, links: &LinkIndex) -> Result<Vec<(Address, bool)>> {
-        let names: std::collections::BTreeMap<u32, IfName> =
-            links.iter().map(|(n, i)| (*i, n.clone())).collect();
+        let names = names_of(links);
+        self.dumps += 1;
         let handle = self.handle.clone();
         self.rt.block_on(async move {
-            let addrs: Vec<AddressMessage> = handle
-                .address()
-                .get()
-                .execute()
-                .try_collect()
-                .await
-                .map_err(|e| nl_error("ip address show", e))?;
+            let addrs = dump_addresses(&handle).await?;
             Ok(addrs.iter().filter_map(|m| address_of(m, &names)).collect())
+        })
+    }
+
+    /// One dump each of rules, routes (every table, both families) and
+    /// addresses, read for the links of `links`.
+    fn dump_state(&mut self, links: &LinkIndex) -> Result<Dumped> {
+        let names = names_of(links);
+        self.dumps += 3;
+        let handle = self.handle.clone();
+        let (rules, routes, addrs) = self.rt.block_on(async move {
+            let rules = dump_rules(&handle).await?;
+            let routes = dump_routes(&handle, "ip route show table all").await?;
+            let addrs = dump_addresses(&handle).await?;
+            Ok::<_, Error>((rules, routes, addrs))
+        })?;
+        let owned = State {
+            rules: rules.iter().filter_map(rule_of).collect(),
+            routes: routes.iter().filter_map(|m| route_of(m, &names)).collect(),
+            addresses: std::collections::BTreeSet::new(),
+        };
+        let foreign_routes = routes
+            .iter()
+            .filter_map(|m| {
+                let r = foreign_route_of(m, &names).filter(|r| owned_table(r.table))?;
+                Some(super::ForeignRoute {
+                    table: r.table,
+                    to: r.to,
+                    via: r.via,
+                    dev: r.dev,
+                    protocol: u8::from(m.header.protocol),
+                })
+            })
+            .collect();
+        Ok(Dumped {
+            owned,
+            addresses: addrs.iter().filter_map(|m| address_of(m, &names)).collect(),
+            foreign_routes,
+            main_routes: routes.iter().filter_map(main_route_of).collect(),
         })
     }
 }
 
 impl Applier for NetlinkApplier {
     fn links(&mut self) -> Result<Vec<KernelLink>> {
+        self.dumps += 1;
         let handle = self.handle.clone();
         self.rt.block_on(async move {
             let msgs: Vec<LinkMessage> = handle
@@ -770,37 +842,14 @@ impl Applier for NetlinkApplier {
         })
     }
 
+    /// One dump each of rules, routes and addresses (both families in one
+    /// `AF_UNSPEC` request each).
     fn observe(&mut self, links: &LinkIndex, recorded: &BTreeSet<Address>) -> Result<Observed> {
-        let names: std::collections::BTreeMap<u32, IfName> =
-            links.iter().map(|(n, i)| (*i, n.clone())).collect();
-        let handle = self.handle.clone();
-        let (mut state, foreign_routes) = self.rt.block_on(async move {
-            let mut state = State::default();
-            state
-                .rules
-                .extend(dump_rules(&handle).await?.iter().filter_map(rule_of));
-            let routes = dump_routes(&handle).await?;
-            state
-                .routes
-                .extend(routes.iter().filter_map(|m| route_of(m, &names)));
-            let foreign: Vec<super::ForeignRoute> = routes
-                .iter()
-                .filter_map(|m| {
-                    let r = foreign_route_of(m, &names).filter(|r| owned_table(r.table))?;
-                    Some(super::ForeignRoute {
-                        table: r.table,
-                        to: r.to,
-                        via: r.via,
-                        dev: r.dev,
-                        protocol: u8::from(m.header.protocol),
-                    })
-                })
-                .collect();
-            Ok::<_, Error>((state, foreign))
-        })?;
+        let dumped = self.dump_state(links)?;
         // One address dump, split by owner.
+        let mut state = dumped.owned;
         let mut foreign_addresses = BTreeSet::new();
-        for (a, owned) in self.addresses(links)? {
+        for (a, owned) in dumped.addresses {
             if owned || recorded.contains(&a) {
                 state.addresses.insert(a);
             } else {
@@ -810,7 +859,7 @@ impl Applier for NetlinkApplier {
         Ok(Observed {
             owned: state,
             foreign_addresses,
-            foreign_routes,
+            foreign_routes: dumped.foreign_routes,
         })
     }
 
@@ -821,16 +870,28 @@ impl Applier for NetlinkApplier {
     /// One dump of every family (`AF_UNSPEC`: the kernel answers IPv4 and
     /// IPv6 in one request), kept to the main table.
     fn main_routes(&mut self) -> Result<Vec<MainRoute>> {
+        self.dumps += 1;
         let handle = self.handle.clone();
         self.rt.block_on(async move {
-            let msgs: Vec<RouteMessage> = handle
-                .route()
-                .get(RouteMessageBuilder::<IpAddr>::new().build())
-                .execute()
-                .try_collect()
-                .await
-                .map_err(|e| nl_error("ip route show table main", e))?;
-            Ok(msgs.iter().filter_map(main_route_of).collect())
+            Ok(dump_routes(&handle, "ip route show table main")
+                .await?
+                .iter()
+                .filter_map(main_route_of)
+                .collect())
+        })
+    }
+
+    /// Four dumps: links, rules, routes (whose main table is also
+    /// [`Applier::main_routes`]'s), addresses.
+    fn snapshot(&mut self) -> Result<Snapshot> {
+        let links = self.links()?;
+        let dumped = self.dump_state(&super::index_of(&links))?;
+        Ok(Snapshot {
+            links,
+            owned: dumped.owned,
+            addresses: dumped.addresses,
+            foreign_routes: dumped.foreign_routes,
+            main_routes: dumped.main_routes,
         })
     }
 

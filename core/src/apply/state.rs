@@ -412,6 +412,16 @@ pub fn list_states(paths: &Paths) -> (Vec<InterfaceState>, Vec<Error>) {
     list_records(paths, IFACE, |dir, file, _| read_state_in(dir, file))
 }
 
+/// [`list_states`] without the files of the interfaces `skip` names (not read).
+pub fn list_states_but(paths: &Paths, skip: &[&IfName]) -> (Vec<InterfaceState>, Vec<Error>) {
+    list_records(paths, IFACE, |dir, file, name| {
+        if skip.iter().any(|s| s.as_str() == name) {
+            return Ok(None);
+        }
+        read_state_in(dir, file)
+    })
+}
+
 /// Reads every `<name>.json` record of the run-time folder `sub` (leftover
 /// temporary files skipped) with `read(folder, file name, name)`: what it
 /// returned, and the errors of the records it could not read and of the folder

@@ -143,8 +143,9 @@ pub fn handle_with(
             return leave_to_cni(applier, &paths, &event.interface, &why).map(HookOutcome::Kept);
         }
     };
-    let link = find_link(applier, &event.interface)?;
-    let os = os_links(applier, cfg)?;
+    let kernel_links = applier.links()?;
+    let link = find_link(&kernel_links, &event.interface)?;
+    let os = os_links(&kernel_links, cfg);
     let nic = nic_event(event, &link, &os)?
         .with_primary_use(crate::source::provider::PrimaryUse::of(&cfg.plan));
     // What the lock wait left of the synchronous budget.

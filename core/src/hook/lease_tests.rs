@@ -380,6 +380,96 @@ fn refresh_keeps_the_state_on_an_imds_error_and_drops_a_gone_link() {
     assert!(k.owned.rules.is_empty() && recorded(&cfg).is_none());
 }
 
+/// [`Scripted`] as GCE's provider.
+#[derive(Debug)]
+struct AsGce<'a>(&'a Scripted);
+
+impl Provider for AsGce<'_> {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Gce
+    }
+
+    fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
+        self.0.wait_for_nic(nic, policy, clock)
+    }
+}
+
+/// Issue 35 item 2: while `leasehook watch`'s GCE long poll is live (a fresh
+/// heartbeat listing the MAC) the timer's refresh asks nothing for that NIC and
+/// says why; the follower's own refresh asks; a stale heartbeat, another MAC or
+/// another cloud: asked as before.
+#[test]
+fn refresh_leaves_a_nic_the_gce_long_poll_follows_to_it() {
+    use super::live::{Heartbeat, write};
+    let (mut k, cfg, _root) = world();
+    let scripted = Scripted::new([Outcome::Complete(network(true))]);
+    run(&mut k, &scripted, &cfg, &bound());
+    let paths = Paths::new(&cfg.root);
+    let mac = ETH1_MAC.parse().unwrap();
+    let beat = |at_ms: u64, macs: Vec<crate::model::MacAddr>| Heartbeat {
+        pid: 42,
+        at_ms,
+        answered_ms: at_ms,
+        etag: "e1".to_owned(),
+        macs,
+    };
+    let clock = FakeClock::new();
+    let refresh = |k: &mut RecordingApplier, p: &dyn Provider, changed: bool| {
+        let mut fx = Effects {
+            kernel: k,
+            provider: p,
+            clock: &clock,
+        };
+        if changed {
+            refresh_changed_with(&mut fx, None, &cfg).unwrap()
+        } else {
+            refresh_with(&mut fx, None, &cfg).unwrap()
+        }
+    };
+    write(&paths, &beat(state::unix_ms(), vec![mac])).unwrap();
+    let gce = Scripted::new([]);
+    let out = refresh(&mut k, &AsGce(&gce), false);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Kept(n, why)] if *n == eth1()
+            && why.contains("followed live by `leasehook watch`")),
+        "{out:?}"
+    );
+    assert!(gce.asked.borrow().is_empty());
+    // The follower's refresh asks.
+    let gce = Scripted::new([Outcome::Complete(network(true))]);
+    let out = refresh(&mut k, &AsGce(&gce), true);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Refreshed(..)]),
+        "{out:?}"
+    );
+    assert_eq!(gce.asked.borrow().len(), 1);
+    // Another cloud, another MAC, a stale record: asked.
+    let ec2 = Scripted::new([Outcome::Complete(network(true))]);
+    refresh(&mut k, &ec2, false);
+    assert_eq!(ec2.asked.borrow().len(), 1);
+    for hb in [
+        beat(state::unix_ms(), vec!["02:00:00:00:00:09".parse().unwrap()]),
+        beat(state::unix_ms() - 60_000, vec![mac]),
+    ] {
+        write(&paths, &hb).unwrap();
+        let gce = Scripted::new([Outcome::Complete(network(true))]);
+        let out = refresh(&mut k, &AsGce(&gce), false);
+        assert!(
+            matches!(&out[..], [RefreshOutcome::Refreshed(..)]),
+            "{out:?}"
+        );
+        assert_eq!(gce.asked.borrow().len(), 1, "{hb:?}");
+    }
+    // A link gone is still the timer's.
+    write(&paths, &beat(state::unix_ms(), vec![mac])).unwrap();
+    k.links.retain(|l| l.name != eth1());
+    let out = refresh(&mut k, &AsGce(&Scripted::new([])), false);
+    assert!(
+        matches!(&out[..], [RefreshOutcome::LinkGone(..)]),
+        "{out:?}"
+    );
+}
+
 /// A provider of a cloud that serves eth1 no DHCP (OCI's secondary VNICs): each
 /// refresh's `unleased` gets the next scripted answer.
 #[derive(Debug, Default)]

@@ -60,6 +60,7 @@ pub mod hotplug;
 pub mod last_event;
 #[cfg(test)]
 mod lease_tests;
+pub mod live;
 mod outcome;
 mod refresh;
 mod worker;
@@ -68,8 +69,8 @@ pub use event::{handle, handle_with};
 pub use last_event::{EventOutcome, LastEvent};
 pub use outcome::metrics_outcome;
 pub use refresh::{
-    RefreshOutcome, address_unleased, address_unleased_with, refresh, refresh_stamp, refresh_with,
-    refreshed_at,
+    RefreshOutcome, address_unleased, address_unleased_with, refresh, refresh_changed,
+    refresh_changed_with, refresh_stamp, refresh_with, refreshed_at,
 };
 pub use worker::{Waiting, run_worker, run_worker_with, waiting};
 
@@ -167,20 +168,20 @@ pub enum HookOutcome {
     Unmanaged,
 }
 
-/// The OS's links with a MAC, for the `cloud-init` profile, which numbers a NIC by
-/// its position among all NICs present in both the OS and IMDS; empty for
-/// `ec2-net-utils`, whose table depends on the NIC alone. A MAC held by several
-/// links (a VLAN on a NIC) counts once, by its first link in name order.
-fn os_links<A: Applier + ?Sized>(applier: &mut A, cfg: &HookConfig) -> Result<Vec<Link>> {
+/// The OS's links with a MAC (of `kernel_links`, the kernel's links), for the
+/// `cloud-init` profile, which numbers a NIC by its position among all NICs
+/// present in both the OS and IMDS; empty for `ec2-net-utils`, whose table
+/// depends on the NIC alone. A MAC held by several links (a VLAN on a NIC)
+/// counts once, by its first link in name order.
+fn os_links(kernel_links: &[apply::KernelLink], cfg: &HookConfig) -> Vec<Link> {
     if cfg.plan.profile != Profile::CloudInit {
-        return Ok(Vec::new());
+        return Vec::new();
     }
-    let mut links: Vec<Link> = applier
-        .links()?
-        .into_iter()
+    let mut links: Vec<Link> = kernel_links
+        .iter()
         .filter_map(|k| {
             Some(Link {
-                name: k.name,
+                name: k.name.clone(),
                 mac: k.mac?,
                 ipv6_router: None,
             })
@@ -189,7 +190,7 @@ fn os_links<A: Applier + ?Sized>(applier: &mut A, cfg: &HookConfig) -> Result<Ve
     links.sort_by(|a, b| a.name.cmp(&b.name));
     let mut seen = std::collections::BTreeSet::new();
     links.retain(|l| seen.insert(l.mac));
-    Ok(links)
+    links
 }
 
 /// Plans `link` alone: with `ec2-net-utils` from its own metadata, with
@@ -539,11 +540,12 @@ fn retryable(e: &Error) -> bool {
     matches!(e, Error::Imds { kind, .. } if kind.is_retryable())
 }
 
-fn find_link(applier: &mut dyn Kernel, name: &IfName) -> Result<(Link, u32)> {
-    let k = applier
-        .links()?
-        .into_iter()
+/// The link `name` among `kernel_links` (the kernel's links, one dump).
+fn find_link(kernel_links: &[apply::KernelLink], name: &IfName) -> Result<(Link, u32)> {
+    let k = kernel_links
+        .iter()
         .find(|l| &l.name == name)
+        .cloned()
         .ok_or_else(|| Error::NoSuchLink(name.clone()))?;
     let mac = k.mac.ok_or_else(|| {
         Error::InvalidPlan(format!(
@@ -563,22 +565,23 @@ fn find_link(applier: &mut dyn Kernel, name: &IfName) -> Result<(Link, u32)> {
     ))
 }
 
-/// What the planner reads of the kernel besides the links, from two dumps made
-/// when the plan is: every link's addresses (`ip address`), and the main table
-/// of both families (`ip route show table main`, one `AF_UNSPEC` dump), which
+/// What the planner reads of the kernel besides the links, from the snapshot
+/// taken when the plan is made (and applied on, [`commit_guarded`]): every
+/// link's addresses (`ip address`), and the main table of both families, which
 /// gives the host's next hops (routers no NIC may hold, SPEC §3.8) and the IPv6
 /// router `link` learned from router advertisements (set on it).
-fn kernel_inputs<A: Applier + ?Sized>(
-    applier: &mut A,
-    index: &apply::LinkIndex,
+fn kernel_inputs(
+    seen: &apply::Snapshot,
     link: &mut Link,
-) -> Result<(Vec<crate::model::Address>, Vec<crate::gate::Router>)> {
-    let addresses = applier.link_addresses(index)?;
-    let main = applier.main_routes()?;
+) -> (Vec<crate::model::Address>, Vec<crate::gate::Router>) {
+    let index = seen.index();
     if let Some(i) = index.get(&link.name) {
-        link.ipv6_router = apply::ipv6_router(&main, *i);
+        link.ipv6_router = apply::ipv6_router(&seen.main_routes, *i);
     }
-    Ok((addresses, apply::next_hops(&main, index)))
+    (
+        seen.link_addresses(),
+        apply::next_hops(&seen.main_routes, &index),
+    )
 }
 
 fn nic_event(event: &LeaseEvent, link: &(Link, u32), os: &[Link]) -> Result<NicEvent> {
@@ -586,10 +589,6 @@ fn nic_event(event: &LeaseEvent, link: &(Link, u32), os: &[Link]) -> Result<NicE
         NicEvent::try_new(event.interface.clone(), link.0.mac, vec![lease_of(event)?])?
             .with_peers(os.iter().map(|l| l.mac)),
     )
-}
-
-fn index_of(links: &[apply::KernelLink]) -> apply::LinkIndex {
-    links.iter().map(|l| (l.name.clone(), l.index)).collect()
 }
 
 /// Logs what the address gate refused, one line per value.
@@ -604,17 +603,23 @@ fn log_refused(p: &crate::model::Plan) {
 
 /// Commits a one-interface plan ([`crate::commit::commit`]) with the leases it
 /// was planned from; a table another NIC holds is recorded in this interface's
-/// state (for `status`) and returned as the error, with nothing written.
+/// state (for `status`) and returned as the error, with nothing written. With
+/// `seen` (the snapshot the plan was made from, no write since), the kernel is
+/// not read again ([`crate::commit::commit_seen`]).
 fn commit_guarded<A: Applier + ?Sized>(
     applier: &mut A,
     paths: &Paths,
     p: &crate::model::Plan,
-    recorded: Option<&InterfaceState>,
+    (recorded, seen): (Option<&InterfaceState>, Option<&apply::Snapshot>),
     network: &crate::model::InstanceNetwork,
     leases: &[crate::model::Lease],
 ) -> Result<Report> {
     let own: Vec<InterfaceState> = recorded.cloned().into_iter().collect();
-    crate::commit::commit(applier, paths, p, &own, leases).inspect_err(|e| {
+    match seen {
+        Some(seen) => crate::commit::commit_seen(applier, paths, p, (&own, leases), seen),
+        None => crate::commit::commit(applier, paths, p, &own, leases),
+    }
+    .inspect_err(|e| {
         if crate::metrics::is_conflict(e) {
             crate::metrics::conflict();
         }
@@ -756,7 +761,7 @@ mod tests {
         cfg: &HookConfig,
     ) -> HookOutcome {
         let paths = Paths::new(&cfg.root);
-        let os = os_links(applier, cfg).unwrap();
+        let os = os_links(&applier.links().unwrap(), cfg);
         let link = Link {
             name: event.interface.clone(),
             mac: "02:00:00:00:00:03".parse().unwrap(),
@@ -886,7 +891,7 @@ mod tests {
             n.device_number = None;
         }
         let paths = Paths::new(&cfg.root);
-        let os = os_links(&mut k, &cfg).unwrap();
+        let os = os_links(&k.links().unwrap(), &cfg);
         let link = Link {
             name: event.interface.clone(),
             mac,

@@ -4,8 +4,8 @@
 //! ([`crate::commit`]), or tear it down on a remove reason.
 
 use super::{
-    HookConfig, HookOutcome, commit_guarded, index_of, kernel_inputs, lease_of, log_refused,
-    plan_one, table_held_by_other, unmanaged_by_metadata,
+    HookConfig, HookOutcome, commit_guarded, kernel_inputs, lease_of, log_refused, plan_one,
+    table_held_by_other, unmanaged_by_metadata,
 };
 use crate::apply::state::{self, Paths};
 use crate::apply::{Applier, Report};
@@ -46,9 +46,11 @@ pub(super) fn apply_outcome<A: Applier + ?Sized>(
             event.family
         )));
     }
-    let kernel_links = applier.links()?;
+    // The kernel as it is after the wait, read once: the plan is made from it
+    // and applied on it (nothing is written in between).
+    let seen = applier.snapshot()?;
     let mut planned = link.0.clone();
-    let (addresses, next_hops) = kernel_inputs(applier, &index_of(&kernel_links), &mut planned)?;
+    let (addresses, next_hops) = kernel_inputs(&seen, &mut planned);
     let p = plan_one(
         cfg,
         network,
@@ -80,7 +82,7 @@ pub(super) fn apply_outcome<A: Applier + ?Sized>(
         applier,
         paths,
         &p,
-        recorded.as_ref(),
+        (recorded.as_ref(), Some(&seen)),
         network,
         std::slice::from_ref(&lease),
     )?;

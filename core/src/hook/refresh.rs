@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::{
-    Effects, Gate, HookConfig, Kernel, commit_guarded, index_of, kernel_inputs, kubernetes_gate,
+    Effects, Gate, HookConfig, Kernel, commit_guarded, kernel_inputs, kubernetes_gate,
     leave_to_cni, log_refused, os_links, plan_one, table_held_by_other, unanswered,
     unmanaged_by_metadata, with_real_effects,
 };
@@ -113,12 +113,43 @@ pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOut
 }
 
 /// [`refresh`] with the kernel, the provider and the clock handed in.
+///
+/// On GCE, a NIC that `leasehook watch`'s long poll follows (its heartbeat
+/// fresh and listing the MAC, [`super::live`]) is not asked about: its link is
+/// still checked (gone, renamed), and it is [`RefreshOutcome::Kept`] saying so.
 pub fn refresh_with(
     fx: &mut Effects<'_>,
     only: Option<&IfName>,
     cfg: &HookConfig,
 ) -> Result<Vec<RefreshOutcome>> {
-    refresh_scoped(fx, only, cfg, false)
+    refresh_scoped(fx, only, cfg, Scope::Timer)
+}
+
+/// [`refresh`] for `leasehook watch`'s GCE follower, after the metadata changed:
+/// asks the metadata even for a NIC the follower's heartbeat covers.
+pub fn refresh_changed(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
+    with_real_effects(cfg, |fx| refresh_changed_with(fx, only, cfg))
+}
+
+/// [`refresh_changed`] with the kernel, the provider and the clock handed in.
+pub fn refresh_changed_with(
+    fx: &mut Effects<'_>,
+    only: Option<&IfName>,
+    cfg: &HookConfig,
+) -> Result<Vec<RefreshOutcome>> {
+    refresh_scoped(fx, only, cfg, Scope::Changed)
+}
+
+/// Which refresh runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// The timer's (and `leasehook refresh`'s): every recorded NIC, those a live
+    /// follower covers without a request.
+    Timer,
+    /// The live follower's: every recorded NIC asked.
+    Changed,
+    /// The NICs without DHCP alone.
+    Unleased,
 }
 
 /// The boot stage's and the udev add path's part of [`refresh`]: only the NICs
@@ -135,16 +166,18 @@ pub fn address_unleased_with(
     cfg: &HookConfig,
     only: Option<&IfName>,
 ) -> Result<Vec<RefreshOutcome>> {
-    refresh_scoped(fx, only, cfg, true)
+    refresh_scoped(fx, only, cfg, Scope::Unleased)
 }
 
-/// [`refresh_with`], or with `unleased_only` the NICs without DHCP alone.
+/// [`refresh_with`], [`refresh_changed_with`] or, [`Scope::Unleased`], the NICs
+/// without DHCP alone.
 fn refresh_scoped(
     fx: &mut Effects<'_>,
     only: Option<&IfName>,
     cfg: &HookConfig,
-    unleased_only: bool,
+    scope: Scope,
 ) -> Result<Vec<RefreshOutcome>> {
+    let unleased_only = scope == Scope::Unleased;
     let policy = WaitPolicy::default().with_budget(cfg.sync_budget);
     let paths = Paths::new(&cfg.root);
     let (states, errors) = state::list_states(&paths);
@@ -183,6 +216,7 @@ fn refresh_scoped(
             unleased: unleased.as_ref(),
             unleased_only,
             primary_mac,
+            leave_followed: scope == Scope::Timer,
         };
         match refresh_recorded(fx, &paths, cfg, &name, &asked) {
             Ok(Some(o)) => out.push(o),
@@ -233,6 +267,7 @@ fn refresh_recorded(
         unleased,
         unleased_only,
         primary_mac,
+        leave_followed,
     } = *asked;
     let _lock = state::lock_interface(paths, name)?;
     let Some(st) = state::read_state_or_set_aside(paths, name) else {
@@ -269,7 +304,7 @@ fn refresh_recorded(
     if from_metadata {
         refresh_unleased(fx, paths, &st, &cfg, unleased).map(Some)
     } else {
-        refresh_one(fx, paths, &st, &cfg, primary_mac).map(Some)
+        refresh_one(fx, paths, &st, &cfg, primary_mac, leave_followed).map(Some)
     }
 }
 
@@ -282,6 +317,8 @@ struct Asked<'a> {
     unleased_only: bool,
     /// The primary's MAC, as a recorded state says it.
     primary_mac: Option<crate::model::MacAddr>,
+    /// A NIC a live GCE follower covers is left to it ([`Scope::Timer`]).
+    leave_followed: bool,
 }
 
 /// Whether a refresh must ask the metadata for its NICs without DHCP: not when
@@ -388,8 +425,9 @@ fn address_new(
         mac: nic.mac,
         ipv6_router: None,
     };
-    let os = os_links(applier, &cfg)?;
-    let (addresses, next_hops) = kernel_inputs(applier, &index_of(&links), &mut link)?;
+    let os = os_links(&links, &cfg);
+    let seen = applier.snapshot()?;
+    let (addresses, next_hops) = kernel_inputs(&seen, &mut link);
     let p = plan_one(
         &cfg,
         &answer.network,
@@ -411,10 +449,21 @@ fn address_new(
             .to_owned();
         return Ok(Some(RefreshOutcome::Kept(name, why)));
     }
-    if configures_something(&p) && applier.bring_up(k.index)? {
+    let brought_up = configures_something(&p) && applier.bring_up(k.index)?;
+    if brought_up {
         log::info!("{name}: brought up (no DHCP client serves it)");
     }
-    let report = commit_guarded(applier, paths, &p, None, &answer.network, &nic.leases)?;
+    // A link brought up has changed (the kernel adds its own addresses and
+    // routes): the commit reads the kernel again.
+    let seen = (!brought_up).then_some(&seen);
+    let report = commit_guarded(
+        applier,
+        paths,
+        &p,
+        (None, seen),
+        &answer.network,
+        &nic.leases,
+    )?;
     touch(paths, &name);
     // A NIC without DHCP configured for the first time: a hot-plug, refreshed
     // more often for a while by `leasehook watch`.
@@ -490,7 +539,7 @@ fn refresh_unleased(
         mac: st.mac,
         ipv6_router: None,
     };
-    let os = os_links(applier, cfg)?;
+    let os = os_links(&links, cfg);
     apply_refreshed(
         applier,
         paths,
@@ -501,7 +550,6 @@ fn refresh_unleased(
             os,
             network: answer.network.clone(),
             leases: nic.leases.clone(),
-            links: &links,
             bring_up: Some(k.index),
         },
     )
@@ -509,13 +557,15 @@ fn refresh_unleased(
 
 /// Refreshes one recorded interface: its link by MAC (gone: its objects and state
 /// go), the provider's answer for the recorded leases, then
-/// [`apply_refreshed`].
+/// [`apply_refreshed`]. With `leave_followed`, a NIC a live GCE follower covers
+/// is [`RefreshOutcome::Kept`] once its link is found under its name.
 pub(super) fn refresh_one(
     fx: &mut Effects<'_>,
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
     primary_mac: Option<crate::model::MacAddr>,
+    leave_followed: bool,
 ) -> Result<RefreshOutcome> {
     let applier = &mut *fx.kernel;
     let name = st.name.clone();
@@ -553,6 +603,12 @@ pub(super) fn refresh_one(
     }
     let to = k.name.clone();
     let renamed = to != name;
+    if leave_followed
+        && !renamed
+        && let Some(why) = followed(fx.provider.kind(), paths, st.mac)
+    {
+        return Ok(RefreshOutcome::Kept(name, why));
+    }
     // A lease event on the new name takes this lock too.
     let _new_lock = if renamed {
         Some(state::lock_interface(paths, &to)?)
@@ -564,7 +620,7 @@ pub(super) fn refresh_one(
         mac: st.mac,
         ipv6_router: None,
     };
-    let os = os_links(applier, cfg)?;
+    let os = os_links(&links, cfg);
     let mut nic = NicEvent::try_new(to.clone(), st.mac, leases.clone())?
         .with_peers(os.iter().map(|l| l.mac))
         .with_primary_use(primary_use);
@@ -575,18 +631,9 @@ pub(super) fn refresh_one(
         nic = nic.with_known_primary_mac(primary);
     }
     // The provider's client is bound to the NIC; the token comes from the shared cache.
-    let mut policy = WaitPolicy::default().with_budget(cfg.sync_budget);
-    // Unchanged is no news: an agreement at once is logged at debug.
-    policy.quiet = true;
-    if !st.missing.is_empty() {
-        // Known incomplete (its worker gave up, or the last refresh found it so):
-        // one round of requests, no retries within the budget, since the timer
-        // asks again within a minute anyway. The first pause is the whole budget,
-        // so the wait gives up after the first round.
-        policy.min_delay = policy.budget;
-        policy.max_delay = policy.budget;
-    }
-    let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
+    let outcome = fx
+        .provider
+        .wait_for_nic(&nic, &refresh_policy(cfg, st), fx.clock);
     let network = match outcome {
         Outcome::Complete(network) => network,
         Outcome::Partial { missing, .. } => {
@@ -617,14 +664,45 @@ pub(super) fn refresh_one(
             os,
             network,
             leases,
-            links: &links,
             bring_up: None,
         },
     )
 }
 
+/// The wait's policy for refreshing `st`: the synchronous budget, quiet when
+/// the metadata agrees at once.
+fn refresh_policy(cfg: &HookConfig, st: &InterfaceState) -> WaitPolicy {
+    let mut policy = WaitPolicy::default().with_budget(cfg.sync_budget);
+    // Unchanged is no news: an agreement at once is logged at debug.
+    policy.quiet = true;
+    if !st.missing.is_empty() {
+        // Known incomplete (its worker gave up, or the last refresh found it so):
+        // one round of requests, no retries within the budget, since the timer
+        // asks again within a minute anyway. The first pause is the whole budget,
+        // so the wait gives up after the first round.
+        policy.min_delay = policy.budget;
+        policy.max_delay = policy.budget;
+    }
+    policy
+}
+
+/// Why the timer leaves a NIC with `mac` to `leasehook watch`'s GCE follower,
+/// when it does: on GCE, with a fresh heartbeat that lists the MAC.
+fn followed(
+    kind: crate::source::provider::ProviderKind,
+    paths: &Paths,
+    mac: crate::model::MacAddr,
+) -> Option<String> {
+    if kind != crate::source::provider::ProviderKind::Gce {
+        return None;
+    }
+    let hb = super::live::read(paths)?;
+    let now = state::unix_ms();
+    hb.covers(mac, now).then(|| hb.reason(now))
+}
+
 /// What [`refresh_one`] learned for [`apply_refreshed`].
-struct Answered<'a> {
+struct Answered {
     /// The recorded NIC's link now (its name may be new).
     link: Link,
     /// The OS's links, for the `cloud-init` order.
@@ -633,8 +711,6 @@ struct Answered<'a> {
     network: crate::model::InstanceNetwork,
     /// The recorded leases.
     leases: Vec<crate::model::Lease>,
-    /// The kernel's links.
-    links: &'a [crate::apply::KernelLink],
     /// A NIC without DHCP: its link's index, brought up when it is down and the
     /// plan adds something to it (no DHCP client brings it up).
     bring_up: Option<u32>,
@@ -647,14 +723,13 @@ fn apply_refreshed(
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
-    answered: &Answered<'_>,
+    answered: &Answered,
 ) -> Result<RefreshOutcome> {
     let Answered {
         link,
         os,
         network,
         leases,
-        links,
         bring_up,
     } = answered;
     let (name, to) = (st.name.clone(), link.name.clone());
@@ -664,18 +739,23 @@ fn apply_refreshed(
     }
     let renamed = to != name;
     let mut link = link.clone();
-    let (addresses, next_hops) = kernel_inputs(applier, &index_of(links), &mut link)?;
+    // The kernel after the wait, read once: planned from, and applied on unless
+    // something is written first (a link brought up, a rename's teardown).
+    let seen = applier.snapshot()?;
+    let (addresses, next_hops) = kernel_inputs(&seen, &mut link);
     let p = plan_one(cfg, network, &link, os, leases, (&addresses, &next_hops))?;
     log_refused(&p);
     if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
         log::warn!("{to}: {why}");
         return Ok(RefreshOutcome::Unchecked(name, why));
     }
+    let mut wrote = false;
     if let Some(index) = bring_up
         && configures_something(&p)
         && applier.bring_up(*index)?
     {
         log::info!("{to}: brought up (no DHCP client serves it)");
+        wrote = true;
     }
     let mut removed = Report::default();
     let mut previous = Some(st.clone());
@@ -683,6 +763,7 @@ fn apply_refreshed(
         // Renamed (or re-added under another name), recognised by its MAC: the old
         // name's rules go, the new name gets the plan.
         removed = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
+        wrote |= removed.writes() > 0;
         remove_stamp(paths, &name);
         previous = None;
         log::info!(
@@ -690,7 +771,15 @@ fn apply_refreshed(
             st.mac
         );
     }
-    let report = commit_guarded(applier, paths, &p, previous.as_ref(), network, leases)?;
+    let seen = (!wrote).then_some(&seen);
+    let report = commit_guarded(
+        applier,
+        paths,
+        &p,
+        (previous.as_ref(), seen),
+        network,
+        leases,
+    )?;
     // Checked and applied: only now is the refresh stamp renewed.
     touch(paths, &to);
     if renamed {

@@ -419,8 +419,9 @@ pub(super) fn finish_wait(
             return leave_to_cni(applier, paths, &event.interface, &why).map(HookOutcome::Kept);
         }
     };
-    let link = find_link(applier, &event.interface)?;
-    let os = os_links(applier, cfg)?;
+    let kernel_links = applier.links()?;
+    let link = find_link(&kernel_links, &event.interface)?;
+    let os = os_links(&kernel_links, cfg);
     let nic = nic_event(event, &link, &os)?
         .with_primary_use(crate::source::provider::PrimaryUse::of(&cfg.plan));
     let policy = WaitPolicy::default().with_budget(left);

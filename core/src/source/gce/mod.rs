@@ -20,8 +20,13 @@
 //!   round of the wait answers every NIC at once ([`nic`]); the boot stage adds
 //!   `instance/id`, `instance/hostname`, `instance/zone` and the user-data
 //!   attributes.
+//! * **Live.** `leasehook watch` follows the NIC list with the server's long poll
+//!   (`wait_for_change=true&last_etag=E`, one request held for minutes, [`live`]);
+//!   which NICs an answer changed is [`change`]'s pure decision.
 
+pub mod change;
 pub mod identity;
+pub mod live;
 pub mod nic;
 mod provider;
 pub mod wait;
@@ -109,13 +114,24 @@ impl Gce {
         path: &str,
         read: impl Fn(&mut Response<Body>) -> Result<T, ImdsErrorKind>,
     ) -> Result<Option<T>> {
+        self.get_within(path, self.timeouts.1, read)
+    }
+
+    /// [`Self::get_with`] with the whole request's time limit `total` (the long
+    /// poll's is minutes, [`live`]).
+    fn get_within<T>(
+        &self,
+        path: &str,
+        total: Duration,
+        read: impl Fn(&mut Response<Body>) -> Result<T, ImdsErrorKind>,
+    ) -> Result<Option<T>> {
         let url = format!("{}{path}", self.endpoint);
         let fail = |kind| Error::Imds {
             method: "GET",
             url: url.clone(),
             kind,
         };
-        let deadline = Instant::now() + self.timeouts.1;
+        let deadline = Instant::now() + total;
         let left = deadline.saturating_duration_since(Instant::now());
         let resp = self
             .agent
