@@ -13,6 +13,7 @@ use leasehook_core::apply::{self, Applier as _, KernelLink, Report};
 use leasehook_core::commit;
 use leasehook_core::config::Loaded;
 use leasehook_core::diff::Op;
+use leasehook_core::error::ObjectError;
 use leasehook_core::gate::{self, Bounds};
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{Family, IfName, Plan};
@@ -203,16 +204,15 @@ pub(crate) fn flush(args: &FlushArgs, root: &Path) -> anyhow::Result<String> {
         } else {
             state::write_state(&paths, &st)
         };
-        if let Err(e) = saved {
-            report.errors.push(format!("{name}: {e}"));
+        if let Err(error) = saved {
+            report
+                .errors
+                .push(ObjectError::new(Some(name.clone()), error));
         }
     }
     if !report.errors.is_empty() {
-        bail!(
-            "{}{}",
-            summary(&report, args.verbose),
-            report.errors.join("\n")
-        );
+        let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+        bail!("{}{}", summary(&report, args.verbose), errors.join("\n"));
     }
     Ok(summary(&report, args.verbose))
 }

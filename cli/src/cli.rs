@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use leasehook_core::config;
-use leasehook_core::model::IfName;
+use leasehook_core::model::{IfName, Problem};
 
 /// Source policy routing for multi-NIC cloud instances, installed the moment a DHCP
 /// lease arrives.
@@ -329,8 +329,9 @@ pub(crate) enum FamilyArg {
     V6,
 }
 
-pub(crate) fn parse_ifname(s: &str) -> Result<IfName, String> {
-    IfName::try_new(s).map_err(|p| p.to_string())
+/// An interface name flag's value (clap shows the [`Problem`] after the flag).
+pub(crate) fn parse_ifname(s: &str) -> Result<IfName, Problem> {
+    IfName::try_new(s)
 }
 
 // `leasehook config` (config_cmd.rs).

@@ -126,13 +126,13 @@ fn explain(
     ))
 }
 
-/// The kernel's answer for traffic from `addr`, or its error as text.
+/// The kernel's answer for traffic from `addr`, or its error.
 fn route(
     nl: &mut NetlinkApplier,
     addr: IpAddr,
     index: &LinkIndex,
-) -> Result<explain::KernelRoute, String> {
-    nl.route_get(addr, index).map_err(|e| e.to_string())
+) -> leasehook_core::Result<explain::KernelRoute> {
+    nl.route_get(addr, index)
 }
 
 /// The workers waiting for the metadata (`run/leasehook/pending/*.json`).

@@ -11,9 +11,9 @@ use leasehook_core::kubernetes::{self, Decision, Mode, NodeView};
 use serde_json::{Value, json};
 
 /// The decision and the CNI's ENIs, or why it could not be made.
-fn decide(mode: Mode, root: &Path) -> Result<(Decision, NodeView), String> {
-    let mut applier = NetlinkApplier::try_new().map_err(|e| e.to_string())?;
-    kubernetes::observe::detect(mode, root, &mut applier).map_err(|e| e.to_string())
+fn decide(mode: Mode, root: &Path) -> leasehook_core::Result<(Decision, NodeView)> {
+    let mut applier = NetlinkApplier::try_new()?;
+    kubernetes::observe::detect(mode, root, &mut applier)
 }
 
 /// `kubernetes: ...` lines, each starting with `prefix` (`""` for status, `"# "`
@@ -43,7 +43,7 @@ pub(crate) fn text(mode: Mode, root: &Path, prefix: &str) -> String {
 /// The `kubernetes` member of the JSON status.
 pub(crate) fn json(mode: Mode, root: &Path) -> Value {
     match decide(mode, root) {
-        Err(e) => json!({"mode": mode, "error": e}),
+        Err(e) => json!({"mode": mode, "error": e.to_string()}),
         Ok((d, view)) => {
             let enis: serde_json::Map<String, Value> = if d.node {
                 kubernetes::cni_enis(&view)

@@ -71,8 +71,9 @@ pub enum Error {
         note: String,
         /// How many earlier changes of the same run were undone.
         rolled_back: usize,
-        /// Changes that could not be undone.
-        rollback_errors: Vec<String>,
+        /// Changes that could not be undone: each error names its object and
+        /// the kernel's cause.
+        rollback_errors: Vec<Error>,
     },
     /// An interface the operation needs has no link (`ip link show` does not list it).
     #[error("no link named {0}")]
@@ -84,8 +85,8 @@ pub enum Error {
         reason: String,
     },
     /// Tearing down went through every object; these ones failed.
-    #[error("{} object(s) could not be removed: {}", .0.len(), .0.join("; "))]
-    Teardown(Vec<String>),
+    #[error("{} object(s) could not be removed: {}", .0.len(), joined(.0))]
+    Teardown(Vec<ObjectError>),
     /// A file or folder could not be read or written: the system said why.
     #[error("{path}: {source}")]
     File {
@@ -95,8 +96,50 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A file or folder is not as it must be (vanished, held too long, corrupt);
-    /// `message` says how.
+    /// A small local file (a configuration file, a seed) could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The path (already root-prefixed, `{:?}`-quoted).
+        path: String,
+        /// Why.
+        #[source]
+        source: ReadError,
+    },
+    /// A device (the config drive) could not be mounted read-only.
+    #[error("{device}: mount read-only: {source}")]
+    Mount {
+        /// The device (`{:?}`-quoted).
+        device: String,
+        /// Why mount(8) did not mount it.
+        #[source]
+        source: ToolError,
+    },
+    /// A file's contents are not what leasehook writes there: `what` says what
+    /// it should be, `source` what is wrong.
+    #[error("{path}: {what}: {source}")]
+    Corrupt {
+        /// The path (already root-prefixed, `{:?}`-quoted).
+        path: String,
+        /// What the file should hold (`not a last event record`).
+        what: &'static str,
+        /// What is wrong with it: the parser's or the reader's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A record could not be encoded to be written at `path`.
+    #[error("{path}: {source}")]
+    Encode {
+        /// The path (already root-prefixed, `{:?}`-quoted).
+        path: String,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A file or folder is not as it must be, and no system or parser error
+    /// says why (vanished, a lock held too long, a symlink or a FIFO standing
+    /// there, an unknown version); `message` says how. An error that has a
+    /// cause keeps it: [`Error::File`], [`Error::Read`], [`Error::Corrupt`],
+    /// [`Error::Encode`], [`Error::Mount`].
     #[error("{path}: {message}")]
     Io {
         /// The path (already root-prefixed).
@@ -104,15 +147,28 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
-    /// The applied state could not be recorded; `note` says what became of the
-    /// run's writes (rolled back, or what could not be).
-    #[error("{source} ({note})")]
+    /// An instance-id cannot name its folder below `path` (the cache's
+    /// `instances/`): nothing was written.
+    #[error("{path}: {problem}")]
+    CacheName {
+        /// The folder (already root-prefixed, `{:?}`-quoted).
+        path: String,
+        /// Why the instance-id cannot name a folder.
+        #[source]
+        problem: crate::cache::record::Unnameable,
+    },
+    /// The applied state could not be recorded, so the run's writes were rolled
+    /// back; `rollback_errors` are the ones that could not be.
+    #[error("{source} ({})", not_recorded_note(*rolled_back, rollback_errors))]
     NotRecorded {
         /// Why the state could not be recorded.
         #[source]
         source: Box<Error>,
-        /// What was done about the kernel's state.
-        note: String,
+        /// How many changes of the run were to be rolled back.
+        rolled_back: usize,
+        /// What could not be undone (or the links that could not be read to
+        /// undo anything): each error names its object and cause.
+        rollback_errors: Vec<Error>,
     },
     /// A request to the EC2 instance metadata service failed. The message names the
     /// URL (never the token: it travels in a header only); `kind` says what failed so
@@ -158,7 +214,7 @@ pub enum Error {
     /// A configuration value is refused: a file's key (the origin names the file
     /// and line), an environment variable or a flag. An empty `key` means the file
     /// as a whole (not YAML, an unknown key: the message says which).
-    #[error("configuration {origin}: {}{message}", key_prefix(key))]
+    #[error("configuration {origin}: {}{problem}", key_prefix(key))]
     Config {
         /// Where the value came from (`/etc/leasehook/config.yaml line 3`,
         /// `environment LEASEHOOK_TABLE_BASE`, `flag --table-base`).
@@ -166,7 +222,8 @@ pub enum Error {
         /// The key (`imds.budget_s`), or empty.
         key: String,
         /// What is wrong, with the value escaped and shortened.
-        message: String,
+        #[source]
+        problem: Box<BadValue>,
     },
     /// An instance-data key path (`leasehook query`) is malformed, or names what
     /// the instance data does not hold.
@@ -210,16 +267,71 @@ fn key_prefix(key: &str) -> String {
     }
 }
 
-fn rollback_note(rolled_back: usize, errors: &[String]) -> String {
+fn rollback_note(rolled_back: usize, errors: &[Error]) -> String {
     match (rolled_back, errors.is_empty()) {
         (0, true) => String::new(),
         (n, true) => format!(" (rolled back the {n} change(s) made before it)"),
         (n, false) => format!(
             " (rolled back {n} change(s); could not undo: {})",
-            errors.join("; ")
+            joined(errors)
         ),
     }
 }
+
+fn not_recorded_note(rolled_back: usize, errors: &[Error]) -> String {
+    if errors.is_empty() {
+        format!(
+            "the state could not be recorded, so the {rolled_back} change(s) of this run were rolled back"
+        )
+    } else {
+        format!(
+            "the state could not be recorded; rolling back the {rolled_back} change(s) of this run failed: {}",
+            joined(errors)
+        )
+    }
+}
+
+/// Errors one after the other, `; ` between them.
+fn joined<E: std::fmt::Display>(errors: &[E]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One object a teardown could not remove: the interface it belongs to when the
+/// teardown covered several, and why (the error names the object, as an `ip`
+/// command line, and the kernel's cause). Shared, so a report holding it can be
+/// cloned; two are equal when they name the same interface and say the same.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}{error}", iface.as_ref().map(|n| format!("{n}: ")).unwrap_or_default())]
+pub struct ObjectError {
+    /// The interface, when the message must name it.
+    pub iface: Option<crate::model::IfName>,
+    /// What failed.
+    #[source]
+    pub error: std::sync::Arc<Error>,
+}
+
+impl ObjectError {
+    /// `error` of the object of interface `iface` (`None`: the message does not
+    /// name it).
+    pub fn new(iface: Option<crate::model::IfName>, error: Error) -> Self {
+        Self {
+            iface,
+            error: std::sync::Arc::new(error),
+        }
+    }
+}
+
+impl PartialEq for ObjectError {
+    fn eq(&self, other: &Self) -> bool {
+        self.iface == other.iface && self.error.to_string() == other.error.to_string()
+    }
+}
+
+impl Eq for ObjectError {}
 
 impl Error {
     /// An IO error on `path`, keeping the cause: [`Error::File`] with the same
@@ -247,6 +359,10 @@ impl Error {
         match self {
             Self::Netlink { cause, .. } => cause.errno(),
             Self::File { source, .. } => source.raw_os_error(),
+            Self::Read {
+                source: ReadError::Io(e),
+                ..
+            } => e.raw_os_error(),
             Self::NotRecorded { source, .. } => source.errno(),
             _ => None,
         }
@@ -339,6 +455,124 @@ impl ImdsErrorKind {
             Self::Disabled | Self::Garbage { .. } => false,
         }
     }
+}
+
+/// Why a configuration value (or key) is refused; [`Error::Config`] adds
+/// where it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum BadValue {
+    /// The value is refused: why, and the value as given.
+    #[error("{0}")]
+    Refused(Problem),
+    /// The file gives a value of another type.
+    #[error("{expected}, got {got}")]
+    WrongType {
+        /// What the key takes (`expected a word`).
+        expected: &'static str,
+        /// The value given, escaped and shortened.
+        got: String,
+    },
+    /// A list that must name something is empty.
+    #[error("the list is empty")]
+    EmptyList,
+    /// One `unmanaged` entry is refused.
+    #[error("{entry:?}: {problem}")]
+    Entry {
+        /// The entry as given.
+        entry: String,
+        /// Why.
+        #[source]
+        problem: BadEntry,
+    },
+    /// A metadata endpoint URL is refused by its datasource.
+    #[error("{0}")]
+    Endpoint(#[source] Box<Error>),
+    /// `datasource.<name>.fallback` names no datasource leasehook implements.
+    #[error("{0:?} is not a datasource leasehook implements (AliYun, Ec2, LXD, NoCloud)")]
+    UnknownDatasource(String),
+    /// The key is none of [`crate::config::KEYS`].
+    #[error("not a key leasehook knows")]
+    UnknownKey,
+    /// The file is not YAML, or has a key leasehook does not know. The parser's
+    /// message, with a key shown only when it looks like one (so the parser's own
+    /// error is not kept: its text could show a hostile key).
+    #[error("{0}; see docs/configuration.md for the keys")]
+    Syntax(String),
+    /// A file sets `root`, which decides where the files are read from.
+    #[error("set only by --root or LEASEHOOK_ROOT (it decides where this file is read from)")]
+    RootInFile,
+}
+
+impl From<Problem> for BadValue {
+    fn from(p: Problem) -> Self {
+        Self::Refused(p)
+    }
+}
+
+impl From<Error> for BadValue {
+    fn from(e: Error) -> Self {
+        Self::Endpoint(Box::new(e))
+    }
+}
+
+/// Why an `unmanaged` entry ([`crate::config::Unmanaged`]) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadEntry {
+    /// Not one of the forms (or a form with a bad value): the reason and the entry.
+    #[error("{0}")]
+    Form(Problem),
+    /// A `:` makes it a MAC, but not a valid one.
+    #[error(
+        "{0} (a MAC is six two-digit hex groups; the other forms are \
+         device-number:N, network-card:N and interface-id:ID)"
+    )]
+    Mac(Problem),
+}
+
+/// Why a small local file could not be read ([`Error::Read`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The system's error opening or reading it.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Something other than a regular file stands there (a FIFO, a folder).
+    #[error("not a regular file")]
+    NotAFile,
+    /// Larger than the limit, in bytes.
+    #[error("larger than {0} bytes")]
+    TooLarge(u64),
+    /// Not UTF-8 text; the offset of the first byte that is not.
+    #[error("not UTF-8 (byte {0})")]
+    NotUtf8(usize),
+}
+
+/// Why a system tool leasehook runs (mount(8), umount(8), head(1) on the config
+/// drive) did not do its job.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// It is not installed.
+    #[error(transparent)]
+    Missing(Box<Error>),
+    /// Starting it, or waiting for it, failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// It exited with an error: the first line of its standard error, its status.
+    #[error("{message} ({status})")]
+    Failed {
+        /// The first line it wrote to standard error (`no message` when none).
+        message: String,
+        /// How it exited.
+        status: std::process::ExitStatus,
+    },
+    /// It did not finish within the budget and was killed; the program's name.
+    #[error("{0} did not finish within the budget; killed")]
+    Killed(String),
+    /// head(1) did not read the device's first bytes within the budget.
+    #[error("its first bytes were not read within the budget")]
+    HeadTimeout,
+    /// The budget was spent before it could run.
+    #[error("the budget is spent")]
+    BudgetSpent,
 }
 
 /// What is wrong with a value (a plain value of [`crate::model`], named here too).

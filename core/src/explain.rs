@@ -194,8 +194,13 @@ fn holds(value: &str, addr: IpAddr) -> bool {
         || value.parse::<IpNet>().is_ok_and(|n| n.contains(&addr))
 }
 
-/// Why `addr` is or is not routed; `kernel` is the kernel's answer for it.
-pub fn explain(addr: IpAddr, facts: &Facts, kernel: &Result<KernelRoute, String>) -> Explanation {
+/// Why `addr` is or is not routed; `kernel` is the kernel's answer for it (an
+/// error is only shown).
+pub fn explain<E: std::fmt::Display>(
+    addr: IpAddr,
+    facts: &Facts,
+    kernel: &Result<KernelRoute, E>,
+) -> Explanation {
     let on_link = facts
         .addresses
         .iter()
@@ -264,7 +269,7 @@ pub fn explain(addr: IpAddr, facts: &Facts, kernel: &Result<KernelRoute, String>
     };
     let answer = match kernel {
         Ok(r) => format!("ip route get {} from {addr}: {r}", r.to),
-        Err(e) => e.clone(),
+        Err(e) => e.to_string(),
     };
     if verdict != Verdict::Unknown {
         lines.push(format!("The kernel answers now: {answer}."));
@@ -282,12 +287,12 @@ pub fn explain(addr: IpAddr, facts: &Facts, kernel: &Result<KernelRoute, String>
 
 /// Why an address a rule of ours holds is routed, or drifted: where it came
 /// from, each rule and whether the kernel holds it, and the kernel's table.
-fn rule_reason(
+fn rule_reason<E: std::fmt::Display>(
     s: &InterfaceState,
     addr: IpAddr,
     found: &[Rule],
     facts: &Facts,
-    kernel: &Result<KernelRoute, String>,
+    kernel: &Result<KernelRoute, E>,
     lines: &mut Vec<String>,
 ) -> Verdict {
     lines.push(origin(s, addr, found));

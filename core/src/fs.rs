@@ -203,14 +203,16 @@ impl Dir {
         self.path.join(name).display().to_string()
     }
 
-    /// An error about `name` in this folder.
+    /// An error about `name` in this folder: the system's error kept as
+    /// [`Error::File`], else what stands there ([`Error::Io`]).
     pub fn error(&self, name: &str, p: &FileProblem) -> Error {
-        Error::Io {
-            path: format!("{:?}", self.path.join(name)),
+        let path = self.path.join(name);
+        match p {
             // After `path: ` the bare error reads right, reading or writing.
-            message: match p {
-                FileProblem::Io(e) => e.to_string(),
-                other => other.to_string(),
+            FileProblem::Io(e) => Error::io(&path, e),
+            other => Error::Io {
+                path: format!("{path:?}"),
+                message: other.to_string(),
             },
         }
     }

@@ -346,11 +346,11 @@ pub fn counters(root: &Path) -> BTreeMap<String, u64> {
 
 /// Parses a counters file: one `series value` per line, each series exactly as
 /// [`series`] writes one of leasehook's, each value finite and not negative.
-fn parse_counters(bytes: &[u8]) -> std::result::Result<BTreeMap<String, u64>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "is not UTF-8".to_owned())?;
+fn parse_counters(bytes: &[u8]) -> std::result::Result<BTreeMap<String, u64>, BadCounters> {
+    let text = std::str::from_utf8(bytes).map_err(|_| BadCounters::NotUtf8)?;
     let mut out = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
-        let bad = || format!("line {}: not a counter leasehook writes", n + 1);
+        let bad = || BadCounters::Line(n + 1);
         let (key, value) = line.rsplit_once(' ').ok_or_else(bad)?;
         let value: u64 = value.parse().map_err(|_| bad())?;
         if !stored_series(key) {
@@ -359,6 +359,17 @@ fn parse_counters(bytes: &[u8]) -> std::result::Result<BTreeMap<String, u64>, St
         out.insert(key.to_owned(), value);
     }
     Ok(out)
+}
+
+/// Why a counters file is not what [`store`] writes.
+#[derive(Debug, thiserror::Error)]
+enum BadCounters {
+    /// Not UTF-8.
+    #[error("is not UTF-8")]
+    NotUtf8,
+    /// A line (counted from 1) that is not `series value`.
+    #[error("line {0}: not a counter leasehook writes")]
+    Line(usize),
 }
 
 /// Whether `key` is a series leasehook stores, written as [`series`] writes it.

@@ -94,9 +94,9 @@ impl IfName {
 }
 
 impl TryFrom<String> for IfName {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        Self::try_new(&s).map_err(|p| p.to_string())
+    type Error = Problem;
+    fn try_from(s: String) -> Result<Self, Problem> {
+        Self::try_new(&s)
     }
 }
 
@@ -168,9 +168,9 @@ impl FromStr for MacAddr {
 }
 
 impl TryFrom<String> for MacAddr {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse().map_err(|p: Problem| p.to_string())
+    type Error = Problem;
+    fn try_from(s: String) -> Result<Self, Problem> {
+        s.parse()
     }
 }
 
@@ -736,6 +736,8 @@ impl Problem {
         }
     }
 }
+
+impl std::error::Error for Problem {}
 
 /// How many characters of a bad value an error message shows.
 const SHOWN_CHARS: usize = 64;

@@ -67,7 +67,7 @@ const IO: &[&str] = &[
 ];
 
 /// Plain values that live beside an IO module's loader: pure code may name these.
-const VALUES: &[&str] = &["config::FallbackPolicy"];
+const VALUES: &[&str] = &["config::FallbackPolicy", "config::FallbackOff"];
 
 /// Forbidden edges, pure or not: a datasource and the applier never import each
 /// other, and the instance-data document does not reach into the boot stage.

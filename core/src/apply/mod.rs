@@ -19,7 +19,7 @@ pub mod state;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::diff::{Op, State, diff_states};
-use crate::error::{Error, NetlinkCause, Result};
+use crate::error::{Error, NetlinkCause, ObjectError, Result};
 use crate::model::{Family, IfName, MacAddr, Plan};
 use state::InterfaceState;
 
@@ -335,7 +335,7 @@ pub struct Report {
     /// The writes made, in order.
     pub ops: Vec<Op>,
     /// Failures a teardown went past (empty for apply, which stops at the first).
-    pub errors: Vec<String>,
+    pub errors: Vec<ObjectError>,
     /// Addresses the plan wants that another tool already put on the link: left
     /// to their owner, neither added nor recorded (so never removed by leasehook).
     pub foreign: BTreeSet<crate::model::Address>,
@@ -792,7 +792,7 @@ fn execute_all<A: Applier + ?Sized>(
     let mut rollback_errors = Vec::new();
     for undo in done.into_iter().rev().map(inverse) {
         if let Err(re) = applier.execute(&undo, links) {
-            rollback_errors.push(re.to_string());
+            rollback_errors.push(re);
         }
     }
     let failed = results.into_iter().nth(first_failure).and_then(Result::err);
@@ -856,33 +856,22 @@ pub fn record_or_roll_back<A: Applier + ?Sized>(
     if report.ops.is_empty() {
         return Err(e);
     }
-    let mut errors = Vec::new();
+    let mut rollback_errors = Vec::new();
     match applier.links() {
         Ok(links) => {
             let links = index_of(&links);
             for undo in report.ops.iter().rev().map(inverse) {
                 if let Err(re) = applier.execute(&undo, &links) {
-                    errors.push(re.to_string());
+                    rollback_errors.push(re);
                 }
             }
         }
-        Err(le) => errors.push(le.to_string()),
+        Err(le) => rollback_errors.push(le),
     }
-    let note = if errors.is_empty() {
-        format!(
-            "the state could not be recorded, so the {} change(s) of this run were rolled back",
-            report.ops.len()
-        )
-    } else {
-        format!(
-            "the state could not be recorded; rolling back the {} change(s) of this run failed: {}",
-            report.ops.len(),
-            errors.join("; ")
-        )
-    };
     Err(Error::NotRecorded {
         source: Box::new(e),
-        note,
+        rolled_back: report.ops.len(),
+        rollback_errors,
     })
 }
 
@@ -1023,10 +1012,9 @@ fn tear_down<A: Applier + ?Sized>(
             Ok(()) => report.ops.push(op.clone()),
             // Gone already (the kernel removes routes with their link or address).
             Err(e @ Error::Netlink { .. }) if e.errno().is_some_and(is_gone) => {}
-            Err(e) => report.errors.push(match owner(op) {
-                Some(name) => format!("{name}: {e}"),
-                None => e.to_string(),
-            }),
+            Err(error) => report
+                .errors
+                .push(ObjectError::new(owner(op).cloned(), error)),
         }
     }
     Ok(report)

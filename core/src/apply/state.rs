@@ -323,14 +323,17 @@ fn read_state_in(dir: &Dir, file: &str) -> Result<Option<InterfaceState>> {
     else {
         return Ok(None);
     };
-    let corrupt = |message: String| Error::Io {
-        path: format!("{:?}", dir.path().join(file)),
-        message,
-    };
-    let st: InterfaceState =
-        serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("corrupt state file: {e}")))?;
+    let path = || format!("{:?}", dir.path().join(file));
+    let st: InterfaceState = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+        path: path(),
+        what: "corrupt state file",
+        source: Box::new(e),
+    })?;
     if st.version != STATE_VERSION {
-        return Err(corrupt(format!("unknown state version {}", st.version)));
+        return Err(Error::Io {
+            path: path(),
+            message: format!("unknown state version {}", st.version),
+        });
     }
     Ok(Some(st))
 }
@@ -385,9 +388,9 @@ pub fn save_if_changed(
 
 /// Writes an interface's state file.
 pub fn write_state(paths: &Paths, st: &InterfaceState) -> Result<()> {
-    let json = serde_json::to_vec(st).map_err(|e| Error::Io {
+    let json = serde_json::to_vec(st).map_err(|source| Error::Encode {
         path: format!("{:?}", paths.state_file(&st.name)),
-        message: e.to_string(),
+        source,
     })?;
     write_run_file(
         paths,

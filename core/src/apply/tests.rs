@@ -238,10 +238,16 @@ fn teardown_goes_past_errors_and_reports_them_all() {
     assert_eq!(report.errors.len(), 1);
     // The injected errno 1, as the kernel says it.
     assert!(
-        report.errors[0].contains("Operation not permitted"),
+        report.errors[0]
+            .to_string()
+            .contains("Operation not permitted"),
         "{:?}",
         report.errors
     );
+    // The cause is kept, typed: the kernel's errno, the interface not named
+    // (one interface's teardown).
+    assert_eq!(report.errors[0].error.errno(), Some(libc::EPERM));
+    assert_eq!(report.errors[0].iface, None);
     // Everything else of eth1's IPv4 went; its IPv6 stayed.
     assert_eq!(
         k.owned
@@ -303,6 +309,49 @@ fn a_state_that_cannot_be_recorded_rolls_the_run_back() {
     let report = apply_plan(&mut k, &p, &[]).unwrap();
     record_or_roll_back(&mut k, &report, || Ok(())).unwrap();
     assert_eq!(k.owned, State::of_plan(&p));
+}
+
+#[test]
+fn an_undo_that_fails_is_kept_with_its_object_and_cause() {
+    // The kernel refuses one undo: the error says which and why, typed (its
+    // errno), and the rest of the run is still undone.
+    let p = example_plan();
+    let mut k = kernel();
+    let report = apply_plan(&mut k, &p, &[]).unwrap();
+    let stuck = inverse(&report.ops[0]);
+    k.fail_on = Some((stuck.clone(), libc::EPERM));
+    let err = record_or_roll_back(&mut k, &report, || {
+        Err(Error::io(
+            std::path::Path::new("/run/leasehook/iface/eth1.json"),
+            &std::io::Error::from_raw_os_error(libc::ENOSPC),
+        ))
+    })
+    .unwrap_err();
+    let Error::NotRecorded {
+        rolled_back,
+        rollback_errors,
+        ..
+    } = &err
+    else {
+        panic!("unexpected error {err}");
+    };
+    assert_eq!(*rolled_back, report.writes());
+    assert_eq!(rollback_errors.len(), 1, "{err}");
+    assert_eq!(rollback_errors[0].errno(), Some(libc::EPERM));
+    assert!(
+        matches!(&rollback_errors[0], Error::Netlink { object, .. } if *object == stuck.to_string())
+    );
+    assert!(
+        err.to_string().ends_with(&format!(
+            "rolling back the {} change(s) of this run failed: {stuck}: Operation not permitted (os error 1))",
+            report.writes()
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        k.owned.rules.len() + k.owned.routes.len() + k.owned.addresses.len(),
+        1
+    );
 }
 
 #[test]
@@ -371,7 +420,9 @@ fn teardown_many_removes_every_interface_and_the_rest_in_one_run() {
     .unwrap();
     assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
     assert!(
-        report.errors[0].starts_with("eth1: ip -4 rule del"),
+        report.errors[0]
+            .to_string()
+            .starts_with("eth1: ip -4 rule del"),
         "{:?}",
         report.errors
     );

@@ -157,7 +157,7 @@ pub enum NotUsed {
         configured: Vec<SourceKind>,
     },
     /// The configuration turns fallback off.
-    Disabled(String),
+    Disabled(crate::config::FallbackOff),
     /// The cache describes another instance than the one this machine last was,
     /// or the datasource said so this boot.
     InstanceIdMismatch {

@@ -69,16 +69,21 @@ impl Cache {
         self.root.join(CACHE_PARENT).join(CACHE_NAME)
     }
 
-    /// The cache folder, opened without following a symlink; `Ok(None)` when it
-    /// does not exist. A symlink or a file in its place is set aside.
-    fn open(&self) -> std::result::Result<Option<Dir>, String> {
+    /// The cache folder, opened without following a symlink, else what
+    /// [`Self::load`] answers: [`Lookup::Missing`] when it does not exist,
+    /// [`Lookup::Bad`] when it cannot be opened (a symlink or a file in its place
+    /// is set aside).
+    fn open(&self) -> std::result::Result<Dir, Lookup> {
         let parent = self.root.join(CACHE_PARENT);
-        let Some(base) = Dir::open_trusted(&parent, false).map_err(|e| e.to_string())? else {
-            return Ok(None);
+        let base = match Dir::open_trusted(&parent, false) {
+            Ok(Some(base)) => base,
+            Ok(None) => return Err(Lookup::Missing),
+            Err(e) => return Err(Lookup::Bad(e.to_string())),
         };
         match base.child(CACHE_NAME) {
-            Ok(d) => Ok(d),
-            Err(p) => Err(bad_entry(&base, CACHE_NAME, &p)),
+            Ok(Some(d)) => Ok(d),
+            Ok(None) => Err(Lookup::Missing),
+            Err(p) => Err(Lookup::Bad(bad_entry(&base, CACHE_NAME, &p))),
         }
     }
 
@@ -95,9 +100,8 @@ impl Cache {
     /// Reads the current instance's record (see the module docs).
     pub fn load(&self) -> Lookup {
         let dir = match self.open() {
-            Ok(Some(d)) => d,
-            Ok(None) => return Lookup::Missing,
-            Err(why) => return Lookup::Bad(why),
+            Ok(d) => d,
+            Err(answer) => return answer,
         };
         let target = match dir.read_link(INSTANCE_LINK) {
             Ok(Some(t)) => t,
@@ -156,11 +160,12 @@ impl Cache {
 
     /// Writes `record` as the current instance's and points `instance` at it.
     pub fn store(&self, record: &CacheRecord) -> Result<PathBuf> {
-        let name =
-            record::instance_dir_name(&record.instance_id).map_err(|why| crate::Error::Io {
+        let name = record::instance_dir_name(&record.instance_id).map_err(|problem| {
+            crate::Error::CacheName {
                 path: format!("{:?}", self.path().join(INSTANCES)),
-                message: why,
-            })?;
+                problem,
+            }
+        })?;
         let dir = self.open_for_write()?;
         let instances = dir.child_for_write(INSTANCES, 0o755)?;
         let folder = instances.child_for_write(&name, 0o700)?;
@@ -172,7 +177,7 @@ impl Cache {
     /// `data/instance-id`: the instance this machine last was (`None`: none, or
     /// unreadable, logged).
     pub fn instance_id(&self) -> Option<String> {
-        let dir = self.open().ok().flatten()?;
+        let dir = self.open().ok()?;
         let data = match dir.child(DATA) {
             Ok(d) => d?,
             Err(p) => {

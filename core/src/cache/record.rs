@@ -134,32 +134,39 @@ pub fn parse(bytes: &[u8], dir_name: &str) -> Result<CacheRecord, RecordProblem>
             "instance-id {:?} belongs in instances/{name}, not instances/{dir_name}",
             r.instance_id
         ))),
-        Err(why) => Err(RecordProblem::Inconsistent(why)),
+        Err(why) => Err(RecordProblem::Inconsistent(why.to_string())),
     }
 }
 
 /// The folder below `instances/` for an instance-id: cloud-init's (`/` becomes
 /// `_`), refusing what cannot be a single safe name (empty, `.`, `..`, control
 /// characters, longer than 200 bytes).
-pub fn instance_dir_name(instance_id: &str) -> Result<String, String> {
+pub fn instance_dir_name(instance_id: &str) -> Result<String, Unnameable> {
     let name = instance_id.replace('/', "_");
     if name.is_empty() || name == "." || name == ".." {
-        return Err(format!(
-            "instance-id {instance_id:?} cannot name a cache folder"
-        ));
+        return Err(Unnameable::NotAName(instance_id.to_owned()));
     }
     if name.chars().any(char::is_control) {
-        return Err(format!(
-            "instance-id {instance_id:?} holds control characters"
-        ));
+        return Err(Unnameable::Control(instance_id.to_owned()));
     }
     if name.len() > 200 {
-        return Err(format!(
-            "instance-id is {} bytes long (at most 200)",
-            name.len()
-        ));
+        return Err(Unnameable::TooLong(name.len()));
     }
     Ok(name)
+}
+
+/// Why an instance-id cannot name its cache folder.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unnameable {
+    /// Empty, `.` or `..` (after `/` became `_`).
+    #[error("instance-id {0:?} cannot name a cache folder")]
+    NotAName(String),
+    /// It holds control characters.
+    #[error("instance-id {0:?} holds control characters")]
+    Control(String),
+    /// Longer than 200 bytes.
+    #[error("instance-id is {0} bytes long (at most 200)")]
+    TooLong(usize),
 }
 
 #[cfg(test)]

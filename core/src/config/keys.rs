@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 
 use super::{Settings, Unmanaged, datasource_kind};
 use crate::constants::IMDS_ENDPOINTS;
+use crate::error::BadValue;
+use crate::model::Problem;
 
 /// A value as a layer gives it: typed YAML from a file, text from the environment
 /// or a flag.
@@ -18,7 +20,7 @@ pub(super) enum Raw<'a> {
     Text(&'a str),
 }
 
-type Setter = fn(&mut Settings, &Raw<'_>) -> Result<(), String>;
+type Setter = fn(&mut Settings, &Raw<'_>) -> Result<(), BadValue>;
 
 /// One configuration key.
 #[derive(Debug)]
@@ -52,9 +54,7 @@ pub const KEYS: &[Key] = &[
         help: "table numbering: ec2-net-utils (10000 + 100*card + device, the default) or cloud-init (100 + the NIC's position)",
         set: |s, r| {
             let v = word(r)?;
-            s.plan.profile = v
-                .parse()
-                .map_err(|p: crate::error::Problem| p.to_string())?;
+            s.plan.profile = v.parse().map_err(BadValue::Refused)?;
             Ok(())
         },
         show: |s| json!(s.plan.profile.to_string()),
@@ -106,7 +106,12 @@ pub const KEYS: &[Key] = &[
         set: |s, r| {
             s.unmanaged = list(r)?
                 .iter()
-                .map(|e| e.parse::<Unmanaged>().map_err(|p| format!("{e:?}: {p}")))
+                .map(|e| {
+                    e.parse::<Unmanaged>().map_err(|problem| BadValue::Entry {
+                        entry: e.clone(),
+                        problem,
+                    })
+                })
                 .collect::<Result<_, _>>()?;
             Ok(())
         },
@@ -129,9 +134,7 @@ pub const KEYS: &[Key] = &[
                 Raw::Yaml(Value::Bool(b)) => if *b { "on" } else { "off" }.to_owned(),
                 r => word(r)?,
             };
-            s.kubernetes = v
-                .parse()
-                .map_err(|p: crate::error::Problem| p.to_string())?;
+            s.kubernetes = v.parse().map_err(BadValue::Refused)?;
             Ok(())
         },
         show: |s| json!(s.kubernetes.to_string()),
@@ -141,9 +144,7 @@ pub const KEYS: &[Key] = &[
         env: Some("LEASEHOOK_PROVIDER"),
         help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else DMI detection, else ec2), ec2, gce, azure, aliyun, oracle or openstack (default auto)",
         set: |s, r| {
-            s.provider = word(r)?
-                .parse()
-                .map_err(|p: crate::error::Problem| p.to_string())?;
+            s.provider = word(r)?.parse().map_err(BadValue::Refused)?;
             Ok(())
         },
         show: |s| json!(s.provider.to_string()),
@@ -155,10 +156,10 @@ pub const KEYS: &[Key] = &[
         set: |s, r| {
             let urls = list(r)?;
             if urls.is_empty() {
-                return Err("the list is empty".to_owned());
+                return Err(BadValue::EmptyList);
             }
             for url in &urls {
-                crate::source::ec2::check_endpoint(url).map_err(|e| e.to_string())?;
+                crate::source::ec2::check_endpoint(url)?;
             }
             s.imds.endpoints = Some(urls);
             Ok(())
@@ -204,9 +205,7 @@ pub const KEYS: &[Key] = &[
         help: "the Azure IMDS base URL, an http:// IP literal (default http://169.254.169.254)",
         set: |s, r| {
             let url = word(r)?;
-            let a = crate::source::azure::Azure::new()
-                .with_endpoint(&url)
-                .map_err(|e| e.to_string())?;
+            let a = crate::source::azure::Azure::new().with_endpoint(&url)?;
             a.endpoint().clone_into(&mut s.azure_endpoint);
             Ok(())
         },
@@ -218,7 +217,7 @@ pub const KEYS: &[Key] = &[
         help: "Alibaba Cloud ECS metadata base URL, an http:// IP literal (default http://100.100.100.200)",
         set: |s, r| {
             let url = word(r)?;
-            let url = crate::source::aliyun::check_endpoint(&url).map_err(|e| e.to_string())?;
+            let url = crate::source::aliyun::check_endpoint(&url)?;
             s.aliyun_endpoint = Some(url);
             Ok(())
         },
@@ -236,7 +235,7 @@ pub const KEYS: &[Key] = &[
         help: "the Oracle Cloud metadata base URL, an http:// IP literal, asked instead of both defaults (default http://169.254.169.254, then http://[fd00:c1::a9fe:a9fe])",
         set: |s, r| {
             let url = word(r)?;
-            let url = crate::source::oracle::check_endpoint(&url).map_err(|e| e.to_string())?;
+            let url = crate::source::oracle::check_endpoint(&url)?;
             s.oracle_endpoint = Some(url);
             Ok(())
         },
@@ -264,9 +263,7 @@ pub const KEYS: &[Key] = &[
         help: "the Google Compute Engine metadata server's base URL, an http:// IP literal (default http://169.254.169.254)",
         set: |s, r| {
             let url = word(r)?;
-            let checked = crate::source::gce::Gce::new()
-                .with_endpoint(&url)
-                .map_err(|e| e.to_string())?;
+            let checked = crate::source::gce::Gce::new().with_endpoint(&url)?;
             s.gce_endpoint = Some(checked.endpoint().to_owned());
             Ok(())
         },
@@ -284,9 +281,7 @@ pub const KEYS: &[Key] = &[
         help: "the OpenStack metadata service's base URL, an http:// IP literal (default http://169.254.169.254; a config drive, when there is one, is read instead)",
         set: |s, r| {
             let url = word(r)?;
-            let checked = crate::source::openstack::OpenStack::new()
-                .with_endpoint(&url)
-                .map_err(|e| e.to_string())?;
+            let checked = crate::source::openstack::OpenStack::new().with_endpoint(&url)?;
             s.openstack_endpoint = Some(checked.endpoint().to_owned());
             Ok(())
         },
@@ -305,7 +300,7 @@ pub const KEYS: &[Key] = &[
         set: |s, r| {
             let names = list(r)?;
             if names.is_empty() {
-                return Err("the list is empty".to_owned());
+                return Err(BadValue::EmptyList);
             }
             s.datasource_list = Some(names);
             Ok(())
@@ -368,19 +363,17 @@ pub(super) fn set_datasource_fallback(
     s: &mut Settings,
     name: &str,
     r: &Raw<'_>,
-) -> Result<(), String> {
+) -> Result<(), BadValue> {
     let Some(kind) = datasource_kind(name) else {
-        return Err(format!(
-            "{name:?} is not a datasource leasehook implements (AliYun, Ec2, LXD, NoCloud)"
-        ));
+        return Err(BadValue::UnknownDatasource(name.to_owned()));
     };
     s.fallback.per_datasource.insert(kind, boolean(r)?);
     Ok(())
 }
 
 /// The value shown in a message: escaped and shortened.
-fn bad(reason: &str, value: &str) -> String {
-    crate::error::Problem::bad(reason, value).to_string()
+fn bad(reason: &str, value: &str) -> BadValue {
+    BadValue::Refused(Problem::bad(reason, value))
 }
 
 /// A YAML value in a message: the text of a string, else its JSON form; escaped
@@ -394,15 +387,23 @@ fn shown(v: &Value) -> String {
     format!("{short:?}")
 }
 
-fn word(r: &Raw<'_>) -> Result<String, String> {
-    match r {
-        Raw::Text(t) => Ok((*t).to_owned()),
-        Raw::Yaml(Value::String(s)) => Ok(s.clone()),
-        Raw::Yaml(v) => Err(format!("expected a word, got {}", shown(v))),
+/// A YAML value of another type than the key takes.
+fn wrong(expected: &'static str, v: &Value) -> BadValue {
+    BadValue::WrongType {
+        expected,
+        got: shown(v),
     }
 }
 
-fn boolean(r: &Raw<'_>) -> Result<bool, String> {
+fn word(r: &Raw<'_>) -> Result<String, BadValue> {
+    match r {
+        Raw::Text(t) => Ok((*t).to_owned()),
+        Raw::Yaml(Value::String(s)) => Ok(s.clone()),
+        Raw::Yaml(v) => Err(wrong("expected a word", v)),
+    }
+}
+
+fn boolean(r: &Raw<'_>) -> Result<bool, BadValue> {
     match r {
         Raw::Yaml(Value::Bool(b)) => Ok(*b),
         Raw::Text(t) => match *t {
@@ -410,11 +411,11 @@ fn boolean(r: &Raw<'_>) -> Result<bool, String> {
             "0" | "false" | "no" | "off" => Ok(false),
             _ => Err(bad("expected true or false", t)),
         },
-        Raw::Yaml(v) => Err(format!("expected true or false, got {}", shown(v))),
+        Raw::Yaml(v) => Err(wrong("expected true or false", v)),
     }
 }
 
-fn whole(r: &Raw<'_>) -> Result<u32, String> {
+fn whole(r: &Raw<'_>) -> Result<u32, BadValue> {
     let reason = "expected a whole number from 0 to 4294967295";
     match r {
         Raw::Yaml(Value::Number(n)) => n
@@ -422,16 +423,16 @@ fn whole(r: &Raw<'_>) -> Result<u32, String> {
             .and_then(|n| u32::try_from(n).ok())
             .ok_or_else(|| bad(reason, &n.to_string())),
         Raw::Text(t) => t.parse().map_err(|_| bad(reason, t)),
-        Raw::Yaml(v) => Err(format!("{reason}, got {}", shown(v))),
+        Raw::Yaml(v) => Err(wrong(reason, v)),
     }
 }
 
-fn seconds(r: &Raw<'_>) -> Result<Duration, String> {
+fn seconds(r: &Raw<'_>) -> Result<Duration, BadValue> {
     let reason = "expected seconds from 0 to 3600";
     let (n, text) = match r {
         Raw::Yaml(Value::Number(n)) => (n.as_f64(), n.to_string()),
         Raw::Text(t) => (t.parse::<f64>().ok(), (*t).to_owned()),
-        Raw::Yaml(v) => return Err(format!("{reason}, got {}", shown(v))),
+        Raw::Yaml(v) => return Err(wrong(reason, v)),
     };
     n.filter(|s| s.is_finite() && (0.0..=3600.0).contains(s))
         .map(Duration::from_secs_f64)
@@ -440,20 +441,20 @@ fn seconds(r: &Raw<'_>) -> Result<Duration, String> {
 
 /// A list of words: a YAML sequence of strings, or comma-separated text (blanks
 /// around items dropped, empty items refused).
-fn list(r: &Raw<'_>) -> Result<Vec<String>, String> {
+fn list(r: &Raw<'_>) -> Result<Vec<String>, BadValue> {
     let items: Vec<String> = match r {
         Raw::Text(t) => t.split(',').map(|i| i.trim().to_owned()).collect(),
         Raw::Yaml(Value::Array(a)) => a
             .iter()
             .map(|v| match v {
                 Value::String(s) => Ok(s.trim().to_owned()),
-                v => Err(format!(
-                    "expected a list of words, got the item {}",
-                    shown(v)
-                )),
+                v => Err(BadValue::WrongType {
+                    expected: "expected a list of words",
+                    got: format!("the item {}", shown(v)),
+                }),
             })
             .collect::<Result<_, _>>()?,
-        Raw::Yaml(v) => return Err(format!("expected a list, got {}", shown(v))),
+        Raw::Yaml(v) => return Err(wrong("expected a list", v)),
     };
     if let Some(blank) = items.iter().find(|i| i.is_empty()) {
         return Err(bad("the list holds an empty item", blank));

@@ -38,6 +38,7 @@ use crate::model::SourceKind;
 use crate::model::{IfName, MacAddr, NicMetadata};
 use crate::plan::PlanConfig;
 
+pub use crate::error::{BadEntry, BadValue};
 pub use keys::{KEYS, Key};
 pub use show::{show_json, show_yaml};
 pub use unmanaged::{Unmanaged, glob_match};
@@ -54,13 +55,24 @@ pub struct FallbackPolicy {
 
 impl FallbackPolicy {
     /// Whether the cache of `kind` may stand in, and which setting said no.
-    pub fn allows(&self, kind: SourceKind) -> Result<(), String> {
+    pub fn allows(&self, kind: SourceKind) -> Result<(), FallbackOff> {
         match (self.per_datasource.get(&kind), self.global) {
             (Some(true), _) | (None, Some(true) | None) => Ok(()),
-            (Some(false), _) => Err(format!("datasource.{kind}.fallback is false")),
-            (None, Some(false)) => Err("fallback is false".to_owned()),
+            (Some(false), _) => Err(FallbackOff::Datasource(kind)),
+            (None, Some(false)) => Err(FallbackOff::Global),
         }
     }
+}
+
+/// Which setting turns the cache's fallback off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FallbackOff {
+    /// `datasource.<Name>.fallback: false`.
+    #[error("datasource.{0}.fallback is false")]
+    Datasource(SourceKind),
+    /// `fallback: false`.
+    #[error("fallback is false")]
+    Global,
 }
 
 /// The environment variable that names the prefix of every path.
@@ -424,10 +436,10 @@ pub fn load(sources: &Layers) -> Result<Loaded> {
         if !required && !path.exists() {
             continue;
         }
-        let text = crate::source::files::read_text(&path, CONFIG_MAX_BYTES).map_err(|message| {
-            Error::Io {
+        let text = crate::source::files::read_text(&path, CONFIG_MAX_BYTES).map_err(|source| {
+            Error::Read {
                 path: format!("{path:?}"),
-                message,
+                source,
             }
         })?;
         layers.push(parse_file(&path.display().to_string(), &text)?);
@@ -488,13 +500,13 @@ fn set(loaded: &mut Loaded, key: &str, raw: &keys::Raw<'_>, origin: SettingOrigi
         Some(name) => keys::set_datasource_fallback(&mut loaded.settings, name, raw),
         None => match KEYS.iter().find(|k| k.name == key) {
             Some(k) => (k.set)(&mut loaded.settings, raw),
-            None => Err("not a key leasehook knows".to_owned()),
+            None => Err(BadValue::UnknownKey),
         },
     };
-    result.map_err(|message| Error::Config {
+    result.map_err(|problem| Error::Config {
         origin: origin.to_string(),
         key: key.to_owned(),
-        message,
+        problem: Box::new(problem),
     })?;
     loaded.origins.insert(key.to_owned(), origin);
     Ok(())
@@ -635,16 +647,14 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
         serde_saphyr::from_str_with_options(text, options).map_err(|e| Error::Config {
             origin: path.to_owned(),
             key: String::new(),
-            message: format!("{}; see docs/configuration.md for the keys", yaml_error(&e)),
+            problem: Box::new(BadValue::Syntax(yaml_error(&e))),
         })?;
     let doc = doc.unwrap_or_default();
     if let Some(root) = &doc.root {
         return Err(Error::Config {
             origin: format!("{path} line {}", root.referenced.line()),
             key: "root".to_owned(),
-            message:
-                "set only by --root or LEASEHOOK_ROOT (it decides where this file is read from)"
-                    .to_owned(),
+            problem: Box::new(BadValue::RootInFile),
         });
     }
     let mut values = Vec::new();

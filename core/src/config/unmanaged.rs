@@ -8,7 +8,8 @@
 
 use std::fmt;
 
-use crate::model::{IfName, MacAddr, NicMetadata};
+use crate::error::BadEntry;
+use crate::model::{IfName, MacAddr, NicMetadata, Problem};
 
 /// The longest name glob or interface id taken.
 const ENTRY_MAX: usize = 128;
@@ -76,11 +77,12 @@ impl fmt::Display for Unmanaged {
 }
 
 impl std::str::FromStr for Unmanaged {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = BadEntry;
+    fn from_str(s: &str) -> Result<Self, BadEntry> {
         let number = |v: &str, what: &str| {
-            v.parse::<u32>()
-                .map_err(|_| format!("{what}: expected a whole number (got {v:?})"))
+            v.parse::<u32>().map_err(|_| {
+                BadEntry::Form(Problem::bad(format!("{what}: expected a whole number"), v))
+            })
         };
         if let Some(v) = s.strip_prefix("device-number:") {
             return number(v, "device-number").map(Self::DeviceNumber);
@@ -96,30 +98,28 @@ impl std::str::FromStr for Unmanaged {
             return if ok {
                 Ok(Self::InterfaceId(v.to_owned()))
             } else {
-                Err(format!(
-                    "interface-id: expected the provider's NIC id, A-Z a-z 0-9 - _ . : (got {v:?})"
-                ))
+                Err(BadEntry::Form(Problem::bad(
+                    "interface-id: expected the provider's NIC id, A-Z a-z 0-9 - _ . :",
+                    v,
+                )))
             };
         }
         if s.contains(':') {
-            return s.parse().map(Self::Mac).map_err(|p| {
-                format!(
-                    "{p} (a MAC is six two-digit hex groups; the other forms are \
-                     device-number:N, network-card:N and interface-id:ID)"
-                )
-            });
+            return s.parse().map(Self::Mac).map_err(BadEntry::Mac);
         }
-        check_glob(s).map(|()| Self::Name(s.to_owned()))
+        check_glob(s)
+            .map(|()| Self::Name(s.to_owned()))
+            .map_err(BadEntry::Form)
     }
 }
 
 /// A name glob: the bytes of an interface name, `*`, `?` and closed `[...]`
 /// classes (`!` or `^` negates, `a-z` ranges).
-fn check_glob(s: &str) -> Result<(), String> {
+fn check_glob(s: &str) -> Result<(), Problem> {
     let form = "an interface name or glob (eth*, ens[5-9]), a MAC, device-number:N, \
                 network-card:N or interface-id:ID";
     if s.is_empty() || s.len() > ENTRY_MAX {
-        return Err(format!("expected {form} (got {s:?})"));
+        return Err(Problem::bad(format!("expected {form}"), s));
     }
     if !s.bytes().all(|b| {
         b.is_ascii_alphanumeric()
@@ -128,15 +128,17 @@ fn check_glob(s: &str) -> Result<(), String> {
                 b'-' | b'_' | b'.' | b'*' | b'?' | b'[' | b']' | b'!' | b'^'
             )
     }) {
-        return Err(format!(
-            "expected {form}; a name holds only A-Z a-z 0-9 - _ . and a glob * ? [...] (got {s:?})"
+        return Err(Problem::bad(
+            format!("expected {form}; a name holds only A-Z a-z 0-9 - _ . and a glob * ? [...]"),
+            s,
         ));
     }
     let b = s.as_bytes();
     let mut i = 0;
     while let Some(&c) = b.get(i) {
         i = if c == b'[' {
-            class_end(b, i).ok_or_else(|| format!("expected {form}: an unclosed [ (got {s:?})"))?
+            class_end(b, i)
+                .ok_or_else(|| Problem::bad(format!("expected {form}: an unclosed ["), s))?
         } else {
             i + 1
         };
@@ -288,7 +290,7 @@ mod tests {
             ("interface-id:eni 1", "interface-id: expected"),
             ("02:00:00", "a MAC is six"),
         ] {
-            let e = bad.parse::<Unmanaged>().unwrap_err();
+            let e = bad.parse::<Unmanaged>().unwrap_err().to_string();
             assert!(e.contains(says), "{bad:?}: {e}");
         }
     }

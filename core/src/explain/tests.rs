@@ -215,7 +215,7 @@ fn each_reason_wins_in_its_case() {
 fn a_rule_the_kernel_lost_is_drift_and_missing_keys_are_waiting() {
     let mut f = facts();
     f.kernel_rules.retain(|r| r.from.addr() != ip("10.0.1.21"));
-    let e = explain(ip("10.0.1.21"), &f, &Ok(answer(10001)));
+    let e = explain(ip("10.0.1.21"), &f, &Ok::<_, String>(answer(10001)));
     assert_eq!(e.verdict, Verdict::Drift);
     assert!(
         e.lines
@@ -226,7 +226,7 @@ fn a_rule_the_kernel_lost_is_drift_and_missing_keys_are_waiting() {
     let mut f = facts();
     f.states[1].missing = vec![Missing::DeviceNumberNotPropagated];
     f.states[1].families.clear();
-    let e = explain(ip("10.0.1.20"), &f, &Ok(answer(254)));
+    let e = explain(ip("10.0.1.20"), &f, &Ok::<_, String>(answer(254)));
     assert_eq!(e.verdict, Verdict::Waiting, "{:?}", e.lines);
     assert!(
         e.lines
@@ -243,7 +243,7 @@ fn a_recorded_conflict_keeps_the_nic_off() {
         "eth1".to_owned(),
         "eth1: route \"10.0.1.0/24 dev eth1 table 10001 proto static\" is in the way".to_owned(),
     )];
-    let e = explain(ip("10.0.1.21"), &f, &Ok(answer(254)));
+    let e = explain(ip("10.0.1.21"), &f, &Ok::<_, String>(answer(254)));
     assert_eq!(e.verdict, Verdict::Conflict, "{:?}", e.lines);
     assert!(!e.verdict.routed());
     let text = e.lines.join(" ");

@@ -61,6 +61,23 @@ pub fn forget(paths: &Paths, name: &IfName) {
     }
 }
 
+/// What is wrong with a hot-plug record.
+#[derive(Debug, thiserror::Error)]
+pub enum BadRecord {
+    /// Not JSON.
+    #[error("{0}")]
+    NotJson(#[source] serde_json::Error),
+    /// No MAC, or not one.
+    #[error("no MAC")]
+    NoMac,
+    /// No time.
+    #[error("no time")]
+    NoTime,
+    /// The file is not named after an interface.
+    #[error("not an interface name: {0}")]
+    Name(#[source] crate::model::Problem),
+}
+
 /// Every readable record by interface; an unreadable or malformed one is logged
 /// and skipped.
 pub fn hotplugs(paths: &Paths) -> BTreeMap<IfName, HotPlug> {
@@ -68,21 +85,22 @@ pub fn hotplugs(paths: &Paths) -> BTreeMap<IfName, HotPlug> {
         let Some(bytes) = dir.read(file, MAX_BYTES).map_err(|p| dir.error(file, &p))? else {
             return Ok(None);
         };
-        let bad = |why: &str| Error::Io {
+        let bad = |why: BadRecord| Error::Corrupt {
             path: dir.path().join(file).display().to_string(),
-            message: format!("not a hot-plug record ({why})"),
+            what: "not a hot-plug record",
+            source: Box::new(why),
         };
-        let v: Value = serde_json::from_slice(&bytes).map_err(|e| bad(&e.to_string()))?;
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| bad(BadRecord::NotJson(e)))?;
         let mac: MacAddr = v
             .get("mac")
             .and_then(Value::as_str)
             .and_then(|m| m.parse().ok())
-            .ok_or_else(|| bad("no MAC"))?;
+            .ok_or_else(|| bad(BadRecord::NoMac))?;
         let at_ms = v
             .get("at_ms")
             .and_then(Value::as_u64)
-            .ok_or_else(|| bad("no time"))?;
-        let name = IfName::try_new(stem).map_err(|_| bad("not an interface name"))?;
+            .ok_or_else(|| bad(BadRecord::NoTime))?;
+        let name = IfName::try_new(stem).map_err(|p| bad(BadRecord::Name(p)))?;
         Ok(Some((name, HotPlug { mac, at_ms })))
     });
     for e in errors {

@@ -247,39 +247,28 @@ impl LastEvent {
         out
     }
 
-    /// Reads a record; a message saying what is wrong with a bad one.
-    pub fn from_json(bytes: &[u8]) -> std::result::Result<Self, String> {
-        let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-        let field = |k: &str| v.get(k).ok_or_else(|| format!("no {k:?}"));
-        let text = |k: &str| {
-            field(k)?
-                .as_str()
-                .map(clean)
-                .ok_or_else(|| format!("{k:?} is not a string"))
-        };
-        let number = |k: &str| {
-            field(k)?
-                .as_u64()
-                .ok_or_else(|| format!("{k:?} is not a whole number"))
-        };
+    /// Reads a record; what is wrong with a bad one.
+    pub fn from_json(bytes: &[u8]) -> std::result::Result<Self, BadRecord> {
+        let v: Value = serde_json::from_slice(bytes).map_err(BadRecord::NotJson)?;
+        let field = |k: &'static str| v.get(k).ok_or(BadRecord::Missing(k));
+        let text = |k: &'static str| field(k)?.as_str().map(clean).ok_or(BadRecord::NotText(k));
+        let number = |k: &'static str| field(k)?.as_u64().ok_or(BadRecord::NotWhole(k));
         let version = number("version")?;
         if version != LAST_EVENT_VERSION {
-            return Err(format!("unknown record version {version}"));
+            return Err(BadRecord::Version(version));
         }
-        let count = || usize::try_from(number("changes")?).map_err(|e| e.to_string());
+        let whole = |k: &'static str| number(k).and_then(|n| fit(k, n));
         let outcome = match text("outcome")?.as_str() {
-            "applied" => EventOutcome::Applied(count()?),
+            "applied" => EventOutcome::Applied(whole("changes")?),
             "unchanged" => EventOutcome::Unchanged,
-            "partial" => EventOutcome::Partial(count()?),
-            "deferred" => EventOutcome::Deferred(
-                u32::try_from(number("pid")?).map_err(|e| format!("\"pid\": {e}"))?,
-            ),
-            "removed" => EventOutcome::Removed(count()?),
+            "partial" => EventOutcome::Partial(whole("changes")?),
+            "deferred" => EventOutcome::Deferred(number("pid").and_then(|n| fit("pid", n))?),
+            "removed" => EventOutcome::Removed(whole("changes")?),
             "kept" => EventOutcome::Kept(text("detail")?),
             "conflict" => EventOutcome::Conflict(text("detail")?),
             "error" => EventOutcome::Error(text("detail")?),
             "unmanaged" => EventOutcome::Unmanaged,
-            other => return Err(format!("unknown outcome {other:?}")),
+            other => return Err(BadRecord::Outcome(other.to_owned())),
         };
         Ok(Self {
             client: text("client")?,
@@ -288,6 +277,47 @@ impl LastEvent {
             outcome,
         })
     }
+}
+
+/// What is wrong with a last event record.
+#[derive(Debug, thiserror::Error)]
+pub enum BadRecord {
+    /// Not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// A field is missing.
+    #[error("no {0:?}")]
+    Missing(&'static str),
+    /// A field is not a string.
+    #[error("{0:?} is not a string")]
+    NotText(&'static str),
+    /// A field is not a whole number.
+    #[error("{0:?} is not a whole number")]
+    NotWhole(&'static str),
+    /// A whole number too large for its field.
+    #[error("{key:?}: {source}")]
+    OutOfRange {
+        /// The field.
+        key: &'static str,
+        /// The conversion's error.
+        #[source]
+        source: std::num::TryFromIntError,
+    },
+    /// Written by another version.
+    #[error("unknown record version {0}")]
+    Version(u64),
+    /// An outcome this version does not know.
+    #[error("unknown outcome {0:?}")]
+    Outcome(String),
+}
+
+/// `n` as the field `key`'s type.
+fn fit<T: TryFrom<u64, Error = std::num::TryFromIntError>>(
+    key: &'static str,
+    n: u64,
+) -> std::result::Result<T, BadRecord> {
+    n.try_into()
+        .map_err(|source| BadRecord::OutOfRange { key, source })
 }
 
 fn file_name(name: &IfName) -> String {
@@ -305,9 +335,10 @@ pub fn read(paths: &Paths, name: &IfName) -> Result<Option<LastEvent>> {
     };
     LastEvent::from_json(&bytes)
         .map(Some)
-        .map_err(|message| Error::Io {
+        .map_err(|e| Error::Corrupt {
             path: format!("{:?}", paths.run_dir().join(LAST_EVENT).join(&file)),
-            message: format!("not a last event record: {message}"),
+            what: "not a last event record",
+            source: Box::new(e),
         })
 }
 

@@ -89,9 +89,10 @@ pub fn waiting(paths: &Paths) -> (Vec<Waiting>, Vec<Error>) {
         else {
             return Ok(None);
         };
-        let p = serde_json::from_slice::<Pending>(&bytes).map_err(|e| Error::Io {
+        let p = serde_json::from_slice::<Pending>(&bytes).map_err(|e| Error::Corrupt {
             path: format!("{:?}", dir.path().join(f)),
-            message: format!("not a hand-over: {e}"),
+            what: "not a hand-over",
+            source: Box::new(e),
         })?;
         Ok(Some(Waiting {
             name,
@@ -201,12 +202,12 @@ pub(super) fn read_pending(paths: &Paths, name: &IfName) -> Option<Pending> {
 }
 
 pub(super) fn write_pending(paths: &Paths, name: &IfName, p: &Pending) -> Result<()> {
-    let json = serde_json::to_vec(p).map_err(|e| Error::Io {
+    let json = serde_json::to_vec(p).map_err(|source| Error::Encode {
         path: format!(
             "{:?}",
             paths.run_dir().join(PENDING).join(pending_name(name))
         ),
-        message: e.to_string(),
+        source,
     })?;
     state::write_run_file(paths, Some(PENDING), &pending_name(name), &json, 0o600)
 }

@@ -8,21 +8,21 @@ use std::io::Read as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
+use crate::error::ReadError;
+
 /// The most bytes read from a sysfs or proc value.
 const VALUE_MAX_BYTES: u64 = 4096;
 
 /// Opens a file without blocking on a FIFO; an error unless it is a regular file.
-pub(crate) fn open_file(path: &Path) -> std::result::Result<File, String> {
+pub(crate) fn open_file(path: &Path) -> std::result::Result<File, ReadError> {
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    let meta = f.metadata().map_err(|e| e.to_string())?;
-    if meta.is_file() {
+        .open(path)?;
+    if f.metadata()?.is_file() {
         Ok(f)
     } else {
-        Err("not a regular file".to_owned())
+        Err(ReadError::NotAFile)
     }
 }
 
@@ -35,16 +35,19 @@ pub(crate) fn read_limited(path: &Path, limit: u64) -> Option<Vec<u8>> {
 }
 
 /// A text file of at most `limit` bytes.
-pub(crate) fn read_text(path: &Path, limit: u64) -> std::result::Result<String, String> {
-    let f = open_file(path)?;
+pub(crate) fn read_text(path: &Path, limit: u64) -> std::result::Result<String, ReadError> {
+    let buf = read_capped(open_file(path)?, limit)?;
+    String::from_utf8(buf).map_err(|e| ReadError::NotUtf8(e.utf8_error().valid_up_to()))
+}
+
+/// All of `f`, refused when it holds more than `limit` bytes.
+fn read_capped(f: File, limit: u64) -> std::result::Result<Vec<u8>, ReadError> {
     let mut buf = Vec::new();
-    f.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| e.to_string())?;
+    f.take(limit + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > limit {
-        return Err(format!("larger than {limit} bytes"));
+        return Err(ReadError::TooLarge(limit));
     }
-    String::from_utf8(buf).map_err(|e| format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()))
+    Ok(buf)
 }
 
 /// The first line of a small file, blanks around it removed, bytes that are not
@@ -68,17 +71,9 @@ pub(crate) fn is_file(path: &Path) -> bool {
 pub(crate) fn read_optional(
     path: &Path,
     limit: u64,
-) -> std::result::Result<Option<Vec<u8>>, String> {
+) -> std::result::Result<Option<Vec<u8>>, ReadError> {
     if fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
         return Ok(None);
     }
-    let f = open_file(path)?;
-    let mut buf = Vec::new();
-    f.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| e.to_string())?;
-    if buf.len() as u64 > limit {
-        return Err(format!("larger than {limit} bytes"));
-    }
-    Ok(Some(buf))
+    read_capped(open_file(path)?, limit).map(Some)
 }

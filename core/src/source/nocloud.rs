@@ -437,7 +437,7 @@ impl NoCloud {
         let file = |name: &str| {
             let path = dir.join(name);
             read_optional(&path, SEED_MAX_BYTES)
-                .map_err(|e| datasource_error(&path.display().to_string(), e))
+                .map_err(|e| datasource_error(&path.display().to_string(), e.to_string()))
         };
         let (Some(meta_data), Some(user_data)) = (file("meta-data")?, file("user-data")?) else {
             return Ok(None);
@@ -464,7 +464,7 @@ impl NoCloud {
             let p = name(f);
             let full = self.root.join(p.trim_start_matches('/'));
             read_optional(&full, SEED_MAX_BYTES)
-                .map_err(|e| datasource_error(&format!("seedfrom {p}"), e))
+                .map_err(|e| datasource_error(&format!("seedfrom {p}"), e.to_string()))
         };
         let required = |f: &str| {
             read(f)?.ok_or_else(|| {

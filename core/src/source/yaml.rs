@@ -10,14 +10,14 @@
 use serde_json::Value;
 
 /// Parses YAML the way cloud-init (PyYAML) does: YAML 1.1 scalars, the last of
-/// repeated keys, `0644` as octal. The message never quotes the document.
-pub(crate) fn yaml(text: &str) -> std::result::Result<Value, String> {
+/// repeated keys, `0644` as octal. The error's message never quotes the document.
+pub(crate) fn yaml(text: &str) -> std::result::Result<Value, serde_saphyr::Error> {
     let options = serde_saphyr::options! {
         duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
         legacy_octal_numbers: true,
         with_snippet: false,
     };
-    serde_saphyr::from_str_with_options(text, options).map_err(|e| e.to_string())
+    serde_saphyr::from_str_with_options(text, options)
 }
 
 /// A scalar as text (`true`, `3`, `Ec2`); `None` for lists, mappings and null.
@@ -41,7 +41,7 @@ mod tests {
         assert_eq!(v["instance-id"], "b");
         assert_eq!(v["mode"], 420);
         assert_eq!(v["ok"], true);
-        let e = yaml("secret: [unclosed\n").unwrap_err();
+        let e = yaml("secret: [unclosed\n").unwrap_err().to_string();
         assert!(!e.contains("secret"), "{e}");
     }
 }

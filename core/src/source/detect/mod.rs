@@ -512,11 +512,11 @@ fn check_with(
 }
 
 /// ds-identify's `check_configdrive_v2`: a seeded folder, else a file system
-/// labelled `config-2` or `CONFIG-2`. `None` when there is none (the reason why
-/// not).
-fn config_drive(s: &Snapshot) -> std::result::Result<String, String> {
+/// labelled `config-2` or `CONFIG-2`: what shows it, `None` when there is none
+/// ([`NO_CONFIG_DRIVE`]).
+fn config_drive(s: &Snapshot) -> Option<String> {
     if let Some(seed) = s.config_drive_seeds.first() {
-        return Ok(format!(
+        return Some(format!(
             "{} holds an OpenStack meta_data.json",
             s.shown(seed)
         ));
@@ -528,19 +528,22 @@ fn config_drive(s: &Snapshot) -> std::result::Result<String, String> {
             .iter()
             .find(|l| CONFIG_DRIVE_LABELS.contains(&l.as_str()))
     {
-        return Ok(format!(
+        return Some(format!(
             "a file system labelled {label} ({})",
             s.shown(&format!("dev/disk/by-label/{label}"))
         ));
     }
-    Err("no config drive seed folder with openstack/<date>/meta_data.json, no file system labelled config-2 or CONFIG-2 (outside a container)".to_owned())
+    None
 }
+
+/// Why no config drive is found.
+const NO_CONFIG_DRIVE: &str = "no config drive seed folder with openstack/<date>/meta_data.json, no file system labelled config-2 or CONFIG-2 (outside a container)";
 
 /// ds-identify's `dscheck_ConfigDrive` (`check_configdrive_v2`).
 fn check_config_drive(s: &Snapshot) -> Finding {
     match config_drive(s) {
-        Ok(why) => Finding::found(why),
-        Err(why) => Finding::not_found(why),
+        Some(why) => Finding::found(why),
+        None => Finding::not_found(NO_CONFIG_DRIVE),
     }
 }
 
@@ -551,7 +554,7 @@ fn check_config_drive(s: &Snapshot) -> Finding {
 /// [`OPENSTACK_PRODUCT_NAMES`] (not in a container); else `maybe` on a machine
 /// that is not x86 (whose DMI may not say), not found on x86.
 fn check_openstack(s: &Snapshot) -> Finding {
-    if let Ok(why) = config_drive(s) {
+    if let Some(why) = config_drive(s) {
         return Finding::not_found(format!(
             "a config drive is present ({why}): that is ConfigDrive, not the metadata service"
         ));

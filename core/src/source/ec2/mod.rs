@@ -316,7 +316,11 @@ impl Ec2 {
                     Duration::from_secs(IMDS_TOKEN_TTL_SECS),
                     SystemTime::now(),
                 )
-                .map_err(|reason| fail(ImdsErrorKind::Garbage { reason }))
+                .map_err(|bad| {
+                    fail(ImdsErrorKind::Garbage {
+                        reason: bad.to_string(),
+                    })
+                })
             }
             403 => {
                 drain(&mut resp);

@@ -48,23 +48,18 @@ impl Token {
     /// A token received now, valid for `ttl`. Refuses anything that could not be a
     /// token (and so could not be sent back as a header value): empty, too long, or
     /// holding anything but visible ASCII. The reason never shows the value.
-    pub(crate) fn try_new(value: &str, ttl: Duration, now: SystemTime) -> Result<Self, String> {
+    pub(crate) fn try_new(value: &str, ttl: Duration, now: SystemTime) -> Result<Self, BadToken> {
         let value = value.trim();
         if value.is_empty() {
-            return Err("empty token".to_owned());
+            return Err(BadToken::Empty);
         }
         if value.len() as u64 > IMDS_MAX_TOKEN_BYTES {
-            return Err(format!(
-                "token longer than {IMDS_MAX_TOKEN_BYTES} bytes ({} bytes)",
-                value.len()
-            ));
+            return Err(BadToken::TooLong(value.len()));
         }
         if !value.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err("token holds characters other than visible ASCII".to_owned());
+            return Err(BadToken::NotVisibleAscii);
         }
-        let expires_at = now
-            .checked_add(ttl)
-            .ok_or_else(|| "expiry out of range".to_owned())?;
+        let expires_at = now.checked_add(ttl).ok_or(BadToken::ExpiryOutOfRange)?;
         Ok(Self {
             value: value.to_owned(),
             expires_at,
@@ -148,39 +143,31 @@ impl TokenCache {
         }
     }
 
-    fn read(&self) -> Result<Option<Token>, String> {
+    fn read(&self) -> Result<Option<Token>, CacheError> {
         // No-follow, non-blocking, a regular file of at most 4 KiB: a symlink or a
         // FIFO planted here must neither make us read another file nor hang the hook.
-        let dir = match run_folder(&self.root, None, false) {
-            Ok(Some(d)) => d,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+        let Some(dir) = run_folder(&self.root, None, false)? else {
+            return Ok(None);
         };
         let (bytes, mode) = match dir.read_with_mode(self.name, MAX_CACHE_BYTES) {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(None),
-            Err(FileProblem::Wrong(_)) => return Err("not a regular file".to_owned()),
-            Err(p) => return Err(p.to_string()),
+            Err(FileProblem::Wrong(_)) => return Err(CacheError::NotAFile),
+            Err(p) => return Err(CacheError::Unreadable(p)),
         };
         if mode & 0o077 != 0 {
-            return Err(format!(
-                "mode {:o} lets others read or write it (want 600)",
-                mode & 0o777
-            ));
+            return Err(CacheError::OpenToOthers(mode & 0o777));
         }
-        let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+        let text = String::from_utf8(bytes).map_err(|_| CacheError::NotUtf8)?;
         // serde_json's messages quote no input beyond a character or two; still, say
         // only where the file broke.
-        let parsed: CacheFile = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "not a token cache (line {}, column {})",
-                e.line(),
-                e.column()
-            )
+        let parsed: CacheFile = serde_json::from_str(&text).map_err(|e| CacheError::NotACache {
+            line: e.line(),
+            column: e.column(),
         })?;
         let expires_at = UNIX_EPOCH
             .checked_add(Duration::from_secs(parsed.expires_at))
-            .ok_or_else(|| "expiry out of range".to_owned())?;
+            .ok_or(BadToken::ExpiryOutOfRange)?;
         let token = Token::try_new(&parsed.token, Duration::ZERO, expires_at)?;
         Ok(Some(token))
     }
@@ -196,7 +183,7 @@ impl TokenCache {
         }
     }
 
-    fn write(&self, token: &Token) -> Result<(), String> {
+    fn write(&self, token: &Token) -> Result<(), CacheError> {
         let body = serde_json::to_string(&CacheFile {
             expires_at: token
                 .expires_at
@@ -204,14 +191,66 @@ impl TokenCache {
                 .map_or(0, |d| d.as_secs()),
             token: token.value.clone(),
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(CacheError::Encode)?;
         // The shared atomic write: a 0600 temporary file in the same folder (which
         // must not be a symlink), fsync, rename over the name (replacing a symlink
         // rather than following it), fsync of the folder.
         run_folder_for_write(&self.root, None)
-            .and_then(|dir| dir.write_atomic(self.name, body.as_bytes(), 0o600))
-            .map_err(|e| e.to_string())
+            .and_then(|dir| dir.write_atomic(self.name, body.as_bytes(), 0o600))?;
+        Ok(())
     }
+}
+
+/// Why a token is refused. The reason never shows the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadToken {
+    /// Nothing but blanks.
+    #[error("empty token")]
+    Empty,
+    /// Longer than [`IMDS_MAX_TOKEN_BYTES`]; its length.
+    #[error("token longer than {max} bytes ({0} bytes)", max = IMDS_MAX_TOKEN_BYTES)]
+    TooLong(usize),
+    /// Holding anything but visible ASCII (it could not be sent back as a header).
+    #[error("token holds characters other than visible ASCII")]
+    NotVisibleAscii,
+    /// Its expiry cannot be a time.
+    #[error("expiry out of range")]
+    ExpiryOutOfRange,
+}
+
+/// Why the token cache cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+enum CacheError {
+    /// The run folder cannot be opened, or the file cannot be written.
+    #[error(transparent)]
+    Folder(#[from] crate::Error),
+    /// Something other than a regular file stands there.
+    #[error("not a regular file")]
+    NotAFile,
+    /// A symlink, too large, or unreadable.
+    #[error("{0}")]
+    Unreadable(FileProblem),
+    /// Its mode lets others read or write it.
+    #[error("mode {0:o} lets others read or write it (want 600)")]
+    OpenToOthers(u32),
+    /// Not UTF-8.
+    #[error("not UTF-8")]
+    NotUtf8,
+    /// Not the cache's JSON: only where it broke (the parser's message is not
+    /// kept, so no part of the file is shown).
+    #[error("not a token cache (line {line}, column {column})")]
+    NotACache {
+        /// The line.
+        line: usize,
+        /// The column.
+        column: usize,
+    },
+    /// The token in it is refused.
+    #[error(transparent)]
+    Token(#[from] BadToken),
+    /// The token could not be encoded.
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
 }
 
 #[cfg(test)]
@@ -234,7 +273,9 @@ mod tests {
         assert!(!t.is_fresh(now() + Duration::from_secs(21_600 - 30)));
         assert_eq!(t.remaining_secs(now()), 21_600);
         for bad in ["", "  ", "secret value", "secr\u{e9}t", "sec\nret"] {
-            let err = Token::try_new(bad, Duration::ZERO, now()).unwrap_err();
+            let err = Token::try_new(bad, Duration::ZERO, now())
+                .unwrap_err()
+                .to_string();
             assert!(!err.contains("sec"), "{err}");
         }
         assert!(Token::try_new(&"x".repeat(2000), Duration::ZERO, now()).is_err());

@@ -85,19 +85,44 @@ fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
+/// Why an event message is skipped.
+#[derive(Debug, thiserror::Error)]
+pub enum BadEvent {
+    /// Not JSON; the message, shortened.
+    #[error("event is not JSON ({source}): {message}")]
+    NotJson {
+        /// The JSON reader's error.
+        #[source]
+        source: serde_json::Error,
+        /// The message, shortened.
+        message: String,
+    },
+    /// No `type`; the message, shortened.
+    #[error("event has no type: {0}")]
+    NoType(String),
+    /// A config event without a key; the message, shortened.
+    #[error("config event has no key: {0}")]
+    NoKey(String),
+    /// A device event without a device name; the message, shortened.
+    #[error("device event has no name: {0}")]
+    NoName(String),
+}
+
 /// Reads one event message.
-pub fn parse(message: &str) -> Result<Event, String> {
-    let v: Value = serde_json::from_str(message)
-        .map_err(|e| format!("event is not JSON ({e}): {}", shorten(message)))?;
+pub fn parse(message: &str) -> Result<Event, BadEvent> {
+    let v: Value = serde_json::from_str(message).map_err(|source| BadEvent::NotJson {
+        source,
+        message: shorten(message),
+    })?;
     let Some(kind) = text(&v, "type") else {
-        return Err(format!("event has no type: {}", shorten(message)));
+        return Err(BadEvent::NoType(shorten(message)));
     };
     let meta = v.get("metadata").unwrap_or(&Value::Null);
     match kind {
         "config" => {
             let key = text(meta, "key")
                 .filter(|k| !k.is_empty())
-                .ok_or_else(|| format!("config event has no key: {}", shorten(message)))?;
+                .ok_or_else(|| BadEvent::NoKey(shorten(message)))?;
             Ok(Event::Config {
                 key: key.to_owned(),
                 value: text(meta, "value").map(str::to_owned),
@@ -106,7 +131,7 @@ pub fn parse(message: &str) -> Result<Event, String> {
         "device" => {
             let name = text(meta, "name")
                 .filter(|n| !n.is_empty())
-                .ok_or_else(|| format!("device event has no name: {}", shorten(message)))?;
+                .ok_or_else(|| BadEvent::NoName(shorten(message)))?;
             let action = match text(meta, "action") {
                 Some("added") => DeviceAction::Added,
                 Some("removed") => DeviceAction::Removed,
@@ -383,11 +408,11 @@ mod tests {
                 "device event has no name",
             ),
         ] {
-            let e = parse(bad).unwrap_err();
+            let e = parse(bad).unwrap_err().to_string();
             assert!(e.starts_with(want), "{e}");
         }
         let long = "x".repeat(5000);
-        assert!(parse(&long).unwrap_err().chars().count() < 300);
+        assert!(parse(&long).unwrap_err().to_string().chars().count() < 300);
     }
 
     #[test]

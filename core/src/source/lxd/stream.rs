@@ -173,12 +173,10 @@ impl Watcher {
     }
 
     /// Connects and upgrades to the events WebSocket.
-    fn connect(&self) -> Result<Socket, String> {
-        let stream = UnixStream::connect(&self.socket).map_err(|e| e.to_string())?;
-        stream
-            .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-            .and_then(|()| stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
-            .map_err(|e| e.to_string())?;
+    fn connect(&self) -> Result<Socket, ConnectError> {
+        let stream = UnixStream::connect(&self.socket)?;
+        stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
         let config = WebSocketConfig::default()
             .max_message_size(Some(MAX_EVENT_BYTES))
             .max_frame_size(Some(MAX_EVENT_BYTES));
@@ -187,23 +185,37 @@ impl Watcher {
             tungstenite::client::client_with_config(url.as_str(), stream, Some(config)).map_err(
                 |e| match e {
                     HandshakeError::Failure(tungstenite::Error::Http(r)) => {
-                        format!(
-                            "GET {EVENTS_ROUTE}: HTTP {} (not a WebSocket)",
-                            r.status().as_u16()
-                        )
+                        ConnectError::NotWebSocket(r.status().as_u16())
                     }
-                    HandshakeError::Failure(e) => format!("GET {EVENTS_ROUTE}: {e}"),
-                    HandshakeError::Interrupted(_) => format!(
-                        "GET {EVENTS_ROUTE}: no WebSocket handshake within {HANDSHAKE_TIMEOUT:?}"
-                    ),
+                    HandshakeError::Failure(e) => ConnectError::Handshake(e),
+                    HandshakeError::Interrupted(_) => ConnectError::NoHandshake,
                 },
             )?;
-        ws.get_ref()
-            .set_read_timeout(Some(TICK))
-            .and_then(|()| ws.get_ref().set_write_timeout(Some(TICK)))
-            .map_err(|e| e.to_string())?;
+        ws.get_ref().set_read_timeout(Some(TICK))?;
+        ws.get_ref().set_write_timeout(Some(TICK))?;
         Ok(ws)
     }
+}
+
+/// Why the events WebSocket could not be opened.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    /// Connecting to the socket, or setting its timeouts.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The server answered the upgrade with an HTTP status.
+    #[error("GET {route}: HTTP {0} (not a WebSocket)", route = EVENTS_ROUTE)]
+    NotWebSocket(u16),
+    /// The WebSocket handshake failed.
+    #[error("GET {route}: {0}", route = EVENTS_ROUTE)]
+    Handshake(#[source] tungstenite::Error),
+    /// No handshake in time.
+    #[error(
+        "GET {route}: no WebSocket handshake within {timeout:?}",
+        route = EVENTS_ROUTE,
+        timeout = HANDSHAKE_TIMEOUT
+    )]
+    NoHandshake,
 }
 
 /// Sleeps `wait` in ticks, returning early on a stop request.

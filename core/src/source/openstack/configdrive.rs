@@ -62,7 +62,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ToolError};
 use crate::fs::{Dir, run_folder_for_write};
 
 pub use crate::source::detect::CONFIG_DRIVE_LABELS;
@@ -234,48 +234,50 @@ fn run(
     program: &str,
     args: &[&std::ffi::OsStr],
     deadline: Instant,
-) -> std::result::Result<(), String> {
-    let mut child = spawn(program, args, Stdio::null()).map_err(|e| e.to_string())?;
-    let status = wait_until(&mut child, deadline).map_err(|e| e.to_string())?;
-    let err = drain(child.stderr.take(), 4096);
-    let err = String::from_utf8_lossy(&err);
+) -> std::result::Result<(), ToolError> {
+    let mut child = spawn(program, args, Stdio::null())?;
+    let status = wait_until(&mut child, deadline)?;
     match status {
         Some(s) if s.success() => Ok(()),
-        Some(s) => Err(format!(
-            "{} ({s})",
-            err.trim().lines().next().unwrap_or("no message")
-        )),
-        None => Err(format!(
-            "{} did not finish within the budget; killed",
+        Some(status) => Err(ToolError::Failed {
+            message: first_line(&drain(child.stderr.take(), 4096)),
+            status,
+        }),
+        None => Err(ToolError::Killed(
             Path::new(program)
                 .file_name()
-                .map_or_else(|| program.into(), |n| n.to_string_lossy())
+                .map_or_else(|| program.into(), |n| n.to_string_lossy().into_owned()),
         )),
     }
 }
 
+/// The first line of a tool's standard error, blanks around it removed.
+fn first_line(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .trim()
+        .lines()
+        .next()
+        .unwrap_or("no message")
+        .to_owned()
+}
+
 /// The device's first [`HEAD_BYTES`], read by head(1) until `deadline`.
-fn read_head(device: &Path, deadline: Instant) -> std::result::Result<Vec<u8>, String> {
-    let head = tool(&HEAD).map_err(|e| e.to_string())?;
+fn read_head(device: &Path, deadline: Instant) -> std::result::Result<Vec<u8>, ToolError> {
+    let head = tool(&HEAD).map_err(|e| ToolError::Missing(Box::new(e)))?;
     let count = HEAD_BYTES.to_string();
     let mut child = spawn(
         head,
         &["-c".as_ref(), count.as_ref(), device.as_os_str()],
         Stdio::piped(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     // The pipe holds 64 KiB: head never waits for us.
-    match wait_until(&mut child, deadline).map_err(|e| e.to_string())? {
+    match wait_until(&mut child, deadline)? {
         Some(s) if s.success() => Ok(drain(child.stdout.take(), HEAD_BYTES as u64)),
-        Some(s) => Err(format!(
-            "{} ({s})",
-            String::from_utf8_lossy(&drain(child.stderr.take(), 4096))
-                .trim()
-                .lines()
-                .next()
-                .unwrap_or("no message")
-        )),
-        None => Err("its first bytes were not read within the budget".to_owned()),
+        Some(status) => Err(ToolError::Failed {
+            message: first_line(&drain(child.stderr.take(), 4096)),
+            status,
+        }),
+        None => Err(ToolError::HeadTimeout),
     }
 }
 
@@ -325,7 +327,7 @@ fn unmount(umount: &str, point: &Path, deadline: Instant) {
     let plain = if Instant::now() < deadline {
         run(umount, &[point.as_os_str()], until)
     } else {
-        Err("the budget is spent".to_owned())
+        Err(ToolError::BudgetSpent)
     };
     if let Err(e) = plain {
         log::warn!(
@@ -434,15 +436,12 @@ impl ConfigDrive {
                 unmount(umount, &point_path, deadline);
                 read
             }
-            Err(e) => {
+            Err(source) => {
                 // A mount(8) killed at the deadline may still finish mounting.
-                if e.ends_with("killed") {
+                if matches!(source, ToolError::Killed(_)) {
                     unmount(umount, &point_path, deadline);
                 }
-                Err(Error::Io {
-                    path: device,
-                    message: format!("mount read-only: {e}"),
-                })
+                Err(Error::Mount { device, source })
             }
         };
         if let Err(e) = std::fs::remove_dir(&point_path) {
