@@ -213,8 +213,13 @@ pub(crate) fn conflict() {
 /// found in the NIC's table before anything was written (`Error::Conflict`,
 /// repeated or not), or an add that ran into an object in the way (EEXIST).
 pub(crate) fn is_conflict(e: &Error) -> bool {
-    matches!(e, Error::TableConflict { .. } | Error::Conflict { .. })
-        || e.errno() == Some(libc::EEXIST)
+    match e {
+        Error::TableConflict { .. } | Error::Conflict { .. } => true,
+        // The kernel's EEXIST only: a file's (the run folder's records keep
+        // their errno too) is an error, not a conflict.
+        Error::Netlink { .. } | Error::NotRecorded { .. } => e.errno() == Some(libc::EEXIST),
+        _ => false,
+    }
 }
 
 /// Counts one repair of the interface by the watcher (`leasehook watch`'s
@@ -617,6 +622,21 @@ fn missing(want: &State, have: &State) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_kernels_eexist_is_a_conflict() {
+        let file = Error::File {
+            path: "\"/run/leasehook/x\"".to_owned(),
+            source: std::io::Error::from_raw_os_error(libc::EEXIST),
+        };
+        assert!(!is_conflict(&file), "{file}");
+        let table = Error::TableConflict {
+            iface: IfName::try_new("eth1").unwrap(),
+            table: 10001,
+            others: vec!["eth2".to_owned()],
+        };
+        assert!(is_conflict(&table));
+    }
 
     #[test]
     fn label_values_are_escaped_and_read_back() {
