@@ -19,6 +19,8 @@ pub(crate) mod files;
 pub mod gce;
 mod instance;
 mod kind;
+#[cfg(test)]
+pub(crate) mod loopback;
 pub mod lxd;
 pub mod nocloud;
 mod none;

@@ -149,10 +149,9 @@ impl Backoff {
 
 #[cfg(test)]
 mod tests {
-    use std::io::{Read, Write};
-    use std::net::TcpListener;
 
     use super::*;
+    use crate::source::loopback::{self, serve};
 
     #[test]
     fn the_path_waits_only_with_an_etag() {
@@ -189,28 +188,11 @@ mod tests {
         assert_eq!(b.failed(), BACKOFF_FIRST);
     }
 
-    fn serve(answers: Vec<String>) -> (String, std::thread::JoinHandle<Vec<String>>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", l.local_addr().unwrap());
-        let h = std::thread::spawn(move || {
-            let mut seen = Vec::new();
-            for a in answers {
-                let (mut s, _) = l.accept().unwrap();
-                let mut buf = vec![0u8; 4096];
-                let n = s.read(&mut buf).unwrap();
-                seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-                let _ = s.write_all(a.as_bytes());
-            }
-            seen
-        });
-        (url, h)
-    }
-
-    fn answer(headers: &str, body: &str) -> String {
-        format!(
-            "HTTP/1.1 200 OK\r\nMetadata-Flavor: Google\r\n{headers}Content-Length: {}\r\n\
-             Connection: close\r\n\r\n{body}",
-            body.len()
+    fn answer(headers: &str, body: &str) -> Vec<u8> {
+        loopback::answer(
+            "200 OK",
+            &format!("Metadata-Flavor: Google\r\n{headers}"),
+            body.as_bytes(),
         )
     }
 
@@ -221,11 +203,12 @@ mod tests {
             answer("", "[]"),
             answer("ETag: \"q\"\r\n", "[]"),
             answer("ETag: a\r\nETag: b\r\n", "[]"),
-            "HTTP/1.1 200 OK\r\nETag: 1a2b\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]"
-                .to_owned(),
-            "HTTP/1.1 500 Internal Server Error\r\nMetadata-Flavor: Google\r\n\
-             Content-Length: 0\r\nConnection: close\r\n\r\n"
-                .to_owned(),
+            loopback::answer("200 OK", "ETag: 1a2b\r\n", b"[]"),
+            loopback::answer(
+                "500 Internal Server Error",
+                "Metadata-Flavor: Google\r\n",
+                b"",
+            ),
         ]);
         let g = Gce::new().with_endpoint(&url).unwrap();
         let hold = Duration::from_secs(5);

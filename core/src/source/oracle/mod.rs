@@ -211,40 +211,12 @@ impl Fetch for Oracle {
 
 #[cfg(test)]
 mod tests {
-    use std::io::{Read, Write};
+
     use std::net::TcpListener;
 
     use super::*;
+    use crate::source::loopback::{answer, serve};
     use crate::source::provider::wait::is_retryable;
-
-    /// A server on loopback: answers each connection with the next answer and
-    /// hands back the requests it read.
-    fn serve(answers: Vec<Vec<u8>>) -> (String, std::thread::JoinHandle<Vec<String>>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", l.local_addr().unwrap());
-        let h = std::thread::spawn(move || {
-            let mut seen = Vec::new();
-            for a in answers {
-                let (mut s, _) = l.accept().unwrap();
-                let mut buf = vec![0u8; 4096];
-                let n = s.read(&mut buf).unwrap();
-                seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-                let _ = s.write_all(&a);
-            }
-            seen
-        });
-        (url, h)
-    }
-
-    fn answer(status: &str, headers: &str, body: &[u8]) -> Vec<u8> {
-        let mut v = format!(
-            "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        )
-        .into_bytes();
-        v.extend_from_slice(body);
-        v
-    }
 
     #[test]
     fn every_request_carries_the_header_and_statuses_mean_what_they_say() {
