@@ -341,18 +341,7 @@ fn two_nics_with_one_device_number_touch_neither() {
 // --- The validator of `apply --plan` ---------------------------------------------
 
 fn kernel() -> RecordingApplier {
-    RecordingApplier {
-        links: links()
-            .into_iter()
-            .zip(2u32..)
-            .map(|(l, index)| KernelLink {
-                index,
-                name: l.name,
-                mac: Some(l.mac),
-            })
-            .collect(),
-        ..RecordingApplier::default()
-    }
+    RecordingApplier::with_links(links())
 }
 
 fn good_plan() -> Plan {

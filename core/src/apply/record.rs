@@ -28,6 +28,25 @@ pub struct RecordingApplier {
     pub down: std::collections::BTreeSet<u32>,
 }
 
+impl RecordingApplier {
+    /// An empty kernel holding `links`, numbered from 2 as a machine's NICs are
+    /// after `lo`.
+    pub fn with_links(links: Vec<crate::model::Link>) -> Self {
+        Self {
+            links: links
+                .into_iter()
+                .zip(2u32..)
+                .map(|(l, index)| KernelLink {
+                    index,
+                    name: l.name,
+                    mac: Some(l.mac),
+                })
+                .collect(),
+            ..Self::default()
+        }
+    }
+}
+
 /// The kernel's answer `errno` to `op`.
 fn err(op: &Op, errno: i32) -> Error {
     Error::Netlink {

@@ -25,18 +25,7 @@ fn example_plan() -> Plan {
 }
 
 fn kernel() -> RecordingApplier {
-    RecordingApplier {
-        links: example::links()
-            .into_iter()
-            .zip(2u32..)
-            .map(|(l, index)| KernelLink {
-                index,
-                name: l.name,
-                mac: Some(l.mac),
-            })
-            .collect(),
-        ..RecordingApplier::default()
-    }
+    RecordingApplier::with_links(example::links())
 }
 
 #[test]

@@ -8,7 +8,7 @@ use super::run::Healer;
 use super::*;
 use crate::apply::record::RecordingApplier;
 use crate::apply::state::{self, InterfaceState, Paths};
-use crate::apply::{KernelLink, apply_plan};
+use crate::apply::apply_plan;
 use crate::diff::Op;
 use crate::model::{Plan, Profile, Rule};
 use crate::plan::{PlanConfig, PlanInput, plan};
@@ -209,18 +209,7 @@ fn world() -> (RecordingApplier, tempfile::TempDir, Plan) {
         &PlanConfig::default(),
     )
     .unwrap();
-    let mut k = RecordingApplier {
-        links: example::links()
-            .into_iter()
-            .zip(2u32..)
-            .map(|(l, index)| KernelLink {
-                index,
-                name: l.name,
-                mac: Some(l.mac),
-            })
-            .collect(),
-        ..RecordingApplier::default()
-    };
+    let mut k = RecordingApplier::with_links(example::links());
     apply_plan(&mut k, &p, &[]).unwrap();
     let root = tempfile::tempdir().unwrap();
     let paths = Paths::new(root.path());
