@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -364,6 +365,26 @@ pub fn show(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// Sends `child` SIGTERM and waits for it: its exit status, how long it took to
+/// exit, and what it wrote to its standard error (which must be piped).
+pub fn terminate(mut child: std::process::Child) -> (std::process::ExitStatus, Duration, String) {
+    use std::io::Read as _;
+    let t = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("kill: {e}"));
+    assert!(kill.success(), "kill -TERM {}", child.id());
+    let status = child.wait().unwrap_or_else(|e| panic!("wait: {e}"));
+    let took = t.elapsed();
+    let mut log = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        err.read_to_string(&mut log)
+            .unwrap_or_else(|e| panic!("the child's standard error: {e}"));
+    }
+    (status, took, log)
 }
 
 #[cfg(test)]

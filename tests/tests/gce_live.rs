@@ -122,12 +122,11 @@ mod in_process {
 
 #[cfg(feature = "netns")]
 mod world {
-    use std::io::Read as _;
     use std::process::{Child, Stdio};
     use std::time::{Duration, Instant};
 
     use leasehook_tests::gce_emulator::{long_polls, open_long_polls, read_log};
-    use leasehook_tests::netns::{leasehook_bin, sibling_bin};
+    use leasehook_tests::netns::{leasehook_bin, sibling_bin, terminate};
     use leasehook_tests::world::{
         CloudDhcp, MAC1, MetadataService, World, WorldOptions, wait_until,
     };
@@ -186,20 +185,8 @@ mod world {
     }
 
     /// SIGTERM; how long it took to exit, its success and its log.
-    fn stop(mut watch: Child) -> (Duration, bool, String) {
-        let t = Instant::now();
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &watch.id().to_string()])
-            .status();
-        let status = watch.wait().unwrap();
-        let took = t.elapsed();
-        let mut log = String::new();
-        watch
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut log)
-            .unwrap();
+    fn stop(watch: Child) -> (Duration, bool, String) {
+        let (status, took, log) = terminate(watch);
         (took, status.success(), log)
     }
 

@@ -14,11 +14,10 @@
     clippy::indexing_slicing
 )]
 
-use std::io::Read as _;
 use std::process::Stdio;
 use std::time::Duration;
 
-use leasehook_tests::netns::leasehook_bin;
+use leasehook_tests::netns::{leasehook_bin, terminate};
 use leasehook_tests::world::{MAC1, World, default_tree, wait_until};
 use serde_json::json;
 
@@ -43,7 +42,7 @@ fn a_hot_plugged_nic_is_refreshed_every_5_s_then_left_to_the_timer() {
     cmd.arg("watch")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut watch = cmd.spawn().unwrap();
+    let watch = cmd.spawn().unwrap();
 
     // The operator assigns 10.98.1.22 to the ENI.
     let mut tree = default_tree();
@@ -62,17 +61,7 @@ fn a_hot_plugged_nic_is_refreshed_every_5_s_then_left_to_the_timer() {
         std::thread::sleep(Duration::from_secs(7));
     }
     let after = w.imds_log().lines().count();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &watch.id().to_string()])
-        .status();
-    let status = watch.wait().unwrap();
-    let mut log = String::new();
-    watch
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut log)
-        .unwrap();
+    let (status, _, log) = terminate(watch);
     assert!(routed, "10.98.1.22 not routed: {:#?}\n{log}", w.our_rules());
     assert!(
         log.contains("hot-plug of eth1: 2 change(s)"),

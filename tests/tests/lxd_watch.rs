@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use leasehook_core::source::lxd::events::{DeviceAction, NicWork, Work};
 use leasehook_core::source::lxd::stream::{Handler, Stats, Watcher};
 use leasehook_tests::devlxd::{Config, Devlxd, config_event, device_event};
-use leasehook_tests::netns::{TempDir, leasehook_bin};
+use leasehook_tests::netns::{TempDir, leasehook_bin, terminate};
 use serde_json::{Value, json};
 
 const REDACTED: &str = "redacted for non-root user";
@@ -406,23 +406,7 @@ impl Instance {
 
     /// SIGTERM; the exit status, how long it took, and what it logged.
     fn terminate(&mut self) -> (std::process::ExitStatus, Duration, String) {
-        let mut child = self.watch.take().unwrap();
-        let t = Instant::now();
-        let kill = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(kill.success());
-        let status = child.wait().unwrap();
-        let took = t.elapsed();
-        let mut log = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut log)
-            .unwrap();
-        (status, took, log)
+        terminate(self.watch.take().unwrap())
     }
 }
 

@@ -13,12 +13,11 @@
     clippy::print_stderr
 )]
 
-use std::io::Read as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use leasehook_tests::devlxd::{Config, Devlxd};
-use leasehook_tests::netns::leasehook_bin;
+use leasehook_tests::netns::{leasehook_bin, terminate};
 use leasehook_tests::world::{MAC1, World, WorldOptions, wait_until};
 
 const ETH1_DEFAULT: &str = "default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176";
@@ -55,7 +54,7 @@ fn a_nic_added_by_lxd_gets_its_routing_once_its_link_exists() {
     cmd.args(["watch", "--link-wait", "60"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut watch = cmd.spawn().unwrap();
+    let watch = cmd.spawn().unwrap();
     assert!(wait_until(Duration::from_secs(10), || devlxd
         .event_streams()
         == 1));
@@ -77,17 +76,7 @@ fn a_nic_added_by_lxd_gets_its_routing_once_its_link_exists() {
         w.our_routes().iter().any(|r| r == ETH1_DEFAULT)
     });
     let took = t.elapsed();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &watch.id().to_string()])
-        .status();
-    let status = watch.wait().unwrap();
-    let mut log = String::new();
-    watch
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut log)
-        .unwrap();
+    let (status, _, log) = terminate(watch);
     assert!(back, "{:#?}\n{log}", w.our_routes());
     eprintln!("eth1's routing back {took:?} after its link appeared");
     assert!(status.success(), "{status}\n{log}");

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use super::run::Healer;
 use super::*;
+use crate::apply::apply_plan;
 use crate::apply::record::RecordingApplier;
 use crate::apply::state::{self, InterfaceState, Paths};
-use crate::apply::apply_plan;
 use crate::diff::Op;
 use crate::model::{Plan, Profile, Rule};
 use crate::plan::{PlanConfig, PlanInput, plan};
