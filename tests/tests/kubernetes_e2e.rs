@@ -566,6 +566,19 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
         n.w.log("eth1", false),
         n.w.our_rules().join("\n")
     );
+    // The rules are in the kernel a moment before the hook logs its line (it
+    // records the state, and a hot-plug, first): wait for both lines.
+    let logged = |iface: &str, line: &str| {
+        wait_until(Duration::from_secs(10), || {
+            n.w.log(iface, false).contains(line)
+        })
+    };
+    let eth0_line = if layout.cni == Cni::Cilium {
+        "eth0 is the CNI's ENI (table 10 holds a default route via eth0"
+    } else {
+        "change(s) for eth0 IPv4"
+    };
+    logged("eth0", eth0_line);
     let log0 = n.w.log("eth0", false);
     if layout.cni == Cni::Cilium {
         // Cilium routes the primary through its table 10: the primary is the CNI's.
@@ -576,7 +589,11 @@ fn keeps_the_cnis_and_routes_ours(tag: &str, layout: Layout) {
     } else {
         assert!(log0.contains("change(s) for eth0 IPv4"), "{log0}");
     }
-    assert!(n.w.log("eth1", false).contains("change(s) for eth1 IPv4"));
+    assert!(
+        logged("eth1", "change(s) for eth1 IPv4"),
+        "{}",
+        n.w.log("eth1", false)
+    );
 
     let ours = |n: &Node| {
         let mut r = n.w.our_rules();
