@@ -57,16 +57,21 @@ pub fn parse(env: &Env) -> Result<LeaseEvent> {
     let (family, reason) = parse_reason(raw)
         .ok_or_else(|| vars.err("reason", Problem::bad("unknown dhclient reason", raw)))?;
     let interface = vars.ifname("interface")?;
+    let old = || {
+        vars.lease_if_set(&address_var(family, "old_"), |_| {
+            lease(&vars, family, reason, "old_")
+        })
+    };
     let (new, old) = match reason.action() {
         Action::Ignore => (None, None),
-        Action::Apply => (
-            Some(lease(&vars, family, reason, "new_").and_then(|l| {
-                vars.usable(&address_var(family, "new_"), l.address)
-                    .map(|_| l)
-            })?),
-            optional(&vars, family, reason, "old_")?,
-        ),
-        Action::Remove => (None, optional(&vars, family, reason, "old_")?),
+        Action::Apply => {
+            let new = lease(&vars, family, reason, "new_")?;
+            (
+                Some(vars.usable(&address_var(family, "new_"), new)?),
+                old()?,
+            )
+        }
+        Action::Remove => (None, old()?),
     };
     Ok(LeaseEvent {
         interface,
@@ -77,6 +82,7 @@ pub fn parse(env: &Env) -> Result<LeaseEvent> {
     })
 }
 
+/// The name of a lease's address variable: `new_` or `old_` as `prefix`.
 fn address_var(family: Family, prefix: &str) -> String {
     match family {
         Family::V4 => format!("{prefix}ip_address"),
@@ -84,41 +90,23 @@ fn address_var(family: Family, prefix: &str) -> String {
     }
 }
 
-fn optional(
-    vars: &Vars<'_>,
-    family: Family,
-    reason: Reason,
-    prefix: &str,
-) -> Result<Option<Lease>> {
-    if vars.opt(&address_var(family, prefix)).is_none() {
-        return Ok(None);
-    }
-    lease(vars, family, reason, prefix).map(Some)
-}
-
+/// The `prefix` lease of `family`.
 fn lease(vars: &Vars<'_>, family: Family, reason: Reason, prefix: &str) -> Result<Lease> {
-    let address_var = address_var(family, prefix);
+    let address = address_var(family, prefix);
     match family {
-        Family::V4 => Ok(Lease {
-            family,
-            address: IpAddr::V4(vars.ipv4(&address_var)?),
-            prefix_len: vars.netmask(&format!("{prefix}subnet_mask"))?,
-            routers: vars.ipv4_list(&format!("{prefix}routers"))?,
+        Family::V4 => vars.lease_v4(
             reason,
-        }),
+            [
+                &address,
+                &format!("{prefix}subnet_mask"),
+                &format!("{prefix}routers"),
+            ],
+        ),
         Family::V6 => {
-            let len_var = format!("{prefix}ip6_prefixlen");
-            let raw = vars.req(&len_var)?;
-            let prefix_len = raw
-                .parse::<u8>()
-                .ok()
-                .filter(|l| *l <= 128)
-                .ok_or_else(|| {
-                    vars.err(&len_var, Problem::bad("not a prefix length 0-128", raw))
-                })?;
+            let prefix_len = vars.prefix_len(&format!("{prefix}ip6_prefixlen"), 128)?;
             Ok(Lease {
                 family,
-                address: IpAddr::V6(vars.ipv6(&address_var)?),
+                address: IpAddr::V6(vars.ipv6(&address)?),
                 prefix_len,
                 routers: Vec::new(),
                 reason,
@@ -130,13 +118,7 @@ fn lease(vars: &Vars<'_>, family: Family, reason: Reason, prefix: &str) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> Env {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::event::env;
 
     #[test]
     fn bound_renew_expire_fail() {

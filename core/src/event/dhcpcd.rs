@@ -87,10 +87,7 @@ pub fn parse(env: &Env) -> Result<Vec<LeaseEvent>> {
         let old = optional(&vars, family, reason, "old_")?;
         let new = match reason.action() {
             Action::Apply => match optional(&vars, family, reason, "new_")? {
-                Some(lease) => {
-                    vars.usable(&address_var(family, "new_"), lease.address)?;
-                    Some(lease)
-                }
+                Some(lease) => Some(vars.usable(&address_var(family, "new_"), lease)?),
                 None if family == Family::V6 => continue,
                 None => return Err(vars.err("new_ip_address", Problem::missing())),
             },
@@ -121,17 +118,10 @@ fn optional(
     reason: Reason,
     prefix: &str,
 ) -> Result<Option<Lease>> {
-    let address_var = address_var(family, prefix);
-    if vars.opt(&address_var).is_none() {
-        return Ok(None);
-    }
-    Ok(Some(match family {
+    vars.lease_if_set(&address_var(family, prefix), |address| match family {
         Family::V4 => {
             let cidr_var = format!("{prefix}subnet_cidr");
-            let raw = vars.req(&cidr_var)?;
-            let prefix_len = raw.parse::<u8>().ok().filter(|l| *l <= 32).ok_or_else(|| {
-                vars.err(&cidr_var, Problem::bad("not a prefix length 0-32", raw))
-            })?;
+            let prefix_len = vars.prefix_len(&cidr_var, 32)?;
             let mask_var = format!("{prefix}subnet_mask");
             if vars.opt(&mask_var).is_some() && vars.netmask(&mask_var)? != prefix_len {
                 return Err(vars.err(
@@ -142,37 +132,24 @@ fn optional(
                     ),
                 ));
             }
-            Lease {
+            Ok(Lease {
                 family,
-                address: IpAddr::V4(vars.ipv4(&address_var)?),
+                address: IpAddr::V4(vars.ipv4(address)?),
                 prefix_len,
                 routers: vars.ipv4_list(&format!("{prefix}routers"))?,
                 reason,
-            }
+            })
         }
-        // An IA_NA address is a single address: dhcpcd adds it as /128.
-        Family::V6 => Lease {
-            family,
-            address: IpAddr::V6(vars.ipv6(&address_var)?),
-            prefix_len: 128,
-            routers: Vec::new(),
-            reason,
-        },
-    }))
+        Family::V6 => vars.ia_na(reason, address),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::env;
 
     type Pairs = &'static [(&'static str, &'static str)];
-
-    fn env(pairs: &[(&str, &str)]) -> Env {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
 
     /// dhcpcd 9.4.1's BOUND in the end-to-end world (less `PATH` and `if*`).
     const BOUND: &[(&str, &str)] = &[

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::error::{Error, Problem, Result};
-use crate::model::IfName;
+use crate::model::{Family, IfName, Lease, Reason};
 
 /// A hook environment: variable name → value.
 pub type Env = BTreeMap<String, String>;
@@ -99,17 +99,67 @@ impl Vars<'_> {
             .map_err(|_| self.err(var, Problem::bad("not an IPv6 address", v)))
     }
 
-    /// Refuses a leased address the address gate refuses ([`crate::gate::check_ip`]:
-    /// unspecified, loopback, multicast, broadcast, link-local, a metadata
-    /// service's): the error names the variable, the value and the reason.
-    pub(crate) fn usable(&self, var: &str, ip: IpAddr) -> Result<IpAddr> {
-        crate::gate::check_ip(ip).map(|()| ip).map_err(|why| {
-            self.err(
+    /// Refuses a lease now in force whose address the address gate refuses
+    /// ([`crate::gate::check_ip`]: unspecified, loopback, multicast, broadcast,
+    /// link-local, a metadata service's): the error names `var` (the lease's address
+    /// variable), the value and the reason.
+    pub(crate) fn usable(&self, var: &str, lease: Lease) -> Result<Lease> {
+        match crate::gate::check_ip(lease.address) {
+            Ok(()) => Ok(lease),
+            Err(why) => Err(self.err(
                 var,
                 Problem::bad(
                     format!("refused as a leased address: {why}"),
-                    &ip.to_string(),
+                    &lease.address.to_string(),
                 ),
+            )),
+        }
+    }
+
+    /// The lease `read` reads from the address variable `address` when it is set;
+    /// `None` when it is unset or empty (the client holds no such lease).
+    pub(crate) fn lease_if_set(
+        &self,
+        address: &str,
+        read: impl FnOnce(&str) -> Result<Lease>,
+    ) -> Result<Option<Lease>> {
+        self.opt(address).map(|_| read(address)).transpose()
+    }
+
+    /// An IPv4 lease from three variables: its address, its dotted netmask and its
+    /// space-separated routers (none when unset), read in that order.
+    pub(crate) fn lease_v4(
+        &self,
+        reason: Reason,
+        [address, netmask, routers]: [&str; 3],
+    ) -> Result<Lease> {
+        Ok(Lease {
+            family: Family::V4,
+            address: IpAddr::V4(self.ipv4(address)?),
+            prefix_len: self.netmask(netmask)?,
+            routers: self.ipv4_list(routers)?,
+            reason,
+        })
+    }
+
+    /// A DHCPv6 IA_NA address: a single address, which the clients add as /128.
+    pub(crate) fn ia_na(&self, reason: Reason, address: &str) -> Result<Lease> {
+        Ok(Lease {
+            family: Family::V6,
+            address: IpAddr::V6(self.ipv6(address)?),
+            prefix_len: 128,
+            routers: Vec::new(),
+            reason,
+        })
+    }
+
+    /// A prefix length written as a number from 0 to `max`.
+    pub(crate) fn prefix_len(&self, var: &str, max: u8) -> Result<u8> {
+        let raw = self.req(var)?;
+        raw.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(|| {
+            self.err(
+                var,
+                Problem::bad(format!("not a prefix length 0-{max}"), raw),
             )
         })
     }
@@ -154,6 +204,15 @@ impl Vars<'_> {
     }
 }
 
+/// A test's environment from `(name, value)` pairs.
+#[cfg(test)]
+pub(crate) fn env(pairs: &[(&str, &str)]) -> Env {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,7 +235,7 @@ mod tests {
     #[test]
     fn netmasks() {
         let mk = |m: &str| {
-            let env: Env = [("m".to_owned(), m.to_owned())].into();
+            let env = env(&[("m", m)]);
             Vars {
                 source: "t",
                 env: &env,

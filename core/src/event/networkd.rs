@@ -23,13 +23,8 @@ pub fn parse_lease_file(text: &str) -> Result<Lease> {
         source: "networkd lease",
         env: &env,
     };
-    Ok(Lease {
-        family: Family::V4,
-        address: vars.usable("ADDRESS", IpAddr::V4(vars.ipv4("ADDRESS")?))?,
-        prefix_len: vars.netmask("NETMASK")?,
-        routers: vars.ipv4_list("ROUTER")?,
-        reason: Reason::Bound,
-    })
+    let lease = vars.lease_v4(Reason::Bound, ["ADDRESS", "NETMASK", "ROUTER"])?;
+    vars.usable("ADDRESS", lease)
 }
 
 /// What networkd-dispatcher told a script.

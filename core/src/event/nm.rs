@@ -22,8 +22,6 @@
 //! | `down`, `pre-down` | remove both families |
 //! | `pre-up`, `vpn-up`, `vpn-pre-up`, `vpn-down`, `vpn-pre-down`, `hostname`, `connectivity-change` | nothing |
 
-use std::net::IpAddr;
-
 use super::{Env, Vars};
 use crate::error::{Problem, Result};
 use crate::model::{Family, IfName, Lease, LeaseEvent, Reason};
@@ -143,37 +141,20 @@ pub fn parse(iface: &str, action: &str, env: &Env) -> Result<NmEvent> {
 
 /// The DHCPv4 lease, `None` when `DHCP4_IP_ADDRESS` is unset.
 fn dhcp4(vars: &Vars<'_>) -> Result<Option<Lease>> {
-    if vars.opt("DHCP4_IP_ADDRESS").is_none() {
-        return Ok(None);
-    }
-    Ok(Some(Lease {
-        family: Family::V4,
-        address: vars.usable(
-            "DHCP4_IP_ADDRESS",
-            IpAddr::V4(vars.ipv4("DHCP4_IP_ADDRESS")?),
-        )?,
-        prefix_len: vars.netmask("DHCP4_SUBNET_MASK")?,
-        routers: vars.ipv4_list("DHCP4_ROUTERS")?,
-        reason: Reason::Bound,
-    }))
+    vars.lease_if_set("DHCP4_IP_ADDRESS", |address| {
+        let lease = vars.lease_v4(
+            Reason::Bound,
+            [address, "DHCP4_SUBNET_MASK", "DHCP4_ROUTERS"],
+        )?;
+        vars.usable(address, lease)
+    })
 }
 
-/// The DHCPv6 address, `None` when `DHCP6_IP6_ADDRESS` is unset. NetworkManager
-/// adds an IA_NA address as /128.
+/// The DHCPv6 address, `None` when `DHCP6_IP6_ADDRESS` is unset.
 fn dhcp6(vars: &Vars<'_>) -> Result<Option<Lease>> {
-    if vars.opt("DHCP6_IP6_ADDRESS").is_none() {
-        return Ok(None);
-    }
-    Ok(Some(Lease {
-        family: Family::V6,
-        address: vars.usable(
-            "DHCP6_IP6_ADDRESS",
-            IpAddr::V6(vars.ipv6("DHCP6_IP6_ADDRESS")?),
-        )?,
-        prefix_len: 128,
-        routers: Vec::new(),
-        reason: Reason::Bound,
-    }))
+    vars.lease_if_set("DHCP6_IP6_ADDRESS", |address| {
+        vars.usable(address, vars.ia_na(Reason::Bound, address)?)
+    })
 }
 
 /// `8-4-4-4-12` hexadecimal digits.
@@ -189,14 +170,8 @@ fn is_uuid(u: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::env;
     use crate::model::Action;
-
-    fn env(pairs: &[(&str, &str)]) -> Env {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
 
     /// NetworkManager 1.42's `eth1 up` in the end-to-end world (less the
     /// `DHCP4_REQUESTED_*` flags).

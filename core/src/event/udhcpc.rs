@@ -15,8 +15,6 @@
 //! | `leasefail` | remove IPv4, as dhclient's `FAIL` does (no lease could be had) |
 //! | `nak` | nothing (udhcpc sends `deconfig` next) |
 
-use std::net::IpAddr;
-
 use super::{Env, Vars};
 use crate::error::{Problem, Result};
 use crate::model::{Family, Lease, LeaseEvent, Reason};
@@ -78,40 +76,27 @@ pub fn parse(event: &str, env: &Env) -> Result<Vec<LeaseEvent>> {
 }
 
 fn lease(vars: &Vars<'_>, reason: Reason) -> Result<Lease> {
-    let address = vars.ipv4("ip")?;
-    let prefix_len = vars.netmask("subnet")?;
+    let lease = vars.lease_v4(reason, ["ip", "subnet", "router"])?;
     if let Some(mask) = vars.opt("mask") {
         // busybox sets both; a `mask` that disagrees with `subnet` is not udhcpc's.
-        if mask.parse::<u8>().ok() != Some(prefix_len) {
+        if mask.parse::<u8>().ok() != Some(lease.prefix_len) {
             return Err(vars.err(
                 "mask",
                 Problem::bad(
-                    format!("not the prefix length of subnet (/{prefix_len})"),
+                    format!("not the prefix length of subnet (/{})", lease.prefix_len),
                     mask,
                 ),
             ));
         }
     }
-    Ok(Lease {
-        family: Family::V4,
-        address: vars.usable("ip", IpAddr::V4(address))?,
-        prefix_len,
-        routers: vars.ipv4_list("router")?,
-        reason,
-    })
+    vars.usable("ip", lease)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::env;
     use crate::model::Action;
-
-    fn env(pairs: &[(&str, &str)]) -> Env {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
 
     /// What busybox 1.35's udhcpc exported for `bound` in the end-to-end world.
     const BOUND: &[(&str, &str)] = &[
