@@ -177,7 +177,10 @@ fn blob(bytes: Option<&[u8]>) -> (Value, bool) {
 /// The slash paths of sensitive values, sorted.
 pub fn sensitive_paths(doc: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    walk(doc, "", &mut |path, _| out.push(path.to_owned()));
+    // The walk lends each value mutably, for `redact`; a copy keeps `doc` as it is.
+    walk(&mut doc.clone(), "", &mut |path, _| {
+        out.push(path.to_owned());
+    });
     if let Some(ds) = doc.get("ds") {
         out.extend(contextual_sensitive(ds).into_iter().map(str::to_owned));
     }
@@ -186,40 +189,12 @@ pub fn sensitive_paths(doc: &Value) -> Vec<String> {
     out
 }
 
-/// Calls `found` on each sensitive value (mappings and lists walked; a sensitive
-/// value is not walked further).
-fn walk(v: &Value, path: &str, found: &mut dyn FnMut(&str, &Value)) {
-    let join = |k: &str| {
-        if path.is_empty() {
-            k.to_owned()
-        } else {
-            format!("{path}/{k}")
-        }
-    };
-    match v {
-        Value::Object(map) => {
-            for (k, child) in map {
-                let p = join(k);
-                if is_sensitive(k, &p) {
-                    found(&p, child);
-                } else {
-                    walk(child, &p, found);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                walk(child, &join(&i.to_string()), found);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// The document with every sensitive value replaced by [`REDACTED`].
 pub fn redact(doc: &Value) -> Value {
     let mut out = doc.clone();
-    redact_in_place(&mut out, "");
+    walk(&mut out, "", &mut |_, v| {
+        *v = Value::String(REDACTED.to_owned());
+    });
     if let Some(ds) = doc.get("ds") {
         for path in contextual_sensitive(ds) {
             if let Some(key) = path.strip_prefix("ds/")
@@ -232,7 +207,9 @@ pub fn redact(doc: &Value) -> Value {
     out
 }
 
-fn redact_in_place(v: &mut Value, path: &str) {
+/// Calls `found` with the slash path of each sensitive value (mappings and lists
+/// walked; a sensitive value is not walked further).
+fn walk(v: &mut Value, path: &str, found: &mut dyn FnMut(&str, &mut Value)) {
     let join = |k: &str| {
         if path.is_empty() {
             k.to_owned()
@@ -245,15 +222,15 @@ fn redact_in_place(v: &mut Value, path: &str) {
             for (k, child) in map.iter_mut() {
                 let p = join(k);
                 if is_sensitive(k, &p) {
-                    *child = Value::String(REDACTED.to_owned());
+                    found(&p, child);
                 } else {
-                    redact_in_place(child, &p);
+                    walk(child, &p, found);
                 }
             }
         }
         Value::Array(items) => {
             for (i, child) in items.iter_mut().enumerate() {
-                redact_in_place(child, &join(&i.to_string()));
+                walk(child, &join(&i.to_string()), found);
             }
         }
         _ => {}
@@ -338,22 +315,12 @@ pub fn render(d: &InstanceData, p: &Provenance) -> Result<Rendered> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::SourceKind;
 
     fn lxd() -> InstanceData {
         InstanceData {
-            datasource: SourceKind::Lxd,
-            instance_id: "c1".into(),
             local_hostname: Some("c1".into()),
-            cloud_name: "lxd".into(),
-            platform: "lxd".into(),
-            subplatform: "LXD socket API v. 1.0 (/dev/lxd/sock)".into(),
-            region: None,
-            availability_zone: None,
-            meta_data: Map::new(),
             user_data: Some(b"#cloud-config\npassword: hunter2\n".to_vec()),
             vendor_data: Some(vec![0x1f, 0x8b, 0x08]),
-            network_config: None,
             ds: json!({
                 "_metadata_api_version": "1.0",
                 "config": {
@@ -366,6 +333,7 @@ mod tests {
                 "meta-data": "instance-id: c1\n",
                 "nested": [{"UserData": "in a list"}]
             }),
+            ..InstanceData::lxd_example("c1")
         }
     }
 

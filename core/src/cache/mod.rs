@@ -80,11 +80,7 @@ impl Cache {
             Ok(None) => return Err(Lookup::Missing),
             Err(e) => return Err(Lookup::Bad(e.to_string())),
         };
-        match base.child(CACHE_NAME) {
-            Ok(Some(d)) => Ok(d),
-            Ok(None) => Err(Lookup::Missing),
-            Err(p) => Err(Lookup::Bad(bad_entry(&base, CACHE_NAME, &p))),
-        }
+        sub_folder(&base, CACHE_NAME, || Lookup::Missing)
     }
 
     /// The cache folder for writing, created (0755) when missing.
@@ -120,27 +116,19 @@ impl Cache {
             );
             return Lookup::Bad(set_aside(&dir, INSTANCE_LINK, &why));
         };
-        let instances = match dir.child(INSTANCES) {
-            Ok(Some(d)) => d,
-            Ok(None) => {
-                let why = format!(
-                    "{} points at {target}, which does not exist",
-                    dir.shown(INSTANCE_LINK)
-                );
-                return Lookup::Bad(set_aside(&dir, INSTANCE_LINK, &why));
-            }
-            Err(p) => return Lookup::Bad(bad_entry(&dir, INSTANCES, &p)),
+        // A link to a folder that does not exist is set aside.
+        let dangling = || {
+            let why = format!(
+                "{} points at {target}, which does not exist",
+                dir.shown(INSTANCE_LINK)
+            );
+            Lookup::Bad(set_aside(&dir, INSTANCE_LINK, &why))
         };
-        let folder = match instances.child(name) {
-            Ok(Some(d)) => d,
-            Ok(None) => {
-                let why = format!(
-                    "{} points at {target}, which does not exist",
-                    dir.shown(INSTANCE_LINK)
-                );
-                return Lookup::Bad(set_aside(&dir, INSTANCE_LINK, &why));
-            }
-            Err(p) => return Lookup::Bad(bad_entry(&instances, name, &p)),
+        let folder = match sub_folder(&dir, INSTANCES, dangling)
+            .and_then(|instances| sub_folder(&instances, name, dangling))
+        {
+            Ok(d) => d,
+            Err(answer) => return answer,
         };
         let bytes = match folder.read(RECORD, CACHE_MAX_BYTES) {
             Ok(Some(b)) => b,
@@ -219,6 +207,21 @@ impl Cache {
     }
 }
 
+/// `dir`'s sub-folder `name`, else what [`Cache::load`] answers: `missing()` when it
+/// does not exist, [`Lookup::Bad`] when it cannot be opened (a symlink or a file in
+/// its place is set aside).
+fn sub_folder(
+    dir: &Dir,
+    name: &str,
+    missing: impl FnOnce() -> Lookup,
+) -> std::result::Result<Dir, Lookup> {
+    match dir.child(name) {
+        Ok(Some(d)) => Ok(d),
+        Ok(None) => Err(missing()),
+        Err(p) => Err(Lookup::Bad(bad_entry(dir, name, &p))),
+    }
+}
+
 /// Sets `name` aside and says why and where (or why it could not be).
 fn set_aside(dir: &Dir, name: &str, why: &str) -> String {
     match dir.set_aside(name) {
@@ -242,27 +245,15 @@ fn bad_entry(dir: &Dir, name: &str, p: &FileProblem) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{InstanceData, SourceKind};
-    use serde_json::{Map, json};
+    use crate::source::InstanceData;
     use std::fs;
     use std::os::unix::fs::symlink;
 
     fn record(id: &str) -> CacheRecord {
         CacheRecord::new(
             InstanceData {
-                datasource: SourceKind::Lxd,
-                instance_id: id.into(),
-                local_hostname: None,
-                cloud_name: "lxd".into(),
-                platform: "lxd".into(),
-                subplatform: "LXD socket API v. 1.0 (/dev/lxd/sock)".into(),
-                region: None,
-                availability_zone: None,
-                meta_data: Map::new(),
                 user_data: Some(b"#cloud-config\n".to_vec()),
-                vendor_data: None,
-                network_config: None,
-                ds: json!({}),
+                ..InstanceData::lxd_example(id)
             },
             7,
         )

@@ -213,25 +213,39 @@ mod blob {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn sample(ds: Value, user_data: Option<Vec<u8>>) -> InstanceData {
-        InstanceData {
+impl InstanceData {
+    /// An LXD container's data, for tests: `instance_id`, and no hostname, user data,
+    /// vendor data or network configuration; `ds` empty.
+    pub(crate) fn lxd_example(instance_id: &str) -> Self {
+        Self {
             datasource: SourceKind::Lxd,
-            instance_id: "i-1".into(),
-            local_hostname: Some("h".into()),
+            instance_id: instance_id.into(),
+            local_hostname: None,
             cloud_name: "lxd".into(),
             platform: "lxd".into(),
             subplatform: "LXD socket API v. 1.0 (/dev/lxd/sock)".into(),
             region: None,
             availability_zone: None,
             meta_data: Map::new(),
-            user_data,
+            user_data: None,
             vendor_data: None,
             network_config: None,
+            ds: Value::Object(Map::new()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sample(ds: Value, user_data: Option<Vec<u8>>) -> InstanceData {
+        InstanceData {
+            local_hostname: Some("h".into()),
+            user_data,
             ds,
+            ..InstanceData::lxd_example("i-1")
         }
     }
 
