@@ -201,14 +201,7 @@ fn folder_at<'a>(
 }
 
 fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a folder",
-    }
+    crate::model::json_kind(v, "a folder")
 }
 
 fn not_folder(key: &str, v: &Value) -> Error {

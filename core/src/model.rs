@@ -739,6 +739,21 @@ impl Problem {
 
 impl std::error::Error for Problem {}
 
+/// What kind of JSON value `v` is, for messages: `a string`, `a list`, ...; `object`
+/// is what the caller's document calls a JSON object (`a folder` in a metadata tree,
+/// `a mapping` in instance data).
+pub(crate) fn json_kind(v: &serde_json::Value, object: &'static str) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => object,
+    }
+}
+
 /// How many characters of a bad value an error message shows.
 const SHOWN_CHARS: usize = 64;
 

@@ -301,14 +301,7 @@ pub fn nearest<'a>(wanted: &str, keys: impl IntoIterator<Item = &'a str>) -> Vec
 
 /// What kind of value stands where a mapping was expected, for messages.
 fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
+    crate::model::json_kind(v, "a mapping")
 }
 
 /// "`so_far` has no key ..." with the keys there and the nearest ones.
