@@ -164,17 +164,22 @@ mod tests {
         assert!(diff_states(&want, &want).is_empty());
     }
 
-    #[test]
-    fn order_is_safe() {
-        let dev = IfName::try_new("eth1").unwrap();
-        let route = Route {
+    /// The default route through 10.0.1.1 on `dev`, in table 10001.
+    fn default_route(dev: IfName) -> Route {
+        Route {
             to: "0.0.0.0/0".parse().unwrap(),
             via: Some("10.0.1.1".parse().unwrap()),
-            dev: dev.clone(),
+            dev,
             scope: None,
             src: None,
             table: 10001,
-        };
+        }
+    }
+
+    #[test]
+    fn order_is_safe() {
+        let dev = IfName::try_new("eth1").unwrap();
+        let route = default_route(dev.clone());
         let addr = Address {
             addr: "10.0.1.21/32".parse().unwrap(),
             dev,
@@ -207,14 +212,7 @@ mod tests {
     #[test]
     fn on_link_routes_come_before_the_routes_through_their_gateway() {
         let dev = IfName::try_new("eth1").unwrap();
-        let default = Route {
-            to: "0.0.0.0/0".parse().unwrap(),
-            via: Some("10.0.1.1".parse().unwrap()),
-            dev: dev.clone(),
-            scope: None,
-            src: None,
-            table: 10001,
-        };
+        let default = default_route(dev.clone());
         let subnet = Route {
             to: "10.0.1.0/24".parse().unwrap(),
             via: None,
