@@ -2,13 +2,21 @@
 use std::time::Duration;
 
 use super::*;
+use crate::event::env;
 use crate::model::Profile;
 
-fn env(pairs: &[(&str, &str)]) -> Env {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
+/// Asserts that each `(text, prefix, want)` file `/c.yaml` is refused with an error
+/// that names the file and holds `prefix` and `want`.
+fn assert_refused(cases: &[(&str, &str, &str)]) {
+    for (text, prefix, want) in cases {
+        let e = merged(&[("/c.yaml", text)], &Layers::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("configuration /c.yaml") && e.contains(prefix) && e.contains(want),
+            "{text:?}: {e}"
+        );
+    }
 }
 
 fn merged(files: &[(&str, &str)], sources: &Layers) -> Result<Loaded> {
@@ -212,15 +220,7 @@ fn mistakes_name_the_file_line_and_key() {
         ("- a\n", "configuration /c.yaml: ", "line 1"),
         ("table_base: [1\n", "configuration /c.yaml: ", ""),
     ];
-    for (text, prefix, want) in cases {
-        let e = merged(&[("/c.yaml", text)], &Layers::default())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("configuration /c.yaml") && e.contains(prefix) && e.contains(want),
-            "{text:?}: {e}"
-        );
-    }
+    assert_refused(&cases);
 }
 
 #[test]
@@ -302,15 +302,7 @@ fn off_switch_and_unmanaged_mistakes_name_the_file_line_and_key() {
             "network-card: expected a whole number",
         ),
     ];
-    for (text, prefix, want) in cases {
-        let e = merged(&[("/c.yaml", text)], &Layers::default())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("configuration /c.yaml") && e.contains(prefix) && e.contains(want),
-            "{text:?}: {e}"
-        );
-    }
+    assert_refused(&cases);
 }
 
 #[test]
