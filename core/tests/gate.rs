@@ -112,6 +112,18 @@ fn plan_with(tree: &Value, leases: &[InterfaceLease], held: &[Address]) -> Plan 
     .unwrap()
 }
 
+/// The plan of `tree` with eth1's DHCPv4 and DHCPv6 leases, and eth0's address held.
+fn dual_stack_plan(tree: &Value) -> Plan {
+    plan_with(
+        tree,
+        &[
+            v4_lease("eth1", "10.98.1.20"),
+            v6_lease("eth1", "fd00:98:1::20"),
+        ],
+        &eth0_addresses(),
+    )
+}
+
 fn eth1(p: &Plan) -> &InterfacePlan {
     p.interfaces
         .iter()
@@ -136,14 +148,7 @@ fn a_slash_zero_prefix_never_becomes_a_rule() {
     let mut t = tree();
     set(&mut t, MAC1, "ipv4-prefix", "0.0.0.0/0\n10.98.1.64/28");
     set(&mut t, MAC1, "ipv6-prefix", "::/0\nfd00:98:1:0:8000::/80");
-    let p = plan_with(
-        &t,
-        &[
-            v4_lease("eth1", "10.98.1.20"),
-            v6_lease("eth1", "fd00:98:1::20"),
-        ],
-        &eth0_addresses(),
-    );
+    let p = dual_stack_plan(&t);
     let ip = eth1(&p);
     assert_eq!(
         sources(ip),
@@ -188,14 +193,7 @@ fn metadata_values_that_are_not_this_nics_addresses() {
         "ipv6s",
         "fd00:98:1::20\nfd00:ec2::254\n::ffff:10.98.1.22",
     );
-    let p = plan_with(
-        &t,
-        &[
-            v4_lease("eth1", "10.98.1.20"),
-            v6_lease("eth1", "fd00:98:1::20"),
-        ],
-        &eth0_addresses(),
-    );
+    let p = dual_stack_plan(&t);
     let ip = eth1(&p);
     assert_eq!(
         sources(ip),

@@ -141,11 +141,27 @@ fn nic_spec() -> impl Strategy<Value = NicSpec> {
     )
 }
 
+/// An instance to plan: its metadata, the kernel's links, the leases and what the
+/// links hold (nothing in the plain generator's instances).
 #[derive(Debug, Clone)]
 struct Instance {
     metadata: leasehook_core::model::InstanceNetwork,
     links: Vec<Link>,
     leases: Vec<InterfaceLease>,
+    held: Vec<leasehook_core::model::Address>,
+}
+
+impl Instance {
+    /// The planner's input: this instance, with `next_hops` in the main table.
+    fn input<'a>(&'a self, next_hops: &'a [leasehook_core::gate::Router]) -> PlanInput<'a> {
+        PlanInput {
+            metadata: &self.metadata,
+            links: &self.links,
+            leases: &self.leases,
+            link_addresses: &self.held,
+            next_hops,
+        }
+    }
 }
 
 fn instance() -> impl Strategy<Value = (Instance, bool, bool)> {
@@ -247,6 +263,7 @@ fn instance() -> impl Strategy<Value = (Instance, bool, bool)> {
                     metadata,
                     links,
                     leases,
+                    held: Vec::new(),
                 },
                 primary_rules,
                 secondary_addresses,
@@ -259,7 +276,7 @@ proptest! {
 
     #[test]
     fn planner_promises((inst, primary_rules, secondary_addresses) in instance()) {
-        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases, link_addresses: &[], next_hops: &[] };
+        let input = inst.input(&[]);
         for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
             let cfg = PlanConfig { profile, primary_rules, secondary_addresses, ..PlanConfig::default() };
             let p = plan(&input, &cfg).unwrap();
@@ -371,7 +388,7 @@ proptest! {
     /// on any instance.
     #[test]
     fn kubernetes_leaves_the_primarys_pod_addresses((inst, primary_rules, secondary_addresses) in instance()) {
-        let input = PlanInput { metadata: &inst.metadata, links: &inst.links, leases: &inst.leases, link_addresses: &[], next_hops: &[] };
+        let input = inst.input(&[]);
         let plain = PlanConfig { primary_rules, secondary_addresses, ..PlanConfig::default() };
         let kube = PlanConfig { kubernetes: true, ..plain.clone() };
         let (a, b) = (plan(&input, &plain).unwrap(), plan(&input, &kube).unwrap());
@@ -408,35 +425,19 @@ proptest! {
 
 #[test]
 fn plan_is_deterministic_across_link_order() {
-    let md = metadata::parse_tree(&leasehook_core::example::metadata()).unwrap();
-    let links = leasehook_core::example::links();
-    let leases = leasehook_core::example::leases();
-    let mut reversed = links.clone();
-    reversed.reverse();
+    let inst = Instance {
+        metadata: metadata::parse_tree(&leasehook_core::example::metadata()).unwrap(),
+        links: leasehook_core::example::links(),
+        leases: leasehook_core::example::leases(),
+        held: Vec::new(),
+    };
+    let mut reversed = inst.clone();
+    reversed.links.reverse();
     let cfg = PlanConfig::default();
-    let a = plan(
-        &PlanInput {
-            metadata: &md,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )
-    .unwrap();
-    let b = plan(
-        &PlanInput {
-            metadata: &md,
-            links: &reversed,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )
-    .unwrap();
-    assert_eq!(a, b);
+    assert_eq!(
+        plan(&inst.input(&[]), &cfg).unwrap(),
+        plan(&reversed.input(&[]), &cfg).unwrap()
+    );
 }
 
 // --- The address gate (issue 18: "no plan ever contains a rule whose source is
@@ -580,15 +581,7 @@ fn hostile_nic(i: u8) -> impl Strategy<Value = HostileNic> {
     )
 }
 
-#[derive(Debug, Clone)]
-struct HostileInstance {
-    metadata: leasehook_core::model::InstanceNetwork,
-    links: Vec<Link>,
-    leases: Vec<InterfaceLease>,
-    held: Vec<leasehook_core::model::Address>,
-}
-
-fn hostile_instance() -> impl Strategy<Value = HostileInstance> {
+fn hostile_instance() -> impl Strategy<Value = Instance> {
     (
         hostile_nic(0),
         hostile_nic(1),
@@ -665,7 +658,7 @@ fn hostile_instance() -> impl Strategy<Value = HostileInstance> {
             let tree = json!({"mac": MacAddr::new([2, 0, 0, 0, 0, 1]).to_string(),
                               "network": {"interfaces": {"macs": macs}}});
             let metadata = metadata::parse_tree(&tree).ok()?;
-            Some(HostileInstance {
+            Some(Instance {
                 metadata,
                 links,
                 leases,
@@ -682,13 +675,7 @@ proptest! {
         inst in hostile_instance(),
         primary_rules in any::<bool>(),
     ) {
-        let input = PlanInput {
-            metadata: &inst.metadata,
-            links: &inst.links,
-            leases: &inst.leases,
-            link_addresses: &inst.held,
-            next_hops: &[],
-        };
+        let input = inst.input(&[]);
         for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
             let cfg = PlanConfig { profile, primary_rules, ..PlanConfig::default() };
             let Ok(p) = plan(&input, &cfg) else { continue };
@@ -777,17 +764,7 @@ fn hostile_instances_plan_rules_and_refusals() {
     let (mut with_rules, mut with_prefix_rules, mut with_refusals) = (0, 0, 0);
     for _ in 0..300 {
         let inst = strategy.new_tree(&mut runner).unwrap().current();
-        let p = plan(
-            &PlanInput {
-                metadata: &inst.metadata,
-                links: &inst.links,
-                leases: &inst.leases,
-                link_addresses: &inst.held,
-                next_hops: &[],
-            },
-            &PlanConfig::default(),
-        )
-        .unwrap();
+        let p = plan(&inst.input(&[]), &PlanConfig::default()).unwrap();
         let rules = p.interfaces.iter().flat_map(|i| &i.rules);
         with_rules += usize::from(rules.clone().next().is_some());
         with_prefix_rules += usize::from(
@@ -840,7 +817,7 @@ fn hostile_routers() -> impl Strategy<Value = HostileRouters> {
 /// The instance with `routers` given to it; returns the kernel's next hops and
 /// every router's address the planner is told of.
 fn with_routers(
-    inst: &mut HostileInstance,
+    inst: &mut Instance,
     (hops, gateways, vias, lease_routers, unleased): &HostileRouters,
 ) -> (Vec<leasehook_core::gate::Router>, BTreeSet<IpAddr>) {
     let n = inst.metadata.nics.len().max(1);
@@ -917,13 +894,7 @@ proptest! {
     ) {
         let mut inst = inst;
         let (next_hops, all) = with_routers(&mut inst, &routers);
-        let input = PlanInput {
-            metadata: &inst.metadata,
-            links: &inst.links,
-            leases: &inst.leases,
-            link_addresses: &inst.held,
-            next_hops: &next_hops,
-        };
+        let input = inst.input(&next_hops);
         for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
             let cfg = PlanConfig { profile, primary_rules, ..PlanConfig::default() };
             let Ok(p) = plan(&input, &cfg) else { continue };
@@ -982,13 +953,7 @@ fn hostile_routers_are_refused_and_prefixes_added() {
     for _ in 0..300 {
         let (mut inst, routers) = strategy.new_tree(&mut runner).unwrap().current();
         let (next_hops, _) = with_routers(&mut inst, &routers);
-        let input = PlanInput {
-            metadata: &inst.metadata,
-            links: &inst.links,
-            leases: &inst.leases,
-            link_addresses: &inst.held,
-            next_hops: &next_hops,
-        };
+        let input = inst.input(&next_hops);
         for profile in [Profile::Ec2NetUtils, Profile::CloudInit] {
             let cfg = PlanConfig {
                 profile,
