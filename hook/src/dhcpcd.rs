@@ -3,7 +3,7 @@
 //! sourced by `dhcpcd-run-hooks`) with dhcpcd's environment — `reason`, `interface`,
 //! `new_*` and `old_*` — which it reads itself: nothing passes through a shell. It
 //! turns them into lease events (`leasehook_core::event::dhcpcd`) and then does what
-//! the other shims do, with the same code (`crate::run_shim`): lock,
+//! the other shims do, with the same code (`crate::run_env_client`): lock,
 //! IMDS wait, worker, logging.
 //!
 //! dhcpcd clears the environment of its hooks: configuration (`LEASEHOOK_*`, `--help`
@@ -16,37 +16,20 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Parser;
 use leasehook_core::event::dhcpcd;
 
-use crate::{Shim, log_context, parse_args, process_env, run_shim};
+use crate::{EnvClient, run_env_client};
 
-/// Source policy routing for the DHCP lease in dhcpcd-run-hooks' environment.
-///
-/// Run by the dhcpcd hook, not by hand. Exit status: 0 done, 1 runtime error, 2
-/// malformed environment or configuration (the hook ignores it).
-#[derive(Debug, Parser)]
-#[command(name = "leasehook-dhcpcd", version)]
-struct Cli {
-    /// Finish the IMDS wait a hook handed over for this interface (started by the
-    /// shim itself).
-    #[arg(long, value_name = "IFNAME", hide = true)]
-    worker: Option<String>,
-}
+/// The hook's name and `--help`.
+const CLIENT: EnvClient = EnvClient {
+    program: "leasehook-dhcpcd",
+    help: "Source policy routing for the DHCP lease in dhcpcd-run-hooks' environment.\n\n\
+           Run by the dhcpcd hook, not by hand. Exit status: 0 done, 1 runtime error, \
+           2 malformed environment or configuration (the hook ignores it).",
+};
 
 /// Runs the hook for the command line `args` (`args[0]` the program name); a
 /// worker is started as `worker_exe --worker IFNAME`.
 pub(super) fn run(args: Vec<OsString>, worker_exe: &Path) -> ExitCode {
-    let cli: Cli = parse_args(args);
-    let env = process_env();
-    let shim = Shim {
-        program: "leasehook-dhcpcd",
-        worker: cli.worker.as_deref(),
-        context: log_context(
-            env.get("interface").map(String::as_str),
-            env.get("reason").map(String::as_str),
-            dhcpcd::is_reason,
-        ),
-    };
-    run_shim(&shim, &env, worker_exe, |_| dhcpcd::parse(&env))
+    run_env_client(CLIENT, args, worker_exe, dhcpcd::is_reason, dhcpcd::parse)
 }

@@ -234,13 +234,75 @@ pub(crate) fn log_context(
     }
 }
 
+/// A client whose whole event is in its environment, `interface` and `reason` among
+/// it (dhclient, dhcpcd): its command line holds only the hidden `--worker IFNAME`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EnvClient {
+    /// The program's name (`leasehook-dhclient`): `--help`, `--version` and log lines
+    /// carry it.
+    pub(crate) program: &'static str,
+    /// `--help`: what the hook is (its first paragraph, `-h`), who runs it, what it
+    /// reads, its exit status.
+    pub(crate) help: &'static str,
+}
+
+/// The command line of an [`EnvClient`]; its name and help text are the client's.
+#[derive(Debug, clap::Parser)]
+#[command(version)]
+struct EnvCli {
+    /// Finish the IMDS wait a hook handed over for this interface (started by the
+    /// hook itself).
+    #[arg(long, value_name = "IFNAME", hide = true)]
+    worker: Option<String>,
+}
+
+/// Runs the hook of `client` for the command line `args` (`args[0]` the program
+/// name): the log context from `interface` and `reason` (the reason kept when
+/// `known` says the client sends it), and `parse` turning the environment into
+/// lease events; a worker is started as `worker_exe --worker IFNAME`.
+pub(crate) fn run_env_client(
+    client: EnvClient,
+    args: Vec<OsString>,
+    worker_exe: &Path,
+    known: impl Fn(&str) -> bool,
+    parse: impl FnOnce(&Env) -> Result<Vec<LeaseEvent>>,
+) -> ExitCode {
+    let command = <EnvCli as clap::CommandFactory>::command()
+        .name(client.program)
+        .about(summary(client.help))
+        .long_about(client.help);
+    let cli: EnvCli = parse_command(command, args);
+    let env = process_env();
+    let shim = Shim {
+        program: client.program,
+        worker: cli.worker.as_deref(),
+        context: log_context(
+            env.get("interface").map(String::as_str),
+            env.get("reason").map(String::as_str),
+            known,
+        ),
+    };
+    run_shim(&shim, &env, worker_exe, |_| parse(&env))
+}
+
+/// The first paragraph of `help` without its final period, as clap's derive makes
+/// `-h`'s line of a doc comment.
+fn summary(help: &'static str) -> &'static str {
+    let first = help.split_once("\n\n").map_or(help, |(first, _)| first);
+    first.strip_suffix('.').unwrap_or(first)
+}
+
 /// A client's command line `args` (`args[0]` the program name), parsed by its clap
 /// definition with the configuration section appended to `--help`; a bad one, or
 /// `--help`/`--version`, ends the process as clap does (status 2 or 0).
 pub(crate) fn parse_args<C: clap::Parser>(args: Vec<OsString>) -> C {
-    let matches = C::command()
-        .after_long_help(env_help())
-        .get_matches_from(args);
+    parse_command(C::command(), args)
+}
+
+/// [`parse_args`] with the clap definition `command` (of `C`, its name or help text
+/// set at run time).
+fn parse_command<C: clap::FromArgMatches>(command: clap::Command, args: Vec<OsString>) -> C {
+    let matches = command.after_long_help(env_help()).get_matches_from(args);
     C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
