@@ -11,36 +11,11 @@
 )]
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
-fn leasehook(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_leasehook"))
-        .args(args)
-        .output()
-        .expect("failed to run leasehook")
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("leasehook-cli-{name}-{}", std::process::id()));
-        fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-    fn file(&self, name: &str, body: &str) -> String {
-        let p = self.0.join(name);
-        fs::write(&p, body).unwrap();
-        p.to_str().unwrap().to_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{TempDir, leasehook, one_error_line};
 
 const METADATA: &str = r#"{"mac": "02:00:00:00:00:01", "network": {"interfaces": {"macs": {
   "02:00:00:00:00:01": {"device-number": "0", "local-ipv4s": "10.0.0.10", "subnet-ipv4-cidr-block": "10.0.0.0/24"},
@@ -73,7 +48,7 @@ fn example_prints_the_three_nic_plan_in_every_format() {
 
 #[test]
 fn plans_from_files() {
-    let dir = TempDir::new("files");
+    let dir = TempDir::new("cli-files");
     let md = dir.file("md.json", METADATA);
     let lease = dir.file("eth1.env", LEASE);
     let nd = dir.file(
@@ -101,25 +76,9 @@ fn plans_from_files() {
     }
 }
 
-/// Runs a bad invocation and returns its single stderr line.
-fn one_error_line(args: &[&str]) -> String {
-    let out = leasehook(args);
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
-    assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "{args:?}: expected one error line, got {stderr:?}"
-    );
-    assert!(lines[0].starts_with("leasehook: error: "), "{stderr}");
-    lines[0].to_owned()
-}
-
 #[test]
 fn malformed_inputs_give_one_clear_line() {
-    let dir = TempDir::new("bad");
+    let dir = TempDir::new("cli-bad");
     let md = dir.file("md.json", METADATA);
     let lease = dir.file("eth1.env", LEASE);
     let eth1_link = "eth1=02:00:00:00:00:02";
@@ -245,8 +204,7 @@ fn malformed_inputs_give_one_clear_line() {
 
 #[test]
 fn config_show_merges_files_environment_and_names_origins() {
-    let t = TempDir::new("config");
-    fs::create_dir_all(t.0.join("etc/leasehook/config.d")).unwrap();
+    let t = TempDir::new("cli-config");
     t.file(
         "etc/leasehook/config.yaml",
         "table_base: 20000\nprofile: cloud-init\n",
@@ -255,7 +213,7 @@ fn config_show_merges_files_environment_and_names_origins() {
         "etc/leasehook/config.d/10-site.yaml",
         "\nprofile: ec2-net-utils\n",
     );
-    let root = t.0.to_str().unwrap();
+    let root = t.path();
     let out = Command::new(env!("CARGO_BIN_EXE_leasehook"))
         .args(["config", "show", "--root", root])
         .env("LEASEHOOK_PRIMARY_RULES", "true")
@@ -336,16 +294,13 @@ enum RootGiven {
 #[test]
 fn every_subcommand_reads_below_leasehook_root() {
     for given in [RootGiven::Env, RootGiven::Before, RootGiven::After] {
-        let dir = TempDir::new(&format!("root-{given:?}"));
-        let decoy = TempDir::new(&format!("root-decoy-{given:?}"));
-        fs::create_dir_all(dir.0.join("run/leasehook/iface")).unwrap();
-        fs::create_dir_all(dir.0.join("etc/leasehook")).unwrap();
+        let dir = TempDir::new(&format!("cli-root-{given:?}"));
+        let decoy = TempDir::new(&format!("cli-root-decoy-{given:?}"));
         dir.file("etc/leasehook/config.yaml", "table_base: 20000\n");
         let doc = r#"{"v1": {"instance_id": "i-from-leasehook-root"}}"#;
         dir.file("run/leasehook/instance-data.json", doc);
         dir.file("run/leasehook/instance-data-sensitive.json", doc);
         dir.file("run/leasehook/iface/lhcli0.json", STATE);
-        fs::create_dir_all(dir.0.join("var/lib/cloud/seed/nocloud")).unwrap();
         dir.file(
             "var/lib/cloud/seed/nocloud/meta-data",
             "instance-id: i-seed\n",
@@ -454,7 +409,7 @@ fn the_shipped_binary_has_no_generator() {
 
 #[test]
 fn plan_reads_a_saved_azure_answer_with_provider_azure() {
-    let dir = TempDir::new("plan-azure");
+    let dir = TempDir::new("cli-plan-azure");
     // The secondary is listed first: its table comes from its MAC, not the order.
     let md = dir.file(
         "azure.json",

@@ -11,44 +11,13 @@
 )]
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use serde_json::Value;
 
-fn leasehook(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_leasehook"))
-        .args(args)
-        .output()
-        .expect("failed to run leasehook")
-}
-
-struct Root(PathBuf);
-
-impl Root {
-    fn new(name: &str) -> Self {
-        let p =
-            std::env::temp_dir().join(format!("leasehook-detect-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-    fn write(&self, rel: &str, body: &str) -> &Self {
-        let p = self.0.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, body).unwrap();
-        self
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{TempDir, leasehook, one_error_line};
 
 fn json(out: &Output) -> Value {
     assert!(
@@ -59,23 +28,14 @@ fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn error_line(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(out.stdout.is_empty(), "{out:?}");
-    let err = String::from_utf8(out.stderr.clone()).unwrap();
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("leasehook: error: "), "{err}");
-    err
-}
-
-fn ec2_root(name: &str) -> Root {
-    let r = Root::new(name);
-    r.write(
+fn ec2_root(name: &str) -> TempDir {
+    let r = TempDir::new(&format!("detect-{name}"));
+    r.file(
         "sys/class/dmi/id/product_uuid",
         "ec2e1916-9099-7caf-fd21-012345abcdef\n",
-    )
-    .write("sys/class/dmi/id/sys_vendor", "Amazon EC2\n")
-    .write("proc/cmdline", "ro quiet\n");
+    );
+    r.file("sys/class/dmi/id/sys_vendor", "Amazon EC2\n");
+    r.file("proc/cmdline", "ro quiet\n");
     r
 }
 
@@ -115,7 +75,7 @@ fn prints_the_decision_as_json() {
 
 #[test]
 fn lxd_socket_below_the_root() {
-    let r = Root::new("lxd");
+    let r = TempDir::new("detect-lxd");
     fs::create_dir_all(r.0.join("dev/lxd")).unwrap();
     let _listener = std::os::unix::net::UnixListener::bind(r.0.join("dev/lxd/sock")).unwrap();
     let v = json(&leasehook(&["detect", "--root", r.path(), "--virt", "lxc"]));
@@ -131,7 +91,7 @@ fn lxd_socket_below_the_root() {
 #[test]
 fn config_file_sets_the_list() {
     let r = ec2_root("config");
-    r.write(
+    r.file(
         "etc/leasehook/config.yaml",
         "datasource_list: [NoCloud, Ec2]\n",
     );
@@ -164,36 +124,30 @@ fn config_file_sets_the_list() {
 fn bad_input_is_one_clear_error() {
     let r = ec2_root("bad");
     let missing = r.0.join("nope");
-    let e = error_line(&leasehook(&["detect", "--root", missing.to_str().unwrap()]));
+    let e = one_error_line(&["detect", "--root", missing.to_str().unwrap()]);
     assert!(e.contains("is not a folder"), "{e}");
 
-    let e = error_line(&leasehook(&[
-        "detect",
-        "--root",
-        r.path(),
-        "--virt",
-        "k v m",
-    ]));
+    let e = one_error_line(&["detect", "--root", r.path(), "--virt", "k v m"]);
     assert!(e.contains("not a virtualisation name"), "{e}");
 
-    let e = error_line(&leasehook(&[
+    let e = one_error_line(&[
         "detect",
         "--root",
         r.path(),
         "--config",
         missing.to_str().unwrap(),
-    ]));
+    ]);
     assert!(e.contains("nope"), "{e}");
 
-    r.write(
+    r.file(
         "etc/leasehook/config.yaml",
         "profile: x\ndatasource_list: Ec2\n",
     );
     // The whole file is checked, not only the key detection reads.
-    let e = error_line(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
+    let e = one_error_line(&["detect", "--root", r.path(), "--virt", "kvm"]);
     assert!(e.contains("config.yaml line 1: profile: "), "{e}");
-    r.write("etc/leasehook/config.yaml", "datasource_list: Ec2\n");
-    let e = error_line(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
+    r.file("etc/leasehook/config.yaml", "datasource_list: Ec2\n");
+    let e = one_error_line(&["detect", "--root", r.path(), "--virt", "kvm"]);
     assert!(
         e.contains("config.yaml line 1: datasource_list: expected a list"),
         "{e}"
@@ -201,7 +155,7 @@ fn bad_input_is_one_clear_error() {
 
     // cloud-init's own files are foreign: a broken one is a warning, not an error.
     fs::remove_file(r.0.join("etc/leasehook/config.yaml")).unwrap();
-    r.write("etc/cloud/cloud.cfg", "datasource_list: [ LXD\n");
+    r.file("etc/cloud/cloud.cfg", "datasource_list: [ LXD\n");
     let v = json(&leasehook(&["detect", "--root", r.path(), "--virt", "kvm"]));
     assert_eq!(v["datasource_list"], serde_json::json!(["Ec2", "None"]));
     assert!(
@@ -215,7 +169,7 @@ fn bad_input_is_one_clear_error() {
 
 #[test]
 fn odd_bytes_in_dmi_do_not_panic() {
-    let r = Root::new("odd");
+    let r = TempDir::new("detect-odd");
     for f in [
         "product_uuid",
         "product_serial",
