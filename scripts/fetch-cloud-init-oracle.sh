@@ -22,12 +22,14 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# mirror_uri, apt_opts, private_apt_update, unpack_deb, lock_oracle_dir, KEYRING.
+# shellcheck source=scripts/deb-oracle.sh
+. scripts/deb-oracle.sh
 
 # suite -> (Debian version, upstream version)
 readonly TRIXIE_DEB_VERSION="25.1.4-1+deb13u1" TRIXIE_VERSION="25.1.4"
 readonly SID_DEB_VERSION="26.2-1" SID_VERSION="26.2"
 readonly PY=/usr/bin/python3
-readonly KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 # Minimal set found by trial on Debian 12 without the cloud-init package:
 # python3-yaml (cloudinit.util), python3-requests (cloudinit.url_helper),
 # python3-configobj (cloudinit.net.dhcp, imported by DataSourceEc2);
@@ -103,34 +105,6 @@ install_py_deps() {
     fi
 }
 
-# First Debian (non-security) mirror URI of this machine's apt sources.
-mirror_uri() {
-    local uri="" f
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [[ -f "$f" ]] || continue
-        uri=$(awk 'tolower($1) == "uris:" {
-                       for (i = 2; i <= NF; i++)
-                           if ($i !~ /security/) { print $i; exit }
-                   }' "$f")
-        [[ -n "$uri" ]] && break
-    done
-    if [[ -z "$uri" ]]; then
-        for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-            [[ -f "$f" ]] || continue
-            uri=$(awk '$1 == "deb" {
-                           for (i = 2; i <= NF; i++) {
-                               if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; continue }
-                               if ($i !~ /security/) print $i
-                               exit
-                           }
-                       }' "$f" | head -n1)
-            [[ -n "$uri" ]] && break
-        done
-    fi
-    [[ -n "$uri" ]] || die "no Debian mirror URI found in /etc/apt/sources.list{,.d}"
-    printf '%s\n' "${uri%/}"
-}
-
 deb_ok() {
     [[ -f "$DEB_FILE" ]] &&
         [[ "$(dpkg-deb -f "$DEB_FILE" Package 2>/dev/null)" == cloud-init ]] &&
@@ -140,40 +114,14 @@ deb_ok() {
 download_deb() {
     deb_ok && return 0
     rm -f "$DEB_FILE"
-    local uri
-    uri=$(mirror_uri)
-    [[ -r "$KEYRING" ]] || die "$KEYRING missing (package debian-archive-keyring)"
-    mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$DEB_DIR"
-    printf 'deb [signed-by=%s target=Packages] %s %s main\n' \
-        "$KEYRING" "$uri" "$SUITE" >"$APT_DIR/sources.list"
-    # Everything apt writes (lists, pkgcache, lock) stays under $APT_DIR.
-    local aopt=(
-        -o "Dir::Etc::sourcelist=$APT_DIR/sources.list"
-        -o "Dir::Etc::sourceparts=-"
-        -o "Dir::State::Lists=$APT_DIR/lists"
-        -o "Dir::Cache=$APT_DIR/cache"
-        -o "Acquire::Languages=none"
-        -o "APT::Sandbox::User=root"
-    )
-    log "apt-get update (private list: $uri $SUITE main)"
-    apt-get -q --error-on=any "${aopt[@]}" update >&2 ||
-        die "private 'apt-get update' for $SUITE failed (mirror $uri)"
+    mkdir -p "$DEB_DIR"
+    private_apt_update "$APT_DIR" "$SUITE"
+    local aopt
+    mapfile -t aopt < <(apt_opts "$APT_DIR")
     log "downloading cloud-init=$CI_DEB_VERSION ($SUITE)"
     (cd "$DEB_DIR" && apt-get -q "${aopt[@]}" download "cloud-init=$CI_DEB_VERSION" >&2) ||
         die "apt-get download cloud-init=$CI_DEB_VERSION failed ($SUITE has: $(apt-cache "${aopt[@]}" policy cloud-init 2>/dev/null | awk '/Candidate/ {print $2}'))"
     deb_ok || die "downloaded $DEB_FILE is not cloud-init $CI_DEB_VERSION"
-}
-
-extract_deb() {
-    local tmp="$TREE/root.tmp.$$"
-    rm -rf "$tmp" "$ROOT"
-    mkdir -p "$tmp"
-    log "extracting $(basename "$DEB_FILE") into ${ROOT#"$PWD"/}"
-    dpkg-deb -x "$DEB_FILE" "$tmp" || {
-        rm -rf "$tmp"
-        die "dpkg-deb -x $DEB_FILE failed"
-    }
-    mv "$tmp" "$ROOT"
 }
 
 report() {
@@ -192,7 +140,7 @@ fetch_one() {
     # The tree may be fine and only the python deps were missing.
     if ! { v=$(oracle_version) && [[ "$v" == "$CI_VERSION" ]]; }; then
         download_deb
-        extract_deb
+        unpack_deb "$DEB_FILE" "$ROOT"
         v=$(probe_oracle) ||
             die "cloud-init from $PYDIR is not importable by $PY (see above)"
         [[ "$v" == "$CI_VERSION" ]] ||
@@ -208,12 +156,7 @@ main() {
     all) suites=(trixie sid) ;;
     *) suites=("$1") ;;
     esac
-    if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
-        die "apt-get/dpkg-deb not found (Debian host required)"
-    fi
-    mkdir -p "$ORACLE_DIR"
-    exec 9>"$ORACLE_DIR/.lock"
-    flock 9
+    lock_oracle_dir
     local s
     for s in "${suites[@]}"; do
         fetch_one "$s"

@@ -4,7 +4,8 @@
 #
 # * The .deb is fetched with a PRIVATE apt sources list / lists / cache under
 #   target/oracle/apt (the same private trixie list as
-#   scripts/fetch-cloud-init-oracle.sh, under the same lock); the system apt
+#   scripts/fetch-cloud-init-oracle.sh, under the same lock: both scripts do it
+#   with scripts/deb-oracle.sh); the system apt
 #   configuration is never changed and the package is never installed -- only
 #   unpacked with `dpkg-deb -x` into target/oracle/amazon-ec2-net-utils-2.4.1/root.
 # * The test runs that tree's own usr/bin/setup-policy-routes and
@@ -19,13 +20,15 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# mirror_uri, apt_opts, private_apt_update, unpack_deb, lock_oracle_dir, KEYRING.
+# shellcheck source=scripts/deb-oracle.sh
+. scripts/deb-oracle.sh
 
 readonly PKG="amazon-ec2-net-utils"
 # trixie and sid ship 2.4.1 (Debian revision 2.4.1-2 at the time of writing);
 # any Debian revision of upstream 2.4.1 is accepted.
 readonly UPSTREAM="2.4.1"
 readonly SUITE="trixie"
-readonly KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 # What the test drives; an extracted tree missing one of them is redone.
 readonly FILES=(
     usr/bin/setup-policy-routes
@@ -59,57 +62,12 @@ tree_ok() {
     grep -q '^declare -i -r rule_base=10000$' "$ROOT/usr/share/amazon-ec2-net-utils/lib.sh"
 }
 
-# First Debian (non-security) mirror URI of this machine's apt sources.
-mirror_uri() {
-    local uri="" f
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [[ -f "$f" ]] || continue
-        uri=$(awk 'tolower($1) == "uris:" {
-                       for (i = 2; i <= NF; i++)
-                           if ($i !~ /security/) { print $i; exit }
-                   }' "$f")
-        [[ -n "$uri" ]] && break
-    done
-    if [[ -z "$uri" ]]; then
-        for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-            [[ -f "$f" ]] || continue
-            uri=$(awk '$1 == "deb" {
-                           for (i = 2; i <= NF; i++) {
-                               if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; continue }
-                               if ($i !~ /security/) print $i
-                               exit
-                           }
-                       }' "$f" | head -n1)
-            [[ -n "$uri" ]] && break
-        done
-    fi
-    [[ -n "$uri" ]] || die "no Debian mirror URI found in /etc/apt/sources.list{,.d}"
-    printf '%s\n' "${uri%/}"
-}
-
-# Everything apt writes (lists, pkgcache, lock) stays under $APT_DIR.
-aopt() {
-    printf '%s\n' \
-        -o "Dir::Etc::sourcelist=$APT_DIR/sources.list" \
-        -o "Dir::Etc::sourceparts=-" \
-        -o "Dir::State::Lists=$APT_DIR/lists" \
-        -o "Dir::Cache=$APT_DIR/cache" \
-        -o "Acquire::Languages=none" \
-        -o "APT::Sandbox::User=root"
-}
-
 # Downloads the package; prints the .deb's path.
 download_deb() {
-    local uri opts ver deb
-    uri=$(mirror_uri)
-    [[ -r "$KEYRING" ]] || die "$KEYRING missing (package debian-archive-keyring)"
-    mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$DEB_DIR"
-    printf 'deb [signed-by=%s target=Packages] %s %s main\n' \
-        "$KEYRING" "$uri" "$SUITE" >"$APT_DIR/sources.list"
-    mapfile -t opts < <(aopt)
-    log "apt-get update (private list: $uri $SUITE main)"
-    apt-get -q --error-on=any "${opts[@]}" update >&2 ||
-        die "private 'apt-get update' for $SUITE failed (mirror $uri)"
+    local opts ver deb
+    mkdir -p "$DEB_DIR"
+    private_apt_update "$APT_DIR" "$SUITE"
+    mapfile -t opts < <(apt_opts "$APT_DIR")
     ver=$(apt-cache "${opts[@]}" madison "$PKG" | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
         grep -m1 "^$UPSTREAM-" || true)
     [[ -n "$ver" ]] || die "$SUITE has no $PKG $UPSTREAM-* (apt-cache madison $PKG)"
@@ -126,28 +84,17 @@ download_deb() {
     printf '%s\n' "$deb"
 }
 
+# Unpacks the .deb $1 into the tree and stamps its Debian version.
 extract_deb() {
-    local deb=$1 tmp="$TREE/root.tmp.$$"
-    rm -rf "$tmp" "$ROOT" "$STAMP"
-    mkdir -p "$tmp"
-    log "extracting $(basename "$deb") into ${ROOT#"$PWD"/}"
-    dpkg-deb -x "$deb" "$tmp" || {
-        rm -rf "$tmp"
-        die "dpkg-deb -x $deb failed"
-    }
-    mv "$tmp" "$ROOT"
-    dpkg-deb -f "$deb" Version >"$STAMP"
+    rm -f "$STAMP"
+    unpack_deb "$1" "$ROOT"
+    dpkg-deb -f "$1" Version >"$STAMP"
 }
 
 main() {
     if ! tree_ok; then
-        if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
-            die "apt-get/dpkg-deb not found (Debian host required)"
-        fi
         ((EUID == 0)) || die "must run as root (apt-get with private lists)"
-        mkdir -p "$ORACLE_DIR"
-        exec 9>"$ORACLE_DIR/.lock"
-        flock 9
+        lock_oracle_dir
         if ! tree_ok; then
             local deb
             deb=$(download_deb)
