@@ -9,6 +9,9 @@
 # cargo-deb prints the path of the .deb on the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# cargo_target, package_files.
+# shellcheck source=scripts/package-files.sh
+. scripts/package-files.sh
 
 # Pinned: the package layout (maintainer-script snippets, conffiles, compression)
 # is cargo-deb's; a new version is a reviewed change.
@@ -17,31 +20,16 @@ if ! cargo install --list | grep -qx "cargo-deb v${CARGO_DEB_VERSION}:"; then
     cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked
 fi
 
-target=$(cargo metadata --format-version 1 --no-deps --locked |
-    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-[ -n "$target" ] || { echo "build-deb: cannot find cargo's target folder" >&2; exit 1; }
+target=$(cargo_target build-deb)
 
 # Two binaries: the CLI with the boot stage, and the DHCP clients' hook (the
 # package links /usr/libexec/leasehook/leasehook-<client> to leasehook-hook).
 cargo build --release --locked -p leasehook -p leasehook-hook
 
+# The man pages, shell completions and documentation, where the package's
+# metadata (cli/Cargo.toml) takes them from.
 gen="$target/release/pkg"
-rm -rf "$gen"
-cargo run --locked -q -p xtask -- man "$gen/man" >/dev/null
-# -n: no name or time stamp in the gzip header, so the same pages give the same
-# bytes (reproducible packages).
-gzip -9n "$gen"/man/*.1 "$gen"/man/*.5
-cargo run --locked -q -p xtask -- completions "$gen/completions" >/dev/null
-# The documentation compressed, as Debian policy asks of /usr/share/doc (about
-# 300 KB of Markdown, 120 KB gzipped); `zless` reads it. The README too
-# (18 KB, 7 KB gzipped: the .deb is held to 8 MiB installed).
-mkdir -p "$gen/doc"
-for f in docs/*.md; do
-    # The developers' documents (packaging/developer-docs) stay in the tree.
-    grep -qxF "${f##*/}" packaging/developer-docs && continue
-    gzip -9nc "$f" >"$gen/doc/${f##*/}.gz"
-done
-gzip -9nc README.md >"$gen/doc/README.md.gz"
+package_files "$gen"
 
 rm -f "$target"/debian/leasehook_*.deb
 cargo deb -p leasehook --no-build --output "$target/debian/"

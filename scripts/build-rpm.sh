@@ -11,6 +11,9 @@
 # Prints the path of the .rpm on the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# cargo_target, package_files.
+# shellcheck source=scripts/package-files.sh
+. scripts/package-files.sh
 
 # Pinned: the package layout (file flags, scriptlet headers, payload
 # compression, the automatic Requires) is cargo-generate-rpm's; a new version is
@@ -20,30 +23,16 @@ if ! cargo install --list | grep -qx "cargo-generate-rpm v${CARGO_GENERATE_RPM_V
     cargo install cargo-generate-rpm --version "$CARGO_GENERATE_RPM_VERSION" --locked >&2
 fi
 
-target=$(cargo metadata --format-version 1 --no-deps --locked |
-    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-[ -n "$target" ] || { echo "build-rpm: cannot find cargo's target folder" >&2; exit 1; }
+target=$(cargo_target build-rpm)
 
 # Two binaries: the CLI with the boot stage, and the DHCP clients' hook (the
 # package links /usr/libexec/leasehook/leasehook-<client> to leasehook-hook).
 cargo build --release --locked -p leasehook -p leasehook-hook >&2
 
+# The man pages, shell completions and documentation, where the package's
+# metadata (cli/Cargo.toml) takes them from.
 gen="$target/release/pkg"
-rm -rf "$gen"
-cargo run --locked -q -p xtask -- man "$gen/man" >/dev/null
-# -n: no name or time stamp in the gzip header (the same pages, the same bytes).
-gzip -9n "$gen"/man/*.1 "$gen"/man/*.5
-cargo run --locked -q -p xtask -- completions "$gen/completions" >/dev/null
-# The documentation compressed, as Debian policy asks of /usr/share/doc (about
-# 300 KB of Markdown, 120 KB gzipped); `zless` reads it. The README too
-# (18 KB, 7 KB gzipped: the .deb is held to 8 MiB installed).
-mkdir -p "$gen/doc"
-for f in docs/*.md; do
-    # The developers' documents (packaging/developer-docs) stay in the tree.
-    grep -qxF "${f##*/}" packaging/developer-docs && continue
-    gzip -9nc "$f" >"$gen/doc/${f##*/}.gz"
-done
-gzip -9nc README.md >"$gen/doc/README.md.gz"
+package_files "$gen"
 
 out="$target/generate-rpm"
 rm -f "$out"/leasehook-*.rpm
