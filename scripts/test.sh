@@ -9,6 +9,21 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# The test $1 of a package: builds it with `make $2` (whose last line is the
+# package's path), runs the integration test $5 (feature $4) with the path in the
+# variable $3, and says PASSED with what it checked ($6), or FAILED and exits 1.
+package_test() {
+    local name=$1 target=$2 var=$3 feature=$4 test=$5 checked=$6 pkg
+    pkg=$(make -s "$target" | tail -n 1)
+    ls -l "$pkg"
+    if env "$var=$pkg" cargo test -p leasehook-tests --locked --features "$feature" --test "$test"; then
+        echo "$name: PASSED ($checked)"
+    else
+        echo "$name: FAILED" >&2
+        exit 1
+    fi
+}
+
 # Debian packages the tests run: iproute2 (`ip`, network namespaces), the system
 # python3 (lab servers and the cloud-init oracle), ISC dhclient and dnsmasq (the
 # end-to-end tests; dnsmasq-base is the binary without the system service),
@@ -86,14 +101,8 @@ LEASEHOOK_SOAK_EVENTS="${LEASEHOOK_SOAK_EVENTS:-60}" cargo test --workspace --lo
 # every file, runs dhclient against the installed hook and purges it.
 step "Debian package: make deb, dpkg -i, dhclient end to end, dpkg --purge"
 # build-deb.sh's (cargo-deb's) last line on standard output is the .deb's path.
-deb=$(make -s deb | tail -n 1)
-ls -l "$deb"
-if LEASEHOOK_DEB="$deb" cargo test -p leasehook-tests --locked --features package --test package; then
-    echo "package test: PASSED (installed, checked, dhclient end to end, purged clean)"
-else
-    echo "package test: FAILED" >&2
-    exit 1
-fi
+package_test "package test" deb LEASEHOOK_DEB package package \
+    "installed, checked, dhclient end to end, purged clean"
 
 # The RPM (Amazon Linux 2023, RHEL 9 family, Fedora), after the Debian package
 # test (it uses the same release build): `make rpm`, then its file list and
@@ -101,11 +110,5 @@ fi
 # throwaway root (`rpm --root`, never this machine's /), the RHEL dhclient.d
 # hook under real dhclient in the namespace lab, and the erase.
 step "RPM: make rpm, rpm -qlpv, scriptlets, rpm --root -i, dhclient.d end to end, rpm -e"
-rpm=$(make -s rpm | tail -n 1)
-ls -l "$rpm"
-if LEASEHOOK_RPM="$rpm" cargo test -p leasehook-tests --locked --features rpm --test package_rpm; then
-    echo "RPM test: PASSED (listed, scriptlets, installed into a throwaway root, dhclient.d end to end, erased clean)"
-else
-    echo "RPM test: FAILED" >&2
-    exit 1
-fi
+package_test "RPM test" rpm LEASEHOOK_RPM rpm package_rpm \
+    "listed, scriptlets, installed into a throwaway root, dhclient.d end to end, erased clean"
