@@ -60,6 +60,11 @@ def _requests_text(r):
     return str(r["min"]) if r["min"] == r["max"] else "%d–%d" % (r["min"], r["max"])
 
 
+def _with_requests_text(step, parts):
+    """The `parts` of a step's numbers, each with its requests written out."""
+    return {k: dict(step[k], requests_text=_requests_text(step[k]["requests"])) for k in parts}
+
+
 def _ratio(a, b):
     if not b:
         raise RenderError("ratio with a zero denominator (%r / %r)" % (a, b))
@@ -111,10 +116,7 @@ def derive(raw):
     # One NIC event against IMDS.
     im = {"runs": {}}
     for run in lines["imds"]["runs"]:
-        r = {k: dict(run[k]) for k in ("cold", "warm")}
-        for k in r:
-            r[k]["requests_text"] = _requests_text(r[k]["requests"])
-        im["runs"][_root_key(run["root_dir"])] = r
+        im["runs"][_root_key(run["root_dir"])] = _with_requests_text(run, ("cold", "warm"))
     im.update(im["runs"])
     ci = lines["imds-cloud-init"]
     im["cloud_init"] = dict(ci, requests_text=_requests_text(ci["requests"]))
@@ -127,10 +129,7 @@ def derive(raw):
     # One NIC event on Google Compute Engine (issue 21; runs before it lack it).
     v["has_gce"] = "gce" in lines
     if v["has_gce"]:
-        g = {k: dict(lines["gce"][k]) for k in ("event", "datasource")}
-        for k in g:
-            g[k]["requests_text"] = _requests_text(g[k]["requests"])
-        v["gce"] = g
+        v["gce"] = _with_requests_text(lines["gce"], ("event", "datasource"))
     # GCE's metadata followed live by `leasehook watch` (issue 35; runs before
     # the step existed lack it).
     v["has_gcelive"] = "gcelive" in lines
@@ -147,25 +146,16 @@ def derive(raw):
     # One NIC event against the Alibaba ECS metadata emulator (runs before it lack it).
     v["has_aliyun"] = "aliyun" in lines
     if v["has_aliyun"]:
-        al = {k: dict(lines["aliyun"][k]) for k in ("cold", "warm")}
-        for k in al:
-            al[k]["requests_text"] = _requests_text(al[k]["requests"])
-        v["aliyun"] = al
+        v["aliyun"] = _with_requests_text(lines["aliyun"], ("cold", "warm"))
     # Oracle Cloud: the primary's event and one refresh's question (runs before it lack it).
     v["has_oracle"] = "oracle" in lines
     if v["has_oracle"]:
-        oc = {k: dict(lines["oracle"][k]) for k in ("event", "refresh")}
-        for k in oc:
-            oc[k]["requests_text"] = _requests_text(oc[k]["requests"])
-        v["oracle"] = oc
+        v["oracle"] = _with_requests_text(lines["oracle"], ("event", "refresh"))
     # One NIC event on OpenStack: the metadata service, a config drive (runs
     # before it lack it).
     v["has_openstack"] = "openstack" in lines
     if v["has_openstack"]:
-        os_ = {k: dict(lines["openstack"][k]) for k in ("event", "datasource", "drive")}
-        for k in os_:
-            os_[k]["requests_text"] = _requests_text(os_[k]["requests"])
-        v["openstack"] = os_
+        v["openstack"] = _with_requests_text(lines["openstack"], ("event", "datasource", "drive"))
 
     # The dhclient hook, and refresh.
     h = dict(lines["hook"])
