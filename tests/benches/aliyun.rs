@@ -16,15 +16,13 @@
     clippy::indexing_slicing
 )]
 
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use leasehook_core::model::{Family, IfName, Lease, Reason};
 use leasehook_core::source::aliyun::{Aliyun, wait_for_nic};
 use leasehook_core::source::provider::{NicEvent, Outcome, SystemClock, WaitPolicy};
 use leasehook_tests::aliyun_emulator::{start_loopback, world_tree};
-use leasehook_tests::bench::{self, Stop, Summary};
+use leasehook_tests::bench::{self, Stop};
 use leasehook_tests::emulator::Emulator;
 use leasehook_tests::world::MAC1;
 use serde_json::json;
@@ -32,19 +30,7 @@ use serde_json::json;
 const ROUNDS: usize = 200;
 
 fn event() -> NicEvent {
-    let address: IpAddr = "10.98.1.20".parse().unwrap();
-    NicEvent::try_new(
-        IfName::try_new("eth1").unwrap(),
-        MAC1.parse().unwrap(),
-        vec![Lease {
-            family: Family::V4,
-            address,
-            prefix_len: 24,
-            routers: vec!["10.98.1.253".parse().unwrap()],
-            reason: Reason::Bound,
-        }],
-    )
-    .unwrap()
+    bench::bound_event("eth1", MAC1, "10.98.1.20", 24, "10.98.1.253")
 }
 
 /// One event with a new client (as a new hook process has): wall time and requests.
@@ -62,18 +48,7 @@ fn one_event(emu: &Emulator, root: &std::path::Path, ev: &NicEvent) -> (Duration
 }
 
 fn report(name: &str, walls: &[Duration], requests: &[usize]) -> serde_json::Value {
-    let s = Summary::of(walls);
-    let (lo, hi) = (
-        requests.iter().min().copied().unwrap_or(0),
-        requests.iter().max().copied().unwrap_or(0),
-    );
-    println!(
-        "leasehook aliyun {name:<5} requests={lo}-{hi} wall_ms median={:.3} p90={:.3} max={:.3} (n={})",
-        s.median_ms, s.p90_ms, s.max_ms, s.n
-    );
-    let mut v = s.json();
-    v["requests"] = bench::requests_json(requests);
-    v
+    bench::report_requests("aliyun", name, walls, requests)
 }
 
 fn main() {

@@ -16,34 +16,20 @@
     clippy::indexing_slicing
 )]
 
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use leasehook_core::model::{Family, IfName, Lease, Reason};
 use leasehook_core::source::azure::AzureProvider;
 use leasehook_core::source::provider::{NicEvent, Provider};
 use leasehook_core::source::provider::{Outcome, SystemClock, WaitPolicy};
 use leasehook_tests::azure_emulator::{Config, Emulator, world_instance};
-use leasehook_tests::bench::{self, Stop, Summary};
+use leasehook_tests::bench::{self, Stop};
 use leasehook_tests::world::MAC1;
 use serde_json::json;
 
 const ROUNDS: usize = 200;
 
 fn event() -> NicEvent {
-    let address: IpAddr = "10.98.1.20".parse().unwrap();
-    NicEvent::try_new(
-        IfName::try_new("eth1").unwrap(),
-        MAC1.parse().unwrap(),
-        vec![Lease {
-            family: Family::V4,
-            address,
-            prefix_len: 24,
-            routers: vec!["10.98.1.1".parse().unwrap()],
-            reason: Reason::Bound,
-        }],
-    )
-    .unwrap()
+    bench::bound_event("eth1", MAC1, "10.98.1.20", 24, "10.98.1.1")
 }
 
 fn main() {
@@ -69,16 +55,6 @@ fn main() {
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
         counts.push(emu.log().len() - before);
     }
-    let s = Summary::of(&walls);
-    let (lo, hi) = (
-        counts.iter().min().copied().unwrap_or(0),
-        counts.iter().max().copied().unwrap_or(0),
-    );
-    println!(
-        "leasehook azure event requests={lo}-{hi} wall_ms median={:.3} p90={:.3} max={:.3} (n={})",
-        s.median_ms, s.p90_ms, s.max_ms, s.n
-    );
-    let mut v = s.json();
-    v["requests"] = bench::requests_json(&counts);
+    let v = bench::report_requests("azure", "event", &walls, &counts);
     bench::emit("azure", json!({ "event": v }));
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use leasehook_tests::bench::{self, Stop, Summary};
 use leasehook_tests::gce_emulator::{LogEntry, long_polls, open_long_polls, read_log};
-use leasehook_tests::netns::{leasehook_bin, sibling_bin};
+use leasehook_tests::netns::leasehook_bin;
 use leasehook_tests::world::{CloudDhcp, MetadataService, World, WorldOptions, wait_until};
 use serde_json::json;
 
@@ -49,21 +49,8 @@ fn world() -> World {
         extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), "gce".to_owned())],
         ..WorldOptions::default()
     };
-    let mut w = World::new("gcepoll-bench", &opts);
-    let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
-    let to = format!(
-        "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
-        w.inst.name
-    );
-    std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to}: {e}"));
-    w.bind("eth0", false);
-    w.bind("eth1", false);
-    assert!(
-        wait_until(Duration::from_secs(40), || w.our_rules().len() == 2
-            && w.root.join("run/leasehook/iface/eth1.json").exists()),
-        "eth1 not routed:\n{}",
-        w.pbr_report()
-    );
+    let mut w = World::with_option_121_hook("gcepoll-bench", &opts);
+    w.bind_both_routed();
     w
 }
 
@@ -87,18 +74,7 @@ fn leasehook(w: &World, args: &[&str]) -> std::process::Command {
 }
 
 fn set_aliases(w: &World, aliases: &serde_json::Value) {
-    let out = w
-        .router
-        .command(sibling_bin("gce-emulator").to_str().unwrap())
-        .args([
-            "--set",
-            "169.254.169.254:80",
-            "instance/network-interfaces/1/ip-aliases",
-            &aliases.to_string(),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    w.gce_set("instance/network-interfaces/1/ip-aliases", aliases);
 }
 
 fn stop_watch(mut watch: Child) {

@@ -18,15 +18,13 @@
     clippy::indexing_slicing
 )]
 
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use leasehook_core::model::{Family, IfName, Lease, Reason};
 use leasehook_core::source::openstack::OpenStackProvider;
 use leasehook_core::source::provider::{
     Identity as _, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
 };
-use leasehook_tests::bench::{self, Stop, Summary};
+use leasehook_tests::bench::{self, Stop};
 use leasehook_tests::openstack_emulator::{
     Config, OpenStackEmulator, make_config_drive, world_tree,
 };
@@ -37,34 +35,11 @@ const ROUNDS: usize = 200;
 const DRIVE_ROUNDS: usize = 50;
 
 fn event() -> NicEvent {
-    let address: IpAddr = "10.98.1.20".parse().unwrap();
-    NicEvent::try_new(
-        IfName::try_new("eth1").unwrap(),
-        MAC1.parse().unwrap(),
-        vec![Lease {
-            family: Family::V4,
-            address,
-            prefix_len: 24,
-            routers: vec!["10.98.1.1".parse().unwrap()],
-            reason: Reason::Bound,
-        }],
-    )
-    .unwrap()
+    bench::bound_event("eth1", MAC1, "10.98.1.20", 24, "10.98.1.1")
 }
 
 fn report(name: &str, walls: &[Duration], requests: &[usize]) -> serde_json::Value {
-    let s = Summary::of(walls);
-    let (lo, hi) = (
-        requests.iter().min().copied().unwrap_or(0),
-        requests.iter().max().copied().unwrap_or(0),
-    );
-    println!(
-        "leasehook openstack {name:<10} requests={lo}-{hi} wall_ms median={:.3} p90={:.3} max={:.3} (n={})",
-        s.median_ms, s.p90_ms, s.max_ms, s.n
-    );
-    let mut v = s.json();
-    v["requests"] = bench::requests_json(requests);
-    v
+    bench::report_requests("openstack", name, walls, requests)
 }
 
 fn main() {

@@ -17,13 +17,11 @@
     clippy::indexing_slicing
 )]
 
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use leasehook_core::model::{Family, IfName, Lease, Reason};
 use leasehook_core::source::oracle::OracleProvider;
 use leasehook_core::source::provider::{NicEvent, Outcome, Provider, SystemClock, WaitPolicy};
-use leasehook_tests::bench::{self, Stop, Summary};
+use leasehook_tests::bench::{self, Stop};
 use leasehook_tests::oracle_emulator::{Config, Emulator};
 use leasehook_tests::world::MAC0;
 use serde_json::json;
@@ -31,34 +29,11 @@ use serde_json::json;
 const ROUNDS: usize = 200;
 
 fn primary_event() -> NicEvent {
-    let address: IpAddr = "10.98.0.10".parse().unwrap();
-    NicEvent::try_new(
-        IfName::try_new("eth0").unwrap(),
-        MAC0.parse().unwrap(),
-        vec![Lease {
-            family: Family::V4,
-            address,
-            prefix_len: 24,
-            routers: vec!["10.98.0.1".parse().unwrap()],
-            reason: Reason::Bound,
-        }],
-    )
-    .unwrap()
+    bench::bound_event("eth0", MAC0, "10.98.0.10", 24, "10.98.0.1")
 }
 
 fn summary(name: &str, walls: &[Duration], counts: &[usize]) -> serde_json::Value {
-    let s = Summary::of(walls);
-    let (lo, hi) = (
-        counts.iter().min().copied().unwrap_or(0),
-        counts.iter().max().copied().unwrap_or(0),
-    );
-    println!(
-        "leasehook oracle {name} requests={lo}-{hi} wall_ms median={:.3} p90={:.3} max={:.3} (n={})",
-        s.median_ms, s.p90_ms, s.max_ms, s.n
-    );
-    let mut v = s.json();
-    v["requests"] = bench::requests_json(counts);
-    v
+    bench::report_requests("oracle", name, walls, counts)
 }
 
 fn main() {

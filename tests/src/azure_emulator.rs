@@ -37,18 +37,17 @@
 //! [`Config::log_file`], one line per request.
 
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write as _};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::shell::{
+    self, Clock, HeaderLogEntry, LoggedHeader, Reply, RequestLog, Rules, Service, Shell, header,
+};
 use crate::world::{MAC0, MAC1};
 
 /// The file below the world's folder whose lines (MACs, Azure's or colon form)
@@ -102,70 +101,12 @@ pub fn world_instance() -> Value {
     })
 }
 
-/// A NIC that appears late.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Appear {
-    /// Its MAC (either form).
-    pub mac: String,
-    /// Seconds since the first answered request.
-    pub after: f64,
-}
+/// A NIC that appears late (its MAC in either form).
+pub use crate::shell::LateMac as Appear;
 
-/// What a rule does instead of answering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Action {
-    /// Read the request, never answer it.
-    Drop,
-    /// 200 with a body that is not UTF-8.
-    Garbage,
-    /// 200 with UTF-8 that is not JSON (a proxy's error page).
-    NotJson,
-}
-
-/// One answer override.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    /// The path (and everything below it).
-    pub path: String,
-    /// From when (default 0).
-    #[serde(default)]
-    pub from: f64,
-    /// Until when (default for ever).
-    pub until: Option<f64>,
-    /// Only the first `count` matching requests.
-    pub count: Option<u64>,
-    /// Seconds to wait before answering.
-    #[serde(default)]
-    pub delay: f64,
-    /// The status to answer.
-    pub status: Option<u16>,
-    /// `Retry-After` seconds to send with it.
-    pub retry_after: Option<u64>,
-    /// What to do instead.
-    pub action: Option<Action>,
-}
-
-/// What misbehaves, and when.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Scenario {
-    /// NICs that appear late.
-    #[serde(default)]
-    pub appear: Vec<Appear>,
-    /// Answer overrides.
-    #[serde(default)]
-    pub rules: Vec<Rule>,
-}
-
-impl Scenario {
-    /// Reads a scenario from JSON.
-    pub fn from_value(v: Value) -> Result<Self, String> {
-        serde_json::from_value(v).map_err(|e| format!("scenario: {e}"))
-    }
-}
+/// What misbehaves, and when: NICs that appear late and the shell's fault
+/// rules ([`crate::shell::Rule`]).
+pub type Scenario = shell::Scenario<Appear>;
 
 /// The emulator's configuration.
 #[derive(Debug, Clone)]
@@ -199,175 +140,49 @@ impl Config {
     }
 }
 
-/// One logged request.
+/// The header the log keeps: `Metadata`, written `metadata=`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LogEntry {
-    /// Seconds since the emulator started.
-    pub t: f64,
-    /// The client's address and port.
-    pub peer: String,
-    /// The method.
-    pub method: String,
-    /// Path and query, as asked.
-    pub url: String,
-    /// The `Metadata` header (`-`: none).
-    pub metadata: String,
-    /// The status, or `refused`, `drop`, `garbage`, `not-json`.
-    pub status: String,
+pub struct AzureMetadata;
+
+impl LoggedHeader for AzureMetadata {
+    const NAME: &'static str = "metadata";
 }
 
-impl LogEntry {
-    /// The log file's line: `SECONDS PEER METHOD URL metadata=H STATUS`.
-    pub fn line(&self) -> String {
-        format!(
-            "{:.3} {} {} {} metadata={} {}",
-            self.t, self.peer, self.method, self.url, self.metadata, self.status
-        )
-    }
+/// One logged request: `SECONDS PEER METHOD URL metadata=H STATUS`.
+pub type LogEntry = HeaderLogEntry<AzureMetadata>;
 
-    /// Parses a line of the log file.
-    pub fn parse(line: &str) -> Option<Self> {
-        let mut f = line.split(' ');
-        let e = Self {
-            t: f.next()?.parse().ok()?,
-            peer: f.next()?.to_owned(),
-            method: f.next()?.to_owned(),
-            url: f.next()?.to_owned(),
-            metadata: f.next()?.strip_prefix("metadata=")?.to_owned(),
-            status: f.next()?.to_owned(),
-        };
-        f.next().is_none().then_some(e)
-    }
-
-    /// The peer's address without the port.
-    pub fn source(&self) -> Option<IpAddr> {
-        self.peer.parse::<SocketAddr>().ok().map(|s| s.ip())
-    }
-}
-
-struct Shared {
+/// Azure IMDS as the shell serves it: its configuration and live state.
+#[derive(Debug)]
+pub struct Azure {
     config: Config,
-    rule_hits: Vec<AtomicU64>,
+    rules: Rules,
     started: Instant,
-    first: OnceLock<Instant>,
+    clock: Clock,
     recent: Mutex<VecDeque<Instant>>,
-    log: Mutex<Vec<LogEntry>>,
-    log_file: Option<Mutex<File>>,
+    log: RequestLog<LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
-pub struct Emulator {
-    server: Arc<tiny_http::Server>,
-    shared: Arc<Shared>,
-    addr: SocketAddr,
-    thread: Option<JoinHandle<()>>,
-}
+pub type Emulator = Shell<Azure>;
 
-impl std::fmt::Debug for Emulator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Emulator")
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Emulator {
+impl Shell<Azure> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
-        let server = tiny_http::Server::http(bind).map_err(io::Error::other)?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| io::Error::other("not an IP listener"))?;
-        let log_file = match &config.log_file {
-            Some(p) => Some(Mutex::new(
-                OpenOptions::new().create(true).append(true).open(p)?,
-            )),
-            None => None,
-        };
-        let shared = Arc::new(Shared {
-            rule_hits: config
-                .scenario
-                .rules
-                .iter()
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+        let service = Azure {
+            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
+            log: RequestLog::open(config.log_file.as_deref())?,
             config,
             started: Instant::now(),
-            first: OnceLock::new(),
+            clock: Clock::default(),
             recent: Mutex::new(VecDeque::new()),
-            log: Mutex::new(Vec::new()),
-            log_file,
-        });
-        let server = Arc::new(server);
-        let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
-        let thread = std::thread::Builder::new()
-            .name("azure-emulator".into())
-            .spawn(move || {
-                for request in srv.incoming_requests() {
-                    let sh = Arc::clone(&sh);
-                    std::thread::spawn(move || handle(&sh, request));
-                }
-            })?;
-        Ok(Self {
-            server,
-            shared,
-            addr,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// `http://ADDR:PORT`.
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Every request so far.
-    pub fn log(&self) -> Vec<LogEntry> {
-        self.shared
-            .log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Blocks until the server thread ends: for the binary.
-    pub fn wait(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        };
+        Shell::bind(bind, "azure-emulator", service)
     }
 }
 
 /// Reads the requests in a log file.
 pub fn read_log(path: &std::path::Path) -> Vec<LogEntry> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(LogEntry::parse)
-        .collect()
-}
-
-fn header<'r>(request: &'r tiny_http::Request, name: &'static str) -> Option<&'r str> {
-    request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv(name))
-        .map(|h| h.value.as_str())
+    shell::read_log(path)
 }
 
 fn query<'u>(url: &'u str, key: &str) -> Option<&'u str> {
@@ -388,88 +203,42 @@ fn valid_api_version(v: &str) -> bool {
         && v >= "2017-03-01"
 }
 
-/// What to send back.
-enum Reply {
-    Json(u16, String, Option<u64>),
-    /// A `format=text` answer (status, body, `Retry-After`).
-    Text(u16, String, Option<u64>),
-    Bytes(Vec<u8>, &'static str),
-    Silence(&'static str),
+impl Service for Azure {
+    type Entry = LogEntry;
+
+    fn handle(&self, request: tiny_http::Request) {
+        let now = Instant::now();
+        let t = now.saturating_duration_since(self.started).as_secs_f64();
+        let method = request.method().as_str().to_owned();
+        let url = request.url().to_owned();
+        let (path, _) = shell::split_url(&url);
+        let allowed = match (&self.config.allowed_sources, request.remote_addr()) {
+            (None, _) => true,
+            (Some(list), Some(p)) => list.contains(&p.ip()),
+            (Some(_), None) => false,
+        };
+        let reply = if allowed {
+            self.reply(now, &method, &url, &path, &request)
+        } else {
+            Reply::silence("refused")
+        };
+        let entry = LogEntry::of(t, &request, "Metadata", reply.label());
+        self.log.answer(entry, reply, request, &[]);
+    }
+
+    fn requests(&self) -> &RequestLog<LogEntry> {
+        &self.log
+    }
 }
 
-fn handle(sh: &Shared, request: tiny_http::Request) {
-    let now = Instant::now();
-    let t = now.saturating_duration_since(sh.started).as_secs_f64();
-    let method = request.method().as_str().to_owned();
-    let url = request.url().to_owned();
-    let path = url.split('?').next().unwrap_or_default().to_owned();
-    let peer = request.remote_addr().copied();
-    let metadata = header(&request, "Metadata").unwrap_or("-").to_owned();
-    let allowed = match (&sh.config.allowed_sources, peer) {
-        (None, _) => true,
-        (Some(list), Some(p)) => list.contains(&p.ip()),
-        (Some(_), None) => false,
-    };
-    let reply = if allowed {
-        reply(sh, now, &method, &url, &path, &request)
-    } else {
-        Reply::Silence("refused")
-    };
-    let status = match &reply {
-        Reply::Json(s, _, _) | Reply::Text(s, _, _) => s.to_string(),
-        Reply::Bytes(_, label) | Reply::Silence(label) => (*label).to_owned(),
-    };
-    let entry = LogEntry {
-        t,
-        peer: peer.map_or_else(|| "-".to_owned(), |p| p.to_string()),
-        method,
-        url: url.replace(' ', "%20"),
-        metadata: metadata.replace(' ', "%20"),
-        status,
-    };
-    if let Some(f) = &sh.log_file {
-        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(f, "{}", entry.line());
-        let _ = f.flush();
-    }
-    sh.log
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(entry);
-    match reply {
-        Reply::Json(status, body, retry_after) => {
-            let mut r = tiny_http::Response::from_string(body).with_status_code(status);
-            if let Ok(h) =
-                tiny_http::Header::from_bytes("Content-Type", "application/json; charset=utf-8")
-            {
-                r.add_header(h);
-            }
-            if let Some(s) = retry_after
-                && let Ok(h) = tiny_http::Header::from_bytes("Retry-After", s.to_string())
-            {
-                r.add_header(h);
-            }
-            let _ = request.respond(r);
-        }
-        Reply::Text(status, body, retry_after) => {
-            let mut r = tiny_http::Response::from_string(body).with_status_code(status);
-            if let Ok(h) =
-                tiny_http::Header::from_bytes("Content-Type", "text/plain; charset=utf-8")
-            {
-                r.add_header(h);
-            }
-            if let Some(s) = retry_after
-                && let Ok(h) = tiny_http::Header::from_bytes("Retry-After", s.to_string())
-            {
-                r.add_header(h);
-            }
-            let _ = request.respond(r);
-        }
-        Reply::Bytes(body, _) => {
-            let _ = request.respond(tiny_http::Response::from_data(body));
-        }
-        Reply::Silence(_) => drop(request.into_writer()),
-    }
+/// IMDS's JSON answer.
+fn json_reply(status: u16, body: String) -> Reply {
+    Reply::new(status, body).content_type("application/json; charset=utf-8")
+}
+
+/// A `format=text` answer.
+fn text_reply(status: u16, body: String) -> Reply {
+    Reply::new(status, body).content_type("text/plain; charset=utf-8")
 }
 
 /// A folder's `format=text` listing: its children one a line, containers with
@@ -495,207 +264,138 @@ fn text_listing(node: &Value) -> String {
 }
 
 fn error(status: u16, message: &str) -> Reply {
-    Reply::Json(status, json!({ "error": message }).to_string(), None)
+    json_reply(status, json!({ "error": message }).to_string())
 }
 
-/// What the scenario's first matching rule answers instead, if anything (after
-/// its delay).
-fn injected(sh: &Shared, t: f64, path: &str) -> Option<Reply> {
-    let rule = sh
-        .config
-        .scenario
-        .rules
-        .iter()
-        .zip(&sh.rule_hits)
-        .find(|(r, hits)| {
-            (path == r.path || path.starts_with(&format!("{}/", r.path.trim_end_matches('/'))))
-                && t >= r.from
-                && r.until.is_none_or(|u| t < u)
-                && r.count
-                    .is_none_or(|n| hits.fetch_add(1, Ordering::SeqCst) < n)
-        })
-        .map(|(r, _)| r)?;
-    if rule.delay > 0.0 {
-        std::thread::sleep(Duration::from_secs_f64(rule.delay));
-    }
-    match (rule.action, rule.status) {
-        (Some(Action::Drop), _) => Some(Reply::Silence("drop")),
-        (Some(Action::Garbage), _) => {
-            Some(Reply::Bytes(vec![0xff, 0xfe, b'{', 0x80, b'x'], "garbage"))
+impl Azure {
+    /// Whether this request is over the documented limit (what the service
+    /// itself answers counts; injected answers do not).
+    fn rate_limited(&self, now: Instant) -> bool {
+        let Some(limit) = self.config.rate_limit else {
+            return false;
+        };
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        while recent
+            .front()
+            .is_some_and(|t0| now.saturating_duration_since(*t0) >= Duration::from_secs(1))
+        {
+            recent.pop_front();
         }
-        (Some(Action::NotJson), _) => Some(Reply::Bytes(
-            b"<html><body>502 Bad Gateway</body></html>".to_vec(),
-            "not-json",
-        )),
-        (None, Some(status)) => Some(Reply::Json(
-            status,
-            json!({"error": format!("injected {status}")}).to_string(),
-            rule.retry_after,
-        )),
-        (None, None) => None,
+        if recent.len() >= limit {
+            return true;
+        }
+        recent.push_back(now);
+        false
     }
-}
 
-/// Whether this request is over the documented limit (what the service itself
-/// answers counts; injected answers do not).
-fn rate_limited(sh: &Shared, now: Instant) -> bool {
-    let Some(limit) = sh.config.rate_limit else {
-        return false;
-    };
-    let mut recent = sh.recent.lock().unwrap_or_else(PoisonError::into_inner);
-    while recent
-        .front()
-        .is_some_and(|t0| now.saturating_duration_since(*t0) >= Duration::from_secs(1))
-    {
-        recent.pop_front();
-    }
-    if recent.len() >= limit {
-        return true;
-    }
-    recent.push_back(now);
-    false
-}
-
-fn reply(
-    sh: &Shared,
-    now: Instant,
-    method: &str,
-    url: &str,
-    path: &str,
-    request: &tiny_http::Request,
-) -> Reply {
-    let first = *sh.first.get_or_init(|| now);
-    let t = now.saturating_duration_since(first).as_secs_f64();
-    if let Some(r) = injected(sh, t, path) {
-        return r;
-    }
-    if rate_limited(sh, now) {
-        return Reply::Text(429, "Too many requests".to_owned(), Some(1));
-    }
-    if method != "GET" {
-        return error(405, "Method not allowed");
-    }
-    if header(request, "Metadata") != Some("true") {
-        return error(400, "Bad request. Required metadata header not specified");
-    }
-    if header(request, "X-Forwarded-For").is_some() {
-        return error(400, "Bad request. X-Forwarded-For header is not allowed");
-    }
-    match query(url, "api-version") {
-        None => {
-            return error(
+    fn reply(
+        &self,
+        now: Instant,
+        method: &str,
+        url: &str,
+        path: &str,
+        request: &tiny_http::Request,
+    ) -> Reply {
+        let t = self.clock.at(now);
+        let (_, q) = shell::split_url(url);
+        if let Some(r) = self.rules.matching(method, path, &q, t).and_then(|rule| {
+            shell::fault(rule, |s, body| {
+                error(s, body.unwrap_or(&format!("injected {s}")))
+            })
+        }) {
+            return r;
+        }
+        if self.rate_limited(now) {
+            return text_reply(429, "Too many requests".to_owned()).header("Retry-After", "1");
+        }
+        if method != "GET" {
+            return error(405, "Method not allowed");
+        }
+        if header(request, "Metadata") != Some("true") {
+            return error(400, "Bad request. Required metadata header not specified");
+        }
+        if header(request, "X-Forwarded-For").is_some() {
+            return error(400, "Bad request. X-Forwarded-For header is not allowed");
+        }
+        match query(url, "api-version") {
+            None => {
+                return error(
+                    400,
+                    "Bad request. api-version was not specified in the request",
+                );
+            }
+            Some(v) if !valid_api_version(v) => {
+                return error(400, "Bad request. Invalid api-version");
+            }
+            Some(_) => {}
+        }
+        let text = query(url, "format") == Some("text");
+        if path.trim_end_matches('/') == "/metadata" && text {
+            return text_reply(200, "instance/".to_owned());
+        }
+        let Some(rest) = path
+            .strip_prefix("/metadata/instance")
+            .filter(|r| r.is_empty() || r.starts_with('/'))
+        else {
+            return error(404, "Not found");
+        };
+        let doc = self.document(t);
+        let mut node = &doc;
+        for seg in rest.split('/').filter(|s| !s.is_empty()) {
+            let next = match node {
+                Value::Object(m) => m.get(seg),
+                Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            };
+            match next {
+                Some(n) => node = n,
+                None => return error(404, "Not found"),
+            }
+        }
+        match node {
+            Value::Object(_) | Value::Array(_) if text => text_reply(200, text_listing(node)),
+            Value::Object(_) | Value::Array(_) => json_reply(200, node.to_string()),
+            Value::String(s) if text => text_reply(200, s.clone()),
+            leaf if text => text_reply(200, leaf.to_string()),
+            _ => error(
                 400,
-                "Bad request. api-version was not specified in the request",
+                "Bad request. Query parameter format=text is required for leaves",
+            ),
+        }
+    }
+
+    /// The instance document at `t`, late NICs and hidden ones left out.
+    fn document(&self, t: f64) -> Value {
+        let mut doc = self.config.instance.clone();
+        if let Some(list) = doc["network"]["interface"].as_array_mut() {
+            shell::without_hidden_macs(
+                list,
+                "macAddress",
+                &self.config.scenario.appear,
+                t,
+                self.config.hidden_file.as_deref(),
+                azure_mac,
             );
         }
-        Some(v) if !valid_api_version(v) => return error(400, "Bad request. Invalid api-version"),
-        Some(_) => {}
+        doc
     }
-    let text = query(url, "format") == Some("text");
-    if path.trim_end_matches('/') == "/metadata" && text {
-        return Reply::Text(200, "instance/".to_owned(), None);
-    }
-    let Some(rest) = path
-        .strip_prefix("/metadata/instance")
-        .filter(|r| r.is_empty() || r.starts_with('/'))
-    else {
-        return error(404, "Not found");
-    };
-    let doc = document(sh, t);
-    let mut node = &doc;
-    for seg in rest.split('/').filter(|s| !s.is_empty()) {
-        let next = match node {
-            Value::Object(m) => m.get(seg),
-            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
-            _ => None,
-        };
-        match next {
-            Some(n) => node = n,
-            None => return error(404, "Not found"),
-        }
-    }
-    match node {
-        Value::Object(_) | Value::Array(_) if text => Reply::Text(200, text_listing(node), None),
-        Value::Object(_) | Value::Array(_) => Reply::Json(200, node.to_string(), None),
-        leaf if text => Reply::Text(
-            200,
-            match leaf {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            },
-            None,
-        ),
-        _ => error(
-            400,
-            "Bad request. Query parameter format=text is required for leaves",
-        ),
-    }
-}
-
-/// The instance document at `t`, late NICs and hidden ones left out.
-fn document(sh: &Shared, t: f64) -> Value {
-    let mut hidden: Vec<String> = sh
-        .config
-        .scenario
-        .appear
-        .iter()
-        .filter(|a| t < a.after)
-        .map(|a| azure_mac(&a.mac))
-        .collect();
-    if let Some(f) = &sh.config.hidden_file {
-        hidden.extend(
-            std::fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(azure_mac),
-        );
-    }
-    let mut doc = sh.config.instance.clone();
-    if let Some(list) = doc["network"]["interface"].as_array_mut() {
-        list.retain(|nic| {
-            nic["macAddress"]
-                .as_str()
-                .is_none_or(|m| !hidden.contains(&azure_mac(m)))
-        });
-    }
-    doc
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shell::LogLine as _;
 
     /// A raw HTTP/1.0 GET: (status, body, Retry-After); status 0 when the
     /// connection closed without an answer.
     fn get(base: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, Option<String>) {
-        use std::fmt::Write as _;
-        use std::io::Read as _;
-        let addr = base.trim_start_matches("http://");
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n");
-        for (k, v) in headers {
-            let _ = write!(req, "{k}: {v}\r\n");
-        }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        let text = String::from_utf8_lossy(&out).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
+        let (status, head, body) = shell::raw_request(base, "GET", path, headers);
         let after = head.lines().find_map(|l| {
             l.to_ascii_lowercase()
                 .strip_prefix("retry-after: ")
                 .map(str::to_owned)
         });
-        (status, body.to_owned(), after)
+        (status, body, after)
     }
 
     #[test]

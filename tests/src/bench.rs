@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use leasehook_core::model::{Family, IfName, Lease, Reason};
+use leasehook_core::source::provider::NicEvent;
 use serde_json::{Value, json};
 
 /// The environment variable naming the file the benchmarks append their JSON
@@ -126,6 +128,53 @@ impl Stop {
     pub fn check(&self) {
         assert!(!self.requested(), "interrupted: stopping and cleaning up");
     }
+}
+
+/// A DHCPv4 `BOUND` event on `ifname` (`mac`) for `address`/`prefix_len`
+/// behind `router`: what the cloud benchmarks hand their provider.
+pub fn bound_event(
+    ifname: &str,
+    mac: &str,
+    address: &str,
+    prefix_len: u8,
+    router: &str,
+) -> NicEvent {
+    let parse = |what: &str, v: &str| -> std::net::IpAddr {
+        v.parse()
+            .unwrap_or_else(|e| panic!("bound_event {what} {v:?}: {e}"))
+    };
+    let ifname = IfName::try_new(ifname).unwrap_or_else(|e| panic!("bound_event {ifname:?}: {e}"));
+    let mac = mac
+        .parse()
+        .unwrap_or_else(|e| panic!("bound_event {mac:?}: {e:?}"));
+    let lease = Lease {
+        family: Family::V4,
+        address: parse("address", address),
+        prefix_len,
+        routers: vec![parse("router", router)],
+        reason: Reason::Bound,
+    };
+    NicEvent::try_new(ifname, mac, vec![lease]).unwrap_or_else(|e| panic!("bound_event: {e}"))
+}
+
+/// Prints one result line (`leasehook CLOUD NAME requests=LO-HI wall_ms ...`)
+/// and returns its JSON: the wall-time summary and the requests each event
+/// made.
+pub fn report_requests(cloud: &str, name: &str, walls: &[Duration], requests: &[usize]) -> Value {
+    let s = Summary::of(walls);
+    let (lo, hi) = (
+        requests.iter().min().copied().unwrap_or(0),
+        requests.iter().max().copied().unwrap_or(0),
+    );
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "leasehook {cloud} {name:<10} requests={lo}-{hi} wall_ms median={:.3} p90={:.3} max={:.3} (n={})",
+        s.median_ms, s.p90_ms, s.max_ms, s.n
+    );
+    let mut v = s.json();
+    v["requests"] = requests_json(requests);
+    v
 }
 
 #[cfg(test)]

@@ -355,3 +355,21 @@ impl Cloud {
         }
     }
 }
+
+/// cloud-init's `instance-data.json` for `d` as leasehook writes it after a
+/// fetch (network stage): the public document, parsed, and its bytes — what
+/// each cloud's datasource test checks its `v1` keys in.
+pub fn fetched_instance_data(d: &leasehook_core::source::InstanceData) -> (Value, Vec<u8>) {
+    use leasehook_core::instance_data::{Origin, Provenance, Stage, render};
+    let provenance = Provenance {
+        origin: Origin::Fetched,
+        stage: Stage::Network,
+        cache: String::new(),
+        fetched_at_ms: Some(0),
+        decided_at_ms: 0,
+    };
+    let r = render(d, &provenance).unwrap_or_else(|e| panic!("render: {e}"));
+    let doc = serde_json::from_slice(&r.public)
+        .unwrap_or_else(|e| panic!("instance-data.json is not JSON: {e}"));
+    (doc, r.public)
+}

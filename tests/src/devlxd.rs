@@ -35,11 +35,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Mutex, PoisonError};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::shell::{LogLine, RequestLog, Service, Shell};
 
 /// One answer override (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -145,70 +146,75 @@ struct Subscriber {
     tx: Sender<Cmd>,
 }
 
-struct Shared {
+/// LXD's dev-lxd as the shell serves it: its configuration and live state.
+#[derive(Debug)]
+pub struct Lxd {
     config: Mutex<Config>,
     hits: Vec<AtomicU64>,
-    log: Mutex<Vec<String>>,
+    log: RequestLog<String>,
     subscribers: Mutex<Vec<Subscriber>>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber")
+            .field("types", &self.types)
+            .finish_non_exhaustive()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A running emulator; stops (and removes its socket) when dropped.
-pub struct Devlxd {
-    server: Arc<tiny_http::Server>,
-    shared: Arc<Shared>,
-    path: PathBuf,
-    thread: Option<JoinHandle<()>>,
-}
+/// A log line is the request itself: `METHOD PATH STATUS`.
+impl LogLine for String {
+    fn line(&self) -> String {
+        self.clone()
+    }
 
-impl std::fmt::Debug for Devlxd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Devlxd")
-            .field("path", &self.path)
-            .finish_non_exhaustive()
+    fn parse(line: &str) -> Option<Self> {
+        Some(line.to_owned())
     }
 }
 
-impl Devlxd {
+impl Service for Lxd {
+    type Entry = String;
+
+    fn handle(&self, request: tiny_http::Request) {
+        handle(self, request);
+    }
+
+    fn requests(&self) -> &RequestLog<String> {
+        &self.log
+    }
+
+    fn stop(&self) {
+        drop_event_streams(self);
+    }
+}
+
+/// A running emulator; stops (and removes its socket) when dropped.
+pub type Devlxd = Shell<Lxd>;
+
+impl Shell<Lxd> {
     /// Binds a unix socket at `path` (its folder must exist) and serves on a
     /// thread.
     pub fn start(path: &Path, config: Config) -> io::Result<Self> {
-        let server = tiny_http::Server::http_unix(path).map_err(io::Error::other)?;
-        let shared = Arc::new(Shared {
+        let service = Lxd {
             hits: config.rules.iter().map(|_| AtomicU64::new(0)).collect(),
             config: Mutex::new(config),
-            log: Mutex::new(Vec::new()),
+            log: RequestLog::open(None)?,
             subscribers: Mutex::new(Vec::new()),
-        });
-        let server = Arc::new(server);
-        let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
-        let thread = std::thread::Builder::new()
-            .name("devlxd-emulator".into())
-            .spawn(move || {
-                for request in srv.incoming_requests() {
-                    let sh = Arc::clone(&sh);
-                    std::thread::spawn(move || handle(&sh, request));
-                }
-            })?;
-        Ok(Self {
-            server,
-            shared,
             path: path.to_owned(),
-            thread: Some(thread),
-        })
+        };
+        Shell::unix(path, "devlxd-emulator", service)
     }
 
     /// The socket's path.
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Every request so far: `METHOD PATH STATUS`.
-    pub fn log(&self) -> Vec<String> {
-        lock(&self.shared.log).clone()
+        &self.service().path
     }
 
     /// How many requests asked for exactly `path`.
@@ -223,7 +229,7 @@ impl Devlxd {
     /// the `config` event LXD sends.
     pub fn set_key(&self, key: &str, value: &str) {
         let old = {
-            let mut c = lock(&self.shared.config);
+            let mut c = lock(&self.service().config);
             let old = c
                 .config
                 .iter()
@@ -241,7 +247,7 @@ impl Devlxd {
     /// Unsets a config key and sends the `config` event (an empty value).
     pub fn remove_key(&self, key: &str) {
         let old = {
-            let mut c = lock(&self.shared.config);
+            let mut c = lock(&self.service().config);
             let old = c
                 .config
                 .iter()
@@ -258,7 +264,7 @@ impl Devlxd {
     pub fn add_nic(&self, name: &str, hwaddr: &str) {
         let config = json!({"type": "nic", "network": "lxdbr1", "name": name});
         {
-            let mut c = lock(&self.shared.config);
+            let mut c = lock(&self.service().config);
             let devices = c.devices.get_or_insert_with(|| json!({}));
             if let Some(m) = devices.as_object_mut() {
                 let mut served = config.clone();
@@ -272,7 +278,7 @@ impl Devlxd {
     /// Removes a device and sends the `device` `removed` event.
     pub fn remove_device(&self, name: &str) {
         let config = {
-            let mut c = lock(&self.shared.config);
+            let mut c = lock(&self.service().config);
             c.devices
                 .as_mut()
                 .and_then(Value::as_object_mut)
@@ -288,7 +294,7 @@ impl Devlxd {
         let kind = serde_json::from_str::<Value>(message)
             .ok()
             .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned));
-        let mut subs = lock(&self.shared.subscribers);
+        let mut subs = lock(&self.service().subscribers);
         subs.retain(|s| {
             let wanted = kind
                 .as_ref()
@@ -305,31 +311,19 @@ impl Devlxd {
 
     /// Cuts every event stream, without a close frame.
     pub fn drop_event_streams(&self) {
-        for s in lock(&self.shared.subscribers).drain(..) {
-            let _ = s.tx.send(Cmd::Cut);
-        }
+        drop_event_streams(self.service());
     }
 
     /// Event streams connected now.
     pub fn event_streams(&self) -> usize {
-        lock(&self.shared.subscribers).len()
-    }
-
-    /// Blocks until the server thread ends (never, unless stopped): for the binary.
-    pub fn wait(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        lock(&self.service().subscribers).len()
     }
 }
 
-impl Drop for Devlxd {
-    fn drop(&mut self) {
-        self.drop_event_streams();
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+/// Cuts every event stream, without a close frame.
+fn drop_event_streams(lxd: &Lxd) {
+    for s in lock(&lxd.subscribers).drain(..) {
+        let _ = s.tx.send(Cmd::Cut);
     }
 }
 
@@ -361,7 +355,7 @@ fn event_types(url: &str) -> Vec<String> {
 }
 
 /// Upgrades `/1.0/events` to a WebSocket and serves it until cut or closed.
-fn serve_events(sh: &Shared, request: tiny_http::Request) {
+fn serve_events(sh: &Lxd, request: tiny_http::Request) {
     let key = request
         .headers()
         .iter()
@@ -381,7 +375,7 @@ fn serve_events(sh: &Shared, request: tiny_http::Request) {
     }
     let (tx, rx) = channel();
     lock(&sh.subscribers).push(Subscriber { types, tx });
-    lock(&sh.log).push("GET /1.0/events 101".to_owned());
+    sh.log.push("GET /1.0/events 101".to_owned());
     let stream = request.upgrade("websocket", resp);
     let mut ws =
         tungstenite::WebSocket::from_raw_socket(stream, tungstenite::protocol::Role::Server, None);
@@ -397,7 +391,7 @@ fn serve_events(sh: &Shared, request: tiny_http::Request) {
     }
 }
 
-fn handle(sh: &Shared, request: tiny_http::Request) {
+fn handle(sh: &Lxd, request: tiny_http::Request) {
     let method = request.method().as_str().to_owned();
     let path = request
         .url()
@@ -424,10 +418,7 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
         None if method != "GET" => (405, "method not allowed".to_owned(), false),
         None => answer(&lock(&sh.config), &path),
     };
-    sh.log
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(format!("{method} {path} {status}"));
+    sh.log.push(format!("{method} {path} {status}"));
     let mut resp = tiny_http::Response::from_string(body).with_status_code(status);
     let kind = if json_body {
         "application/json"

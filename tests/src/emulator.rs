@@ -90,18 +90,22 @@
 //! `STATUS` is `reset`.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, RandomState};
-use std::io::{self, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::shell::{
+    self, Clock, Reply, RequestLog, Rules, Service, Shell, header, in_window, under,
+};
+pub use crate::shell::{Action, LogEntry, Rule};
 
 /// The header a token request names its lifetime in.
 const TTL_HEADER: &str = "X-aws-ec2-metadata-token-ttl-seconds";
@@ -165,8 +169,6 @@ const NOT_FOUND: &str = "<?xml version=\"1.0\" encoding=\"iso-8859-1\"?>\n\
 <head>\n  <title>404 - Not Found</title>\n </head>\n <body>\n  <h1>404 - Not Found</h1>\n </body>\n</html>\n";
 /// The longest token lifetime IMDS grants, in seconds.
 const MAX_TTL: u64 = 21_600;
-/// The body size of a `huge` answer without `size`.
-const DEFAULT_HUGE: usize = 1024 * 1024;
 
 /// What makes the emulator misbehave, and when (see the module docs).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -178,7 +180,7 @@ pub struct Scenario {
     /// Leaves that read another value for a while.
     #[serde(default)]
     pub values: Vec<ValueWindow>,
-    /// Answers that override the normal ones.
+    /// Answers that override the normal ones (the shell's fault rules).
     #[serde(default)]
     pub rules: Vec<Rule>,
 }
@@ -193,14 +195,7 @@ impl Scenario {
     /// Reads a scenario from parsed JSON.
     pub fn from_value(v: Value) -> Result<Self, String> {
         let s: Self = serde_json::from_value(v).map_err(|e| format!("scenario: {e}"))?;
-        for r in &s.rules {
-            if r.status.is_some() && r.action.is_some() {
-                return Err(format!(
-                    "scenario: rule for {:?} has both a status and an action",
-                    r.path
-                ));
-            }
-        }
+        Rules::new(s.rules.clone())?;
         Ok(s)
     }
 }
@@ -228,99 +223,6 @@ pub struct ValueWindow {
     pub from: f64,
     /// Until when (default for ever).
     pub until: Option<f64>,
-}
-
-/// What a rule does instead of a status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Action {
-    /// Read the request, never answer it.
-    Drop,
-    /// 200 with a body that is not UTF-8.
-    Garbage,
-    /// Bytes that are not an HTTP response.
-    NotHttp,
-    /// 200 with a very large body.
-    Huge,
-}
-
-impl Action {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Drop => "drop",
-            Self::Garbage => "garbage",
-            Self::NotHttp => "not-http",
-            Self::Huge => "huge",
-        }
-    }
-}
-
-/// One answer override.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    /// The path (and everything below it).
-    pub path: String,
-    /// Only this method (`GET`, `PUT`); any when absent.
-    pub method: Option<String>,
-    /// From when (default 0).
-    #[serde(default)]
-    pub from: f64,
-    /// Until when (default for ever).
-    pub until: Option<f64>,
-    /// Only the first `count` matching requests.
-    pub count: Option<u64>,
-    /// Seconds to wait before answering.
-    #[serde(default)]
-    pub delay: f64,
-    /// The status to answer.
-    pub status: Option<u16>,
-    /// `Retry-After` seconds to send with it.
-    pub retry_after: Option<u64>,
-    /// The body to send with it.
-    pub body: Option<String>,
-    /// What to do instead of answering normally.
-    pub action: Option<Action>,
-    /// The body size of `huge`.
-    pub size: Option<usize>,
-}
-
-/// One logged request.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LogEntry {
-    /// Seconds since the first request.
-    pub t: f64,
-    /// The client's address and port (one port per connection).
-    pub peer: String,
-    /// `GET`, `PUT`, ...
-    pub method: String,
-    /// The path asked for.
-    pub path: String,
-    /// The status sent, or the action taken.
-    pub status: String,
-}
-
-impl LogEntry {
-    /// The line written to the log file.
-    pub fn line(&self) -> String {
-        format!(
-            "{:.3} {} {} {} {}",
-            self.t, self.peer, self.method, self.path, self.status
-        )
-    }
-
-    /// Parses a line of the log file.
-    pub fn parse(line: &str) -> Option<Self> {
-        let mut f = line.split(' ');
-        let e = Self {
-            t: f.next()?.parse().ok()?,
-            peer: f.next()?.to_owned(),
-            method: f.next()?.to_owned(),
-            path: f.next()?.to_owned(),
-            status: f.next()?.to_owned(),
-        };
-        f.next().is_none().then_some(e)
-    }
 }
 
 /// The emulator's configuration.
@@ -360,15 +262,16 @@ impl Config {
     }
 }
 
-struct Shared {
+/// EC2's IMDS as the shell serves it: its configuration and live state.
+#[derive(Debug)]
+pub struct Imds {
     config: Config,
-    rule_hits: Vec<AtomicU64>,
+    rules: Rules,
     tokens: Mutex<HashMap<String, Instant>>,
     token_seq: AtomicU64,
     random: RandomState,
-    t0: OnceLock<Instant>,
-    log: Mutex<Vec<LogEntry>>,
-    log_file: Option<Mutex<File>>,
+    clock: Clock,
+    log: RequestLog<LogEntry>,
     live: RwLock<Live>,
 }
 
@@ -380,88 +283,35 @@ struct Live {
 }
 
 /// A running emulator; stops when dropped.
-pub struct Emulator {
-    server: Arc<tiny_http::Server>,
-    shared: Arc<Shared>,
-    addr: SocketAddr,
-    thread: Option<JoinHandle<()>>,
-}
+pub type Emulator = Shell<Imds>;
 
-impl std::fmt::Debug for Emulator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Emulator")
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
+impl Service for Imds {
+    type Entry = LogEntry;
+
+    fn handle(&self, request: tiny_http::Request) {
+        handle(self, request);
+    }
+
+    fn requests(&self) -> &RequestLog<LogEntry> {
+        &self.log
     }
 }
 
-impl Emulator {
+impl Shell<Imds> {
     /// Binds `bind` (use a loopback address: `127.0.0.1:0`, `[::1]:0`) and serves
     /// on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
-        let server = tiny_http::Server::http(bind).map_err(io::Error::other)?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| io::Error::other("not an IP listener"))?;
-        let log_file = match &config.log_file {
-            Some(p) => Some(Mutex::new(
-                OpenOptions::new().create(true).append(true).open(p)?,
-            )),
-            None => None,
-        };
-        let shared = Arc::new(Shared {
-            rule_hits: config
-                .scenario
-                .rules
-                .iter()
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+        let service = Imds {
+            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
+            log: RequestLog::open(config.log_file.as_deref())?,
             config,
             tokens: Mutex::new(HashMap::new()),
             token_seq: AtomicU64::new(0),
             random: RandomState::new(),
-            t0: OnceLock::new(),
-            log: Mutex::new(Vec::new()),
-            log_file,
+            clock: Clock::default(),
             live: RwLock::new(Live::default()),
-        });
-        let server = Arc::new(server);
-        let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
-        let thread = std::thread::Builder::new()
-            .name("imds-emulator".into())
-            .spawn(move || {
-                for request in srv.incoming_requests() {
-                    let sh = Arc::clone(&sh);
-                    // One thread per request, so a delayed answer holds up nobody.
-                    std::thread::spawn(move || handle(&sh, request));
-                }
-            })?;
-        Ok(Self {
-            server,
-            shared,
-            addr,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// `http://ADDR:PORT`, with brackets for IPv6.
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Every request so far, in the order they were answered.
-    pub fn log(&self) -> Vec<LogEntry> {
-        self.shared
-            .log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        };
+        Shell::bind(bind, "imds-emulator", service)
     }
 
     /// How many requests with this method asked for a path ending in `suffix`.
@@ -474,7 +324,7 @@ impl Emulator {
 
     /// Every token handed out so far (for tests that check a token leaks nowhere).
     pub fn issued_tokens(&self) -> Vec<String> {
-        self.shared
+        self.service()
             .tokens
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -489,7 +339,7 @@ impl Emulator {
     /// when their events happen.
     pub fn set_leaf(&self, path: &str, value: Option<Value>) {
         let mut live = self
-            .shared
+            .service()
             .live
             .write()
             .unwrap_or_else(PoisonError::into_inner);
@@ -504,7 +354,7 @@ impl Emulator {
     /// listing), or shows it again: a scenario's `appear`, decided while serving.
     pub fn set_hidden(&self, path: &str, hidden: bool) {
         let mut live = self
-            .shared
+            .service()
             .live
             .write()
             .unwrap_or_else(PoisonError::into_inner);
@@ -513,23 +363,6 @@ impl Emulator {
             live.hidden.insert(key);
         } else {
             live.hidden.remove(&key);
-        }
-    }
-
-    /// Blocks until the server thread ends (it never does unless stopped): for the
-    /// binary.
-    pub fn wait(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
         }
     }
 }
@@ -542,7 +375,7 @@ impl Drop for Emulator {
 pub struct Resetter {
     addr: SocketAddr,
     stop: Arc<std::sync::atomic::AtomicBool>,
-    log: Arc<Mutex<Vec<LogEntry>>>,
+    log: Arc<RequestLog<LogEntry>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -560,12 +393,8 @@ impl Resetter {
     pub fn start(bind: SocketAddr, log_file: Option<&Path>) -> io::Result<Self> {
         let listener = std::net::TcpListener::bind(bind)?;
         let addr = listener.local_addr()?;
-        let mut file = match log_file {
-            Some(p) => Some(OpenOptions::new().create(true).append(true).open(p)?),
-            None => None,
-        };
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let log = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::new(RequestLog::open(log_file)?);
         let (stop2, log2) = (Arc::clone(&stop), Arc::clone(&log));
         let thread = std::thread::Builder::new()
             .name("imds-resetter".into())
@@ -591,13 +420,7 @@ impl Resetter {
                         path: words.next().unwrap_or("-").to_owned(),
                         status: "reset".to_owned(),
                     };
-                    if let Some(f) = file.as_mut() {
-                        let _ = writeln!(f, "{}", entry.line());
-                        let _ = f.flush();
-                    }
-                    log2.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(entry);
+                    log2.push(entry);
                     // Linger 0: close() sends RST, not FIN.
                     let sock = socket2::Socket::from(conn);
                     let _ = sock.set_linger(Some(Duration::ZERO));
@@ -619,10 +442,7 @@ impl Resetter {
 
     /// Every connection reset so far.
     pub fn log(&self) -> Vec<LogEntry> {
-        self.log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.log.entries()
     }
 
     /// Blocks until the thread ends (it never does unless stopped): for the binary.
@@ -644,170 +464,47 @@ impl Drop for Resetter {
     }
 }
 
-/// Whether `path` is `prefix` or below it, by whole segments.
-fn under(path: &str, prefix: &str) -> bool {
-    let p = path.trim_end_matches('/');
-    let q = prefix.trim_end_matches('/');
-    p == q || p.strip_prefix(q).is_some_and(|rest| rest.starts_with('/'))
-}
-
-fn in_window(t: f64, from: f64, until: Option<f64>) -> bool {
-    t >= from && until.is_none_or(|u| t < u)
-}
-
-fn handle(sh: &Shared, request: tiny_http::Request) {
-    let t = sh.t0.get_or_init(Instant::now).elapsed().as_secs_f64();
+fn handle(sh: &Imds, request: tiny_http::Request) {
+    let t = sh.clock.now();
     let method = request.method().as_str().to_owned();
-    let asked = request
-        .url()
-        .split('?')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let (asked, query) = shell::split_url(request.url());
     let path = canonical(sh.config.versions, &asked);
-    let peer = request
-        .remote_addr()
-        .map_or_else(|| "-".to_owned(), ToString::to_string);
-    let rule = sh
-        .config
-        .scenario
-        .rules
-        .iter()
-        .zip(&sh.rule_hits)
-        .find(|(r, hits)| {
-            under(&path, &r.path)
-                && r.method
-                    .as_deref()
-                    .is_none_or(|m| m.eq_ignore_ascii_case(&method))
-                && in_window(t, r.from, r.until)
-                && r.count
-                    .is_none_or(|n| hits.fetch_add(1, Ordering::SeqCst) < n)
-        })
-        .map(|(r, _)| r);
-    if let Some(r) = rule
-        && r.delay > 0.0
-    {
-        std::thread::sleep(Duration::from_secs_f64(r.delay));
-    }
+    let rule = sh.rules.matching(&method, &path, &query, t);
     let refused = !sh.config.allowed_peers.is_empty()
         && !request
             .remote_addr()
             .is_some_and(|a| sh.config.allowed_peers.iter().any(|n| n.contains(&a.ip())));
-    let reply = match rule {
-        _ if refused => Reply::Text(text(403, "source address not allowed"), 403),
-        Some(r) if r.status.is_some() || r.action.is_some() => rule_reply(r),
-        _ => {
-            let (status, body) = answer(sh, t, &method, &path, &request);
-            Reply::Text(text(status, &body), status)
-        }
+    let reply = if refused {
+        text(403, "source address not allowed")
+    } else {
+        rule.and_then(|r| shell::fault(r, |status, body| text(status, body.unwrap_or_default())))
+            .unwrap_or_else(|| {
+                let (status, body) = answer(sh, t, &method, &path, &request);
+                text(status, &body)
+            })
     };
-    // Log before answering: once the client has its answer, the log shows it.
     let entry = LogEntry {
         t,
-        peer,
+        peer: shell::peer(&request),
         method,
         path: asked,
-        status: reply.label(),
+        status: reply.label().to_owned(),
     };
-    if let Some(f) = &sh.log_file {
-        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(f, "{}", entry.line());
-        let _ = f.flush();
-    }
-    sh.log
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(entry);
-    reply.send(request);
+    sh.log.answer(entry, reply, request, &[]);
 }
 
-type TextResponse = tiny_http::Response<io::Cursor<Vec<u8>>>;
-
-/// What to send back.
-enum Reply {
-    /// An HTTP answer and its status.
-    Text(TextResponse, u16),
-    /// An HTTP answer standing for an action (`garbage`, `huge`).
-    Body(TextResponse, Action),
-    /// `drop` or `not-http`: no HTTP answer at all.
-    Raw(Action),
-}
-
-impl Reply {
-    fn label(&self) -> String {
-        match self {
-            Self::Text(_, status) => status.to_string(),
-            Self::Body(_, a) | Self::Raw(a) => a.label().to_owned(),
-        }
-    }
-
-    fn send(self, request: tiny_http::Request) {
-        match self {
-            Self::Text(r, _) | Self::Body(r, _) => {
-                let _ = request.respond(r);
-            }
-            Self::Raw(Action::NotHttp) => {
-                let mut w = request.into_writer();
-                let _ = w.write_all(b"\x00\x01\x02 this is not HTTP \xff\r\n\r\n");
-                let _ = w.flush();
-            }
-            Self::Raw(_) => {
-                // Take the response writer and let it go without a byte: the client
-                // waits for an answer that never comes.
-                drop(request.into_writer());
-            }
-        }
-    }
-}
-
-fn text(status: u16, body: &str) -> TextResponse {
-    let mut r = tiny_http::Response::from_string(body).with_status_code(status);
+fn text(status: u16, body: &str) -> Reply {
     // IMDS's 404 is an HTML page; everything else plain text.
     let ctype = if status == 404 {
         "text/html"
     } else {
         "text/plain"
     };
-    if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", ctype) {
-        r.add_header(h);
-    }
-    r
-}
-
-fn rule_reply(rule: &Rule) -> Reply {
-    match (rule.action, rule.status) {
-        (Some(a @ (Action::Drop | Action::NotHttp)), _) => Reply::Raw(a),
-        (Some(Action::Garbage), _) => Reply::Body(
-            tiny_http::Response::from_data(vec![0xff, 0xfe, b'g', 0x80, b'x', 0xc3]),
-            Action::Garbage,
-        ),
-        (Some(Action::Huge), _) => Reply::Body(
-            tiny_http::Response::from_data(vec![b'x'; rule.size.unwrap_or(DEFAULT_HUGE)]),
-            Action::Huge,
-        ),
-        (None, status) => {
-            let status = status.unwrap_or(200);
-            let mut r = text(status, rule.body.as_deref().unwrap_or_default());
-            if let Some(s) = rule.retry_after
-                && let Ok(h) = tiny_http::Header::from_bytes("Retry-After", s.to_string())
-            {
-                r.add_header(h);
-            }
-            Reply::Text(r, status)
-        }
-    }
-}
-
-fn header<'r>(request: &'r tiny_http::Request, name: &'static str) -> Option<&'r str> {
-    request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv(name))
-        .map(|h| h.value.as_str())
+    Reply::new(status, body).content_type(ctype)
 }
 
 fn answer(
-    sh: &Shared,
+    sh: &Imds,
     t: f64,
     method: &str,
     path: &str,
@@ -865,13 +562,13 @@ fn canonical(versions: &[&str], path: &str) -> String {
     }
 }
 
-fn new_token(sh: &Shared) -> String {
+fn new_token(sh: &Imds) -> String {
     let n = sh.token_seq.fetch_add(1, Ordering::SeqCst);
     let [a, b, c] = [0u64, 1, 2].map(|i| sh.random.hash_one((n, i)));
     format!("{a:016x}{b:016x}{c:016x}")
 }
 
-fn hidden(sh: &Shared, t: f64, path: &str) -> bool {
+fn hidden(sh: &Imds, t: f64, path: &str) -> bool {
     let live = sh.live.read().unwrap_or_else(PoisonError::into_inner);
     live.hidden.iter().any(|h| under(path, h))
         || sh
@@ -883,7 +580,7 @@ fn hidden(sh: &Shared, t: f64, path: &str) -> bool {
 }
 
 /// The body at `path` at time `t`, or `None` for 404.
-fn lookup(sh: &Shared, t: f64, path: &str) -> Option<String> {
+fn lookup(sh: &Imds, t: f64, path: &str) -> Option<String> {
     if hidden(sh, t, path) {
         return None;
     }
@@ -1016,15 +713,7 @@ pub fn sample_tree() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paths_match_by_whole_segments() {
-        assert!(under("/a/b", "/a/b"));
-        assert!(under("/a/b/", "/a/b"));
-        assert!(under("/a/b/c", "/a/b/"));
-        assert!(!under("/a/bc", "/a/b"));
-        assert!(!under("/a", "/a/b"));
-    }
+    use crate::shell::LogLine as _;
 
     #[test]
     fn leaves_and_log_lines() {

@@ -84,26 +84,23 @@
 //! request's `Metadata-Flavor` value (`-` when absent) and `STATUS` the status or
 //! the action.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::shell::{
+    self, Action, Clock, LogLine, Reply, RequestLog, Rule, Rules, Service, Shell, header, under,
+};
 use crate::world::{MAC0, MAC1};
 
 /// The API root.
 pub const ROOT: &str = "/computeMetadata/v1";
-
-/// The body size of a `huge` answer without `size`.
-const DEFAULT_HUGE: usize = 1024 * 1024;
 
 /// The server's 404 page (Google's error page, its style sheet left out).
 const NOT_FOUND: &[u8] = b"<!DOCTYPE html>\n<html lang=en>\n  <meta charset=utf-8>\n  \
@@ -122,88 +119,9 @@ pub struct Appear {
     pub after: f64,
 }
 
-/// An action instead of the normal answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Action {
-    /// 200 with a body that is neither JSON nor UTF-8.
-    Garbage,
-    /// 200 with `size` bytes.
-    Huge,
-    /// The normal answer, without `Metadata-Flavor: Google`.
-    NoFlavor,
-    /// Never answered.
-    Drop,
-}
-
-impl Action {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Garbage => "garbage",
-            Self::Huge => "huge",
-            Self::NoFlavor => "no-flavor",
-            Self::Drop => "drop",
-        }
-    }
-}
-
-/// An answer that overrides the normal one.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    /// The path (and everything below it).
-    pub path: String,
-    /// Only requests whose query contains this (`wait_for_change=true`: the
-    /// long polls alone).
-    #[serde(default)]
-    pub query: Option<String>,
-    /// From this many seconds (default 0).
-    #[serde(default)]
-    pub from: Option<f64>,
-    /// Until this many seconds (default for ever).
-    #[serde(default)]
-    pub until: Option<f64>,
-    /// Only the first `count` requests it matches.
-    #[serde(default)]
-    pub count: Option<u64>,
-    /// Seconds to wait first.
-    #[serde(default)]
-    pub delay: f64,
-    /// The status to answer.
-    #[serde(default)]
-    pub status: Option<u16>,
-    /// `Retry-After` seconds.
-    #[serde(default)]
-    pub retry_after: Option<u64>,
-    /// The body with `status`.
-    #[serde(default)]
-    pub body: Option<String>,
-    /// What to do instead.
-    #[serde(default)]
-    pub action: Option<Action>,
-    /// The size of a `huge` answer.
-    #[serde(default)]
-    pub size: Option<usize>,
-}
-
-/// Late NICs and misbehaviour (see the module docs).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Scenario {
-    /// NICs that appear late.
-    #[serde(default)]
-    pub appear: Vec<Appear>,
-    /// Answers that override the normal ones.
-    #[serde(default)]
-    pub rules: Vec<Rule>,
-}
-
-impl Scenario {
-    /// Reads a scenario from JSON.
-    pub fn from_value(v: Value) -> Result<Self, String> {
-        serde_json::from_value(v).map_err(|e| format!("scenario: {e}"))
-    }
-}
+/// Late NICs and misbehaviour (see the module docs): the shell's fault rules
+/// ([`crate::shell::Rule`]).
+pub type Scenario = shell::Scenario<Appear>;
 
 /// What the emulator serves and how.
 #[derive(Debug, Clone)]
@@ -230,134 +148,64 @@ impl Config {
     }
 }
 
-/// One request as logged.
+/// One request as logged: the shell's line (the path with its query), then
+/// the request's `Metadata-Flavor` (`-` when absent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogEntry {
-    /// Seconds since the first request.
-    pub t: f64,
-    /// The peer's address.
-    pub peer: String,
-    /// The method.
-    pub method: String,
-    /// The path with its query.
-    pub path: String,
-    /// The status or the action.
-    pub status: String,
+    /// Time, peer, method, path and query, status or action.
+    pub request: shell::LogEntry,
     /// The request's `Metadata-Flavor`, `-` when absent.
     pub flavor: String,
 }
 
-impl LogEntry {
-    /// The log file's line.
-    pub fn line(&self) -> String {
-        format!(
-            "{:.3} {} {} {} {} {}",
-            self.t, self.peer, self.method, self.path, self.status, self.flavor
-        )
+impl std::ops::Deref for LogEntry {
+    type Target = shell::LogEntry;
+
+    fn deref(&self) -> &shell::LogEntry {
+        &self.request
+    }
+}
+
+impl LogLine for LogEntry {
+    fn line(&self) -> String {
+        format!("{} {}", self.request.line(), self.flavor)
     }
 
-    /// Parses a log file's line.
-    pub fn parse(line: &str) -> Option<Self> {
-        let mut p = line.split_whitespace();
+    fn parse(line: &str) -> Option<Self> {
+        let (request, flavor) = line.rsplit_once(' ')?;
         Some(Self {
-            t: p.next()?.parse().ok()?,
-            peer: p.next()?.to_owned(),
-            method: p.next()?.to_owned(),
-            path: p.next()?.to_owned(),
-            status: p.next()?.to_owned(),
-            flavor: p.next()?.to_owned(),
+            request: shell::LogEntry::parse(request)?,
+            flavor: flavor.to_owned(),
         })
     }
 }
 
-struct Shared {
+/// The GCE metadata server as the shell serves it: its configuration and live
+/// state.
+#[derive(Debug)]
+pub struct Gce {
     config: Config,
     /// The tree served now (the config's, changed by the control path).
     tree: Mutex<Value>,
-    rule_hits: Vec<AtomicU64>,
-    t0: OnceLock<Instant>,
-    log: Mutex<Vec<LogEntry>>,
-    log_file: Option<Mutex<File>>,
+    rules: Rules,
+    clock: Clock,
+    log: RequestLog<LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
-pub struct GceEmulator {
-    server: Arc<tiny_http::Server>,
-    shared: Arc<Shared>,
-    addr: SocketAddr,
-    thread: Option<JoinHandle<()>>,
-}
+pub type GceEmulator = Shell<Gce>;
 
-impl std::fmt::Debug for GceEmulator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GceEmulator")
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
-    }
-}
-
-impl GceEmulator {
+impl Shell<Gce> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
-        let server = tiny_http::Server::http(bind).map_err(io::Error::other)?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| io::Error::other("not an IP listener"))?;
-        let log_file = match &config.log_file {
-            Some(p) => Some(Mutex::new(
-                OpenOptions::new().create(true).append(true).open(p)?,
-            )),
-            None => None,
-        };
-        let shared = Arc::new(Shared {
-            rule_hits: config
-                .scenario
-                .rules
-                .iter()
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+        let service = Gce {
+            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
+            log: RequestLog::open(config.log_file.as_deref())?,
             tree: Mutex::new(config.tree.clone()),
             config,
-            t0: OnceLock::new(),
-            log: Mutex::new(Vec::new()),
-            log_file,
-        });
-        let server = Arc::new(server);
-        let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
-        let thread = std::thread::Builder::new()
-            .name("gce-emulator".into())
-            .spawn(move || {
-                for request in srv.incoming_requests() {
-                    let sh = Arc::clone(&sh);
-                    std::thread::spawn(move || handle(&sh, request));
-                }
-            })?;
-        Ok(Self {
-            server,
-            shared,
-            addr,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// `http://ADDR:PORT`.
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Every request so far.
-    pub fn log(&self) -> Vec<LogEntry> {
-        self.shared
-            .log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            clock: Clock::default(),
+        };
+        Shell::bind(bind, "gce-emulator", service)
     }
 
     /// How many requests asked for a path (with query) containing `part`.
@@ -368,7 +216,7 @@ impl GceEmulator {
     /// Replaces the value at `path` (path names below the tree's root, `/`
     /// separated); held long polls see the change.
     pub fn set(&self, path: &str, value: Value) -> Result<(), String> {
-        set_in(&self.shared, path, value)
+        set_in(self.service(), path, value)
     }
 
     /// Requests with `wait_for_change=true` that arrived (each logged `open`
@@ -376,21 +224,17 @@ impl GceEmulator {
     pub fn long_polls(&self) -> usize {
         long_polls(&self.log())
     }
-
-    /// Blocks until the server thread ends (for the binary).
-    pub fn wait(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
-impl Drop for GceEmulator {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+impl Service for Gce {
+    type Entry = LogEntry;
+
+    fn handle(&self, request: tiny_http::Request) {
+        handle(self, request);
+    }
+
+    fn requests(&self) -> &RequestLog<LogEntry> {
+        &self.log
     }
 }
 
@@ -448,7 +292,7 @@ pub fn open_long_polls(log: &[LogEntry]) -> usize {
 }
 
 /// Replaces the value at `path` in the served tree.
-fn set_in(sh: &Shared, path: &str, value: Value) -> Result<(), String> {
+fn set_in(sh: &Gce, path: &str, value: Value) -> Result<(), String> {
     let mut tree = sh.tree.lock().unwrap_or_else(PoisonError::into_inner);
     let mut node = &mut *tree;
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -499,7 +343,7 @@ fn param<'q>(query: &'q str, name: &str) -> Option<&'q str> {
 }
 
 /// `network-interfaces` without the NICs that have not appeared yet.
-fn visible(sh: &Shared, t: f64) -> Value {
+fn visible(sh: &Gce, t: f64) -> Value {
     let mut tree = sh
         .tree
         .lock()
@@ -580,7 +424,7 @@ fn listing(v: &Value) -> String {
 }
 
 /// The normal answer: status, body, content type.
-fn answer(sh: &Shared, t: f64, path: &str, query: &str) -> (u16, Vec<u8>, &'static str) {
+fn answer(sh: &Gce, t: f64, path: &str, query: &str) -> (u16, Vec<u8>, &'static str) {
     let Some(rest) = path.strip_prefix(ROOT) else {
         return if path == "/" {
             (
@@ -596,12 +440,7 @@ fn answer(sh: &Shared, t: f64, path: &str, query: &str) -> (u16, Vec<u8>, &'stat
     let mut node = &tree;
     let mut under_attributes = false;
     for seg in rest.split('/').filter(|s| !s.is_empty()) {
-        let next = match node {
-            Value::Object(m) => m.get(seg),
-            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
-            _ => None,
-        };
-        match next {
+        match shell::child(node, seg) {
             Some(n) if !n.is_null() => {
                 under_attributes = seg == "attributes";
                 node = n;
@@ -624,124 +463,59 @@ fn answer(sh: &Shared, t: f64, path: &str, query: &str) -> (u16, Vec<u8>, &'stat
     }
 }
 
-fn header<'r>(request: &'r tiny_http::Request, name: &'static str) -> Option<&'r str> {
-    request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv(name))
-        .map(|h| h.value.as_str())
+/// What every answer carries, with the flavor or without it (an impostor).
+const ALWAYS: [(&str, &str); 2] = [
+    ("Server", "Metadata Server for VM"),
+    ("Metadata-Flavor", "Google"),
+];
+
+fn response(status: u16, body: Vec<u8>, ctype: &str) -> Reply {
+    Reply::new(status, body).content_type(ctype)
 }
 
-fn under(path: &str, prefix: &str) -> bool {
-    let p = prefix.trim_end_matches('/');
-    path == p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/'))
-}
-
-fn response(
-    status: u16,
-    body: Vec<u8>,
-    ctype: &str,
-    flavor: bool,
-) -> tiny_http::Response<io::Cursor<Vec<u8>>> {
-    let mut r = tiny_http::Response::from_data(body).with_status_code(status);
-    let mut headers = vec![
-        ("Content-Type", ctype.to_owned()),
-        ("Server", "Metadata Server for VM".to_owned()),
-    ];
-    if flavor {
-        headers.push(("Metadata-Flavor", "Google".to_owned()));
+/// With its `ETag`, when it is a 200.
+fn tagged(reply: Reply) -> Reply {
+    match (reply.status(), reply.body().map(etag)) {
+        (Some(200), Some(tag)) => reply.header("ETag", tag),
+        _ => reply,
     }
-    for (k, v) in headers {
-        if let Ok(h) = tiny_http::Header::from_bytes(k, v) {
-            r.add_header(h);
-        }
-    }
-    r
 }
-
-type Response = tiny_http::Response<io::Cursor<Vec<u8>>>;
 
 /// The answer to a request that passed the header and source checks: what the
-/// matching rule says, else the tree's. `None` is never answered.
-fn reply(
-    sh: &Shared,
-    t: f64,
-    path: &str,
-    query: &str,
-    rule: Option<&Rule>,
-) -> (Option<Response>, String) {
-    let Some(r) = rule.filter(|r| r.action.is_some() || r.status.is_some()) else {
+/// matching rule says, else the tree's; and whether it carries the flavor.
+fn reply(sh: &Gce, t: f64, path: &str, query: &str, rule: Option<&Rule>) -> (Reply, bool) {
+    let normal = || {
         let (status, body, ctype) = answer(sh, t, path, query);
-        let tag = (status == 200).then(|| etag(&body));
-        let mut resp = response(status, body, ctype, true);
-        if let Some(tag) = tag
-            && let Ok(h) = tiny_http::Header::from_bytes("ETag", tag)
-        {
-            resp.add_header(h);
-        }
-        return (Some(resp), status.to_string());
+        tagged(response(status, body, ctype))
     };
-    let resp = match (r.action, r.status) {
-        (Some(Action::Drop), _) => None,
-        (Some(Action::Garbage), _) => Some(response(
-            200,
-            vec![0xff, b'{', 0x80, b'[', 0xc3],
-            "application/json",
-            true,
-        )),
-        (Some(Action::Huge), _) => Some(response(
-            200,
-            vec![b'['; r.size.unwrap_or(DEFAULT_HUGE)],
-            "application/json",
-            true,
-        )),
-        (Some(Action::NoFlavor), _) => {
-            let (status, body, ctype) = answer(sh, t, path, query);
-            Some(response(status, body, ctype, false))
+    match rule {
+        Some(r) if r.action == Some(Action::NoFlavor) => {
+            (normal().labelled(Action::NoFlavor.label()), false)
         }
-        (None, status) => {
-            let status = status.unwrap_or(200);
-            let body = r.body.clone().unwrap_or_default().into_bytes();
-            let tag = etag(&body);
-            let mut resp = response(status, body, "text/html", true);
-            if status == 200
-                && let Ok(h) = tiny_http::Header::from_bytes("ETag", tag)
-            {
-                resp.add_header(h);
-            }
-            if let Some(s) = r.retry_after
-                && let Ok(h) = tiny_http::Header::from_bytes("Retry-After", s.to_string())
-            {
-                resp.add_header(h);
-            }
-            return (Some(resp), status.to_string());
-        }
-    };
-    (resp, r.action.map_or("200", Action::label).to_owned())
-}
-
-fn log_entry(sh: &Shared, entry: LogEntry) {
-    if let Some(f) = &sh.log_file {
-        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(f, "{}", entry.line());
-        let _ = f.flush();
+        Some(r) => (
+            shell::fault(r, |status, body| {
+                tagged(response(
+                    status,
+                    body.unwrap_or_default().into(),
+                    "text/html",
+                ))
+            })
+            .unwrap_or_else(normal),
+            true,
+        ),
+        None => (normal(), true),
     }
-    sh.log
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(entry);
 }
 
 /// The control path: `PUT /emulator/v1/PATH` with a JSON body.
-fn control(sh: &Shared, t: f64, mut request: tiny_http::Request, path: &str) {
+fn control(sh: &Gce, t: f64, mut request: tiny_http::Request, path: &str) {
     let mut body = String::new();
     let result = io::Read::read_to_string(request.as_reader(), &mut body)
         .map_err(|e| e.to_string())
         .and_then(|_| serde_json::from_str(&body).map_err(|e| format!("not JSON: {e}")))
         .and_then(|v| set_in(sh, path.trim_start_matches("/emulator/v1"), v));
-    log_entry(
-        sh,
-        LogEntry {
+    let entry = LogEntry {
+        request: shell::LogEntry {
             t,
             peer: request
                 .remote_addr()
@@ -749,21 +523,20 @@ fn control(sh: &Shared, t: f64, mut request: tiny_http::Request, path: &str) {
             method: "PUT".to_owned(),
             path: path.to_owned(),
             status: if result.is_ok() { "set" } else { "400" }.to_owned(),
-            flavor: "-".to_owned(),
         },
-    );
-    let resp = match result {
-        Ok(()) => response(200, b"set\n".to_vec(), "text/plain", true),
-        Err(e) => response(400, format!("{e}\n").into_bytes(), "text/plain", true),
+        flavor: "-".to_owned(),
     };
-    let _ = request.respond(resp);
+    let reply = match result {
+        Ok(()) => response(200, b"set\n".to_vec(), "text/plain"),
+        Err(e) => response(400, format!("{e}\n").into_bytes(), "text/plain"),
+    };
+    sh.log.answer(entry, reply, request, &ALWAYS);
 }
 
 /// A long poll whose answer has not changed yet: holds it until the answer's
 /// `ETag` is not `last` (`None`: the one at arrival) or `timeout_sec` passes;
 /// logged `open` first. Whether it was held.
-fn hold(sh: &Shared, t: f64, path: &str, query: &str, peer: &str) -> bool {
-    let now = |sh: &Shared| sh.t0.get_or_init(Instant::now).elapsed().as_secs_f64();
+fn hold(sh: &Gce, t: f64, path: &str, query: &str, peer: &str) -> bool {
     let current = |t: f64| {
         let (status, body, _) = answer(sh, t, path, query);
         (status == 200).then(|| etag(&body))
@@ -774,102 +547,63 @@ fn hold(sh: &Shared, t: f64, path: &str, query: &str, peer: &str) -> bool {
     if at_arrival.is_none() || (last.is_some() && at_arrival != last) {
         return false;
     }
-    log_entry(
-        sh,
-        LogEntry {
+    sh.log.push(LogEntry {
+        request: shell::LogEntry {
             t,
             peer: peer.to_owned(),
             method: "GET".to_owned(),
             path: format!("{path}?{query}"),
             status: "open".to_owned(),
-            flavor: "Google".to_owned(),
         },
-    );
+        flavor: "Google".to_owned(),
+    });
     let timeout = param(query, "timeout_sec")
         .and_then(|s| s.parse::<f64>().ok())
         .unwrap_or(300.0);
     let end = Instant::now() + Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
-    while Instant::now() < end && current(now(sh)) == waits_on {
+    while Instant::now() < end && current(sh.clock.now()) == waits_on {
         std::thread::sleep(Duration::from_millis(20));
     }
     true
 }
 
-fn handle(sh: &Shared, request: tiny_http::Request) {
-    let t = sh.t0.get_or_init(Instant::now).elapsed().as_secs_f64();
-    let url = request.url().to_owned();
-    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-    let (path, query) = (path.to_owned(), query.to_owned());
+fn handle(sh: &Gce, request: tiny_http::Request) {
+    let t = sh.clock.now();
+    let (path, query) = shell::split_url(request.url());
     if *request.method() == tiny_http::Method::Put && under(&path, "/emulator/v1") {
         control(sh, t, request, &path);
         return;
     }
+    let method = request.method().as_str().to_owned();
     let peer = request.remote_addr().map(SocketAddr::ip);
     let flavor = header(&request, "Metadata-Flavor").map(str::to_owned);
     let forwarded = header(&request, "X-Forwarded-For").is_some();
-    let rule = sh
-        .config
-        .scenario
-        .rules
-        .iter()
-        .zip(&sh.rule_hits)
-        .find(|(r, hits)| {
-            under(&path, &r.path)
-                && r.query.as_deref().is_none_or(|q| query.contains(q))
-                && r.from.is_none_or(|f| t >= f)
-                && r.until.is_none_or(|u| t < u)
-                && r.count
-                    .is_none_or(|n| hits.fetch_add(1, Ordering::SeqCst) < n)
-        })
-        .map(|(r, _)| r);
-    if let Some(r) = rule
-        && r.delay > 0.0
-    {
-        std::thread::sleep(Duration::from_secs_f64(r.delay));
-    }
+    let rule = sh.rules.matching(&method, &path, &query, t);
     let allowed = sh.config.allowed_sources.is_empty()
         || peer.is_some_and(|p: IpAddr| sh.config.allowed_sources.iter().any(|n| n.contains(&p)));
     let method_ok = matches!(
         *request.method(),
         tiny_http::Method::Get | tiny_http::Method::Head
     );
-    let (reply, label) = if path == "/" && method_ok && !forwarded {
+    let (reply, flavored) = if path == "/" && method_ok && !forwarded {
         // The root answers without the header (see the module docs).
         let (status, body, ctype) = answer(sh, t, &path, &query);
-        (
-            Some(response(status, body, ctype, true)),
-            status.to_string(),
-        )
+        (response(status, body, ctype), true)
     } else if flavor.as_deref() != Some("Google") || forwarded {
-        (
-            Some(response(
-                403,
-                b"Missing Metadata-Flavor:Google header.".to_vec(),
-                "text/html",
-                true,
-            )),
-            "403".to_owned(),
-        )
+        let body = b"Missing Metadata-Flavor:Google header.".to_vec();
+        (response(403, body, "text/html"), true)
     } else if !allowed {
-        (
-            Some(response(403, b"Forbidden".to_vec(), "text/html", true)),
-            "403".to_owned(),
-        )
+        (response(403, b"Forbidden".to_vec(), "text/html"), true)
     } else if !method_ok {
-        (
-            Some(response(405, b"Method Not Allowed".to_vec(), HTML, true)),
-            "405".to_owned(),
-        )
+        (response(405, b"Method Not Allowed".to_vec(), HTML), true)
     } else {
         let waits =
             param(&query, "wait_for_change").is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let who = peer.map_or_else(|| "-".to_owned(), |p| p.to_string());
-        let held = waits
-            && rule.is_none_or(|r| r.action.is_none() && r.status.is_none())
-            && hold(sh, t, &path, &query, &who);
-        let t = sh.t0.get_or_init(Instant::now).elapsed().as_secs_f64();
-        let (r, label) = reply(sh, t, &path, &query, rule);
-        (r, if held { format!("{label}:held") } else { label })
+        let held = waits && rule.is_none_or(|r| !r.overrides()) && hold(sh, t, &path, &query, &who);
+        let (r, flavored) = reply(sh, sh.clock.now(), &path, &query, rule);
+        let label = format!("{}:held", r.label());
+        (if held { r.labelled(&label) } else { r }, flavored)
     };
     let full = if query.is_empty() {
         path
@@ -877,29 +611,22 @@ fn handle(sh: &Shared, request: tiny_http::Request) {
         format!("{path}?{query}")
     };
     let entry = LogEntry {
-        t,
-        peer: peer.map_or_else(|| "-".to_owned(), |p| p.to_string()),
-        method: request.method().as_str().to_owned(),
-        path: full,
-        status: label,
+        request: shell::LogEntry {
+            t,
+            peer: peer.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            method,
+            path: full,
+            status: reply.label().to_owned(),
+        },
         flavor: flavor
             .filter(|f| !f.is_empty() && !f.contains(char::is_whitespace))
             .unwrap_or_else(|| "-".to_owned()),
     };
-    log_entry(sh, entry);
-    match reply {
-        Some(r) => {
-            let _ = request.respond(r);
-        }
-        None => drop(request.into_writer()),
-    }
+    let always = if flavored { &ALWAYS[..] } else { &ALWAYS[..1] };
+    sh.log.answer(entry, reply, request, always);
 }
 
 /// Reads a log file written by the emulator.
 pub fn read_log(path: &std::path::Path) -> Vec<LogEntry> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(LogEntry::parse)
-        .collect()
+    shell::read_log(path)
 }

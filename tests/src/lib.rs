@@ -20,6 +20,7 @@ pub mod hostile_ws;
 pub mod netns;
 pub mod oracle_emulator;
 pub mod scenarios;
+pub mod shell;
 pub mod world;
 
 use std::path::PathBuf;

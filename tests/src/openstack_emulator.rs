@@ -55,18 +55,17 @@
 //! the status or the action.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+pub use crate::shell::LogEntry;
+use crate::shell::{self, Clock, Reply, RequestLog, Rules, Service, Shell};
 use crate::world::{MAC0, MAC1, MetadataService};
 
 /// The API root.
@@ -77,9 +76,6 @@ pub const LOG_NAME: &str = "openstack.log";
 
 /// The instance's uuid in [`world_tree`].
 pub const INSTANCE_ID: &str = "83679162-1378-4288-a2d4-70e13ec132aa";
-
-/// The body size of a `huge` answer without `size`.
-const DEFAULT_HUGE: usize = 1024 * 1024;
 
 /// Nova's dated `OpenStack` metadata versions (`nova/api/metadata/base.py`),
 /// oldest first: `GET /openstack` lists them and `latest`.
@@ -121,81 +117,9 @@ pub struct Appear {
     pub after: f64,
 }
 
-/// An action instead of the normal answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Action {
-    /// 200 with a body that is neither JSON nor UTF-8.
-    Garbage,
-    /// 200 with `size` bytes.
-    Huge,
-    /// Never answered.
-    Drop,
-}
-
-impl Action {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Garbage => "garbage",
-            Self::Huge => "huge",
-            Self::Drop => "drop",
-        }
-    }
-}
-
-/// An answer that overrides the normal one.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    /// The path (and everything below it).
-    pub path: String,
-    /// From this many seconds (default 0).
-    #[serde(default)]
-    pub from: Option<f64>,
-    /// Until this many seconds (default for ever).
-    #[serde(default)]
-    pub until: Option<f64>,
-    /// Only the first `count` requests it matches.
-    #[serde(default)]
-    pub count: Option<u64>,
-    /// Seconds to wait first.
-    #[serde(default)]
-    pub delay: f64,
-    /// The status to answer.
-    #[serde(default)]
-    pub status: Option<u16>,
-    /// `Retry-After` seconds.
-    #[serde(default)]
-    pub retry_after: Option<u64>,
-    /// The body with `status`.
-    #[serde(default)]
-    pub body: Option<String>,
-    /// What to do instead.
-    #[serde(default)]
-    pub action: Option<Action>,
-    /// The size of a `huge` answer.
-    #[serde(default)]
-    pub size: Option<usize>,
-}
-
-/// Late links and misbehaviour (see the module docs).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Scenario {
-    /// Links that appear late.
-    #[serde(default)]
-    pub appear: Vec<Appear>,
-    /// Answers that override the normal ones.
-    #[serde(default)]
-    pub rules: Vec<Rule>,
-}
-
-impl Scenario {
-    /// Reads a scenario from JSON.
-    pub fn from_value(v: Value) -> Result<Self, String> {
-        serde_json::from_value(v).map_err(|e| format!("scenario: {e}"))
-    }
-}
+/// Late links and misbehaviour (see the module docs): the shell's fault rules
+/// ([`crate::shell::Rule`]).
+pub type Scenario = shell::Scenario<Appear>;
 
 /// Neutron's rate limit: at most `count` requests per `window` from one source.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -250,151 +174,36 @@ impl Config {
     }
 }
 
-/// One request as logged.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LogEntry {
-    /// Seconds since the first request.
-    pub t: f64,
-    /// The peer's address.
-    pub peer: String,
-    /// The method.
-    pub method: String,
-    /// The path.
-    pub path: String,
-    /// The status or the action.
-    pub status: String,
-}
-
-impl LogEntry {
-    /// The log file's line.
-    pub fn line(&self) -> String {
-        format!(
-            "{:.3} {} {} {} {}",
-            self.t, self.peer, self.method, self.path, self.status
-        )
-    }
-
-    /// Parses a log file's line.
-    pub fn parse(line: &str) -> Option<Self> {
-        let mut p = line.split_whitespace();
-        Some(Self {
-            t: p.next()?.parse().ok()?,
-            peer: p.next()?.to_owned(),
-            method: p.next()?.to_owned(),
-            path: p.next()?.to_owned(),
-            status: p.next()?.to_owned(),
-        })
-    }
-}
-
-struct Shared {
+/// Nova's metadata service as the shell serves it: its configuration and
+/// live state.
+#[derive(Debug)]
+pub struct OpenStack {
     config: Config,
-    rule_hits: Vec<AtomicU64>,
-    t0: OnceLock<Instant>,
-    log: Mutex<Vec<LogEntry>>,
-    log_file: Option<Mutex<File>>,
+    rules: Rules,
+    clock: Clock,
+    log: RequestLog<LogEntry>,
     seen: Mutex<BTreeMap<String, VecDeque<Instant>>>,
 }
 
 /// A running emulator; stops when dropped.
-pub struct OpenStackEmulator {
-    server: Arc<tiny_http::Server>,
-    shared: Arc<Shared>,
-    addr: SocketAddr,
-    thread: Option<JoinHandle<()>>,
-}
+pub type OpenStackEmulator = Shell<OpenStack>;
 
-impl std::fmt::Debug for OpenStackEmulator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenStackEmulator")
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
-    }
-}
-
-impl OpenStackEmulator {
+impl Shell<OpenStack> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
-        let server = tiny_http::Server::http(bind).map_err(io::Error::other)?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| io::Error::other("not an IP listener"))?;
-        let log_file = match &config.log_file {
-            Some(p) => Some(Mutex::new(
-                OpenOptions::new().create(true).append(true).open(p)?,
-            )),
-            None => None,
-        };
-        let shared = Arc::new(Shared {
-            rule_hits: config
-                .scenario
-                .rules
-                .iter()
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+        let service = OpenStack {
+            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
+            log: RequestLog::open(config.log_file.as_deref())?,
             config,
-            t0: OnceLock::new(),
-            log: Mutex::new(Vec::new()),
-            log_file,
+            clock: Clock::default(),
             seen: Mutex::new(BTreeMap::new()),
-        });
-        let server = Arc::new(server);
-        let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
-        let thread = std::thread::Builder::new()
-            .name("openstack-emulator".into())
-            .spawn(move || {
-                for request in srv.incoming_requests() {
-                    let sh = Arc::clone(&sh);
-                    std::thread::spawn(move || handle(&sh, request));
-                }
-            })?;
-        Ok(Self {
-            server,
-            shared,
-            addr,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// `http://ADDR:PORT`.
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Every request so far.
-    pub fn log(&self) -> Vec<LogEntry> {
-        self.shared
-            .log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        };
+        Shell::bind(bind, "openstack-emulator", service)
     }
 
     /// How many requests asked for a path containing `part`.
     pub fn count(&self, part: &str) -> usize {
         self.log().iter().filter(|e| e.path.contains(part)).count()
-    }
-
-    /// Blocks until the server thread ends (for the binary).
-    pub fn wait(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for OpenStackEmulator {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -472,7 +281,7 @@ pub fn service(args: Vec<String>) -> MetadataService {
 }
 
 /// `network_data` without the links (and their networks) not attached yet.
-fn visible_network_data(sh: &Shared, t: f64) -> Value {
+fn visible_network_data(sh: &OpenStack, t: f64) -> Value {
     let mut nd = sh
         .config
         .tree
@@ -513,7 +322,7 @@ fn visible_network_data(sh: &Shared, t: f64) -> Value {
 }
 
 /// The normal answer: status, body, content type.
-fn answer(sh: &Shared, t: f64, path: &str) -> (u16, Vec<u8>, &'static str) {
+fn answer(sh: &OpenStack, t: f64, path: &str) -> (u16, Vec<u8>, &'static str) {
     let not_found = (404, NOT_FOUND.to_vec(), "text/plain; charset=UTF-8");
     let listing = |v: &[&str]| {
         let mut all = v.to_vec();
@@ -562,61 +371,13 @@ fn answer(sh: &Shared, t: f64, path: &str) -> (u16, Vec<u8>, &'static str) {
     }
 }
 
-fn under(path: &str, prefix: &str) -> bool {
-    let p = prefix.trim_end_matches('/');
-    path == p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/'))
-}
-
-fn response(status: u16, body: Vec<u8>, ctype: &str) -> Response {
-    let mut r = tiny_http::Response::from_data(body).with_status_code(status);
-    if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", ctype) {
-        r.add_header(h);
-    }
-    r
-}
-
-type Response = tiny_http::Response<io::Cursor<Vec<u8>>>;
-
-/// The answer to a request within the rate limit: what the matching rule says,
-/// else the tree's. `None` is never answered.
-fn reply(sh: &Shared, t: f64, path: &str, rule: Option<&Rule>) -> (Option<Response>, String) {
-    let Some(r) = rule.filter(|r| r.action.is_some() || r.status.is_some()) else {
-        let (status, body, ctype) = answer(sh, t, path);
-        return (Some(response(status, body, ctype)), status.to_string());
-    };
-    let resp = match (r.action, r.status) {
-        (Some(Action::Drop), _) => None,
-        (Some(Action::Garbage), _) => Some(response(
-            200,
-            vec![0xff, b'{', 0x80, b'[', 0xc3],
-            "application/json",
-        )),
-        (Some(Action::Huge), _) => Some(response(
-            200,
-            vec![b'{'; r.size.unwrap_or(DEFAULT_HUGE)],
-            "application/json",
-        )),
-        (None, status) => {
-            let status = status.unwrap_or(200);
-            let mut resp = response(
-                status,
-                r.body.clone().unwrap_or_default().into_bytes(),
-                "text/html",
-            );
-            if let Some(s) = r.retry_after
-                && let Ok(h) = tiny_http::Header::from_bytes("Retry-After", s.to_string())
-            {
-                resp.add_header(h);
-            }
-            return (Some(resp), status.to_string());
-        }
-    };
-    (resp, r.action.map_or("200", Action::label).to_owned())
+fn response(status: u16, body: Vec<u8>, ctype: &str) -> Reply {
+    Reply::new(status, body).content_type(ctype)
 }
 
 /// Whether `peer` is over the rate limit now (the request counts either way, as
 /// haproxy's stick table counts denied requests).
-fn over_limit(sh: &Shared, peer: &str, now: Instant) -> bool {
+fn over_limit(sh: &OpenStack, peer: &str, now: Instant) -> bool {
     let Some(limit) = sh.config.rate_limit else {
         return false;
     };
@@ -633,80 +394,56 @@ fn over_limit(sh: &Shared, peer: &str, now: Instant) -> bool {
     over
 }
 
-fn handle(sh: &Shared, request: tiny_http::Request) {
-    let now = Instant::now();
-    let t = sh.t0.get_or_init(|| now).elapsed().as_secs_f64();
-    let url = request.url().to_owned();
-    let path = url
-        .split_once('?')
-        .map_or(url.as_str(), |(p, _)| p)
-        .to_owned();
-    let peer = request
-        .remote_addr()
-        .map(SocketAddr::ip)
-        .map_or_else(|| "-".to_owned(), |p: IpAddr| p.to_string());
-    let (reply, label) = if over_limit(sh, &peer, now) {
-        (
-            Some(response(
+impl Service for OpenStack {
+    type Entry = LogEntry;
+
+    fn handle(&self, request: tiny_http::Request) {
+        let now = Instant::now();
+        let t = self.clock.at(now);
+        let method = request.method().as_str().to_owned();
+        let (path, query) = shell::split_url(request.url());
+        let peer = request
+            .remote_addr()
+            .map(SocketAddr::ip)
+            .map_or_else(|| "-".to_owned(), |p: IpAddr| p.to_string());
+        let reply = if over_limit(self, &peer, now) {
+            response(
                 429,
                 b"<html><body><h1>429 Too Many Requests</h1>\nYou have sent too many requests in a given amount of time.\n</body></html>\n".to_vec(),
                 "text/html",
-            )),
-            "429".to_owned(),
-        )
-    } else {
-        let rule = sh
-            .config
-            .scenario
-            .rules
-            .iter()
-            .zip(&sh.rule_hits)
-            .find(|(r, hits)| {
-                under(&path, &r.path)
-                    && r.from.is_none_or(|f| t >= f)
-                    && r.until.is_none_or(|u| t < u)
-                    && r.count
-                        .is_none_or(|n| hits.fetch_add(1, Ordering::SeqCst) < n)
-            })
-            .map(|(r, _)| r);
-        if let Some(r) = rule
-            && r.delay > 0.0
-        {
-            std::thread::sleep(Duration::from_secs_f64(r.delay));
-        }
-        reply(sh, t, &path, rule)
-    };
-    let entry = LogEntry {
-        t,
-        peer,
-        method: request.method().as_str().to_owned(),
-        path,
-        status: label,
-    };
-    if let Some(f) = &sh.log_file {
-        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(f, "{}", entry.line());
-        let _ = f.flush();
+            )
+        } else {
+            let normal = || {
+                let (status, body, ctype) = answer(self, t, &path);
+                response(status, body, ctype)
+            };
+            self.rules
+                .matching(&method, &path, &query, t)
+                .and_then(|r| {
+                    shell::fault(r, |status, body| {
+                        response(status, body.unwrap_or_default().into(), "text/html")
+                    })
+                })
+                .unwrap_or_else(normal)
+        };
+        let entry = LogEntry {
+            t,
+            peer,
+            method,
+            path,
+            status: reply.label().to_owned(),
+        };
+        self.log.answer(entry, reply, request, &[]);
     }
-    sh.log
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(entry);
-    match reply {
-        Some(r) => {
-            let _ = request.respond(r);
-        }
-        None => drop(request.into_writer()),
+
+    fn requests(&self) -> &RequestLog<LogEntry> {
+        &self.log
     }
 }
 
 /// Reads a log file written by the emulator.
 pub fn read_log(path: &std::path::Path) -> Vec<LogEntry> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(LogEntry::parse)
-        .collect()
+    shell::read_log(path)
 }
 
 /// Writes a config drive image labelled `label` (`config-2`) at `image` holding

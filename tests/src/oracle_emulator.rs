@@ -25,18 +25,16 @@
 //! `Authorization` header, the status or action) in memory and, with
 //! [`Config::log_file`], one line per request.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write as _};
+use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::shell::{
+    self, Clock, HeaderLogEntry, LoggedHeader, Reply, RequestLog, Rules, Service, Shell, header,
+};
 use crate::world::{MAC0, MAC1};
 
 /// The file below the world's folder whose lines (MACs) leave VNICs out of the
@@ -98,70 +96,12 @@ pub fn world_instance() -> Value {
     })
 }
 
-/// A VNIC that appears late.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Appear {
-    /// Its MAC (either case).
-    pub mac: String,
-    /// Seconds since the first answered request.
-    pub after: f64,
-}
+/// A VNIC that appears late (its MAC in either case).
+pub use crate::shell::LateMac as Appear;
 
-/// What a rule does instead of answering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Action {
-    /// Read the request, never answer it.
-    Drop,
-    /// 200 with a body that is not UTF-8.
-    Garbage,
-    /// 200 with UTF-8 that is not JSON (a proxy's error page).
-    NotJson,
-}
-
-/// One answer override.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    /// The path (and everything below it).
-    pub path: String,
-    /// From when (default 0).
-    #[serde(default)]
-    pub from: f64,
-    /// Until when (default for ever).
-    pub until: Option<f64>,
-    /// Only the first `count` matching requests.
-    pub count: Option<u64>,
-    /// Seconds to wait before answering.
-    #[serde(default)]
-    pub delay: f64,
-    /// The status to answer.
-    pub status: Option<u16>,
-    /// `Retry-After` seconds to send with it.
-    pub retry_after: Option<u64>,
-    /// What to do instead.
-    pub action: Option<Action>,
-}
-
-/// What misbehaves, and when.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Scenario {
-    /// VNICs that appear late.
-    #[serde(default)]
-    pub appear: Vec<Appear>,
-    /// Answer overrides.
-    #[serde(default)]
-    pub rules: Vec<Rule>,
-}
-
-impl Scenario {
-    /// Reads a scenario from JSON.
-    pub fn from_value(v: Value) -> Result<Self, String> {
-        serde_json::from_value(v).map_err(|e| format!("scenario: {e}"))
-    }
-}
+/// What misbehaves, and when: VNICs that appear late and the shell's fault
+/// rules ([`crate::shell::Rule`]).
+pub type Scenario = shell::Scenario<Appear>;
 
 /// The emulator's configuration.
 #[derive(Debug, Clone)]
@@ -200,412 +140,169 @@ impl Default for Config {
     }
 }
 
-/// One logged request.
+/// The header the log keeps: `Authorization`, written `authorization=`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LogEntry {
-    /// Seconds since the emulator started.
-    pub t: f64,
-    /// The client's address and port.
-    pub peer: String,
-    /// The method.
-    pub method: String,
-    /// Path and query, as asked.
-    pub url: String,
-    /// The `Authorization` header, spaces as `%20` (`-`: none).
-    pub authorization: String,
-    /// The status, or `drop`, `garbage`, `not-json`.
-    pub status: String,
+pub struct OracleAuthorization;
+
+impl LoggedHeader for OracleAuthorization {
+    const NAME: &'static str = "authorization";
 }
 
-impl LogEntry {
-    /// The log file's line: `SECONDS PEER METHOD URL authorization=H STATUS`.
-    pub fn line(&self) -> String {
-        format!(
-            "{:.3} {} {} {} authorization={} {}",
-            self.t, self.peer, self.method, self.url, self.authorization, self.status
-        )
-    }
-
-    /// Parses a line of the log file.
-    pub fn parse(line: &str) -> Option<Self> {
-        let mut f = line.split(' ');
-        let e = Self {
-            t: f.next()?.parse().ok()?,
-            peer: f.next()?.to_owned(),
-            method: f.next()?.to_owned(),
-            url: f.next()?.to_owned(),
-            authorization: f.next()?.strip_prefix("authorization=")?.to_owned(),
-            status: f.next()?.to_owned(),
-        };
-        f.next().is_none().then_some(e)
-    }
-}
+/// One logged request: `SECONDS PEER METHOD URL authorization=H STATUS`.
+pub type LogEntry = HeaderLogEntry<OracleAuthorization>;
 
 /// Reads the requests in a log file.
 pub fn read_log(path: &std::path::Path) -> Vec<LogEntry> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(LogEntry::parse)
-        .collect()
+    shell::read_log(path)
 }
 
-struct Shared {
+/// OCI IMDS as the shell serves it: its configuration and live state.
+#[derive(Debug)]
+pub struct Oracle {
     config: Config,
-    rule_hits: Vec<AtomicU64>,
-    started: Instant,
-    first: OnceLock<Instant>,
-    log: Mutex<Vec<LogEntry>>,
-    log_file: Option<Mutex<File>>,
+    rules: Rules,
+    clock: Clock,
+    log: RequestLog<LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
-pub struct Emulator {
-    server: Arc<tiny_http::Server>,
-    shared: Arc<Shared>,
-    addr: SocketAddr,
-    thread: Option<JoinHandle<()>>,
-}
+pub type Emulator = Shell<Oracle>;
 
-impl std::fmt::Debug for Emulator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Emulator")
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Emulator {
+impl Shell<Oracle> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
-        let server = tiny_http::Server::http(bind).map_err(io::Error::other)?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| io::Error::other("not an IP listener"))?;
-        let log_file = match &config.log_file {
-            Some(p) => Some(Mutex::new(
-                OpenOptions::new().create(true).append(true).open(p)?,
-            )),
-            None => None,
-        };
-        let shared = Arc::new(Shared {
-            rule_hits: config
-                .scenario
-                .rules
-                .iter()
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+        let service = Oracle {
+            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
+            log: RequestLog::open(config.log_file.as_deref())?,
             config,
-            started: Instant::now(),
-            first: OnceLock::new(),
-            log: Mutex::new(Vec::new()),
-            log_file,
-        });
-        let server = Arc::new(server);
-        let (srv, sh) = (Arc::clone(&server), Arc::clone(&shared));
-        let thread = std::thread::Builder::new()
-            .name("oracle-emulator".into())
-            .spawn(move || {
-                for request in srv.incoming_requests() {
-                    let sh = Arc::clone(&sh);
-                    std::thread::spawn(move || handle(&sh, request));
-                }
-            })?;
-        Ok(Self {
-            server,
-            shared,
-            addr,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// `http://ADDR:PORT`.
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Every request so far.
-    pub fn log(&self) -> Vec<LogEntry> {
-        self.shared
-            .log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Blocks until the server thread ends: for the binary.
-    pub fn wait(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+            clock: Clock::default(),
+        };
+        Shell::bind(bind, "oracle-emulator", service)
     }
 }
 
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+impl Service for Oracle {
+    type Entry = LogEntry;
+
+    fn handle(&self, request: tiny_http::Request) {
+        let now = Instant::now();
+        let reply = self.reply(self.clock.at(now), &request);
+        let t = self.clock.since_start(now);
+        let entry = LogEntry::of(t, &request, "Authorization", reply.label());
+        self.log.answer(entry, reply, request, &[]);
     }
-}
 
-fn header<'r>(request: &'r tiny_http::Request, name: &'static str) -> Option<&'r str> {
-    request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv(name))
-        .map(|h| h.value.as_str())
-}
-
-/// What to send back.
-enum Reply {
-    Json(u16, String, Option<u64>),
-    Text(String),
-    Bytes(Vec<u8>, &'static str),
-    Silence(&'static str),
-}
-
-fn handle(sh: &Shared, request: tiny_http::Request) {
-    let now = Instant::now();
-    let t = now.saturating_duration_since(sh.started).as_secs_f64();
-    let method = request.method().as_str().to_owned();
-    let url = request.url().to_owned();
-    let path = url.split('?').next().unwrap_or_default().to_owned();
-    let peer = request.remote_addr().copied();
-    let authorization = header(&request, "Authorization").unwrap_or("-").to_owned();
-    let reply = reply(sh, now, &method, &path, &request);
-    let status = match &reply {
-        Reply::Json(s, _, _) => s.to_string(),
-        Reply::Text(_) => "200".to_owned(),
-        Reply::Bytes(_, label) | Reply::Silence(label) => (*label).to_owned(),
-    };
-    let entry = LogEntry {
-        t,
-        peer: peer.map_or_else(|| "-".to_owned(), |p| p.to_string()),
-        method,
-        url: url.replace(' ', "%20"),
-        authorization: authorization.replace(' ', "%20"),
-        status,
-    };
-    if let Some(f) = &sh.log_file {
-        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(f, "{}", entry.line());
-        let _ = f.flush();
-    }
-    sh.log
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(entry);
-    match reply {
-        Reply::Json(status, body, retry_after) => {
-            let mut r = tiny_http::Response::from_string(body).with_status_code(status);
-            if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", "application/json") {
-                r.add_header(h);
-            }
-            if let Some(s) = retry_after
-                && let Ok(h) = tiny_http::Header::from_bytes("Retry-After", s.to_string())
-            {
-                r.add_header(h);
-            }
-            let _ = request.respond(r);
-        }
-        Reply::Text(body) => {
-            let mut r = tiny_http::Response::from_string(body);
-            if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", "text/plain") {
-                r.add_header(h);
-            }
-            let _ = request.respond(r);
-        }
-        Reply::Bytes(body, _) => {
-            let _ = request.respond(tiny_http::Response::from_data(body));
-        }
-        Reply::Silence(_) => drop(request.into_writer()),
+    fn requests(&self) -> &RequestLog<LogEntry> {
+        &self.log
     }
 }
 
 fn error(status: u16, code: &str, message: &str) -> Reply {
-    Reply::Json(
+    Reply::new(
         status,
         json!({ "code": code, "message": message }).to_string(),
-        None,
+    )
+    .content_type("application/json")
+}
+
+/// An injected status's answer.
+fn injected(status: u16, body: Option<&str>) -> Reply {
+    error(
+        status,
+        "Injected",
+        body.unwrap_or(&format!("injected {status}")),
     )
 }
 
-/// What the scenario's first matching rule answers instead, if anything (after
-/// its delay).
-fn injected(sh: &Shared, t: f64, path: &str) -> Option<Reply> {
-    let rule = sh
-        .config
-        .scenario
-        .rules
-        .iter()
-        .zip(&sh.rule_hits)
-        .find(|(r, hits)| {
-            path.starts_with(r.path.trim_end_matches('/'))
-                && t >= r.from
-                && r.until.is_none_or(|u| t < u)
-                && r.count
-                    .is_none_or(|n| hits.fetch_add(1, Ordering::SeqCst) < n)
-        })
-        .map(|(r, _)| r)?;
-    if rule.delay > 0.0 {
-        std::thread::sleep(Duration::from_secs_f64(rule.delay));
-    }
-    match (rule.action, rule.status) {
-        (Some(Action::Drop), _) => Some(Reply::Silence("drop")),
-        (Some(Action::Garbage), _) => {
-            Some(Reply::Bytes(vec![0xff, 0xfe, b'[', 0x80, b'x'], "garbage"))
-        }
-        (Some(Action::NotJson), _) => Some(Reply::Bytes(
-            b"<html><body>502 Bad Gateway</body></html>".to_vec(),
-            "not-json",
-        )),
-        (None, Some(status)) => Some(Reply::Json(
-            status,
-            json!({"code": "Injected", "message": format!("injected {status}")}).to_string(),
-            rule.retry_after,
-        )),
-        (None, None) => None,
-    }
+fn text(body: String) -> Reply {
+    Reply::new(200, body).content_type("text/plain")
 }
 
-fn reply(
-    sh: &Shared,
-    now: Instant,
-    method: &str,
-    path: &str,
-    request: &tiny_http::Request,
-) -> Reply {
-    let first = *sh.first.get_or_init(|| now);
-    let t = now.saturating_duration_since(first).as_secs_f64();
-    if let Some(r) = injected(sh, t, path) {
-        return r;
-    }
-    if let Some(r) = sh.config.fault_file.as_ref().and_then(|f| file_fault(f)) {
-        return r;
-    }
-    if method != "GET" {
-        return error(405, "MethodNotAllowed", "Method not allowed");
-    }
-    let Some(rest) = path.strip_prefix("/opc/v2/") else {
-        // IMDSv1 is disabled on this instance: its paths are not found.
-        return error(404, "NotFound", "Not Found");
-    };
-    if header(request, "Authorization") != Some(AUTH) {
-        return error(401, "NotAuthenticated", "Authorization header is missing");
-    }
-    if ["Forwarded", "X-Forwarded-For", "X-Forwarded-Host"]
-        .into_iter()
-        .any(|h| header(request, h).is_some())
-    {
-        return error(401, "NotAuthenticated", "Forwarded requests are rejected");
-    }
-    let mut segs = rest.split('/').filter(|s| !s.is_empty());
-    match segs.next() {
-        Some("vnics") if segs.next().is_none() => Reply::Json(200, vnics(sh, t).to_string(), None),
-        Some("instance") => {
-            let mut node = &sh.config.instance;
-            for seg in segs {
-                match node.get(seg) {
-                    Some(n) => node = n,
-                    None => return error(404, "NotFound", "Not Found"),
+impl Oracle {
+    fn reply(&self, t: f64, request: &tiny_http::Request) -> Reply {
+        let method = request.method().as_str();
+        let (path, query) = shell::split_url(request.url());
+        if let Some(r) = self
+            .rules
+            .matching(method, &path, &query, t)
+            .and_then(|rule| shell::fault(rule, injected))
+        {
+            return r;
+        }
+        if let Some(r) = self.config.fault_file.as_ref().and_then(|f| {
+            let text = std::fs::read_to_string(f).ok()?;
+            shell::fault_named(text.split_whitespace().next()?, injected)
+        }) {
+            return r;
+        }
+        if method != "GET" {
+            return error(405, "MethodNotAllowed", "Method not allowed");
+        }
+        let Some(rest) = path.strip_prefix("/opc/v2/") else {
+            // IMDSv1 is disabled on this instance: its paths are not found.
+            return error(404, "NotFound", "Not Found");
+        };
+        if header(request, "Authorization") != Some(AUTH) {
+            return error(401, "NotAuthenticated", "Authorization header is missing");
+        }
+        if ["Forwarded", "X-Forwarded-For", "X-Forwarded-Host"]
+            .into_iter()
+            .any(|h| header(request, h).is_some())
+        {
+            return error(401, "NotAuthenticated", "Forwarded requests are rejected");
+        }
+        let mut segs = rest.split('/').filter(|s| !s.is_empty());
+        match segs.next() {
+            Some("vnics") if segs.next().is_none() => {
+                Reply::new(200, self.vnics(t).to_string()).content_type("application/json")
+            }
+            Some("instance") => {
+                let mut node = &self.config.instance;
+                for seg in segs {
+                    match node.get(seg) {
+                        Some(n) => node = n,
+                        None => return error(404, "NotFound", "Not Found"),
+                    }
+                }
+                match node {
+                    Value::String(s) => text(s.clone()),
+                    Value::Object(_) | Value::Array(_) => {
+                        Reply::new(200, node.to_string()).content_type("application/json")
+                    }
+                    other => text(other.to_string()),
                 }
             }
-            match node {
-                Value::String(s) => Reply::Text(s.clone()),
-                Value::Object(_) | Value::Array(_) => Reply::Json(200, node.to_string(), None),
-                other => Reply::Text(other.to_string()),
-            }
+            _ => error(404, "NotFound", "Not Found"),
         }
-        _ => error(404, "NotFound", "Not Found"),
     }
-}
 
-/// The fault the fault file names, if it exists and names one.
-fn file_fault(path: &std::path::Path) -> Option<Reply> {
-    let text = std::fs::read_to_string(path).ok()?;
-    match text.split_whitespace().next()? {
-        "drop" => Some(Reply::Silence("drop")),
-        "garbage" => Some(Reply::Bytes(vec![0xff, 0xfe, b'[', 0x80, b'x'], "garbage")),
-        "not-json" => Some(Reply::Bytes(
-            b"<html><body>502 Bad Gateway</body></html>".to_vec(),
-            "not-json",
-        )),
-        status => status.parse::<u16>().ok().map(|s| {
-            Reply::Json(
-                s,
-                json!({"code": "Injected", "message": format!("injected {s}")}).to_string(),
-                None,
-            )
-        }),
+    /// The VNIC list at `t`, late and detached VNICs left out.
+    fn vnics(&self, t: f64) -> Value {
+        let mut list = self.config.vnics.clone();
+        if let Some(a) = list.as_array_mut() {
+            shell::without_hidden_macs(
+                a,
+                "macAddr",
+                &self.config.scenario.appear,
+                t,
+                self.config.detached_file.as_deref(),
+                str::to_lowercase,
+            );
+        }
+        list
     }
-}
-
-/// The VNIC list at `t`, late and detached VNICs left out.
-fn vnics(sh: &Shared, t: f64) -> Value {
-    let mut hidden: Vec<String> = sh
-        .config
-        .scenario
-        .appear
-        .iter()
-        .filter(|a| t < a.after)
-        .map(|a| a.mac.to_lowercase())
-        .collect();
-    if let Some(f) = &sh.config.detached_file {
-        hidden.extend(
-            std::fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_lowercase),
-        );
-    }
-    let mut list = sh.config.vnics.clone();
-    if let Some(a) = list.as_array_mut() {
-        a.retain(|v| {
-            v["macAddr"]
-                .as_str()
-                .is_none_or(|m| !hidden.contains(&m.to_lowercase()))
-        });
-    }
-    list
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use std::time::Duration;
+
     /// A raw HTTP/1.0 request: (status, body).
     fn get(base: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-        use std::fmt::Write as _;
-        use std::io::Read as _;
-        let addr = base.trim_start_matches("http://");
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut req = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n");
-        for (k, v) in headers {
-            let _ = write!(req, "{k}: {v}\r\n");
-        }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        let text = String::from_utf8_lossy(&out).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (status, body.to_owned())
+        let (status, _, body) = shell::raw_request(base, method, path, headers);
+        (status, body)
     }
 
     const AUTHZ: [(&str, &str); 1] = [("Authorization", "Bearer Oracle")];
@@ -689,8 +386,8 @@ mod tests {
         assert_eq!(get(&b, "GET", "/opc/v2/vnics/", &AUTHZ).0, 200);
         let log = read_log(&dir.path().join(LOG_FILE));
         assert_eq!(log.len(), 14);
-        assert_eq!(log[0].authorization, "Bearer%20Oracle");
-        assert_eq!(log[1].authorization, "-");
+        assert_eq!(log[0].header, "Bearer%20Oracle");
+        assert_eq!(log[1].header, "-");
         assert_eq!(log[1].status, "401");
     }
 

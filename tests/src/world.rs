@@ -493,6 +493,22 @@ impl World {
         w
     }
 
+    /// Binds eth0 and eth1 (dhclient in the background) and waits until both
+    /// NICs' rules are in the kernel and eth1 is recorded.
+    pub fn bind_both_routed(&mut self) {
+        self.bind("eth0", false);
+        self.bind("eth1", false);
+        assert!(
+            wait_until(std::time::Duration::from_secs(40), || self
+                .our_rules()
+                .len()
+                == 2
+                && self.root.join("run/leasehook/iface/eth1.json").exists()),
+            "eth1 not routed:\n{}",
+            self.pbr_report()
+        );
+    }
+
     /// A default world whose eth0 and eth1 are bound by dhclient and recorded:
     /// both NICs' rules in the kernel, then both state files (a refresh sees
     /// only recorded NICs).
@@ -662,6 +678,32 @@ impl World {
         file
     }
 
+    /// Binds the primary (`eth0`, dhclient in the background) with its exit
+    /// hooks timed ([`World::time_exit_hooks`]) and waits for them: the
+    /// seconds its BOUND held dhclient, and `eth0`'s log.
+    pub fn bind_primary_timed(&mut self) -> (f64, String) {
+        let times = self.time_exit_hooks("eth0");
+        self.bind("eth0", false);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let held = loop {
+            match exit_hooks_seconds(&times) {
+                Some(held) => break held,
+                None if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                None => panic!(
+                    "eth0's exit hooks did not finish:\n{}",
+                    self.log("eth0", false)
+                ),
+            }
+        };
+        eprintln!(
+            "eth0 BOUND: exit hooks held dhclient {:.1} ms",
+            held * 1000.0
+        );
+        (held, self.log("eth0", false))
+    }
+
     /// Starts `dhclient -d` (foreground, so it is this world's child) on `iface`;
     /// its output and the hook's log go to `dhclient-<iface>[-6].log`.
     pub fn dhclient_start(&mut self, iface: &str, v6: bool) {
@@ -741,6 +783,38 @@ impl World {
         cmd.args(args);
         cmd.output()
             .unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
+    }
+
+    /// `leasehook ARGS` as [`World::leasehook`] runs it, asserted to exit 0:
+    /// its standard output and error, in one text (`context` says more when it
+    /// failed).
+    pub fn leasehook_ok(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+        context: impl FnOnce() -> String,
+    ) -> String {
+        let out = self.leasehook(args, env);
+        let text = output_text(&out);
+        assert!(
+            out.status.success(),
+            "{} failed: {text}\n{}",
+            args.first().copied().unwrap_or_default(),
+            context()
+        );
+        text
+    }
+
+    /// Changes the GCE emulator's tree at `path` (`gce-emulator --set`, from
+    /// the router namespace where it serves): a change the instance sees.
+    pub fn gce_set(&self, path: &str, value: &Value) {
+        let out = self
+            .router
+            .command(&crate::netns::sibling_bin("gce-emulator").to_string_lossy())
+            .args(["--set", "169.254.169.254:80", path, &value.to_string()])
+            .output()
+            .unwrap_or_else(|e| panic!("gce-emulator --set: {e}"));
+        assert!(out.status.success(), "{out:?}");
     }
 
     /// The hook's and dhclient's log for `iface` so far.
@@ -1118,6 +1192,15 @@ pub fn add_static_nic_metadata(tree: &mut Value, n: u8) {
     tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][&mac] = json!({
         "device-number": n.to_string(), "local-ipv4s": format!("10.98.{n}.20"),
         "subnet-ipv4-cidr-block": format!("10.98.{n}.0/24"), "mac": mac});
+}
+
+/// A command's standard output, then its standard error, as one text.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ use leasehook_tests::aliyun_emulator::LOG_NAME;
 use leasehook_tests::clouds::Cloud;
 use leasehook_tests::emulator::LogEntry;
 use leasehook_tests::netns::TempDir;
+use leasehook_tests::shell::LogLine as _;
 use leasehook_tests::world::{MAC1, World, WorldOptions, wait_until};
 use serde_json::{Value, json};
 

@@ -33,7 +33,8 @@ use leasehook_tests::azure_emulator::{HIDDEN_FILE, LOG_FILE, LogEntry, read_log}
 use leasehook_tests::client::{Client, End, RENEW_T1};
 use leasehook_tests::clouds::Cloud;
 use leasehook_tests::netns::{Netns, leasehook_bin};
-use leasehook_tests::world::{MAC1, World, WorldOptions, exit_hooks_seconds, wait_until};
+use leasehook_tests::shell::LogLine as _;
+use leasehook_tests::world::{MAC1, World, WorldOptions, wait_until};
 
 /// The primary NIC's primary address: the only source IMDS answers.
 const PRIMARY: &str = "10.98.0.10";
@@ -68,7 +69,7 @@ fn assert_primary_only(w: &World) -> usize {
             Some(primary),
             "a request did not come from the primary: {text:#?}"
         );
-        assert_eq!(e.metadata, "true", "{text:#?}");
+        assert_eq!(e.header, "true", "{text:#?}");
         assert_eq!(e.status, "200", "{text:#?}");
         assert!(
             e.url
@@ -394,20 +395,7 @@ fn networkmanager_routes_the_secondary_and_connection_down_removes_it() {
 fn a_router_less_secondary_gets_the_first_host_and_the_primary_bound_is_not_held() {
     let c = Client::Dhclient;
     let mut w = world("az-gw", &azure_opts());
-    let times = w.time_exit_hooks("eth0");
-    w.bind("eth0", false);
-    assert!(
-        wait_until(Duration::from_secs(20), || exit_hooks_seconds(&times)
-            .is_some()),
-        "eth0's exit hooks did not finish:\n{}",
-        w.log("eth0", false)
-    );
-    let held = exit_hooks_seconds(&times).unwrap();
-    eprintln!(
-        "eth0 BOUND: exit hooks held dhclient {:.1} ms",
-        held * 1000.0
-    );
-    let eth0 = w.log("eth0", false);
+    let (held, eth0) = w.bind_primary_timed();
     // Option 121's routes are there (the route to IMDS through the gateway).
     let main = w.inst.ip(&["-4", "route", "show"]);
     assert!(

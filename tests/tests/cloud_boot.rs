@@ -352,7 +352,7 @@ fn azure_boot_writes_cloud_init_v1_keys_and_the_cache_takes_over_when_imds_fails
             // One request: /metadata/instance answers compute and network at once.
             let asked: Vec<String> = emu.log().iter().map(|e| e.url.clone()).collect();
             assert_eq!(asked, ["/metadata/instance?api-version=2021-02-01"]);
-            assert!(emu.log().iter().all(|e| e.metadata == "true"));
+            assert!(emu.log().iter().all(|e| e.header == "true"));
             // The user-data is in the sensitive file only, and never in `ds`.
             let sensitive = root.json("run/leasehook/instance-data-sensitive.json");
             assert!(!sensitive.to_string().contains("I2Nsb3Vk"), "{sensitive}");
@@ -466,7 +466,7 @@ fn init_fetches_oracle_and_writes_instance_data_v1() {
             assert!(log.iter().any(|e| e.url == "/opc/v2/instance/"), "{log:?}");
             assert!(
                 log.iter()
-                    .all(|e| e.authorization == "Bearer%20Oracle" && e.status == "200"),
+                    .all(|e| e.header == "Bearer%20Oracle" && e.status == "200"),
                 "{log:?}"
             );
             let data = root.json("run/leasehook/instance-data.json");

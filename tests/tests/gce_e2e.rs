@@ -123,18 +123,7 @@ mod in_process {
         assert_eq!(d.user_data.as_deref(), Some(&b"#cloud-config\n{}\n"[..]));
         assert!(ds.check_instance_id(&d).unwrap());
         // instance-data v1, as cloud-init writes it for GCE.
-        let r = leasehook_core::instance_data::render(
-            &d,
-            &leasehook_core::instance_data::Provenance {
-                origin: leasehook_core::instance_data::Origin::Fetched,
-                stage: leasehook_core::instance_data::Stage::Network,
-                cache: String::new(),
-                fetched_at_ms: Some(0),
-                decided_at_ms: 0,
-            },
-        )
-        .unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&r.public).unwrap();
+        let (doc, _) = leasehook_tests::clouds::fetched_instance_data(&d);
         let v1 = &doc["v1"];
         assert_eq!(v1["cloud_name"], "gce", "{doc:#}");
         assert_eq!(v1["platform"], "gce");
@@ -209,7 +198,7 @@ mod world {
 
     use leasehook_tests::client::RENEW_T1;
     use leasehook_tests::gce_emulator::{LogEntry, read_log};
-    use leasehook_tests::world::{World, WorldOptions, exit_hooks_seconds, wait_until};
+    use leasehook_tests::world::{World, WorldOptions, wait_until};
     use serde_json::json;
 
     const RULES: [&str; 2] = [
@@ -301,20 +290,7 @@ mod world {
     #[test]
     fn the_primarys_bound_is_not_held_waiting_for_option_121s_routes() {
         let mut w = world("gce-bound", &options(&json!({})));
-        let times = w.time_exit_hooks("eth0");
-        w.bind("eth0", false);
-        assert!(
-            wait_until(Duration::from_secs(20), || exit_hooks_seconds(&times)
-                .is_some()),
-            "eth0's exit hooks did not finish:\n{}",
-            w.log("eth0", false)
-        );
-        let held = exit_hooks_seconds(&times).unwrap();
-        eprintln!(
-            "eth0 BOUND: exit hooks held dhclient {:.1} ms",
-            held * 1000.0
-        );
-        let eth0 = w.log("eth0", false);
+        let (held, eth0) = w.bind_primary_timed();
         let main = w.inst.ip(&["-4", "route", "show"]);
         assert!(main.contains("default via 10.98.0.1 dev eth0"), "{main}");
         assert!(

@@ -126,7 +126,7 @@ mod world {
     use std::time::{Duration, Instant};
 
     use leasehook_tests::gce_emulator::{long_polls, open_long_polls, read_log};
-    use leasehook_tests::netns::{leasehook_bin, sibling_bin, terminate};
+    use leasehook_tests::netns::{leasehook_bin, terminate};
     use leasehook_tests::world::{
         CloudDhcp, MAC1, MetadataService, World, WorldOptions, wait_until,
     };
@@ -157,21 +157,8 @@ mod world {
     /// The GCE world (Debian's option-121 exit hook beside leasehook's), both
     /// NICs bound and recorded.
     fn bound(tag: &str, scenario: &serde_json::Value) -> World {
-        let mut w = World::new(tag, &options(scenario));
-        let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
-        let to = format!(
-            "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
-            w.inst.name
-        );
-        std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to}: {e}"));
-        w.bind("eth0", false);
-        w.bind("eth1", false);
-        assert!(
-            wait_until(Duration::from_secs(40), || w.our_rules().len() == 2
-                && w.root.join("run/leasehook/iface/eth1.json").exists()),
-            "eth1 not routed:\n{}",
-            w.pbr_report()
-        );
+        let mut w = World::with_option_121_hook(tag, &options(scenario));
+        w.bind_both_routed();
         w
     }
 
@@ -203,18 +190,7 @@ mod world {
     }
 
     fn set_aliases(w: &World, aliases: &serde_json::Value) {
-        let out = w
-            .router
-            .command(sibling_bin("gce-emulator").to_str().unwrap())
-            .args([
-                "--set",
-                "169.254.169.254:80",
-                "instance/network-interfaces/1/ip-aliases",
-                &aliases.to_string(),
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        w.gce_set("instance/network-interfaces/1/ip-aliases", aliases);
     }
 
     fn refresh_v(w: &World) -> String {

@@ -30,6 +30,7 @@ use leasehook_core::source::ec2::{Ec2, Fetch, NicEvent, Outcome, WaitPolicy};
 use leasehook_tests::emulator::{
     Config, Emulator, LogEntry, SAMPLE_PRIMARY, SAMPLE_SECONDARY, Scenario, sample_tree,
 };
+use leasehook_tests::shell::LogLine as _;
 use serde_json::json;
 
 const MACS: &str = "/latest/meta-data/network/interfaces/macs";

@@ -29,6 +29,7 @@ use std::process::{Child, Command, Output};
 
 use leasehook_tests::emulator::LogEntry;
 use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, logging_to_stderr, sibling_bin};
+use leasehook_tests::shell::LogLine as _;
 use leasehook_tests::world::{MAC0, MAC1, default_tree, eth1_lease, start_first_line};
 use prometheus_parse::{Sample, Scrape, Value};
 use serde_json::json;

@@ -177,18 +177,7 @@ mod in_process {
         assert_eq!(d.local_hostname.as_deref(), Some("leasehook-test"));
         assert_eq!(d.user_data.as_deref(), Some(&b"#cloud-config\n{}\n"[..]));
         assert!(ds.check_instance_id(&d).unwrap());
-        let r = leasehook_core::instance_data::render(
-            &d,
-            &leasehook_core::instance_data::Provenance {
-                origin: leasehook_core::instance_data::Origin::Fetched,
-                stage: leasehook_core::instance_data::Stage::Network,
-                cache: String::new(),
-                fetched_at_ms: Some(0),
-                decided_at_ms: 0,
-            },
-        )
-        .unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&r.public).unwrap();
+        let (doc, public) = leasehook_tests::clouds::fetched_instance_data(&d);
         let v1 = &doc["v1"];
         assert_eq!(v1["cloud_name"], "openstack", "{doc:#}");
         assert_eq!(v1["platform"], "openstack");
@@ -196,7 +185,7 @@ mod in_process {
         assert_eq!(v1["availability_zone"], "nova");
         assert_eq!(v1["instance_id"], INSTANCE_ID);
         assert_eq!(v1["local_hostname"], "leasehook-test");
-        assert!(!String::from_utf8_lossy(&r.public).contains("random_seed"));
+        assert!(!String::from_utf8_lossy(&public).contains("random_seed"));
         // meta_data.json, network_data.json, user_data, the check.
         let log = emu.log();
         assert!(log.iter().all(|e| e.status == "200"), "{log:?}");
@@ -460,7 +449,6 @@ mod world {
     use std::process::Output;
 
     use leasehook_core::source::aliyun::nic::device_slot;
-    use leasehook_tests::netns::leasehook_bin;
     use leasehook_tests::openstack_emulator::{
         LOG_NAME, LogEntry, make_config_drive, read_log, service, world_tree,
     };
@@ -634,25 +622,11 @@ mod world {
     }
 
     fn leasehook(w: &World, args: &[&str]) -> Output {
-        let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
-        cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        cmd.args(args);
-        cmd.output().unwrap()
+        w.leasehook(args, &[])
     }
 
     fn refresh(w: &World) -> String {
-        let out = leasehook(w, &["refresh", "-v"]);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success(),
-            "refresh failed: {text}\n{}",
-            report(w)
-        );
-        text
+        w.leasehook_ok(&["refresh", "-v"], &[], || report(w))
     }
 
     /// The world with eth1 on a static network (Nova's `ipv4` type: no DHCP):

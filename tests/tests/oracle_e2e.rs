@@ -40,8 +40,9 @@ use leasehook_core::source::oracle::vnic::device_slot;
 use leasehook_tests::clouds::Cloud;
 use leasehook_tests::netns::leasehook_bin;
 use leasehook_tests::oracle_emulator::{DETACHED_FILE, FAULT_FILE, LOG_FILE, LogEntry, read_log};
+use leasehook_tests::shell::LogLine as _;
 use leasehook_tests::udev_add_command;
-use leasehook_tests::world::{MAC0, MAC1, World, WorldOptions, wait_until};
+use leasehook_tests::world::{MAC0, MAC1, World, WorldOptions, output_text, wait_until};
 
 fn table(mac: &str) -> u32 {
     10_000 + device_slot(mac.parse().unwrap())
@@ -69,7 +70,7 @@ fn assert_v2_with_header(w: &World) -> usize {
     assert!(!log.is_empty(), "no request reached IMDS");
     for e in &log {
         assert_eq!(e.method, "GET", "{text:#?}");
-        assert_eq!(e.authorization, "Bearer%20Oracle", "{text:#?}");
+        assert_eq!(e.header, "Bearer%20Oracle", "{text:#?}");
         assert!(e.url.starts_with("/opc/v2/"), "{text:#?}");
     }
     log.len()
@@ -124,11 +125,7 @@ fn eth1_gone(w: &World) -> bool {
 }
 
 fn leasehook(w: &World, args: &[&str], extra: &[(&str, &str)]) -> Output {
-    let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
-    cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    cmd.envs(extra.iter().copied());
-    cmd.args(args);
-    cmd.output().unwrap()
+    w.leasehook(args, extra)
 }
 
 /// `leasehook refresh -v`; asserts it succeeded; returns its output.
@@ -137,29 +134,14 @@ fn refresh(w: &World) -> String {
 }
 
 fn refresh_with(w: &World, extra: &[(&str, &str)]) -> String {
-    let out = leasehook(w, &["refresh", "-v"], extra);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "refresh failed: {text}\n{}",
-        report(w)
-    );
-    text
+    w.leasehook_ok(&["refresh", "-v"], extra, || report(w))
 }
 
 /// `leasehook refresh -v` while the metadata misbehaves: eth1 could not be
 /// checked, so it exits 1 naming eth1 (issue 33); returns its output.
 fn refresh_unchecked(w: &World, extra: &[(&str, &str)]) -> String {
     let out = leasehook(w, &["refresh", "-v"], extra);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = output_text(&out);
     assert!(
         out.status.code() == Some(1) && text.contains("leasehook: eth1: not checked: "),
         "refresh did not fail naming eth1: {text}\n{}",

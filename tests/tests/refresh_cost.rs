@@ -133,17 +133,14 @@ fn world(cloud: &Cloud) -> (World, TempDir) {
         extra_hook_env: vec![("LEASEHOOK_PROVIDER".to_owned(), cloud.provider.to_owned())],
         ..WorldOptions::default()
     };
-    let w = World::new(&format!("pc{}", cloud.provider), &opts);
-    if matches!(cloud.provider, "gce" | "azure") {
+    let tag = format!("pc{}", cloud.provider);
+    let w = if matches!(cloud.provider, "gce" | "azure") {
         // Debian's option-121 exit hook beside leasehook's, as on those images:
         // the primary's route to the metadata service comes from it.
-        let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
-        let to = format!(
-            "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
-            w.inst.name
-        );
-        std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to}: {e}"));
-    }
+        World::with_option_121_hook(&tag, &opts)
+    } else {
+        World::new(&tag, &opts)
+    };
     (w, files)
 }
 
@@ -289,13 +286,7 @@ fn azure_world_of_six_nics() -> World {
         ],
         ..WorldOptions::default()
     };
-    let mut w = World::new("pcazpace", &opts);
-    let hook = "/etc/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes";
-    let to = format!(
-        "/etc/netns/{}/dhcp/dhclient-exit-hooks.d/rfc3442-classless-routes",
-        w.inst.name
-    );
-    std::fs::copy(hook, &to).unwrap_or_else(|e| panic!("{hook} -> {to}: {e}"));
+    let mut w = World::with_option_121_hook("pcazpace", &opts);
     w.bind("eth0", false);
     w.bind("eth1", false);
     for n in 2..=5 {

@@ -12,7 +12,6 @@
 //! The tree, scenario and log formats are the IMDS emulator's
 //! (`imds-emulator --help`); the dialect is `leasehook_tests::aliyun_emulator`'s.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,6 +19,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use leasehook_tests::aliyun_emulator::{LOG_NAME, config, world_tree};
 use leasehook_tests::emulator::{Emulator, Scenario, read_json};
+use leasehook_tests::shell;
 
 const FORMATS: &str = "\
 HARDENED MODE (default): PUT /latest/api/token with
@@ -74,26 +74,9 @@ fn run(args: Args) -> Result<(), String> {
         cfg.allowed_peers = args.allow;
     }
     cfg.log_file = args.log.or_else(|| args.dir.map(|d| d.join(LOG_NAME)));
-    let emulator =
-        Emulator::start(args.bind, cfg).map_err(|e| format!("binding {}: {e}", args.bind))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", emulator.addr())
-        .and_then(|()| out.flush())
-        .map_err(|e| format!("stdout: {e}"))?;
-    drop(out);
-    emulator.wait();
-    Ok(())
+    shell::announce_and_wait(args.bind, Emulator::start(args.bind, cfg))
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            #[allow(clippy::print_stderr)] // the one place the binary reports an error
-            {
-                eprintln!("aliyun-emulator: {e}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    shell::main("aliyun-emulator", || run(Args::parse()))
 }

@@ -13,16 +13,13 @@
 //! `DIR/azure-imds.log` and NICs named in `DIR/azure-hidden` are left out of the
 //! network answer.
 
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use leasehook_tests::azure_emulator::{
-    Config, Emulator, HIDDEN_FILE, LOG_FILE, Scenario, world_instance,
-};
-use serde_json::Value;
+use leasehook_tests::azure_emulator::{Config, Emulator, HIDDEN_FILE, LOG_FILE, world_instance};
+use leasehook_tests::shell;
 
 /// An Azure IMDS emulator for tests and benchmarks.
 #[derive(Debug, Parser)]
@@ -50,26 +47,10 @@ struct Args {
     log: Option<PathBuf>,
 }
 
-fn json_arg(what: &str, v: &str) -> Result<Value, String> {
-    let text = match v.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("{what} {path}: {e}"))?,
-        None => v.to_owned(),
-    };
-    serde_json::from_str(&text).map_err(|e| format!("{what}: {e}"))
-}
-
 fn run(args: Args) -> Result<(), String> {
-    let instance = match &args.instance {
-        Some(v) => json_arg("--instance", v)?,
-        None => world_instance(),
-    };
-    let scenario = match &args.scenario {
-        Some(v) => Scenario::from_value(json_arg("--scenario", v)?)?,
-        None => Scenario::default(),
-    };
     let config = Config {
-        instance,
-        scenario,
+        instance: shell::json_or("--instance", args.instance.as_deref(), world_instance)?,
+        scenario: shell::scenario_arg(args.scenario.as_deref())?,
         allowed_sources: (!args.allow_source.is_empty()).then_some(args.allow_source),
         log_file: args
             .log
@@ -77,26 +58,9 @@ fn run(args: Args) -> Result<(), String> {
         hidden_file: args.dir.as_ref().map(|d| d.join(HIDDEN_FILE)),
         rate_limit: Some(leasehook_tests::azure_emulator::RATE_LIMIT),
     };
-    let emulator =
-        Emulator::start(args.bind, config).map_err(|e| format!("binding {}: {e}", args.bind))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", emulator.addr())
-        .and_then(|()| out.flush())
-        .map_err(|e| format!("stdout: {e}"))?;
-    drop(out);
-    emulator.wait();
-    Ok(())
+    shell::announce_and_wait(args.bind, Emulator::start(args.bind, config))
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            #[allow(clippy::print_stderr)] // the one place the binary reports an error
-            {
-                eprintln!("azure-emulator: {e}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    shell::main("azure-emulator", || run(Args::parse()))
 }

@@ -10,12 +10,12 @@
 //! until killed (the socket file is removed on a clean stop). The configuration
 //! format is described by `--help` and by the `leasehook_tests::devlxd` module.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use leasehook_tests::devlxd::{Config, Devlxd, SAMPLE_META_DATA};
+use leasehook_tests::shell;
 
 const FORMAT: &str = "\
 CONFIG (--config): a JSON object
@@ -57,24 +57,11 @@ fn run(args: &Args) -> Result<(), String> {
     };
     let emulator = Devlxd::start(&args.socket, config)
         .map_err(|e| format!("binding {:?}: {e}", args.socket))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", emulator.path().display())
-        .and_then(|()| out.flush())
-        .map_err(|e| format!("stdout: {e}"))?;
-    drop(out);
+    shell::announce(emulator.path().display())?;
     emulator.wait();
     Ok(())
 }
 
 fn main() -> ExitCode {
-    match run(&Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            #[allow(clippy::print_stderr)] // the one place the binary reports an error
-            {
-                eprintln!("devlxd-emulator: {e}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    shell::main("devlxd-emulator", || run(&Args::parse()))
 }

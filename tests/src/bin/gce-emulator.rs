@@ -21,7 +21,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use leasehook_tests::gce_emulator::{Config, GceEmulator, Scenario, world_tree};
+use leasehook_tests::gce_emulator::{Config, GceEmulator, world_tree};
+use leasehook_tests::shell;
 
 const FORMATS: &str = "\
 TREE (--tree): {\"instance\": {...}, \"project\": {...}} with the path names
@@ -105,42 +106,15 @@ fn run(args: Args) -> Result<(), String> {
     if !args.set.is_empty() {
         return set(&args.set);
     }
-    let tree = match &args.tree {
-        Some(t) => serde_json::from_str(t).map_err(|e| format!("--tree: {e}"))?,
-        None => world_tree(),
-    };
-    let scenario = match &args.scenario {
-        Some(s) => {
-            Scenario::from_value(serde_json::from_str(s).map_err(|e| format!("--scenario: {e}"))?)?
-        }
-        None => Scenario::default(),
-    };
     let config = Config {
-        tree,
-        scenario,
+        tree: shell::json_or("--tree", args.tree.as_deref(), world_tree)?,
+        scenario: shell::scenario_arg(args.scenario.as_deref())?,
         log_file: args.log.or_else(|| args.dir.map(|d| d.join("gce.log"))),
         allowed_sources: args.allow_source,
     };
-    let emulator =
-        GceEmulator::start(args.bind, config).map_err(|e| format!("binding {}: {e}", args.bind))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", emulator.addr())
-        .and_then(|()| out.flush())
-        .map_err(|e| format!("stdout: {e}"))?;
-    drop(out);
-    emulator.wait();
-    Ok(())
+    shell::announce_and_wait(args.bind, GceEmulator::start(args.bind, config))
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            #[allow(clippy::print_stderr)] // the one place the binary reports an error
-            {
-                eprintln!("gce-emulator: {e}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    shell::main("gce-emulator", || run(Args::parse()))
 }

@@ -13,13 +13,13 @@
 //! and log formats are described by `--help` and by the `leasehook_tests::emulator`
 //! module.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use leasehook_tests::emulator::{Config, Emulator, Resetter, Scenario, read_json, sample_tree};
+use leasehook_tests::shell;
 
 const FORMATS: &str = "\
 TREE (--tree): a JSON object rooted at `/`, e.g. {\"latest\": {\"meta-data\": {...}}}.
@@ -95,11 +95,7 @@ fn run(args: Args) -> Result<(), String> {
     if args.reset {
         let r = Resetter::start(args.bind, args.log.as_deref())
             .map_err(|e| format!("binding {}: {e}", args.bind))?;
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", r.addr())
-            .and_then(|()| out.flush())
-            .map_err(|e| format!("stdout: {e}"))?;
-        drop(out);
+        shell::announce(r.addr())?;
         r.wait();
         return Ok(());
     }
@@ -109,8 +105,7 @@ fn run(args: Args) -> Result<(), String> {
     };
     if args.dump_tree {
         let text = serde_json::to_string_pretty(&tree).map_err(|e| e.to_string())?;
-        let mut out = std::io::stdout().lock();
-        return writeln!(out, "{text}").map_err(|e| format!("stdout: {e}"));
+        return shell::announce(text);
     }
     let scenario = match &args.scenario {
         Some(p) => {
@@ -128,26 +123,9 @@ fn run(args: Args) -> Result<(), String> {
         allowed_peers: Vec::new(),
         versions: leasehook_tests::emulator::EC2_VERSIONS,
     };
-    let emulator =
-        Emulator::start(args.bind, config).map_err(|e| format!("binding {}: {e}", args.bind))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", emulator.addr())
-        .and_then(|()| out.flush())
-        .map_err(|e| format!("stdout: {e}"))?;
-    drop(out);
-    emulator.wait();
-    Ok(())
+    shell::announce_and_wait(args.bind, Emulator::start(args.bind, config))
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            #[allow(clippy::print_stderr)] // the one place the binary reports an error
-            {
-                eprintln!("imds-emulator: {e}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    shell::main("imds-emulator", || run(Args::parse()))
 }

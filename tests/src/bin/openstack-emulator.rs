@@ -12,15 +12,15 @@
 //! world's folder) the log goes to `DIR/openstack.log` unless `--log` says
 //! otherwise. The formats are the `leasehook_tests::openstack_emulator` module's.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use leasehook_tests::openstack_emulator::{
-    Config, LOG_NAME, OpenStackEmulator, RateLimit, Scenario, world_tree,
+    Config, LOG_NAME, OpenStackEmulator, RateLimit, world_tree,
 };
+use leasehook_tests::shell;
 
 const FORMATS: &str = "\
 TREE (--tree): {\"meta_data\": {...}, \"network_data\": {...}, \"user_data\": \"...\"},
@@ -64,19 +64,9 @@ struct Args {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let tree = match &args.tree {
-        Some(t) => serde_json::from_str(t).map_err(|e| format!("--tree: {e}"))?,
-        None => world_tree(),
-    };
-    let scenario = match &args.scenario {
-        Some(s) => {
-            Scenario::from_value(serde_json::from_str(s).map_err(|e| format!("--scenario: {e}"))?)?
-        }
-        None => Scenario::default(),
-    };
     let config = Config {
-        tree,
-        scenario,
+        tree: shell::json_or("--tree", args.tree.as_deref(), world_tree)?,
+        scenario: shell::scenario_arg(args.scenario.as_deref())?,
         log_file: args.log.or_else(|| args.dir.map(|d| d.join(LOG_NAME))),
         rate_limit: args
             .rate_limit
@@ -84,26 +74,9 @@ fn run(args: Args) -> Result<(), String> {
             .map(RateLimit::parse)
             .transpose()?,
     };
-    let emulator = OpenStackEmulator::start(args.bind, config)
-        .map_err(|e| format!("binding {}: {e}", args.bind))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", emulator.addr())
-        .and_then(|()| out.flush())
-        .map_err(|e| format!("stdout: {e}"))?;
-    drop(out);
-    emulator.wait();
-    Ok(())
+    shell::announce_and_wait(args.bind, OpenStackEmulator::start(args.bind, config))
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            #[allow(clippy::print_stderr)] // the one place the binary reports an error
-            {
-                eprintln!("openstack-emulator: {e}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    shell::main("openstack-emulator", || run(Args::parse()))
 }

@@ -15,16 +15,15 @@
 //! the `/opc/v2/vnics/` answer (detached); while `DIR/oracle-fault` exists,
 //! every answer is the fault it names.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use leasehook_tests::oracle_emulator::{
-    Config, DETACHED_FILE, Emulator, FAULT_FILE, LOG_FILE, Scenario, world_instance, world_vnics,
+    Config, DETACHED_FILE, Emulator, FAULT_FILE, LOG_FILE, world_instance, world_vnics,
 };
-use serde_json::Value;
+use leasehook_tests::shell;
 
 /// An OCI IMDS emulator for tests and benchmarks.
 #[derive(Debug, Parser)]
@@ -52,54 +51,20 @@ struct Args {
     log: Option<PathBuf>,
 }
 
-fn json_arg(what: &str, v: &str) -> Result<Value, String> {
-    let text = match v.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("{what} {path}: {e}"))?,
-        None => v.to_owned(),
-    };
-    serde_json::from_str(&text).map_err(|e| format!("{what}: {e}"))
-}
-
 fn run(args: Args) -> Result<(), String> {
     let config = Config {
-        vnics: match &args.vnics {
-            Some(v) => json_arg("--vnics", v)?,
-            None => world_vnics(),
-        },
-        instance: match &args.instance {
-            Some(v) => json_arg("--instance", v)?,
-            None => world_instance(),
-        },
-        scenario: match &args.scenario {
-            Some(v) => Scenario::from_value(json_arg("--scenario", v)?)?,
-            None => Scenario::default(),
-        },
+        vnics: shell::json_or("--vnics", args.vnics.as_deref(), world_vnics)?,
+        instance: shell::json_or("--instance", args.instance.as_deref(), world_instance)?,
+        scenario: shell::scenario_arg(args.scenario.as_deref())?,
         log_file: args
             .log
             .or_else(|| args.dir.as_ref().map(|d| d.join(LOG_FILE))),
         detached_file: args.dir.as_ref().map(|d| d.join(DETACHED_FILE)),
         fault_file: args.dir.as_ref().map(|d| d.join(FAULT_FILE)),
     };
-    let emulator =
-        Emulator::start(args.bind, config).map_err(|e| format!("binding {}: {e}", args.bind))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", emulator.addr())
-        .and_then(|()| out.flush())
-        .map_err(|e| format!("stdout: {e}"))?;
-    drop(out);
-    emulator.wait();
-    Ok(())
+    shell::announce_and_wait(args.bind, Emulator::start(args.bind, config))
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            #[allow(clippy::print_stderr)] // the one place the binary reports an error
-            {
-                eprintln!("oracle-emulator: {e}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    shell::main("oracle-emulator", || run(Args::parse()))
 }
