@@ -355,6 +355,18 @@ impl Bits {
     }
 }
 
+/// [`SPECIALS`] and [`METADATA_SERVICES`] as [`Bits`], in their order: computed
+/// once, as every source and address of a plan is checked against all of them.
+static FORBIDDEN: std::sync::LazyLock<(Vec<Bits>, Vec<Bits>)> = std::sync::LazyLock::new(|| {
+    (
+        SPECIALS.iter().map(|(r, _)| Bits::of(r)).collect(),
+        METADATA_SERVICES
+            .iter()
+            .map(|(a, _)| Bits::host(*a))
+            .collect(),
+    )
+});
+
 /// An IPv4-mapped IPv6 prefix as the IPv4 prefix it carries.
 fn mapped_v4(net: &IpNet) -> Option<IpNet> {
     let IpNet::V6(n) = net else { return None };
@@ -384,31 +396,32 @@ pub fn check_net(net: IpNet) -> Result<(), Refusal> {
     // the value lies in, then a range or a service the (wide) value covers.
     let bits = Bits::of(&net);
     let host = net.prefix_len() == net.max_prefix_len();
-    if let Some((a, s)) = METADATA_SERVICES
-        .iter()
-        .find(|(a, _)| host && bits.contains(Bits::host(*a)))
-    {
+    let (specials, services) = &*FORBIDDEN;
+    let service_in = || {
+        services
+            .iter()
+            .zip(METADATA_SERVICES)
+            .find(|(b, _)| bits.contains(**b))
+            .map(|(_, (a, s))| (a, s))
+    };
+    if host && let Some((a, s)) = service_in() {
         return Err(service(a, s, false));
     }
-    let ranges = &SPECIALS;
-    if let Some((range, what)) = ranges.iter().find(|(r, _)| Bits::of(r).contains(bits)) {
-        return Err(Refusal::Special {
-            what: *what,
-            range: *range,
-            covers: false,
-        });
+    let special = |f: fn(Bits, Bits) -> bool, covers| {
+        specials
+            .iter()
+            .zip(&SPECIALS)
+            .find(|(b, _)| f(**b, bits))
+            .map(|(_, (range, what))| Refusal::Special {
+                what: *what,
+                range: *range,
+                covers,
+            })
+    };
+    if let Some(r) = special(Bits::contains, false).or_else(|| special(Bits::overlaps, true)) {
+        return Err(r);
     }
-    if let Some((range, what)) = ranges.iter().find(|(r, _)| Bits::of(r).overlaps(bits)) {
-        return Err(Refusal::Special {
-            what: *what,
-            range: *range,
-            covers: true,
-        });
-    }
-    if let Some((a, s)) = METADATA_SERVICES
-        .iter()
-        .find(|(a, _)| bits.contains(Bits::host(*a)))
-    {
+    if let Some((a, s)) = service_in() {
         return Err(service(a, s, true));
     }
     Ok(())
@@ -464,41 +477,106 @@ pub struct Held {
 }
 
 /// The addresses NICs hold, sorted, for range lookups (a plan of 15 NICs with 100
-/// addresses each checks every source against all of them).
+/// addresses each checks every source against all of them). Each holder's name is
+/// kept once: an entry is its address and the holder's place among the names.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HeldAddresses(Vec<Held>);
+pub struct HeldAddresses {
+    /// Every address (as its [`key`]) and its holder (an index into `owners`),
+    /// sorted by address, then by the holder's name, without repeats.
+    held: Vec<(Key, usize)>,
+    /// The holders' names, sorted, each once.
+    owners: Vec<String>,
+}
+
+/// An address as plain numbers that sort as [`IpAddr`] does (IPv4 first, then by
+/// value): compared inline, where `Ipv6Addr`'s comparison is a call per step of
+/// the planner's binary searches.
+type Key = (bool, u128);
+
+fn key(ip: IpAddr) -> Key {
+    match ip {
+        IpAddr::V4(a) => (false, u128::from(u32::from(a))),
+        IpAddr::V6(a) => (true, u128::from(a)),
+    }
+}
+
+fn address_of((v6, bits): Key) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::from(bits))
+    } else {
+        IpAddr::V4(Ipv4Addr::from(u32::try_from(bits).unwrap_or_default()))
+    }
+}
 
 /// No address held by anyone.
-pub static NOTHING_HELD: HeldAddresses = HeldAddresses(Vec::new());
+pub static NOTHING_HELD: HeldAddresses = HeldAddresses {
+    held: Vec::new(),
+    owners: Vec::new(),
+};
 
 impl HeldAddresses {
     /// The list, sorted and without repeats.
-    pub fn new(mut held: Vec<Held>) -> Self {
-        held.sort();
+    pub fn new(held: &[Held]) -> Self {
+        Self::of(held.iter().map(|h| (h.owner.as_str(), h.address)))
+    }
+
+    /// The list of (holder, address) pairs, sorted and without repeats.
+    pub fn of<'s>(pairs: impl IntoIterator<Item = (&'s str, IpAddr)>) -> Self {
+        let pairs: Vec<(&str, IpAddr)> = pairs.into_iter().collect();
+        let mut names: Vec<&str> = pairs.iter().map(|(o, _)| *o).collect();
+        names.sort_unstable();
+        names.dedup();
+        // Pairs come grouped by holder: the last one's place is asked again.
+        let mut last: Option<(&str, usize)> = None;
+        let mut held: Vec<(Key, usize)> = pairs
+            .iter()
+            .map(|&(owner, address)| {
+                let at = match last {
+                    Some((name, at)) if name == owner => at,
+                    _ => names.binary_search(&owner).unwrap_or_default(),
+                };
+                last = Some((owner, at));
+                (key(address), at)
+            })
+            .collect();
+        // The names are sorted, so their places sort as the names do.
+        held.sort_unstable();
         held.dedup();
-        Self(held)
+        Self {
+            held,
+            owners: names.into_iter().map(str::to_owned).collect(),
+        }
+    }
+
+    fn owner(&self, at: usize) -> &str {
+        self.owners.get(at).map_or("", String::as_str)
     }
 
     /// Whether `owner` holds `ip` (its own entries only).
     pub fn holds(&self, ip: IpAddr, owner: &str) -> bool {
-        let start = self.0.partition_point(|h| h.address < ip);
-        self.0
+        let ip = key(ip);
+        let start = self.held.partition_point(|h| h.0 < ip);
+        self.held
             .get(start..)
             .into_iter()
             .flatten()
-            .take_while(|h| h.address == ip)
-            .any(|h| h.owner == owner)
+            .take_while(|h| h.0 == ip)
+            .any(|h| self.owner(h.1) == owner)
     }
 
     /// The first address inside `net` that someone other than `me` holds.
-    pub fn inside(&self, net: &IpNet, me: &str) -> Option<&Held> {
-        let (lo, hi) = (net.network(), net.broadcast());
-        let start = self.0.partition_point(|h| h.address < lo);
-        self.0
+    pub fn inside(&self, net: &IpNet, me: &str) -> Option<Held> {
+        let (lo, hi) = (key(net.network()), key(net.broadcast()));
+        let start = self.held.partition_point(|h| h.0 < lo);
+        self.held
             .get(start..)?
             .iter()
-            .take_while(|h| h.address <= hi)
-            .find(|h| h.owner != me)
+            .take_while(|h| h.0 <= hi)
+            .find(|h| self.owner(h.1) != me)
+            .map(|h| Held {
+                address: address_of(h.0),
+                owner: self.owner(h.1).to_owned(),
+            })
     }
 }
 
@@ -603,7 +681,7 @@ impl Bounds<'_> {
         }
         if let Some(h) = self.held.inside(&net, self.me) {
             return Err(Refusal::OtherNic {
-                owner: h.owner.clone(),
+                owner: h.owner,
                 address: h.address,
             });
         }
@@ -676,7 +754,7 @@ mod tests {
     }
 
     fn held() -> HeldAddresses {
-        HeldAddresses::new(vec![
+        HeldAddresses::new(&[
             Held {
                 address: "10.98.0.10".parse().unwrap(),
                 owner: "eth0".to_owned(),

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::constants::{DEFAULT_TABLE_BASE, RESERVED_TABLES};
 use crate::error::{Error, Problem, Result};
-use crate::gate::{self, Bounds, Held, Refusal, Refused};
+use crate::gate::{self, Bounds, Refusal, Refused};
 use crate::model::{
     Address, Family, IfName, InstanceNetwork, InterfacePlan, Lease, Link, Missing, NicMetadata,
     Plan, Profile, Reason, Route, Rule, Scope,
@@ -178,34 +178,30 @@ fn held_addresses(input: &PlanInput<'_>) -> gate::HeldAddresses {
             .find(|l| l.mac == mac)
             .map_or_else(|| format!("the NIC {mac}"), |l| l.name.to_string())
     };
-    let mut held: Vec<Held> = Vec::new();
-    for n in &input.metadata.nics {
-        let owner = name_of(n.mac);
-        held.extend(
+    let owners: Vec<String> = input.metadata.nics.iter().map(|n| name_of(n.mac)).collect();
+    let nics = owners
+        .iter()
+        .zip(&input.metadata.nics)
+        .flat_map(|(owner, n)| {
             n.local_ipv4s
                 .iter()
                 .map(|a| IpAddr::V4(*a))
                 .chain(n.ipv6s.iter().map(|a| IpAddr::V6(*a)))
-                .map(|address| Held {
-                    address,
-                    owner: owner.clone(),
-                }),
-        );
-    }
-    held.extend(kernel_addresses(input));
-    gate::HeldAddresses::new(held)
+                .map(move |address| (owner.as_str(), address))
+        });
+    gate::HeldAddresses::of(nics.chain(kernel_addresses(input)))
 }
 
-fn kernel_addresses<'a>(input: &PlanInput<'a>) -> impl Iterator<Item = Held> + 'a {
-    input.link_addresses.iter().map(|a| Held {
-        address: a.addr.addr(),
-        owner: a.dev.to_string(),
-    })
+fn kernel_addresses<'a>(input: &PlanInput<'a>) -> impl Iterator<Item = (&'a str, IpAddr)> + 'a {
+    input
+        .link_addresses
+        .iter()
+        .map(|a| (a.dev.as_str(), a.addr.addr()))
 }
 
 /// What the kernel's links hold, each under its link's name.
 fn kernel_held(input: &PlanInput<'_>) -> gate::HeldAddresses {
-    gate::HeldAddresses::new(kernel_addresses(input).collect())
+    gate::HeldAddresses::of(kernel_addresses(input))
 }
 
 /// Every router's address the plan knows ([`gate::Routers`]): each lease's
@@ -881,9 +877,7 @@ fn lease_router(ip: &mut InterfacePlan, lease: &Lease, bounds: &Bounds<'_>) -> O
 /// this host's own address.
 fn local_next_hop(via: IpAddr, bounds: &Bounds<'_>) -> std::result::Result<(), Refusal> {
     match bounds.local.inside(&IpNet::from(via), "") {
-        Some(h) => Err(Refusal::LocalNextHop {
-            owner: h.owner.clone(),
-        }),
+        Some(h) => Err(Refusal::LocalNextHop { owner: h.owner }),
         None => Ok(()),
     }
 }

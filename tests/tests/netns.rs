@@ -240,8 +240,8 @@ fn changing_one_secondary_ip_replaces_one_rule() {
         out,
         "ip -4 rule del from 10.0.1.21/32 lookup 10001 priority 10001\n\
          ip -4 address del 10.0.1.21/32 dev eth1\n\
-         ip -4 address add 10.0.1.22/32 dev eth1\n\
          ip -4 rule add from 10.0.1.22/32 lookup 10001 priority 10001\n\
+         ip -4 address add 10.0.1.22/32 dev eth1\n\
          4 change(s): 2 added, 2 removed\n"
     );
     let rules = ns.rules();

@@ -83,7 +83,7 @@ fn a_new_secondary_ip_gets_exactly_its_rule_and_address() {
     let out = text(&refresh(&w, &["--iface", "eth1"]));
     assert_eq!(
         out,
-        "ip -4 address add 10.98.1.22/32 dev eth1\nip -4 rule add from 10.98.1.22/32 lookup 10001 priority 10001\neth1: 2 change(s): 2 added, 0 removed\n"
+        "ip -4 rule add from 10.98.1.22/32 lookup 10001 priority 10001\nip -4 address add 10.98.1.22/32 dev eth1\neth1: 2 change(s): 2 added, 0 removed\n"
     );
     assert!(
         w.our_rules()

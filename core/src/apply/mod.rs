@@ -471,13 +471,7 @@ fn check_other_links<'a>(
     plan: &Plan,
     held: impl Iterator<Item = &'a crate::model::Address>,
 ) -> Result<()> {
-    let held = crate::gate::HeldAddresses::new(
-        held.map(|a| crate::gate::Held {
-            address: a.addr.addr(),
-            owner: a.dev.to_string(),
-        })
-        .collect(),
-    );
+    let held = crate::gate::HeldAddresses::of(held.map(|a| (a.dev.as_str(), a.addr.addr())));
     for ip in &plan.interfaces {
         let covered = |net: &ipnet::IpNet| {
             held.inside(net, ip.name.as_str())

@@ -2,12 +2,16 @@
 //! Performs IO: the [`Applier`] that talks rtnetlink to the kernel of the current
 //! network namespace.
 //!
-//! Reading (links, rules, routes, addresses) goes through rtnetlink, which is
-//! asynchronous; the runtime it needs is a current-thread tokio runtime private to
-//! [`NetlinkApplier`] (no thread is spawned), and every method blocks on it. Nothing
-//! of tokio appears in the API. Writing goes through a plain netlink socket that
-//! packs many requests into one datagram (see `docs/performance.md`). Both sockets
-//! belong to the network namespace they were created in.
+//! The dumps (links, rules, routes, addresses) and the writes go through one plain
+//! (synchronous) netlink socket: writes pack many requests into one datagram, and
+//! a dump's answer is looked at before it is parsed, so that what no caller reads
+//! (the local table's routes, two for each address of the host) costs no parsing
+//! (see `docs/performance.md`). The rest (bringing a link up, `ip route get`) goes
+//! through rtnetlink, which is asynchronous; the runtime it needs is a
+//! current-thread tokio runtime private to [`NetlinkApplier`] (no thread is
+//! spawned), made at its first use, and those methods block on it. Nothing of tokio
+//! appears in the API. Both sockets belong to the network namespace the applier was
+//! created in.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -15,7 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use futures_util::TryStreamExt as _;
 use ipnet::IpNet;
 use rtnetlink::packet_core::{
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressMessage, AddressProtocol,
@@ -28,7 +32,7 @@ use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
-use rtnetlink::{AddressMessageBuilder, Handle, IpVersion, LinkUnspec, RouteMessageBuilder};
+use rtnetlink::{AddressMessageBuilder, Handle, LinkUnspec, RouteMessageBuilder};
 
 use super::{Applier, KernelLink, LinkIndex, MainRoute, Observed, PROTOCOL, Snapshot};
 use crate::diff::{Op, State};
@@ -45,8 +49,10 @@ fn owned_table(t: u32) -> bool {
 /// Applies operations through rtnetlink.
 #[derive(Debug)]
 pub struct NetlinkApplier {
-    rt: tokio::runtime::Runtime,
-    handle: Handle,
+    /// rtnetlink's runtime and connection, for what is not a dump or a write
+    /// ([`Self::rtnetlink`]): made at the first such call, which most runs never
+    /// make.
+    rtnetlink: Option<(tokio::runtime::Runtime, Handle)>,
     writer: Writer,
     /// How many dump requests (`NLM_F_DUMP`) were sent: see [`Self::dumps`].
     dumps: usize,
@@ -63,6 +69,11 @@ fn failure(object: String, cause: NetlinkCause) -> Error {
     }
 }
 
+/// The netlink socket could not be opened.
+fn setup(e: std::io::Error) -> Error {
+    failure("netlink socket".to_owned(), NetlinkCause::Socket(e))
+}
+
 fn nl_error(object: &str, e: rtnetlink::Error) -> Error {
     let cause = match e {
         rtnetlink::Error::NetlinkError(m) => NetlinkCause::Kernel(m.to_io()),
@@ -74,24 +85,36 @@ fn nl_error(object: &str, e: rtnetlink::Error) -> Error {
 impl NetlinkApplier {
     /// Opens a netlink connection in the current network namespace.
     pub fn try_new() -> Result<Self> {
-        let setup =
-            |e: std::io::Error| failure("netlink socket".to_owned(), NetlinkCause::Socket(e));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .map_err(setup)?;
-        let handle = rt.block_on(async {
-            let (conn, handle, _) = rtnetlink::new_connection()?;
-            tokio::spawn(conn);
-            Ok::<_, std::io::Error>(handle)
-        });
         let writer = Writer::try_new().map_err(setup)?;
         Ok(Self {
-            handle: handle.map_err(setup)?,
-            rt,
+            rtnetlink: None,
             writer,
             dumps: 0,
         })
+    }
+
+    /// rtnetlink's runtime and a handle on its connection, opened at the first
+    /// call (in the namespace the applier was created in: callers that enter
+    /// another namespace create an applier there).
+    fn rtnetlink(&mut self) -> Result<(&tokio::runtime::Runtime, Handle)> {
+        if self.rtnetlink.is_none() {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .map_err(setup)?;
+            let handle = rt
+                .block_on(async {
+                    let (conn, handle, _) = rtnetlink::new_connection()?;
+                    tokio::spawn(conn);
+                    Ok::<_, std::io::Error>(handle)
+                })
+                .map_err(setup)?;
+            self.rtnetlink = Some((rt, handle));
+        }
+        match &self.rtnetlink {
+            Some((rt, handle)) => Ok((rt, handle.clone())),
+            None => Err(failure("netlink socket".to_owned(), NetlinkCause::NoAnswer)),
+        }
     }
 
     /// How many dump requests (`NLM_F_DUMP`: every link, address, route or rule)
@@ -106,8 +129,8 @@ impl NetlinkApplier {
     /// `ip link set IF up` for link `index` when it is not up (`IFF_UP`): `true`
     /// when it was down. A link that is up is not written to.
     pub fn bring_up(&mut self, index: u32) -> Result<bool> {
-        let handle = self.handle.clone();
-        self.rt.block_on(async move {
+        let (rt, handle) = self.rtnetlink()?;
+        rt.block_on(async move {
             let object = || format!("ip link set {index} up");
             let msgs: Vec<LinkMessage> = handle
                 .link()
@@ -136,14 +159,12 @@ impl NetlinkApplier {
     /// [`crate::kubernetes`]: a CNI's rules. Read-only.
     pub fn foreign_rules(&mut self) -> Result<Vec<ForeignRule>> {
         self.dumps += 1;
-        let handle = self.handle.clone();
-        self.rt.block_on(async move {
-            Ok(dump_rules(&handle)
-                .await?
-                .iter()
-                .filter_map(foreign_rule_of)
-                .collect())
-        })
+        Ok(self
+            .writer
+            .rules()?
+            .iter()
+            .filter_map(foreign_rule_of)
+            .collect())
     }
 
     /// The routes other tools made (`ip route show table all` without leasehook's
@@ -152,14 +173,12 @@ impl NetlinkApplier {
     pub fn foreign_routes(&mut self, links: &LinkIndex) -> Result<Vec<ForeignRoute>> {
         let names = names_of(links);
         self.dumps += 1;
-        let handle = self.handle.clone();
-        self.rt.block_on(async move {
-            Ok(dump_routes(&handle, "ip route show table all")
-                .await?
-                .iter()
-                .filter_map(|m| foreign_route_of(m, &names))
-                .collect())
-        })
+        Ok(self
+            .writer
+            .routes("ip route show table all")?
+            .iter()
+            .filter_map(|m| foreign_route_of(m, &names))
+            .collect())
     }
 }
 
@@ -190,8 +209,8 @@ impl NetlinkApplier {
         // As `ip route get` asks: without it the kernel names table main whatever
         // table the route came from.
         query.header.flags |= RouteFlags::LookupTable;
-        let handle = self.handle.clone();
-        let msgs: Vec<RouteMessage> = self.rt.block_on(async move {
+        let (rt, handle) = self.rtnetlink()?;
+        let msgs: Vec<RouteMessage> = rt.block_on(async move {
             handle
                 .route()
                 .get(query)
@@ -221,56 +240,20 @@ fn names_of(links: &LinkIndex) -> std::collections::BTreeMap<u32, IfName> {
     links.iter().map(|(n, i)| (*i, n.clone())).collect()
 }
 
-/// IPv4 or IPv6: what an `AF_UNSPEC` dump keeps (it also answers the multicast
-/// routers' `ipmr` rules and routes, and MPLS routes, which are none of
-/// leasehook's business).
-fn ip_family(family: AddressFamily) -> bool {
-    matches!(family, AddressFamily::Inet | AddressFamily::Inet6)
+/// IPv4 or IPv6 (`AF_INET`, `AF_INET6`), the first byte of a rule's or route's
+/// header: what an `AF_UNSPEC` dump keeps (it also answers the multicast routers'
+/// `ipmr` rules and routes, and MPLS routes, which are none of leasehook's
+/// business).
+fn ip_family(family: u8) -> bool {
+    matches!(i32::from(family), libc::AF_INET | libc::AF_INET6)
 }
 
-/// Every rule of both families (`ip rule show`; `ip -6 rule show`), from one
-/// `AF_UNSPEC` dump: the kernel answers every family's rules in one request.
-async fn dump_rules(handle: &Handle) -> Result<Vec<RuleMessage>> {
-    let mut request = handle.rule().get(IpVersion::V4);
-    request.message_mut().header.family = AddressFamily::Unspec;
-    let msgs: Vec<RuleMessage> = request
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl_error("ip rule show", e))?;
-    Ok(msgs
-        .into_iter()
-        .filter(|m| ip_family(m.header.family))
-        .collect())
-}
+/// `RT_TABLE_LOCAL` as a route's header names it: the kernel's routes to the
+/// host's own addresses (two for each), which no caller reads.
+const LOCAL_TABLE: u8 = 255;
 
-/// Every route of both families in every table (`ip route show table all`),
-/// from one `AF_UNSPEC` dump: without strict checking the kernel dumps every
-/// table of every family; callers filter.
-async fn dump_routes(handle: &Handle, what: &str) -> Result<Vec<RouteMessage>> {
-    let msgs: Vec<RouteMessage> = handle
-        .route()
-        .get(RouteMessageBuilder::<IpAddr>::new().build())
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl_error(what, e))?;
-    Ok(msgs
-        .into_iter()
-        .filter(|m| ip_family(m.header.address_family))
-        .collect())
-}
-
-/// Every address of every link (`ip address show`).
-async fn dump_addresses(handle: &Handle) -> Result<Vec<AddressMessage>> {
-    handle
-        .address()
-        .get()
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl_error("ip address show", e))
-}
+/// The netlink header's length: a message's own header follows it.
+const HEADER: usize = 16;
 
 /// A dumped route's destination: its `RTA_DST` and prefix length, the family's
 /// unspecified address for a default route.
@@ -603,7 +586,8 @@ fn address_flags(a: &Address) -> Option<AddressFlags> {
 const BATCH: usize = 64;
 
 /// A plain (synchronous) netlink socket for writes, so that many requests share
-/// one `sendmsg`; rtnetlink sends one request per datagram.
+/// one `sendmsg` (rtnetlink sends one request per datagram), and for dumps, whose
+/// answers are looked at before they are parsed (see the module docs).
 #[derive(Debug)]
 struct Writer {
     socket: Socket,
@@ -654,6 +638,139 @@ impl Writer {
             seq: 1,
             buf: Vec::with_capacity(64 * 1024),
         })
+    }
+
+    /// Sends the dump request `payload` (`NLM_F_DUMP`) and returns what `pick`
+    /// takes of every message of the answer that `wanted` keeps (called with the
+    /// message's bytes, its netlink header first), parsed. An error answer, a
+    /// message that does not parse or a failed socket is an error naming `what`.
+    fn dump<T>(
+        &mut self,
+        payload: RouteNetlinkMessage,
+        what: &str,
+        wanted: impl Fn(&[u8]) -> bool,
+        pick: impl Fn(RouteNetlinkMessage) -> Option<T>,
+    ) -> Result<Vec<T>> {
+        let mut found = Vec::new();
+        let failed = |cause| failure(what.to_owned(), cause);
+        let mut req = NetlinkMessage::from(payload);
+        req.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        req.header.sequence_number = seq;
+        req.finalize();
+        let mut out = vec![0; req.buffer_len()];
+        req.serialize(&mut out);
+        self.socket
+            .send(&out, 0)
+            .map_err(|e| failed(NetlinkCause::Socket(e)))?;
+        loop {
+            self.buf.clear();
+            self.socket
+                .recv_from(&mut self.buf, 0)
+                .map_err(|e| failed(NetlinkCause::Socket(e)))?;
+            let mut data = self.buf.as_slice();
+            while let Some((kind, msg_seq, msg, rest)) = next_message(data) {
+                data = rest;
+                if msg_seq != seq {
+                    continue;
+                }
+                match kind {
+                    NLMSG_DONE | NLMSG_ERROR => {
+                        // The errno, negated, follows the header (0: none).
+                        let code = msg
+                            .get(HEADER..HEADER + 4)
+                            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                            .map_or(0, i32::from_ne_bytes);
+                        if code < 0 {
+                            let errno = code.checked_neg().unwrap_or(libc::EIO);
+                            return Err(failed(NetlinkCause::Kernel(
+                                std::io::Error::from_raw_os_error(errno),
+                            )));
+                        }
+                        if kind == NLMSG_DONE {
+                            return Ok(found);
+                        }
+                    }
+                    _ if wanted(msg) => {
+                        match NetlinkMessage::<RouteNetlinkMessage>::deserialize(msg) {
+                            Ok(NetlinkMessage {
+                                payload: NetlinkPayload::InnerMessage(m),
+                                ..
+                            }) => found.extend(pick(m)),
+                            Ok(_) => {}
+                            Err(e) => {
+                                return Err(failed(NetlinkCause::Socket(std::io::Error::new(
+                                    std::io::ErrorKind::InvalidData,
+                                    format!("an answer that does not parse: {e}"),
+                                ))));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Every link (`ip link show`).
+    fn links(&mut self) -> Result<Vec<LinkMessage>> {
+        self.dump(
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            "ip link show",
+            |_| true,
+            |m| match m {
+                RouteNetlinkMessage::NewLink(m) => Some(m),
+                _ => None,
+            },
+        )
+    }
+
+    /// Every rule of both families (`ip rule show`; `ip -6 rule show`), from one
+    /// `AF_UNSPEC` dump: the kernel answers every family's rules in one request.
+    fn rules(&mut self) -> Result<Vec<RuleMessage>> {
+        self.dump(
+            RouteNetlinkMessage::GetRule(RuleMessage::default()),
+            "ip rule show",
+            |msg| msg.get(HEADER).copied().is_some_and(ip_family),
+            |m| match m {
+                RouteNetlinkMessage::NewRule(m) => Some(m),
+                _ => None,
+            },
+        )
+    }
+
+    /// Every route of both families in every table but the local one (`ip route
+    /// show table all`), from one `AF_UNSPEC` dump: without strict checking the
+    /// kernel dumps every table of every family; callers filter. The local
+    /// table's routes (the header's `rtm_table`, the fifth byte after the netlink
+    /// header) are passed over unparsed: every caller drops them.
+    fn routes(&mut self, what: &str) -> Result<Vec<RouteMessage>> {
+        self.dump(
+            RouteNetlinkMessage::GetRoute(RouteMessageBuilder::<IpAddr>::new().build()),
+            what,
+            |msg| {
+                msg.get(HEADER).copied().is_some_and(ip_family)
+                    && msg.get(HEADER + 4) != Some(&LOCAL_TABLE)
+            },
+            |m| match m {
+                RouteNetlinkMessage::NewRoute(m) => Some(m),
+                _ => None,
+            },
+        )
+    }
+
+    /// Every address of every link (`ip address show`).
+    fn addresses(&mut self) -> Result<Vec<AddressMessage>> {
+        self.dump(
+            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+            "ip address show",
+            |_| true,
+            |m| match m {
+                RouteNetlinkMessage::NewAddress(m) => Some(m),
+                _ => None,
+            },
+        )
     }
 
     /// Sends `msgs` in one datagram and returns each one's answer, in order.
@@ -718,6 +835,29 @@ impl Writer {
     }
 }
 
+/// `NLMSG_ERROR` and `NLMSG_DONE`: an error (or acknowledgement) and a dump's end.
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+
+/// The first netlink message of `data`: its type, its sequence number, its bytes
+/// (header included) and the rest of `data`; `None` at the end or at a header that
+/// does not fit.
+fn next_message(data: &[u8]) -> Option<(u16, u32, &[u8], &[u8])> {
+    let field = |at: usize| {
+        data.get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+    };
+    let len = usize::try_from(u32::from_ne_bytes(field(0)?)).ok()?;
+    let kind = data
+        .get(4..6)
+        .and_then(|b| <[u8; 2]>::try_from(b).ok())
+        .map(u16::from_ne_bytes)?;
+    let seq = u32::from_ne_bytes(field(8)?);
+    let msg = data.get(..len).filter(|_| len >= HEADER)?;
+    let rest = data.get(len.next_multiple_of(4)..).unwrap_or_default();
+    Some((kind, seq, msg, rest))
+}
+
 /// Flags of an add request: `ip ... add` (create, fail if it exists).
 const ADD: u16 = NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE;
 /// Flags of a delete request.
@@ -780,11 +920,12 @@ impl NetlinkApplier {
     fn addresses(&mut self, links: &LinkIndex) -> Result<Vec<(Address, bool)>> {
         let names = names_of(links);
         self.dumps += 1;
-        let handle = self.handle.clone();
-        self.rt.block_on(async move {
-            let addrs = dump_addresses(&handle).await?;
-            Ok(addrs.iter().filter_map(|m| address_of(m, &names)).collect())
-        })
+        Ok(self
+            .writer
+            .addresses()?
+            .iter()
+            .filter_map(|m| address_of(m, &names))
+            .collect())
     }
 
     /// One dump each of rules, routes (every table, both families) and
@@ -792,13 +933,9 @@ impl NetlinkApplier {
     fn dump_state(&mut self, links: &LinkIndex) -> Result<Dumped> {
         let names = names_of(links);
         self.dumps += 3;
-        let handle = self.handle.clone();
-        let (rules, routes, addrs) = self.rt.block_on(async move {
-            let rules = dump_rules(&handle).await?;
-            let routes = dump_routes(&handle, "ip route show table all").await?;
-            let addrs = dump_addresses(&handle).await?;
-            Ok::<_, Error>((rules, routes, addrs))
-        })?;
+        let rules = self.writer.rules()?;
+        let routes = self.writer.routes("ip route show table all")?;
+        let addrs = self.writer.addresses()?;
         let owned = State {
             rules: rules.iter().filter_map(rule_of).collect(),
             routes: routes.iter().filter_map(|m| route_of(m, &names)).collect(),
@@ -829,17 +966,7 @@ impl NetlinkApplier {
 impl Applier for NetlinkApplier {
     fn links(&mut self) -> Result<Vec<KernelLink>> {
         self.dumps += 1;
-        let handle = self.handle.clone();
-        self.rt.block_on(async move {
-            let msgs: Vec<LinkMessage> = handle
-                .link()
-                .get()
-                .execute()
-                .try_collect()
-                .await
-                .map_err(|e| nl_error("ip link show", e))?;
-            Ok(msgs.iter().filter_map(link_of).collect())
-        })
+        Ok(self.writer.links()?.iter().filter_map(link_of).collect())
     }
 
     /// One dump each of rules, routes and addresses (both families in one
@@ -871,14 +998,12 @@ impl Applier for NetlinkApplier {
     /// IPv6 in one request), kept to the main table.
     fn main_routes(&mut self) -> Result<Vec<MainRoute>> {
         self.dumps += 1;
-        let handle = self.handle.clone();
-        self.rt.block_on(async move {
-            Ok(dump_routes(&handle, "ip route show table main")
-                .await?
-                .iter()
-                .filter_map(main_route_of)
-                .collect())
-        })
+        Ok(self
+            .writer
+            .routes("ip route show table main")?
+            .iter()
+            .filter_map(main_route_of)
+            .collect())
     }
 
     /// Four dumps: links, rules, routes (whose main table is also

@@ -4,7 +4,9 @@
 //! `<root>/run/leasehook/iface/<ifname>.json` records what was applied for an
 //! interface, per family, so `leasehook status` can show it and teardown can find
 //! the rules of a link that is already gone. Writes are atomic (a temporary file in
-//! the same folder, fsync, rename, fsync of the folder). `<root>/run/leasehook/lock/
+//! the same folder, renamed over the name; a state file is not fsynced: `/run` is a
+//! tmpfs, and the kernel objects it records do not outlive the machine either, see
+//! [`crate::fs`]; the other run-time files are). `<root>/run/leasehook/lock/
 //! <ifname>.lock` serialises everything that changes one interface. Every path takes
 //! a root prefix, so tests never touch the real `/run`.
 //!
@@ -392,13 +394,10 @@ pub fn write_state(paths: &Paths, st: &InterfaceState) -> Result<()> {
         path: format!("{:?}", paths.state_file(&st.name)),
         source,
     })?;
-    write_run_file(
-        paths,
-        Some(IFACE),
-        &format!("{}.json", st.name),
-        &json,
-        0o600,
-    )
+    // Not fsynced (see the module docs).
+    run_folder_for_write(paths, Some(IFACE))?
+        .unsynced()
+        .write_atomic(&format!("{}.json", st.name), &json, 0o600)
 }
 
 /// Removes an interface's state file (missing is fine).

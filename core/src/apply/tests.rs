@@ -76,8 +76,8 @@ fn changing_one_secondary_ip_replaces_exactly_one_rule() {
         vec![
             Op::DelRule(old_rule),
             Op::DelAddress(old_addr),
-            Op::AddAddress(p.interfaces[1].addresses[0].clone()),
-            Op::AddRule(new_rule)
+            Op::AddRule(new_rule),
+            Op::AddAddress(p.interfaces[1].addresses[0].clone())
         ]
     );
 }
