@@ -6,21 +6,21 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::outcome::{apply_outcome, remove};
+use super::HookConfig;
+use super::effects::Effects;
+use super::lease::{LeaseWait, lease_next, remove, wait_and_apply_lease};
+use super::outcome::HookOutcome;
+use super::wait_apply::{Next, retryable};
 use super::worker::{
     hand_over, is_our_worker, pending_worker, queue_for_worker, read_generation, remove_pending,
     waiting_for, write_generation,
 };
-use super::{
-    Effects, Gate, HookConfig, HookOutcome, find_link, kubernetes_gate, leave_to_cni, log_missing,
-    nic_event, os_links, retryable, unanswered, with_real_effects,
-};
 use crate::apply::state::{self, Paths};
 use crate::error::Result;
 use crate::model::{Action, IfName, LeaseEvent};
-use crate::source::provider::{Clock, Outcome, WaitPolicy};
+use crate::source::provider::{Clock, Outcome};
 
 /// Stops the interface's waiting worker, if any: a newer event supersedes it. The
 /// hand-over file is left to [`handle`], which drops it under the lock. A worker
@@ -77,16 +77,7 @@ pub(super) fn lock_for_event(
     }
 }
 
-/// Handles one event from a shim. `worker` is the shim's own executable, started
-/// again with `--worker IFNAME` if the wait has to continue in the background.
-pub fn handle(event: &LeaseEvent, cfg: &HookConfig, worker: &Path) -> Result<HookOutcome> {
-    if event.action() == Action::Ignore {
-        return Ok(HookOutcome::Ignored);
-    }
-    with_real_effects(cfg, |fx| handle_with(fx, event, cfg, worker))
-}
-
-/// [`handle`] with the kernel, the provider and the clock handed in.
+/// [`super::handle`] with the kernel, the provider and the clock handed in.
 pub fn handle_with(
     fx: &mut Effects<'_>,
     event: &LeaseEvent,
@@ -133,38 +124,18 @@ pub fn handle_with(
     // down; left in place, it would outlive that worker (the soak test found such
     // files when a hook queued behind the one that handed over).
     remove_pending(&paths, &event.interface);
-    let applier = &mut *fx.kernel;
     if event.action() == Action::Remove {
-        return remove(applier, &paths, event).map(HookOutcome::Removed);
+        return remove(fx.kernel, &paths, event).map(HookOutcome::Removed);
     }
-    let cfg = &match kubernetes_gate(applier, cfg, &event.interface)? {
-        Gate::Plan(c) => *c,
-        Gate::Cni(why) => {
-            return leave_to_cni(applier, &paths, &event.interface, &why).map(HookOutcome::Kept);
-        }
-    };
-    let kernel_links = applier.links()?;
-    let link = find_link(&kernel_links, &event.interface)?;
-    let os = os_links(&kernel_links, cfg);
-    let nic = nic_event(event, &link, &os)?
-        .with_primary_use(crate::source::provider::PrimaryUse::of(&cfg.plan));
-    // What the lock wait left of the synchronous budget.
-    let left = sync_end.saturating_duration_since(fx.clock.now());
-    let policy = WaitPolicy::default().with_budget(left);
-    let waiting = fx.clock.now();
-    let answer = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
-    crate::metrics::waited(waiting, fx.clock.now());
-    match answer {
-        Outcome::Complete(network) => {
-            apply_outcome(applier, &paths, event, &link, &os, &network, cfg, false)
-        }
-        Outcome::Failed(e) if !retryable(&e) => Ok(HookOutcome::Kept(unanswered(&e))),
-        outcome @ (Outcome::Partial { .. } | Outcome::Failed(_))
-            if cfg.budget > cfg.sync_budget =>
+    let decide = |outcome: Outcome| match outcome {
+        // What is still missing may come: the rest of the wait goes to a worker.
+        o @ (Outcome::Partial { .. } | Outcome::Failed(_))
+            if cfg.budget > cfg.sync_budget
+                && !matches!(&o, Outcome::Failed(e) if !retryable(e)) =>
         {
             let deadline_ms =
                 started.saturating_add(u64::try_from(cfg.budget.as_millis()).unwrap_or(u64::MAX));
-            let missing = waiting_for(&outcome);
+            let missing = waiting_for(&o);
             hand_over(
                 &paths,
                 event,
@@ -173,11 +144,21 @@ pub fn handle_with(
                 missing,
                 worker,
             )
+            .map(Next::Stop)
         }
-        Outcome::Partial { network, missing } => {
-            log_missing(&missing);
-            apply_outcome(applier, &paths, event, &link, &os, &network, cfg, true)
-        }
-        Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
-    }
+        o => Ok(lease_next(o)),
+    };
+    wait_and_apply_lease(
+        fx,
+        &paths,
+        event,
+        cfg,
+        LeaseWait {
+            // What the lock wait left of the synchronous budget.
+            until: sync_end,
+            floor: Duration::ZERO,
+            on_cni: || {},
+            decide,
+        },
+    )
 }

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::HookOutcome;
+use super::outcome::HookOutcome;
 use crate::apply::Report;
 use crate::apply::state::{self, Paths};
 use crate::error::{Error, Result};

@@ -4,25 +4,27 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::*;
 use crate::apply::record::RecordingApplier;
-use crate::apply::state::{self, Paths};
-use crate::error::ImdsErrorKind;
+use crate::apply::state::{self, InterfaceState, Paths};
+use crate::config::Unmanaged;
+use crate::error::{Error, ImdsErrorKind};
 use crate::model::{Family, InstanceNetwork, Lease, Missing, Reason};
-use crate::source::provider::{Outcome, WaitPolicy};
+use crate::source::provider::{Clock, NicEvent, Outcome, WaitPolicy};
 
 /// A provider that answers each wait with the next scripted outcome and records
 /// what it was asked.
 #[derive(Debug, Default)]
-struct Scripted {
+pub(super) struct Scripted {
     outcomes: RefCell<VecDeque<Outcome>>,
     asked: RefCell<Vec<(IfName, Duration)>>,
 }
 
 impl Scripted {
-    fn new(outcomes: impl IntoIterator<Item = Outcome>) -> Self {
+    pub(super) fn new(outcomes: impl IntoIterator<Item = Outcome>) -> Self {
         Self {
             outcomes: RefCell::new(outcomes.into_iter().collect()),
             asked: RefCell::default(),
@@ -84,21 +86,22 @@ fn eth1() -> IfName {
 
 const ETH1_MAC: &str = "02:00:00:00:00:02";
 
+/// Links `eth0`, `eth1`, ... with `macs`.
+pub(super) fn links(macs: &[&str]) -> Vec<crate::model::Link> {
+    macs.iter()
+        .enumerate()
+        .map(|(i, m)| crate::model::Link {
+            name: IfName::try_new(&format!("eth{i}")).unwrap(),
+            mac: m.parse().unwrap(),
+            ipv6_router: None,
+        })
+        .collect()
+}
+
 /// eth0 (primary) and eth1 in the kernel; the configuration defaults (no worker:
 /// the whole budget is the synchronous one) below a temporary root.
 fn world() -> (RecordingApplier, HookConfig, tempfile::TempDir) {
-    let kernel = RecordingApplier {
-        links: ["02:00:00:00:00:01", ETH1_MAC]
-            .iter()
-            .zip(0u32..)
-            .map(|(m, i)| crate::apply::KernelLink {
-                index: i + 2,
-                name: IfName::try_new(&format!("eth{i}")).unwrap(),
-                mac: Some(m.parse().unwrap()),
-            })
-            .collect(),
-        ..Default::default()
-    };
+    let kernel = RecordingApplier::with_links(links(&["02:00:00:00:00:01", ETH1_MAC]));
     let root = tempfile::tempdir().unwrap();
     let env: crate::event::Env = [
         ("LEASEHOOK_CONFIG", "/dev/null"),
@@ -149,27 +152,32 @@ fn released() -> LeaseEvent {
     ev
 }
 
-/// Runs `event` through the event path with the effects handed in.
-fn run(
+/// Runs `f` on effects made of `kernel`, `provider` and a clock that moves only
+/// when slept on.
+fn with_effects<T>(
     kernel: &mut RecordingApplier,
-    provider: &Scripted,
-    cfg: &HookConfig,
-    event: &LeaseEvent,
-) -> HookOutcome {
+    provider: &dyn Provider,
+    f: impl FnOnce(&mut Effects<'_>) -> Result<T>,
+) -> T {
     let clock = FakeClock::new();
     let mut fx = Effects {
         kernel,
         provider,
         clock: &clock,
     };
+    f(&mut fx).unwrap()
+}
+
+/// Runs `event` through the event path with the effects handed in.
+pub(super) fn run(
+    kernel: &mut RecordingApplier,
+    provider: &Scripted,
+    cfg: &HookConfig,
+    event: &LeaseEvent,
+) -> HookOutcome {
     // No worker is ever started here: the budget leaves nothing to hand over.
-    handle_with(
-        &mut fx,
-        event,
-        cfg,
-        Path::new("/nonexistent/leasehook-worker"),
-    )
-    .unwrap()
+    let worker = Path::new("/nonexistent/leasehook-worker");
+    with_effects(kernel, provider, |fx| handle_with(fx, event, cfg, worker))
 }
 
 fn rules(k: &RecordingApplier) -> Vec<String> {
@@ -266,18 +274,11 @@ fn a_release_removes_the_family_and_forgets_it() {
     assert_eq!(provider.asked.borrow().len(), 1);
 }
 
-#[test]
-fn a_newer_event_stops_the_waiting_worker() {
-    let (mut k, cfg, _root) = world();
-    // A worker for eth1 as the hand-over names it (`--worker eth1` in its
-    // command line); `; :` keeps the shell from exec'ing sleep.
-    let mut worker = std::process::Command::new("sh")
-        .args(["-c", "sleep 30; :", "--worker", "eth1"])
-        .spawn()
-        .unwrap();
+/// eth1's BOUND handed over as event 1 to the worker `pid`, as a hook writes it.
+fn hand_over_bound(cfg: &HookConfig, pid: u32) -> Paths {
     let pending = serde_json::json!({
         "generation": 1,
-        "pid": worker.id(),
+        "pid": pid,
         "event": bound(),
         "deadline_ms": state::unix_ms() + 30_000,
     });
@@ -290,6 +291,19 @@ fn a_newer_event_stops_the_waiting_worker() {
         0o600,
     )
     .unwrap();
+    paths
+}
+
+#[test]
+fn a_newer_event_stops_the_waiting_worker() {
+    let (mut k, cfg, _root) = world();
+    // A worker for eth1 as the hand-over names it (`--worker eth1` in its
+    // command line); `; :` keeps the shell from exec'ing sleep.
+    let mut worker = std::process::Command::new("sh")
+        .args(["-c", "sleep 30; :", "--worker", "eth1"])
+        .spawn()
+        .unwrap();
+    let paths = hand_over_bound(&cfg, worker.id());
     let provider = Scripted::new([Outcome::Complete(network(true))]);
     let out = run(&mut k, &provider, &cfg, &bound());
     assert!(matches!(out, HookOutcome::Applied(_)), "{out:?}");
@@ -309,31 +323,11 @@ fn a_newer_event_stops_the_waiting_worker() {
 #[test]
 fn a_worker_whose_event_was_superseded_stands_down() {
     let (mut k, cfg, _root) = world();
-    let paths = Paths::new(&cfg.root);
-    let pending = serde_json::json!({
-        "generation": 1,
-        "pid": std::process::id(),
-        "event": bound(),
-        "deadline_ms": state::unix_ms() + 30_000,
-    });
-    state::write_run_file(
-        &paths,
-        Some("pending"),
-        "eth1.json",
-        pending.to_string().as_bytes(),
-        0o600,
-    )
-    .unwrap();
+    let paths = hand_over_bound(&cfg, std::process::id());
     // A newer event counted since.
     state::write_run_file(&paths, Some("generation"), "eth1", b"2", 0o600).unwrap();
     let provider = Scripted::new([Outcome::Complete(network(true))]);
-    let clock = FakeClock::new();
-    let mut fx = Effects {
-        kernel: &mut k,
-        provider: &provider,
-        clock: &clock,
-    };
-    let out = run_worker_with(&mut fx, &eth1(), &cfg).unwrap();
+    let out = with_effects(&mut k, &provider, |fx| run_worker_with(fx, &eth1(), &cfg));
     assert_eq!(
         out,
         HookOutcome::Kept("a newer event superseded this one".to_owned())
@@ -350,13 +344,7 @@ fn refresh_keeps_the_state_on_an_imds_error_and_drops_a_gone_link() {
     ]);
     run(&mut k, &provider, &cfg, &bound());
     let before = k.owned.clone();
-    let clock = FakeClock::new();
-    let mut fx = Effects {
-        kernel: &mut k,
-        provider: &provider,
-        clock: &clock,
-    };
-    let out = refresh_with(&mut fx, None, &cfg).unwrap();
+    let out = with_effects(&mut k, &provider, |fx| refresh_with(fx, None, &cfg));
     assert!(
         matches!(&out[..], [RefreshOutcome::Unchecked(n, why)] if *n == eth1() && why.contains("IMDS did not answer")),
         "{out:?}"
@@ -367,12 +355,7 @@ fn refresh_keeps_the_state_on_an_imds_error_and_drops_a_gone_link() {
     assert_eq!(super::refreshed_at(&paths, &eth1()), None);
     // eth1 is detached: refresh takes its rules, routes and state with it.
     k.links.retain(|l| l.name != eth1());
-    let mut fx = Effects {
-        kernel: &mut k,
-        provider: &provider,
-        clock: &clock,
-    };
-    let out = refresh_with(&mut fx, None, &cfg).unwrap();
+    let out = with_effects(&mut k, &provider, |fx| refresh_with(fx, None, &cfg));
     assert!(
         matches!(&out[..], [RefreshOutcome::LinkGone(n, _)] if *n == eth1()),
         "{out:?}"
@@ -413,18 +396,14 @@ fn refresh_leaves_a_nic_the_gce_long_poll_follows_to_it() {
         etag: "e1".to_owned(),
         macs,
     };
-    let clock = FakeClock::new();
     let refresh = |k: &mut RecordingApplier, p: &dyn Provider, changed: bool| {
-        let mut fx = Effects {
-            kernel: k,
-            provider: p,
-            clock: &clock,
-        };
-        if changed {
-            refresh_changed_with(&mut fx, None, &cfg).unwrap()
-        } else {
-            refresh_with(&mut fx, None, &cfg).unwrap()
-        }
+        with_effects(k, p, |fx| {
+            if changed {
+                refresh_changed_with(fx, None, &cfg)
+            } else {
+                refresh_with(fx, None, &cfg)
+            }
+        })
     };
     write(&paths, &beat(state::unix_ms(), vec![mac])).unwrap();
     let gce = Scripted::new([]);
@@ -538,13 +517,7 @@ fn refresh_unleasing(
     cfg: &HookConfig,
     only: Option<&IfName>,
 ) -> Vec<RefreshOutcome> {
-    let clock = FakeClock::new();
-    let mut fx = Effects {
-        kernel: k,
-        provider,
-        clock: &clock,
-    };
-    refresh_with(&mut fx, only, cfg).unwrap()
+    with_effects(k, provider, |fx| refresh_with(fx, only, cfg))
 }
 
 fn addresses(k: &RecordingApplier) -> Vec<String> {
@@ -663,13 +636,7 @@ fn only_the_named_interface_is_configured_and_a_dhcp_cloud_asks_nothing() {
     // On a cloud whose every NIC has DHCP, the recorded NIC is left as it is.
     let writes = k.writes.len();
     let dhcp_only = Scripted::new([]);
-    let clock = FakeClock::new();
-    let mut fx = Effects {
-        kernel: &mut k,
-        provider: &dhcp_only,
-        clock: &clock,
-    };
-    let out = refresh_with(&mut fx, None, &cfg).unwrap();
+    let out = with_effects(&mut k, &dhcp_only, |fx| refresh_with(fx, None, &cfg));
     assert!(
         matches!(&out[..], [RefreshOutcome::Kept(_, why)] if why.contains("serves every NIC DHCP")),
         "{out:?}"
@@ -707,14 +674,10 @@ fn the_udev_paths_refresh_leaves_a_nic_with_dhcp_to_its_client() {
     let provider = Scripted::new([Outcome::Complete(network(true))]);
     run(&mut k, &provider, &cfg, &bound());
     let writes = k.writes.len();
-    let clock = FakeClock::new();
-    let mut fx = Effects {
-        kernel: &mut k,
-        provider: &provider,
-        clock: &clock,
-    };
     // `refresh --without-dhcp --iface eth1` on a cloud whose every NIC has DHCP.
-    let out = address_unleased_with(&mut fx, &cfg, Some(&eth1())).unwrap();
+    let out = with_effects(&mut k, &provider, |fx| {
+        address_unleased_with(fx, &cfg, Some(&eth1()))
+    });
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(
         provider.asked.borrow().len(),
@@ -871,4 +834,32 @@ fn a_mac_that_is_nobodys_matches_no_link() {
     let out = refresh_unleasing(&mut k, &provider, &cfg, None);
     assert!(out.is_empty(), "{out:?}");
     assert!(k.writes.is_empty() && k.down.contains(&1), "{:?}", k.writes);
+}
+
+/// Issue 32, item 4: an event, its worker and a refresh each plan the NIC once
+/// (one kernel snapshot, one plan, applied on it), whichever path waited.
+#[test]
+fn each_path_plans_its_nic_once() {
+    let plans = || super::planning::PLANS.with(std::cell::Cell::get);
+    let (mut k, cfg, _root) = world();
+    let provider = Scripted::new([
+        Outcome::Complete(network(true)),
+        Outcome::Complete(network(true)),
+        Outcome::Complete(network(true)),
+    ]);
+    for reason in [Reason::Bound, Reason::Renew] {
+        let mut event = bound();
+        event.reason = reason;
+        let before = plans();
+        let out = run(&mut k, &provider, &cfg, &event);
+        assert!(matches!(out, HookOutcome::Applied(_)), "{out:?}");
+        assert_eq!(plans() - before, 1, "{reason}");
+    }
+    let before = plans();
+    let out = with_effects(&mut k, &provider, |fx| refresh_with(fx, None, &cfg));
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Refreshed(..)]),
+        "{out:?}"
+    );
+    assert_eq!(plans() - before, 1, "refresh");
 }

@@ -4,16 +4,19 @@
 
 use std::path::PathBuf;
 
-use super::{
-    Effects, Gate, HookConfig, Kernel, commit_guarded, kernel_inputs, kubernetes_gate,
-    leave_to_cni, log_refused, os_links, plan_one, table_held_by_other, unanswered,
-    unmanaged_by_metadata, with_real_effects,
+use super::HookConfig;
+use super::cni::{Gate, kubernetes_gate, leave_to_cni};
+use super::effects::{Effects, Kernel};
+use super::planning::{configures_something, os_links};
+use super::unmanaged::unmanaged_by_metadata;
+use super::wait_apply::{
+    Answer, Applied, Ask, Next, Prepared, Target, apply_answer, unanswered, wait_and_apply,
 };
-use crate::apply::Report;
 use crate::apply::state::{self, InterfaceState, Paths};
+use crate::apply::{KernelLink, Report};
 use crate::error::Result;
 use crate::model::Reason;
-use crate::model::{IfName, Link};
+use crate::model::{IfName, Link, Plan};
 use crate::source::ec2::NicEvent;
 use crate::source::provider::{Outcome, PrimaryUse, Provider, Unleased, UnleasedNic, WaitPolicy};
 
@@ -88,31 +91,7 @@ pub(super) fn remove_stamp(paths: &Paths, name: &IfName) {
     }
 }
 
-/// Re-checks every interface with a recorded plan (or only `only`) between leases:
-/// asks IMDS again for that NIC's keys (one client, its token reused), plans from
-/// the recorded leases, and applies the difference. Unchanged → no netlink write and
-/// no state file written; an IMDS error or an incomplete answer changes nothing. A
-/// link that is gone takes its rules, routes and state with it; a link found under
-/// another name by its MAC takes them over. Each interface is handled under its lock,
-/// so a refresh never races a lease event.
-///
-/// On a cloud that serves some NICs no DHCP ([`Provider::unleased`]: OCI's
-/// secondary VNICs) the metadata is asked once for them: a NIC it lists that has
-/// a link (found by MAC) and no recorded plan is given its address, rules and
-/// table ([`RefreshOutcome::Addressed`]), its link brought up only once the plan
-/// adds something to it; a plan that covers nothing (every value refused, the
-/// table another NIC's) is neither applied nor recorded, so the next refresh
-/// evaluates it again. One recorded so is planned from what the metadata says
-/// now (a new address replaces the old), and taken down to nothing when the
-/// metadata no longer lists it ([`RefreshOutcome::Unlisted`]). A NIC listed
-/// under a MAC that is nobody's ([`crate::model::MacAddr::nobodys`]) is refused
-/// with a log line, and a NIC with a recorded DHCP lease is never one without
-/// DHCP. A metadata error changes nothing.
-pub fn refresh(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
-    with_real_effects(cfg, |fx| refresh_with(fx, only, cfg))
-}
-
-/// [`refresh`] with the kernel, the provider and the clock handed in.
+/// [`super::refresh`] with the kernel, the provider and the clock handed in.
 ///
 /// On GCE, a NIC that `leasehook watch`'s long poll follows (its heartbeat
 /// fresh and listing the MAC, [`super::live`]) is not asked about: its link is
@@ -125,13 +104,7 @@ pub fn refresh_with(
     refresh_scoped(fx, only, cfg, Scope::Timer)
 }
 
-/// [`refresh`] for `leasehook watch`'s GCE follower, after the metadata changed:
-/// asks the metadata even for a NIC the follower's heartbeat covers.
-pub fn refresh_changed(only: Option<&IfName>, cfg: &HookConfig) -> Result<Vec<RefreshOutcome>> {
-    with_real_effects(cfg, |fx| refresh_changed_with(fx, only, cfg))
-}
-
-/// [`refresh_changed`] with the kernel, the provider and the clock handed in.
+/// [`super::refresh_changed`] with the kernel, the provider and the clock handed in.
 pub fn refresh_changed_with(
     fx: &mut Effects<'_>,
     only: Option<&IfName>,
@@ -152,15 +125,7 @@ enum Scope {
     Unleased,
 }
 
-/// The boot stage's and the udev add path's part of [`refresh`]: only the NICs
-/// the cloud serves no DHCP ([`Provider::unleased`]; every one, or only `only`),
-/// configured or followed as `refresh` does. On a cloud whose every NIC has DHCP
-/// it asks nothing and returns nothing.
-pub fn address_unleased(cfg: &HookConfig, only: Option<&IfName>) -> Result<Vec<RefreshOutcome>> {
-    with_real_effects(cfg, |fx| address_unleased_with(fx, cfg, only))
-}
-
-/// [`address_unleased`] with the kernel, the provider and the clock handed in.
+/// [`super::address_unleased`] with the kernel, the provider and the clock handed in.
 pub fn address_unleased_with(
     fx: &mut Effects<'_>,
     cfg: &HookConfig,
@@ -348,15 +313,6 @@ fn listed(
     matches!(unleased, Some(Ok(u)) if u.nics.iter().any(|n| n.mac == mac))
 }
 
-/// Whether `p` adds anything to its link (an address, a rule, a route): only
-/// then is a link that is down brought up for it.
-fn configures_something(p: &crate::model::Plan) -> bool {
-    p.interfaces.iter().any(|ip| {
-        !ip.families.is_empty()
-            && (!ip.addresses.is_empty() || !ip.rules.is_empty() || !ip.routes.is_empty())
-    })
-}
-
 /// [`Provider::unleased`], its error logged once here (each recorded NIC it
 /// concerns says so again in its outcome).
 fn ask_unleased(
@@ -419,60 +375,90 @@ fn address_new(
             "recorded by another run meanwhile".to_owned(),
         )));
     }
-    let applier = &mut *fx.kernel;
-    let mut link = Link {
-        name: name.clone(),
-        mac: nic.mac,
-        ipv6_router: None,
+    let target = Target {
+        link: Link {
+            name: name.clone(),
+            mac: nic.mac,
+            ipv6_router: None,
+        },
+        os: os_links(&links, &cfg),
+        leases: nic.leases.clone(),
+        recorded: None,
     };
-    let os = os_links(&links, &cfg);
-    let seen = applier.snapshot()?;
-    let (addresses, next_hops) = kernel_inputs(&seen, &mut link);
-    let p = plan_one(
-        &cfg,
-        &answer.network,
-        &link,
-        &os,
-        &nic.leases,
-        (&addresses, &next_hops),
-    )?;
-    log_refused(&p);
-    if let Some(why) = table_held_by_other(paths, &p, &cfg, nic.mac) {
-        log::warn!("{name}: {why}");
-        return Ok(Some(RefreshOutcome::Kept(name, why)));
-    }
-    // Every lease refused (or the table another NIC's): nothing is recorded, so
-    // the next refresh evaluates it again, and the link is left as it is.
-    if p.interfaces.iter().all(|ip| ip.families.is_empty()) {
-        let why = "no DHCP, but nothing to configure from the metadata (refused, see above): \
-                   nothing recorded or brought up; the next refresh asks again"
-            .to_owned();
-        return Ok(Some(RefreshOutcome::Kept(name, why)));
-    }
-    let brought_up = configures_something(&p) && applier.bring_up(k.index)?;
+    let answer = Answer {
+        network: answer.network.clone(),
+        partial: false,
+    };
+    let applied = apply_answer(fx.kernel, (paths, &cfg), &target, &answer, |kernel, p| {
+        // Every lease refused (or the table another NIC's): nothing is
+        // recorded, so the next refresh evaluates it again, and the link is
+        // left as it is.
+        if p.interfaces.iter().all(|ip| ip.families.is_empty()) {
+            let why = "no DHCP, but nothing to configure from the metadata (refused, see above): \
+                       nothing recorded or brought up; the next refresh asks again"
+                .to_owned();
+            return Ok(Prepared::Stop(RefreshOutcome::Kept(name.clone(), why)));
+        }
+        // A link brought up has changed (the kernel adds its own addresses and
+        // routes): the commit reads the kernel again.
+        let wrote = bring_up(kernel, k.index, p, &name)?;
+        Ok(Prepared::Commit {
+            wrote,
+            afresh: false,
+        })
+    })?;
+    Ok(Some(match applied {
+        Applied::Committed { report, .. } => {
+            touch(paths, &name);
+            // A NIC without DHCP configured for the first time: a hot-plug,
+            // refreshed more often for a while by `leasehook watch`.
+            super::hotplug::record(paths, &name, nic.mac);
+            log::info!(
+                "{name}: no DHCP on this NIC; configured from the metadata ({} change(s))",
+                report.writes()
+            );
+            RefreshOutcome::Addressed(name, report)
+        }
+        Applied::TableHeld(why) => {
+            log::warn!("{name}: {why}");
+            RefreshOutcome::Kept(name, why)
+        }
+        Applied::Unmanaged(_, why) | Applied::KeptPartial(why) => RefreshOutcome::Kept(name, why),
+        Applied::Stopped(o) => o,
+    }))
+}
+
+/// Brings up link `index` (named `name`) for `p` when the plan adds something
+/// to it and it is down (no DHCP client brings up a NIC without DHCP): `true`
+/// when it was down, and the kernel has changed since.
+fn bring_up(kernel: &mut dyn Kernel, index: u32, p: &Plan, name: &IfName) -> Result<bool> {
+    let brought_up = configures_something(p) && kernel.bring_up(index)?;
     if brought_up {
         log::info!("{name}: brought up (no DHCP client serves it)");
     }
-    // A link brought up has changed (the kernel adds its own addresses and
-    // routes): the commit reads the kernel again.
-    let seen = (!brought_up).then_some(&seen);
-    let report = commit_guarded(
-        applier,
-        paths,
-        &p,
-        (None, seen),
-        &answer.network,
-        &nic.leases,
-    )?;
-    touch(paths, &name);
-    // A NIC without DHCP configured for the first time: a hot-plug, refreshed
-    // more often for a while by `leasehook watch`.
-    super::hotplug::record(paths, &name, nic.mac);
+    Ok(brought_up)
+}
+
+/// The recorded NIC's link now, found by its MAC among `links`; `Err` with the
+/// outcome when no link has it any more: its objects and state are gone.
+fn link_now<'a>(
+    kernel: &mut dyn Kernel,
+    paths: &Paths,
+    st: &InterfaceState,
+    links: &'a [KernelLink],
+) -> Result<std::result::Result<&'a KernelLink, RefreshOutcome>> {
+    if let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) {
+        return Ok(Ok(k));
+    }
+    let name = st.name.clone();
+    let report = crate::commit::remove(kernel, paths, &name, None, Some(st.clone()))?;
+    remove_stamp(paths, &name);
     log::info!(
-        "{name}: no DHCP on this NIC; configured from the metadata ({} change(s))",
+        "{name}: no link has {} any more; removed {} object(s)",
+        st.mac,
         report.writes()
     );
-    Ok(Some(RefreshOutcome::Addressed(name, report)))
+    Ok(Err(RefreshOutcome::LinkGone(name, report)))
 }
 
 /// Refreshes a recorded NIC whose address leasehook configured from the metadata
@@ -487,18 +473,11 @@ fn refresh_unleased(
     cfg: &HookConfig,
     unleased: Option<&std::result::Result<Unleased, String>>,
 ) -> Result<RefreshOutcome> {
-    let applier = &mut *fx.kernel;
     let name = st.name.clone();
-    let links = applier.links()?;
-    let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
-        let report = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
-        remove_stamp(paths, &name);
-        log::info!(
-            "{name}: no link has {} any more; removed {} object(s)",
-            st.mac,
-            report.writes()
-        );
-        return Ok(RefreshOutcome::LinkGone(name, report));
+    let links = fx.kernel.links()?;
+    let k = match link_now(fx.kernel, paths, st, &links)? {
+        Ok(k) => k,
+        Err(gone) => return Ok(gone),
     };
     let answer = match unleased {
         Some(Ok(answer)) => answer,
@@ -518,7 +497,7 @@ fn refresh_unleased(
         }
     };
     let Some(nic) = answer.nics.iter().find(|n| n.mac == st.mac) else {
-        let report = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
+        let report = crate::commit::remove(fx.kernel, paths, &name, None, Some(st.clone()))?;
         remove_stamp(paths, &name);
         log::info!(
             "{name}: the metadata no longer lists {} among the NICs without DHCP; removed {} \
@@ -528,36 +507,56 @@ fn refresh_unleased(
         );
         return Ok(RefreshOutcome::Unlisted(name, report));
     };
-    // A lease event on the new name takes this lock too.
-    let _new_lock = if k.name == name {
+    let (target, _new_lock) = refresh_target(paths, st, cfg, (k, &links), nic.leases.clone())?;
+    let answer = Answer {
+        network: answer.network.clone(),
+        partial: false,
+    };
+    let mut removed = Report::default();
+    let applied = apply_answer(fx.kernel, (paths, cfg), &target, &answer, |kernel, p| {
+        prepare_refreshed(
+            kernel,
+            paths,
+            (st, &target.link.name),
+            p,
+            (Some(k.index), &mut removed),
+        )
+    })?;
+    Ok(refreshed(paths, st, &target.link.name, applied, removed))
+}
+
+/// What a recorded NIC is planned as when refreshed: its link now (`k`, among
+/// the kernel's `links`), the OS's links, `leases`, its recorded state; and,
+/// when its link has another name now, that name's lock (a lease event on the
+/// new name takes it too).
+fn refresh_target(
+    paths: &Paths,
+    st: &InterfaceState,
+    cfg: &HookConfig,
+    (k, links): (&KernelLink, &[KernelLink]),
+    leases: Vec<crate::model::Lease>,
+) -> Result<(Target, Option<state::InterfaceLock>)> {
+    let lock = if k.name == st.name {
         None
     } else {
         Some(state::lock_interface(paths, &k.name)?)
     };
-    let link = Link {
-        name: k.name.clone(),
-        mac: st.mac,
-        ipv6_router: None,
-    };
-    let os = os_links(&links, cfg);
-    apply_refreshed(
-        applier,
-        paths,
-        st,
-        cfg,
-        &Answered {
-            link,
-            os,
-            network: answer.network.clone(),
-            leases: nic.leases.clone(),
-            bring_up: Some(k.index),
+    let target = Target {
+        link: Link {
+            name: k.name.clone(),
+            mac: st.mac,
+            ipv6_router: None,
         },
-    )
+        os: os_links(links, cfg),
+        leases,
+        recorded: Some(st.clone()),
+    };
+    Ok((target, lock))
 }
 
 /// Refreshes one recorded interface: its link by MAC (gone: its objects and state
-/// go), the provider's answer for the recorded leases, then
-/// [`apply_refreshed`]. With `leave_followed`, a NIC a live GCE follower covers
+/// go), the provider's answer for the recorded leases, then the plan applied
+/// ([`wait_and_apply`]). With `leave_followed`, a NIC a live GCE follower covers
 /// is [`RefreshOutcome::Kept`] once its link is found under its name.
 pub(super) fn refresh_one(
     fx: &mut Effects<'_>,
@@ -567,18 +566,11 @@ pub(super) fn refresh_one(
     primary_mac: Option<crate::model::MacAddr>,
     leave_followed: bool,
 ) -> Result<RefreshOutcome> {
-    let applier = &mut *fx.kernel;
     let name = st.name.clone();
-    let links = applier.links()?;
-    let Some(k) = links.iter().find(|l| l.mac == Some(st.mac)) else {
-        let report = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
-        remove_stamp(paths, &name);
-        log::info!(
-            "{name}: no link has {} any more; removed {} object(s)",
-            st.mac,
-            report.writes()
-        );
-        return Ok(RefreshOutcome::LinkGone(name, report));
+    let links = fx.kernel.links()?;
+    let k = match link_now(fx.kernel, paths, st, &links)? {
+        Ok(k) => k,
+        Err(gone) => return Ok(gone),
     };
     let leases: Vec<crate::model::Lease> = st.leases();
     if leases.is_empty() {
@@ -601,28 +593,15 @@ pub(super) fn refresh_one(
             "the primary NIC: this configuration adds nothing to it, nothing to ask".to_owned(),
         ));
     }
-    let to = k.name.clone();
-    let renamed = to != name;
     if leave_followed
-        && !renamed
+        && k.name == name
         && let Some(why) = followed(fx.provider.kind(), paths, st.mac)
     {
         return Ok(RefreshOutcome::Kept(name, why));
     }
-    // A lease event on the new name takes this lock too.
-    let _new_lock = if renamed {
-        Some(state::lock_interface(paths, &to)?)
-    } else {
-        None
-    };
-    let link = Link {
-        name: to.clone(),
-        mac: st.mac,
-        ipv6_router: None,
-    };
-    let os = os_links(&links, cfg);
-    let mut nic = NicEvent::try_new(to.clone(), st.mac, leases.clone())?
-        .with_peers(os.iter().map(|l| l.mac))
+    let (target, _new_lock) = refresh_target(paths, st, cfg, (k, &links), leases.clone())?;
+    let mut nic = NicEvent::try_new(k.name.clone(), st.mac, leases)?
+        .with_peers(target.os.iter().map(|l| l.mac))
         .with_primary_use(primary_use);
     if st.primary {
         nic = nic.known_primary();
@@ -631,11 +610,13 @@ pub(super) fn refresh_one(
         nic = nic.with_known_primary_mac(primary);
     }
     // The provider's client is bound to the NIC; the token comes from the shared cache.
-    let outcome = fx
-        .provider
-        .wait_for_nic(&nic, &refresh_policy(cfg, st), fx.clock);
-    let network = match outcome {
-        Outcome::Complete(network) => network,
+    let ask = Ask {
+        nic,
+        policy: refresh_policy(cfg, st),
+        timed: false,
+    };
+    let decide = |outcome| match outcome {
+        Outcome::Complete(network) => Ok(Next::complete(network)),
         Outcome::Partial { missing, .. } => {
             let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
             let why = format!(
@@ -645,28 +626,24 @@ pub(super) fn refresh_one(
             let mut now = st.clone();
             now.missing = missing;
             state::save_if_changed(paths, Some(st), now, state::unix_ms())?;
-            return Ok(RefreshOutcome::Unchecked(name, why));
+            Ok(Next::Stop(RefreshOutcome::Unchecked(name.clone(), why)))
         }
-        Outcome::Failed(e) => {
-            return Ok(RefreshOutcome::Unchecked(
-                name,
-                format!("IMDS did not answer usefully ({e}); whatever was applied stays"),
-            ));
-        }
+        Outcome::Failed(e) => Ok(Next::Stop(RefreshOutcome::Unchecked(
+            name.clone(),
+            format!("IMDS did not answer usefully ({e}); whatever was applied stays"),
+        ))),
     };
-    apply_refreshed(
-        applier,
-        paths,
-        st,
-        cfg,
-        &Answered {
-            link,
-            os,
-            network,
-            leases,
-            bring_up: None,
-        },
-    )
+    let mut removed = Report::default();
+    let applied = wait_and_apply(fx, (paths, cfg), (&ask, &target), decide, |kernel, p| {
+        prepare_refreshed(
+            kernel,
+            paths,
+            (st, &target.link.name),
+            p,
+            (None, &mut removed),
+        )
+    })?;
+    Ok(refreshed(paths, st, &target.link.name, applied, removed))
 }
 
 /// The wait's policy for refreshing `st`: the synchronous budget, quiet when
@@ -701,96 +678,71 @@ fn followed(
     hb.covers(mac, now).then(|| hb.reason(now))
 }
 
-/// What [`refresh_one`] learned for [`apply_refreshed`].
-struct Answered {
-    /// The recorded NIC's link now (its name may be new).
-    link: Link,
-    /// The OS's links, for the `cloud-init` order.
-    os: Vec<Link>,
-    /// The provider's complete answer.
-    network: crate::model::InstanceNetwork,
-    /// The recorded leases.
-    leases: Vec<crate::model::Lease>,
-    /// A NIC without DHCP: its link's index, brought up when it is down and the
-    /// plan adds something to it (no DHCP client brings it up).
-    bring_up: Option<u32>,
-}
-
-/// Plans the refreshed interface from `answered`, moves its policy routing when
-/// its link was renamed, and commits.
-fn apply_refreshed(
-    applier: &mut dyn Kernel,
+/// A refreshed NIC's last step before its commit: its link brought up when it
+/// has no DHCP client (`bring_up`, its index) and the plan adds something, and,
+/// when its link has another name now, the old name's policy routing removed
+/// (into `removed`) and its stamp with it.
+fn prepare_refreshed(
+    kernel: &mut dyn Kernel,
     paths: &Paths,
-    st: &InterfaceState,
-    cfg: &HookConfig,
-    answered: &Answered,
-) -> Result<RefreshOutcome> {
-    let Answered {
-        link,
-        os,
-        network,
-        leases,
-        bring_up,
-    } = answered;
-    let (name, to) = (st.name.clone(), link.name.clone());
-    // Before anything is planned: an unmanaged NIC is never touched.
-    if let Some((_, why)) = unmanaged_by_metadata(cfg, network, st.mac, false) {
-        return Ok(RefreshOutcome::Kept(name, why));
-    }
+    (st, to): (&InterfaceState, &IfName),
+    p: &Plan,
+    (index, removed): (Option<u32>, &mut Report),
+) -> Result<Prepared<RefreshOutcome>> {
+    let name = &st.name;
+    let mut wrote = match index {
+        Some(index) => bring_up(kernel, index, p, to)?,
+        None => false,
+    };
     let renamed = to != name;
-    let mut link = link.clone();
-    // The kernel after the wait, read once: planned from, and applied on unless
-    // something is written first (a link brought up, a rename's teardown).
-    let seen = applier.snapshot()?;
-    let (addresses, next_hops) = kernel_inputs(&seen, &mut link);
-    let p = plan_one(cfg, network, &link, os, leases, (&addresses, &next_hops))?;
-    log_refused(&p);
-    if let Some(why) = table_held_by_other(paths, &p, cfg, st.mac) {
-        log::warn!("{to}: {why}");
-        return Ok(RefreshOutcome::Unchecked(name, why));
-    }
-    let mut wrote = false;
-    if let Some(index) = bring_up
-        && configures_something(&p)
-        && applier.bring_up(*index)?
-    {
-        log::info!("{to}: brought up (no DHCP client serves it)");
-        wrote = true;
-    }
-    let mut removed = Report::default();
-    let mut previous = Some(st.clone());
     if renamed {
         // Renamed (or re-added under another name), recognised by its MAC: the old
         // name's rules go, the new name gets the plan.
-        removed = crate::commit::remove(applier, paths, &name, None, Some(st.clone()))?;
+        *removed = crate::commit::remove(kernel, paths, name, None, Some(st.clone()))?;
         wrote |= removed.writes() > 0;
-        remove_stamp(paths, &name);
-        previous = None;
+        remove_stamp(paths, name);
         log::info!(
             "{name}: its MAC {} is {to} now; moved its policy routing",
             st.mac
         );
     }
-    let seen = (!wrote).then_some(&seen);
-    let report = commit_guarded(
-        applier,
-        paths,
-        &p,
-        (previous.as_ref(), seen),
-        network,
-        leases,
-    )?;
-    // Checked and applied: only now is the refresh stamp renewed.
-    touch(paths, &to);
-    if renamed {
-        removed.ops.extend(report.ops);
-        Ok(RefreshOutcome::Renamed {
-            from: name,
-            to,
-            report: removed,
-        })
-    } else {
-        Ok(RefreshOutcome::Refreshed(to, report))
+    Ok(Prepared::Commit {
+        wrote,
+        afresh: renamed,
+    })
+}
+
+/// What a recorded NIC's refresh comes to once applied (its link named `to`
+/// now): refreshed, renamed, or kept as it was (and why).
+fn refreshed(
+    paths: &Paths,
+    st: &InterfaceState,
+    to: &IfName,
+    applied: Applied<RefreshOutcome>,
+    mut removed: Report,
+) -> RefreshOutcome {
+    let name = st.name.clone();
+    match applied {
+        Applied::Committed { report, .. } => {
+            // Checked and applied: only now is the refresh stamp renewed.
+            touch(paths, to);
+            if *to == name {
+                RefreshOutcome::Refreshed(name, report)
+            } else {
+                removed.ops.extend(report.ops);
+                RefreshOutcome::Renamed {
+                    from: name,
+                    to: to.clone(),
+                    report: removed,
+                }
+            }
+        }
+        Applied::TableHeld(why) => {
+            log::warn!("{to}: {why}");
+            RefreshOutcome::Unchecked(name, why)
+        }
+        Applied::Unmanaged(_, why) | Applied::KeptPartial(why) => RefreshOutcome::Kept(name, why),
+        Applied::Stopped(o) => o,
     }
 }
 

@@ -10,16 +10,15 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::HookConfig;
+use super::effects::Effects;
 use super::last_event;
-use super::outcome::{apply_outcome, remove};
-use super::{
-    Effects, Gate, HookConfig, HookOutcome, find_link, kubernetes_gate, leave_to_cni, log_missing,
-    nic_event, os_links, unanswered, with_real_effects,
-};
+use super::lease::{LeaseWait, lease_next, remove, wait_and_apply_lease};
+use super::outcome::HookOutcome;
 use crate::apply::state::{self, Paths};
 use crate::error::{Error, Result};
 use crate::model::{Action, IfName, LeaseEvent};
-use crate::source::provider::{Outcome, WaitPolicy};
+use crate::source::provider::Outcome;
 
 /// A hand-over from a hook to its worker: `<root>/run/leasehook/pending/<ifname>.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,16 +307,7 @@ pub(super) fn queue_for_worker(
     Ok(HookOutcome::Deferred(pid))
 }
 
-/// The worker: finishes the wait a hook handed over. Returns `Kept` when a newer
-/// event came meanwhile.
-pub fn run_worker(name: &IfName, cfg: &HookConfig) -> Result<HookOutcome> {
-    // Leave the DHCP client's session: a signal to its process group, or its
-    // terminal going away, must not stop the wait.
-    let _ = rustix::process::setsid();
-    with_real_effects(cfg, |fx| run_worker_with(fx, name, cfg))
-}
-
-/// [`run_worker`] (but for leaving the session) with the kernel, the provider
+/// [`super::run_worker`] (but for leaving the session) with the kernel, the provider
 /// and the clock handed in.
 pub fn run_worker_with(
     fx: &mut Effects<'_>,
@@ -402,47 +392,29 @@ fn reason_of(p: &Pending) -> String {
     p.event.reason.to_string().to_ascii_uppercase()
 }
 
-pub(super) fn finish_wait(
+/// Finishes the wait of `pending`'s event within its deadline and applies.
+/// Once the wait is over a newer event must not stop this worker (a SIGTERM
+/// halfway through the writes would leave them unrecorded), so the hand-over
+/// that names it goes first; that event then only waits for the lock, as long
+/// as the writes take.
+fn finish_wait(
     fx: &mut Effects<'_>,
     paths: &Paths,
     pending: &Pending,
     cfg: &HookConfig,
 ) -> Result<HookOutcome> {
     let event = &pending.event;
-    let left = Duration::from_millis(pending.deadline_ms.saturating_sub(state::unix_ms()))
-        .max(Duration::from_millis(100));
-    let applier = &mut *fx.kernel;
-    let cfg = &match kubernetes_gate(applier, cfg, &event.interface)? {
-        Gate::Plan(c) => c,
-        Gate::Cni(why) => {
+    let left = Duration::from_millis(pending.deadline_ms.saturating_sub(state::unix_ms()));
+    let how = LeaseWait {
+        until: fx.clock.now() + left,
+        floor: Duration::from_millis(100),
+        on_cni: || remove_pending(paths, &event.interface),
+        decide: |outcome: Outcome| {
             remove_pending(paths, &event.interface);
-            return leave_to_cni(applier, paths, &event.interface, &why).map(HookOutcome::Kept);
-        }
+            Ok(lease_next(outcome))
+        },
     };
-    let kernel_links = applier.links()?;
-    let link = find_link(&kernel_links, &event.interface)?;
-    let os = os_links(&kernel_links, cfg);
-    let nic = nic_event(event, &link, &os)?
-        .with_primary_use(crate::source::provider::PrimaryUse::of(&cfg.plan));
-    let policy = WaitPolicy::default().with_budget(left);
-    let waiting = fx.clock.now();
-    let outcome = fx.provider.wait_for_nic(&nic, &policy, fx.clock);
-    crate::metrics::waited(waiting, fx.clock.now());
-    // The wait is over: from here on a newer event must not stop this worker (a
-    // SIGTERM halfway through the writes would leave them unrecorded), so the
-    // hand-over that names it goes first. That event then only waits for the lock,
-    // as long as the writes take.
-    remove_pending(paths, &event.interface);
-    match outcome {
-        Outcome::Complete(network) => {
-            apply_outcome(applier, paths, event, &link, &os, &network, cfg, false)
-        }
-        Outcome::Partial { network, missing } => {
-            log_missing(&missing);
-            apply_outcome(applier, paths, event, &link, &os, &network, cfg, true)
-        }
-        Outcome::Failed(e) => Ok(HookOutcome::Kept(unanswered(&e))),
-    }
+    wait_and_apply_lease(fx, paths, event, cfg, how)
 }
 
 /// How often a worker looks at the interface's lock again.
