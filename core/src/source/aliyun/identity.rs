@@ -26,8 +26,9 @@ use crate::constants::{IMDS_MAX_USER_DATA_BYTES, IMDS_META_DATA, IMDS_USER_DATA}
 use crate::error::{Error, Problem, Result};
 use crate::metadata::MACS_PATH;
 use crate::model::MacAddr;
-use crate::source::ec2::Fetch;
-use crate::source::ec2::identity::{Retrying, listing};
+use crate::source::provider::http::Fetch;
+use crate::source::provider::imdsv2::listing;
+use crate::source::provider::retry::Retrying;
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -55,19 +56,18 @@ pub struct Answers {
 
 /// Fetches the keys of the module docs' table.
 pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
-    let r = Retrying::new(fetch, policy, clock);
+    let r = Retrying::new(policy, clock, "metadata");
+    let get = |path: &str| r.get(fetch, path);
     let md = |key: &str| format!("{IMDS_META_DATA}/{key}");
     let mut a = Answers {
-        instance_id: r.get(&md("instance-id"))?,
-        region_id: r.get(&md("region-id"))?,
-        zone_id: r.get(&md("zone-id"))?,
-        hostname: r.get(&md("hostname"))?,
-        mac: r.get(&md("mac"))?,
+        instance_id: get(&md("instance-id"))?,
+        region_id: get(&md("region-id"))?,
+        zone_id: get(&md("zone-id"))?,
+        hostname: get(&md("hostname"))?,
+        mac: get(&md("mac"))?,
         ..Answers::default()
     };
-    let macs = r
-        .get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?
-        .unwrap_or_default();
+    let macs = get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?.unwrap_or_default();
     for name in listing(&macs).into_iter().take(MAX_NICS) {
         // The name goes into the next URLs: only a MAC may.
         let mac: MacAddr = name.parse().map_err(|problem| Error::Metadata {
@@ -76,13 +76,13 @@ pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) 
         })?;
         let mut folder = BTreeMap::new();
         for k in NicKey::ALL {
-            if let Some(v) = r.get(&key_path(mac, k))? {
+            if let Some(v) = get(&key_path(mac, k))? {
                 folder.insert(k, v);
             }
         }
         a.nics.insert(mac, folder);
     }
-    a.user_data = r.get_bytes(IMDS_USER_DATA, IMDS_MAX_USER_DATA_BYTES)?;
+    a.user_data = r.get_bytes(fetch, IMDS_USER_DATA, IMDS_MAX_USER_DATA_BYTES)?;
     let (n, t) = r.spent();
     log::debug!(
         "AliYun: instance data in {n} request(s), {} ms",
@@ -200,9 +200,8 @@ impl Datasource for AliyunSource {
 
     /// One request, `meta-data/instance-id` (plus the token when none is cached).
     fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
-        let r = Retrying::new(&self.client, &self.policy, &SystemClock);
-        let id = r
-            .get(&format!("{IMDS_META_DATA}/instance-id"))?
+        let id = Retrying::new(&self.policy, &SystemClock, "metadata")
+            .get(&self.client, &format!("{IMDS_META_DATA}/instance-id"))?
             .map(|s| s.trim().to_owned())
             .ok_or_else(|| Error::Metadata {
                 key: "instance-id".to_owned(),

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use super::nic::{self, Fetched, NicEvent, Request};
 use crate::error::Result;
 use crate::model::{IfName, Missing};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
 use crate::source::provider::{self, Assessment, NicSession};
 

@@ -13,7 +13,6 @@ use crate::model::{IfName, Missing};
 use crate::source::provider::{self, Assessment, NicSession};
 
 pub use crate::source::provider::wait::{Clock, Outcome, SystemClock, WaitPolicy};
-pub(crate) use crate::source::provider::wait::{is_retryable, retry_after};
 
 /// One NIC event's wait on EC2: what was fetched so far, and the way to ask more.
 struct Session<'a> {

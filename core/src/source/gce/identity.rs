@@ -16,9 +16,6 @@
 //! jittered backoff, within one budget for the whole fetch. What the answers mean
 //! is pure ([`assemble`]).
 
-use std::cell::Cell;
-use std::time::Instant;
-
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
@@ -26,8 +23,8 @@ use super::nic::{INTERFACES_PATH, parse_interfaces};
 use super::{GCE_ROOT, Gce};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
-use crate::source::ec2::Fetch;
-use crate::source::provider::wait::{is_retryable, retry_after};
+use crate::source::provider::http::Fetch;
+use crate::source::provider::retry::Retrying;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -48,73 +45,24 @@ pub struct Answers {
     pub user_data_encoding: Option<String>,
 }
 
-/// Sends a request again while it fails in a way waiting can fix.
-struct Retrying<'a> {
-    fetch: &'a dyn Fetch,
-    policy: &'a WaitPolicy,
-    clock: &'a dyn Clock,
-    start: Instant,
-    requests: Cell<u32>,
-}
-
-impl Retrying<'_> {
-    fn retry<T>(&self, path: &str, op: impl Fn() -> Result<T>) -> Result<T> {
-        let mut backoff = self.policy.backoff();
-        loop {
-            self.requests.set(self.requests.get() + 1);
-            let e = match op() {
-                Ok(v) => return Ok(v),
-                Err(e) if is_retryable(&e) => e,
-                Err(e) => return Err(e),
-            };
-            let elapsed = self.clock.now().saturating_duration_since(self.start);
-            let remaining = self.policy.budget.saturating_sub(elapsed);
-            let after = retry_after(&e);
-            if remaining.is_zero() || after.is_some_and(|a| a > remaining) {
-                return Err(e);
-            }
-            let pause = backoff
-                .next()
-                .unwrap_or(self.policy.max_delay)
-                .max(after.unwrap_or_default())
-                .min(remaining);
-            log::debug!("GCE {path}: {e}; again in {} ms", pause.as_millis());
-            self.clock.sleep(pause);
-        }
-    }
-
-    fn get(&self, key: &str) -> Result<Option<String>> {
-        let path = format!("{GCE_ROOT}/{key}");
-        self.retry(&path, || self.fetch.get(&path))
-    }
-}
-
 /// Fetches the keys of the module docs' table.
 pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
-    let r = Retrying {
-        fetch,
-        policy,
-        clock,
-        start: clock.now(),
-        requests: Cell::new(0),
-    };
+    let r = Retrying::new(policy, clock, "GCE");
+    let get = |key: &str| r.get(fetch, &format!("{GCE_ROOT}/{key}"));
     let mut a = Answers {
-        id: r.get("instance/id")?,
-        zone: r.get("instance/zone")?,
-        hostname: r.get("instance/hostname")?,
-        interfaces: r.get(INTERFACES_PATH.trim_start_matches('/'))?,
+        id: get("instance/id")?,
+        zone: get("instance/zone")?,
+        hostname: get("instance/hostname")?,
+        interfaces: get(INTERFACES_PATH.trim_start_matches('/'))?,
         ..Answers::default()
     };
     let path = format!("{GCE_ROOT}/instance/attributes/user-data");
-    a.user_data = r.retry(&path, || fetch.get_bytes(&path, IMDS_MAX_USER_DATA_BYTES))?;
+    a.user_data = r.get_bytes(fetch, &path, IMDS_MAX_USER_DATA_BYTES)?;
     if a.user_data.is_some() {
-        a.user_data_encoding = r.get("instance/attributes/user-data-encoding")?;
+        a.user_data_encoding = get("instance/attributes/user-data-encoding")?;
     }
-    log::debug!(
-        "GCE: instance data in {} request(s), {} ms",
-        r.requests.get(),
-        clock.now().saturating_duration_since(r.start).as_millis()
-    );
+    let (n, t) = r.spent();
+    log::debug!("GCE: instance data in {n} request(s), {} ms", t.as_millis());
     Ok(a)
 }
 
@@ -232,14 +180,12 @@ impl Datasource for GceSource {
 
     /// One request, `instance/id`.
     fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
-        let r = Retrying {
-            fetch: &self.client,
-            policy: &self.policy,
-            clock: &SystemClock,
-            start: SystemClock.now(),
-            requests: Cell::new(0),
-        };
-        let id = trimmed(r.get("instance/id")?.as_ref()).ok_or_else(|| Error::Metadata {
+        let r = Retrying::new(&self.policy, &SystemClock, "GCE");
+        let id = trimmed(
+            r.get(&self.client, &format!("{GCE_ROOT}/instance/id"))?
+                .as_ref(),
+        )
+        .ok_or_else(|| Error::Metadata {
             key: format!("{GCE_ROOT}/instance/id"),
             problem: Problem::missing(),
         })?;
@@ -249,9 +195,11 @@ impl Datasource for GceSource {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
     use std::cell::RefCell;
     use std::collections::BTreeMap;
     use std::time::Duration;
+    use std::time::Instant;
 
     use super::*;
     use crate::error::ImdsErrorKind;

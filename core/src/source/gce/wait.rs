@@ -10,7 +10,7 @@ use super::GCE_ROOT;
 use super::nic::{self, Answer, INTERFACES_PATH};
 use crate::error::Result;
 use crate::model::{IfName, Missing};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::{self, Assessment, Clock, NicEvent, NicSession, Outcome, WaitPolicy};
 
 /// The one request of a round.

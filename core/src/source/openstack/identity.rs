@@ -22,9 +22,6 @@
 //! wait's jittered backoff, within one budget for the whole fetch. The drive is
 //! read once, in one mount. What the answers mean is pure ([`assemble`]).
 
-use std::cell::Cell;
-use std::time::Instant;
-
 use serde_json::{Map, Value, json};
 
 use super::configdrive::ConfigDrive;
@@ -32,8 +29,8 @@ use super::nic::parse_network_data;
 use super::{META_DATA_PATH, NETWORK_DATA_PATH, OPENSTACK_ROOT, OpenStack, USER_DATA_PATH};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
-use crate::source::ec2::Fetch;
-use crate::source::provider::wait::{is_retryable, retry_after};
+use crate::source::provider::http::Fetch;
+use crate::source::provider::retry::Retrying;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -51,74 +48,25 @@ pub struct Answers {
     pub user_data: Option<Vec<u8>>,
 }
 
-/// Sends a request again while it fails in a way waiting can fix, within the
-/// policy's budget from the first request.
-pub(crate) struct Retrying<'a> {
-    pub(crate) fetch: &'a dyn Fetch,
-    pub(crate) policy: &'a WaitPolicy,
-    pub(crate) clock: &'a dyn Clock,
-    pub(crate) start: Instant,
-    pub(crate) requests: Cell<u32>,
-}
-
-impl<'a> Retrying<'a> {
-    pub(crate) fn new(fetch: &'a dyn Fetch, policy: &'a WaitPolicy, clock: &'a dyn Clock) -> Self {
-        Self {
-            fetch,
-            policy,
-            clock,
-            start: clock.now(),
-            requests: Cell::new(0),
-        }
-    }
-
-    fn retry<T>(&self, path: &str, op: impl Fn() -> Result<T>) -> Result<T> {
-        let mut backoff = self.policy.backoff();
-        loop {
-            self.requests.set(self.requests.get() + 1);
-            let e = match op() {
-                Ok(v) => return Ok(v),
-                Err(e) if is_retryable(&e) => e,
-                Err(e) => return Err(e),
-            };
-            let elapsed = self.clock.now().saturating_duration_since(self.start);
-            let remaining = self.policy.budget.saturating_sub(elapsed);
-            let after = retry_after(&e);
-            if remaining.is_zero() || after.is_some_and(|a| a > remaining) {
-                return Err(e);
-            }
-            let pause = backoff
-                .next()
-                .unwrap_or(self.policy.max_delay)
-                .max(after.unwrap_or_default())
-                .min(remaining);
-            log::debug!("OpenStack {path}: {e}; again in {} ms", pause.as_millis());
-            self.clock.sleep(pause);
-        }
-    }
-
-    /// `file` below [`OPENSTACK_ROOT`], text.
-    pub(crate) fn get(&self, file: &str) -> Result<Option<String>> {
-        let path = format!("{OPENSTACK_ROOT}{file}");
-        self.retry(&path, || self.fetch.get(&path))
-    }
+/// `file`'s path below the base URL: below [`OPENSTACK_ROOT`].
+pub(crate) fn path(file: &str) -> String {
+    format!("{OPENSTACK_ROOT}{file}")
 }
 
 /// Fetches the files of the module docs' table from the metadata service:
 /// three requests.
 pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
-    let r = Retrying::new(fetch, policy, clock);
+    let r = Retrying::new(policy, clock, "OpenStack");
     let mut a = Answers {
-        meta_data: r.get(META_DATA_PATH)?,
-        network_data: r.get(NETWORK_DATA_PATH)?,
+        meta_data: r.get(fetch, &path(META_DATA_PATH))?,
+        network_data: r.get(fetch, &path(NETWORK_DATA_PATH))?,
         ..Answers::default()
     };
-    let path = format!("{OPENSTACK_ROOT}{USER_DATA_PATH}");
-    a.user_data = r.retry(&path, || fetch.get_bytes(&path, IMDS_MAX_USER_DATA_BYTES))?;
+    a.user_data = r.get_bytes(fetch, &path(USER_DATA_PATH), IMDS_MAX_USER_DATA_BYTES)?;
+    let (n, t) = r.spent();
     log::debug!(
-        "OpenStack: instance data in {} request(s), {} ms",
-        r.requests.get(),
-        clock.now().saturating_duration_since(r.start).as_millis()
+        "OpenStack: instance data in {n} request(s), {} ms",
+        t.as_millis()
     );
     Ok(a)
 }
@@ -286,8 +234,9 @@ impl Datasource for OpenStackSource {
 
     /// One request, `meta_data.json`.
     fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
-        let r = Retrying::new(&self.client, &self.policy, &SystemClock);
-        Ok(instance_id_of(r.get(META_DATA_PATH)?.as_deref())? == cached.instance_id)
+        let r = Retrying::new(&self.policy, &SystemClock, "OpenStack");
+        let meta_data = r.get(&self.client, &path(META_DATA_PATH))?;
+        Ok(instance_id_of(meta_data.as_deref())? == cached.instance_id)
     }
 }
 
@@ -327,9 +276,11 @@ impl Datasource for ConfigDriveSource {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
     use std::cell::RefCell;
     use std::collections::BTreeMap;
     use std::time::Duration;
+    use std::time::Instant;
 
     use super::*;
     use crate::error::ImdsErrorKind;

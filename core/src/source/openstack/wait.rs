@@ -20,7 +20,7 @@ use super::nic::{self, Answer, parse_network_data};
 use super::{NETWORK_DATA_PATH, OPENSTACK_ROOT};
 use crate::error::Result;
 use crate::model::{IfName, Missing};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::{self, Assessment, Clock, NicEvent, NicSession, Outcome, WaitPolicy};
 
 /// The one request of a round.

@@ -27,7 +27,7 @@ use super::wait::retrying;
 use super::{INSTANCE_PATH, Oracle, V2_ROOT};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 

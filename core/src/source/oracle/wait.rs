@@ -17,7 +17,7 @@ use super::VNICS_PATH;
 use super::vnic::{self, OciNetwork};
 use crate::error::{Error, ImdsErrorKind, Result};
 use crate::model::{IfName, Missing};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy, is_retryable, retry_after};
 use crate::source::provider::{self, Assessment, NicEvent, NicSession, Unleased};
 

@@ -60,6 +60,9 @@
 //!
 //! Each one's datasource (identity, user-data) is its [`Datasource`], as EC2's.
 
+pub mod http;
+pub mod imdsv2;
+pub mod retry;
 pub mod wait;
 
 use std::collections::BTreeSet;
