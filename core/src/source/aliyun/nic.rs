@@ -57,10 +57,8 @@ use serde_json::Value;
 use crate::constants::IMDS_META_DATA;
 use crate::error::{Error, Problem, Result};
 use crate::metadata::MACS_PATH;
-use crate::model::{
-    Family, InstanceNetwork, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile,
-};
-use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use crate::model::{Family, InstanceNetwork, MacAddr, Missing, NicMetadata, NicRoute};
+use crate::source::provider::complete;
 pub use crate::source::provider::{Assessment, NicEvent};
 
 /// The number of table slots a NIC's MAC is spread over (`1..=SLOTS`).
@@ -411,42 +409,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
         nics.push(parse_folder(event.mac(), &folder)?);
     }
     let network = InstanceNetwork { primary_mac, nics };
-    let links = [Link {
-        name: event.interface().clone(),
-        mac: event.mac(),
-        ipv6_router: None,
-    }];
-    let leases: Vec<InterfaceLease> = event
-        .leases()
-        .iter()
-        .map(|l| InterfaceLease {
-            interface: event.interface().clone(),
-            lease: l.clone(),
-        })
-        .collect();
-    let cfg = PlanConfig {
-        profile: Profile::Ec2NetUtils,
-        ..PlanConfig::default()
-    };
-    let p = plan(
-        &PlanInput {
-            metadata: &network,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )?;
-    let mut missing: Vec<Missing> = p
-        .interfaces
-        .into_iter()
-        .flat_map(|i| i.missing)
-        .filter(Missing::is_metadata)
-        .collect();
-    missing.sort();
-    missing.dedup();
-    Ok(Assessment { network, missing })
+    complete::assess(event, network)
 }
 
 /// The keys that answer a missing item.

@@ -60,6 +60,7 @@
 //!
 //! Each one's datasource (identity, user-data) is its [`Datasource`], as EC2's.
 
+pub mod complete;
 pub mod http;
 pub mod imdsv2;
 pub mod retry;
