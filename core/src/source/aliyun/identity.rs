@@ -213,33 +213,8 @@ impl Datasource for AliyunSource {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::time::{Duration, Instant};
-
     use super::*;
-
-    struct Script {
-        answers: BTreeMap<String, String>,
-        asked: RefCell<Vec<String>>,
-    }
-
-    impl Fetch for Script {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked.borrow_mut().push(path.to_owned());
-            Ok(self.answers.get(path).cloned())
-        }
-    }
-
-    struct FakeClock(Instant, Cell<Duration>);
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.0 + self.1.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.1.set(self.1.get() + pause);
-        }
-    }
+    use crate::source::provider::fake::{FakeClock, Scripted};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
 
@@ -298,18 +273,15 @@ mod tests {
     }
 
     fn run(answers: BTreeMap<String, String>) -> (Result<InstanceData>, usize) {
-        let script = Script {
-            answers,
-            asked: RefCell::new(Vec::new()),
-        };
-        let clock = FakeClock(Instant::now(), Cell::new(Duration::ZERO));
+        let script = Scripted::answering(answers);
+        let clock = FakeClock::new();
         let policy = WaitPolicy {
             jitter: false,
             ..WaitPolicy::default()
         };
         let out = fetch_answers(&script, &policy, &clock)
             .and_then(|a| assemble(&a, "http://100.100.100.200"));
-        let asked = script.asked.borrow().len();
+        let asked = script.count();
         (out, asked)
     }
 

@@ -269,46 +269,11 @@ impl Datasource for Ec2Source {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
-    use std::cell::RefCell;
     use std::time::Duration;
-    use std::time::Instant;
 
     use super::*;
     use crate::error::ImdsErrorKind;
-
-    /// IMDS as a map of paths; a path with a queue of errors fails those first.
-    struct Script {
-        answers: BTreeMap<String, String>,
-        failures: RefCell<BTreeMap<String, Vec<Error>>>,
-        asked: RefCell<Vec<String>>,
-    }
-
-    impl Fetch for Script {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked.borrow_mut().push(path.to_owned());
-            if let Some(q) = self.failures.borrow_mut().get_mut(path)
-                && !q.is_empty()
-            {
-                return Err(q.remove(0));
-            }
-            Ok(self.answers.get(path).cloned())
-        }
-    }
-
-    struct FakeClock {
-        start: Instant,
-        slept: Cell<Duration>,
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.slept.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.slept.set(self.slept.get() + pause);
-        }
-    }
+    use crate::source::provider::fake::{FakeClock, Scripted};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
 
@@ -333,19 +298,8 @@ mod tests {
         .collect()
     }
 
-    fn script(answers: BTreeMap<String, String>) -> Script {
-        Script {
-            answers,
-            failures: RefCell::new(BTreeMap::new()),
-            asked: RefCell::new(Vec::new()),
-        }
-    }
-
-    fn clock() -> FakeClock {
-        FakeClock {
-            start: Instant::now(),
-            slept: Cell::new(Duration::ZERO),
-        }
+    fn script(answers: BTreeMap<String, String>) -> Scripted<'static> {
+        Scripted::answering(answers)
     }
 
     fn policy() -> WaitPolicy {
@@ -358,8 +312,8 @@ mod tests {
     #[test]
     fn fetches_keys_not_the_tree() {
         let s = script(aws());
-        let a = fetch_answers(&s, &policy(), &clock()).unwrap();
-        let asked = s.asked.borrow().clone();
+        let a = fetch_answers(&s, &policy(), &FakeClock::new()).unwrap();
+        let asked = s.requests();
         // Never a folder but the MAC listings, never a key the listing lacks
         // (owner-id is listed but not needed).
         assert_eq!(asked.len(), 12, "{asked:#?}");
@@ -401,7 +355,7 @@ mod tests {
             "/latest/meta-data/placement/availability-zone".into(),
             "gb1-a".into(),
         );
-        let a = fetch_answers(&script(m), &policy(), &clock()).unwrap();
+        let a = fetch_answers(&script(m), &policy(), &FakeClock::new()).unwrap();
         let d = assemble(&a, "http://169.254.169.254", "brightbox").unwrap();
         assert_eq!(d.instance_id, "i-brightbox");
         assert_eq!(d.availability_zone.as_deref(), Some("gb1-a"));
@@ -423,30 +377,28 @@ mod tests {
                 retry_after: None,
             },
         };
-        s.failures.borrow_mut().insert(
-            "/latest/meta-data/mac".into(),
+        s.fail(
+            "/latest/meta-data/mac",
             vec![http(503), http(500), http(429)],
         );
-        let c = clock();
+        let c = FakeClock::new();
         assert!(fetch_answers(&s, &policy(), &c).is_ok());
-        assert_eq!(c.slept.get().as_millis(), 100 + 200 + 400);
+        assert_eq!(c.slept().as_millis(), 100 + 200 + 400);
 
         let s = script(aws());
-        s.failures
-            .borrow_mut()
-            .insert("/latest/meta-data/mac".into(), vec![http(403)]);
-        let e = fetch_answers(&s, &policy(), &clock()).unwrap_err();
+        s.fail("/latest/meta-data/mac", vec![http(403)]);
+        let e = fetch_answers(&s, &policy(), &FakeClock::new()).unwrap_err();
         assert!(e.to_string().contains("HTTP 403"), "{e}");
 
         let s = script(aws());
-        s.failures.borrow_mut().insert(
-            "/latest/meta-data/mac".into(),
+        s.fail(
+            "/latest/meta-data/mac",
             (0..1000).map(|_| http(503)).collect(),
         );
-        let c = clock();
+        let c = FakeClock::new();
         let e = fetch_answers(&s, &policy().with_budget(Duration::from_secs(5)), &c).unwrap_err();
         assert!(e.to_string().contains("HTTP 503"), "{e}");
-        assert_eq!(c.slept.get().as_millis(), 5000);
+        assert_eq!(c.slept().as_millis(), 5000);
     }
 
     #[test]
@@ -477,7 +429,7 @@ mod tests {
         for (path, body, want) in cases {
             let mut m = aws();
             m.insert(path.to_owned(), body.to_owned());
-            let e = fetch_answers(&script(m), &policy(), &clock())
+            let e = fetch_answers(&script(m), &policy(), &FakeClock::new())
                 .and_then(|a| assemble(&a, "e", "aws"))
                 .unwrap_err()
                 .to_string();

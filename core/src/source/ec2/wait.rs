@@ -67,106 +67,20 @@ pub fn wait_for_nic(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::collections::BTreeMap;
+
     use std::net::IpAddr;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
     use crate::model::{Family, Lease, Reason};
     use crate::source::provider::PrimaryUse;
+    use crate::source::provider::fake::{FakeClock, Scripted};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
     const SECONDARY: &str = "02:00:00:00:00:02";
 
-    /// A fake clock: sleeping advances it.
-    struct FakeClock {
-        start: Instant,
-        elapsed: Cell<Duration>,
-        sleeps: RefCell<Vec<Duration>>,
-    }
-
-    impl FakeClock {
-        fn new() -> Self {
-            Self {
-                start: Instant::now(),
-                elapsed: Cell::new(Duration::ZERO),
-                sleeps: RefCell::new(Vec::new()),
-            }
-        }
-        fn t(&self) -> Duration {
-            self.elapsed.get()
-        }
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.elapsed.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.sleeps.borrow_mut().push(pause);
-            self.elapsed.set(self.elapsed.get() + pause);
-        }
-    }
-
-    type Answer = Box<dyn Fn(Duration) -> Result<Option<String>>>;
-
-    /// A fake IMDS: per path, an answer that depends on the fake time; every
-    /// request is recorded with its time.
-    struct FakeImds<'c> {
-        clock: &'c FakeClock,
-        paths: BTreeMap<String, Answer>,
-        log: RefCell<Vec<(Duration, String)>>,
-    }
-
-    impl<'c> FakeImds<'c> {
-        fn new(clock: &'c FakeClock) -> Self {
-            Self {
-                clock,
-                paths: BTreeMap::new(),
-                log: RefCell::new(Vec::new()),
-            }
-        }
-        fn leaf(
-            mut self,
-            path: &str,
-            f: impl Fn(Duration) -> Result<Option<String>> + 'static,
-        ) -> Self {
-            self.paths.insert(path.to_owned(), Box::new(f));
-            self
-        }
-        fn value(self, path: &str, v: &'static str) -> Self {
-            self.leaf(path, move |_| Ok(Some(v.to_owned())))
-        }
-        fn requests(&self) -> Vec<String> {
-            self.log.borrow().iter().map(|(_, p)| p.clone()).collect()
-        }
-        fn count(&self, suffix: &str) -> usize {
-            self.requests()
-                .iter()
-                .filter(|p| p.ends_with(suffix))
-                .count()
-        }
-    }
-
-    impl Fetch for FakeImds<'_> {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.log
-                .borrow_mut()
-                .push((self.clock.t(), path.to_owned()));
-            // Each request takes 1 ms.
-            self.clock
-                .elapsed
-                .set(self.clock.t() + Duration::from_millis(1));
-            match self.paths.get(path) {
-                Some(f) => f(self.clock.t()),
-                None => Ok(None),
-            }
-        }
-    }
-
-    fn secondary(imds: FakeImds<'_>) -> FakeImds<'_> {
+    fn secondary(imds: Scripted<'_>) -> Scripted<'_> {
         imds.value("/latest/meta-data/mac", "02:00:00:00:00:01")
             .value(
                 &format!("{MACS}/{SECONDARY}/"),
@@ -226,7 +140,7 @@ mod tests {
     #[test]
     fn consistent_imds_takes_one_round() {
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock));
+        let imds = secondary(Scripted::new(&clock));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
@@ -235,12 +149,12 @@ mod tests {
         // mac, the listing, four keys, and the primary's network-card (404: a
         // single-card type), which tells that this NIC's absent one means card 0.
         assert_eq!(imds.requests().len(), 7);
-        assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 1);
+        assert_eq!(imds.count_of("/02:00:00:00:00:01/network-card"), 1);
         assert!(clock.sleeps.borrow().is_empty());
     }
 
     /// The primary's folder, every key of it served.
-    fn primary(imds: FakeImds<'_>) -> FakeImds<'_> {
+    fn primary(imds: Scripted<'_>) -> Scripted<'_> {
         const P: &str = "02:00:00:00:00:01";
         imds.value("/latest/meta-data/mac", P)
             .value(
@@ -273,7 +187,7 @@ mod tests {
     fn the_primary_costs_what_its_plan_uses() {
         let count = |ev: NicEvent| {
             let clock = FakeClock::new();
-            let imds = primary(FakeImds::new(&clock));
+            let imds = primary(Scripted::new(&clock));
             let out = wait_for_nic(&imds, &ev, &policy(30_000), &clock);
             assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
             imds.requests()
@@ -307,7 +221,7 @@ mod tests {
         // same as when `mac` is asked, one request less.
         let run = |ev: NicEvent| {
             let clock = FakeClock::new();
-            let imds = secondary(FakeImds::new(&clock));
+            let imds = secondary(Scripted::new(&clock));
             let out = wait_for_nic(&imds, &ev, &policy(30_000), &clock);
             let Outcome::Complete(network) = out else {
                 panic!("{out:?}")
@@ -327,22 +241,22 @@ mod tests {
     fn the_primary_keeps_the_error_policy() {
         // An error on its one key is retried and never read as empty.
         let clock = FakeClock::new();
-        let imds = primary(FakeImds::new(&clock))
+        let imds = primary(Scripted::new(&clock))
             .leaf(&format!("{MACS}/02:00:00:00:00:01/local-ipv4s"), |_| {
                 Err(http(500, None))
             });
         let ev = primary_event(PrimaryUse::SecondaryAddresses);
         let out = wait_for_nic(&imds, &ev, &policy(2_000), &clock);
         assert!(failed_with_http(&out, 500, None), "{out:?}");
-        assert!(imds.count("/local-ipv4s") > 1);
-        assert_eq!(imds.count("device-number"), 0);
+        assert!(imds.count_of("/local-ipv4s") > 1);
+        assert_eq!(imds.count_of("device-number"), 0);
     }
 
     #[test]
     fn backoff_doubles_to_the_cap_within_the_budget() {
         // The subnet never appears: rounds at 0, 0.1, 0.3, 0.7, 1.5, 3.1, 5.1, ...
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock)).leaf(
+        let imds = secondary(Scripted::new(&clock)).leaf(
             &format!("{MACS}/{SECONDARY}/subnet-ipv4-cidr-block"),
             |_| Ok(None),
         );
@@ -364,7 +278,7 @@ mod tests {
         // wait gives up at once instead of sleeping for nothing.
         assert_eq!(ms, [100, 200, 400, 800, 1600, 2000]);
         // One full first round, then only the subnet, once per round.
-        assert_eq!(imds.count("subnet-ipv4-cidr-block"), 7);
+        assert_eq!(imds.count_of("subnet-ipv4-cidr-block"), 7);
         assert_eq!(imds.requests().len(), 6 + 7, "{:?}", imds.requests());
         assert!(clock.t() < Duration::from_secs(6), "{:?}", clock.t());
     }
@@ -377,7 +291,7 @@ mod tests {
         // at or after the budget, whatever round it would open.
         let clock = FakeClock::new();
         let imds = SlowImds {
-            inner: secondary(FakeImds::new(&clock))
+            inner: secondary(Scripted::new(&clock))
                 .leaf("/latest/meta-data/mac", |_| Err(http(500, None))),
             each: Duration::from_millis(949),
         };
@@ -400,7 +314,7 @@ mod tests {
         // With a longer budget the next round does start, while some is left.
         let clock = FakeClock::new();
         let imds = SlowImds {
-            inner: secondary(FakeImds::new(&clock))
+            inner: secondary(Scripted::new(&clock))
                 .leaf("/latest/meta-data/mac", |_| Err(http(500, None))),
             each: Duration::from_millis(949),
         };
@@ -428,14 +342,15 @@ mod tests {
 
     /// A fake IMDS whose every answer takes `each` of fake time.
     struct SlowImds<'c> {
-        inner: FakeImds<'c>,
+        inner: Scripted<'c>,
         each: Duration,
     }
 
     impl Fetch for SlowImds<'_> {
         fn get(&self, path: &str) -> Result<Option<String>> {
-            let c = self.inner.clock;
-            c.elapsed.set(c.t() + self.each);
+            if let Some(c) = self.inner.clock {
+                c.advance(self.each);
+            }
             self.inner.get(path)
         }
     }
@@ -447,7 +362,7 @@ mod tests {
         // Found by the fault matrix (tests/tests/faults.rs, row `imds_slow`).
         let clock = FakeClock::new();
         let imds = SlowImds {
-            inner: secondary(FakeImds::new(&clock)),
+            inner: secondary(Scripted::new(&clock)),
             each: Duration::from_millis(500),
         };
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(1_000), &clock);
@@ -476,7 +391,7 @@ mod tests {
         // the errors into `Partial`.
         let clock = FakeClock::new();
         let imds = SlowImds {
-            inner: secondary(FakeImds::new(&clock))
+            inner: secondary(Scripted::new(&clock))
                 .leaf(&format!("{MACS}/{SECONDARY}/local-ipv4s"), |_| {
                     Err(http(500, None))
                 }),
@@ -509,7 +424,7 @@ mod tests {
     #[test]
     fn device_number_zero_on_a_secondary_is_waited_out() {
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock)).leaf(
+        let imds = secondary(Scripted::new(&clock)).leaf(
             &format!("{MACS}/{SECONDARY}/device-number"),
             |t| {
                 Ok(Some(
@@ -520,13 +435,13 @@ mod tests {
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
         // Rounds at ~0, 0.1, 0.3, 0.7 read 0; the one at ~1.5 s reads 1.
-        assert_eq!(imds.count("device-number"), 5);
+        assert_eq!(imds.count_of("device-number"), 5);
         assert_eq!(imds.requests().len(), 7 + 4);
     }
 
     /// A secondary on network card 1 with device-number 0 (the layout of p4d, p5,
     /// trn1): the primary reports a `network-card`, this NIC's appears at `late`.
-    fn card_one_device_zero(imds: FakeImds<'_>, late: Duration) -> FakeImds<'_> {
+    fn card_one_device_zero(imds: Scripted<'_>, late: Duration) -> Scripted<'_> {
         let listing = move |t: Duration| {
             let card = if t < late { "" } else { "network-card\n" };
             Ok(Some(format!(
@@ -545,7 +460,7 @@ mod tests {
     #[test]
     fn device_number_zero_on_network_card_one_is_trusted_at_once() {
         let clock = FakeClock::new();
-        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::ZERO);
+        let imds = card_one_device_zero(Scripted::new(&clock), Duration::ZERO);
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
@@ -554,14 +469,14 @@ mod tests {
         assert_eq!(net.nics[0].device_number, Some(0));
         // The NIC lists its own network-card: the primary is not asked.
         assert_eq!(imds.requests().len(), 7, "{:?}", imds.requests());
-        assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 0);
+        assert_eq!(imds.count_of("/02:00:00:00:00:01/network-card"), 0);
         assert!(clock.sleeps.borrow().is_empty());
     }
 
     #[test]
     fn a_late_network_card_on_a_multi_card_type_is_waited_for() {
         let clock = FakeClock::new();
-        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::from_secs(1));
+        let imds = card_one_device_zero(Scripted::new(&clock), Duration::from_secs(1));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
@@ -570,8 +485,8 @@ mod tests {
         assert_eq!((nic.network_card, nic.device_number), (Some(1), Some(0)));
         // Round 1 asks the primary once; rounds at ~0.1, 0.3, 0.7 s ask only this
         // NIC's network-card (404), the one at ~1.5 s reads 1.
-        assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 1);
-        assert_eq!(imds.count(&format!("{SECONDARY}/network-card")), 4);
+        assert_eq!(imds.count_of("/02:00:00:00:00:01/network-card"), 1);
+        assert_eq!(imds.count_of(&format!("{SECONDARY}/network-card")), 4);
         assert_eq!(imds.requests().len(), 7 + 4, "{:?}", imds.requests());
         assert_eq!(clock.sleeps.borrow().len(), 4);
     }
@@ -581,7 +496,7 @@ mod tests {
         // Card 1, device 2: without the primary's answer this would be planned
         // as card 0 (table 10002, another NIC's); the wait must not say so.
         let clock = FakeClock::new();
-        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::MAX)
+        let imds = card_one_device_zero(Scripted::new(&clock), Duration::MAX)
             .value(&format!("{MACS}/{SECONDARY}/device-number"), "2");
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(3_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
@@ -594,7 +509,7 @@ mod tests {
     fn errors_are_retried_and_never_read_as_empty() {
         // 500 until 0.5 s, then fine.
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock)).leaf("/latest/meta-data/mac", |t| {
+        let imds = secondary(Scripted::new(&clock)).leaf("/latest/meta-data/mac", |t| {
             if t < Duration::from_millis(500) {
                 Err(http(500, None))
             } else {
@@ -603,11 +518,11 @@ mod tests {
         });
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        assert_eq!(imds.count("/mac"), 4);
+        assert_eq!(imds.count_of("/mac"), 4);
 
         // 500 for ever: Failed, with the error, not Partial with nothing in it.
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock))
+        let imds = secondary(Scripted::new(&clock))
             .leaf("/latest/meta-data/mac", |_| Err(http(500, None)));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(2_000), &clock);
         assert!(failed_with_http(&out, 500, None), "{out:?}");
@@ -621,7 +536,7 @@ mod tests {
             url: "http://imds/latest/api/token".into(),
             kind: ImdsErrorKind::Disabled,
         };
-        let imds = secondary(FakeImds::new(&clock))
+        let imds = secondary(Scripted::new(&clock))
             .leaf("/latest/meta-data/mac", move |_| Err(disabled()));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(
@@ -640,7 +555,7 @@ mod tests {
 
         // A value that does not parse.
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock))
+        let imds = secondary(Scripted::new(&clock))
             .value(&format!("{MACS}/{SECONDARY}/device-number"), "one");
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Failed(e) = out else {
@@ -652,7 +567,7 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_within_the_budget() {
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock)).leaf("/latest/meta-data/mac", |t| {
+        let imds = secondary(Scripted::new(&clock)).leaf("/latest/meta-data/mac", |t| {
             if t < Duration::from_millis(100) {
                 Err(http(503, Some(3)))
             } else {
@@ -665,7 +580,7 @@ mod tests {
 
         // A Retry-After beyond the budget ends the wait now, with the error.
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock))
+        let imds = secondary(Scripted::new(&clock))
             .leaf("/latest/meta-data/mac", |_| Err(http(503, Some(60))));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(5_000), &clock);
         assert!(failed_with_http(&out, 503, Some(60)), "{out:?}");

@@ -195,54 +195,13 @@ impl Datasource for GceSource {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
-    use std::cell::RefCell;
     use std::collections::BTreeMap;
-    use std::time::Duration;
-    use std::time::Instant;
 
     use super::*;
     use crate::error::ImdsErrorKind;
+    use crate::source::provider::fake::{FakeClock, Scripted};
 
-    struct Script {
-        answers: BTreeMap<String, String>,
-        fail_first: RefCell<u32>,
-        asked: RefCell<Vec<String>>,
-    }
-
-    impl Fetch for Script {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked.borrow_mut().push(path.to_owned());
-            if *self.fail_first.borrow() > 0 {
-                *self.fail_first.borrow_mut() -= 1;
-                return Err(Error::Imds {
-                    method: "GET",
-                    url: path.to_owned(),
-                    kind: ImdsErrorKind::Http {
-                        status: 503,
-                        retry_after: None,
-                    },
-                });
-            }
-            Ok(self.answers.get(path).cloned())
-        }
-    }
-
-    struct FakeClock {
-        start: Instant,
-        slept: Cell<Duration>,
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.slept.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.slept.set(self.slept.get() + pause);
-        }
-    }
-
-    fn gce(user_data: Option<(&str, Option<&str>)>) -> Script {
+    fn gce(user_data: Option<(&str, Option<&str>)>) -> Scripted<'static> {
         let mut answers: BTreeMap<String, String> = [
             ("instance/id", "4520031799277581759"),
             ("instance/zone", "projects/123456789/zones/us-central1-a"),
@@ -267,24 +226,28 @@ mod tests {
                 );
             }
         }
-        Script {
-            answers,
-            fail_first: RefCell::new(0),
-            asked: RefCell::new(Vec::new()),
-        }
+        Scripted::answering(answers)
     }
 
-    fn run(s: &Script) -> Result<InstanceData> {
-        let clock = FakeClock {
-            start: Instant::now(),
-            slept: Cell::new(Duration::ZERO),
-        };
+    fn run(s: &Scripted<'_>) -> Result<InstanceData> {
+        let clock = FakeClock::new();
         let policy = WaitPolicy {
             jitter: false,
             ..WaitPolicy::default()
         };
         let a = fetch_answers(s, &policy, &clock)?;
         assemble(&a, "http://169.254.169.254")
+    }
+
+    fn http(status: u16) -> Error {
+        Error::Imds {
+            method: "GET",
+            url: "u".into(),
+            kind: ImdsErrorKind::Http {
+                status,
+                retry_after: None,
+            },
+        }
     }
 
     #[test]
@@ -308,7 +271,7 @@ mod tests {
             2
         );
         // id, zone, hostname, NICs, user-data, its encoding.
-        assert_eq!(s.asked.borrow().len(), 6);
+        assert_eq!(s.count(), 6);
     }
 
     #[test]
@@ -320,23 +283,21 @@ mod tests {
         let s = gce(None);
         let d = run(&s).unwrap();
         assert_eq!(d.user_data, None);
-        assert_eq!(s.asked.borrow().len(), 5);
+        assert_eq!(s.count(), 5);
     }
 
     #[test]
     fn a_missing_id_or_garbage_nics_fail_and_503s_are_retried() {
-        let mut s = gce(None);
-        s.answers.remove(&format!("{GCE_ROOT}/instance/id"));
+        let s = gce(None).without(&format!("{GCE_ROOT}/instance/id"));
         assert!(run(&s).unwrap_err().to_string().contains("instance/id"));
-        let mut s = gce(None);
-        s.answers.insert(
-            format!("{GCE_ROOT}/instance/network-interfaces/?recursive=true"),
-            "{".to_owned(),
+        let s = gce(None).value(
+            &format!("{GCE_ROOT}/instance/network-interfaces/?recursive=true"),
+            "{",
         );
         assert!(run(&s).is_err());
         let s = gce(None);
-        *s.fail_first.borrow_mut() = 3;
+        s.fail_next((0..3).map(|_| http(503)).collect());
         assert!(run(&s).is_ok());
-        assert_eq!(s.asked.borrow().len(), 5 + 3);
+        assert_eq!(s.count(), 5 + 3);
     }
 }

@@ -276,14 +276,11 @@ impl Datasource for ConfigDriveSource {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
-    use std::cell::RefCell;
     use std::collections::BTreeMap;
-    use std::time::Duration;
-    use std::time::Instant;
 
     use super::*;
     use crate::error::ImdsErrorKind;
+    use crate::source::provider::fake::{FakeClock, Scripted};
 
     pub(crate) const META: &str = r#"{"uuid": "83679162-1378-4288-a2d4-70e13ec132aa",
         "hostname": "test.novalocal", "name": "test", "availability_zone": "nova",
@@ -291,46 +288,7 @@ mod tests {
         "public_keys": {"mykey": "ssh-rsa AAAA test"}, "admin_pass": "s3cret",
         "random_seed": "c2VlZA==", "devices": [], "meta": {"role": "web"}}"#;
 
-    struct Script {
-        answers: BTreeMap<String, String>,
-        fail_first: RefCell<(u32, u16)>,
-        asked: RefCell<Vec<String>>,
-    }
-
-    impl Fetch for Script {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked.borrow_mut().push(path.to_owned());
-            let (n, status) = *self.fail_first.borrow();
-            if n > 0 {
-                *self.fail_first.borrow_mut() = (n - 1, status);
-                return Err(Error::Imds {
-                    method: "GET",
-                    url: path.to_owned(),
-                    kind: ImdsErrorKind::Http {
-                        status,
-                        retry_after: None,
-                    },
-                });
-            }
-            Ok(self.answers.get(path).cloned())
-        }
-    }
-
-    struct FakeClock {
-        start: Instant,
-        slept: Cell<Duration>,
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.slept.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.slept.set(self.slept.get() + pause);
-        }
-    }
-
-    fn service(user_data: Option<&str>) -> Script {
+    fn service(user_data: Option<&str>) -> Scripted<'static> {
         let mut answers: BTreeMap<String, String> = [
             ("meta_data.json", META),
             ("network_data.json", super::super::nic::tests::TWO),
@@ -341,18 +299,11 @@ mod tests {
         if let Some(ud) = user_data {
             answers.insert(format!("{OPENSTACK_ROOT}/user_data"), ud.to_owned());
         }
-        Script {
-            answers,
-            fail_first: RefCell::new((0, 503)),
-            asked: RefCell::new(Vec::new()),
-        }
+        Scripted::answering(answers)
     }
 
-    fn run(s: &Script) -> Result<InstanceData> {
-        let clock = FakeClock {
-            start: Instant::now(),
-            slept: Cell::new(Duration::ZERO),
-        };
+    fn run(s: &Scripted<'_>) -> Result<InstanceData> {
+        let clock = FakeClock::new();
         let policy = WaitPolicy {
             jitter: false,
             ..WaitPolicy::default()
@@ -384,7 +335,7 @@ mod tests {
         }
         assert_eq!(d.ds["network_data"]["links"].as_array().unwrap().len(), 3);
         // meta_data.json, network_data.json, user_data.
-        assert_eq!(s.asked.borrow().len(), 3);
+        assert_eq!(s.count(), 3);
         // A config drive: its own names.
         let a = Answers {
             meta_data: Some(META.to_owned()),
@@ -399,9 +350,7 @@ mod tests {
 
     #[test]
     fn a_missing_uuid_or_garbage_fail_and_429s_are_retried() {
-        let mut s = service(None);
-        s.answers
-            .remove(&format!("{OPENSTACK_ROOT}/meta_data.json"));
+        let s = service(None).without(&format!("{OPENSTACK_ROOT}/meta_data.json"));
         assert!(run(&s).unwrap_err().to_string().contains("meta_data.json"));
         for (bad, want) in [
             ("[]", "not a JSON object"),
@@ -410,22 +359,27 @@ mod tests {
             ("{\"uuid\": 7}", "not a string"),
             ("{\"uuid\": \"a\\nb\"}", "control character"),
         ] {
-            let mut s = service(None);
-            s.answers
-                .insert(format!("{OPENSTACK_ROOT}/meta_data.json"), bad.to_owned());
+            let s = service(None).value(&format!("{OPENSTACK_ROOT}/meta_data.json"), bad);
             let e = run(&s).unwrap_err().to_string();
             assert!(e.contains(want), "{bad}: {e}");
         }
-        let mut s = service(None);
-        s.answers.insert(
-            format!("{OPENSTACK_ROOT}/network_data.json"),
-            "{".to_owned(),
-        );
+        let s = service(None).value(&format!("{OPENSTACK_ROOT}/network_data.json"), "{");
         assert!(run(&s).is_err());
         // Neutron's rate limit: 429s retried within the budget.
         let s = service(None);
-        *s.fail_first.borrow_mut() = (3, 429);
+        s.fail_next(
+            (0..3)
+                .map(|_| Error::Imds {
+                    method: "GET",
+                    url: "u".into(),
+                    kind: ImdsErrorKind::Http {
+                        status: 429,
+                        retry_after: None,
+                    },
+                })
+                .collect(),
+        );
         assert!(run(&s).is_ok());
-        assert_eq!(s.asked.borrow().len(), 3 + 3);
+        assert_eq!(s.count(), 3 + 3);
     }
 }
