@@ -28,7 +28,7 @@ use crate::metadata::MACS_PATH;
 use crate::model::MacAddr;
 use crate::source::provider::http::Fetch;
 use crate::source::provider::imdsv2::listing;
-use crate::source::provider::retry::Retrying;
+use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -165,28 +165,7 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
 }
 
 /// The `AliYun` datasource: an ECS metadata client and the retry budget.
-#[derive(Debug)]
-pub struct AliyunSource {
-    client: Aliyun,
-    policy: WaitPolicy,
-}
-
-impl AliyunSource {
-    /// The datasource behind `client`.
-    pub fn new(client: Aliyun) -> Self {
-        Self {
-            client,
-            policy: WaitPolicy::default(),
-        }
-    }
-
-    /// How long and how often failing requests are sent again.
-    #[must_use]
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-}
+pub type AliyunSource = ClientSource<Aliyun>;
 
 impl Datasource for AliyunSource {
     fn kind(&self) -> SourceKind {

@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use super::nic;
 use super::{Azure, Fetch, INSTANCE_PATH, VM_ID_PATH};
 use crate::error::{Error, Problem, Result};
-use crate::source::provider::retry::Retrying;
+use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -162,28 +162,7 @@ pub fn assemble(text: &str, endpoint: &str) -> Result<InstanceData> {
 }
 
 /// The Azure datasource: an IMDS client and the retry budget.
-#[derive(Debug)]
-pub struct AzureSource {
-    client: Azure,
-    policy: WaitPolicy,
-}
-
-impl AzureSource {
-    /// The datasource behind `client`.
-    pub fn new(client: Azure) -> Self {
-        Self {
-            client,
-            policy: WaitPolicy::default(),
-        }
-    }
-
-    /// How long and how often failing requests are sent again.
-    #[must_use]
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-}
+pub type AzureSource = ClientSource<Azure>;
 
 impl Datasource for AzureSource {
     fn kind(&self) -> SourceKind {

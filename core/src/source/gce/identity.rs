@@ -24,7 +24,7 @@ use super::{GCE_ROOT, Gce};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
-use crate::source::provider::retry::Retrying;
+use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -145,28 +145,7 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
 }
 
 /// The GCE datasource: a metadata client and the retry budget.
-#[derive(Debug)]
-pub struct GceSource {
-    client: Gce,
-    policy: WaitPolicy,
-}
-
-impl GceSource {
-    /// The datasource behind `client`.
-    pub fn new(client: Gce) -> Self {
-        Self {
-            client,
-            policy: WaitPolicy::default(),
-        }
-    }
-
-    /// How long and how often failing requests are sent again.
-    #[must_use]
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-}
+pub type GceSource = ClientSource<Gce>;
 
 impl Datasource for GceSource {
     fn kind(&self) -> SourceKind {

@@ -31,13 +31,11 @@ pub mod nic;
 mod provider;
 pub mod wait;
 
-use std::time::Duration;
-
 use ureq::Body;
 use ureq::http::Response;
 
 use crate::error::{ImdsErrorKind, Result};
-use crate::source::provider::http::{Fetch, Http, Service};
+use crate::source::provider::http::{Service, metadata_client};
 
 pub use provider::GceProvider;
 
@@ -64,47 +62,11 @@ const SERVICE: Service = Service {
     spent: "whole request",
 };
 
-/// The Google Compute Engine metadata client. One per wait is enough; it is `Sync`.
-#[derive(Debug)]
-pub struct Gce {
-    http: Http,
-}
-
-impl Default for Gce {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Gce {
-    /// A client for the default endpoint, 169.254.169.254.
-    pub fn new() -> Self {
-        Self {
-            http: Http::new(SERVICE),
-        }
-    }
-
-    /// Replaces the base URL (config `gce.endpoint`): `http://`, an IP literal, an
-    /// optional port, no path.
-    pub fn with_endpoint(self, url: &str) -> Result<Self> {
-        Ok(Self {
-            http: self.http.with_endpoints([url])?,
-        })
-    }
-
-    /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
-    #[must_use]
-    pub fn with_timeouts(self, connect: Duration, request: Duration) -> Self {
-        Self {
-            http: self.http.with_timeouts(connect, request),
-        }
-    }
-
-    /// The base URL.
-    pub fn endpoint(&self) -> &str {
-        self.http.active_endpoint()
-    }
-}
+metadata_client!(
+    /// The Google Compute Engine metadata client. One per wait is enough; it is `Sync`.
+    Gce,
+    SERVICE
+);
 
 /// Whether the answer says it is Google's (`Metadata-Flavor: Google`, exactly
 /// one): a 200 or a 404 without it did not come from Google's metadata server.
@@ -124,21 +86,14 @@ fn is_google(resp: &Response<Body>) -> Result<(), ImdsErrorKind> {
     })
 }
 
-impl Fetch for Gce {
-    fn get(&self, path: &str) -> Result<Option<String>> {
-        self.http.get(path)
-    }
-
-    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        self.http.get_bytes(path, limit)
-    }
-}
-
 #[cfg(test)]
 mod tests {
 
+    use std::time::Duration;
+
     use super::*;
     use crate::source::loopback::{answer, serve};
+    use crate::source::provider::http::Fetch;
 
     const GOOGLE: &str = "Metadata-Flavor: Google\r\n";
 

@@ -30,7 +30,7 @@ use super::{META_DATA_PATH, NETWORK_DATA_PATH, OPENSTACK_ROOT, OpenStack, USER_D
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
-use crate::source::provider::retry::Retrying;
+use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -191,28 +191,7 @@ pub fn assemble(a: &Answers, kind: SourceKind, from: &str) -> Result<InstanceDat
 }
 
 /// The `OpenStack` datasource: the metadata client and the retry budget.
-#[derive(Debug)]
-pub struct OpenStackSource {
-    client: OpenStack,
-    policy: WaitPolicy,
-}
-
-impl OpenStackSource {
-    /// The datasource behind `client`.
-    pub fn new(client: OpenStack) -> Self {
-        Self {
-            client,
-            policy: WaitPolicy::default(),
-        }
-    }
-
-    /// How long and how often failing requests are sent again.
-    #[must_use]
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-}
+pub type OpenStackSource = ClientSource<OpenStack>;
 
 fn instance_id_of(body: Option<&str>) -> Result<String> {
     let a = Answers {

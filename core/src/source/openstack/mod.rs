@@ -27,10 +27,7 @@ pub mod nic;
 mod provider;
 pub mod wait;
 
-use std::time::Duration;
-
-use crate::error::Result;
-use crate::source::provider::http::{Fetch, Http, Service};
+use crate::source::provider::http::{Service, metadata_client};
 
 pub use provider::OpenStackProvider;
 
@@ -61,63 +58,20 @@ const SERVICE: Service = Service {
     spent: "whole request",
 };
 
-/// The `OpenStack` metadata client. One per wait is enough; it is `Sync`.
-#[derive(Debug)]
-pub struct OpenStack {
-    http: Http,
-}
-
-impl Default for OpenStack {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl OpenStack {
-    /// A client for the default endpoint, 169.254.169.254.
-    pub fn new() -> Self {
-        Self {
-            http: Http::new(SERVICE),
-        }
-    }
-
-    /// Replaces the base URL (config `openstack.endpoint`): `http://`, an IP
-    /// literal, an optional port, no path.
-    pub fn with_endpoint(self, url: &str) -> Result<Self> {
-        Ok(Self {
-            http: self.http.with_endpoints([url])?,
-        })
-    }
-
-    /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
-    #[must_use]
-    pub fn with_timeouts(self, connect: Duration, request: Duration) -> Self {
-        Self {
-            http: self.http.with_timeouts(connect, request),
-        }
-    }
-
-    /// The base URL.
-    pub fn endpoint(&self) -> &str {
-        self.http.active_endpoint()
-    }
-}
-
-impl Fetch for OpenStack {
-    fn get(&self, path: &str) -> Result<Option<String>> {
-        self.http.get(path)
-    }
-
-    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        self.http.get_bytes(path, limit)
-    }
-}
+metadata_client!(
+    /// The `OpenStack` metadata client. One per wait is enough; it is `Sync`.
+    OpenStack,
+    SERVICE
+);
 
 #[cfg(test)]
 mod tests {
 
+    use std::time::Duration;
+
     use super::*;
     use crate::source::loopback::{answer, serve};
+    use crate::source::provider::http::Fetch;
     use crate::source::provider::wait::{is_retryable, retry_after};
 
     #[test]

@@ -35,10 +35,8 @@ mod provider;
 pub mod vnic;
 pub mod wait;
 
-use std::time::Duration;
-
 use crate::error::Result;
-use crate::source::provider::http::{Fetch, Http, Service, check_endpoint_for};
+use crate::source::provider::http::{Service, check_endpoint_for, metadata_client};
 
 pub use identity::OracleSource;
 pub use provider::OracleProvider;
@@ -72,66 +70,15 @@ const SERVICE: Service = Service {
     spent: "whole request (endpoint fallback included)",
 };
 
-/// The OCI metadata client. One per wait is enough; it is `Sync`.
-#[derive(Debug)]
-pub struct Oracle {
-    http: Http,
-}
-
-impl Default for Oracle {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Oracle {
-    /// A client for [`ENDPOINTS`].
-    pub fn new() -> Self {
-        Self {
-            http: Http::new(SERVICE),
-        }
-    }
-
-    /// Replaces both endpoints with one base URL (config `oracle.endpoint`):
-    /// `http://`, an IP literal, an optional port, no path.
-    pub fn with_endpoint(self, url: &str) -> Result<Self> {
-        Ok(Self {
-            http: self.http.with_endpoints([url])?,
-        })
-    }
-
-    /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
-    #[must_use]
-    pub fn with_timeouts(self, connect: Duration, request: Duration) -> Self {
-        Self {
-            http: self.http.with_timeouts(connect, request),
-        }
-    }
-
-    /// The base URLs, in the order they are tried.
-    pub fn endpoints(&self) -> &[String] {
-        self.http.endpoints()
-    }
-
-    /// The base URL asked first: the one that answered last.
-    pub fn active_endpoint(&self) -> &str {
-        self.http.active_endpoint()
-    }
-}
+metadata_client!(
+    /// The OCI metadata client. One per wait is enough; it is `Sync`.
+    Oracle,
+    SERVICE
+);
 
 /// Checks an `oracle.endpoint` value: `http://`, an IP literal, no path.
 pub fn check_endpoint(url: &str) -> Result<String> {
     check_endpoint_for(url, ENDPOINT_KEY)
-}
-
-impl Fetch for Oracle {
-    fn get(&self, path: &str) -> Result<Option<String>> {
-        self.http.get(path)
-    }
-
-    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        self.http.get_bytes(path, limit)
-    }
 }
 
 #[cfg(test)]
@@ -139,8 +86,11 @@ mod tests {
 
     use std::net::TcpListener;
 
+    use std::time::Duration;
+
     use super::*;
     use crate::source::loopback::{answer, serve};
+    use crate::source::provider::http::{Fetch, Http};
     use crate::source::provider::wait::is_retryable;
 
     #[test]
@@ -199,7 +149,7 @@ mod tests {
                 .unwrap(),
         };
         assert_eq!(o.get(VNICS_PATH).unwrap().as_deref(), Some("[1]"));
-        assert_eq!(o.active_endpoint(), live);
+        assert_eq!(o.endpoint(), live);
         assert_eq!(o.get(VNICS_PATH).unwrap().as_deref(), Some("[2]"));
         assert_eq!(h.join().unwrap().len(), 2);
     }

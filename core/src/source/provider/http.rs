@@ -470,3 +470,74 @@ pub fn map_ureq_error(e: &ureq::Error) -> ImdsErrorKind {
         },
     }
 }
+
+/// Declares a cloud's metadata client: a type over [`Http`] with `service` (a
+/// [`Service`] constant), its `new`, `with_endpoint` (one base URL in place of
+/// the defaults), `with_timeouts`, `endpoint`, `endpoints` and [`Fetch`]. Clouds
+/// whose requests need no more than the service's headers (GCE, `OpenStack`,
+/// Oracle) are this and their `Service`.
+macro_rules! metadata_client {
+    ($(#[$doc:meta])* $name:ident, $service:expr) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name {
+            http: $crate::source::provider::http::Http,
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl $name {
+            /// A client for the service's default endpoints.
+            pub fn new() -> Self {
+                Self {
+                    http: $crate::source::provider::http::Http::new($service),
+                }
+            }
+
+            /// Replaces the endpoints with one base URL (the cloud's endpoint
+            /// key): `http://`, an IP literal, an optional port, no path.
+            pub fn with_endpoint(self, url: &str) -> $crate::error::Result<Self> {
+                Ok(Self {
+                    http: self.http.with_endpoints([url])?,
+                })
+            }
+
+            /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
+            #[must_use]
+            pub fn with_timeouts(
+                self,
+                connect: std::time::Duration,
+                request: std::time::Duration,
+            ) -> Self {
+                Self {
+                    http: self.http.with_timeouts(connect, request),
+                }
+            }
+
+            /// The base URL asked first: the one that answered last.
+            pub fn endpoint(&self) -> &str {
+                self.http.active_endpoint()
+            }
+
+            /// The base URLs, in the order they are tried.
+            pub fn endpoints(&self) -> &[String] {
+                self.http.endpoints()
+            }
+        }
+
+        impl $crate::source::provider::http::Fetch for $name {
+            fn get(&self, path: &str) -> $crate::error::Result<Option<String>> {
+                self.http.get(path)
+            }
+
+            fn get_bytes(&self, path: &str, limit: u64) -> $crate::error::Result<Option<Vec<u8>>> {
+                self.http.get_bytes(path, limit)
+            }
+        }
+    };
+}
+pub(crate) use metadata_client;

@@ -94,3 +94,31 @@ impl<'a> Retrying<'a> {
         self.retry(path, || fetch.get_bytes(path, limit))
     }
 }
+
+/// A datasource over one cloud's metadata client: the client, and how long and
+/// how often its fetch's failing requests are sent again (a [`Retrying`]
+/// budget). Each cloud implements [`crate::source::Datasource`] for its own.
+#[derive(Debug)]
+pub struct ClientSource<C> {
+    /// The metadata client.
+    pub(crate) client: C,
+    /// The retry budget of one fetch.
+    pub(crate) policy: WaitPolicy,
+}
+
+impl<C> ClientSource<C> {
+    /// The datasource behind `client`.
+    pub fn new(client: C) -> Self {
+        Self {
+            client,
+            policy: WaitPolicy::default(),
+        }
+    }
+
+    /// How long and how often failing requests are sent again.
+    #[must_use]
+    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+}
