@@ -59,26 +59,12 @@ use crate::error::{Error, Problem, Result};
 use crate::metadata::MACS_PATH;
 use crate::model::{Family, InstanceNetwork, MacAddr, Missing, NicMetadata, NicRoute};
 use crate::source::provider::complete;
+pub use crate::source::provider::slot::{SLOTS, device_slot};
 pub use crate::source::provider::{Assessment, NicEvent};
-
-/// The number of table slots a NIC's MAC is spread over (`1..=SLOTS`).
-pub const SLOTS: u32 = 9_999;
 
 /// The most addresses one list (`private-ipv4s`, `ipv6s`) may hold: ECS allows a
 /// few dozen per NIC; more is not the metadata service talking.
 pub const MAX_ADDRESSES: usize = 256;
-
-/// The NIC's table slot: its MAC (all 48 bits, big-endian) modulo [`SLOTS`], plus
-/// one, so never 0. See the module docs.
-pub fn device_slot(mac: MacAddr) -> u32 {
-    let mut wide = [0u8; 8];
-    if let Some(tail) = wide.get_mut(2..) {
-        tail.copy_from_slice(&mac.octets());
-    }
-    let n = u64::from_be_bytes(wide) % u64::from(SLOTS);
-    // n < SLOTS, so it fits.
-    u32::try_from(n).map_or(1, |n| n + 1)
-}
 
 /// A key of a MAC folder that leasehook reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -68,13 +68,11 @@ pub fn wait_for_nic(
 
 #[cfg(test)]
 mod tests {
-    use std::net::IpAddr;
     use std::time::Duration;
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
-    use crate::model::{Family, Lease, Reason};
-    use crate::source::provider::fake::{FakeClock, Scripted};
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, policy};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
     const SECONDARY: &str = "00:16:3e:00:00:02";
@@ -99,26 +97,7 @@ mod tests {
     }
 
     fn event() -> NicEvent {
-        let address: IpAddr = "192.168.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            SECONDARY.parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 24,
-                routers: vec!["192.168.1.253".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(ms))
-        }
+        bound("eth1", SECONDARY, "192.168.1.20", 24, "192.168.1.253")
     }
 
     #[test]

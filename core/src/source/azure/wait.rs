@@ -81,13 +81,11 @@ pub fn wait_for_nic(
 
 #[cfg(test)]
 mod tests {
-    use std::net::IpAddr;
     use std::time::Duration;
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
-    use crate::model::{Family, Lease, Reason};
-    use crate::source::provider::fake::{FakeClock, Scripted};
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
 
     /// Azure's client answers only a 200: the scripted service's 404 is an error.
     impl Fetch for Scripted<'_> {
@@ -100,37 +98,7 @@ mod tests {
     const TWO: &str = r#"{"interface":[{"macAddress":"000D3A000001","ipv4":{"ipAddress":[{"privateIpAddress":"10.0.0.4"}],"subnet":[{"address":"10.0.0.0","prefix":"24"}]}},{"macAddress":"000D3A000002","ipv4":{"ipAddress":[{"privateIpAddress":"10.0.1.20"}],"subnet":[{"address":"10.0.1.0","prefix":"24"}]}}]}"#;
 
     fn event() -> NicEvent {
-        let address: IpAddr = "10.0.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            "00:0d:3a:00:00:02".parse().unwrap(),
-            vec![Lease {
-                family: Family::of(&address),
-                address,
-                prefix_len: 24,
-                routers: vec!["10.0.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(budget_ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
-        }
-    }
-
-    fn http(status: u16, retry_after: Option<u64>) -> Error {
-        Error::Imds {
-            method: "GET",
-            url: "http://169.254.169.254/metadata/instance/network".into(),
-            kind: ImdsErrorKind::Http {
-                status,
-                retry_after: retry_after.map(Duration::from_secs),
-            },
-        }
+        bound("eth1", "00:0d:3a:00:00:02", "10.0.1.20", 24, "10.0.1.1")
     }
 
     #[test]

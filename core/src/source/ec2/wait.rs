@@ -68,14 +68,13 @@ pub fn wait_for_nic(
 #[cfg(test)]
 mod tests {
 
-    use std::net::IpAddr;
     use std::time::Duration;
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
     use crate::model::{Family, Lease, Reason};
     use crate::source::provider::PrimaryUse;
-    use crate::source::provider::fake::{FakeClock, Scripted};
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
     const SECONDARY: &str = "02:00:00:00:00:02";
@@ -96,37 +95,7 @@ mod tests {
     }
 
     fn event(addr: &str) -> NicEvent {
-        let address: IpAddr = addr.parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            SECONDARY.parse().unwrap(),
-            vec![Lease {
-                family: Family::of(&address),
-                address,
-                prefix_len: 24,
-                routers: vec!["10.0.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(budget_ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
-        }
-    }
-
-    fn http(status: u16, retry_after: Option<u64>) -> Error {
-        Error::Imds {
-            method: "GET",
-            url: "http://imds/x".into(),
-            kind: ImdsErrorKind::Http {
-                status,
-                retry_after: retry_after.map(Duration::from_secs),
-            },
-        }
+        bound("eth1", SECONDARY, addr, 24, "10.0.1.1")
     }
 
     /// Whether the wait failed with HTTP `status` (and this `Retry-After`).

@@ -85,39 +85,18 @@ pub fn wait_for_nic(
 
 #[cfg(test)]
 mod tests {
-    use std::net::IpAddr;
     use std::time::Duration;
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
-    use crate::model::{Family, Lease, Reason};
-    use crate::source::provider::fake::{FakeClock, Scripted};
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, policy};
 
     const ONLY0: &str = r#"[{"mac":"42:01:0a:00:00:0a","ip":"10.0.0.10","gateway":"10.0.0.1","subnetmask":"255.255.255.0"}]"#;
     const TWO: &str = r#"[{"mac":"42:01:0a:00:00:0a","ip":"10.0.0.10","gateway":"10.0.0.1","subnetmask":"255.255.255.0"},
         {"mac":"42:01:0a:00:01:14","ip":"10.0.1.20","gateway":"10.0.1.1","subnetmask":"255.255.255.0","ipAliases":["10.0.1.64/30"]}]"#;
 
     fn event() -> NicEvent {
-        let address: IpAddr = "10.0.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            "42:01:0a:00:01:14".parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 32,
-                routers: vec!["10.0.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(ms))
-        }
+        bound("eth1", "42:01:0a:00:01:14", "10.0.1.20", 32, "10.0.1.1")
     }
 
     #[test]

@@ -46,7 +46,7 @@
 //! is the primary NIC (`eth0`). Nothing in the document says where any other NIC
 //! sits for good (the list shifts when a NIC in the middle is detached); what is
 //! fixed for a Neutron port's life is its MAC. So a NIC's "device number" is
-//! [`crate::source::aliyun::nic::device_slot`], the same pure function of the
+//! [`crate::source::provider::slot::device_slot`], the same pure function of the
 //! MAC in `1..=9999` as Alibaba's, and its table `table_base + slot` (rule
 //! priority `priority_base + slot`). The same port gets the same table on every
 //! event, boot and instance it is attached to; two ports whose slots collide are
@@ -74,7 +74,7 @@ use crate::error::{Error, Problem, Result};
 use crate::model::{
     Family, InstanceNetwork, Lease, MacAddr, Missing, NicMetadata, NicRoute, Reason,
 };
-use crate::source::aliyun::nic::device_slot;
+use crate::source::provider::slot::device_slot;
 use crate::source::provider::{Assessment, NicEvent, UnleasedNic, complete};
 
 /// The document's name, for errors.

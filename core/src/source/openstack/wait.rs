@@ -151,47 +151,14 @@ pub fn from_drive(read: Result<Option<String>>, event: &NicEvent) -> Outcome {
 
 #[cfg(test)]
 mod tests {
-    use std::net::IpAddr;
     use std::time::Duration;
 
     use super::*;
-    use crate::error::{Error, ImdsErrorKind};
-    use crate::model::{Family, Lease, Reason};
     use crate::source::openstack::nic::tests::{ONLY0, TWO};
-    use crate::source::provider::fake::{FakeClock, Scripted};
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
 
     fn event() -> NicEvent {
-        let address: IpAddr = "10.0.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            "fa:16:3e:00:01:14".parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 24,
-                routers: vec!["10.0.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(ms))
-        }
-    }
-
-    fn http(status: u16) -> Error {
-        Error::Imds {
-            method: "GET",
-            url: "http://openstack/x".into(),
-            kind: ImdsErrorKind::Http {
-                status,
-                retry_after: None,
-            },
-        }
+        bound("eth1", "fa:16:3e:00:01:14", "10.0.1.20", 24, "10.0.1.1")
     }
 
     #[test]
@@ -254,13 +221,13 @@ mod tests {
         // 503 or 429 for ever: Failed, not Partial.
         for status in [503, 429] {
             let clock = FakeClock::new();
-            let f = Scripted::every(&clock, move |_| Err(http(status)));
+            let f = Scripted::every(&clock, move |_| Err(http(status, None)));
             let out = wait_for_nic(&f, &event(), &policy(2_000), &clock);
             assert!(matches!(out, Outcome::Failed(_)), "{status}: {out:?}");
         }
         // 403: at once.
         let clock = FakeClock::new();
-        let f = Scripted::every(&clock, move |_| Err(http(403)));
+        let f = Scripted::every(&clock, move |_| Err(http(403, None)));
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
         assert_eq!(f.log.borrow().len(), 1);
@@ -276,7 +243,7 @@ mod tests {
         let clock = FakeClock::new();
         let f = Scripted::every(&clock, move |t| {
             if t < Duration::from_millis(200) {
-                Err(http(429))
+                Err(http(429, None))
             } else {
                 Ok(Some(TWO.to_owned()))
             }
@@ -305,7 +272,7 @@ mod tests {
             Outcome::Failed(_)
         ));
         assert!(matches!(
-            from_drive(Err(http(500)), &event()),
+            from_drive(Err(http(500, None)), &event()),
             Outcome::Failed(_)
         ));
     }

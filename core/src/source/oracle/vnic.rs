@@ -69,7 +69,7 @@ use crate::error::{Error, Problem, Result};
 use crate::model::{Family, InstanceNetwork, Lease, MacAddr, NicMetadata, NicRoute, Reason};
 use crate::source::provider::{Assessment, NicEvent, Unleased, UnleasedNic, complete};
 
-pub use crate::source::aliyun::nic::device_slot;
+pub use crate::source::provider::slot::device_slot;
 
 /// The most VNICs read from one answer (OCI's largest shapes allow a few dozen).
 pub const MAX_VNICS: usize = 64;

@@ -169,30 +169,17 @@ pub fn fetch_unleased(
 
 #[cfg(test)]
 mod tests {
-    use std::net::IpAddr;
     use std::time::Duration;
 
     use super::*;
-    use crate::model::{Family, Lease, Reason};
+    use crate::model::Reason;
     use crate::source::oracle::vnic::tests::VM_TWO;
-    use crate::source::provider::fake::{FakeClock, Scripted};
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
 
     const PRIMARY_ONLY: &str = r#"[{"macAddr":"02:00:17:05:D1:DB","privateIp":"10.0.0.230","subnetCidrBlock":"10.0.0.0/24","virtualRouterIp":"10.0.0.1"}]"#;
 
     fn event(mac: &str, addr: &str, router: &str) -> NicEvent {
-        let address: IpAddr = addr.parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("ens4").unwrap(),
-            mac.parse().unwrap(),
-            vec![Lease {
-                family: Family::of(&address),
-                address,
-                prefix_len: 24,
-                routers: vec![router.parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
+        bound("ens4", mac, addr, 24, router)
     }
 
     fn primary() -> NicEvent {
@@ -201,24 +188,6 @@ mod tests {
 
     fn secondary() -> NicEvent {
         event("00:00:17:02:2b:b1", "10.0.1.20", "10.0.1.1")
-    }
-
-    fn policy(budget_ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
-        }
-    }
-
-    fn http(status: u16, retry_after: Option<u64>) -> Error {
-        Error::Imds {
-            method: "GET",
-            url: "http://169.254.169.254/opc/v2/vnics/".into(),
-            kind: ImdsErrorKind::Http {
-                status,
-                retry_after: retry_after.map(Duration::from_secs),
-            },
-        }
     }
 
     #[test]

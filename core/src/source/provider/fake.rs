@@ -6,9 +6,55 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use super::NicEvent;
 use super::http::Fetch;
-use super::wait::Clock;
-use crate::error::{Error, Result};
+use super::wait::{Clock, WaitPolicy};
+use crate::error::{Error, ImdsErrorKind, Result};
+use crate::model::{Family, IfName, Lease, Reason};
+
+/// A BOUND event of interface `name` (MAC `mac`): one lease, `address/prefix_len`
+/// through `router`.
+pub(crate) fn bound(
+    name: &str,
+    mac: &str,
+    address: &str,
+    prefix_len: u8,
+    router: &str,
+) -> NicEvent {
+    let address: std::net::IpAddr = address.parse().unwrap();
+    NicEvent::try_new(
+        IfName::try_new(name).unwrap(),
+        mac.parse().unwrap(),
+        vec![Lease {
+            family: Family::of(&address),
+            address,
+            prefix_len,
+            routers: vec![router.parse().unwrap()],
+            reason: Reason::Bound,
+        }],
+    )
+    .unwrap()
+}
+
+/// A wait of `budget_ms` without jitter.
+pub(crate) fn policy(budget_ms: u64) -> WaitPolicy {
+    WaitPolicy {
+        jitter: false,
+        ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
+    }
+}
+
+/// A `GET` answered with HTTP `status` (and a `Retry-After` of so many seconds).
+pub(crate) fn http(status: u16, retry_after: Option<u64>) -> Error {
+    Error::Imds {
+        method: "GET",
+        url: "http://169.254.169.254/x".into(),
+        kind: ImdsErrorKind::Http {
+            status,
+            retry_after: retry_after.map(Duration::from_secs),
+        },
+    }
+}
 
 /// A clock that sleeping (and each scripted request) advances; nothing waits.
 #[derive(Debug)]
