@@ -44,7 +44,7 @@
 //! # When the metadata agrees
 //!
 //! The answers become one [`NicMetadata`] and are handed to the planner with the
-//! event's link and lease: what [`plan`] lists as [`Missing`] (and waiting can fix)
+//! event's link and lease: what [`crate::plan::plan`] lists as [`Missing`] (and waiting can fix)
 //! is what the wait is still waiting for, so the wait and the plan cannot disagree
 //! about "complete".
 

@@ -2,7 +2,7 @@
 //! Performs IO: the EC2 instance metadata service (IMDS) client, over HTTP, with its
 //! token cached under `<root>/run/leasehook/` (SPEC §4.1). The client is the
 //! provider seam's token-session client ([`Imdsv2`], over
-//! [`crate::source::provider::http`]) with EC2's dialect ([`EC2`]):
+//! [`crate::source::provider::http`]) with EC2's dialect (`EC2`):
 //!
 //! * **IMDSv2.** A session token is `PUT` once (`/latest/api/token`, six hours) and
 //!   sent with every `GET`. It is cached on disk (`<root>/run/leasehook/imds-token`,

@@ -52,7 +52,7 @@
 //!
 //! The answers are parsed with the same parser as a whole metadata tree
 //! ([`parse_nic`], [`parse_tree`]) and handed to the planner with the event's own
-//! link and lease: what [`plan`] lists as [`Missing`] (and waiting can fix, see
+//! link and lease: what [`crate::plan::plan`] lists as [`Missing`] (and waiting can fix, see
 //! [`Missing::is_metadata`]) is what the wait is still waiting for. So the wait and
 //! the plan cannot disagree about what "complete" means.
 

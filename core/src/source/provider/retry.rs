@@ -2,7 +2,7 @@
 //! Performs IO (through the [`Fetch`] and the [`Clock`] it is handed): the one
 //! retry of the datasources' fetches (EC2, Alibaba, GCE, `OpenStack`, Azure). A
 //! request that fails in a way waiting can fix (a timeout, 429, 5xx:
-//! [`is_retryable`]) is sent again with the consistency wait's backoff, at least
+//! `is_retryable`) is sent again with the consistency wait's backoff, at least
 //! its `Retry-After` later, within one budget for the whole fetch; a `Retry-After`
 //! past the budget ends it at once. Any other failure ends it too.
 
