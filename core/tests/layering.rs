@@ -58,6 +58,9 @@ const NOT_PURE: &[&str] = &[
     "kubernetes::observe",
     "source::detect::read",
     "source::provider::wait",
+    "source::provider::http",
+    "source::provider::imdsv2",
+    "source::provider::retry",
     "heal::run",
 ];
 

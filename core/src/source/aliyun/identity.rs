@@ -26,8 +26,9 @@ use crate::constants::{IMDS_MAX_USER_DATA_BYTES, IMDS_META_DATA, IMDS_USER_DATA}
 use crate::error::{Error, Problem, Result};
 use crate::metadata::MACS_PATH;
 use crate::model::MacAddr;
-use crate::source::ec2::Fetch;
-use crate::source::ec2::identity::{Retrying, listing};
+use crate::source::provider::http::Fetch;
+use crate::source::provider::imdsv2::listing;
+use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -55,19 +56,18 @@ pub struct Answers {
 
 /// Fetches the keys of the module docs' table.
 pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
-    let r = Retrying::new(fetch, policy, clock);
+    let r = Retrying::new(policy, clock, "metadata");
+    let get = |path: &str| r.get(fetch, path);
     let md = |key: &str| format!("{IMDS_META_DATA}/{key}");
     let mut a = Answers {
-        instance_id: r.get(&md("instance-id"))?,
-        region_id: r.get(&md("region-id"))?,
-        zone_id: r.get(&md("zone-id"))?,
-        hostname: r.get(&md("hostname"))?,
-        mac: r.get(&md("mac"))?,
+        instance_id: get(&md("instance-id"))?,
+        region_id: get(&md("region-id"))?,
+        zone_id: get(&md("zone-id"))?,
+        hostname: get(&md("hostname"))?,
+        mac: get(&md("mac"))?,
         ..Answers::default()
     };
-    let macs = r
-        .get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?
-        .unwrap_or_default();
+    let macs = get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?.unwrap_or_default();
     for name in listing(&macs).into_iter().take(MAX_NICS) {
         // The name goes into the next URLs: only a MAC may.
         let mac: MacAddr = name.parse().map_err(|problem| Error::Metadata {
@@ -76,13 +76,13 @@ pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) 
         })?;
         let mut folder = BTreeMap::new();
         for k in NicKey::ALL {
-            if let Some(v) = r.get(&key_path(mac, k))? {
+            if let Some(v) = get(&key_path(mac, k))? {
                 folder.insert(k, v);
             }
         }
         a.nics.insert(mac, folder);
     }
-    a.user_data = r.get_bytes(IMDS_USER_DATA, IMDS_MAX_USER_DATA_BYTES)?;
+    a.user_data = r.get_bytes(fetch, IMDS_USER_DATA, IMDS_MAX_USER_DATA_BYTES)?;
     let (n, t) = r.spent();
     log::debug!(
         "AliYun: instance data in {n} request(s), {} ms",
@@ -165,28 +165,7 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
 }
 
 /// The `AliYun` datasource: an ECS metadata client and the retry budget.
-#[derive(Debug)]
-pub struct AliyunSource {
-    client: Aliyun,
-    policy: WaitPolicy,
-}
-
-impl AliyunSource {
-    /// The datasource behind `client`.
-    pub fn new(client: Aliyun) -> Self {
-        Self {
-            client,
-            policy: WaitPolicy::default(),
-        }
-    }
-
-    /// How long and how often failing requests are sent again.
-    #[must_use]
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-}
+pub type AliyunSource = ClientSource<Aliyun>;
 
 impl Datasource for AliyunSource {
     fn kind(&self) -> SourceKind {
@@ -200,9 +179,8 @@ impl Datasource for AliyunSource {
 
     /// One request, `meta-data/instance-id` (plus the token when none is cached).
     fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
-        let r = Retrying::new(&self.client, &self.policy, &SystemClock);
-        let id = r
-            .get(&format!("{IMDS_META_DATA}/instance-id"))?
+        let id = Retrying::new(&self.policy, &SystemClock, "metadata")
+            .get(&self.client, &format!("{IMDS_META_DATA}/instance-id"))?
             .map(|s| s.trim().to_owned())
             .ok_or_else(|| Error::Metadata {
                 key: "instance-id".to_owned(),
@@ -214,33 +192,8 @@ impl Datasource for AliyunSource {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::time::{Duration, Instant};
-
     use super::*;
-
-    struct Script {
-        answers: BTreeMap<String, String>,
-        asked: RefCell<Vec<String>>,
-    }
-
-    impl Fetch for Script {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked.borrow_mut().push(path.to_owned());
-            Ok(self.answers.get(path).cloned())
-        }
-    }
-
-    struct FakeClock(Instant, Cell<Duration>);
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.0 + self.1.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.1.set(self.1.get() + pause);
-        }
-    }
+    use crate::source::provider::fake::{FakeClock, Scripted};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
 
@@ -299,18 +252,15 @@ mod tests {
     }
 
     fn run(answers: BTreeMap<String, String>) -> (Result<InstanceData>, usize) {
-        let script = Script {
-            answers,
-            asked: RefCell::new(Vec::new()),
-        };
-        let clock = FakeClock(Instant::now(), Cell::new(Duration::ZERO));
+        let script = Scripted::answering(answers);
+        let clock = FakeClock::new();
         let policy = WaitPolicy {
             jitter: false,
             ..WaitPolicy::default()
         };
         let out = fetch_answers(&script, &policy, &clock)
             .and_then(|a| assemble(&a, "http://100.100.100.200"));
-        let asked = script.asked.borrow().len();
+        let asked = script.count();
         (out, asked)
     }
 

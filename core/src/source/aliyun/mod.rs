@@ -7,8 +7,8 @@
 //! ("security hardening") mode is IMDSv2 with its own header names: a token is
 //! `PUT` to `/latest/api/token` with `X-aliyun-ecs-metadata-token-ttl-seconds`
 //! (six hours, the most it grants) and sent as `X-aliyun-ecs-metadata-token` on
-//! every `GET`. So [`Aliyun`] is the EC2 client ([`crate::source::ec2::Ec2`])
-//! with Alibaba's dialect, and it keeps every one of its rules:
+//! every `GET`. So [`Aliyun`] is the provider seam's token-session client
+//! ([`Imdsv2`], EC2's too) with Alibaba's dialect, and it keeps every one of its rules:
 //!
 //! * the token is cached in `<root>/run/leasehook/aliyun-token` (0600, atomic,
 //!   never through a symlink, EC2's token file left alone), replaced when the
@@ -40,7 +40,8 @@ use crate::constants::{
     IMDS_TOKEN_PATH,
 };
 use crate::error::Result;
-use crate::source::ec2::{Dialect, Ec2, Fetch};
+use crate::source::provider::http::{Fetch, Service, check_endpoint_for};
+use crate::source::provider::imdsv2::{Dialect, Imdsv2};
 
 pub use identity::AliyunSource;
 pub use provider::AliyunProvider;
@@ -51,19 +52,25 @@ pub const ENDPOINT_KEY: &str = "aliyun.endpoint";
 
 /// Alibaba's dialect of the EC2 client.
 const ALIYUN: Dialect = Dialect {
-    endpoints: &ALIYUN_ENDPOINTS,
+    service: Service {
+        provider: "aliyun",
+        label: "IMDS",
+        endpoints: &ALIYUN_ENDPOINTS,
+        endpoints_key: ENDPOINT_KEY,
+        headers: &[],
+        vouch: Service::trust,
+        spent: "whole request (token exchange included)",
+    },
     token_path: IMDS_TOKEN_PATH,
     ttl_header: ALIYUN_TOKEN_TTL_HEADER,
     token_header: ALIYUN_TOKEN_HEADER,
     cache_name: ALIYUN_TOKEN_CACHE_NAME,
-    endpoints_key: ENDPOINT_KEY,
-    provider: "aliyun",
 };
 
 /// The ECS metadata client. One per process is enough; it is `Sync`.
 #[derive(Debug)]
 pub struct Aliyun {
-    inner: Ec2,
+    inner: Imdsv2,
 }
 
 impl Aliyun {
@@ -71,7 +78,7 @@ impl Aliyun {
     /// (`/` in production: `/run/leasehook/aliyun-token`).
     pub fn try_new(root: impl AsRef<Path>) -> Result<Self> {
         Ok(Self {
-            inner: Ec2::with_dialect(root, ALIYUN),
+            inner: Imdsv2::with_dialect(root, ALIYUN),
         })
     }
 
@@ -128,7 +135,7 @@ impl Fetch for Aliyun {
 
 /// Checks an `aliyun.endpoint` value: `http://`, an IP literal, no path.
 pub fn check_endpoint(url: &str) -> Result<String> {
-    crate::source::ec2::check_endpoint_for(url, ENDPOINT_KEY)
+    check_endpoint_for(url, ENDPOINT_KEY)
 }
 
 #[cfg(test)]

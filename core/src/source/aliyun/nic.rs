@@ -44,7 +44,7 @@
 //! # When the metadata agrees
 //!
 //! The answers become one [`NicMetadata`] and are handed to the planner with the
-//! event's link and lease: what [`plan`] lists as [`Missing`] (and waiting can fix)
+//! event's link and lease: what [`crate::plan::plan`] lists as [`Missing`] (and waiting can fix)
 //! is what the wait is still waiting for, so the wait and the plan cannot disagree
 //! about "complete".
 
@@ -57,30 +57,14 @@ use serde_json::Value;
 use crate::constants::IMDS_META_DATA;
 use crate::error::{Error, Problem, Result};
 use crate::metadata::MACS_PATH;
-use crate::model::{
-    Family, InstanceNetwork, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile,
-};
-use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use crate::model::{Family, InstanceNetwork, MacAddr, Missing, NicMetadata, NicRoute};
+use crate::source::provider::complete;
+pub use crate::source::provider::slot::{SLOTS, device_slot};
 pub use crate::source::provider::{Assessment, NicEvent};
-
-/// The number of table slots a NIC's MAC is spread over (`1..=SLOTS`).
-pub const SLOTS: u32 = 9_999;
 
 /// The most addresses one list (`private-ipv4s`, `ipv6s`) may hold: ECS allows a
 /// few dozen per NIC; more is not the metadata service talking.
 pub const MAX_ADDRESSES: usize = 256;
-
-/// The NIC's table slot: its MAC (all 48 bits, big-endian) modulo [`SLOTS`], plus
-/// one, so never 0. See the module docs.
-pub fn device_slot(mac: MacAddr) -> u32 {
-    let mut wide = [0u8; 8];
-    if let Some(tail) = wide.get_mut(2..) {
-        tail.copy_from_slice(&mac.octets());
-    }
-    let n = u64::from_be_bytes(wide) % u64::from(SLOTS);
-    // n < SLOTS, so it fits.
-    u32::try_from(n).map_or(1, |n| n + 1)
-}
 
 /// A key of a MAC folder that leasehook reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -411,42 +395,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
         nics.push(parse_folder(event.mac(), &folder)?);
     }
     let network = InstanceNetwork { primary_mac, nics };
-    let links = [Link {
-        name: event.interface().clone(),
-        mac: event.mac(),
-        ipv6_router: None,
-    }];
-    let leases: Vec<InterfaceLease> = event
-        .leases()
-        .iter()
-        .map(|l| InterfaceLease {
-            interface: event.interface().clone(),
-            lease: l.clone(),
-        })
-        .collect();
-    let cfg = PlanConfig {
-        profile: Profile::Ec2NetUtils,
-        ..PlanConfig::default()
-    };
-    let p = plan(
-        &PlanInput {
-            metadata: &network,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )?;
-    let mut missing: Vec<Missing> = p
-        .interfaces
-        .into_iter()
-        .flat_map(|i| i.missing)
-        .filter(Missing::is_metadata)
-        .collect();
-    missing.sort();
-    missing.dedup();
-    Ok(Assessment { network, missing })
+    complete::assess(event, network)
 }
 
 /// The keys that answer a missing item.

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use super::nic::{self, Fetched, NicEvent, Request};
 use crate::error::Result;
 use crate::model::{IfName, Missing};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
 use crate::source::provider::{self, Assessment, NicSession};
 
@@ -68,144 +68,59 @@ pub fn wait_for_nic(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::collections::BTreeMap;
-    use std::net::IpAddr;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
-    use crate::model::{Family, Lease, Reason};
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, policy};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
     const SECONDARY: &str = "00:16:3e:00:00:02";
 
-    struct FakeClock {
-        start: Instant,
-        elapsed: Cell<Duration>,
-        sleeps: RefCell<Vec<Duration>>,
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.elapsed.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.sleeps.borrow_mut().push(pause);
-            self.elapsed.set(self.elapsed.get() + pause);
-        }
-    }
-
-    fn clock() -> FakeClock {
-        FakeClock {
-            start: Instant::now(),
-            elapsed: Cell::new(Duration::ZERO),
-            sleeps: RefCell::new(Vec::new()),
-        }
-    }
-
-    type Answer = Box<dyn Fn(Duration) -> Result<Option<String>>>;
-
-    /// A fake ECS metadata service: per path, an answer that depends on the fake
-    /// time (each request takes 1 ms); every request is recorded.
-    struct FakeEcs<'c> {
-        clock: &'c FakeClock,
-        paths: BTreeMap<String, Answer>,
-        log: RefCell<Vec<String>>,
-    }
-
-    impl<'c> FakeEcs<'c> {
-        fn new(clock: &'c FakeClock) -> Self {
-            let me = Self {
-                clock,
-                paths: BTreeMap::new(),
-                log: RefCell::new(Vec::new()),
-            };
-            me.value("/latest/meta-data/mac", "00:16:3e:00:00:01")
-                .value(
-                    &format!("{MACS}/{SECONDARY}/primary-ip-address"),
-                    "192.168.1.20",
-                )
-                .value(
-                    &format!("{MACS}/{SECONDARY}/private-ipv4s"),
-                    r#"["192.168.1.20"]"#,
-                )
-                .value(
-                    &format!("{MACS}/{SECONDARY}/vswitch-cidr-block"),
-                    "192.168.1.0/24",
-                )
-                .value(&format!("{MACS}/{SECONDARY}/gateway"), "192.168.1.253")
-        }
-        fn leaf(
-            mut self,
-            path: &str,
-            f: impl Fn(Duration) -> Result<Option<String>> + 'static,
-        ) -> Self {
-            self.paths.insert(path.to_owned(), Box::new(f));
-            self
-        }
-        fn value(self, path: &str, v: &'static str) -> Self {
-            self.leaf(path, move |_| Ok(Some(v.to_owned())))
-        }
-    }
-
-    impl Fetch for FakeEcs<'_> {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.log.borrow_mut().push(path.to_owned());
-            self.clock
-                .elapsed
-                .set(self.clock.elapsed.get() + Duration::from_millis(1));
-            match self.paths.get(path) {
-                Some(f) => f(self.clock.elapsed.get()),
-                None => Ok(None),
-            }
-        }
+    /// The ECS metadata service of a secondary NIC that agrees with its lease.
+    fn agreeing(clock: &FakeClock) -> Scripted<'_> {
+        Scripted::new(clock)
+            .value("/latest/meta-data/mac", "00:16:3e:00:00:01")
+            .value(
+                &format!("{MACS}/{SECONDARY}/primary-ip-address"),
+                "192.168.1.20",
+            )
+            .value(
+                &format!("{MACS}/{SECONDARY}/private-ipv4s"),
+                r#"["192.168.1.20"]"#,
+            )
+            .value(
+                &format!("{MACS}/{SECONDARY}/vswitch-cidr-block"),
+                "192.168.1.0/24",
+            )
+            .value(&format!("{MACS}/{SECONDARY}/gateway"), "192.168.1.253")
     }
 
     fn event() -> NicEvent {
-        let address: IpAddr = "192.168.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            SECONDARY.parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 24,
-                routers: vec!["192.168.1.253".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(ms))
-        }
+        bound("eth1", SECONDARY, "192.168.1.20", 24, "192.168.1.253")
     }
 
     #[test]
     fn agreeing_metadata_is_five_requests() {
-        let c = clock();
-        let ecs = FakeEcs::new(&c);
+        let c = FakeClock::new();
+        let ecs = agreeing(&c);
         let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
         };
         assert_eq!(net.nics.len(), 1);
-        assert_eq!(ecs.log.borrow().len(), 5, "{:?}", ecs.log.borrow());
+        assert_eq!(ecs.count(), 5, "{:?}", ecs.requests());
         assert!(c.sleeps.borrow().is_empty());
     }
 
     #[test]
     fn a_nic_that_appears_late_is_waited_for() {
         // The hot-plug race: the folder and the address appear after 1 s.
-        let c = clock();
+        let c = FakeClock::new();
         let late = |v: &'static str| {
             move |t: Duration| Ok((t >= Duration::from_secs(1)).then(|| v.to_owned()))
         };
-        let ecs = FakeEcs::new(&c)
+        let ecs = agreeing(&c)
             .leaf(
                 &format!("{MACS}/{SECONDARY}/primary-ip-address"),
                 late("192.168.1.20"),
@@ -216,7 +131,7 @@ mod tests {
             );
         let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        let log = ecs.log.borrow();
+        let log = ecs.requests();
         // mac once; the probe each round (0, 0.1, 0.3, 0.7 s: 404; 1.5 s: there),
         // then the three other keys once.
         assert_eq!(log.iter().filter(|p| p.ends_with("/mac")).count(), 1);
@@ -231,8 +146,8 @@ mod tests {
 
     #[test]
     fn a_folder_that_never_comes_is_partial_and_an_error_is_never_empty() {
-        let c = clock();
-        let ecs = FakeEcs::new(&c).leaf(&format!("{MACS}/{SECONDARY}/primary-ip-address"), |_| {
+        let c = FakeClock::new();
+        let ecs = agreeing(&c).leaf(&format!("{MACS}/{SECONDARY}/primary-ip-address"), |_| {
             Ok(None)
         });
         let out = wait_for_nic(&ecs, &event(), &policy(3_000), &c);
@@ -242,8 +157,8 @@ mod tests {
         assert_eq!(missing, [Missing::MacFolder]);
 
         for status in [500, 429, 503] {
-            let c = clock();
-            let ecs = FakeEcs::new(&c).leaf("/latest/meta-data/mac", move |_| {
+            let c = FakeClock::new();
+            let ecs = agreeing(&c).leaf("/latest/meta-data/mac", move |_| {
                 Err(Error::Imds {
                     method: "GET",
                     url: "http://100.100.100.200/latest/meta-data/mac".into(),
@@ -264,9 +179,9 @@ mod tests {
             },
             ImdsErrorKind::Disabled,
         ] {
-            let c = clock();
+            let c = FakeClock::new();
             let k = kind.clone();
-            let ecs = FakeEcs::new(&c).leaf("/latest/meta-data/mac", move |_| {
+            let ecs = agreeing(&c).leaf("/latest/meta-data/mac", move |_| {
                 Err(Error::Imds {
                     method: "PUT",
                     url: "http://100.100.100.200/latest/api/token".into(),
@@ -275,15 +190,15 @@ mod tests {
             });
             let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
             assert!(matches!(out, Outcome::Failed(_)), "{kind:?}: {out:?}");
-            assert_eq!(ecs.log.borrow().len(), 1);
+            assert_eq!(ecs.count(), 1);
             assert!(c.sleeps.borrow().is_empty());
         }
     }
 
     #[test]
     fn garbage_fails_the_wait_naming_the_key() {
-        let c = clock();
-        let ecs = FakeEcs::new(&c).value(&format!("{MACS}/{SECONDARY}/private-ipv4s"), "<html>");
+        let c = FakeClock::new();
+        let ecs = agreeing(&c).value(&format!("{MACS}/{SECONDARY}/private-ipv4s"), "<html>");
         let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
         let Outcome::Failed(e) = out else {
             panic!("{out:?}")

@@ -18,15 +18,14 @@
 //! A request that fails in a way waiting can fix (a timeout, 5xx, 429) is sent
 //! again with the wait's backoff and its `Retry-After`, within one budget.
 
-use std::time::Instant;
-
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::nic;
 use super::{Azure, Fetch, INSTANCE_PATH, VM_ID_PATH};
 use crate::error::{Error, Problem, Result};
-use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy, is_retryable, retry_after};
+use crate::source::provider::retry::{ClientSource, Retrying};
+use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
 /// The most bytes of user-data kept (Azure allows 64 KiB).
@@ -39,29 +38,7 @@ pub fn get_retrying(
     policy: &WaitPolicy,
     clock: &dyn Clock,
 ) -> Result<String> {
-    let start: Instant = clock.now();
-    let mut backoff = policy.backoff();
-    loop {
-        let e = match fetch.get(path) {
-            Ok(v) => return Ok(v),
-            Err(e) if is_retryable(&e) => e,
-            Err(e) => return Err(e),
-        };
-        let remaining = policy
-            .budget
-            .saturating_sub(clock.now().saturating_duration_since(start));
-        let after = retry_after(&e);
-        if remaining.is_zero() || after.is_some_and(|a| a > remaining) {
-            return Err(e);
-        }
-        let pause = backoff
-            .next()
-            .unwrap_or(policy.max_delay)
-            .max(after.unwrap_or_default())
-            .min(remaining);
-        log::debug!("Azure IMDS {path}: {e}; again in {} ms", pause.as_millis());
-        clock.sleep(pause);
-    }
+    Retrying::new(policy, clock, "Azure IMDS").retry(path, || fetch.get(path))
 }
 
 fn missing(key: &str) -> Error {
@@ -185,28 +162,7 @@ pub fn assemble(text: &str, endpoint: &str) -> Result<InstanceData> {
 }
 
 /// The Azure datasource: an IMDS client and the retry budget.
-#[derive(Debug)]
-pub struct AzureSource {
-    client: Azure,
-    policy: WaitPolicy,
-}
-
-impl AzureSource {
-    /// The datasource behind `client`.
-    pub fn new(client: Azure) -> Self {
-        Self {
-            client,
-            policy: WaitPolicy::default(),
-        }
-    }
-
-    /// How long and how often failing requests are sent again.
-    #[must_use]
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-}
+pub type AzureSource = ClientSource<Azure>;
 
 impl Datasource for AzureSource {
     fn kind(&self) -> SourceKind {

@@ -39,10 +39,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ureq::Agent;
-use ureq::http::Response;
-
-use crate::error::{Error, ImdsErrorKind, Result};
+use crate::error::{Error, Result};
+use crate::source::provider::http::{self, Http, Method, Service};
 
 pub use identity::AzureSource;
 pub use provider::AzureProvider;
@@ -73,11 +71,16 @@ pub const MIN_SPACING: Duration = Duration::from_millis(250);
 /// The lock file that holds the machine's last request time (Unix ms).
 pub const PACE_FILE: &str = "azure-imds.lock";
 
-/// Connect timeout of one request.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Whole-request timeout (body included).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// Azure's IMDS, to the seam's HTTP client (connect 1 s, whole request 2 s).
+const SERVICE: Service = Service {
+    provider: "azure",
+    label: "Azure IMDS",
+    endpoints: &[ENDPOINT],
+    endpoints_key: "azure.endpoint",
+    headers: &[METADATA_HEADER],
+    vouch: Service::trust,
+    spent: "whole request",
+};
 
 /// When the process's last request started (the fallback when the machine-wide
 /// pace file cannot be used).
@@ -94,9 +97,7 @@ pub trait Fetch {
 /// The Azure IMDS client.
 #[derive(Debug)]
 pub struct Azure {
-    endpoint: String,
-    agent: Agent,
-    timeout: Duration,
+    http: Http,
     /// The root whose `run/leasehook/` holds [`PACE_FILE`].
     pace_root: Option<PathBuf>,
     /// The latest time a request may wait for the pace file's lock (`None`: one
@@ -114,9 +115,7 @@ impl Azure {
     /// A client for [`ENDPOINT`].
     pub fn new() -> Self {
         Self {
-            endpoint: ENDPOINT.to_owned(),
-            agent: agent(CONNECT_TIMEOUT, REQUEST_TIMEOUT),
-            timeout: REQUEST_TIMEOUT,
+            http: Http::new(SERVICE),
             pace_root: None,
             deadline: None,
         }
@@ -141,33 +140,20 @@ impl Azure {
     /// Replaces the base URL (config `azure.endpoint`): `http://`, an IP literal,
     /// an optional port, no path.
     pub fn with_endpoint(mut self, url: &str) -> Result<Self> {
-        self.endpoint = crate::source::ec2::check_endpoint(url).map_err(|e| match e {
-            Error::Argument { problem, .. } => Error::Argument {
-                arg: "azure.endpoint".to_owned(),
-                problem,
-            },
-            other => other,
-        })?;
+        self.http = self.http.with_endpoints([url])?;
         Ok(self)
     }
 
     /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
     #[must_use]
     pub fn with_timeouts(mut self, connect: Duration, request: Duration) -> Self {
-        self.agent = agent(connect, request);
-        self.timeout = request;
+        self.http = self.http.with_timeouts(connect, request);
         self
     }
 
     /// The base URL.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// The URL of `path` with the API version.
-    fn url(&self, path: &str) -> String {
-        let sep = if path.contains('?') { '&' } else { '?' };
-        format!("{}{path}{sep}api-version={API_VERSION}", self.endpoint)
+        self.http.active_endpoint()
     }
 }
 
@@ -272,109 +258,35 @@ fn pace_process() {
     *last = Some(Instant::now());
 }
 
+/// `path` with the API version asked for.
+fn versioned(path: &str) -> String {
+    let sep = if path.contains('?') { '&' } else { '?' };
+    format!("{path}{sep}api-version={API_VERSION}")
+}
+
 impl Fetch for Azure {
     fn get(&self, path: &str) -> Result<String> {
-        let url = self.url(path);
+        let path = versioned(path);
+        let timeout = self.http.request_timeout();
+        let deadline = self.deadline.unwrap_or_else(|| Instant::now() + timeout);
+        pace(self.pace_root.as_deref(), deadline)?;
+        let (url, mut resp) = self
+            .http
+            .send(Method::Get, &path, None, Instant::now() + timeout)?;
         let fail = |kind| Error::Imds {
             method: "GET",
             url: url.clone(),
             kind,
         };
-        let deadline = self
-            .deadline
-            .unwrap_or_else(|| Instant::now() + self.timeout);
-        pace(self.pace_root.as_deref(), deadline)?;
-        let answer = self
-            .agent
-            .get(&url)
-            .config()
-            .timeout_global(Some(self.timeout))
-            .build()
-            .header(METADATA_HEADER.0, METADATA_HEADER.1)
-            .call();
-        crate::metrics::request("azure", answer.as_ref().ok().map(|r| r.status().as_u16()));
-        let mut resp = answer.map_err(|e| fail(map_ureq_error(&e)))?;
-        let status = resp.status().as_u16();
-        log::debug!("Azure IMDS GET {url}: {status}");
-        if status != 200 {
-            let kind = http_error(&resp);
-            drain(&mut resp);
+        // Only a 200 is an answer: a 404 is not "absent" here, and a 429 carries
+        // its `Retry-After`.
+        if resp.status().as_u16() != 200 {
+            let kind = http::http_error(&resp);
+            http::drain(&mut resp);
             return Err(fail(kind));
         }
-        read_body(&mut resp).map_err(fail)
-    }
-}
-
-/// The one agent of a client: keep-alive, no proxy, no redirects, statuses as data.
-fn agent(connect: Duration, request: Duration) -> Agent {
-    Agent::config_builder()
-        .timeout_connect(Some(connect))
-        .timeout_global(Some(request))
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .proxy(None)
-        .user_agent(concat!("leasehook/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .new_agent()
-}
-
-/// Reads a body of at most [`nic::MAX_BODY_BYTES`] as UTF-8.
-fn read_body(resp: &mut Response<ureq::Body>) -> std::result::Result<String, ImdsErrorKind> {
-    let limit = u64::try_from(nic::MAX_BODY_BYTES).unwrap_or(u64::MAX);
-    let bytes = resp
-        .body_mut()
-        .with_config()
-        .limit(limit)
-        .read_to_vec()
-        .map_err(|e| map_ureq_error(&e))?;
-    String::from_utf8(bytes).map_err(|e| ImdsErrorKind::Garbage {
-        reason: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
-    })
-}
-
-/// Reads and drops an error's body so the connection can be reused.
-fn drain(resp: &mut Response<ureq::Body>) {
-    let _ = resp.body_mut().with_config().limit(64 * 1024).read_to_vec();
-}
-
-/// An HTTP status that is not an answer, with its `Retry-After` in seconds (IMDS
-/// sends one with 429).
-fn http_error(resp: &Response<ureq::Body>) -> ImdsErrorKind {
-    let retry_after = resp
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    ImdsErrorKind::Http {
-        status: resp.status().as_u16(),
-        retry_after,
-    }
-}
-
-fn map_ureq_error(e: &ureq::Error) -> ImdsErrorKind {
-    match e {
-        ureq::Error::Timeout(t) => ImdsErrorKind::Timeout {
-            phase: match t {
-                ureq::Timeout::Connect => "connect".to_owned(),
-                ureq::Timeout::Global => "whole request".to_owned(),
-                other => format!("{other:?}").to_lowercase(),
-            },
-        },
-        ureq::Error::Io(io) => ImdsErrorKind::Io {
-            kind: io.kind(),
-            message: io.to_string(),
-        },
-        ureq::Error::Protocol(p) => ImdsErrorKind::Garbage {
-            reason: format!("not an HTTP answer ({p})"),
-        },
-        ureq::Error::BodyExceedsLimit(n) => ImdsErrorKind::Garbage {
-            reason: format!("answer larger than {n} bytes"),
-        },
-        other => ImdsErrorKind::Io {
-            kind: std::io::ErrorKind::Other,
-            message: other.to_string(),
-        },
+        let limit = u64::try_from(nic::MAX_BODY_BYTES).unwrap_or(u64::MAX);
+        http::read_body(&mut resp, limit).map_err(fail)
     }
 }
 
@@ -389,11 +301,15 @@ mod tests {
             .unwrap();
         assert_eq!(a.endpoint(), "http://127.0.0.1:8080");
         assert_eq!(
-            a.url(NETWORK_PATH),
+            format!("{}{}", a.endpoint(), versioned(NETWORK_PATH)),
             "http://127.0.0.1:8080/metadata/instance/network?api-version=2021-02-01"
         );
         assert_eq!(
-            a.url("/metadata/instance/compute/vmId?format=text"),
+            format!(
+                "{}{}",
+                a.endpoint(),
+                versioned("/metadata/instance/compute/vmId?format=text")
+            ),
             "http://127.0.0.1:8080/metadata/instance/compute/vmId?format=text&api-version=2021-02-01"
         );
         for bad in [
@@ -412,7 +328,11 @@ mod tests {
     fn a_pace_file_held_by_another_process_is_waited_for_until_the_deadline_only() {
         // Issue 30, item 8: a stopped worker holding the lock held every request.
         let root = tempfile::tempdir().unwrap();
-        pace(Some(root.path()), Instant::now() + REQUEST_TIMEOUT).unwrap();
+        pace(
+            Some(root.path()),
+            Instant::now() + crate::constants::IMDS_REQUEST_TIMEOUT,
+        )
+        .unwrap();
         let held = std::fs::File::open(root.path().join("run/leasehook").join(PACE_FILE)).unwrap();
         held.lock().unwrap();
         let start = Instant::now();
@@ -431,7 +351,11 @@ mod tests {
         let e = a.get(NETWORK_PATH).unwrap_err().to_string();
         assert!(e.contains("held the lock"), "{e}");
         drop(held);
-        pace(Some(root.path()), Instant::now() + REQUEST_TIMEOUT).unwrap();
+        pace(
+            Some(root.path()),
+            Instant::now() + crate::constants::IMDS_REQUEST_TIMEOUT,
+        )
+        .unwrap();
     }
 
     #[test]
@@ -439,7 +363,11 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let start = Instant::now();
         for _ in 0..3 {
-            pace(Some(root.path()), Instant::now() + REQUEST_TIMEOUT).unwrap();
+            pace(
+                Some(root.path()),
+                Instant::now() + crate::constants::IMDS_REQUEST_TIMEOUT,
+            )
+            .unwrap();
         }
         // Three requests: two full spacings between them (a lower bound: a sleep
         // never ends early), and the last one recorded in the file another

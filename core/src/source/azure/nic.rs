@@ -49,11 +49,8 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::model::{
-    InstanceNetwork, Link, MacAddr, Missing, NicMetadata, NicRoute, Problem, Profile,
-};
-use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
-use crate::source::provider::{Assessment, NicEvent};
+use crate::model::{InstanceNetwork, MacAddr, NicMetadata, NicRoute, Problem};
+use crate::source::provider::{Assessment, NicEvent, complete};
 
 /// The most NICs read from one answer (Azure's largest sizes have 8).
 pub const MAX_NICS: usize = 64;
@@ -384,48 +381,15 @@ pub fn to_instance(net: &AzureNetwork) -> InstanceNetwork {
 /// and the plan cannot disagree about "complete".
 pub fn assess(event: &NicEvent, network: Option<&AzureNetwork>) -> Result<Assessment> {
     let network = network.map(to_instance).unwrap_or_default();
-    let links = [Link {
-        name: event.interface().clone(),
-        mac: event.mac(),
-        ipv6_router: None,
-    }];
-    let leases: Vec<InterfaceLease> = event
-        .leases()
-        .iter()
-        .map(|l| InterfaceLease {
-            interface: event.interface().clone(),
-            lease: l.clone(),
-        })
-        .collect();
-    let cfg = PlanConfig {
-        profile: Profile::Ec2NetUtils,
-        ..PlanConfig::default()
-    };
-    let p = plan(
-        &PlanInput {
-            metadata: &network,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )?;
-    let mut missing: Vec<Missing> = p
-        .interfaces
-        .into_iter()
-        .flat_map(|i| i.missing)
-        .filter(Missing::is_metadata)
-        .collect();
-    missing.sort();
-    missing.dedup();
     // Every NIC is kept: the `cloud-init` profile numbers this one by its
     // position among them.
-    Ok(Assessment { network, missing })
+    complete::assess(event, network)
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::model::{Link, Missing};
+    use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
     use std::net::IpAddr;
 
     use super::*;

@@ -81,71 +81,16 @@ pub fn wait_for_nic(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::net::IpAddr;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
-    use crate::model::{Family, Lease, Reason};
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
 
-    struct FakeClock {
-        start: Instant,
-        elapsed: Cell<Duration>,
-        sleeps: RefCell<Vec<Duration>>,
-    }
-
-    impl FakeClock {
-        fn new() -> Self {
-            Self {
-                start: Instant::now(),
-                elapsed: Cell::new(Duration::ZERO),
-                sleeps: RefCell::new(Vec::new()),
-            }
-        }
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.elapsed.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.sleeps.borrow_mut().push(pause);
-            self.elapsed.set(self.elapsed.get() + pause);
-        }
-    }
-
-    type Answer = Box<dyn Fn(Duration) -> Result<String>>;
-
-    /// A fake IMDS: one answer that depends on the fake time; each request takes
-    /// `each` and is logged with its start.
-    struct FakeImds<'c> {
-        clock: &'c FakeClock,
-        answer: Answer,
-        each: Duration,
-        log: RefCell<Vec<(Duration, String)>>,
-    }
-
-    impl<'c> FakeImds<'c> {
-        fn new(clock: &'c FakeClock, f: impl Fn(Duration) -> Result<String> + 'static) -> Self {
-            Self {
-                clock,
-                answer: Box::new(f),
-                each: Duration::from_millis(1),
-                log: RefCell::new(Vec::new()),
-            }
-        }
-        fn count(&self) -> usize {
-            self.log.borrow().len()
-        }
-    }
-
-    impl Fetch for FakeImds<'_> {
+    /// Azure's client answers only a 200: the scripted service's 404 is an error.
+    impl Fetch for Scripted<'_> {
         fn get(&self, path: &str) -> Result<String> {
-            let t = self.clock.elapsed.get();
-            self.log.borrow_mut().push((t, path.to_owned()));
-            self.clock.elapsed.set(t + self.each);
-            (self.answer)(t)
+            crate::source::provider::http::Fetch::get(self, path)?.ok_or_else(|| http(404, None))
         }
     }
 
@@ -153,43 +98,13 @@ mod tests {
     const TWO: &str = r#"{"interface":[{"macAddress":"000D3A000001","ipv4":{"ipAddress":[{"privateIpAddress":"10.0.0.4"}],"subnet":[{"address":"10.0.0.0","prefix":"24"}]}},{"macAddress":"000D3A000002","ipv4":{"ipAddress":[{"privateIpAddress":"10.0.1.20"}],"subnet":[{"address":"10.0.1.0","prefix":"24"}]}}]}"#;
 
     fn event() -> NicEvent {
-        let address: IpAddr = "10.0.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            "00:0d:3a:00:00:02".parse().unwrap(),
-            vec![Lease {
-                family: Family::of(&address),
-                address,
-                prefix_len: 24,
-                routers: vec!["10.0.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(budget_ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
-        }
-    }
-
-    fn http(status: u16, retry_after: Option<u64>) -> Error {
-        Error::Imds {
-            method: "GET",
-            url: "http://169.254.169.254/metadata/instance/network".into(),
-            kind: ImdsErrorKind::Http {
-                status,
-                retry_after: retry_after.map(Duration::from_secs),
-            },
-        }
+        bound("eth1", "00:0d:3a:00:00:02", "10.0.1.20", 24, "10.0.1.1")
     }
 
     #[test]
     fn consistent_metadata_takes_one_request() {
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Ok(TWO.to_owned()));
+        let imds = Scripted::every(&clock, |_| Ok(Some(TWO.to_owned())));
         let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
@@ -204,8 +119,10 @@ mod tests {
     #[test]
     fn a_nic_that_appears_late_is_waited_for_one_request_per_round() {
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |t| {
-            Ok(if t < Duration::from_secs(2) { ONE } else { TWO }.to_owned())
+        let imds = Scripted::every(&clock, |t| {
+            Ok(Some(
+                if t < Duration::from_secs(2) { ONE } else { TWO }.to_owned(),
+            ))
         });
         let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
@@ -225,7 +142,7 @@ mod tests {
     #[test]
     fn a_nic_that_never_appears_is_partial_within_the_budget() {
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Ok(ONE.to_owned()));
+        let imds = Scripted::every(&clock, |_| Ok(Some(ONE.to_owned())));
         let out = wait_for_nic(&imds, &event(), &policy(3_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
             panic!("{out:?}")
@@ -237,11 +154,11 @@ mod tests {
     #[test]
     fn a_429_is_retried_after_its_retry_after_and_never_read_as_empty() {
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |t| {
+        let imds = Scripted::every(&clock, |t| {
             if t < Duration::from_millis(10) {
                 Err(http(429, Some(2)))
             } else {
-                Ok(TWO.to_owned())
+                Ok(Some(TWO.to_owned()))
             }
         });
         let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
@@ -251,7 +168,7 @@ mod tests {
 
         // 429 until the budget ends: Failed with the 429, not Partial.
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Err(http(429, Some(1))));
+        let imds = Scripted::every(&clock, |_| Err(http(429, Some(1))));
         let out = wait_for_nic(&imds, &event(), &policy(4_000), &clock);
         assert!(
             matches!(
@@ -268,13 +185,15 @@ mod tests {
     #[test]
     fn a_400_or_garbage_ends_the_wait_at_once() {
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Err(http(400, None)));
+        let imds = Scripted::every(&clock, |_| Err(http(400, None)));
         let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
         assert_eq!(imds.count(), 1);
 
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Ok("<html>gateway error</html>".to_owned()));
+        let imds = Scripted::every(&clock, |_| {
+            Ok(Some("<html>gateway error</html>".to_owned()))
+        });
         let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
         let Outcome::Failed(e) = out else {
             panic!("{out:?}")
@@ -286,7 +205,7 @@ mod tests {
     #[test]
     fn a_slow_imds_holds_the_caller_at_most_one_request_past_the_budget() {
         let clock = FakeClock::new();
-        let mut imds = FakeImds::new(&clock, |_| Err(http(503, None)));
+        let mut imds = Scripted::every(&clock, |_| Err(http(503, None)));
         imds.each = Duration::from_millis(1_900);
         let out = wait_for_nic(&imds, &event(), &policy(3_000), &clock);
         assert!(matches!(out, Outcome::Failed(_)), "{out:?}");

@@ -19,14 +19,12 @@
 //! What the answers mean is pure ([`assemble`]); the network part is checked with
 //! the same parser as every other metadata tree.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
 use super::nic::{NicKey, Request};
-use super::wait::{Clock, SystemClock, WaitPolicy, is_retryable, retry_after};
+use super::wait::{Clock, SystemClock, WaitPolicy};
 use super::{Ec2, Fetch};
 use crate::constants::{
     IMDS_IDENTITY_DOCUMENT, IMDS_MAX_USER_DATA_BYTES, IMDS_META_DATA, IMDS_USER_DATA,
@@ -34,6 +32,8 @@ use crate::constants::{
 use crate::error::{Error, Problem, Result};
 use crate::metadata::{MACS_PATH, parse_tree};
 use crate::model::MacAddr;
+use crate::source::provider::imdsv2::listing;
+use crate::source::provider::retry::Retrying;
 use crate::source::{Datasource, InstanceData, SourceKind};
 
 /// The most NICs read (the largest instance types have far fewer).
@@ -60,131 +60,47 @@ pub struct Answers {
     pub user_data: Option<Vec<u8>>,
 }
 
-/// Sends a request again while it fails in a way waiting can fix, within the
-/// budget of the whole fetch (EC2's datasource and Alibaba's).
-pub(crate) struct Retrying<'a> {
-    fetch: &'a dyn Fetch,
-    policy: &'a WaitPolicy,
-    clock: &'a dyn Clock,
-    start: Instant,
-    requests: Cell<u32>,
-}
-
-impl<'a> Retrying<'a> {
-    /// Starts the budget now.
-    pub(crate) fn new(fetch: &'a dyn Fetch, policy: &'a WaitPolicy, clock: &'a dyn Clock) -> Self {
-        Self {
-            fetch,
-            policy,
-            clock,
-            start: clock.now(),
-            requests: Cell::new(0),
-        }
-    }
-
-    /// The requests sent so far, and the time since the start, for a log line.
-    pub(crate) fn spent(&self) -> (u32, std::time::Duration) {
-        (
-            self.requests.get(),
-            self.clock.now().saturating_duration_since(self.start),
-        )
-    }
-
-    fn retry<T>(&self, path: &str, op: impl Fn() -> Result<T>) -> Result<T> {
-        let mut backoff = self.policy.backoff();
-        loop {
-            self.requests.set(self.requests.get() + 1);
-            let e = match op() {
-                Ok(v) => return Ok(v),
-                Err(e) if is_retryable(&e) => e,
-                Err(e) => return Err(e),
-            };
-            let elapsed = self.clock.now().saturating_duration_since(self.start);
-            let remaining = self.policy.budget.saturating_sub(elapsed);
-            let after = retry_after(&e);
-            if remaining.is_zero() || after.is_some_and(|a| a > remaining) {
-                return Err(e);
-            }
-            let pause = backoff
-                .next()
-                .unwrap_or(self.policy.max_delay)
-                .max(after.unwrap_or_default())
-                .min(remaining);
-            log::debug!("metadata {path}: {e}; again in {} ms", pause.as_millis());
-            self.clock.sleep(pause);
-        }
-    }
-
-    /// [`Fetch::get`], sent again while waiting can fix its failure.
-    pub(crate) fn get(&self, path: &str) -> Result<Option<String>> {
-        self.retry(path, || self.fetch.get(path))
-    }
-
-    /// [`Fetch::get_bytes`], sent again while waiting can fix its failure.
-    pub(crate) fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        self.retry(path, || self.fetch.get_bytes(path, limit))
-    }
-}
-
-/// A folder listing's entries, without the trailing `/` of subfolders.
-pub(crate) fn listing(text: &str) -> Vec<String> {
-    text.lines()
-        .map(|l| l.trim().trim_end_matches('/').to_owned())
-        .filter(|l| !l.is_empty())
-        .collect()
-}
-
 /// Fetches the keys of the module docs' table, sending each request again while
 /// waiting can fix its failure.
 pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
-    let r = Retrying {
-        fetch,
-        policy,
-        clock,
-        start: clock.now(),
-        requests: Cell::new(0),
-    };
+    let r = Retrying::new(policy, clock, "metadata");
+    let get = |path: &str| r.get(fetch, path);
     let md = |key: &str| format!("{IMDS_META_DATA}/{key}");
     let mut a = Answers {
-        identity_document: r.get(IMDS_IDENTITY_DOCUMENT)?,
+        identity_document: get(IMDS_IDENTITY_DOCUMENT)?,
         ..Answers::default()
     };
     if a.identity_document.is_none() {
-        a.instance_id = r.get(&md("instance-id"))?;
-        a.availability_zone = r.get(&md("placement/availability-zone"))?;
-        a.region = r.get(&md("placement/region"))?;
+        a.instance_id = get(&md("instance-id"))?;
+        a.availability_zone = get(&md("placement/availability-zone"))?;
+        a.region = get(&md("placement/region"))?;
     }
-    a.local_hostname = r.get(&md("local-hostname"))?;
-    a.mac = r.get(&md("mac"))?;
-    let macs = r
-        .get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?
-        .unwrap_or_default();
+    a.local_hostname = get(&md("local-hostname"))?;
+    a.mac = get(&md("mac"))?;
+    let macs = get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?.unwrap_or_default();
     for name in listing(&macs).into_iter().take(MAX_NICS) {
         // The name goes into the next URLs: only a MAC may.
         let mac: MacAddr = name.parse().map_err(|problem| Error::Metadata {
             key: MACS_PATH.to_owned(),
             problem,
         })?;
-        let Some(keys) = r.get(&Request::Listing.path(mac))? else {
+        let Some(keys) = get(&Request::Listing.path(mac))? else {
             continue;
         };
         let keys = listing(&keys);
         let mut folder = BTreeMap::new();
         for k in NicKey::ALL {
             if keys.iter().any(|l| l == k.name())
-                && let Some(v) = r.get(&Request::Key(k).path(mac))?
+                && let Some(v) = get(&Request::Key(k).path(mac))?
             {
                 folder.insert(k.name().to_owned(), v);
             }
         }
         a.nics.insert(name, folder);
     }
-    a.user_data = r.get_bytes(IMDS_USER_DATA, IMDS_MAX_USER_DATA_BYTES)?;
-    log::debug!(
-        "EC2: instance data in {} request(s), {} ms",
-        r.requests.get(),
-        clock.now().saturating_duration_since(r.start).as_millis()
-    );
+    a.user_data = r.get_bytes(fetch, IMDS_USER_DATA, IMDS_MAX_USER_DATA_BYTES)?;
+    let (n, t) = r.spent();
+    log::debug!("EC2: instance data in {n} request(s), {} ms", t.as_millis());
     Ok(a)
 }
 
@@ -340,15 +256,8 @@ impl Datasource for Ec2Source {
 
     /// One request, `meta-data/instance-id` (plus the token when none is cached).
     fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
-        let r = Retrying {
-            fetch: &self.client,
-            policy: &self.policy,
-            clock: &SystemClock,
-            start: SystemClock.now(),
-            requests: Cell::new(0),
-        };
-        let id = r
-            .get(&format!("{IMDS_META_DATA}/instance-id"))?
+        let id = Retrying::new(&self.policy, &SystemClock, "metadata")
+            .get(&self.client, &format!("{IMDS_META_DATA}/instance-id"))?
             .map(|s| s.trim().to_owned())
             .ok_or_else(|| Error::Metadata {
                 key: "instance-id".to_owned(),
@@ -360,44 +269,11 @@ impl Datasource for Ec2Source {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
     use std::time::Duration;
 
     use super::*;
     use crate::error::ImdsErrorKind;
-
-    /// IMDS as a map of paths; a path with a queue of errors fails those first.
-    struct Script {
-        answers: BTreeMap<String, String>,
-        failures: RefCell<BTreeMap<String, Vec<Error>>>,
-        asked: RefCell<Vec<String>>,
-    }
-
-    impl Fetch for Script {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked.borrow_mut().push(path.to_owned());
-            if let Some(q) = self.failures.borrow_mut().get_mut(path)
-                && !q.is_empty()
-            {
-                return Err(q.remove(0));
-            }
-            Ok(self.answers.get(path).cloned())
-        }
-    }
-
-    struct FakeClock {
-        start: Instant,
-        slept: Cell<Duration>,
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.slept.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.slept.set(self.slept.get() + pause);
-        }
-    }
+    use crate::source::provider::fake::{FakeClock, Scripted};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
 
@@ -422,19 +298,8 @@ mod tests {
         .collect()
     }
 
-    fn script(answers: BTreeMap<String, String>) -> Script {
-        Script {
-            answers,
-            failures: RefCell::new(BTreeMap::new()),
-            asked: RefCell::new(Vec::new()),
-        }
-    }
-
-    fn clock() -> FakeClock {
-        FakeClock {
-            start: Instant::now(),
-            slept: Cell::new(Duration::ZERO),
-        }
+    fn script(answers: BTreeMap<String, String>) -> Scripted<'static> {
+        Scripted::answering(answers)
     }
 
     fn policy() -> WaitPolicy {
@@ -447,8 +312,8 @@ mod tests {
     #[test]
     fn fetches_keys_not_the_tree() {
         let s = script(aws());
-        let a = fetch_answers(&s, &policy(), &clock()).unwrap();
-        let asked = s.asked.borrow().clone();
+        let a = fetch_answers(&s, &policy(), &FakeClock::new()).unwrap();
+        let asked = s.requests();
         // Never a folder but the MAC listings, never a key the listing lacks
         // (owner-id is listed but not needed).
         assert_eq!(asked.len(), 12, "{asked:#?}");
@@ -490,7 +355,7 @@ mod tests {
             "/latest/meta-data/placement/availability-zone".into(),
             "gb1-a".into(),
         );
-        let a = fetch_answers(&script(m), &policy(), &clock()).unwrap();
+        let a = fetch_answers(&script(m), &policy(), &FakeClock::new()).unwrap();
         let d = assemble(&a, "http://169.254.169.254", "brightbox").unwrap();
         assert_eq!(d.instance_id, "i-brightbox");
         assert_eq!(d.availability_zone.as_deref(), Some("gb1-a"));
@@ -512,30 +377,28 @@ mod tests {
                 retry_after: None,
             },
         };
-        s.failures.borrow_mut().insert(
-            "/latest/meta-data/mac".into(),
+        s.fail(
+            "/latest/meta-data/mac",
             vec![http(503), http(500), http(429)],
         );
-        let c = clock();
+        let c = FakeClock::new();
         assert!(fetch_answers(&s, &policy(), &c).is_ok());
-        assert_eq!(c.slept.get().as_millis(), 100 + 200 + 400);
+        assert_eq!(c.slept().as_millis(), 100 + 200 + 400);
 
         let s = script(aws());
-        s.failures
-            .borrow_mut()
-            .insert("/latest/meta-data/mac".into(), vec![http(403)]);
-        let e = fetch_answers(&s, &policy(), &clock()).unwrap_err();
+        s.fail("/latest/meta-data/mac", vec![http(403)]);
+        let e = fetch_answers(&s, &policy(), &FakeClock::new()).unwrap_err();
         assert!(e.to_string().contains("HTTP 403"), "{e}");
 
         let s = script(aws());
-        s.failures.borrow_mut().insert(
-            "/latest/meta-data/mac".into(),
+        s.fail(
+            "/latest/meta-data/mac",
             (0..1000).map(|_| http(503)).collect(),
         );
-        let c = clock();
+        let c = FakeClock::new();
         let e = fetch_answers(&s, &policy().with_budget(Duration::from_secs(5)), &c).unwrap_err();
         assert!(e.to_string().contains("HTTP 503"), "{e}");
-        assert_eq!(c.slept.get().as_millis(), 5000);
+        assert_eq!(c.slept().as_millis(), 5000);
     }
 
     #[test]
@@ -566,7 +429,7 @@ mod tests {
         for (path, body, want) in cases {
             let mut m = aws();
             m.insert(path.to_owned(), body.to_owned());
-            let e = fetch_answers(&script(m), &policy(), &clock())
+            let e = fetch_answers(&script(m), &policy(), &FakeClock::new())
                 .and_then(|a| assemble(&a, "e", "aws"))
                 .unwrap_err()
                 .to_string();

@@ -52,7 +52,7 @@
 //!
 //! The answers are parsed with the same parser as a whole metadata tree
 //! ([`parse_nic`], [`parse_tree`]) and handed to the planner with the event's own
-//! link and lease: what [`plan`] lists as [`Missing`] (and waiting can fix, see
+//! link and lease: what [`crate::plan::plan`] lists as [`Missing`] (and waiting can fix, see
 //! [`Missing::is_metadata`]) is what the wait is still waiting for. So the wait and
 //! the plan cannot disagree about what "complete" means.
 
@@ -64,8 +64,9 @@ use serde_json::{Map, Value, json};
 use crate::constants::IMDS_META_DATA;
 use crate::error::Result;
 use crate::metadata::{MACS_PATH, parse_nic, parse_tree};
-use crate::model::{Family, InstanceNetwork, Link, MacAddr, Missing, Profile};
-use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+use crate::model::{Family, InstanceNetwork, MacAddr, Missing};
+use crate::plan::PlanConfig;
+use crate::source::provider::complete;
 pub use crate::source::provider::{Assessment, NicEvent, PrimaryUse};
 
 /// A key of a MAC folder that leasehook reads.
@@ -383,46 +384,15 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
         nics.sort_by_key(|n| n.mac);
     }
     let network = InstanceNetwork { primary_mac, nics };
-    let links = [Link {
-        name: event.interface().clone(),
-        mac: event.mac(),
-        ipv6_router: None,
-    }];
-    let leases: Vec<InterfaceLease> = event
-        .leases()
-        .iter()
-        .map(|l| InterfaceLease {
-            interface: event.interface().clone(),
-            lease: l.clone(),
-        })
-        .collect();
     // What the primary's plan lacks depends on what it configures there (see
     // [`Missing::concerns_unrouted_primary`]); `Everything` waits for every key,
     // as for a routed NIC.
     let cfg = PlanConfig {
-        profile: Profile::Ec2NetUtils,
         primary_rules: event.primary_use() == PrimaryUse::Everything,
         secondary_addresses: event.primary_use() != PrimaryUse::Nothing,
-        ..PlanConfig::default()
+        ..complete::check_config()
     };
-    let p = plan(
-        &PlanInput {
-            metadata: &network,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )?;
-    let mut missing: Vec<Missing> = p
-        .interfaces
-        .into_iter()
-        .flat_map(|i| i.missing)
-        .filter(Missing::is_metadata)
-        .collect();
-    missing.sort();
-    missing.dedup();
+    let missing = complete::missing(event, &network, &cfg)?;
     Ok(Assessment { network, missing })
 }
 
@@ -550,6 +520,7 @@ fn next_peer_request(event: &NicEvent, fetched: &Fetched) -> Option<Request> {
 mod tests {
     use super::*;
     use crate::model::{IfName, Lease, Reason};
+    use crate::plan::{InterfaceLease, PlanInput, plan};
 
     const PRIMARY: &str = "02:00:00:00:00:01";
     const SECONDARY: &str = "02:00:00:00:00:02";

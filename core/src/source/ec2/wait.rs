@@ -13,7 +13,6 @@ use crate::model::{IfName, Missing};
 use crate::source::provider::{self, Assessment, NicSession};
 
 pub use crate::source::provider::wait::{Clock, Outcome, SystemClock, WaitPolicy};
-pub(crate) use crate::source::provider::wait::{is_retryable, retry_after};
 
 /// One NIC event's wait on EC2: what was fetched so far, and the way to ask more.
 struct Session<'a> {
@@ -68,106 +67,19 @@ pub fn wait_for_nic(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::collections::BTreeMap;
-    use std::net::IpAddr;
-    use std::time::{Duration, Instant};
+
+    use std::time::Duration;
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
     use crate::model::{Family, Lease, Reason};
     use crate::source::provider::PrimaryUse;
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
     const SECONDARY: &str = "02:00:00:00:00:02";
 
-    /// A fake clock: sleeping advances it.
-    struct FakeClock {
-        start: Instant,
-        elapsed: Cell<Duration>,
-        sleeps: RefCell<Vec<Duration>>,
-    }
-
-    impl FakeClock {
-        fn new() -> Self {
-            Self {
-                start: Instant::now(),
-                elapsed: Cell::new(Duration::ZERO),
-                sleeps: RefCell::new(Vec::new()),
-            }
-        }
-        fn t(&self) -> Duration {
-            self.elapsed.get()
-        }
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.elapsed.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.sleeps.borrow_mut().push(pause);
-            self.elapsed.set(self.elapsed.get() + pause);
-        }
-    }
-
-    type Answer = Box<dyn Fn(Duration) -> Result<Option<String>>>;
-
-    /// A fake IMDS: per path, an answer that depends on the fake time; every
-    /// request is recorded with its time.
-    struct FakeImds<'c> {
-        clock: &'c FakeClock,
-        paths: BTreeMap<String, Answer>,
-        log: RefCell<Vec<(Duration, String)>>,
-    }
-
-    impl<'c> FakeImds<'c> {
-        fn new(clock: &'c FakeClock) -> Self {
-            Self {
-                clock,
-                paths: BTreeMap::new(),
-                log: RefCell::new(Vec::new()),
-            }
-        }
-        fn leaf(
-            mut self,
-            path: &str,
-            f: impl Fn(Duration) -> Result<Option<String>> + 'static,
-        ) -> Self {
-            self.paths.insert(path.to_owned(), Box::new(f));
-            self
-        }
-        fn value(self, path: &str, v: &'static str) -> Self {
-            self.leaf(path, move |_| Ok(Some(v.to_owned())))
-        }
-        fn requests(&self) -> Vec<String> {
-            self.log.borrow().iter().map(|(_, p)| p.clone()).collect()
-        }
-        fn count(&self, suffix: &str) -> usize {
-            self.requests()
-                .iter()
-                .filter(|p| p.ends_with(suffix))
-                .count()
-        }
-    }
-
-    impl Fetch for FakeImds<'_> {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.log
-                .borrow_mut()
-                .push((self.clock.t(), path.to_owned()));
-            // Each request takes 1 ms.
-            self.clock
-                .elapsed
-                .set(self.clock.t() + Duration::from_millis(1));
-            match self.paths.get(path) {
-                Some(f) => f(self.clock.t()),
-                None => Ok(None),
-            }
-        }
-    }
-
-    fn secondary(imds: FakeImds<'_>) -> FakeImds<'_> {
+    fn secondary(imds: Scripted<'_>) -> Scripted<'_> {
         imds.value("/latest/meta-data/mac", "02:00:00:00:00:01")
             .value(
                 &format!("{MACS}/{SECONDARY}/"),
@@ -183,37 +95,7 @@ mod tests {
     }
 
     fn event(addr: &str) -> NicEvent {
-        let address: IpAddr = addr.parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            SECONDARY.parse().unwrap(),
-            vec![Lease {
-                family: Family::of(&address),
-                address,
-                prefix_len: 24,
-                routers: vec!["10.0.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(budget_ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
-        }
-    }
-
-    fn http(status: u16, retry_after: Option<u64>) -> Error {
-        Error::Imds {
-            method: "GET",
-            url: "http://imds/x".into(),
-            kind: ImdsErrorKind::Http {
-                status,
-                retry_after: retry_after.map(Duration::from_secs),
-            },
-        }
+        bound("eth1", SECONDARY, addr, 24, "10.0.1.1")
     }
 
     /// Whether the wait failed with HTTP `status` (and this `Retry-After`).
@@ -227,7 +109,7 @@ mod tests {
     #[test]
     fn consistent_imds_takes_one_round() {
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock));
+        let imds = secondary(Scripted::new(&clock));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
@@ -236,12 +118,12 @@ mod tests {
         // mac, the listing, four keys, and the primary's network-card (404: a
         // single-card type), which tells that this NIC's absent one means card 0.
         assert_eq!(imds.requests().len(), 7);
-        assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 1);
+        assert_eq!(imds.count_of("/02:00:00:00:00:01/network-card"), 1);
         assert!(clock.sleeps.borrow().is_empty());
     }
 
     /// The primary's folder, every key of it served.
-    fn primary(imds: FakeImds<'_>) -> FakeImds<'_> {
+    fn primary(imds: Scripted<'_>) -> Scripted<'_> {
         const P: &str = "02:00:00:00:00:01";
         imds.value("/latest/meta-data/mac", P)
             .value(
@@ -274,7 +156,7 @@ mod tests {
     fn the_primary_costs_what_its_plan_uses() {
         let count = |ev: NicEvent| {
             let clock = FakeClock::new();
-            let imds = primary(FakeImds::new(&clock));
+            let imds = primary(Scripted::new(&clock));
             let out = wait_for_nic(&imds, &ev, &policy(30_000), &clock);
             assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
             imds.requests()
@@ -308,7 +190,7 @@ mod tests {
         // same as when `mac` is asked, one request less.
         let run = |ev: NicEvent| {
             let clock = FakeClock::new();
-            let imds = secondary(FakeImds::new(&clock));
+            let imds = secondary(Scripted::new(&clock));
             let out = wait_for_nic(&imds, &ev, &policy(30_000), &clock);
             let Outcome::Complete(network) = out else {
                 panic!("{out:?}")
@@ -328,22 +210,22 @@ mod tests {
     fn the_primary_keeps_the_error_policy() {
         // An error on its one key is retried and never read as empty.
         let clock = FakeClock::new();
-        let imds = primary(FakeImds::new(&clock))
+        let imds = primary(Scripted::new(&clock))
             .leaf(&format!("{MACS}/02:00:00:00:00:01/local-ipv4s"), |_| {
                 Err(http(500, None))
             });
         let ev = primary_event(PrimaryUse::SecondaryAddresses);
         let out = wait_for_nic(&imds, &ev, &policy(2_000), &clock);
         assert!(failed_with_http(&out, 500, None), "{out:?}");
-        assert!(imds.count("/local-ipv4s") > 1);
-        assert_eq!(imds.count("device-number"), 0);
+        assert!(imds.count_of("/local-ipv4s") > 1);
+        assert_eq!(imds.count_of("device-number"), 0);
     }
 
     #[test]
     fn backoff_doubles_to_the_cap_within_the_budget() {
         // The subnet never appears: rounds at 0, 0.1, 0.3, 0.7, 1.5, 3.1, 5.1, ...
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock)).leaf(
+        let imds = secondary(Scripted::new(&clock)).leaf(
             &format!("{MACS}/{SECONDARY}/subnet-ipv4-cidr-block"),
             |_| Ok(None),
         );
@@ -365,7 +247,7 @@ mod tests {
         // wait gives up at once instead of sleeping for nothing.
         assert_eq!(ms, [100, 200, 400, 800, 1600, 2000]);
         // One full first round, then only the subnet, once per round.
-        assert_eq!(imds.count("subnet-ipv4-cidr-block"), 7);
+        assert_eq!(imds.count_of("subnet-ipv4-cidr-block"), 7);
         assert_eq!(imds.requests().len(), 6 + 7, "{:?}", imds.requests());
         assert!(clock.t() < Duration::from_secs(6), "{:?}", clock.t());
     }
@@ -378,7 +260,7 @@ mod tests {
         // at or after the budget, whatever round it would open.
         let clock = FakeClock::new();
         let imds = SlowImds {
-            inner: secondary(FakeImds::new(&clock))
+            inner: secondary(Scripted::new(&clock))
                 .leaf("/latest/meta-data/mac", |_| Err(http(500, None))),
             each: Duration::from_millis(949),
         };
@@ -401,7 +283,7 @@ mod tests {
         // With a longer budget the next round does start, while some is left.
         let clock = FakeClock::new();
         let imds = SlowImds {
-            inner: secondary(FakeImds::new(&clock))
+            inner: secondary(Scripted::new(&clock))
                 .leaf("/latest/meta-data/mac", |_| Err(http(500, None))),
             each: Duration::from_millis(949),
         };
@@ -429,14 +311,15 @@ mod tests {
 
     /// A fake IMDS whose every answer takes `each` of fake time.
     struct SlowImds<'c> {
-        inner: FakeImds<'c>,
+        inner: Scripted<'c>,
         each: Duration,
     }
 
     impl Fetch for SlowImds<'_> {
         fn get(&self, path: &str) -> Result<Option<String>> {
-            let c = self.inner.clock;
-            c.elapsed.set(c.t() + self.each);
+            if let Some(c) = self.inner.clock {
+                c.advance(self.each);
+            }
             self.inner.get(path)
         }
     }
@@ -448,7 +331,7 @@ mod tests {
         // Found by the fault matrix (tests/tests/faults.rs, row `imds_slow`).
         let clock = FakeClock::new();
         let imds = SlowImds {
-            inner: secondary(FakeImds::new(&clock)),
+            inner: secondary(Scripted::new(&clock)),
             each: Duration::from_millis(500),
         };
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(1_000), &clock);
@@ -477,7 +360,7 @@ mod tests {
         // the errors into `Partial`.
         let clock = FakeClock::new();
         let imds = SlowImds {
-            inner: secondary(FakeImds::new(&clock))
+            inner: secondary(Scripted::new(&clock))
                 .leaf(&format!("{MACS}/{SECONDARY}/local-ipv4s"), |_| {
                     Err(http(500, None))
                 }),
@@ -510,7 +393,7 @@ mod tests {
     #[test]
     fn device_number_zero_on_a_secondary_is_waited_out() {
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock)).leaf(
+        let imds = secondary(Scripted::new(&clock)).leaf(
             &format!("{MACS}/{SECONDARY}/device-number"),
             |t| {
                 Ok(Some(
@@ -521,13 +404,13 @@ mod tests {
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
         // Rounds at ~0, 0.1, 0.3, 0.7 read 0; the one at ~1.5 s reads 1.
-        assert_eq!(imds.count("device-number"), 5);
+        assert_eq!(imds.count_of("device-number"), 5);
         assert_eq!(imds.requests().len(), 7 + 4);
     }
 
     /// A secondary on network card 1 with device-number 0 (the layout of p4d, p5,
     /// trn1): the primary reports a `network-card`, this NIC's appears at `late`.
-    fn card_one_device_zero(imds: FakeImds<'_>, late: Duration) -> FakeImds<'_> {
+    fn card_one_device_zero(imds: Scripted<'_>, late: Duration) -> Scripted<'_> {
         let listing = move |t: Duration| {
             let card = if t < late { "" } else { "network-card\n" };
             Ok(Some(format!(
@@ -546,7 +429,7 @@ mod tests {
     #[test]
     fn device_number_zero_on_network_card_one_is_trusted_at_once() {
         let clock = FakeClock::new();
-        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::ZERO);
+        let imds = card_one_device_zero(Scripted::new(&clock), Duration::ZERO);
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
@@ -555,14 +438,14 @@ mod tests {
         assert_eq!(net.nics[0].device_number, Some(0));
         // The NIC lists its own network-card: the primary is not asked.
         assert_eq!(imds.requests().len(), 7, "{:?}", imds.requests());
-        assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 0);
+        assert_eq!(imds.count_of("/02:00:00:00:00:01/network-card"), 0);
         assert!(clock.sleeps.borrow().is_empty());
     }
 
     #[test]
     fn a_late_network_card_on_a_multi_card_type_is_waited_for() {
         let clock = FakeClock::new();
-        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::from_secs(1));
+        let imds = card_one_device_zero(Scripted::new(&clock), Duration::from_secs(1));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
@@ -571,8 +454,8 @@ mod tests {
         assert_eq!((nic.network_card, nic.device_number), (Some(1), Some(0)));
         // Round 1 asks the primary once; rounds at ~0.1, 0.3, 0.7 s ask only this
         // NIC's network-card (404), the one at ~1.5 s reads 1.
-        assert_eq!(imds.count("/02:00:00:00:00:01/network-card"), 1);
-        assert_eq!(imds.count(&format!("{SECONDARY}/network-card")), 4);
+        assert_eq!(imds.count_of("/02:00:00:00:00:01/network-card"), 1);
+        assert_eq!(imds.count_of(&format!("{SECONDARY}/network-card")), 4);
         assert_eq!(imds.requests().len(), 7 + 4, "{:?}", imds.requests());
         assert_eq!(clock.sleeps.borrow().len(), 4);
     }
@@ -582,7 +465,7 @@ mod tests {
         // Card 1, device 2: without the primary's answer this would be planned
         // as card 0 (table 10002, another NIC's); the wait must not say so.
         let clock = FakeClock::new();
-        let imds = card_one_device_zero(FakeImds::new(&clock), Duration::MAX)
+        let imds = card_one_device_zero(Scripted::new(&clock), Duration::MAX)
             .value(&format!("{MACS}/{SECONDARY}/device-number"), "2");
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(3_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
@@ -595,7 +478,7 @@ mod tests {
     fn errors_are_retried_and_never_read_as_empty() {
         // 500 until 0.5 s, then fine.
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock)).leaf("/latest/meta-data/mac", |t| {
+        let imds = secondary(Scripted::new(&clock)).leaf("/latest/meta-data/mac", |t| {
             if t < Duration::from_millis(500) {
                 Err(http(500, None))
             } else {
@@ -604,11 +487,11 @@ mod tests {
         });
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        assert_eq!(imds.count("/mac"), 4);
+        assert_eq!(imds.count_of("/mac"), 4);
 
         // 500 for ever: Failed, with the error, not Partial with nothing in it.
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock))
+        let imds = secondary(Scripted::new(&clock))
             .leaf("/latest/meta-data/mac", |_| Err(http(500, None)));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(2_000), &clock);
         assert!(failed_with_http(&out, 500, None), "{out:?}");
@@ -622,7 +505,7 @@ mod tests {
             url: "http://imds/latest/api/token".into(),
             kind: ImdsErrorKind::Disabled,
         };
-        let imds = secondary(FakeImds::new(&clock))
+        let imds = secondary(Scripted::new(&clock))
             .leaf("/latest/meta-data/mac", move |_| Err(disabled()));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(
@@ -641,7 +524,7 @@ mod tests {
 
         // A value that does not parse.
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock))
+        let imds = secondary(Scripted::new(&clock))
             .value(&format!("{MACS}/{SECONDARY}/device-number"), "one");
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Failed(e) = out else {
@@ -653,7 +536,7 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_within_the_budget() {
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock)).leaf("/latest/meta-data/mac", |t| {
+        let imds = secondary(Scripted::new(&clock)).leaf("/latest/meta-data/mac", |t| {
             if t < Duration::from_millis(100) {
                 Err(http(503, Some(3)))
             } else {
@@ -666,7 +549,7 @@ mod tests {
 
         // A Retry-After beyond the budget ends the wait now, with the error.
         let clock = FakeClock::new();
-        let imds = secondary(FakeImds::new(&clock))
+        let imds = secondary(Scripted::new(&clock))
             .leaf("/latest/meta-data/mac", |_| Err(http(503, Some(60))));
         let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(5_000), &clock);
         assert!(failed_with_http(&out, 503, Some(60)), "{out:?}");

@@ -16,9 +16,6 @@
 //! jittered backoff, within one budget for the whole fetch. What the answers mean
 //! is pure ([`assemble`]).
 
-use std::cell::Cell;
-use std::time::Instant;
-
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
@@ -26,8 +23,8 @@ use super::nic::{INTERFACES_PATH, parse_interfaces};
 use super::{GCE_ROOT, Gce};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
-use crate::source::ec2::Fetch;
-use crate::source::provider::wait::{is_retryable, retry_after};
+use crate::source::provider::http::Fetch;
+use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -48,73 +45,24 @@ pub struct Answers {
     pub user_data_encoding: Option<String>,
 }
 
-/// Sends a request again while it fails in a way waiting can fix.
-struct Retrying<'a> {
-    fetch: &'a dyn Fetch,
-    policy: &'a WaitPolicy,
-    clock: &'a dyn Clock,
-    start: Instant,
-    requests: Cell<u32>,
-}
-
-impl Retrying<'_> {
-    fn retry<T>(&self, path: &str, op: impl Fn() -> Result<T>) -> Result<T> {
-        let mut backoff = self.policy.backoff();
-        loop {
-            self.requests.set(self.requests.get() + 1);
-            let e = match op() {
-                Ok(v) => return Ok(v),
-                Err(e) if is_retryable(&e) => e,
-                Err(e) => return Err(e),
-            };
-            let elapsed = self.clock.now().saturating_duration_since(self.start);
-            let remaining = self.policy.budget.saturating_sub(elapsed);
-            let after = retry_after(&e);
-            if remaining.is_zero() || after.is_some_and(|a| a > remaining) {
-                return Err(e);
-            }
-            let pause = backoff
-                .next()
-                .unwrap_or(self.policy.max_delay)
-                .max(after.unwrap_or_default())
-                .min(remaining);
-            log::debug!("GCE {path}: {e}; again in {} ms", pause.as_millis());
-            self.clock.sleep(pause);
-        }
-    }
-
-    fn get(&self, key: &str) -> Result<Option<String>> {
-        let path = format!("{GCE_ROOT}/{key}");
-        self.retry(&path, || self.fetch.get(&path))
-    }
-}
-
 /// Fetches the keys of the module docs' table.
 pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
-    let r = Retrying {
-        fetch,
-        policy,
-        clock,
-        start: clock.now(),
-        requests: Cell::new(0),
-    };
+    let r = Retrying::new(policy, clock, "GCE");
+    let get = |key: &str| r.get(fetch, &format!("{GCE_ROOT}/{key}"));
     let mut a = Answers {
-        id: r.get("instance/id")?,
-        zone: r.get("instance/zone")?,
-        hostname: r.get("instance/hostname")?,
-        interfaces: r.get(INTERFACES_PATH.trim_start_matches('/'))?,
+        id: get("instance/id")?,
+        zone: get("instance/zone")?,
+        hostname: get("instance/hostname")?,
+        interfaces: get(INTERFACES_PATH.trim_start_matches('/'))?,
         ..Answers::default()
     };
     let path = format!("{GCE_ROOT}/instance/attributes/user-data");
-    a.user_data = r.retry(&path, || fetch.get_bytes(&path, IMDS_MAX_USER_DATA_BYTES))?;
+    a.user_data = r.get_bytes(fetch, &path, IMDS_MAX_USER_DATA_BYTES)?;
     if a.user_data.is_some() {
-        a.user_data_encoding = r.get("instance/attributes/user-data-encoding")?;
+        a.user_data_encoding = get("instance/attributes/user-data-encoding")?;
     }
-    log::debug!(
-        "GCE: instance data in {} request(s), {} ms",
-        r.requests.get(),
-        clock.now().saturating_duration_since(r.start).as_millis()
-    );
+    let (n, t) = r.spent();
+    log::debug!("GCE: instance data in {n} request(s), {} ms", t.as_millis());
     Ok(a)
 }
 
@@ -197,28 +145,7 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
 }
 
 /// The GCE datasource: a metadata client and the retry budget.
-#[derive(Debug)]
-pub struct GceSource {
-    client: Gce,
-    policy: WaitPolicy,
-}
-
-impl GceSource {
-    /// The datasource behind `client`.
-    pub fn new(client: Gce) -> Self {
-        Self {
-            client,
-            policy: WaitPolicy::default(),
-        }
-    }
-
-    /// How long and how often failing requests are sent again.
-    #[must_use]
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-}
+pub type GceSource = ClientSource<Gce>;
 
 impl Datasource for GceSource {
     fn kind(&self) -> SourceKind {
@@ -232,14 +159,12 @@ impl Datasource for GceSource {
 
     /// One request, `instance/id`.
     fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
-        let r = Retrying {
-            fetch: &self.client,
-            policy: &self.policy,
-            clock: &SystemClock,
-            start: SystemClock.now(),
-            requests: Cell::new(0),
-        };
-        let id = trimmed(r.get("instance/id")?.as_ref()).ok_or_else(|| Error::Metadata {
+        let r = Retrying::new(&self.policy, &SystemClock, "GCE");
+        let id = trimmed(
+            r.get(&self.client, &format!("{GCE_ROOT}/instance/id"))?
+                .as_ref(),
+        )
+        .ok_or_else(|| Error::Metadata {
             key: format!("{GCE_ROOT}/instance/id"),
             problem: Problem::missing(),
         })?;
@@ -249,52 +174,13 @@ impl Datasource for GceSource {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
     use std::collections::BTreeMap;
-    use std::time::Duration;
 
     use super::*;
     use crate::error::ImdsErrorKind;
+    use crate::source::provider::fake::{FakeClock, Scripted};
 
-    struct Script {
-        answers: BTreeMap<String, String>,
-        fail_first: RefCell<u32>,
-        asked: RefCell<Vec<String>>,
-    }
-
-    impl Fetch for Script {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked.borrow_mut().push(path.to_owned());
-            if *self.fail_first.borrow() > 0 {
-                *self.fail_first.borrow_mut() -= 1;
-                return Err(Error::Imds {
-                    method: "GET",
-                    url: path.to_owned(),
-                    kind: ImdsErrorKind::Http {
-                        status: 503,
-                        retry_after: None,
-                    },
-                });
-            }
-            Ok(self.answers.get(path).cloned())
-        }
-    }
-
-    struct FakeClock {
-        start: Instant,
-        slept: Cell<Duration>,
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.slept.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.slept.set(self.slept.get() + pause);
-        }
-    }
-
-    fn gce(user_data: Option<(&str, Option<&str>)>) -> Script {
+    fn gce(user_data: Option<(&str, Option<&str>)>) -> Scripted<'static> {
         let mut answers: BTreeMap<String, String> = [
             ("instance/id", "4520031799277581759"),
             ("instance/zone", "projects/123456789/zones/us-central1-a"),
@@ -319,24 +205,28 @@ mod tests {
                 );
             }
         }
-        Script {
-            answers,
-            fail_first: RefCell::new(0),
-            asked: RefCell::new(Vec::new()),
-        }
+        Scripted::answering(answers)
     }
 
-    fn run(s: &Script) -> Result<InstanceData> {
-        let clock = FakeClock {
-            start: Instant::now(),
-            slept: Cell::new(Duration::ZERO),
-        };
+    fn run(s: &Scripted<'_>) -> Result<InstanceData> {
+        let clock = FakeClock::new();
         let policy = WaitPolicy {
             jitter: false,
             ..WaitPolicy::default()
         };
         let a = fetch_answers(s, &policy, &clock)?;
         assemble(&a, "http://169.254.169.254")
+    }
+
+    fn http(status: u16) -> Error {
+        Error::Imds {
+            method: "GET",
+            url: "u".into(),
+            kind: ImdsErrorKind::Http {
+                status,
+                retry_after: None,
+            },
+        }
     }
 
     #[test]
@@ -360,7 +250,7 @@ mod tests {
             2
         );
         // id, zone, hostname, NICs, user-data, its encoding.
-        assert_eq!(s.asked.borrow().len(), 6);
+        assert_eq!(s.count(), 6);
     }
 
     #[test]
@@ -372,23 +262,21 @@ mod tests {
         let s = gce(None);
         let d = run(&s).unwrap();
         assert_eq!(d.user_data, None);
-        assert_eq!(s.asked.borrow().len(), 5);
+        assert_eq!(s.count(), 5);
     }
 
     #[test]
     fn a_missing_id_or_garbage_nics_fail_and_503s_are_retried() {
-        let mut s = gce(None);
-        s.answers.remove(&format!("{GCE_ROOT}/instance/id"));
+        let s = gce(None).without(&format!("{GCE_ROOT}/instance/id"));
         assert!(run(&s).unwrap_err().to_string().contains("instance/id"));
-        let mut s = gce(None);
-        s.answers.insert(
-            format!("{GCE_ROOT}/instance/network-interfaces/?recursive=true"),
-            "{".to_owned(),
+        let s = gce(None).value(
+            &format!("{GCE_ROOT}/instance/network-interfaces/?recursive=true"),
+            "{",
         );
         assert!(run(&s).is_err());
         let s = gce(None);
-        *s.fail_first.borrow_mut() = 3;
+        s.fail_next((0..3).map(|_| http(503)).collect());
         assert!(run(&s).is_ok());
-        assert_eq!(s.asked.borrow().len(), 5 + 3);
+        assert_eq!(s.count(), 5 + 3);
     }
 }

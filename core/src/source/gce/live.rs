@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::constants::IMDS_MAX_BODY_BYTES;
 use crate::error::{Error, ImdsErrorKind, Result};
-use crate::source::ec2::read_body;
+use crate::source::provider::http::read_body;
 
 use super::{GCE_ROOT, Gce};
 
@@ -82,9 +82,9 @@ impl Gce {
         let total = if last_etag.is_some() {
             timeout + LONG_POLL_SLACK
         } else {
-            self.timeouts.1
+            self.http.request_timeout()
         };
-        let answer = self.get_within(&path, total, |resp| {
+        let answer = self.http.get_within(&path, total, |resp| {
             let mut etags = resp.headers().get_all("etag").iter();
             let etag = match (etags.next(), etags.next()) {
                 (Some(v), None) => v.to_str().unwrap_or_default().trim().to_owned(),
@@ -109,7 +109,7 @@ impl Gce {
         })?;
         answer.ok_or_else(|| Error::Imds {
             method: "GET",
-            url: format!("{}{path}", self.endpoint),
+            url: format!("{}{path}", self.endpoint()),
             kind: ImdsErrorKind::Http {
                 status: 404,
                 retry_after: None,

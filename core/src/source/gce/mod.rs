@@ -11,7 +11,7 @@
 //!   an answer without it did not come from Google's metadata server (a captive
 //!   proxy, another cloud's service at the same address) and is an error, never
 //!   data and never "absent".
-//! * **One request.** The same discipline as the EC2 client ([`crate::source::ec2`]):
+//! * **One request.** The seam's client ([`crate::source::provider::http`]):
 //!   connect 1 s, whole request 2 s, one keep-alive agent, no proxy, no
 //!   redirects, answers capped at 64 KiB and required to be UTF-8 (user-data: 1
 //!   MiB, bytes). Retrying belongs to the consistency wait ([`wait`]) and to the
@@ -31,16 +31,11 @@ pub mod nic;
 mod provider;
 pub mod wait;
 
-use std::time::{Duration, Instant};
-
+use ureq::Body;
 use ureq::http::Response;
-use ureq::{Agent, Body};
 
-use crate::constants::{IMDS_CONNECT_TIMEOUT, IMDS_MAX_BODY_BYTES, IMDS_REQUEST_TIMEOUT};
-use crate::error::{Error, ImdsErrorKind, Result};
-use crate::source::ec2::{
-    Fetch, agent, check_endpoint, drain, http_error, map_ureq_error, read_body, read_bytes,
-};
+use crate::error::{ImdsErrorKind, Result};
+use crate::source::provider::http::{Service, metadata_client};
 
 pub use provider::GceProvider;
 
@@ -56,141 +51,49 @@ pub const GCE_FLAVOR_HEADER: &str = "Metadata-Flavor";
 /// The header's value.
 pub const GCE_FLAVOR: &str = "Google";
 
-/// The Google Compute Engine metadata client. One per wait is enough; it is `Sync`.
-#[derive(Debug)]
-pub struct Gce {
-    endpoint: String,
-    agent: Agent,
-    timeouts: (Duration, Duration),
-}
+/// Google's metadata server, to the seam's HTTP client.
+const SERVICE: Service = Service {
+    provider: "gce",
+    label: "GCE",
+    endpoints: &[GCE_ENDPOINT],
+    endpoints_key: "gce.endpoint",
+    headers: &[(GCE_FLAVOR_HEADER, GCE_FLAVOR)],
+    vouch: is_google,
+    spent: "whole request",
+};
 
-impl Default for Gce {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+metadata_client!(
+    /// The Google Compute Engine metadata client. One per wait is enough; it is `Sync`.
+    Gce,
+    SERVICE
+);
 
-impl Gce {
-    /// A client for the default endpoint, 169.254.169.254.
-    pub fn new() -> Self {
-        Self {
-            endpoint: GCE_ENDPOINT.to_owned(),
-            agent: agent(IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT, None),
-            timeouts: (IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT),
-        }
-    }
-
-    /// Replaces the base URL (config `gce.endpoint`): `http://`, an IP literal, an
-    /// optional port, no path.
-    pub fn with_endpoint(mut self, url: &str) -> Result<Self> {
-        self.endpoint = check_endpoint(url).map_err(|e| match e {
-            Error::Argument { problem, .. } => Error::Argument {
-                arg: "gce.endpoint".to_owned(),
-                problem,
-            },
-            other => other,
-        })?;
-        Ok(self)
-    }
-
-    /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
-    #[must_use]
-    pub fn with_timeouts(mut self, connect: Duration, request: Duration) -> Self {
-        self.timeouts = (connect, request);
-        self.agent = agent(connect, request, None);
-        self
-    }
-
-    /// The base URL.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// One `GET` of `path` (below the base URL, starting with `/`): a 200's body as
-    /// `read` reads it, `None` for a 404, an error for anything else and for an
-    /// answer without `Metadata-Flavor: Google`.
-    fn get_with<T>(
-        &self,
-        path: &str,
-        read: impl Fn(&mut Response<Body>) -> Result<T, ImdsErrorKind>,
-    ) -> Result<Option<T>> {
-        self.get_within(path, self.timeouts.1, read)
-    }
-
-    /// [`Self::get_with`] with the whole request's time limit `total` (the long
-    /// poll's is minutes, [`live`]).
-    fn get_within<T>(
-        &self,
-        path: &str,
-        total: Duration,
-        read: impl Fn(&mut Response<Body>) -> Result<T, ImdsErrorKind>,
-    ) -> Result<Option<T>> {
-        let url = format!("{}{path}", self.endpoint);
-        let fail = |kind| Error::Imds {
-            method: "GET",
-            url: url.clone(),
-            kind,
-        };
-        let deadline = Instant::now() + total;
-        let left = deadline.saturating_duration_since(Instant::now());
-        let resp = self
-            .agent
-            .get(&url)
-            .config()
-            .timeout_global(Some(left))
-            .build()
-            .header(GCE_FLAVOR_HEADER, GCE_FLAVOR)
-            .call();
-        crate::metrics::request("gce", resp.as_ref().ok().map(|r| r.status().as_u16()));
-        let mut resp = resp.map_err(|e| fail(map_ureq_error(&e)))?;
-        let status = resp.status().as_u16();
-        log::debug!("GCE GET {url}: {status}");
-        if matches!(status, 200 | 404) && !is_google(&resp) {
-            drain(&mut resp);
-            return Err(fail(ImdsErrorKind::Garbage {
-                reason: format!(
-                    "HTTP {status} without `{GCE_FLAVOR_HEADER}: {GCE_FLAVOR}`: not Google's metadata server"
-                ),
-            }));
-        }
-        match status {
-            200 => read(&mut resp).map(Some).map_err(fail),
-            404 => {
-                drain(&mut resp);
-                Ok(None)
-            }
-            _ => {
-                drain(&mut resp);
-                Err(fail(http_error(&resp)))
-            }
-        }
-    }
-}
-
-/// Whether the answer says it is Google's (`Metadata-Flavor: Google`, exactly one).
-fn is_google(resp: &Response<Body>) -> bool {
+/// Whether the answer says it is Google's (`Metadata-Flavor: Google`, exactly
+/// one): a 200 or a 404 without it did not come from Google's metadata server.
+fn is_google(resp: &Response<Body>) -> Result<(), ImdsErrorKind> {
     let mut values = resp.headers().get_all(GCE_FLAVOR_HEADER).iter();
-    matches!(
+    if matches!(
         (values.next(), values.next()),
         (Some(v), None) if v.to_str().is_ok_and(|v| v.trim() == GCE_FLAVOR)
-    )
-}
-
-impl Fetch for Gce {
-    fn get(&self, path: &str) -> Result<Option<String>> {
-        self.get_with(path, |resp| read_body(resp, IMDS_MAX_BODY_BYTES))
+    ) {
+        return Ok(());
     }
-
-    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        self.get_with(path, |resp| read_bytes(resp, limit))
-    }
+    Err(ImdsErrorKind::Garbage {
+        reason: format!(
+            "HTTP {} without `{GCE_FLAVOR_HEADER}: {GCE_FLAVOR}`: not Google's metadata server",
+            resp.status().as_u16()
+        ),
+    })
 }
 
 #[cfg(test)]
 mod tests {
 
+    use std::time::Duration;
+
     use super::*;
     use crate::source::loopback::{answer, serve};
+    use crate::source::provider::http::Fetch;
 
     const GOOGLE: &str = "Metadata-Flavor: Google\r\n";
 
@@ -230,7 +133,7 @@ mod tests {
 
     #[test]
     fn errors_are_errors_and_bodies_are_bounded() {
-        let big = vec![b'a'; usize::try_from(IMDS_MAX_BODY_BYTES).unwrap() + 1];
+        let big = vec![b'a'; usize::try_from(crate::constants::IMDS_MAX_BODY_BYTES).unwrap() + 1];
         let (url, h) = serve(vec![
             answer("503 Service Unavailable", "Retry-After: 2\r\n", b""),
             answer("403 Forbidden", GOOGLE, b"missing header"),

@@ -35,9 +35,8 @@ use ipnet::{IpNet, Ipv4Net};
 use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
-use crate::model::{InstanceNetwork, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile};
-use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
-use crate::source::provider::{Assessment, NicEvent};
+use crate::model::{InstanceNetwork, MacAddr, NicMetadata, NicRoute};
+use crate::source::provider::{Assessment, NicEvent, complete};
 
 use super::GCE_ROOT;
 
@@ -259,46 +258,13 @@ pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
         Answer::Body(body) => network(&parse_interfaces(body)?),
         Answer::NotAsked | Answer::NotFound => InstanceNetwork::default(),
     };
-    let links = [Link {
-        name: event.interface().clone(),
-        mac: event.mac(),
-        ipv6_router: None,
-    }];
-    let leases: Vec<InterfaceLease> = event
-        .leases()
-        .iter()
-        .map(|l| InterfaceLease {
-            interface: event.interface().clone(),
-            lease: l.clone(),
-        })
-        .collect();
-    let cfg = PlanConfig {
-        profile: Profile::Ec2NetUtils,
-        ..PlanConfig::default()
-    };
-    let p = plan(
-        &PlanInput {
-            metadata: &network,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )?;
-    let mut missing: Vec<Missing> = p
-        .interfaces
-        .into_iter()
-        .flat_map(|i| i.missing)
-        .filter(Missing::is_metadata)
-        .collect();
-    missing.sort();
-    missing.dedup();
-    Ok(Assessment { network, missing })
+    complete::assess(event, network)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use crate::model::{Link, Missing};
+    use crate::plan::{PlanConfig, PlanInput, plan};
     use std::net::IpAddr;
 
     use super::*;

@@ -10,7 +10,7 @@ use super::GCE_ROOT;
 use super::nic::{self, Answer, INTERFACES_PATH};
 use crate::error::Result;
 use crate::model::{IfName, Missing};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::{self, Assessment, Clock, NicEvent, NicSession, Outcome, WaitPolicy};
 
 /// The one request of a round.
@@ -85,102 +85,24 @@ pub fn wait_for_nic(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::net::IpAddr;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
-    use crate::model::{Family, Lease, Reason};
-
-    struct FakeClock {
-        start: Instant,
-        elapsed: Cell<Duration>,
-        sleeps: RefCell<Vec<Duration>>,
-    }
-
-    impl FakeClock {
-        fn new() -> Self {
-            Self {
-                start: Instant::now(),
-                elapsed: Cell::new(Duration::ZERO),
-                sleeps: RefCell::new(Vec::new()),
-            }
-        }
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.elapsed.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.sleeps.borrow_mut().push(pause);
-            self.elapsed.set(self.elapsed.get() + pause);
-        }
-    }
-
-    type Answer = Box<dyn Fn(Duration) -> Result<Option<String>>>;
-
-    /// A metadata server whose one answer depends on the fake time; each request
-    /// takes `each`.
-    struct Fake<'c> {
-        clock: &'c FakeClock,
-        answer: Answer,
-        each: Duration,
-        asked: RefCell<Vec<String>>,
-    }
-
-    impl Fetch for Fake<'_> {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked.borrow_mut().push(path.to_owned());
-            self.clock.elapsed.set(self.clock.elapsed.get() + self.each);
-            (self.answer)(self.clock.elapsed.get())
-        }
-    }
-
-    fn fake(
-        clock: &FakeClock,
-        answer: impl Fn(Duration) -> Result<Option<String>> + 'static,
-    ) -> Fake<'_> {
-        Fake {
-            clock,
-            answer: Box::new(answer),
-            each: Duration::from_millis(1),
-            asked: RefCell::new(Vec::new()),
-        }
-    }
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, policy};
 
     const ONLY0: &str = r#"[{"mac":"42:01:0a:00:00:0a","ip":"10.0.0.10","gateway":"10.0.0.1","subnetmask":"255.255.255.0"}]"#;
     const TWO: &str = r#"[{"mac":"42:01:0a:00:00:0a","ip":"10.0.0.10","gateway":"10.0.0.1","subnetmask":"255.255.255.0"},
         {"mac":"42:01:0a:00:01:14","ip":"10.0.1.20","gateway":"10.0.1.1","subnetmask":"255.255.255.0","ipAliases":["10.0.1.64/30"]}]"#;
 
     fn event() -> NicEvent {
-        let address: IpAddr = "10.0.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            "42:01:0a:00:01:14".parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 32,
-                routers: vec!["10.0.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(ms))
-        }
+        bound("eth1", "42:01:0a:00:01:14", "10.0.1.20", 32, "10.0.1.1")
     }
 
     #[test]
     fn one_request_when_the_metadata_agrees() {
         let clock = FakeClock::new();
-        let f = fake(&clock, |_| Ok(Some(TWO.to_owned())));
+        let f = Scripted::every(&clock, |_| Ok(Some(TWO.to_owned())));
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
@@ -189,7 +111,7 @@ mod tests {
         assert_eq!(nic.device_number, Some(1));
         assert_eq!(nic.ipv4_prefixes.len(), 1);
         assert_eq!(
-            *f.asked.borrow(),
+            f.requests(),
             ["/computeMetadata/v1/instance/network-interfaces/?recursive=true"]
         );
         assert!(clock.sleeps.borrow().is_empty());
@@ -200,7 +122,7 @@ mod tests {
         // The hot-plugged NIC's entry appears at 1 s: rounds at ~0, 0.1, 0.3, 0.7
         // see nic0 only, the one at ~1.5 s sees both.
         let clock = FakeClock::new();
-        let f = fake(&clock, |t| {
+        let f = Scripted::every(&clock, |t| {
             Ok(Some(
                 if t < Duration::from_secs(1) {
                     ONLY0
@@ -212,10 +134,10 @@ mod tests {
         });
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        assert_eq!(f.asked.borrow().len(), 5);
+        assert_eq!(f.count(), 5);
         // Never appearing: Partial with the entry missing, within the budget.
         let clock = FakeClock::new();
-        let f = fake(&clock, |_| Ok(Some(ONLY0.to_owned())));
+        let f = Scripted::every(&clock, |_| Ok(Some(ONLY0.to_owned())));
         let out = wait_for_nic(&f, &event(), &policy(3_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
             panic!("{out:?}")
@@ -236,18 +158,18 @@ mod tests {
         };
         // 503 for ever: Failed, not Partial.
         let clock = FakeClock::new();
-        let f = fake(&clock, move |_| Err(http(503)));
+        let f = Scripted::every(&clock, move |_| Err(http(503)));
         let out = wait_for_nic(&f, &event(), &policy(2_000), &clock);
         assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
         // 403 (the header refused): at once.
         let clock = FakeClock::new();
-        let f = fake(&clock, move |_| Err(http(403)));
+        let f = Scripted::every(&clock, move |_| Err(http(403)));
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
-        assert_eq!(f.asked.borrow().len(), 1);
+        assert_eq!(f.count(), 1);
         // Garbage: at once, naming the key.
         let clock = FakeClock::new();
-        let f = fake(&clock, |_| Ok(Some("[{\"mac\": 1}]".to_owned())));
+        let f = Scripted::every(&clock, |_| Ok(Some("[{\"mac\": 1}]".to_owned())));
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         let Outcome::Failed(e) = out else {
             panic!("{out:?}")
@@ -255,7 +177,7 @@ mod tests {
         assert!(e.to_string().contains("network-interfaces/0/mac"), "{e}");
         // 429 then fine: retried.
         let clock = FakeClock::new();
-        let f = fake(&clock, move |t| {
+        let f = Scripted::every(&clock, move |t| {
             if t < Duration::from_millis(200) {
                 Err(http(429))
             } else {
@@ -269,7 +191,7 @@ mod tests {
     #[test]
     fn a_slow_server_holds_the_caller_one_request_past_the_budget_at_most() {
         let clock = FakeClock::new();
-        let mut f = fake(&clock, |_| Ok(Some(ONLY0.to_owned())));
+        let mut f = Scripted::every(&clock, |_| Ok(Some(ONLY0.to_owned())));
         f.each = Duration::from_millis(900);
         let out = wait_for_nic(&f, &event(), &policy(1_000), &clock);
         assert!(matches!(out, Outcome::Partial { .. }), "{out:?}");

@@ -22,9 +22,6 @@
 //! wait's jittered backoff, within one budget for the whole fetch. The drive is
 //! read once, in one mount. What the answers mean is pure ([`assemble`]).
 
-use std::cell::Cell;
-use std::time::Instant;
-
 use serde_json::{Map, Value, json};
 
 use super::configdrive::ConfigDrive;
@@ -32,8 +29,8 @@ use super::nic::parse_network_data;
 use super::{META_DATA_PATH, NETWORK_DATA_PATH, OPENSTACK_ROOT, OpenStack, USER_DATA_PATH};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
-use crate::source::ec2::Fetch;
-use crate::source::provider::wait::{is_retryable, retry_after};
+use crate::source::provider::http::Fetch;
+use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -51,74 +48,25 @@ pub struct Answers {
     pub user_data: Option<Vec<u8>>,
 }
 
-/// Sends a request again while it fails in a way waiting can fix, within the
-/// policy's budget from the first request.
-pub(crate) struct Retrying<'a> {
-    pub(crate) fetch: &'a dyn Fetch,
-    pub(crate) policy: &'a WaitPolicy,
-    pub(crate) clock: &'a dyn Clock,
-    pub(crate) start: Instant,
-    pub(crate) requests: Cell<u32>,
-}
-
-impl<'a> Retrying<'a> {
-    pub(crate) fn new(fetch: &'a dyn Fetch, policy: &'a WaitPolicy, clock: &'a dyn Clock) -> Self {
-        Self {
-            fetch,
-            policy,
-            clock,
-            start: clock.now(),
-            requests: Cell::new(0),
-        }
-    }
-
-    fn retry<T>(&self, path: &str, op: impl Fn() -> Result<T>) -> Result<T> {
-        let mut backoff = self.policy.backoff();
-        loop {
-            self.requests.set(self.requests.get() + 1);
-            let e = match op() {
-                Ok(v) => return Ok(v),
-                Err(e) if is_retryable(&e) => e,
-                Err(e) => return Err(e),
-            };
-            let elapsed = self.clock.now().saturating_duration_since(self.start);
-            let remaining = self.policy.budget.saturating_sub(elapsed);
-            let after = retry_after(&e);
-            if remaining.is_zero() || after.is_some_and(|a| a > remaining) {
-                return Err(e);
-            }
-            let pause = backoff
-                .next()
-                .unwrap_or(self.policy.max_delay)
-                .max(after.unwrap_or_default())
-                .min(remaining);
-            log::debug!("OpenStack {path}: {e}; again in {} ms", pause.as_millis());
-            self.clock.sleep(pause);
-        }
-    }
-
-    /// `file` below [`OPENSTACK_ROOT`], text.
-    pub(crate) fn get(&self, file: &str) -> Result<Option<String>> {
-        let path = format!("{OPENSTACK_ROOT}{file}");
-        self.retry(&path, || self.fetch.get(&path))
-    }
+/// `file`'s path below the base URL: below [`OPENSTACK_ROOT`].
+pub(crate) fn path(file: &str) -> String {
+    format!("{OPENSTACK_ROOT}{file}")
 }
 
 /// Fetches the files of the module docs' table from the metadata service:
 /// three requests.
 pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Answers> {
-    let r = Retrying::new(fetch, policy, clock);
+    let r = Retrying::new(policy, clock, "OpenStack");
     let mut a = Answers {
-        meta_data: r.get(META_DATA_PATH)?,
-        network_data: r.get(NETWORK_DATA_PATH)?,
+        meta_data: r.get(fetch, &path(META_DATA_PATH))?,
+        network_data: r.get(fetch, &path(NETWORK_DATA_PATH))?,
         ..Answers::default()
     };
-    let path = format!("{OPENSTACK_ROOT}{USER_DATA_PATH}");
-    a.user_data = r.retry(&path, || fetch.get_bytes(&path, IMDS_MAX_USER_DATA_BYTES))?;
+    a.user_data = r.get_bytes(fetch, &path(USER_DATA_PATH), IMDS_MAX_USER_DATA_BYTES)?;
+    let (n, t) = r.spent();
     log::debug!(
-        "OpenStack: instance data in {} request(s), {} ms",
-        r.requests.get(),
-        clock.now().saturating_duration_since(r.start).as_millis()
+        "OpenStack: instance data in {n} request(s), {} ms",
+        t.as_millis()
     );
     Ok(a)
 }
@@ -243,28 +191,7 @@ pub fn assemble(a: &Answers, kind: SourceKind, from: &str) -> Result<InstanceDat
 }
 
 /// The `OpenStack` datasource: the metadata client and the retry budget.
-#[derive(Debug)]
-pub struct OpenStackSource {
-    client: OpenStack,
-    policy: WaitPolicy,
-}
-
-impl OpenStackSource {
-    /// The datasource behind `client`.
-    pub fn new(client: OpenStack) -> Self {
-        Self {
-            client,
-            policy: WaitPolicy::default(),
-        }
-    }
-
-    /// How long and how often failing requests are sent again.
-    #[must_use]
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-}
+pub type OpenStackSource = ClientSource<OpenStack>;
 
 fn instance_id_of(body: Option<&str>) -> Result<String> {
     let a = Answers {
@@ -286,8 +213,9 @@ impl Datasource for OpenStackSource {
 
     /// One request, `meta_data.json`.
     fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
-        let r = Retrying::new(&self.client, &self.policy, &SystemClock);
-        Ok(instance_id_of(r.get(META_DATA_PATH)?.as_deref())? == cached.instance_id)
+        let r = Retrying::new(&self.policy, &SystemClock, "OpenStack");
+        let meta_data = r.get(&self.client, &path(META_DATA_PATH))?;
+        Ok(instance_id_of(meta_data.as_deref())? == cached.instance_id)
     }
 }
 
@@ -327,12 +255,11 @@ impl Datasource for ConfigDriveSource {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
     use std::collections::BTreeMap;
-    use std::time::Duration;
 
     use super::*;
     use crate::error::ImdsErrorKind;
+    use crate::source::provider::fake::{FakeClock, Scripted};
 
     pub(crate) const META: &str = r#"{"uuid": "83679162-1378-4288-a2d4-70e13ec132aa",
         "hostname": "test.novalocal", "name": "test", "availability_zone": "nova",
@@ -340,46 +267,7 @@ mod tests {
         "public_keys": {"mykey": "ssh-rsa AAAA test"}, "admin_pass": "s3cret",
         "random_seed": "c2VlZA==", "devices": [], "meta": {"role": "web"}}"#;
 
-    struct Script {
-        answers: BTreeMap<String, String>,
-        fail_first: RefCell<(u32, u16)>,
-        asked: RefCell<Vec<String>>,
-    }
-
-    impl Fetch for Script {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked.borrow_mut().push(path.to_owned());
-            let (n, status) = *self.fail_first.borrow();
-            if n > 0 {
-                *self.fail_first.borrow_mut() = (n - 1, status);
-                return Err(Error::Imds {
-                    method: "GET",
-                    url: path.to_owned(),
-                    kind: ImdsErrorKind::Http {
-                        status,
-                        retry_after: None,
-                    },
-                });
-            }
-            Ok(self.answers.get(path).cloned())
-        }
-    }
-
-    struct FakeClock {
-        start: Instant,
-        slept: Cell<Duration>,
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.slept.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.slept.set(self.slept.get() + pause);
-        }
-    }
-
-    fn service(user_data: Option<&str>) -> Script {
+    fn service(user_data: Option<&str>) -> Scripted<'static> {
         let mut answers: BTreeMap<String, String> = [
             ("meta_data.json", META),
             ("network_data.json", super::super::nic::tests::TWO),
@@ -390,18 +278,11 @@ mod tests {
         if let Some(ud) = user_data {
             answers.insert(format!("{OPENSTACK_ROOT}/user_data"), ud.to_owned());
         }
-        Script {
-            answers,
-            fail_first: RefCell::new((0, 503)),
-            asked: RefCell::new(Vec::new()),
-        }
+        Scripted::answering(answers)
     }
 
-    fn run(s: &Script) -> Result<InstanceData> {
-        let clock = FakeClock {
-            start: Instant::now(),
-            slept: Cell::new(Duration::ZERO),
-        };
+    fn run(s: &Scripted<'_>) -> Result<InstanceData> {
+        let clock = FakeClock::new();
         let policy = WaitPolicy {
             jitter: false,
             ..WaitPolicy::default()
@@ -433,7 +314,7 @@ mod tests {
         }
         assert_eq!(d.ds["network_data"]["links"].as_array().unwrap().len(), 3);
         // meta_data.json, network_data.json, user_data.
-        assert_eq!(s.asked.borrow().len(), 3);
+        assert_eq!(s.count(), 3);
         // A config drive: its own names.
         let a = Answers {
             meta_data: Some(META.to_owned()),
@@ -448,9 +329,7 @@ mod tests {
 
     #[test]
     fn a_missing_uuid_or_garbage_fail_and_429s_are_retried() {
-        let mut s = service(None);
-        s.answers
-            .remove(&format!("{OPENSTACK_ROOT}/meta_data.json"));
+        let s = service(None).without(&format!("{OPENSTACK_ROOT}/meta_data.json"));
         assert!(run(&s).unwrap_err().to_string().contains("meta_data.json"));
         for (bad, want) in [
             ("[]", "not a JSON object"),
@@ -459,22 +338,27 @@ mod tests {
             ("{\"uuid\": 7}", "not a string"),
             ("{\"uuid\": \"a\\nb\"}", "control character"),
         ] {
-            let mut s = service(None);
-            s.answers
-                .insert(format!("{OPENSTACK_ROOT}/meta_data.json"), bad.to_owned());
+            let s = service(None).value(&format!("{OPENSTACK_ROOT}/meta_data.json"), bad);
             let e = run(&s).unwrap_err().to_string();
             assert!(e.contains(want), "{bad}: {e}");
         }
-        let mut s = service(None);
-        s.answers.insert(
-            format!("{OPENSTACK_ROOT}/network_data.json"),
-            "{".to_owned(),
-        );
+        let s = service(None).value(&format!("{OPENSTACK_ROOT}/network_data.json"), "{");
         assert!(run(&s).is_err());
         // Neutron's rate limit: 429s retried within the budget.
         let s = service(None);
-        *s.fail_first.borrow_mut() = (3, 429);
+        s.fail_next(
+            (0..3)
+                .map(|_| Error::Imds {
+                    method: "GET",
+                    url: "u".into(),
+                    kind: ImdsErrorKind::Http {
+                        status: 429,
+                        retry_after: None,
+                    },
+                })
+                .collect(),
+        );
         assert!(run(&s).is_ok());
-        assert_eq!(s.asked.borrow().len(), 3 + 3);
+        assert_eq!(s.count(), 3 + 3);
     }
 }

@@ -7,8 +7,8 @@
 //!   URL given to [`OpenStack::with_endpoint`] (config `openstack.endpoint`): an
 //!   `http://` IP literal. Paths start with `/openstack/latest/`
 //!   ([`OPENSTACK_ROOT`]); no header is needed or sent beyond HTTP's own.
-//! * **One request.** The same discipline as the EC2 client
-//!   ([`crate::source::ec2`]): connect 1 s, whole request 2 s, one keep-alive
+//! * **One request.** The seam's client
+//!   ([`crate::source::provider::http`]): connect 1 s, whole request 2 s, one keep-alive
 //!   agent, no proxy, no redirects, answers capped at 64 KiB and required to be
 //!   UTF-8 (user-data: 1 MiB, bytes). Retrying belongs to the consistency wait
 //!   ([`wait`]) and to the datasource's fetch ([`identity`]).
@@ -27,15 +27,7 @@ pub mod nic;
 mod provider;
 pub mod wait;
 
-use std::time::{Duration, Instant};
-
-use ureq::Agent;
-
-use crate::constants::{IMDS_CONNECT_TIMEOUT, IMDS_MAX_BODY_BYTES, IMDS_REQUEST_TIMEOUT};
-use crate::error::{Error, ImdsErrorKind, Result};
-use crate::source::ec2::{
-    Fetch, agent, check_endpoint, drain, http_error, map_ureq_error, read_body, read_bytes,
-};
+use crate::source::provider::http::{Service, metadata_client};
 
 pub use provider::OpenStackProvider;
 
@@ -55,111 +47,31 @@ pub const META_DATA_PATH: &str = "/meta_data.json";
 /// `user_data` below [`OPENSTACK_ROOT`] (404: none).
 pub const USER_DATA_PATH: &str = "/user_data";
 
-/// The `OpenStack` metadata client. One per wait is enough; it is `Sync`.
-#[derive(Debug)]
-pub struct OpenStack {
-    endpoint: String,
-    agent: Agent,
-    timeouts: (Duration, Duration),
-}
+/// Nova's metadata service, to the seam's HTTP client: no header of its own.
+const SERVICE: Service = Service {
+    provider: "openstack",
+    label: "OpenStack",
+    endpoints: &[OPENSTACK_ENDPOINT],
+    endpoints_key: "openstack.endpoint",
+    headers: &[],
+    vouch: Service::trust,
+    spent: "whole request",
+};
 
-impl Default for OpenStack {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl OpenStack {
-    /// A client for the default endpoint, 169.254.169.254.
-    pub fn new() -> Self {
-        Self {
-            endpoint: OPENSTACK_ENDPOINT.to_owned(),
-            agent: agent(IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT, None),
-            timeouts: (IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT),
-        }
-    }
-
-    /// Replaces the base URL (config `openstack.endpoint`): `http://`, an IP
-    /// literal, an optional port, no path.
-    pub fn with_endpoint(mut self, url: &str) -> Result<Self> {
-        self.endpoint = check_endpoint(url).map_err(|e| match e {
-            Error::Argument { problem, .. } => Error::Argument {
-                arg: "openstack.endpoint".to_owned(),
-                problem,
-            },
-            other => other,
-        })?;
-        Ok(self)
-    }
-
-    /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
-    #[must_use]
-    pub fn with_timeouts(mut self, connect: Duration, request: Duration) -> Self {
-        self.timeouts = (connect, request);
-        self.agent = agent(connect, request, None);
-        self
-    }
-
-    /// The base URL.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// One `GET` of `path` (below the base URL, starting with `/`): a 200's body as
-    /// `read` reads it, `None` for a 404, an error for anything else.
-    fn get_with<T>(
-        &self,
-        path: &str,
-        read: impl Fn(&mut ureq::http::Response<ureq::Body>) -> Result<T, ImdsErrorKind>,
-    ) -> Result<Option<T>> {
-        let url = format!("{}{path}", self.endpoint);
-        let fail = |kind| Error::Imds {
-            method: "GET",
-            url: url.clone(),
-            kind,
-        };
-        let deadline = Instant::now() + self.timeouts.1;
-        let left = deadline.saturating_duration_since(Instant::now());
-        let resp = self
-            .agent
-            .get(&url)
-            .config()
-            .timeout_global(Some(left))
-            .build()
-            .call();
-        crate::metrics::request("openstack", resp.as_ref().ok().map(|r| r.status().as_u16()));
-        let mut resp = resp.map_err(|e| fail(map_ureq_error(&e)))?;
-        let status = resp.status().as_u16();
-        log::debug!("OpenStack GET {url}: {status}");
-        match status {
-            200 => read(&mut resp).map(Some).map_err(fail),
-            404 => {
-                drain(&mut resp);
-                Ok(None)
-            }
-            _ => {
-                drain(&mut resp);
-                Err(fail(http_error(&resp)))
-            }
-        }
-    }
-}
-
-impl Fetch for OpenStack {
-    fn get(&self, path: &str) -> Result<Option<String>> {
-        self.get_with(path, |resp| read_body(resp, IMDS_MAX_BODY_BYTES))
-    }
-
-    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        self.get_with(path, |resp| read_bytes(resp, limit))
-    }
-}
+metadata_client!(
+    /// The `OpenStack` metadata client. One per wait is enough; it is `Sync`.
+    OpenStack,
+    SERVICE
+);
 
 #[cfg(test)]
 mod tests {
 
+    use std::time::Duration;
+
     use super::*;
     use crate::source::loopback::{answer, serve};
+    use crate::source::provider::http::Fetch;
     use crate::source::provider::wait::{is_retryable, retry_after};
 
     #[test]
@@ -192,7 +104,7 @@ mod tests {
 
     #[test]
     fn a_429_is_retryable_errors_are_errors_and_bodies_bounded() {
-        let big = vec![b'a'; usize::try_from(IMDS_MAX_BODY_BYTES).unwrap() + 1];
+        let big = vec![b'a'; usize::try_from(crate::constants::IMDS_MAX_BODY_BYTES).unwrap() + 1];
         let (url, h) = serve(vec![
             // Neutron's rate limit (haproxy) answers 429 without Retry-After.
             answer("429 Too Many Requests", "", b"<html>429</html>"),

@@ -46,7 +46,7 @@
 //! is the primary NIC (`eth0`). Nothing in the document says where any other NIC
 //! sits for good (the list shifts when a NIC in the middle is detached); what is
 //! fixed for a Neutron port's life is its MAC. So a NIC's "device number" is
-//! [`crate::source::aliyun::nic::device_slot`], the same pure function of the
+//! [`crate::source::provider::slot::device_slot`], the same pure function of the
 //! MAC in `1..=9999` as Alibaba's, and its table `table_base + slot` (rule
 //! priority `priority_base + slot`). The same port gets the same table on every
 //! event, boot and instance it is attached to; two ports whose slots collide are
@@ -72,11 +72,10 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Problem, Result};
 use crate::model::{
-    Family, InstanceNetwork, Lease, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile, Reason,
+    Family, InstanceNetwork, Lease, MacAddr, Missing, NicMetadata, NicRoute, Reason,
 };
-use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
-use crate::source::aliyun::nic::device_slot;
-use crate::source::provider::{Assessment, NicEvent, UnleasedNic};
+use crate::source::provider::slot::device_slot;
+use crate::source::provider::{Assessment, NicEvent, UnleasedNic, complete};
 
 /// The document's name, for errors.
 pub const NETWORK_DATA: &str = "network_data.json";
@@ -614,38 +613,9 @@ pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
         }
     }
     let network = network_for(&data, event);
-    let links = [Link {
-        name: event.interface().clone(),
-        mac: event.mac(),
-        ipv6_router: None,
-    }];
-    let leases: Vec<InterfaceLease> = event
-        .leases()
-        .iter()
-        .map(|l| InterfaceLease {
-            interface: event.interface().clone(),
-            lease: l.clone(),
-        })
-        .collect();
-    let cfg = PlanConfig {
-        profile: Profile::Ec2NetUtils,
-        ..PlanConfig::default()
-    };
-    let p = plan(
-        &PlanInput {
-            metadata: &network,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )?;
     missing.extend(
-        p.interfaces
+        complete::missing(event, &network, &complete::check_config())?
             .into_iter()
-            .flat_map(|i| i.missing)
-            .filter(Missing::is_metadata)
             .filter(|m| !matches!(m, Missing::Subnet { family } if from_lease.contains(family))),
     );
     missing.sort();

@@ -8,11 +8,12 @@
 use std::path::{Path, PathBuf};
 
 use super::configdrive::ConfigDrive;
-use super::identity::{ConfigDriveSource, OpenStackSource, Retrying};
+use super::identity::{self, ConfigDriveSource, OpenStackSource};
 use super::nic::{self, parse_network_data};
 use super::wait::{from_drive, log_skipped, wait_for_nic};
 use super::{NETWORK_DATA_PATH, OPENSTACK_ENDPOINT, OPENSTACK_ROOT, OpenStack};
 use crate::error::{Error, Problem, Result};
+use crate::source::provider::retry::Retrying;
 use crate::source::provider::{
     Clock, Identity, NicEvent, Outcome, Provider, ProviderKind, Unleased, WaitPolicy,
 };
@@ -117,9 +118,10 @@ impl Provider for OpenStackProvider {
     fn unleased(&self, policy: &WaitPolicy, clock: &dyn Clock) -> Option<Result<Unleased>> {
         let body = match self.drive(policy.budget) {
             Some(drive) => read_drive_network_data(&drive),
-            None => self
-                .client()
-                .and_then(|c| Retrying::new(&c, policy, clock).get(NETWORK_DATA_PATH)),
+            None => self.client().and_then(|c| {
+                Retrying::new(policy, clock, "OpenStack")
+                    .get(&c, &identity::path(NETWORK_DATA_PATH))
+            }),
         };
         Some(body.and_then(|b| {
             let b = b.ok_or_else(|| Error::Metadata {

@@ -20,7 +20,7 @@ use super::nic::{self, Answer, parse_network_data};
 use super::{NETWORK_DATA_PATH, OPENSTACK_ROOT};
 use crate::error::Result;
 use crate::model::{IfName, Missing};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::{self, Assessment, Clock, NicEvent, NicSession, Outcome, WaitPolicy};
 
 /// The one request of a round.
@@ -151,119 +151,27 @@ pub fn from_drive(read: Result<Option<String>>, event: &NicEvent) -> Outcome {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::net::IpAddr;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use super::*;
-    use crate::error::{Error, ImdsErrorKind};
-    use crate::model::{Family, Lease, Reason};
     use crate::source::openstack::nic::tests::{ONLY0, TWO};
-
-    struct FakeClock {
-        start: Instant,
-        elapsed: Cell<Duration>,
-        sleeps: RefCell<Vec<Duration>>,
-    }
-
-    impl FakeClock {
-        fn new() -> Self {
-            Self {
-                start: Instant::now(),
-                elapsed: Cell::new(Duration::ZERO),
-                sleeps: RefCell::new(Vec::new()),
-            }
-        }
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.elapsed.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.sleeps.borrow_mut().push(pause);
-            self.elapsed.set(self.elapsed.get() + pause);
-        }
-    }
-
-    type AnswerFn = Box<dyn Fn(Duration) -> Result<Option<String>>>;
-
-    /// A metadata service whose answer depends on the fake time; each request
-    /// takes `each`.
-    struct Fake<'c> {
-        clock: &'c FakeClock,
-        answer: AnswerFn,
-        each: Duration,
-        asked: RefCell<Vec<(Duration, String)>>,
-    }
-
-    impl Fetch for Fake<'_> {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            self.asked
-                .borrow_mut()
-                .push((self.clock.elapsed.get(), path.to_owned()));
-            self.clock.elapsed.set(self.clock.elapsed.get() + self.each);
-            (self.answer)(self.clock.elapsed.get())
-        }
-    }
-
-    fn fake(
-        clock: &FakeClock,
-        answer: impl Fn(Duration) -> Result<Option<String>> + 'static,
-    ) -> Fake<'_> {
-        Fake {
-            clock,
-            answer: Box::new(answer),
-            each: Duration::from_millis(1),
-            asked: RefCell::new(Vec::new()),
-        }
-    }
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
 
     fn event() -> NicEvent {
-        let address: IpAddr = "10.0.1.20".parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("eth1").unwrap(),
-            "fa:16:3e:00:01:14".parse().unwrap(),
-            vec![Lease {
-                family: Family::V4,
-                address,
-                prefix_len: 24,
-                routers: vec!["10.0.1.1".parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
-    }
-
-    fn policy(ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(ms))
-        }
-    }
-
-    fn http(status: u16) -> Error {
-        Error::Imds {
-            method: "GET",
-            url: "http://openstack/x".into(),
-            kind: ImdsErrorKind::Http {
-                status,
-                retry_after: None,
-            },
-        }
+        bound("eth1", "fa:16:3e:00:01:14", "10.0.1.20", 24, "10.0.1.1")
     }
 
     #[test]
     fn one_request_when_the_metadata_agrees() {
         let clock = FakeClock::new();
-        let f = fake(&clock, |_| Ok(Some(TWO.to_owned())));
+        let f = Scripted::every(&clock, |_| Ok(Some(TWO.to_owned())));
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
         };
         let nic = net.nic("fa:16:3e:00:01:14".parse().unwrap()).unwrap();
         assert_eq!(nic.routes.len(), 2);
-        let asked: Vec<String> = f.asked.borrow().iter().map(|(_, p)| p.clone()).collect();
+        let asked: Vec<String> = f.log.borrow().iter().map(|(_, p)| p.clone()).collect();
         assert_eq!(asked, ["/openstack/latest/network_data.json"]);
         assert!(clock.sleeps.borrow().is_empty());
     }
@@ -273,7 +181,7 @@ mod tests {
         // The hot-plugged port appears at 1 s: rounds at ~0, 0.1, 0.3, 0.7 see
         // eth0 only, the one at ~1.5 s sees both.
         let clock = FakeClock::new();
-        let f = fake(&clock, |t| {
+        let f = Scripted::every(&clock, |t| {
             Ok(Some(
                 if t < Duration::from_secs(1) {
                     ONLY0
@@ -285,17 +193,17 @@ mod tests {
         });
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        assert_eq!(f.asked.borrow().len(), 5);
+        assert_eq!(f.log.borrow().len(), 5);
         // Never appearing: Partial, and never more than 10 requests in any 10 s
         // (Neutron's default limit) over a whole 30 s budget.
         let clock = FakeClock::new();
-        let f = fake(&clock, |_| Ok(Some(ONLY0.to_owned())));
+        let f = Scripted::every(&clock, |_| Ok(Some(ONLY0.to_owned())));
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
             panic!("{out:?}")
         };
         assert_eq!(missing, [Missing::MacFolder]);
-        let times: Vec<Duration> = f.asked.borrow().iter().map(|(t, _)| *t).collect();
+        let times: Vec<Duration> = f.log.borrow().iter().map(|(t, _)| *t).collect();
         for (i, t) in times.iter().enumerate() {
             let within = times[i..]
                 .iter()
@@ -313,19 +221,19 @@ mod tests {
         // 503 or 429 for ever: Failed, not Partial.
         for status in [503, 429] {
             let clock = FakeClock::new();
-            let f = fake(&clock, move |_| Err(http(status)));
+            let f = Scripted::every(&clock, move |_| Err(http(status, None)));
             let out = wait_for_nic(&f, &event(), &policy(2_000), &clock);
             assert!(matches!(out, Outcome::Failed(_)), "{status}: {out:?}");
         }
         // 403: at once.
         let clock = FakeClock::new();
-        let f = fake(&clock, move |_| Err(http(403)));
+        let f = Scripted::every(&clock, move |_| Err(http(403, None)));
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
-        assert_eq!(f.asked.borrow().len(), 1);
+        assert_eq!(f.log.borrow().len(), 1);
         // Garbage: at once, naming the key.
         let clock = FakeClock::new();
-        let f = fake(&clock, |_| Ok(Some("{\"links\": 1}".to_owned())));
+        let f = Scripted::every(&clock, |_| Ok(Some("{\"links\": 1}".to_owned())));
         let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
         let Outcome::Failed(e) = out else {
             panic!("{out:?}")
@@ -333,9 +241,9 @@ mod tests {
         assert!(e.to_string().contains("network_data.json/links"), "{e}");
         // 429 (the rate limit) then fine: retried.
         let clock = FakeClock::new();
-        let f = fake(&clock, move |t| {
+        let f = Scripted::every(&clock, move |t| {
             if t < Duration::from_millis(200) {
-                Err(http(429))
+                Err(http(429, None))
             } else {
                 Ok(Some(TWO.to_owned()))
             }
@@ -364,7 +272,7 @@ mod tests {
             Outcome::Failed(_)
         ));
         assert!(matches!(
-            from_drive(Err(http(500)), &event()),
+            from_drive(Err(http(500, None)), &event()),
             Outcome::Failed(_)
         ));
     }

@@ -27,7 +27,8 @@ use super::wait::retrying;
 use super::{INSTANCE_PATH, Oracle, V2_ROOT};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
+use crate::source::provider::retry::ClientSource;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
@@ -152,28 +153,7 @@ pub fn assemble(document: &str, endpoint: &str) -> Result<InstanceData> {
 }
 
 /// The `Oracle` datasource: a metadata client and the retry budget.
-#[derive(Debug)]
-pub struct OracleSource {
-    client: Oracle,
-    policy: WaitPolicy,
-}
-
-impl OracleSource {
-    /// The datasource behind `client`.
-    pub fn new(client: Oracle) -> Self {
-        Self {
-            client,
-            policy: WaitPolicy::default(),
-        }
-    }
-
-    /// How long and how often failing requests are sent again.
-    #[must_use]
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-}
+pub type OracleSource = ClientSource<Oracle>;
 
 impl Datasource for OracleSource {
     fn kind(&self) -> SourceKind {
@@ -182,13 +162,13 @@ impl Datasource for OracleSource {
 
     fn fetch(&self) -> Result<InstanceData> {
         let doc = fetch_document(&self.client, &self.policy, &SystemClock)?;
-        assemble(&doc, self.client.active_endpoint())
+        assemble(&doc, self.client.endpoint())
     }
 
     /// One request, the instance document, whose `id` is compared.
     fn check_instance_id(&self, cached: &InstanceData) -> Result<bool> {
         let doc = fetch_document(&self.client, &self.policy, &SystemClock)?;
-        Ok(assemble(&doc, self.client.active_endpoint())?.instance_id == cached.instance_id)
+        Ok(assemble(&doc, self.client.endpoint())?.instance_id == cached.instance_id)
     }
 }
 

@@ -4,8 +4,8 @@
 //! §2).
 //!
 //! * **Endpoints.** `http://169.254.169.254`, then `http://[fd00:c1::a9fe:a9fe]`
-//!   (OCI's IPv6 address of the same service, [`ENDPOINTS`]), with the EC2
-//!   client's discipline: when one cannot be connected to the next is tried, and
+//!   (OCI's IPv6 address of the same service, [`ENDPOINTS`]), with the seam's
+//!   client's discipline ([`crate::source::provider::http`]): when one cannot be connected to the next is tried, and
 //!   the one that answered is asked first from then on. `oracle.endpoint`
 //!   replaces both with one `http://` IP literal (tests on loopback). Paths start
 //!   with `/opc/v2/` ([`V2_ROOT`]); the v1 paths (`/opc/v1/`, `/openstack/`) are
@@ -35,18 +35,8 @@ mod provider;
 pub mod vnic;
 pub mod wait;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
-
-use ureq::http::Response;
-use ureq::{Agent, Body};
-
-use crate::constants::{IMDS_CONNECT_TIMEOUT, IMDS_MAX_BODY_BYTES, IMDS_REQUEST_TIMEOUT};
-use crate::error::{Error, ImdsErrorKind, Result};
-use crate::source::ec2::{
-    Fetch, agent, check_endpoint_for, drain, http_error, is_unreachable, map_ureq_error, read_body,
-    read_bytes,
-};
+use crate::error::Result;
+use crate::source::provider::http::{Service, check_endpoint_for, metadata_client};
 
 pub use identity::OracleSource;
 pub use provider::OracleProvider;
@@ -69,144 +59,26 @@ pub const AUTH_HEADER: (&str, &str) = ("Authorization", "Bearer Oracle");
 /// The configuration key of the endpoint override.
 pub const ENDPOINT_KEY: &str = "oracle.endpoint";
 
-/// The OCI metadata client. One per wait is enough; it is `Sync`.
-#[derive(Debug)]
-pub struct Oracle {
-    endpoints: Vec<String>,
-    /// The endpoint that answered last, asked first.
-    active: AtomicUsize,
-    agent: Agent,
-    timeouts: (Duration, Duration),
-}
+/// OCI's metadata service, to the seam's HTTP client.
+const SERVICE: Service = Service {
+    provider: "oracle",
+    label: "OCI IMDS",
+    endpoints: &ENDPOINTS,
+    endpoints_key: ENDPOINT_KEY,
+    headers: &[AUTH_HEADER],
+    vouch: Service::trust,
+    spent: "whole request (endpoint fallback included)",
+};
 
-impl Default for Oracle {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Oracle {
-    /// A client for [`ENDPOINTS`].
-    pub fn new() -> Self {
-        Self {
-            endpoints: ENDPOINTS.iter().map(|s| (*s).to_owned()).collect(),
-            active: AtomicUsize::new(0),
-            agent: agent(IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT, None),
-            timeouts: (IMDS_CONNECT_TIMEOUT, IMDS_REQUEST_TIMEOUT),
-        }
-    }
-
-    /// Replaces both endpoints with one base URL (config `oracle.endpoint`):
-    /// `http://`, an IP literal, an optional port, no path.
-    pub fn with_endpoint(mut self, url: &str) -> Result<Self> {
-        self.endpoints = vec![check_endpoint(url)?];
-        self.active.store(0, Ordering::Relaxed);
-        Ok(self)
-    }
-
-    /// Replaces the per-request timeouts (connect 1 s, whole request 2 s).
-    #[must_use]
-    pub fn with_timeouts(mut self, connect: Duration, request: Duration) -> Self {
-        self.timeouts = (connect, request);
-        self.agent = agent(connect, request, None);
-        self
-    }
-
-    /// The base URLs, in the order they are tried.
-    pub fn endpoints(&self) -> &[String] {
-        &self.endpoints
-    }
-
-    /// The base URL asked first: the one that answered last.
-    pub fn active_endpoint(&self) -> &str {
-        let n = self.endpoints.len().max(1);
-        self.endpoints
-            .get(self.active.load(Ordering::Relaxed) % n)
-            .map_or("", String::as_str)
-    }
-
-    /// One `GET` of `path` (below the base URL) with the header, to the first
-    /// endpoint that can be connected to, within one request timeout: a 200's body
-    /// as `read` reads it, `None` for a 404, an error for anything else.
-    fn get_with<T>(
-        &self,
-        path: &str,
-        read: impl Fn(&mut Response<Body>) -> Result<T, ImdsErrorKind>,
-    ) -> Result<Option<T>> {
-        let deadline = Instant::now() + self.timeouts.1;
-        let n = self.endpoints.len().max(1);
-        let first = self.active.load(Ordering::Relaxed) % n;
-        let mut tried = 0;
-        loop {
-            let idx = (first + tried) % n;
-            let base = self.endpoints.get(idx).map_or("", String::as_str);
-            let url = format!("{base}{path}");
-            let fail = |kind| Error::Imds {
-                method: "GET",
-                url: url.clone(),
-                kind,
-            };
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(fail(ImdsErrorKind::Timeout {
-                    phase: "whole request (endpoint fallback included)".to_owned(),
-                }));
-            }
-            tried += 1;
-            let answer = self
-                .agent
-                .get(&url)
-                .config()
-                .timeout_global(Some(left))
-                .build()
-                .header(AUTH_HEADER.0, AUTH_HEADER.1)
-                .call();
-            crate::metrics::request("oracle", answer.as_ref().ok().map(|r| r.status().as_u16()));
-            let mut resp = match answer {
-                Ok(r) => r,
-                Err(e) if is_unreachable(&e) && tried < self.endpoints.len() => {
-                    log::warn!(
-                        "OCI IMDS GET {url}: {}; trying the next endpoint",
-                        map_ureq_error(&e)
-                    );
-                    continue;
-                }
-                Err(e) => return Err(fail(map_ureq_error(&e))),
-            };
-            let status = resp.status().as_u16();
-            log::debug!("OCI IMDS GET {url}: {status}");
-            if idx != first {
-                log::info!("OCI IMDS: using endpoint {base}");
-                self.active.store(idx, Ordering::Relaxed);
-            }
-            return match status {
-                200 => read(&mut resp).map(Some).map_err(fail),
-                404 => {
-                    drain(&mut resp);
-                    Ok(None)
-                }
-                _ => {
-                    drain(&mut resp);
-                    Err(fail(http_error(&resp)))
-                }
-            };
-        }
-    }
-}
+metadata_client!(
+    /// The OCI metadata client. One per wait is enough; it is `Sync`.
+    Oracle,
+    SERVICE
+);
 
 /// Checks an `oracle.endpoint` value: `http://`, an IP literal, no path.
 pub fn check_endpoint(url: &str) -> Result<String> {
     check_endpoint_for(url, ENDPOINT_KEY)
-}
-
-impl Fetch for Oracle {
-    fn get(&self, path: &str) -> Result<Option<String>> {
-        self.get_with(path, |resp| read_body(resp, IMDS_MAX_BODY_BYTES))
-    }
-
-    fn get_bytes(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        self.get_with(path, |resp| read_bytes(resp, limit))
-    }
 }
 
 #[cfg(test)]
@@ -214,13 +86,16 @@ mod tests {
 
     use std::net::TcpListener;
 
+    use std::time::Duration;
+
     use super::*;
     use crate::source::loopback::{answer, serve};
+    use crate::source::provider::http::{Fetch, Http};
     use crate::source::provider::wait::is_retryable;
 
     #[test]
     fn every_request_carries_the_header_and_statuses_mean_what_they_say() {
-        let big = vec![b'a'; usize::try_from(IMDS_MAX_BODY_BYTES).unwrap() + 1];
+        let big = vec![b'a'; usize::try_from(crate::constants::IMDS_MAX_BODY_BYTES).unwrap() + 1];
         let (url, h) = serve(vec![
             answer("200 OK", "", b"[]"),
             answer("404 Not Found", "", b""),
@@ -268,10 +143,13 @@ mod tests {
             answer("200 OK", "", b"[1]"),
             answer("200 OK", "", b"[2]"),
         ]);
-        let mut o = Oracle::new();
-        o.endpoints = vec![dead_url, live.clone()];
+        let o = Oracle {
+            http: Http::new(SERVICE)
+                .with_endpoints([dead_url, live.clone()])
+                .unwrap(),
+        };
         assert_eq!(o.get(VNICS_PATH).unwrap().as_deref(), Some("[1]"));
-        assert_eq!(o.active_endpoint(), live);
+        assert_eq!(o.endpoint(), live);
         assert_eq!(o.get(VNICS_PATH).unwrap().as_deref(), Some("[2]"));
         assert_eq!(h.join().unwrap().len(), 2);
     }

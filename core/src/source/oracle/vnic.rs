@@ -66,13 +66,10 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Problem, Result};
-use crate::model::{
-    Family, InstanceNetwork, Lease, Link, MacAddr, Missing, NicMetadata, NicRoute, Profile, Reason,
-};
-use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
-use crate::source::provider::{Assessment, NicEvent, Unleased, UnleasedNic};
+use crate::model::{Family, InstanceNetwork, Lease, MacAddr, NicMetadata, NicRoute, Reason};
+use crate::source::provider::{Assessment, NicEvent, Unleased, UnleasedNic, complete};
 
-pub use crate::source::aliyun::nic::device_slot;
+pub use crate::source::provider::slot::device_slot;
 
 /// The most VNICs read from one answer (OCI's largest shapes allow a few dozen).
 pub const MAX_VNICS: usize = 64;
@@ -448,48 +445,15 @@ pub fn assess(event: &NicEvent, network: Option<&OciNetwork>) -> Result<Assessme
     if by_dhcp && network.nic(event.mac()).is_some() {
         network.primary_mac = Some(event.mac());
     }
-    let links = [Link {
-        name: event.interface().clone(),
-        mac: event.mac(),
-        ipv6_router: None,
-    }];
-    let leases: Vec<InterfaceLease> = event
-        .leases()
-        .iter()
-        .map(|l| InterfaceLease {
-            interface: event.interface().clone(),
-            lease: l.clone(),
-        })
-        .collect();
-    let cfg = PlanConfig {
-        profile: Profile::Ec2NetUtils,
-        ..PlanConfig::default()
-    };
-    let p = plan(
-        &PlanInput {
-            metadata: &network,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )?;
-    let mut missing: Vec<Missing> = p
-        .interfaces
-        .into_iter()
-        .flat_map(|i| i.missing)
-        .filter(Missing::is_metadata)
-        .collect();
-    missing.sort();
-    missing.dedup();
-    Ok(Assessment { network, missing })
+    complete::assess(event, network)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::model::IfName;
+    use crate::model::{Link, Missing};
+    use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 
     /// A virtual machine with a secondary VNIC (cloud-init's recorded answer's
     /// shape: no `nicIndex`, a `vlanTag` each).

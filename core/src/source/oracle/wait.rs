@@ -17,7 +17,7 @@ use super::VNICS_PATH;
 use super::vnic::{self, OciNetwork};
 use crate::error::{Error, ImdsErrorKind, Result};
 use crate::model::{IfName, Missing};
-use crate::source::ec2::Fetch;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy, is_retryable, retry_after};
 use crate::source::provider::{self, Assessment, NicEvent, NicSession, Unleased};
 
@@ -169,93 +169,17 @@ pub fn fetch_unleased(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::net::IpAddr;
     use std::time::Duration;
 
     use super::*;
-    use crate::model::{Family, Lease, Reason};
+    use crate::model::Reason;
     use crate::source::oracle::vnic::tests::VM_TWO;
-
-    struct FakeClock {
-        start: Instant,
-        elapsed: Cell<Duration>,
-        sleeps: RefCell<Vec<Duration>>,
-    }
-
-    impl FakeClock {
-        fn new() -> Self {
-            Self {
-                start: Instant::now(),
-                elapsed: Cell::new(Duration::ZERO),
-                sleeps: RefCell::new(Vec::new()),
-            }
-        }
-    }
-
-    impl Clock for FakeClock {
-        fn now(&self) -> Instant {
-            self.start + self.elapsed.get()
-        }
-        fn sleep(&self, pause: Duration) {
-            self.sleeps.borrow_mut().push(pause);
-            self.elapsed.set(self.elapsed.get() + pause);
-        }
-    }
-
-    type Answer = Box<dyn Fn(Duration) -> Result<Option<String>>>;
-
-    /// A fake IMDS whose answer depends on the fake time; each request takes
-    /// `each` and is logged with its start.
-    struct FakeImds<'c> {
-        clock: &'c FakeClock,
-        answer: Answer,
-        each: Duration,
-        log: RefCell<Vec<(Duration, String)>>,
-    }
-
-    impl<'c> FakeImds<'c> {
-        fn new(
-            clock: &'c FakeClock,
-            f: impl Fn(Duration) -> Result<Option<String>> + 'static,
-        ) -> Self {
-            Self {
-                clock,
-                answer: Box::new(f),
-                each: Duration::from_millis(1),
-                log: RefCell::new(Vec::new()),
-            }
-        }
-        fn count(&self) -> usize {
-            self.log.borrow().len()
-        }
-    }
-
-    impl Fetch for FakeImds<'_> {
-        fn get(&self, path: &str) -> Result<Option<String>> {
-            let t = self.clock.elapsed.get();
-            self.log.borrow_mut().push((t, path.to_owned()));
-            self.clock.elapsed.set(t + self.each);
-            (self.answer)(t)
-        }
-    }
+    use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
 
     const PRIMARY_ONLY: &str = r#"[{"macAddr":"02:00:17:05:D1:DB","privateIp":"10.0.0.230","subnetCidrBlock":"10.0.0.0/24","virtualRouterIp":"10.0.0.1"}]"#;
 
     fn event(mac: &str, addr: &str, router: &str) -> NicEvent {
-        let address: IpAddr = addr.parse().unwrap();
-        NicEvent::try_new(
-            IfName::try_new("ens4").unwrap(),
-            mac.parse().unwrap(),
-            vec![Lease {
-                family: Family::of(&address),
-                address,
-                prefix_len: 24,
-                routers: vec![router.parse().unwrap()],
-                reason: Reason::Bound,
-            }],
-        )
-        .unwrap()
+        bound("ens4", mac, addr, 24, router)
     }
 
     fn primary() -> NicEvent {
@@ -266,28 +190,10 @@ mod tests {
         event("00:00:17:02:2b:b1", "10.0.1.20", "10.0.1.1")
     }
 
-    fn policy(budget_ms: u64) -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default().with_budget(Duration::from_millis(budget_ms))
-        }
-    }
-
-    fn http(status: u16, retry_after: Option<u64>) -> Error {
-        Error::Imds {
-            method: "GET",
-            url: "http://169.254.169.254/opc/v2/vnics/".into(),
-            kind: ImdsErrorKind::Http {
-                status,
-                retry_after: retry_after.map(Duration::from_secs),
-            },
-        }
-    }
-
     #[test]
     fn the_primarys_lease_takes_one_request() {
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Ok(Some(VM_TWO.to_owned())));
+        let imds = Scripted::every(&clock, |_| Ok(Some(VM_TWO.to_owned())));
         let out = wait_for_nic(&imds, &primary(), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
@@ -302,7 +208,7 @@ mod tests {
     #[test]
     fn a_vnic_that_appears_late_or_a_404_is_waited_for_one_request_per_round() {
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |t| {
+        let imds = Scripted::every(&clock, |t| {
             Ok(match t {
                 t if t < Duration::from_millis(50) => None,
                 t if t < Duration::from_secs(2) => Some(PRIMARY_ONLY.to_owned()),
@@ -319,7 +225,7 @@ mod tests {
     #[test]
     fn a_vnic_that_never_appears_is_partial_and_errors_are_failed() {
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Ok(Some(PRIMARY_ONLY.to_owned())));
+        let imds = Scripted::every(&clock, |_| Ok(Some(PRIMARY_ONLY.to_owned())));
         let out = wait_for_nic(&imds, &secondary(), &policy(3_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
             panic!("{out:?}")
@@ -328,13 +234,13 @@ mod tests {
 
         for (status, after, asked) in [(401, None, 1), (503, Some(1), 3)] {
             let clock = FakeClock::new();
-            let imds = FakeImds::new(&clock, move |_| Err(http(status, after)));
+            let imds = Scripted::every(&clock, move |_| Err(http(status, after)));
             let out = wait_for_nic(&imds, &primary(), &policy(2_500), &clock);
             assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
             assert!(imds.count() >= asked, "{}", imds.count());
         }
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Ok(Some("<html>oops</html>".to_owned())));
+        let imds = Scripted::every(&clock, |_| Ok(Some("<html>oops</html>".to_owned())));
         let out = wait_for_nic(&imds, &primary(), &policy(30_000), &clock);
         let Outcome::Failed(e) = out else {
             panic!("{out:?}")
@@ -346,7 +252,7 @@ mod tests {
     #[test]
     fn unleased_asks_once_and_retries_what_waiting_can_fix() {
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Ok(Some(VM_TWO.to_owned())));
+        let imds = Scripted::every(&clock, |_| Ok(Some(VM_TWO.to_owned())));
         let u = fetch_unleased(&imds, &policy(3_000), &clock).unwrap();
         assert_eq!(imds.count(), 1);
         assert_eq!(u.nics.len(), 1);
@@ -354,8 +260,8 @@ mod tests {
 
         // 503 then 404 then the answer: three requests, the 503's Retry-After kept.
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |t| match t {
-            t if t < Duration::from_millis(1) => Err(http(503, Some(1))),
+        let imds = Scripted::every(&clock, |t| match t {
+            t if t <= Duration::from_millis(1) => Err(http(503, Some(1))),
             t if t < Duration::from_millis(1_100) => Ok(None),
             _ => Ok(Some(VM_TWO.to_owned())),
         });
@@ -366,16 +272,16 @@ mod tests {
         // A 404 until the budget ends is an error, never "no VNICs"; so is a 401
         // (at once) and garbage.
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Ok(None));
+        let imds = Scripted::every(&clock, |_| Ok(None));
         let e = fetch_unleased(&imds, &policy(1_000), &clock).unwrap_err();
         assert!(e.to_string().contains("404"), "{e}");
         assert!(clock.elapsed.get() <= Duration::from_secs(1));
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Err(http(401, None)));
+        let imds = Scripted::every(&clock, |_| Err(http(401, None)));
         assert!(fetch_unleased(&imds, &policy(10_000), &clock).is_err());
         assert_eq!(imds.count(), 1);
         let clock = FakeClock::new();
-        let imds = FakeImds::new(&clock, |_| Ok(Some("[]".to_owned())));
+        let imds = Scripted::every(&clock, |_| Ok(Some("[]".to_owned())));
         let e = fetch_unleased(&imds, &policy(10_000), &clock).unwrap_err();
         assert!(e.to_string().contains("empty list"), "{e}");
     }

@@ -60,6 +60,13 @@
 //!
 //! Each one's datasource (identity, user-data) is its [`Datasource`], as EC2's.
 
+pub mod complete;
+#[cfg(test)]
+pub(crate) mod fake;
+pub mod http;
+pub mod imdsv2;
+pub mod retry;
+pub mod slot;
 pub mod wait;
 
 use std::collections::BTreeSet;

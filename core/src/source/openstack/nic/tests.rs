@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Tests of the pure `network_data.json` model.
 
+use crate::model::Link;
+use crate::plan::{PlanConfig, PlanInput, plan};
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
