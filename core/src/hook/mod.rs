@@ -35,6 +35,7 @@
 //! if nothing was applied for that family before; otherwise the last applied state
 //! is kept. An IMDS error never removes anything.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -46,13 +47,10 @@ use crate::error::{Error, Result};
 use crate::model::{IfName, LeaseEvent, Link, MacAddr, Profile};
 use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
 use crate::source::SourceKind;
-use crate::source::aliyun::AliyunProvider;
 use crate::source::detect::cloud_from_dmi;
 use crate::source::detect::read::read_dmi;
-use crate::source::ec2::{Ec2Provider, NicEvent};
-use crate::source::gce::GceProvider;
 use crate::source::provider::{
-    Clock, Provider, ProviderChoice, ProviderKind, SystemClock, auto_verdict,
+    Clock, NicEvent, Provider, ProviderChoice, Setup, SystemClock, auto_verdict,
 };
 
 mod event;
@@ -100,16 +98,8 @@ pub struct HookConfig {
     pub kubernetes: crate::kubernetes::Mode,
     /// `provider`: the cloud asked about a NIC.
     pub provider: ProviderChoice,
-    /// `gce.endpoint` (`None`: the default).
-    pub gce_endpoint: Option<String>,
-    /// `azure.endpoint`.
-    pub azure_endpoint: String,
-    /// `aliyun.endpoint` (`None`: the default).
-    pub aliyun_endpoint: Option<String>,
-    /// `openstack.endpoint` (`None`: the default).
-    pub openstack_endpoint: Option<String>,
-    /// `oracle.endpoint` (`None`: the defaults).
-    pub oracle_endpoint: Option<String>,
+    /// Each cloud's `<name>.endpoint` that is set, by the cloud's name.
+    pub cloud_endpoints: BTreeMap<String, String>,
 }
 
 impl HookConfig {
@@ -128,11 +118,7 @@ impl HookConfig {
             unmanaged: s.unmanaged.clone(),
             kubernetes: s.kubernetes,
             provider: s.provider,
-            gce_endpoint: s.gce_endpoint.clone(),
-            azure_endpoint: s.azure_endpoint.clone(),
-            aliyun_endpoint: s.aliyun_endpoint.clone(),
-            openstack_endpoint: s.openstack_endpoint.clone(),
-            oracle_endpoint: s.oracle_endpoint.clone(),
+            cloud_endpoints: s.cloud_endpoints.clone(),
         }
     }
 
@@ -422,28 +408,13 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
         ),
         ProviderChoice::Named(_) => None,
     };
-    Ok(match cfg.provider.resolve(recorded) {
-        ProviderKind::Ec2 => Box::new(
-            Ec2Provider::try_new(&cfg.root, &cfg.endpoints)?
-                .with_imdsv1_fallback(cfg.imdsv1_fallback)
-                .with_bind_interface(cfg.imds_bind_interface),
-        ),
-        ProviderKind::Gce => Box::new(GceProvider::try_new(cfg.gce_endpoint.as_deref())?),
-        ProviderKind::Azure => Box::new(crate::source::azure::AzureProvider::try_new(
-            &cfg.root,
-            Some(&cfg.azure_endpoint),
-        )?),
-        ProviderKind::Aliyun => Box::new(
-            AliyunProvider::try_new(&cfg.root, cfg.aliyun_endpoint.as_deref())?
-                .with_bind_interface(cfg.imds_bind_interface),
-        ),
-        ProviderKind::OpenStack => Box::new(crate::source::openstack::OpenStackProvider::try_new(
-            &cfg.root,
-            cfg.openstack_endpoint.as_deref(),
-        )?),
-        ProviderKind::Oracle => Box::new(crate::source::oracle::OracleProvider::try_new(
-            cfg.oracle_endpoint.as_deref(),
-        )?),
+    let kind = cfg.provider.resolve(recorded);
+    kind.provider(&Setup {
+        endpoint: cfg.cloud_endpoints.get(kind.name()).map(String::as_str),
+        imds_endpoints: &cfg.endpoints,
+        imdsv1_fallback: cfg.imdsv1_fallback,
+        bind_interface: cfg.imds_bind_interface,
+        ..Setup::new(&cfg.root)
     })
 }
 
@@ -680,6 +651,11 @@ fn lease_of(event: &LeaseEvent) -> Result<crate::model::Lease> {
 
 #[cfg(test)]
 mod tests {
+    /// The provider of the cloud named `name`.
+    fn kind(name: &str) -> crate::source::provider::ProviderKind {
+        crate::source::provider::ProviderKind::from_name(name).unwrap()
+    }
+
     use super::outcome::apply_outcome;
     use super::*;
 
@@ -945,7 +921,7 @@ mod tests {
         std::fs::write(run.join("boot.json"), boot("no-datasource", "b1")).unwrap();
         assert!(inert(&cfg).is_some_and(|w| w.contains("no datasource this boot")));
         // A named provider is asked all the same.
-        cfg.provider = ProviderChoice::Named(ProviderKind::Ec2);
+        cfg.provider = ProviderChoice::Named(kind("ec2"));
         assert_eq!(inert(&cfg), None);
         cfg.provider = ProviderChoice::Auto;
         // Another boot's verdict: DMI decides later, nothing inert.
@@ -959,24 +935,25 @@ mod tests {
         let mut cfg = HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null")])).unwrap();
         cfg.root = root.path().to_owned();
         // No boot.json, no DMI: EC2, as before the key.
-        assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+        assert_eq!(provider(&cfg).unwrap().kind(), kind("ec2"));
         let dmi = root.path().join("sys/class/dmi/id");
         std::fs::create_dir_all(&dmi).unwrap();
         std::fs::write(dmi.join("product_name"), "Alibaba Cloud ECS\n").unwrap();
-        assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Aliyun);
+        assert_eq!(provider(&cfg).unwrap().kind(), kind("aliyun"));
         // A named provider is taken as named.
-        cfg.provider = ProviderChoice::Named(ProviderKind::Ec2);
-        assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+        cfg.provider = ProviderChoice::Named(kind("ec2"));
+        assert_eq!(provider(&cfg).unwrap().kind(), kind("ec2"));
         // Another product: EC2.
         cfg.provider = ProviderChoice::Auto;
         std::fs::write(dmi.join("product_name"), "Alibaba Cloud ECS 2\n").unwrap();
-        assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+        assert_eq!(provider(&cfg).unwrap().kind(), kind("ec2"));
         // Oracle Cloud's chassis asset tag: the OCI provider, whose answer to
         // `unleased` is asked (the other clouds' is None).
         std::fs::write(dmi.join("chassis_asset_tag"), "OracleCloud.com\n").unwrap();
         let p = provider(&cfg).unwrap();
-        assert_eq!(p.kind(), ProviderKind::Oracle);
-        cfg.oracle_endpoint = Some("http://127.0.0.1:9".to_owned());
+        assert_eq!(p.kind(), kind("oracle"));
+        cfg.cloud_endpoints
+            .insert("oracle".to_owned(), "http://127.0.0.1:9".to_owned());
         let p = provider(&cfg).unwrap();
         let policy =
             crate::source::provider::WaitPolicy::default().with_budget(std::time::Duration::ZERO);

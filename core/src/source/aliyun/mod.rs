@@ -44,6 +44,7 @@ use crate::source::ec2::{Dialect, Ec2, Fetch};
 
 pub use identity::AliyunSource;
 pub use provider::AliyunProvider;
+pub use provider::{CLOUD, SOURCE};
 pub use wait::wait_for_nic;
 
 /// The configuration key of the endpoint override.

@@ -46,6 +46,7 @@ use crate::error::{Error, ImdsErrorKind, Result};
 
 pub use identity::AzureSource;
 pub use provider::AzureProvider;
+pub use provider::{CLOUD, SOURCE};
 pub use wait::wait_for_nic;
 
 /// The IMDS base URL.

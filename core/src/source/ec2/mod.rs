@@ -55,6 +55,7 @@ use crate::error::{Error, ImdsErrorKind, Problem, Result};
 
 pub use nic::NicEvent;
 pub use provider::Ec2Provider;
+pub use provider::{CLOUD, SOURCE};
 pub use wait::{Clock, Outcome, SystemClock, WaitPolicy, wait_for_nic};
 
 use token::{Token, TokenCache};

@@ -43,6 +43,7 @@ use crate::source::ec2::{
 };
 
 pub use provider::GceProvider;
+pub use provider::{CLOUD, SOURCE};
 
 /// The metadata server's address (`metadata.google.internal`).
 pub const GCE_ENDPOINT: &str = "http://169.254.169.254";

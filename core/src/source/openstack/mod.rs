@@ -38,6 +38,7 @@ use crate::source::ec2::{
 };
 
 pub use provider::OpenStackProvider;
+pub use provider::{CLOUD, SOURCE};
 
 /// The metadata service's address.
 pub const OPENSTACK_ENDPOINT: &str = "http://169.254.169.254";

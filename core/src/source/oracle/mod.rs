@@ -50,6 +50,7 @@ use crate::source::ec2::{
 
 pub use identity::OracleSource;
 pub use provider::OracleProvider;
+pub use provider::{CLOUD, SOURCE};
 
 /// The metadata service's base URLs, tried in this order.
 pub const ENDPOINTS: [&str; 2] = ["http://169.254.169.254", "http://[fd00:c1::a9fe:a9fe]"];
