@@ -38,9 +38,8 @@ use crate::constants::{INSTANCE_DATA, INSTANCE_DATA_SENSITIVE};
 use crate::error::{Error, Result};
 use crate::instance_data::{self, Provenance};
 use crate::instance_data::{Origin, Stage};
-use crate::source::detect::{
-    Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot,
-};
+use crate::source::detect::{Detection, Node, ReadOptions, decide as decide_list, read_snapshot};
+use crate::source::ec2::detect::ec2_platform;
 use crate::source::lxd::Lxd;
 use crate::source::nocloud::NoCloud;
 use crate::source::provider::{Setup, WaitPolicy};
@@ -458,7 +457,15 @@ pub fn run(stage: Stage, ctx: &Facts, sources: &dyn Datasources) -> Result<RunRe
         }
         ctx.detection.datasource_list.clone()
     };
-    let role = |k| decide::role(k, stage, ctx.lxd_socket_present, &ctx.virt);
+    let role = |k| {
+        decide::role(
+            k,
+            stage,
+            ctx.lxd_socket_present,
+            &ctx.virt,
+            crate::source::cloud_source(k),
+        )
+    };
 
     // Cache check.
     let mut failed_check = None;

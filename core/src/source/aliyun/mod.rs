@@ -27,6 +27,7 @@
 //!
 //! The token never appears in a log line or an error.
 
+pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;

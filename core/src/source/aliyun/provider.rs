@@ -95,6 +95,7 @@ impl Identity for AliyunProvider {
 pub static CLOUD: Cloud = Cloud {
     name: "aliyun",
     kinds: &[SourceKind::AliYun],
+    check: super::detect::check,
     endpoint: Some(EndpointKey {
         key: ENDPOINT_KEY,
         env: "LEASEHOOK_ALIYUN_ENDPOINT",
@@ -114,7 +115,7 @@ pub static CLOUD: Cloud = Cloud {
 /// Alibaba Cloud's datasource for the boot stage.
 pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
-    local_stage: "the ECS metadata service needs the network",
+    local_stage: |_| Some("the ECS metadata service needs the network"),
     datasource: |s, _, policy| AliyunProvider::try_new(s.root, s.endpoint)?.datasource(policy),
 };
 

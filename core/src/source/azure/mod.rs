@@ -29,6 +29,7 @@
 //!   answers capped at [`nic::MAX_BODY_BYTES`] and required to be UTF-8 JSON. The
 //!   base URL must be an `http://` IP literal (config `azure.endpoint`): no DNS.
 
+pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;

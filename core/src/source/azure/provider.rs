@@ -76,6 +76,7 @@ impl Identity for AzureProvider {
 pub static CLOUD: Cloud = Cloud {
     name: "azure",
     kinds: &[SourceKind::Azure],
+    check: super::detect::check,
     endpoint: Some(EndpointKey {
         key: "azure.endpoint",
         env: "LEASEHOOK_AZURE_ENDPOINT",
@@ -91,7 +92,7 @@ pub static CLOUD: Cloud = Cloud {
 /// Azure's datasource for the boot stage.
 pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
-    local_stage: "IMDS needs the network",
+    local_stage: |_| Some("IMDS needs the network"),
     datasource: |s, _, policy| AzureProvider::try_new(s.root, s.endpoint)?.datasource(policy),
 };
 

@@ -30,6 +30,7 @@
 //! request header.
 
 mod bind;
+pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;

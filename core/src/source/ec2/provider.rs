@@ -113,6 +113,7 @@ impl Identity for Ec2Provider {
 pub static CLOUD: Cloud = Cloud {
     name: "ec2",
     kinds: &[SourceKind::Ec2],
+    check: super::detect::check,
     endpoint: None,
     provider: |s| {
         Ok(Box::new(
@@ -128,7 +129,7 @@ pub static CLOUD: Cloud = Cloud {
 /// EC2's datasource for the boot stage.
 pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
-    local_stage: "IMDS needs the network",
+    local_stage: |_| Some("IMDS needs the network"),
     datasource: |s, _, policy| {
         Ec2Provider::try_new(s.root, s.imds_endpoints)?
             .with_imdsv1_fallback(s.imdsv1_fallback)

@@ -25,6 +25,7 @@
 //!   which NICs an answer changed is [`change`]'s pure decision.
 
 pub mod change;
+pub mod detect;
 pub mod identity;
 pub mod live;
 pub mod nic;

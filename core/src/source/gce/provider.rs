@@ -59,6 +59,7 @@ impl Identity for GceProvider {
 pub static CLOUD: Cloud = Cloud {
     name: "gce",
     kinds: &[SourceKind::Gce],
+    check: super::detect::check,
     endpoint: Some(EndpointKey {
         key: "gce.endpoint",
         env: "LEASEHOOK_GCE_ENDPOINT",
@@ -74,7 +75,7 @@ pub static CLOUD: Cloud = Cloud {
 /// GCE's datasource for the boot stage.
 pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
-    local_stage: "the metadata server needs the network",
+    local_stage: |_| Some("the metadata server needs the network"),
     datasource: |s, _, policy| GceProvider::try_new(s.endpoint)?.datasource(policy),
 };
 

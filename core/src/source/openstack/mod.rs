@@ -22,6 +22,7 @@
 //!   asked at all.
 
 pub mod configdrive;
+pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;

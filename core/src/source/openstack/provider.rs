@@ -153,6 +153,7 @@ impl Identity for OpenStackProvider {
 pub static CLOUD: Cloud = Cloud {
     name: "openstack",
     kinds: &[SourceKind::OpenStack, SourceKind::ConfigDrive],
+    check: super::detect::check,
     endpoint: Some(EndpointKey {
         key: "openstack.endpoint",
         env: "LEASEHOOK_OPENSTACK_ENDPOINT",
@@ -168,7 +169,10 @@ pub static CLOUD: Cloud = Cloud {
 /// `OpenStack`'s datasources for the boot stage.
 pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
-    local_stage: "the OpenStack metadata service needs the network",
+    local_stage: |kind| {
+        (kind != SourceKind::ConfigDrive)
+            .then_some("the OpenStack metadata service needs the network")
+    },
     datasource: |s, kind, policy| {
         OpenStackProvider::try_new(s.root, s.endpoint)?.datasource_of(kind, policy)
     },

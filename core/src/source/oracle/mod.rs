@@ -30,6 +30,7 @@
 //!   [`crate::source::provider::Provider::unleased`]. The boot stage adds
 //!   `/opc/v2/instance/`.
 
+pub mod detect;
 pub mod identity;
 mod provider;
 pub mod vnic;

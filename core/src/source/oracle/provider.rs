@@ -76,6 +76,7 @@ impl Identity for OracleProvider {
 pub static CLOUD: Cloud = Cloud {
     name: "oracle",
     kinds: &[SourceKind::Oracle],
+    check: super::detect::check,
     endpoint: Some(EndpointKey {
         key: ENDPOINT_KEY,
         env: "LEASEHOOK_ORACLE_ENDPOINT",
@@ -91,7 +92,7 @@ pub static CLOUD: Cloud = Cloud {
 /// Oracle Cloud's datasource for the boot stage.
 pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
-    local_stage: "the OCI metadata service needs the network",
+    local_stage: |_| Some("the OCI metadata service needs the network"),
     datasource: |s, _, policy| OracleProvider::try_new(s.endpoint)?.datasource(policy),
 };
 

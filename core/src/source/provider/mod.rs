@@ -68,7 +68,8 @@ use std::path::Path;
 
 use crate::error::{Error, Problem, Result};
 use crate::model::{Family, IfName, InstanceNetwork, Lease, MacAddr, Missing};
-use crate::source::{Datasource, SourceKind};
+use crate::source::detect::{Probe, Snapshot};
+use crate::source::{Datasource, Finding, SourceKind};
 
 pub use wait::{Clock, Outcome, SystemClock, WaitPolicy};
 
@@ -84,6 +85,9 @@ pub struct Cloud {
     pub name: &'static str,
     /// The datasources whose verdict `provider: auto` resolves to this cloud.
     pub kinds: &'static [SourceKind],
+    /// Detection's check of one of [`Cloud::kinds`] (pure: ds-identify's
+    /// `dscheck_<Name>`), from the snapshot.
+    pub check: fn(&Snapshot, SourceKind, &Probe<'_>) -> Finding,
     /// Its `<name>.endpoint` key, when it has one.
     pub endpoint: Option<EndpointKey>,
     /// Builds its provider for the hooks, the worker and `refresh`.
@@ -118,8 +122,10 @@ pub struct CloudSource {
     /// The cloud's row: its name, and the datasources it answers
     /// ([`Cloud::kinds`]).
     pub cloud: &'static Cloud,
-    /// Why the local stage leaves them to the network stage.
-    pub local_stage: &'static str,
+    /// Why the local stage leaves the datasource to the network stage (its
+    /// metadata service needs the network); `None`: the local stage tries it
+    /// (a config drive).
+    pub local_stage: fn(SourceKind) -> Option<&'static str>,
     /// Builds the datasource `kind` (one of [`Cloud::kinds`]), its fetch
     /// retried within the policy.
     pub datasource: fn(&Setup<'_>, SourceKind, WaitPolicy) -> Result<Box<dyn Datasource>>,
