@@ -39,7 +39,6 @@ use crate::error::{Error, Result};
 use crate::instance_data::{self, Provenance};
 use crate::instance_data::{Origin, Stage};
 use crate::source::detect::{Detection, Node, ReadOptions, decide as decide_list, read_snapshot};
-use crate::source::ec2::detect::ec2_platform;
 use crate::source::lxd::Lxd;
 use crate::source::nocloud::NoCloud;
 use crate::source::provider::{Setup, WaitPolicy};
@@ -71,8 +70,10 @@ pub struct Facts {
     pub virt: String,
     /// Whether `dev/lxd/sock` or `dev/incus/sock` is a socket.
     pub lxd_socket_present: bool,
-    /// The EC2-API cloud detection identified (`aws`, ...; `unknown`).
-    pub ec2_cloud_name: String,
+    /// The platform detection identified (`aws`, ... for the EC2 API; a
+    /// cloud's row says, [`crate::source::provider::Cloud::platform`];
+    /// `unknown`).
+    pub cloud_name: String,
     /// The kernel's boot id.
     pub boot_id: Option<String>,
     /// Now, in milliseconds since the epoch.
@@ -107,8 +108,10 @@ impl Facts {
             virt: snapshot.virt.clone(),
             lxd_socket_present: snapshot.lxd_socket == Node::Socket
                 || snapshot.incus_socket == Node::Socket,
-            ec2_cloud_name: ec2_platform(&snapshot)
-                .map_or("unknown", |(p, _)| p.cloud_name())
+            cloud_name: crate::source::CLOUDS
+                .iter()
+                .find_map(|c| (c.platform)(&snapshot))
+                .unwrap_or("unknown")
                 .to_owned(),
             boot_id: state::boot_id(&o.root),
             now_ms: crate::fs::unix_ms(),
@@ -138,7 +141,7 @@ impl RealSources {
         Self {
             root: ctx.root.clone(),
             virt: ctx.virt.clone(),
-            cloud_name: ctx.ec2_cloud_name.clone(),
+            cloud_name: ctx.cloud_name.clone(),
             config: ctx.config.clone(),
         }
     }

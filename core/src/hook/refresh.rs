@@ -14,8 +14,9 @@ use crate::apply::state::{self, InterfaceState, Paths};
 use crate::error::Result;
 use crate::model::Reason;
 use crate::model::{IfName, Link};
-use crate::source::ec2::NicEvent;
-use crate::source::provider::{Outcome, PrimaryUse, Provider, Unleased, UnleasedNic, WaitPolicy};
+use crate::source::provider::{
+    NicEvent, Outcome, PrimaryUse, Provider, Unleased, UnleasedNic, WaitPolicy,
+};
 
 /// `run/leasehook/refreshed/<ifname>`.
 pub(super) const REFRESHED: &str = "refreshed";

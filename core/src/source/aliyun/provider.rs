@@ -96,6 +96,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "aliyun",
     kinds: &[SourceKind::AliYun],
     check: super::detect::check,
+    platform: |_| None,
     endpoint: Some(EndpointKey {
         key: ENDPOINT_KEY,
         env: "LEASEHOOK_ALIYUN_ENDPOINT",

@@ -60,6 +60,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "gce",
     kinds: &[SourceKind::Gce],
     check: super::detect::check,
+    platform: |_| None,
     endpoint: Some(EndpointKey {
         key: "gce.endpoint",
         env: "LEASEHOOK_GCE_ENDPOINT",

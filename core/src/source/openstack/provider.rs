@@ -154,6 +154,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "openstack",
     kinds: &[SourceKind::OpenStack, SourceKind::ConfigDrive],
     check: super::detect::check,
+    platform: |_| None,
     endpoint: Some(EndpointKey {
         key: "openstack.endpoint",
         env: "LEASEHOOK_OPENSTACK_ENDPOINT",

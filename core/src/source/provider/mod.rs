@@ -88,6 +88,9 @@ pub struct Cloud {
     /// Detection's check of one of [`Cloud::kinds`] (pure: ds-identify's
     /// `dscheck_<Name>`), from the snapshot.
     pub check: fn(&Snapshot, SourceKind, &Probe<'_>) -> Finding,
+    /// The platform detection identifies for instance-data's cloud name
+    /// (`aws`, `brightbox`, ... for the EC2 API), `None` when it says nothing.
+    pub platform: fn(&Snapshot) -> Option<&'static str>,
     /// Its `<name>.endpoint` key, when it has one.
     pub endpoint: Option<EndpointKey>,
     /// Builds its provider for the hooks, the worker and `refresh`.
