@@ -37,7 +37,7 @@ pub struct Key {
 }
 
 /// Every key but `datasource.<Name>.fallback` (one per datasource, set in files
-/// only) and `root` (see the module docs): leasehook's own ([`OWN`]), each
+/// only) and `root` (see the module docs): leasehook's own, each
 /// cloud's `<name>.endpoint` after `imdsv1_fallback`, in the registry's order
 /// ([`crate::source::CLOUDS`]).
 pub static KEYS: LazyLock<Vec<Key>> = LazyLock::new(|| {
