@@ -80,19 +80,14 @@ pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
 
 /// ds-identify's built-in `datasource_list`, reduced to the sources leasehook
-/// implements (its order: `... ConfigDrive NoCloud ... Azure ... AliYun Ec2 GCE ... OpenStack
-/// ... Oracle ... LXD ...`).
-pub const DEFAULT_LIST: [SourceKind; 9] = [
-    SourceKind::ConfigDrive,
-    SourceKind::NoCloud,
-    SourceKind::Azure,
-    SourceKind::AliYun,
-    SourceKind::Ec2,
-    SourceKind::Gce,
-    SourceKind::OpenStack,
-    SourceKind::Oracle,
-    SourceKind::Lxd,
-];
+/// implements: every kind but `None`, in [`SourceKind::ALL`]'s order, which is
+/// ds-identify's (`... ConfigDrive NoCloud ... Azure ... AliYun Ec2 GCE ...
+/// OpenStack ... Oracle ... LXD ...`).
+pub fn default_list() -> impl Iterator<Item = SourceKind> {
+    SourceKind::ALL
+        .into_iter()
+        .filter(|k| *k != SourceKind::None)
+}
 
 /// The file system labels of an `OpenStack` config drive, as cloud-init accepts
 /// them.
@@ -464,7 +459,7 @@ fn list_to_check(
             (value.clone(), format!("datasource_list in {path}"))
         }
         _ => (
-            DEFAULT_LIST.iter().map(|k| k.name().to_owned()).collect(),
+            default_list().map(|k| k.name().to_owned()).collect(),
             "ds-identify's built-in list (nothing configured)".to_owned(),
         ),
     }
@@ -510,7 +505,7 @@ pub struct Probe<'a> {
 }
 
 /// The cloud DMI alone says this is (pure): the first datasource of ds-identify's
-/// built-in list ([`DEFAULT_LIST`]) whose check finds it from `dmi` and nothing
+/// built-in list ([`default_list`]) whose check finds it from `dmi` and nothing
 /// else (no seed, socket, kernel command line or configuration). What
 /// `provider: auto` goes by when the boot stage left no verdict: cheap (a few
 /// small files, no network, no `systemd-detect-virt`), and only a `found` counts.
@@ -520,9 +515,7 @@ pub fn cloud_from_dmi(dmi: &Dmi) -> Option<SourceKind> {
         virt: "unavailable".to_owned(),
         ..Snapshot::default()
     };
-    DEFAULT_LIST
-        .into_iter()
-        .find(|k| check(*k, &s).check == Check::Found)
+    default_list().find(|k| check(*k, &s).check == Check::Found)
 }
 
 fn check_lxd(s: &Snapshot) -> Finding {
