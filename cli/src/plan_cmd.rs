@@ -11,7 +11,7 @@ use leasehook_core::event::{Env, dhclient, networkd, parse_env_dump};
 use leasehook_core::kubernetes;
 use leasehook_core::model::{IfName, InstanceNetwork, Link, MacAddr, Profile};
 use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
-use leasehook_core::source::provider::{ProviderChoice, ProviderKind};
+use leasehook_core::source::provider::ProviderChoice;
 use leasehook_core::{example, metadata, render};
 
 use crate::cli::{PlanArgs, PlanFormat as Format, ProfileArg};
@@ -131,20 +131,10 @@ fn inputs(
             .parse::<ProviderChoice>()
             .map_err(|e| anyhow::anyhow!("--provider: {e}"))?,
     };
-    let provider = match choice {
-        ProviderChoice::Named(k) => k,
-        ProviderChoice::Auto => ProviderKind::Ec2,
-    };
-    let md = match provider {
-        ProviderKind::Ec2 => metadata::parse_json(&text),
-        ProviderKind::Gce => leasehook_core::source::gce::nic::parse_interfaces(&text)
-            .map(|nics| leasehook_core::source::gce::nic::network(&nics)),
-        ProviderKind::Azure => leasehook_core::source::azure::nic::parse_saved(&text),
-        ProviderKind::Aliyun => leasehook_core::source::aliyun::nic::parse_saved(&text),
-        ProviderKind::OpenStack => leasehook_core::source::openstack::nic::parse_saved(&text),
-        ProviderKind::Oracle => leasehook_core::source::oracle::vnic::parse_saved(&text),
-    }
-    .with_context(|| format!("bad {provider} metadata in {md_path:?}"))?;
+    // `auto` with no verdict to go by: the registry's first cloud, as the hooks.
+    let provider = choice.resolve(None);
+    let md = (provider.cloud().parse_saved)(&text)
+        .with_context(|| format!("bad {provider} metadata in {md_path:?}"))?;
     let links = args
         .links
         .iter()

@@ -488,7 +488,7 @@ pub enum BadValue {
     #[error("{0}")]
     Endpoint(#[source] Box<Error>),
     /// `datasource.<name>.fallback` names no datasource leasehook implements.
-    #[error("{0:?} is not a datasource leasehook implements (AliYun, Ec2, LXD, NoCloud)")]
+    #[error("{0:?} is not a datasource leasehook implements ({names})", names = datasource_names())]
     UnknownDatasource(String),
     /// The key is none of [`crate::config::KEYS`].
     #[error("not a key leasehook knows")]
@@ -578,9 +578,29 @@ pub enum ToolError {
 /// What is wrong with a value (a plain value of [`crate::model`], named here too).
 pub use crate::model::Problem;
 
+/// The datasources a configuration may name, for [`BadValue::UnknownDatasource`]:
+/// every kind but `None`, in ds-identify's order.
+fn datasource_names() -> String {
+    let names: Vec<&str> = SourceKind::ALL
+        .iter()
+        .filter(|k| **k != SourceKind::None)
+        .map(|k| k.name())
+        .collect();
+    names.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_datasource_lists_every_known_one() {
+        assert_eq!(
+            BadValue::UnknownDatasource("Hetzner".into()).to_string(),
+            "\"Hetzner\" is not a datasource leasehook implements (ConfigDrive, NoCloud, \
+             Azure, AliYun, Ec2, GCE, OpenStack, Oracle, LXD)"
+        );
+    }
 
     #[test]
     fn messages_escape_and_shorten_values() {

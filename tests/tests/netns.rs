@@ -669,7 +669,7 @@ struct Agrees(leasehook_core::model::InstanceNetwork);
 
 impl leasehook_core::source::provider::Provider for Agrees {
     fn kind(&self) -> leasehook_core::source::provider::ProviderKind {
-        leasehook_core::source::provider::ProviderKind::Ec2
+        leasehook_core::source::provider::ProviderKind::from_name("ec2").unwrap()
     }
 
     fn wait_for_nic(

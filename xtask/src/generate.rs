@@ -204,7 +204,7 @@ pub(crate) fn config_page(version: &str) -> (String, Vec<u8>) {
         r.text([roman(*para)]);
     }
     r.control("SH", ["KEYS"]);
-    for key in KEYS {
+    for key in KEYS.iter() {
         r.control("TP", []);
         r.text([bold(key.name)]);
         r.text([roman(key.help)]);
@@ -483,7 +483,7 @@ mod tests {
             .collect();
         want.push("datasource.".to_owned());
         assert_eq!(listed, want);
-        for key in leasehook_core::config::KEYS {
+        for key in leasehook_core::config::KEYS.iter() {
             if let Some(env) = key.env {
                 assert!(
                     keys.contains(&format!("Environment: \\fB{env}\\fR")),

@@ -36,7 +36,6 @@ use leasehook_core::model::{IfName, MacAddr};
 use leasehook_core::source::gce::change::{Changes, Snapshot, changes};
 use leasehook_core::source::gce::live::{Backoff, LONG_POLL_TIMEOUT, Polled};
 use leasehook_core::source::gce::{Gce, GceProvider};
-use leasehook_core::source::provider::ProviderKind;
 
 use super::Context;
 
@@ -47,7 +46,7 @@ const TICK: Duration = Duration::from_millis(200);
 /// boot stage's verdict, else DMI: as the hooks decide).
 pub(super) fn applies(ctx: &Context<'_>) -> bool {
     match hook::provider(&ctx.cfg) {
-        Ok(p) => p.kind() == ProviderKind::Gce,
+        Ok(p) => p.kind().cloud().followed_live,
         Err(e) => {
             log::warn!("GCE metadata: {e}: not followed");
             false
@@ -72,7 +71,8 @@ struct Follower {
 
 /// Follows the NIC list's long poll below `ctx.root` until `stop` is set.
 pub(super) fn follow(ctx: &Context<'_>, stop: &AtomicBool) {
-    let gce = match GceProvider::try_new(ctx.cfg.gce_endpoint.as_deref()).and_then(|p| p.client()) {
+    let endpoint = ctx.cfg.cloud_endpoints.get("gce").map(String::as_str);
+    let gce = match GceProvider::try_new(endpoint).and_then(|p| p.client()) {
         Ok(g) => g,
         Err(e) => {
             log::error!("GCE metadata: {e}: not followed");

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Pure: the boot stage's part of leasehook's [configuration](crate::config):
 //! `fallback`, `datasource.<Name>.fallback`, `imds.endpoints`, `imds.budget_s`,
-//! `imdsv1_fallback` and `azure.endpoint`. (`datasource_list` reaches the boot stage through detection.)
+//! `imdsv1_fallback` and each cloud's `<name>.endpoint`. (`datasource_list` reaches the boot stage through detection.)
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::FallbackPolicy;
@@ -19,16 +20,8 @@ pub struct BootConfig {
     pub imds_budget: Option<Duration>,
     /// `imdsv1_fallback`.
     pub imdsv1_fallback: bool,
-    /// `gce.endpoint` (`None`: the default).
-    pub gce_endpoint: Option<String>,
-    /// `azure.endpoint` (`None`: the default).
-    pub azure_endpoint: Option<String>,
-    /// `aliyun.endpoint` (`None`: the default).
-    pub aliyun_endpoint: Option<String>,
-    /// `openstack.endpoint` (`None`: the default).
-    pub openstack_endpoint: Option<String>,
-    /// `oracle.endpoint` (`None`: the defaults).
-    pub oracle_endpoint: Option<String>,
+    /// Each cloud's `<name>.endpoint` that is set, by the cloud's name.
+    pub cloud_endpoints: BTreeMap<String, String>,
 }
 
 impl BootConfig {
@@ -44,14 +37,7 @@ impl BootConfig {
                 .contains_key("imds.budget_s")
                 .then_some(s.imds.budget),
             imdsv1_fallback: s.imdsv1_fallback,
-            gce_endpoint: s.gce_endpoint.clone(),
-            azure_endpoint: loaded
-                .origins
-                .contains_key("azure.endpoint")
-                .then(|| s.azure_endpoint.clone()),
-            aliyun_endpoint: s.aliyun_endpoint.clone(),
-            openstack_endpoint: s.openstack_endpoint.clone(),
-            oracle_endpoint: s.oracle_endpoint.clone(),
+            cloud_endpoints: s.cloud_endpoints.clone(),
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::config::FallbackPolicy;
 use crate::instance_data::Stage;
 use crate::model::SourceKind;
 use crate::source::detect::Detection;
+use crate::source::provider::CloudSource;
 
 /// What a stage does with a datasource of the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,26 +29,19 @@ pub enum Role {
 
 /// Which stage tries `kind`. NoCloud is local files; LXD is a unix socket, local
 /// too — except in a VM whose socket is not there yet (the LXD agent starts it
-/// later in boot), which the network stage tries; EC2 needs the network.
-pub fn role(kind: SourceKind, stage: Stage, lxd_socket_present: bool, virt: &str) -> Role {
+/// later in boot), which the network stage tries; a cloud's datasource is as its
+/// row `cloud` says ([`CloudSource::local_stage`]: its metadata service needs the
+/// network, a config drive does not).
+pub fn role(
+    kind: SourceKind,
+    stage: Stage,
+    lxd_socket_present: bool,
+    virt: &str,
+    cloud: Option<&CloudSource>,
+) -> Role {
     match (kind, stage) {
         (SourceKind::None, _) => Role::Skip,
-        (_, Stage::Network) | (SourceKind::NoCloud | SourceKind::ConfigDrive, Stage::Local) => {
-            Role::Try
-        }
-        (SourceKind::Ec2 | SourceKind::Azure, Stage::Local) => {
-            Role::Defer("IMDS needs the network")
-        }
-        (SourceKind::Gce, Stage::Local) => Role::Defer("the metadata server needs the network"),
-        (SourceKind::AliYun, Stage::Local) => {
-            Role::Defer("the ECS metadata service needs the network")
-        }
-        (SourceKind::OpenStack, Stage::Local) => {
-            Role::Defer("the OpenStack metadata service needs the network")
-        }
-        (SourceKind::Oracle, Stage::Local) => {
-            Role::Defer("the OCI metadata service needs the network")
-        }
+        (_, Stage::Network) | (SourceKind::NoCloud, Stage::Local) => Role::Try,
         (SourceKind::Lxd, Stage::Local) => {
             if !lxd_socket_present && matches!(virt, "kvm" | "qemu") {
                 Role::Defer("an LXD VM whose agent has not made /dev/lxd/sock yet")
@@ -55,6 +49,10 @@ pub fn role(kind: SourceKind, stage: Stage, lxd_socket_present: bool, virt: &str
                 Role::Try
             }
         }
+        (_, Stage::Local) => match cloud.and_then(|c| (c.local_stage)(kind)) {
+            Some(why) => Role::Defer(why),
+            None => Role::Try,
+        },
     }
 }
 
@@ -262,6 +260,8 @@ mod tests {
         let cases = [
             (Ec2, Stage::Local, true, "kvm", "defer"),
             (Ec2, Stage::Network, false, "kvm", "try"),
+            (SourceKind::ConfigDrive, Stage::Local, false, "kvm", "try"),
+            (SourceKind::OpenStack, Stage::Local, false, "kvm", "defer"),
             (NoCloud, Stage::Local, false, "lxc", "try"),
             (NoCloud, Stage::Network, false, "lxc", "try"),
             (Lxd, Stage::Local, true, "lxc", "try"),
@@ -274,7 +274,7 @@ mod tests {
             (NoneDs, Stage::Network, false, "lxc", "skip"),
         ];
         for (k, stage, sock, virt, want) in cases {
-            let got = match role(k, stage, sock, virt) {
+            let got = match role(k, stage, sock, virt, crate::source::cloud_source(k)) {
                 Role::Try => "try",
                 Role::Defer(_) => "defer",
                 Role::Skip => "skip",

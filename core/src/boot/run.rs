@@ -38,15 +38,10 @@ use crate::constants::{INSTANCE_DATA, INSTANCE_DATA_SENSITIVE};
 use crate::error::{Error, Result};
 use crate::instance_data::{self, Provenance};
 use crate::instance_data::{Origin, Stage};
-use crate::source::aliyun::AliyunProvider;
-use crate::source::detect::{
-    Detection, Node, ReadOptions, decide as decide_list, ec2_platform, read_snapshot,
-};
-use crate::source::ec2::{Ec2Provider, WaitPolicy};
-use crate::source::gce::GceProvider;
+use crate::source::detect::{Detection, Node, ReadOptions, decide as decide_list, read_snapshot};
 use crate::source::lxd::Lxd;
 use crate::source::nocloud::NoCloud;
-use crate::source::provider::Identity as _;
+use crate::source::provider::{Setup, WaitPolicy};
 use crate::source::{Datasource, InstanceData, NoneSource, SourceKind};
 
 /// What a stage is told by its command line.
@@ -75,8 +70,10 @@ pub struct Facts {
     pub virt: String,
     /// Whether `dev/lxd/sock` or `dev/incus/sock` is a socket.
     pub lxd_socket_present: bool,
-    /// The EC2-API cloud detection identified (`aws`, ...; `unknown`).
-    pub ec2_cloud_name: String,
+    /// The platform detection identified (`aws`, ... for the EC2 API; a
+    /// cloud's row says, [`crate::source::provider::Cloud::platform`];
+    /// `unknown`).
+    pub cloud_name: String,
     /// The kernel's boot id.
     pub boot_id: Option<String>,
     /// Now, in milliseconds since the epoch.
@@ -111,8 +108,10 @@ impl Facts {
             virt: snapshot.virt.clone(),
             lxd_socket_present: snapshot.lxd_socket == Node::Socket
                 || snapshot.incus_socket == Node::Socket,
-            ec2_cloud_name: ec2_platform(&snapshot)
-                .map_or("unknown", |(p, _)| p.cloud_name())
+            cloud_name: crate::source::CLOUDS
+                .iter()
+                .find_map(|c| (c.platform)(&snapshot))
+                .unwrap_or("unknown")
                 .to_owned(),
             boot_id: state::boot_id(&o.root),
             now_ms: crate::fs::unix_ms(),
@@ -142,7 +141,7 @@ impl RealSources {
         Self {
             root: ctx.root.clone(),
             virt: ctx.virt.clone(),
-            cloud_name: ctx.ec2_cloud_name.clone(),
+            cloud_name: ctx.cloud_name.clone(),
             config: ctx.config.clone(),
         }
     }
@@ -150,69 +149,36 @@ impl RealSources {
 
 impl Datasources for RealSources {
     fn source(&self, kind: SourceKind) -> Result<Box<dyn Datasource>> {
+        if let Some(cloud) = crate::source::cloud_source(kind) {
+            let mut policy = WaitPolicy::default();
+            if let Some(b) = self.config.imds_budget {
+                policy = policy.with_budget(b);
+            }
+            let endpoints = self.config.imds_endpoints.clone().unwrap_or_default();
+            let setup = Setup {
+                endpoint: self
+                    .config
+                    .cloud_endpoints
+                    .get(cloud.cloud.name)
+                    .map(String::as_str),
+                imds_endpoints: &endpoints,
+                imdsv1_fallback: self.config.imdsv1_fallback,
+                cloud_name: &self.cloud_name,
+                ..Setup::new(&self.root)
+            };
+            return (cloud.datasource)(&setup, kind, policy);
+        }
         Ok(match kind {
-            SourceKind::Ec2 => {
-                // The identity is the EC2 provider's question; its datasource answers.
-                let endpoints = self.config.imds_endpoints.clone().unwrap_or_default();
-                let mut policy = WaitPolicy::default();
-                if let Some(b) = self.config.imds_budget {
-                    policy = policy.with_budget(b);
-                }
-                Ec2Provider::try_new(&self.root, &endpoints)?
-                    .with_imdsv1_fallback(self.config.imdsv1_fallback)
-                    .with_cloud_name(&self.cloud_name)
-                    .datasource(policy)?
-            }
-            SourceKind::Gce => {
-                let mut policy = WaitPolicy::default();
-                if let Some(b) = self.config.imds_budget {
-                    policy = policy.with_budget(b);
-                }
-                GceProvider::try_new(self.config.gce_endpoint.as_deref())?.datasource(policy)?
-            }
-            SourceKind::Azure => {
-                let mut policy = WaitPolicy::default();
-                if let Some(b) = self.config.imds_budget {
-                    policy = policy.with_budget(b);
-                }
-                crate::source::azure::AzureProvider::try_new(
-                    &self.root,
-                    self.config.azure_endpoint.as_deref(),
-                )?
-                .datasource(policy)?
-            }
-            SourceKind::AliYun => {
-                let mut policy = WaitPolicy::default();
-                if let Some(b) = self.config.imds_budget {
-                    policy = policy.with_budget(b);
-                }
-                AliyunProvider::try_new(&self.root, self.config.aliyun_endpoint.as_deref())?
-                    .datasource(policy)?
-            }
-            SourceKind::OpenStack | SourceKind::ConfigDrive => {
-                let mut policy = WaitPolicy::default();
-                if let Some(b) = self.config.imds_budget {
-                    policy = policy.with_budget(b);
-                }
-                crate::source::openstack::OpenStackProvider::try_new(
-                    &self.root,
-                    self.config.openstack_endpoint.as_deref(),
-                )?
-                .datasource_of(kind, policy)?
-            }
-            SourceKind::Oracle => {
-                let mut policy = WaitPolicy::default();
-                if let Some(b) = self.config.imds_budget {
-                    policy = policy.with_budget(b);
-                }
-                crate::source::oracle::OracleProvider::try_new(
-                    self.config.oracle_endpoint.as_deref(),
-                )?
-                .datasource(policy)?
-            }
             SourceKind::Lxd => Box::new(Lxd::new(&self.root).with_virt(&self.virt)),
             SourceKind::NoCloud => Box::new(NoCloud::new(&self.root).with_virt(&self.virt)),
             SourceKind::None => Box::new(NoneSource),
+            // Every other kind is a cloud's, built by its row above.
+            other => {
+                return Err(Error::NotFound {
+                    datasource: other,
+                    reason: "no cloud's row answers this datasource".to_owned(),
+                });
+            }
         })
     }
 }
@@ -494,7 +460,15 @@ pub fn run(stage: Stage, ctx: &Facts, sources: &dyn Datasources) -> Result<RunRe
         }
         ctx.detection.datasource_list.clone()
     };
-    let role = |k| decide::role(k, stage, ctx.lxd_socket_present, &ctx.virt);
+    let role = |k| {
+        decide::role(
+            k,
+            stage,
+            ctx.lxd_socket_present,
+            &ctx.virt,
+            crate::source::cloud_source(k),
+        )
+    };
 
     // Cache check.
     let mut failed_check = None;

@@ -3,6 +3,7 @@
 //! checked and stored, and how it is shown. One table, so the file, the
 //! environment, the flags, `config show` and `--help` cannot disagree.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -20,10 +21,10 @@ pub(super) enum Raw<'a> {
     Text(&'a str),
 }
 
-type Setter = fn(&mut Settings, &Raw<'_>) -> Result<(), BadValue>;
+type Setter = fn(&Key, &mut Settings, &Raw<'_>) -> Result<(), BadValue>;
 
 /// One configuration key.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Key {
     /// The key as a file writes it, dotted for nested keys (`imds.budget_s`).
     pub name: &'static str,
@@ -32,78 +33,149 @@ pub struct Key {
     /// What it does and its default, for `--help` and `config show`.
     pub help: &'static str,
     pub(super) set: Setter,
-    pub(super) show: fn(&Settings) -> Value,
+    pub(super) show: fn(&Key, &Settings) -> Value,
 }
 
 /// Every key but `datasource.<Name>.fallback` (one per datasource, set in files
-/// only) and `root` (see the module docs).
-pub const KEYS: &[Key] = &[
+/// only) and `root` (see the module docs): leasehook's own, each
+/// cloud's `<name>.endpoint` after `imdsv1_fallback`, in the registry's order
+/// ([`crate::source::CLOUDS`]).
+pub static KEYS: LazyLock<Vec<Key>> = LazyLock::new(|| {
+    let mut keys = Vec::with_capacity(OWN.len() + crate::source::CLOUDS.len());
+    for key in OWN {
+        let mut key = *key;
+        if key.name == "provider" {
+            key.help = provider_help();
+        }
+        keys.push(key);
+        if key.name == "imdsv1_fallback" {
+            keys.extend(crate::source::CLOUDS.iter().filter_map(|c| {
+                let e = c.endpoint?;
+                Some(Key {
+                    name: e.key,
+                    env: Some(e.env),
+                    help: e.help,
+                    set: set_endpoint,
+                    show: show_endpoint,
+                })
+            }));
+        }
+    }
+    keys
+});
+
+/// `provider`'s help, naming every cloud of the registry. Made once, for the
+/// process's life (the table is static).
+fn provider_help() -> &'static str {
+    let names: Vec<&str> = crate::source::CLOUDS.iter().map(|c| c.name).collect();
+    let (last, rest) = names.split_last().map_or(("", &[][..]), |(l, r)| (*l, r));
+    format!(
+        "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else DMI detection, else {first}), {} or {last} (default auto)",
+        rest.join(", "),
+        first = names.first().copied().unwrap_or_default(),
+    )
+    .leak()
+}
+
+/// The cloud whose `<name>.endpoint` `key` is.
+fn endpoint_of(key: &Key) -> Option<(&'static str, crate::source::provider::EndpointKey)> {
+    crate::source::CLOUDS.iter().find_map(|c| {
+        c.endpoint
+            .filter(|e| e.key == key.name)
+            .map(|e| (c.name, e))
+    })
+}
+
+/// Sets a cloud's `<name>.endpoint`, checked by its row.
+fn set_endpoint(key: &Key, s: &mut Settings, r: &Raw<'_>) -> Result<(), BadValue> {
+    let Some((cloud, e)) = endpoint_of(key) else {
+        return Err(BadValue::UnknownKey);
+    };
+    let url = (e.check)(&word(r)?)?;
+    s.cloud_endpoints.insert(cloud.to_owned(), url);
+    Ok(())
+}
+
+/// A cloud's `<name>.endpoint`, or its default.
+fn show_endpoint(key: &Key, s: &Settings) -> Value {
+    match endpoint_of(key) {
+        Some((cloud, e)) => json!(
+            s.cloud_endpoints
+                .get(cloud)
+                .map_or(e.default, String::as_str)
+        ),
+        None => Value::Null,
+    }
+}
+
+/// leasehook's own keys, in the order `config show` prints them.
+const OWN: &[Key] = &[
     Key {
         name: "enabled",
         env: Some("LEASEHOOK_ENABLED"),
         help: "false: every hook, the worker, refresh, its timer and watch do nothing and ask nothing (default true)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.enabled = boolean(r)?;
             Ok(())
         },
-        show: |s| json!(s.enabled),
+        show: |_, s| json!(s.enabled),
     },
     Key {
         name: "profile",
         env: Some("LEASEHOOK_PROFILE"),
         help: "table numbering: ec2-net-utils (10000 + 100*card + device, the default) or cloud-init (100 + the NIC's position)",
-        set: |s, r| {
+        set: |_, s, r| {
             let v = word(r)?;
             s.plan.profile = v.parse().map_err(BadValue::Refused)?;
             Ok(())
         },
-        show: |s| json!(s.plan.profile.to_string()),
+        show: |_, s| json!(s.plan.profile.to_string()),
     },
     Key {
         name: "table_base",
         env: Some("LEASEHOOK_TABLE_BASE"),
         help: "table of device 0 on card 0 (default 10000)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.plan.table_base = whole(r)?;
             Ok(())
         },
-        show: |s| json!(s.plan.table_base),
+        show: |_, s| json!(s.plan.table_base),
     },
     Key {
         name: "priority_base",
         env: Some("LEASEHOOK_PRIORITY_BASE"),
         help: "rule priority of device 0 on card 0 (default: the table base)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.plan.priority_base = Some(whole(r)?);
             Ok(())
         },
-        show: |s| json!(s.plan.priority_base),
+        show: |_, s| json!(s.plan.priority_base),
     },
     Key {
         name: "primary_rules",
         env: Some("LEASEHOOK_PRIMARY_RULES"),
         help: "give the primary NIC source rules too (default false)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.plan.primary_rules = boolean(r)?;
             Ok(())
         },
-        show: |s| json!(s.plan.primary_rules),
+        show: |_, s| json!(s.plan.primary_rules),
     },
     Key {
         name: "secondary_addresses",
         env: Some("LEASEHOOK_SECONDARY_ADDRESSES"),
         help: "add the secondary IPs and prefixes IMDS lists to their NIC (default true)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.plan.secondary_addresses = boolean(r)?;
             Ok(())
         },
-        show: |s| json!(s.plan.secondary_addresses),
+        show: |_, s| json!(s.plan.secondary_addresses),
     },
     Key {
         name: "unmanaged",
         env: Some("LEASEHOOK_UNMANAGED"),
         help: "NICs left alone: a name or glob (eth*, ens[5-9]), a MAC, device-number:N, network-card:N or interface-id:ID (comma-separated in the environment; default none)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.unmanaged = list(r)?
                 .iter()
                 .map(|e| {
@@ -115,7 +187,7 @@ pub const KEYS: &[Key] = &[
                 .collect::<Result<_, _>>()?;
             Ok(())
         },
-        show: |s| {
+        show: |_, s| {
             json!(
                 s.unmanaged
                     .iter()
@@ -128,7 +200,7 @@ pub const KEYS: &[Key] = &[
         name: "kubernetes",
         env: Some("LEASEHOOK_KUBERNETES"),
         help: "a Kubernetes node with a VPC-native CNI: auto (detect), on or off (default auto; docs/kubernetes.md)",
-        set: |s, r| {
+        set: |_, s, r| {
             let v = match r {
                 // YAML 1.1 readers take a bare on/off for a boolean.
                 Raw::Yaml(Value::Bool(b)) => if *b { "on" } else { "off" }.to_owned(),
@@ -137,23 +209,23 @@ pub const KEYS: &[Key] = &[
             s.kubernetes = v.parse().map_err(BadValue::Refused)?;
             Ok(())
         },
-        show: |s| json!(s.kubernetes.to_string()),
+        show: |_, s| json!(s.kubernetes.to_string()),
     },
     Key {
         name: "provider",
         env: Some("LEASEHOOK_PROVIDER"),
-        help: "the cloud the hooks and refresh ask: auto (the boot stage's verdict, else DMI detection, else ec2), ec2, gce, azure, aliyun, oracle or openstack (default auto)",
-        set: |s, r| {
+        help: "the cloud the hooks and refresh ask (the help names the registry's clouds)",
+        set: |_, s, r| {
             s.provider = word(r)?.parse().map_err(BadValue::Refused)?;
             Ok(())
         },
-        show: |s| json!(s.provider.to_string()),
+        show: |_, s| json!(s.provider.to_string()),
     },
     Key {
         name: "imds.endpoints",
         env: Some("LEASEHOOK_IMDS_ENDPOINTS"),
         help: "IMDS base URLs, tried in order (comma-separated in the environment; default http://169.254.169.254,http://[fd00:ec2::254])",
-        set: |s, r| {
+        set: |_, s, r| {
             let urls = list(r)?;
             if urls.is_empty() {
                 return Err(BadValue::EmptyList);
@@ -164,7 +236,7 @@ pub const KEYS: &[Key] = &[
             s.imds.endpoints = Some(urls);
             Ok(())
         },
-        show: |s| match &s.imds.endpoints {
+        show: |_, s| match &s.imds.endpoints {
             Some(list) => json!(list),
             None => json!(IMDS_ENDPOINTS),
         },
@@ -173,131 +245,47 @@ pub const KEYS: &[Key] = &[
         name: "imds.sync_budget_s",
         env: Some("LEASEHOOK_IMDS_SYNC_BUDGET_S"),
         help: "seconds a DHCP client may be held while IMDS catches up (default 3)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.imds.sync_budget = seconds(r)?;
             Ok(())
         },
-        show: |s| json!(s.imds.sync_budget.as_secs_f64()),
+        show: |_, s| json!(s.imds.sync_budget.as_secs_f64()),
     },
     Key {
         name: "imds.budget_s",
         env: Some("LEASEHOOK_IMDS_BUDGET_S"),
         help: "seconds the whole IMDS wait may take, at least the sync budget (default 30)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.imds.budget = seconds(r)?;
             Ok(())
         },
-        show: |s| json!(s.imds.budget.as_secs_f64()),
+        show: |_, s| json!(s.imds.budget.as_secs_f64()),
     },
     Key {
         name: "imds.bind_interface",
         env: Some("LEASEHOOK_IMDS_BIND_INTERFACE"),
         help: "send a NIC's IMDS requests through that NIC, from its leased address (default true)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.imds.bind_interface = boolean(r)?;
             Ok(())
         },
-        show: |s| json!(s.imds.bind_interface),
-    },
-    Key {
-        name: "azure.endpoint",
-        env: Some("LEASEHOOK_AZURE_ENDPOINT"),
-        help: "the Azure IMDS base URL, an http:// IP literal (default http://169.254.169.254)",
-        set: |s, r| {
-            let url = word(r)?;
-            let a = crate::source::azure::Azure::new().with_endpoint(&url)?;
-            a.endpoint().clone_into(&mut s.azure_endpoint);
-            Ok(())
-        },
-        show: |s| json!(s.azure_endpoint),
-    },
-    Key {
-        name: "aliyun.endpoint",
-        env: Some("LEASEHOOK_ALIYUN_ENDPOINT"),
-        help: "Alibaba Cloud ECS metadata base URL, an http:// IP literal (default http://100.100.100.200)",
-        set: |s, r| {
-            let url = word(r)?;
-            let url = crate::source::aliyun::check_endpoint(&url)?;
-            s.aliyun_endpoint = Some(url);
-            Ok(())
-        },
-        show: |s| {
-            json!(
-                s.aliyun_endpoint
-                    .as_deref()
-                    .unwrap_or(crate::constants::ALIYUN_ENDPOINTS[0])
-            )
-        },
-    },
-    Key {
-        name: "oracle.endpoint",
-        env: Some("LEASEHOOK_ORACLE_ENDPOINT"),
-        help: "the Oracle Cloud metadata base URL, an http:// IP literal, asked instead of both defaults (default http://169.254.169.254, then http://[fd00:c1::a9fe:a9fe])",
-        set: |s, r| {
-            let url = word(r)?;
-            let url = crate::source::oracle::check_endpoint(&url)?;
-            s.oracle_endpoint = Some(url);
-            Ok(())
-        },
-        show: |s| {
-            json!(
-                s.oracle_endpoint
-                    .as_deref()
-                    .unwrap_or(crate::source::oracle::ENDPOINTS[0])
-            )
-        },
+        show: |_, s| json!(s.imds.bind_interface),
     },
     Key {
         name: "imdsv1_fallback",
         env: Some("LEASEHOOK_IMDSV1_FALLBACK"),
         help: "use IMDSv1 when IMDS refuses a session token (default false)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.imdsv1_fallback = boolean(r)?;
             Ok(())
         },
-        show: |s| json!(s.imdsv1_fallback),
-    },
-    Key {
-        name: "gce.endpoint",
-        env: Some("LEASEHOOK_GCE_ENDPOINT"),
-        help: "the Google Compute Engine metadata server's base URL, an http:// IP literal (default http://169.254.169.254)",
-        set: |s, r| {
-            let url = word(r)?;
-            let checked = crate::source::gce::Gce::new().with_endpoint(&url)?;
-            s.gce_endpoint = Some(checked.endpoint().to_owned());
-            Ok(())
-        },
-        show: |s| {
-            json!(
-                s.gce_endpoint
-                    .as_deref()
-                    .unwrap_or(crate::source::gce::GCE_ENDPOINT)
-            )
-        },
-    },
-    Key {
-        name: "openstack.endpoint",
-        env: Some("LEASEHOOK_OPENSTACK_ENDPOINT"),
-        help: "the OpenStack metadata service's base URL, an http:// IP literal (default http://169.254.169.254; a config drive, when there is one, is read instead)",
-        set: |s, r| {
-            let url = word(r)?;
-            let checked = crate::source::openstack::OpenStack::new().with_endpoint(&url)?;
-            s.openstack_endpoint = Some(checked.endpoint().to_owned());
-            Ok(())
-        },
-        show: |s| {
-            json!(
-                s.openstack_endpoint
-                    .as_deref()
-                    .unwrap_or(crate::source::openstack::OPENSTACK_ENDPOINT)
-            )
-        },
+        show: |_, s| json!(s.imdsv1_fallback),
     },
     Key {
         name: "datasource_list",
         env: Some("LEASEHOOK_DATASOURCE_LIST"),
         help: "datasources init and detect consider, in order (comma-separated in the environment; default: what detection finds)",
-        set: |s, r| {
+        set: |_, s, r| {
             let names = list(r)?;
             if names.is_empty() {
                 return Err(BadValue::EmptyList);
@@ -305,23 +293,23 @@ pub const KEYS: &[Key] = &[
             s.datasource_list = Some(names);
             Ok(())
         },
-        show: |s| json!(s.datasource_list),
+        show: |_, s| json!(s.datasource_list),
     },
     Key {
         name: "fallback",
         env: Some("LEASEHOOK_FALLBACK"),
         help: "use the cached datasource when none answers at boot (default true)",
-        set: |s, r| {
+        set: |_, s, r| {
             s.fallback.global = Some(boolean(r)?);
             Ok(())
         },
-        show: |s| json!(s.fallback.global.unwrap_or(true)),
+        show: |_, s| json!(s.fallback.global.unwrap_or(true)),
     },
     Key {
         name: "log_level",
         env: Some("LEASEHOOK_LOG_LEVEL"),
         help: "error, warn, info or debug (default info)",
-        set: |s, r| {
+        set: |_, s, r| {
             let v = word(r)?;
             s.log_level = match v.as_str() {
                 "error" => log::LevelFilter::Error,
@@ -332,13 +320,13 @@ pub const KEYS: &[Key] = &[
             };
             Ok(())
         },
-        show: |s| json!(s.log_level.as_str().to_ascii_lowercase()),
+        show: |_, s| json!(s.log_level.as_str().to_ascii_lowercase()),
     },
     Key {
         name: "metrics.textfile",
         env: Some("LEASEHOOK_METRICS_TEXTFILE"),
         help: "write the metrics to this absolute *.prom path for node-exporter's textfile collector after every event and refresh (default: off; empty: off)",
-        set: |s, r| {
+        set: |_, s, r| {
             let v = word(r)?;
             if v.is_empty() {
                 s.metrics_textfile = None;
@@ -354,7 +342,7 @@ pub const KEYS: &[Key] = &[
             s.metrics_textfile = Some(path);
             Ok(())
         },
-        show: |s| json!(s.metrics_textfile),
+        show: |_, s| json!(s.metrics_textfile),
     },
 ];
 

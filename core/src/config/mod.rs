@@ -131,16 +131,9 @@ pub struct Settings {
     pub imds: ImdsSettings,
     /// `imdsv1_fallback`.
     pub imdsv1_fallback: bool,
-    /// `gce.endpoint` (`None`: `http://169.254.169.254`).
-    pub gce_endpoint: Option<String>,
-    /// `azure.endpoint` (default `http://169.254.169.254`).
-    pub azure_endpoint: String,
-    /// `aliyun.endpoint` (`None`: [`crate::constants::ALIYUN_ENDPOINTS`]).
-    pub aliyun_endpoint: Option<String>,
-    /// `openstack.endpoint` (`None`: `http://169.254.169.254`).
-    pub openstack_endpoint: Option<String>,
-    /// `oracle.endpoint` (`None`: [`crate::source::oracle::ENDPOINTS`]).
-    pub oracle_endpoint: Option<String>,
+    /// Each cloud's `<name>.endpoint` that is set, by the cloud's name (one not
+    /// set: the cloud's defaults, [`crate::source::provider::EndpointKey`]).
+    pub cloud_endpoints: BTreeMap<String, String>,
     /// `datasource_list` (`None`: what detection finds).
     pub datasource_list: Option<Vec<String>>,
     /// `fallback` and `datasource.<Name>.fallback`.
@@ -163,11 +156,7 @@ impl Default for Settings {
             provider: crate::source::provider::ProviderChoice::default(),
             imds: ImdsSettings::default(),
             imdsv1_fallback: false,
-            gce_endpoint: None,
-            azure_endpoint: crate::source::azure::ENDPOINT.to_owned(),
-            aliyun_endpoint: None,
-            openstack_endpoint: None,
-            oracle_endpoint: None,
+            cloud_endpoints: BTreeMap::new(),
             datasource_list: None,
             fallback: FallbackPolicy::default(),
             log_level: log::LevelFilter::Info,
@@ -469,7 +458,7 @@ pub fn merge(
             set(&mut loaded, key, &keys::Raw::Yaml(value), origin)?;
         }
     }
-    for key in KEYS {
+    for key in KEYS.iter() {
         if let Some(var) = key.env
             && let Some(v) = sources.env_value(var)
         {
@@ -499,7 +488,7 @@ fn set(loaded: &mut Loaded, key: &str, raw: &keys::Raw<'_>, origin: SettingOrigi
     {
         Some(name) => keys::set_datasource_fallback(&mut loaded.settings, name, raw),
         None => match KEYS.iter().find(|k| k.name == key) {
-            Some(k) => (k.set)(&mut loaded.settings, raw),
+            Some(k) => (k.set)(k, &mut loaded.settings, raw),
             None => Err(BadValue::UnknownKey),
         },
     };
@@ -513,8 +502,9 @@ fn set(loaded: &mut Loaded, key: &str, raw: &keys::Raw<'_>, origin: SettingOrigi
 }
 
 /// The keys of a file, as written: every field a spanned leaf, unknown keys refused.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Read by hand ([`FileVisitor`]) because a cloud's section (`gce:`) is a key of
+/// the registry's ([`crate::source::CLOUDS`]), not a field written here.
+#[derive(Debug, Default)]
 struct FileDoc {
     enabled: Option<Spanned<Value>>,
     profile: Option<Spanned<Value>>,
@@ -527,17 +517,108 @@ struct FileDoc {
     provider: Option<Spanned<Value>>,
     imds: Option<ImdsDoc>,
     imdsv1_fallback: Option<Spanned<Value>>,
-    gce: Option<GceDoc>,
-    azure: Option<AzureDoc>,
-    aliyun: Option<AliyunDoc>,
-    openstack: Option<OpenStackDoc>,
-    oracle: Option<OracleDoc>,
+    /// Each cloud's section, by its endpoint key, in the file's order.
+    clouds: Vec<(&'static str, EndpointDoc)>,
     datasource_list: Option<Spanned<Value>>,
     fallback: Option<Spanned<Value>>,
     datasource: Option<BTreeMap<String, PerSourceDoc>>,
     log_level: Option<Spanned<Value>>,
     metrics: Option<MetricsDoc>,
     root: Option<Spanned<Value>>,
+}
+
+/// A file's top-level keys, for the "expected one of" of an unknown one:
+/// leasehook's own, with every cloud that has an endpoint after
+/// `imdsv1_fallback`.
+static FILE_FIELDS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    let mut fields = vec![
+        "enabled",
+        "profile",
+        "table_base",
+        "priority_base",
+        "primary_rules",
+        "secondary_addresses",
+        "unmanaged",
+        "kubernetes",
+        "provider",
+        "imds",
+        "imdsv1_fallback",
+    ];
+    fields.extend(
+        crate::source::CLOUDS
+            .iter()
+            .filter(|c| c.endpoint.is_some())
+            .map(|c| c.name),
+    );
+    fields.extend([
+        "datasource_list",
+        "fallback",
+        "datasource",
+        "log_level",
+        "metrics",
+        "root",
+    ]);
+    fields
+});
+
+impl<'de> Deserialize<'de> for FileDoc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_map(FileVisitor)
+    }
+}
+
+/// Reads a [`FileDoc`] key by key.
+struct FileVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FileVisitor {
+    type Value = FileDoc;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a mapping of leasehook's keys")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<FileDoc, A::Error> {
+        let mut doc = FileDoc::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "enabled" => doc.enabled = map.next_value()?,
+                "profile" => doc.profile = map.next_value()?,
+                "table_base" => doc.table_base = map.next_value()?,
+                "priority_base" => doc.priority_base = map.next_value()?,
+                "primary_rules" => doc.primary_rules = map.next_value()?,
+                "secondary_addresses" => doc.secondary_addresses = map.next_value()?,
+                "unmanaged" => doc.unmanaged = map.next_value()?,
+                "kubernetes" => doc.kubernetes = map.next_value()?,
+                "provider" => doc.provider = map.next_value()?,
+                "imdsv1_fallback" => doc.imdsv1_fallback = map.next_value()?,
+                "datasource_list" => doc.datasource_list = map.next_value()?,
+                "fallback" => doc.fallback = map.next_value()?,
+                "log_level" => doc.log_level = map.next_value()?,
+                "root" => doc.root = map.next_value()?,
+                "imds" => doc.imds = map.next_value()?,
+                "datasource" => doc.datasource = map.next_value()?,
+                "metrics" => doc.metrics = map.next_value()?,
+                name => {
+                    let Some(endpoint) = crate::source::CLOUDS
+                        .iter()
+                        .find(|c| c.name == name)
+                        .and_then(|c| c.endpoint)
+                    else {
+                        return Err(serde::de::Error::unknown_field(
+                            name,
+                            FILE_FIELDS.as_slice(),
+                        ));
+                    };
+                    let section: Option<EndpointDoc> = map.next_value()?;
+                    doc.clouds.push((endpoint.key, section.unwrap_or_default()));
+                }
+            }
+        }
+        Ok(doc)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -549,33 +630,10 @@ struct ImdsDoc {
     bind_interface: Option<Spanned<Value>>,
 }
 
+/// A cloud's section: its endpoint.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct GceDoc {
-    endpoint: Option<Spanned<Value>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AzureDoc {
-    endpoint: Option<Spanned<Value>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AliyunDoc {
-    endpoint: Option<Spanned<Value>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OpenStackDoc {
-    endpoint: Option<Spanned<Value>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OracleDoc {
+struct EndpointDoc {
     endpoint: Option<Spanned<Value>>,
 }
 
@@ -678,14 +736,9 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("imds.budget_s", imds.budget_s);
     put("imds.bind_interface", imds.bind_interface);
     put("imdsv1_fallback", doc.imdsv1_fallback);
-    put("gce.endpoint", doc.gce.unwrap_or_default().endpoint);
-    put("azure.endpoint", doc.azure.unwrap_or_default().endpoint);
-    put("aliyun.endpoint", doc.aliyun.unwrap_or_default().endpoint);
-    put(
-        "openstack.endpoint",
-        doc.openstack.unwrap_or_default().endpoint,
-    );
-    put("oracle.endpoint", doc.oracle.unwrap_or_default().endpoint);
+    for (key, section) in doc.clouds {
+        put(key, section.endpoint);
+    }
     put("datasource_list", doc.datasource_list);
     put("fallback", doc.fallback);
     put("log_level", doc.log_level);

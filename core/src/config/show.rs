@@ -43,7 +43,7 @@ pub fn show_yaml(loaded: &Loaded) -> String {
     );
     // The section (`imds`, `azure`, ...) whose header was printed last.
     let mut section: Option<&str> = None;
-    for key in KEYS {
+    for key in KEYS.iter() {
         let (indent, name) = if let Some((parent, child)) = key.name.split_once('.') {
             if section != Some(parent) {
                 let _ = writeln!(out, "{parent}:");
@@ -59,7 +59,7 @@ pub fn show_yaml(loaded: &Loaded) -> String {
             &mut out,
             indent,
             name,
-            &(key.show)(s),
+            &(key.show)(key, s),
             &loaded.origin(key.name),
             help,
         );
@@ -101,8 +101,8 @@ pub fn show_json(loaded: &Loaded) -> Value {
     let s = &loaded.settings;
     let mut settings = Map::new();
     let mut origins = Map::new();
-    for key in KEYS {
-        let value = (key.show)(s);
+    for key in KEYS.iter() {
+        let value = (key.show)(key, s);
         match key.name.split_once('.') {
             Some((parent, child)) => {
                 if let Value::Object(m) = settings

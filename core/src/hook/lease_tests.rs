@@ -13,7 +13,7 @@ use crate::apply::state::{self, InterfaceState, Paths};
 use crate::config::Unmanaged;
 use crate::error::{Error, ImdsErrorKind};
 use crate::model::{Family, InstanceNetwork, Lease, Missing, Reason};
-use crate::source::provider::{Clock, NicEvent, Outcome, WaitPolicy};
+use crate::source::provider::{Clock, NicEvent, Outcome, ProviderKind, WaitPolicy};
 
 /// A provider that answers each wait with the next scripted outcome and records
 /// what it was asked.
@@ -34,7 +34,7 @@ impl Scripted {
 
 impl Provider for Scripted {
     fn kind(&self) -> ProviderKind {
-        ProviderKind::Ec2
+        ProviderKind::from_name("ec2").unwrap()
     }
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, _clock: &dyn Clock) -> Outcome {
@@ -369,7 +369,7 @@ struct AsGce<'a>(&'a Scripted);
 
 impl Provider for AsGce<'_> {
     fn kind(&self) -> ProviderKind {
-        ProviderKind::Gce
+        ProviderKind::from_name("gce").unwrap()
     }
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
@@ -458,7 +458,7 @@ struct Unleasing {
 
 impl Provider for Unleasing {
     fn kind(&self) -> ProviderKind {
-        ProviderKind::Ec2
+        ProviderKind::from_name("ec2").unwrap()
     }
 
     fn wait_for_nic(&self, _nic: &NicEvent, _policy: &WaitPolicy, _clock: &dyn Clock) -> Outcome {

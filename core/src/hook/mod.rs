@@ -54,6 +54,7 @@
 //! - [`Effects`] and [`Kernel`], [`HookOutcome`]; [`last_event`], [`hotplug`]
 //!   and [`live`], the run files `status` and `watch` read.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -64,12 +65,9 @@ use crate::error::Result;
 use crate::model::{Action, IfName, LeaseEvent};
 use crate::plan::PlanConfig;
 use crate::source::SourceKind;
-use crate::source::aliyun::AliyunProvider;
 use crate::source::detect::cloud_from_dmi;
 use crate::source::detect::read::read_dmi;
-use crate::source::ec2::Ec2Provider;
-use crate::source::gce::GceProvider;
-use crate::source::provider::{Provider, ProviderChoice, ProviderKind, SystemClock, auto_verdict};
+use crate::source::provider::{Provider, ProviderChoice, Setup, SystemClock, auto_verdict};
 
 mod cni;
 mod effects;
@@ -125,16 +123,8 @@ pub struct HookConfig {
     pub kubernetes: crate::kubernetes::Mode,
     /// `provider`: the cloud asked about a NIC.
     pub provider: ProviderChoice,
-    /// `gce.endpoint` (`None`: the default).
-    pub gce_endpoint: Option<String>,
-    /// `azure.endpoint`.
-    pub azure_endpoint: String,
-    /// `aliyun.endpoint` (`None`: the default).
-    pub aliyun_endpoint: Option<String>,
-    /// `openstack.endpoint` (`None`: the default).
-    pub openstack_endpoint: Option<String>,
-    /// `oracle.endpoint` (`None`: the defaults).
-    pub oracle_endpoint: Option<String>,
+    /// Each cloud's `<name>.endpoint` that is set, by the cloud's name.
+    pub cloud_endpoints: BTreeMap<String, String>,
 }
 
 impl HookConfig {
@@ -153,11 +143,7 @@ impl HookConfig {
             unmanaged: s.unmanaged.clone(),
             kubernetes: s.kubernetes,
             provider: s.provider,
-            gce_endpoint: s.gce_endpoint.clone(),
-            azure_endpoint: s.azure_endpoint.clone(),
-            aliyun_endpoint: s.aliyun_endpoint.clone(),
-            openstack_endpoint: s.openstack_endpoint.clone(),
-            oracle_endpoint: s.oracle_endpoint.clone(),
+            cloud_endpoints: s.cloud_endpoints.clone(),
         }
     }
 
@@ -259,28 +245,13 @@ pub fn provider(cfg: &HookConfig) -> Result<Box<dyn Provider>> {
         ),
         ProviderChoice::Named(_) => None,
     };
-    Ok(match cfg.provider.resolve(recorded) {
-        ProviderKind::Ec2 => Box::new(
-            Ec2Provider::try_new(&cfg.root, &cfg.endpoints)?
-                .with_imdsv1_fallback(cfg.imdsv1_fallback)
-                .with_bind_interface(cfg.imds_bind_interface),
-        ),
-        ProviderKind::Gce => Box::new(GceProvider::try_new(cfg.gce_endpoint.as_deref())?),
-        ProviderKind::Azure => Box::new(crate::source::azure::AzureProvider::try_new(
-            &cfg.root,
-            Some(&cfg.azure_endpoint),
-        )?),
-        ProviderKind::Aliyun => Box::new(
-            AliyunProvider::try_new(&cfg.root, cfg.aliyun_endpoint.as_deref())?
-                .with_bind_interface(cfg.imds_bind_interface),
-        ),
-        ProviderKind::OpenStack => Box::new(crate::source::openstack::OpenStackProvider::try_new(
-            &cfg.root,
-            cfg.openstack_endpoint.as_deref(),
-        )?),
-        ProviderKind::Oracle => Box::new(crate::source::oracle::OracleProvider::try_new(
-            cfg.oracle_endpoint.as_deref(),
-        )?),
+    let kind = cfg.provider.resolve(recorded);
+    kind.provider(&Setup {
+        endpoint: cfg.cloud_endpoints.get(kind.name()).map(String::as_str),
+        imds_endpoints: &cfg.endpoints,
+        imdsv1_fallback: cfg.imdsv1_fallback,
+        bind_interface: cfg.imds_bind_interface,
+        ..Setup::new(&cfg.root)
     })
 }
 

@@ -17,8 +17,9 @@ use crate::apply::{KernelLink, Report};
 use crate::error::Result;
 use crate::model::Reason;
 use crate::model::{IfName, Link, Plan};
-use crate::source::ec2::NicEvent;
-use crate::source::provider::{Outcome, PrimaryUse, Provider, Unleased, UnleasedNic, WaitPolicy};
+use crate::source::provider::{
+    NicEvent, Outcome, PrimaryUse, Provider, Unleased, UnleasedNic, WaitPolicy,
+};
 
 /// `run/leasehook/refreshed/<ifname>`.
 pub(super) const REFRESHED: &str = "refreshed";
@@ -663,14 +664,15 @@ fn refresh_policy(cfg: &HookConfig, st: &InterfaceState) -> WaitPolicy {
     policy
 }
 
-/// Why the timer leaves a NIC with `mac` to `leasehook watch`'s GCE follower,
-/// when it does: on GCE, with a fresh heartbeat that lists the MAC.
+/// Why the timer leaves a NIC with `mac` to `leasehook watch`'s live follower,
+/// when it does: on a cloud whose row says it is followed live, with a fresh
+/// heartbeat that lists the MAC.
 fn followed(
     kind: crate::source::provider::ProviderKind,
     paths: &Paths,
     mac: crate::model::MacAddr,
 ) -> Option<String> {
-    if kind != crate::source::provider::ProviderKind::Gce {
+    if !kind.cloud().followed_live {
         return None;
     }
     let hb = super::live::read(paths)?;

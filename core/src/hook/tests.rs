@@ -9,7 +9,12 @@ use crate::apply::{
     state::{self, InterfaceState, Paths},
 };
 use crate::model::{MacAddr, Profile};
-use crate::source::provider::Outcome;
+use crate::source::provider::{Outcome, ProviderKind};
+
+/// The provider of the cloud named `name`.
+fn kind(name: &str) -> ProviderKind {
+    ProviderKind::from_name(name).unwrap()
+}
 
 fn env(pairs: &[(&str, &str)]) -> crate::event::Env {
     pairs
@@ -244,7 +249,7 @@ fn inert_when_disabled_or_off_cloud_this_boot() {
     std::fs::write(run.join("boot.json"), boot("no-datasource", "b1")).unwrap();
     assert!(inert(&cfg).is_some_and(|w| w.contains("no datasource this boot")));
     // A named provider is asked all the same.
-    cfg.provider = ProviderChoice::Named(ProviderKind::Ec2);
+    cfg.provider = ProviderChoice::Named(kind("ec2"));
     assert_eq!(inert(&cfg), None);
     cfg.provider = ProviderChoice::Auto;
     // Another boot's verdict: DMI decides later, nothing inert.
@@ -258,24 +263,25 @@ fn auto_without_a_boot_verdict_goes_by_dmi() {
     let mut cfg = HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null")])).unwrap();
     cfg.root = root.path().to_owned();
     // No boot.json, no DMI: EC2, as before the key.
-    assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+    assert_eq!(provider(&cfg).unwrap().kind(), kind("ec2"));
     let dmi = root.path().join("sys/class/dmi/id");
     std::fs::create_dir_all(&dmi).unwrap();
     std::fs::write(dmi.join("product_name"), "Alibaba Cloud ECS\n").unwrap();
-    assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Aliyun);
+    assert_eq!(provider(&cfg).unwrap().kind(), kind("aliyun"));
     // A named provider is taken as named.
-    cfg.provider = ProviderChoice::Named(ProviderKind::Ec2);
-    assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+    cfg.provider = ProviderChoice::Named(kind("ec2"));
+    assert_eq!(provider(&cfg).unwrap().kind(), kind("ec2"));
     // Another product: EC2.
     cfg.provider = ProviderChoice::Auto;
     std::fs::write(dmi.join("product_name"), "Alibaba Cloud ECS 2\n").unwrap();
-    assert_eq!(provider(&cfg).unwrap().kind(), ProviderKind::Ec2);
+    assert_eq!(provider(&cfg).unwrap().kind(), kind("ec2"));
     // Oracle Cloud's chassis asset tag: the OCI provider, whose answer to
     // `unleased` is asked (the other clouds' is None).
     std::fs::write(dmi.join("chassis_asset_tag"), "OracleCloud.com\n").unwrap();
     let p = provider(&cfg).unwrap();
-    assert_eq!(p.kind(), ProviderKind::Oracle);
-    cfg.oracle_endpoint = Some("http://127.0.0.1:9".to_owned());
+    assert_eq!(p.kind(), kind("oracle"));
+    cfg.cloud_endpoints
+        .insert("oracle".to_owned(), "http://127.0.0.1:9".to_owned());
     let p = provider(&cfg).unwrap();
     let policy =
         crate::source::provider::WaitPolicy::default().with_budget(std::time::Duration::ZERO);

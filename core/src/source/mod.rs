@@ -7,6 +7,10 @@
 //! IO, and [`ec2::Ec2`] only moves bytes. Everything a source touches (base URLs, the
 //! root folder, the clock) is handed to it by the caller.
 //!
+//! Every cloud is a folder with a row ([`provider::Cloud`], the boot stage's
+//! [`provider::CloudSource`]); [`CLOUDS`] and [`CLOUD_SOURCES`] list them, and
+//! nothing outside a cloud's folder names it but these lists.
+//!
 //! The datasources are a closed set, [`SourceKind`]; each implements [`Datasource`]
 //! (detect from a snapshot of files, fetch [`InstanceData`], check the instance-id).
 //! [`detect`] decides, without network, which of them the instance has.
@@ -35,3 +39,33 @@ pub use instance::{
 };
 pub use kind::{Check, Datasource, Finding, SourceKind};
 pub use none::{NONE_INSTANCE_ID, NoneSource};
+
+/// Every cloud's row, for the hooks, `refresh`, `plan` and the configuration. The
+/// first is the one `provider: auto` falls back to when no verdict names a cloud.
+pub static CLOUDS: [&provider::Cloud; 6] = [
+    &ec2::CLOUD,
+    &gce::CLOUD,
+    &azure::CLOUD,
+    &aliyun::CLOUD,
+    &oracle::CLOUD,
+    &openstack::CLOUD,
+];
+
+/// Every cloud's datasources, for the boot stage (apart from [`CLOUDS`]: the
+/// hook binary does not link them).
+pub static CLOUD_SOURCES: [&provider::CloudSource; 6] = [
+    &ec2::SOURCE,
+    &gce::SOURCE,
+    &azure::SOURCE,
+    &aliyun::SOURCE,
+    &oracle::SOURCE,
+    &openstack::SOURCE,
+];
+
+/// The row of the cloud that answers the datasource `kind`, if one does.
+pub fn cloud_source(kind: SourceKind) -> Option<&'static provider::CloudSource> {
+    CLOUD_SOURCES
+        .iter()
+        .find(|c| c.cloud.kinds.contains(&kind))
+        .copied()
+}

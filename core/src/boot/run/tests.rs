@@ -161,7 +161,7 @@ fn ctx(root: &Path, d: Detection) -> Facts {
         config: BootConfig::default(),
         virt: "lxc".into(),
         lxd_socket_present: true,
-        ec2_cloud_name: "aws".into(),
+        cloud_name: "aws".into(),
         boot_id: None,
         now_ms: 1_000,
     }

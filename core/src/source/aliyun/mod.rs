@@ -27,6 +27,7 @@
 //!
 //! The token never appears in a log line or an error.
 
+pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;
@@ -45,6 +46,7 @@ use crate::source::provider::imdsv2::{Dialect, Imdsv2};
 
 pub use identity::AliyunSource;
 pub use provider::AliyunProvider;
+pub use provider::{CLOUD, SOURCE};
 pub use wait::wait_for_nic;
 
 /// The configuration key of the endpoint override.

@@ -7,13 +7,16 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Aliyun;
 use super::identity::AliyunSource;
 use super::wait::wait_for_nic;
+use super::{Aliyun, ENDPOINT_KEY, check_endpoint, nic};
+use crate::constants::ALIYUN_ENDPOINTS;
 use crate::error::Result;
-use crate::source::Datasource;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
-use crate::source::provider::{Identity, NicEvent, Provider, ProviderKind};
+use crate::source::provider::{
+    Cloud, CloudSource, EndpointKey, Identity, NicEvent, Provider, ProviderKind,
+};
+use crate::source::{Datasource, SourceKind};
 
 /// The ECS provider: the settings every client it makes is built with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +72,7 @@ impl AliyunProvider {
 
 impl Provider for AliyunProvider {
     fn kind(&self) -> ProviderKind {
-        ProviderKind::Aliyun
+        ProviderKind::of(&CLOUD)
     }
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
@@ -88,6 +91,35 @@ impl Identity for AliyunProvider {
     }
 }
 
+/// Alibaba Cloud ECS for the hooks (requests bound to the NIC, like EC2's).
+pub static CLOUD: Cloud = Cloud {
+    name: "aliyun",
+    kinds: &[SourceKind::AliYun],
+    check: super::detect::check,
+    platform: |_| None,
+    endpoint: Some(EndpointKey {
+        key: ENDPOINT_KEY,
+        env: "LEASEHOOK_ALIYUN_ENDPOINT",
+        help: "Alibaba Cloud ECS metadata base URL, an http:// IP literal (default http://100.100.100.200)",
+        default: ALIYUN_ENDPOINTS[0],
+        check: check_endpoint,
+    }),
+    provider: |s| {
+        Ok(Box::new(
+            AliyunProvider::try_new(s.root, s.endpoint)?.with_bind_interface(s.bind_interface),
+        ))
+    },
+    parse_saved: nic::parse_saved,
+    followed_live: false,
+};
+
+/// Alibaba Cloud's datasource for the boot stage.
+pub static SOURCE: CloudSource = CloudSource {
+    cloud: &CLOUD,
+    local_stage: |_| Some("the ECS metadata service needs the network"),
+    datasource: |s, _, policy| AliyunProvider::try_new(s.root, s.endpoint)?.datasource(policy),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,7 +132,7 @@ mod tests {
             .to_string();
         assert!(e.contains("aliyun.endpoint"), "{e}");
         let p = AliyunProvider::try_new(root.path(), Some("http://127.0.0.1:1")).unwrap();
-        assert_eq!(p.kind(), ProviderKind::Aliyun);
+        assert_eq!(p.kind(), ProviderKind::of(&crate::source::aliyun::CLOUD));
         assert_eq!(p.client().unwrap().endpoint(), "http://127.0.0.1:1");
         let d = AliyunProvider::try_new(root.path(), None).unwrap();
         assert_eq!(d.client().unwrap().endpoint(), "http://100.100.100.200");

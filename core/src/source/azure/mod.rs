@@ -29,6 +29,7 @@
 //!   answers capped at [`nic::MAX_BODY_BYTES`] and required to be UTF-8 JSON. The
 //!   base URL must be an `http://` IP literal (config `azure.endpoint`): no DNS.
 
+pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;
@@ -44,6 +45,7 @@ use crate::source::provider::http::{self, Http, Method, Service};
 
 pub use identity::AzureSource;
 pub use provider::AzureProvider;
+pub use provider::{CLOUD, SOURCE};
 pub use wait::wait_for_nic;
 
 /// The IMDS base URL.

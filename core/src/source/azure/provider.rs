@@ -3,15 +3,17 @@
 //! NIC: IMDS answers only the primary NIC's primary address, which is where the
 //! main table sends them. The boot stage's datasource is [`AzureSource`].
 
-use super::Azure;
 use std::path::{Path, PathBuf};
 
 use super::identity::AzureSource;
 use super::wait::wait_for_nic;
+use super::{Azure, ENDPOINT, nic};
 use crate::error::Result;
-use crate::source::Datasource;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
-use crate::source::provider::{Identity, NicEvent, Provider, ProviderKind};
+use crate::source::provider::{
+    Cloud, CloudSource, EndpointKey, Identity, NicEvent, Provider, ProviderKind,
+};
+use crate::source::{Datasource, SourceKind};
 
 /// The Azure provider: the base URL every client it makes asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +47,7 @@ impl AzureProvider {
 
 impl Provider for AzureProvider {
     fn kind(&self) -> ProviderKind {
-        ProviderKind::Azure
+        ProviderKind::of(&CLOUD)
     }
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
@@ -70,6 +72,31 @@ impl Identity for AzureProvider {
     }
 }
 
+/// Azure for the hooks.
+pub static CLOUD: Cloud = Cloud {
+    name: "azure",
+    kinds: &[SourceKind::Azure],
+    check: super::detect::check,
+    platform: |_| None,
+    endpoint: Some(EndpointKey {
+        key: "azure.endpoint",
+        env: "LEASEHOOK_AZURE_ENDPOINT",
+        help: "the Azure IMDS base URL, an http:// IP literal (default http://169.254.169.254)",
+        default: ENDPOINT,
+        check: |url| Ok(Azure::new().with_endpoint(url)?.endpoint().to_owned()),
+    }),
+    provider: |s| Ok(Box::new(AzureProvider::try_new(s.root, s.endpoint)?)),
+    parse_saved: nic::parse_saved,
+    followed_live: false,
+};
+
+/// Azure's datasource for the boot stage.
+pub static SOURCE: CloudSource = CloudSource {
+    cloud: &CLOUD,
+    local_stage: |_| Some("IMDS needs the network"),
+    datasource: |s, _, policy| AzureProvider::try_new(s.root, s.endpoint)?.datasource(policy),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,14 +107,20 @@ mod tests {
     fn auto_resolves_to_azure_on_an_azure_verdict_and_the_name_parses() {
         assert_eq!(
             ProviderChoice::Auto.resolve(Some(SourceKind::Azure)),
-            ProviderKind::Azure
+            ProviderKind::of(&crate::source::azure::CLOUD)
         );
-        assert_eq!(ProviderChoice::Auto.resolve(None), ProviderKind::Ec2);
+        assert_eq!(
+            ProviderChoice::Auto.resolve(None),
+            ProviderKind::of(&crate::source::ec2::CLOUD)
+        );
         assert_eq!(
             "azure".parse::<ProviderChoice>().unwrap(),
-            ProviderChoice::Named(ProviderKind::Azure)
+            ProviderChoice::Named(ProviderKind::of(&crate::source::azure::CLOUD))
         );
-        assert_eq!(ProviderKind::Azure.to_string(), "azure");
+        assert_eq!(
+            ProviderKind::of(&crate::source::azure::CLOUD).to_string(),
+            "azure"
+        );
     }
 
     #[test]
@@ -98,7 +131,7 @@ mod tests {
             .to_string();
         assert!(e.contains("azure.endpoint"), "{e}");
         let p = AzureProvider::try_new(root.path(), Some("http://127.0.0.1:1")).unwrap();
-        assert_eq!(p.kind(), ProviderKind::Azure);
+        assert_eq!(p.kind(), ProviderKind::of(&crate::source::azure::CLOUD));
         assert_eq!(p.client().unwrap().endpoint(), "http://127.0.0.1:1");
         assert_eq!(
             AzureProvider::try_new(root.path(), None)

@@ -18,8 +18,8 @@ use crate::source::yaml::{scalar_text, yaml};
 /// A setting and the file it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Setting<T> {
-    pub(super) value: T,
-    pub(super) path: String,
+    pub(crate) value: T,
+    pub(crate) path: String,
 }
 
 /// What the decision needs from cloud-init's configuration files.
@@ -28,7 +28,7 @@ pub(crate) struct CloudConfig {
     /// `datasource_list`, from the last file that sets it.
     pub(super) datasource_list: Option<Setting<Vec<String>>>,
     /// `datasource: {Ec2: {strict_id: ...}}`, from the last file that sets it.
-    pub(super) ec2_strict_id: Option<Setting<String>>,
+    pub(crate) ec2_strict_id: Option<Setting<String>>,
     /// `datasource: {NoCloud: {...}}`, the files' keys merged (a later file wins a
     /// key), with the file that set each key.
     pub(super) nocloud: Vec<(String, String)>,
@@ -137,7 +137,7 @@ fn names(v: &Value) -> Option<Vec<String>> {
 /// The value of `key` in a ds-identify.cfg-style text (`key: value` lines, `#`
 /// comments, values unquoted), as ds-identify's `_read_config` reads it: the last
 /// line setting it wins.
-pub(super) fn ds_identify_value(text: &str, key: &str) -> Option<String> {
+pub(crate) fn ds_identify_value(text: &str, key: &str) -> Option<String> {
     let mut found = None;
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or_default();

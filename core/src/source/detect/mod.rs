@@ -42,7 +42,6 @@ use serde::Serialize;
 
 use self::config::{CloudConfig, Setting};
 use super::kind::{Check, Finding, SourceKind};
-use crate::constants::{ALIYUN_PRODUCT_NAME, ALIYUN_SEED_DIR};
 use crate::error::Result;
 
 pub use self::read::{ReadOptions, detect, read_snapshot};
@@ -81,32 +80,14 @@ pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
 
 /// ds-identify's built-in `datasource_list`, reduced to the sources leasehook
-/// implements (its order: `... ConfigDrive NoCloud ... Azure ... AliYun Ec2 GCE ... OpenStack
-/// ... Oracle ... LXD ...`).
-pub const DEFAULT_LIST: [SourceKind; 9] = [
-    SourceKind::ConfigDrive,
-    SourceKind::NoCloud,
-    SourceKind::Azure,
-    SourceKind::AliYun,
-    SourceKind::Ec2,
-    SourceKind::Gce,
-    SourceKind::OpenStack,
-    SourceKind::Oracle,
-    SourceKind::Lxd,
-];
-
-/// The DMI `product_name`s of an `OpenStack` instance (ds-identify's
-/// `dscheck_OpenStack`: Nova's, and RDO's Nova), also as chassis asset tags.
-pub const OPENSTACK_PRODUCT_NAMES: [&str; 2] = ["OpenStack Nova", "OpenStack Compute"];
-
-/// The DMI chassis asset tags of `OpenStack` clouds ds-identify 25.1.4 names
-/// (besides [`OPENSTACK_PRODUCT_NAMES`]).
-pub const OPENSTACK_ASSET_TAGS: [&str; 4] = [
-    "OpenTelekomCloud",
-    "SAP CCloud VM",
-    "HUAWEICLOUD",
-    "Samsung Cloud Platform",
-];
+/// implements: every kind but `None`, in [`SourceKind::ALL`]'s order, which is
+/// ds-identify's (`... ConfigDrive NoCloud ... Azure ... AliYun Ec2 GCE ...
+/// OpenStack ... Oracle ... LXD ...`).
+pub fn default_list() -> impl Iterator<Item = SourceKind> {
+    SourceKind::ALL
+        .into_iter()
+        .filter(|k| *k != SourceKind::None)
+}
 
 /// The file system labels of an `OpenStack` config drive, as cloud-init accepts
 /// them.
@@ -263,7 +244,7 @@ pub struct Detection {
 
 impl Snapshot {
     /// A path below the root, as shown in reasons.
-    fn shown(&self, rel: &str) -> String {
+    pub(crate) fn shown(&self, rel: &str) -> String {
         self.root.join(rel).display().to_string()
     }
 
@@ -290,7 +271,7 @@ impl Snapshot {
 }
 
 /// A value as shown in a reason: quoted, escaped and at most 64 characters.
-fn quote(v: &str) -> String {
+pub(crate) fn quote(v: &str) -> String {
     const MAX: usize = 64;
     if v.chars().count() > MAX {
         let s: String = v.chars().take(MAX).collect();
@@ -478,7 +459,7 @@ fn list_to_check(
             (value.clone(), format!("datasource_list in {path}"))
         }
         _ => (
-            DEFAULT_LIST.iter().map(|k| k.name().to_owned()).collect(),
+            default_list().map(|k| k.name().to_owned()).collect(),
             "ds-identify's built-in list (nothing configured)".to_owned(),
         ),
     }
@@ -498,111 +479,33 @@ fn check_with(
     cloud: &CloudConfig,
 ) -> Finding {
     match kind {
-        SourceKind::Ec2 => check_ec2(s, cmdline, cloud),
-        SourceKind::Gce => check_gce(s),
         SourceKind::Lxd => check_lxd(s),
         SourceKind::NoCloud => check_nocloud(s, cloud),
-        SourceKind::Azure => check_azure(s),
         SourceKind::None => Finding::not_found("None is never detected; it only ends the list"),
-        SourceKind::AliYun => check_aliyun(s),
-        SourceKind::Oracle => check_oracle(s),
-        SourceKind::ConfigDrive => check_config_drive(s),
-        SourceKind::OpenStack => check_openstack(s),
-    }
-}
-
-/// ds-identify's `check_configdrive_v2`: a seeded folder, else a file system
-/// labelled `config-2` or `CONFIG-2`: what shows it, `None` when there is none
-/// ([`NO_CONFIG_DRIVE`]).
-fn config_drive(s: &Snapshot) -> Option<String> {
-    if let Some(seed) = s.config_drive_seeds.first() {
-        return Some(format!(
-            "{} holds an OpenStack meta_data.json",
-            s.shown(seed)
-        ));
-    }
-    // ds-identify cannot see file system labels in a container.
-    if !s.is_container()
-        && let Some(label) = s
-            .fs_labels
+        // A cloud's datasource: its row's check (`source/<cloud>/detect.rs`).
+        other => match crate::source::CLOUDS
             .iter()
-            .find(|l| CONFIG_DRIVE_LABELS.contains(&l.as_str()))
-    {
-        return Some(format!(
-            "a file system labelled {label} ({})",
-            s.shown(&format!("dev/disk/by-label/{label}"))
-        ));
-    }
-    None
-}
-
-/// Why no config drive is found.
-const NO_CONFIG_DRIVE: &str = "no config drive seed folder with openstack/<date>/meta_data.json, no file system labelled config-2 or CONFIG-2 (outside a container)";
-
-/// ds-identify's `dscheck_ConfigDrive` (`check_configdrive_v2`).
-fn check_config_drive(s: &Snapshot) -> Finding {
-    match config_drive(s) {
-        Some(why) => Finding::found(why),
-        None => Finding::not_found(NO_CONFIG_DRIVE),
+            .find(|c| c.kinds.contains(&other))
+        {
+            Some(c) => (c.check)(s, other, &Probe { cmdline, cloud }),
+            None => Finding::not_found("no cloud's row checks this datasource"),
+        },
     }
 }
 
-/// ds-identify's `dscheck_OpenStack`: never with a config drive (then it is
-/// `ConfigDrive`'s); DMI `product_name` `OpenStack Nova` or `OpenStack Compute`
-/// (not in a container), `product_name=OpenStack Nova` in pid 1's environment,
-/// or a chassis asset tag of [`OPENSTACK_ASSET_TAGS`] or
-/// [`OPENSTACK_PRODUCT_NAMES`] (not in a container); else `maybe` on a machine
-/// that is not x86 (whose DMI may not say), not found on x86.
-fn check_openstack(s: &Snapshot) -> Finding {
-    if let Some(why) = config_drive(s) {
-        return Finding::not_found(format!(
-            "a config drive is present ({why}): that is ConfigDrive, not the metadata service"
-        ));
-    }
-    let dmi = !s.is_container();
-    if dmi
-        && let Some(p) = &s.dmi.product_name
-        && OPENSTACK_PRODUCT_NAMES.contains(&p.as_str())
-    {
-        return Finding::found(format!("DMI product_name {}", quote(p)));
-    }
-    if let Some(p) = &s.pid1_product_name
-        && p == OPENSTACK_PRODUCT_NAMES[0]
-    {
-        return Finding::found(format!(
-            "product_name={} in {}",
-            quote(p),
-            s.shown("proc/1/environ")
-        ));
-    }
-    if dmi
-        && let Some(tag) = &s.dmi.chassis_asset_tag
-        && (OPENSTACK_ASSET_TAGS.contains(&tag.as_str())
-            || OPENSTACK_PRODUCT_NAMES.contains(&tag.as_str()))
-    {
-        return Finding::found(format!("DMI chassis_asset_tag {}", quote(tag)));
-    }
-    let x86 = matches!(
-        s.machine.as_str(),
-        "x86_64" | "x86" | "i386" | "i486" | "i586" | "i686"
-    );
-    let why = "no OpenStack DMI product name or chassis asset tag (outside a container), no product_name=OpenStack Nova in pid 1's environment";
-    if x86 {
-        Finding::not_found(why)
-    } else {
-        Finding::maybe(format!(
-            "{why}, but on {} DMI may not say (ds-identify: maybe)",
-            if s.machine.is_empty() {
-                "this machine"
-            } else {
-                s.machine.as_str()
-            }
-        ))
-    }
+/// What a cloud's check ([`crate::source::provider::Cloud::check`]) reads
+/// besides the snapshot: the kernel command line in force and cloud-init's
+/// configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct Probe<'a> {
+    /// The kernel command line (pid 1's in a container).
+    pub cmdline: Option<&'a str>,
+    /// cloud-init's configuration files, parsed.
+    pub(crate) cloud: &'a CloudConfig,
 }
 
 /// The cloud DMI alone says this is (pure): the first datasource of ds-identify's
-/// built-in list ([`DEFAULT_LIST`]) whose check finds it from `dmi` and nothing
+/// built-in list ([`default_list`]) whose check finds it from `dmi` and nothing
 /// else (no seed, socket, kernel command line or configuration). What
 /// `provider: auto` goes by when the boot stage left no verdict: cheap (a few
 /// small files, no network, no `systemd-detect-virt`), and only a `found` counts.
@@ -612,191 +515,7 @@ pub fn cloud_from_dmi(dmi: &Dmi) -> Option<SourceKind> {
         virt: "unavailable".to_owned(),
         ..Snapshot::default()
     };
-    DEFAULT_LIST
-        .into_iter()
-        .find(|k| check(*k, &s).check == Check::Found)
-}
-
-/// A cloud that serves the EC2 metadata API, as identified from DMI or Xen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ec2Platform {
-    /// Amazon EC2.
-    Aws,
-    /// Brightbox (product serial `*.brightbox.com`).
-    Brightbox,
-    /// ZStack (chassis asset tag `*.zstack.io`).
-    ZStack,
-    /// e24cloud (system vendor `e24cloud`).
-    E24cloud,
-    /// Outscale (product name `3DS Outscale VM`, vendor `3DS Outscale`).
-    Outscale,
-}
-
-impl Ec2Platform {
-    /// cloud-init's `cloud_name` for it.
-    pub fn cloud_name(self) -> &'static str {
-        match self {
-            Self::Aws => "aws",
-            Self::Brightbox => "brightbox",
-            Self::ZStack => "zstack",
-            Self::E24cloud => "e24cloud",
-            Self::Outscale => "outscale",
-        }
-    }
-}
-
-/// Identifies an EC2-API platform as ds-identify's `ec2_identify_platform` does,
-/// with the evidence. `None`: unknown.
-pub fn ec2_platform(s: &Snapshot) -> Option<(Ec2Platform, String)> {
-    let dmi = &s.dmi;
-    let field = |v: &Option<String>| v.clone().unwrap_or_default();
-    let (serial, tag, vendor, product) = (
-        field(&dmi.product_serial),
-        field(&dmi.chassis_asset_tag),
-        field(&dmi.sys_vendor),
-        field(&dmi.product_name),
-    );
-    if serial.ends_with(".brightbox.com") {
-        return Some((
-            Ec2Platform::Brightbox,
-            format!("DMI product_serial {}", quote(&serial)),
-        ));
-    }
-    if tag.ends_with(".zstack.io") {
-        return Some((
-            Ec2Platform::ZStack,
-            format!("DMI chassis_asset_tag {}", quote(&tag)),
-        ));
-    }
-    if vendor == "e24cloud" {
-        return Some((
-            Ec2Platform::E24cloud,
-            "DMI sys_vendor \"e24cloud\"".to_owned(),
-        ));
-    }
-    if product == "3DS Outscale VM" && vendor == "3DS Outscale" {
-        return Some((
-            Ec2Platform::Outscale,
-            "DMI product_name and sys_vendor name 3DS Outscale".to_owned(),
-        ));
-    }
-    // Xen instances: /sys/hypervisor/uuid starts with "ec2" (case as written).
-    if let Some(uuid) = &s.hypervisor_uuid
-        && uuid.starts_with("ec2")
-    {
-        return Some((
-            Ec2Platform::Aws,
-            format!(
-                "{} {} starts with ec2",
-                s.shown("sys/hypervisor/uuid"),
-                quote(uuid)
-            ),
-        ));
-    }
-    let uuid = field(&dmi.product_uuid);
-    let first = uuid.split('-').next().unwrap_or_default();
-    let b = first.as_bytes();
-    if let [e, c, b'2', ..] = b
-        && e.eq_ignore_ascii_case(&b'e')
-        && c.eq_ignore_ascii_case(&b'c')
-    {
-        return Some((
-            Ec2Platform::Aws,
-            format!("DMI product_uuid {} starts with ec2", quote(&uuid)),
-        ));
-    }
-    // Some hypervisors present the UUID's first fields byte-swapped
-    // (EC2E1916-... as 1619E2EC-...): the first group then ends in "2?EC".
-    if let [.., b'2', x, e, c] = b
-        && x.is_ascii_hexdigit()
-        && e.eq_ignore_ascii_case(&b'e')
-        && c.eq_ignore_ascii_case(&b'c')
-    {
-        return Some((
-            Ec2Platform::Aws,
-            format!(
-                "DMI product_uuid {} starts with ec2 once byte-swapped",
-                quote(&uuid)
-            ),
-        ));
-    }
-    None
-}
-
-fn check_ec2(s: &Snapshot, cmdline: Option<&str>, cloud: &CloudConfig) -> Finding {
-    if s.is_container() {
-        return Finding::not_found(format!(
-            "running in a container (virt {}): never EC2",
-            s.virt
-        ));
-    }
-    if let Some((platform, why)) = ec2_platform(s) {
-        return Finding::found(format!("platform {}: {why}", platform.cloud_name()));
-    }
-    let (strict, from) = ec2_strict_id(s, cmdline, cloud);
-    let unknown = "platform not identified (DMI product_uuid, sys/hypervisor/uuid and the known product serials, asset tags and vendors say nothing of EC2)";
-    if strict == "true" {
-        Finding::not_found(format!("{unknown}, and strict_id is true ({from})"))
-    } else {
-        Finding::maybe(format!("{unknown}; strict_id is {strict} ({from})"))
-    }
-}
-
-/// `strict_id` for EC2, as ds-identify reads it: the kernel command line
-/// (`ci.datasource.ec2.strict_id=`), then cloud-init's configuration
-/// (`datasource: {Ec2: {strict_id: ...}}`), then ds-identify.cfg, then `true`. A
-/// value other than `true`, `false`, `warn` or `warn,N` is `true`.
-fn ec2_strict_id(s: &Snapshot, cmdline: Option<&str>, cloud: &CloudConfig) -> (String, String) {
-    const KEY: &str = "ci.datasource.ec2.strict_id";
-    let mut found: Option<(String, String)> = None;
-    if let Some(c) = cmdline {
-        let padded = format!(" {c} ");
-        if let Some(i) = padded.rfind(&format!(" {KEY}=")) {
-            let rest = padded.get(i + KEY.len() + 2..).unwrap_or_default();
-            let v = rest.split(' ').next().unwrap_or_default();
-            let v = if v.is_empty() { "true" } else { v };
-            found = Some((v.to_owned(), "kernel command line".to_owned()));
-        }
-    }
-    if found.is_none()
-        && let Some(Setting { value, path }) = &cloud.ec2_strict_id
-    {
-        found = Some((value.clone(), path.clone()));
-    }
-    if found.is_none()
-        && let Some(text) = &s.ds_identify_config
-        && let Some(v) = config::ds_identify_value(text, KEY)
-    {
-        let v = if v.is_empty() { "true".to_owned() } else { v };
-        found = Some((v, s.shown(crate::constants::DS_IDENTIFY_CFG)));
-    }
-    let (v, from) = found.unwrap_or_else(|| ("true".to_owned(), "the default".to_owned()));
-    let valid = matches!(v.as_str(), "true" | "false" | "warn")
-        || v.strip_prefix("warn,")
-            .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()));
-    if valid {
-        (v, from)
-    } else {
-        (
-            "true".to_owned(),
-            format!("{from} set {}, which is not valid", quote(&v)),
-        )
-    }
-}
-
-/// ds-identify's `dscheck_GCE`: DMI product name `Google Compute Engine`, or a
-/// product serial starting `GoogleCloud-` (the product name is not guaranteed,
-/// LP: #1674861).
-fn check_gce(s: &Snapshot) -> Finding {
-    if s.dmi.product_name.as_deref() == Some("Google Compute Engine") {
-        return Finding::found("DMI product_name \"Google Compute Engine\"");
-    }
-    if let Some(serial) = &s.dmi.product_serial
-        && serial.starts_with("GoogleCloud-")
-    {
-        return Finding::found(format!("DMI product_serial {}", quote(serial)));
-    }
-    Finding::not_found("DMI names no Google Compute Engine (product_name, product_serial)")
+    default_list().find(|k| check(*k, &s).check == Check::Found)
 }
 
 fn check_lxd(s: &Snapshot) -> Finding {
@@ -851,84 +570,6 @@ fn check_lxd(s: &Snapshot) -> Finding {
         "{sock} is not a socket; virt {}, but neither DMI board_name \"LXD\"/\"Incus\" nor an LXD or Incus virtio port",
         s.virt
     ))
-}
-
-/// Azure's chassis asset tag, as ds-identify's `dscheck_Azure` matches it.
-pub const AZURE_CHASSIS_ASSET_TAG: &str = "7783-7084-3265-9085-8269-3286-77";
-
-/// Azure's seed, relative to the root.
-pub const AZURE_SEED: &str = "var/lib/cloud/seed/azure/ovf-env.xml";
-
-/// ds-identify 25.1.4's `dscheck_Azure`: the chassis asset tag (never in a
-/// container, as every DMI match), or the seed `ovf-env.xml`.
-fn check_azure(s: &Snapshot) -> Finding {
-    if !s.is_container()
-        && let Some(tag) = &s.dmi.chassis_asset_tag
-        && tag == AZURE_CHASSIS_ASSET_TAG
-    {
-        return Finding::found(format!("DMI chassis_asset_tag {}", quote(tag)));
-    }
-    if s.azure_seed {
-        return Finding::found(format!("{} is a file", s.shown(AZURE_SEED)));
-    }
-    Finding::not_found(format!(
-        "no Azure chassis asset tag ({AZURE_CHASSIS_ASSET_TAG}) outside a container, and {} is not a file",
-        s.shown(AZURE_SEED)
-    ))
-}
-
-/// Oracle Cloud's chassis asset tag, as ds-identify's `dscheck_Oracle` and
-/// cloud-init's `DataSourceOracle` match it.
-pub const ORACLE_CHASSIS_ASSET_TAG: &str = "OracleCloud.com";
-
-/// ds-identify 25.1.4's `dscheck_Oracle`: the chassis asset tag exactly
-/// `OracleCloud.com` (a shell `case` pattern without wildcards: no other case, no
-/// prefix or suffix), never in a container, whose DMI is the host's.
-fn check_oracle(s: &Snapshot) -> Finding {
-    match &s.dmi.chassis_asset_tag {
-        Some(tag) if tag == ORACLE_CHASSIS_ASSET_TAG && !s.is_container() => {
-            Finding::found(format!("DMI chassis_asset_tag {}", quote(tag)))
-        }
-        Some(tag) if tag == ORACLE_CHASSIS_ASSET_TAG => Finding::not_found(format!(
-            "DMI chassis_asset_tag {} but in a container ({}), whose DMI is the host's",
-            quote(tag),
-            s.virt
-        )),
-        _ => Finding::not_found(format!(
-            "DMI chassis_asset_tag is not {}",
-            quote(ORACLE_CHASSIS_ASSET_TAG)
-        )),
-    }
-}
-
-/// ds-identify's `dscheck_AliYun`: a seed folder with both `meta-data` and
-/// `user-data`, else DMI `product_name` exactly `Alibaba Cloud ECS` (never in a
-/// container, whose DMI is the host's).
-fn check_aliyun(s: &Snapshot) -> Finding {
-    if let Some(seed) = &s.aliyun_seed
-        && seed.meta_data
-        && seed.user_data
-    {
-        return Finding::found(format!(
-            "{} holds meta-data and user-data",
-            s.shown(&seed.dir)
-        ));
-    }
-    match &s.dmi.product_name {
-        Some(p) if p == ALIYUN_PRODUCT_NAME && !s.is_container() => {
-            Finding::found(format!("DMI product_name {}", quote(p)))
-        }
-        Some(p) if p == ALIYUN_PRODUCT_NAME => Finding::not_found(format!(
-            "DMI product_name {} but in a container ({}), whose DMI is the host's",
-            quote(p),
-            s.virt
-        )),
-        _ => Finding::not_found(format!(
-            "no {} with meta-data and user-data, DMI product_name is not {}",
-            s.shown(ALIYUN_SEED_DIR),
-            quote(ALIYUN_PRODUCT_NAME)
-        )),
-    }
 }
 
 fn check_nocloud(s: &Snapshot, cloud: &CloudConfig) -> Finding {

@@ -138,7 +138,7 @@ pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
             .iter()
             .map(|p| file_name(p))
             .collect(),
-        azure_seed: is_file(&at(super::AZURE_SEED)),
+        azure_seed: is_file(&at(crate::source::azure::detect::AZURE_SEED)),
         disabled_marker: is_file(&at(CLOUD_INIT_DISABLED_MARKER)),
         leasehook_datasource_list: o.datasource_list.clone(),
         cloud_config,

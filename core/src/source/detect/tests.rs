@@ -4,6 +4,9 @@
 #![allow(clippy::too_many_lines)]
 
 use super::*;
+use crate::source::azure::detect::AZURE_CHASSIS_ASSET_TAG;
+use crate::source::ec2::detect::{Ec2Platform, ec2_platform};
+use crate::source::oracle::detect::ORACLE_CHASSIS_ASSET_TAG;
 use SourceKind::{Ec2, Gce, Lxd, NoCloud, None as NoneDs};
 
 fn base(virt: &str) -> Snapshot {

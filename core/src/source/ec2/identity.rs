@@ -224,7 +224,7 @@ impl Ec2Source {
         }
     }
 
-    /// The cloud detection identified ([`crate::source::detect::Ec2Platform`]).
+    /// The cloud detection identified ([`super::detect::Ec2Platform`]).
     #[must_use]
     pub fn with_cloud_name(mut self, cloud_name: impl Into<String>) -> Self {
         self.cloud_name = cloud_name.into();

@@ -31,6 +31,7 @@
 //! The token never appears in a log line or an error: it is only ever put in the
 //! request header.
 
+pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;
@@ -49,6 +50,7 @@ use crate::source::provider::imdsv2::{Dialect, Imdsv2};
 pub use crate::source::provider::http::Fetch;
 pub use nic::NicEvent;
 pub use provider::Ec2Provider;
+pub use provider::{CLOUD, SOURCE};
 pub use wait::{Clock, Outcome, SystemClock, WaitPolicy, wait_for_nic};
 
 /// EC2's IMDS (SPEC §4.1).

@@ -10,8 +10,8 @@ use super::identity::Ec2Source;
 use super::wait::{Clock, Outcome, WaitPolicy, wait_for_nic};
 use super::{Ec2, NicEvent};
 use crate::error::Result;
-use crate::source::Datasource;
-use crate::source::provider::{Identity, Provider, ProviderKind};
+use crate::source::provider::{Cloud, CloudSource, Identity, Provider, ProviderKind};
+use crate::source::{Datasource, SourceKind};
 
 /// The EC2 provider: the settings every client it makes is built with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +87,7 @@ impl Ec2Provider {
 
 impl Provider for Ec2Provider {
     fn kind(&self) -> ProviderKind {
-        ProviderKind::Ec2
+        ProviderKind::of(&CLOUD)
     }
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
@@ -108,6 +108,37 @@ impl Identity for Ec2Provider {
     }
 }
 
+/// EC2 for the hooks: IMDS at `imds.endpoints`, no key of its own. The first
+/// row: `provider: auto` falls back to it.
+pub static CLOUD: Cloud = Cloud {
+    name: "ec2",
+    kinds: &[SourceKind::Ec2],
+    check: super::detect::check,
+    platform: |s| super::detect::ec2_platform(s).map(|(p, _)| p.cloud_name()),
+    endpoint: None,
+    provider: |s| {
+        Ok(Box::new(
+            Ec2Provider::try_new(s.root, s.imds_endpoints)?
+                .with_imdsv1_fallback(s.imdsv1_fallback)
+                .with_bind_interface(s.bind_interface),
+        ))
+    },
+    parse_saved: crate::metadata::parse_json,
+    followed_live: false,
+};
+
+/// EC2's datasource for the boot stage.
+pub static SOURCE: CloudSource = CloudSource {
+    cloud: &CLOUD,
+    local_stage: |_| Some("IMDS needs the network"),
+    datasource: |s, _, policy| {
+        Ec2Provider::try_new(s.root, s.imds_endpoints)?
+            .with_imdsv1_fallback(s.imdsv1_fallback)
+            .with_cloud_name(s.cloud_name)
+            .datasource(policy)
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,11 +154,15 @@ mod tests {
             Some(SourceKind::NoCloud),
             Some(SourceKind::None),
         ] {
-            assert_eq!(ProviderChoice::Auto.resolve(recorded), ProviderKind::Ec2);
+            assert_eq!(
+                ProviderChoice::Auto.resolve(recorded),
+                ProviderKind::of(&crate::source::ec2::CLOUD)
+            );
         }
         assert_eq!(
-            ProviderChoice::Named(ProviderKind::Ec2).resolve(Some(SourceKind::Lxd)),
-            ProviderKind::Ec2
+            ProviderChoice::Named(ProviderKind::of(&crate::source::ec2::CLOUD))
+                .resolve(Some(SourceKind::Lxd)),
+            ProviderKind::of(&crate::source::ec2::CLOUD)
         );
     }
 
@@ -139,7 +174,7 @@ mod tests {
             .to_string();
         assert!(e.contains("metadata.example"), "{e}");
         let p = Ec2Provider::try_new(root.path(), &["http://127.0.0.1:1".to_owned()]).unwrap();
-        assert_eq!(p.kind(), ProviderKind::Ec2);
+        assert_eq!(p.kind(), ProviderKind::of(&crate::source::ec2::CLOUD));
         assert_eq!(p.client().unwrap().endpoints(), ["http://127.0.0.1:1"]);
     }
 }

@@ -25,6 +25,7 @@
 //!   which NICs an answer changed is [`change`]'s pure decision.
 
 pub mod change;
+pub mod detect;
 pub mod identity;
 pub mod live;
 pub mod nic;
@@ -38,6 +39,7 @@ use crate::error::{ImdsErrorKind, Result};
 use crate::source::provider::http::{Service, metadata_client};
 
 pub use provider::GceProvider;
+pub use provider::{CLOUD, SOURCE};
 
 /// The metadata server's address (`metadata.google.internal`).
 pub const GCE_ENDPOINT: &str = "http://169.254.169.254";

@@ -5,12 +5,13 @@
 
 use super::identity::GceSource;
 use super::wait::wait_for_nic;
-use super::{GCE_ENDPOINT, Gce};
+use super::{GCE_ENDPOINT, Gce, nic};
 use crate::error::Result;
-use crate::source::Datasource;
 use crate::source::provider::{
-    Clock, Identity, NicEvent, Outcome, Provider, ProviderKind, WaitPolicy,
+    Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider, ProviderKind,
+    WaitPolicy,
 };
+use crate::source::{Datasource, SourceKind};
 
 /// The GCE provider: the base URL every client it makes asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +38,7 @@ impl GceProvider {
 
 impl Provider for GceProvider {
     fn kind(&self) -> ProviderKind {
-        ProviderKind::Gce
+        ProviderKind::of(&CLOUD)
     }
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
@@ -54,6 +55,31 @@ impl Identity for GceProvider {
     }
 }
 
+/// GCE for the hooks; `leasehook watch` follows its NIC list live.
+pub static CLOUD: Cloud = Cloud {
+    name: "gce",
+    kinds: &[SourceKind::Gce],
+    check: super::detect::check,
+    platform: |_| None,
+    endpoint: Some(EndpointKey {
+        key: "gce.endpoint",
+        env: "LEASEHOOK_GCE_ENDPOINT",
+        help: "the Google Compute Engine metadata server's base URL, an http:// IP literal (default http://169.254.169.254)",
+        default: GCE_ENDPOINT,
+        check: |url| Ok(Gce::new().with_endpoint(url)?.endpoint().to_owned()),
+    }),
+    provider: |s| Ok(Box::new(GceProvider::try_new(s.endpoint)?)),
+    parse_saved: |text| nic::parse_interfaces(text).map(|nics| nic::network(&nics)),
+    followed_live: true,
+};
+
+/// GCE's datasource for the boot stage.
+pub static SOURCE: CloudSource = CloudSource {
+    cloud: &CLOUD,
+    local_stage: |_| Some("the metadata server needs the network"),
+    datasource: |s, _, policy| GceProvider::try_new(s.endpoint)?.datasource(policy),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,13 +90,16 @@ mod tests {
     fn auto_resolves_to_gce_on_a_gce_verdict_and_the_name_parses() {
         assert_eq!(
             ProviderChoice::Auto.resolve(Some(SourceKind::Gce)),
-            ProviderKind::Gce
+            ProviderKind::of(&crate::source::gce::CLOUD)
         );
         assert_eq!(
             "gce".parse::<ProviderChoice>().unwrap(),
-            ProviderChoice::Named(ProviderKind::Gce)
+            ProviderChoice::Named(ProviderKind::of(&crate::source::gce::CLOUD))
         );
-        assert_eq!(ProviderKind::Gce.to_string(), "gce");
+        assert_eq!(
+            ProviderKind::of(&crate::source::gce::CLOUD).to_string(),
+            "gce"
+        );
     }
 
     #[test]
@@ -80,7 +109,7 @@ mod tests {
             .to_string();
         assert!(e.contains("gce.endpoint"), "{e}");
         let p = GceProvider::try_new(None).unwrap();
-        assert_eq!(p.kind(), ProviderKind::Gce);
+        assert_eq!(p.kind(), ProviderKind::of(&crate::source::gce::CLOUD));
         assert_eq!(p.client().unwrap().endpoint(), GCE_ENDPOINT);
     }
 }

@@ -22,6 +22,7 @@
 //!   asked at all.
 
 pub mod configdrive;
+pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;
@@ -30,6 +31,7 @@ pub mod wait;
 use crate::source::provider::http::{Service, metadata_client};
 
 pub use provider::OpenStackProvider;
+pub use provider::{CLOUD, SOURCE};
 
 /// The metadata service's address.
 pub const OPENSTACK_ENDPOINT: &str = "http://169.254.169.254";

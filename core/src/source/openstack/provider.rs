@@ -15,7 +15,8 @@ use super::{NETWORK_DATA_PATH, OPENSTACK_ENDPOINT, OPENSTACK_ROOT, OpenStack};
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::retry::Retrying;
 use crate::source::provider::{
-    Clock, Identity, NicEvent, Outcome, Provider, ProviderKind, Unleased, WaitPolicy,
+    Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider, ProviderKind,
+    Unleased, WaitPolicy,
 };
 use crate::source::{Datasource, SourceKind};
 
@@ -94,7 +95,7 @@ impl OpenStackProvider {
 
 impl Provider for OpenStackProvider {
     fn kind(&self) -> ProviderKind {
-        ProviderKind::OpenStack
+        ProviderKind::of(&CLOUD)
     }
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
@@ -149,6 +150,37 @@ impl Identity for OpenStackProvider {
     }
 }
 
+/// `OpenStack` for the hooks (a config drive when there is one, else the
+/// metadata service).
+pub static CLOUD: Cloud = Cloud {
+    name: "openstack",
+    kinds: &[SourceKind::OpenStack, SourceKind::ConfigDrive],
+    check: super::detect::check,
+    platform: |_| None,
+    endpoint: Some(EndpointKey {
+        key: "openstack.endpoint",
+        env: "LEASEHOOK_OPENSTACK_ENDPOINT",
+        help: "the OpenStack metadata service's base URL, an http:// IP literal (default http://169.254.169.254; a config drive, when there is one, is read instead)",
+        default: OPENSTACK_ENDPOINT,
+        check: |url| Ok(OpenStack::new().with_endpoint(url)?.endpoint().to_owned()),
+    }),
+    provider: |s| Ok(Box::new(OpenStackProvider::try_new(s.root, s.endpoint)?)),
+    parse_saved: nic::parse_saved,
+    followed_live: false,
+};
+
+/// `OpenStack`'s datasources for the boot stage.
+pub static SOURCE: CloudSource = CloudSource {
+    cloud: &CLOUD,
+    local_stage: |kind| {
+        (kind != SourceKind::ConfigDrive)
+            .then_some("the OpenStack metadata service needs the network")
+    },
+    datasource: |s, kind, policy| {
+        OpenStackProvider::try_new(s.root, s.endpoint)?.datasource_of(kind, policy)
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,14 +191,17 @@ mod tests {
         for v in [SourceKind::OpenStack, SourceKind::ConfigDrive] {
             assert_eq!(
                 ProviderChoice::Auto.resolve(Some(v)),
-                ProviderKind::OpenStack
+                ProviderKind::of(&crate::source::openstack::CLOUD)
             );
         }
         assert_eq!(
             "openstack".parse::<ProviderChoice>().unwrap(),
-            ProviderChoice::Named(ProviderKind::OpenStack)
+            ProviderChoice::Named(ProviderKind::of(&crate::source::openstack::CLOUD))
         );
-        assert_eq!(ProviderKind::OpenStack.to_string(), "openstack");
+        assert_eq!(
+            ProviderKind::of(&crate::source::openstack::CLOUD).to_string(),
+            "openstack"
+        );
         let e = "digitalocean"
             .parse::<ProviderChoice>()
             .unwrap_err()
@@ -182,7 +217,7 @@ mod tests {
             .to_string();
         assert!(e.contains("openstack.endpoint"), "{e}");
         let p = OpenStackProvider::try_new(root.path(), None).unwrap();
-        assert_eq!(p.kind(), ProviderKind::OpenStack);
+        assert_eq!(p.kind(), ProviderKind::of(&crate::source::openstack::CLOUD));
         assert_eq!(p.client().unwrap().endpoint(), OPENSTACK_ENDPOINT);
         assert_eq!(
             p.datasource(WaitPolicy::default()).unwrap().kind(),

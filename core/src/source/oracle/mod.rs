@@ -30,6 +30,7 @@
 //!   [`crate::source::provider::Provider::unleased`]. The boot stage adds
 //!   `/opc/v2/instance/`.
 
+pub mod detect;
 pub mod identity;
 mod provider;
 pub mod vnic;
@@ -40,6 +41,7 @@ use crate::source::provider::http::{Service, check_endpoint_for, metadata_client
 
 pub use identity::OracleSource;
 pub use provider::OracleProvider;
+pub use provider::{CLOUD, SOURCE};
 
 /// The metadata service's base URLs, tried in this order.
 pub const ENDPOINTS: [&str; 2] = ["http://169.254.169.254", "http://[fd00:c1::a9fe:a9fe]"];

@@ -5,14 +5,15 @@
 //! a NIC that has DHCP (the primary), [`Provider::unleased`] for the secondary
 //! VNICs that have none, and the boot stage's datasource, [`OracleSource`].
 
-use super::Oracle;
 use super::identity::OracleSource;
 use super::wait::{fetch_unleased, wait_for_nic};
+use super::{ENDPOINT_KEY, ENDPOINTS, Oracle, check_endpoint, vnic};
 use crate::error::Result;
-use crate::source::Datasource;
 use crate::source::provider::{
-    Clock, Identity, NicEvent, Outcome, Provider, ProviderKind, Unleased, WaitPolicy,
+    Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider, ProviderKind,
+    Unleased, WaitPolicy,
 };
+use crate::source::{Datasource, SourceKind};
 
 /// The OCI provider: the endpoint override every client it makes asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +44,7 @@ impl OracleProvider {
 
 impl Provider for OracleProvider {
     fn kind(&self) -> ProviderKind {
-        ProviderKind::Oracle
+        ProviderKind::of(&CLOUD)
     }
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
@@ -71,6 +72,31 @@ impl Identity for OracleProvider {
     }
 }
 
+/// Oracle Cloud Infrastructure for the hooks.
+pub static CLOUD: Cloud = Cloud {
+    name: "oracle",
+    kinds: &[SourceKind::Oracle],
+    check: super::detect::check,
+    platform: |_| None,
+    endpoint: Some(EndpointKey {
+        key: ENDPOINT_KEY,
+        env: "LEASEHOOK_ORACLE_ENDPOINT",
+        help: "the Oracle Cloud metadata base URL, an http:// IP literal, asked instead of both defaults (default http://169.254.169.254, then http://[fd00:c1::a9fe:a9fe])",
+        default: ENDPOINTS[0],
+        check: check_endpoint,
+    }),
+    provider: |s| Ok(Box::new(OracleProvider::try_new(s.endpoint)?)),
+    parse_saved: vnic::parse_saved,
+    followed_live: false,
+};
+
+/// Oracle Cloud's datasource for the boot stage.
+pub static SOURCE: CloudSource = CloudSource {
+    cloud: &CLOUD,
+    local_stage: |_| Some("the OCI metadata service needs the network"),
+    datasource: |s, _, policy| OracleProvider::try_new(s.endpoint)?.datasource(policy),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,13 +107,16 @@ mod tests {
     fn auto_resolves_to_oracle_on_an_oracle_verdict_and_the_name_parses() {
         assert_eq!(
             ProviderChoice::Auto.resolve(Some(SourceKind::Oracle)),
-            ProviderKind::Oracle
+            ProviderKind::of(&crate::source::oracle::CLOUD)
         );
         assert_eq!(
             "oracle".parse::<ProviderChoice>().unwrap(),
-            ProviderChoice::Named(ProviderKind::Oracle)
+            ProviderChoice::Named(ProviderKind::of(&crate::source::oracle::CLOUD))
         );
-        assert_eq!(ProviderKind::Oracle.to_string(), "oracle");
+        assert_eq!(
+            ProviderKind::of(&crate::source::oracle::CLOUD).to_string(),
+            "oracle"
+        );
     }
 
     #[test]
@@ -97,7 +126,7 @@ mod tests {
             .to_string();
         assert!(e.contains("oracle.endpoint"), "{e}");
         let p = OracleProvider::try_new(Some("http://127.0.0.1:1")).unwrap();
-        assert_eq!(p.kind(), ProviderKind::Oracle);
+        assert_eq!(p.kind(), ProviderKind::of(&crate::source::oracle::CLOUD));
         assert_eq!(p.client().unwrap().endpoints(), ["http://127.0.0.1:1"]);
         assert_eq!(
             OracleProvider::try_new(None)

@@ -71,48 +71,194 @@ pub mod wait;
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::path::Path;
 
 use crate::error::{Error, Problem, Result};
 use crate::model::{Family, IfName, InstanceNetwork, Lease, MacAddr, Missing};
-use crate::source::{Datasource, SourceKind};
+use crate::source::detect::{Probe, Snapshot};
+use crate::source::{Datasource, Finding, SourceKind};
 
 pub use wait::{Clock, Outcome, SystemClock, WaitPolicy};
 
-/// The providers leasehook has (configuration key `provider`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ProviderKind {
-    /// Amazon EC2 IMDS ([`crate::source::ec2`]).
-    Ec2,
-    /// Google Compute Engine's metadata server ([`crate::source::gce`]).
-    Gce,
-    /// Microsoft Azure IMDS ([`crate::source::azure`]).
-    Azure,
-    /// Alibaba Cloud ECS's metadata service ([`crate::source::aliyun`]).
-    Aliyun,
-    /// `OpenStack`'s `network_data.json`, from a config drive or the metadata
-    /// service ([`crate::source::openstack`]).
-    OpenStack,
-    /// Oracle Cloud Infrastructure's metadata service ([`crate::source::oracle`]).
-    Oracle,
+/// One cloud's row: everything the code outside its folder asks about it (the
+/// hooks' provider, its configuration key, `plan --metadata`, the live follower).
+/// Each cloud declares its row in its own folder (its `provider.rs`) and
+/// [`crate::source::CLOUDS`] lists them; nothing else names a cloud. The boot
+/// stage's half, which the hook binary does not carry, is [`CloudSource`].
+#[derive(Debug)]
+pub struct Cloud {
+    /// The configuration name (`provider: gce`), also the cloud's section of
+    /// the configuration file (`gce.endpoint`).
+    pub name: &'static str,
+    /// The datasources whose verdict `provider: auto` resolves to this cloud.
+    pub kinds: &'static [SourceKind],
+    /// Detection's check of one of [`Cloud::kinds`] (pure: ds-identify's
+    /// `dscheck_<Name>`), from the snapshot.
+    pub check: fn(&Snapshot, SourceKind, &Probe<'_>) -> Finding,
+    /// The platform detection identifies for instance-data's cloud name
+    /// (`aws`, `brightbox`, ... for the EC2 API), `None` when it says nothing.
+    pub platform: fn(&Snapshot) -> Option<&'static str>,
+    /// Its `<name>.endpoint` key, when it has one.
+    pub endpoint: Option<EndpointKey>,
+    /// Builds its provider for the hooks, the worker and `refresh`.
+    pub provider: fn(&Setup<'_>) -> Result<Box<dyn Provider>>,
+    /// Reads a saved metadata answer of the cloud (`leasehook plan --metadata`).
+    pub parse_saved: fn(&str) -> Result<InstanceNetwork>,
+    /// Whether `leasehook watch` follows this cloud's metadata live (so the
+    /// refresh timer may leave a followed NIC to it).
+    pub followed_live: bool,
 }
 
+/// A cloud's `<name>.endpoint` configuration key.
+#[derive(Debug, Clone, Copy)]
+pub struct EndpointKey {
+    /// The key as a file writes it (`gce.endpoint`).
+    pub key: &'static str,
+    /// Its environment variable.
+    pub env: &'static str,
+    /// What it does and its default, for `--help` and `config show`.
+    pub help: &'static str,
+    /// The URL shown when nothing sets it.
+    pub default: &'static str,
+    /// Checks a configured URL; the form kept.
+    pub check: fn(&str) -> Result<String>,
+}
+
+/// A cloud's datasource, for the boot stage: apart from [`Cloud`] so that the
+/// hook binary, which builds providers, does not link every cloud's identity
+/// fetch (a function pointer in a table it reads would keep it).
+#[derive(Debug)]
+pub struct CloudSource {
+    /// The cloud's row: its name, and the datasources it answers
+    /// ([`Cloud::kinds`]).
+    pub cloud: &'static Cloud,
+    /// Why the local stage leaves the datasource to the network stage (its
+    /// metadata service needs the network); `None`: the local stage tries it
+    /// (a config drive).
+    pub local_stage: fn(SourceKind) -> Option<&'static str>,
+    /// Builds the datasource `kind` (one of [`Cloud::kinds`]), its fetch
+    /// retried within the policy.
+    pub datasource: fn(&Setup<'_>, SourceKind, WaitPolicy) -> Result<Box<dyn Datasource>>,
+}
+
+/// What building a cloud's provider or datasource reads from the configuration
+/// besides the cloud's own row.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup<'a> {
+    /// Prefix of every path (`/` in production).
+    pub root: &'a Path,
+    /// The cloud's `<name>.endpoint`, when set (`None`: its defaults).
+    pub endpoint: Option<&'a str>,
+    /// `imds.endpoints` (empty: the defaults), for the clouds that read them.
+    pub imds_endpoints: &'a [String],
+    /// `imdsv1_fallback`.
+    pub imdsv1_fallback: bool,
+    /// `imds.bind_interface` (the hooks; the boot stage binds nothing).
+    pub bind_interface: bool,
+    /// The platform detection named (`aws`, `brightbox`, ..., `unknown`), for
+    /// instance-data's cloud name.
+    pub cloud_name: &'a str,
+}
+
+impl<'a> Setup<'a> {
+    /// Nothing configured: the defaults below `root`.
+    pub fn new(root: &'a Path) -> Self {
+        Self {
+            root,
+            endpoint: None,
+            imds_endpoints: &[],
+            imdsv1_fallback: false,
+            bind_interface: false,
+            cloud_name: "unknown",
+        }
+    }
+}
+
+/// The provider of a cloud (configuration key `provider`): a handle to its row.
+#[derive(Clone, Copy)]
+pub struct ProviderKind(&'static Cloud);
+
 impl ProviderKind {
+    /// The cloud `row` is.
+    pub const fn of(row: &'static Cloud) -> Self {
+        Self(row)
+    }
+
+    /// The cloud's row.
+    pub fn cloud(self) -> &'static Cloud {
+        self.0
+    }
+
     /// The configuration name.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Ec2 => "ec2",
-            Self::Gce => "gce",
-            Self::Azure => "azure",
-            Self::Aliyun => "aliyun",
-            Self::OpenStack => "openstack",
-            Self::Oracle => "oracle",
-        }
+        self.0.name
+    }
+
+    /// The provider whose configuration name is `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        crate::source::CLOUDS
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| Self(c))
+    }
+
+    /// The provider `auto` falls back to: the registry's first (EC2).
+    fn fallback() -> Self {
+        Self(crate::source::CLOUDS[0])
+    }
+
+    /// Builds this cloud's provider.
+    pub fn provider(self, setup: &Setup<'_>) -> Result<Box<dyn Provider>> {
+        (self.0.provider)(setup)
+    }
+}
+
+impl PartialEq for ProviderKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for ProviderKind {}
+
+impl PartialOrd for ProviderKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ProviderKind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl std::hash::Hash for ProviderKind {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl fmt::Debug for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
 impl fmt::Display for ProviderKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// The cloud names `provider` takes: `auto, ec2, ... or oracle`.
+fn choices() -> String {
+    let names: Vec<&str> = std::iter::once("auto")
+        .chain(crate::source::CLOUDS.iter().map(|c| c.name))
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(", "),
     }
 }
 
@@ -138,18 +284,18 @@ impl ProviderChoice {
     /// own resolves to it; every other verdict (EC2, LXD, NoCloud, none, or none
     /// at all) to EC2, as before the `provider` key.
     pub fn resolve(self, recorded: Option<SourceKind>) -> ProviderKind {
-        match (self, recorded) {
-            (Self::Named(k), _) => k,
-            (Self::Auto, Some(SourceKind::Gce)) => ProviderKind::Gce,
-            (Self::Auto, Some(SourceKind::Azure)) => ProviderKind::Azure,
-            (Self::Auto, Some(SourceKind::AliYun)) => ProviderKind::Aliyun,
-            (Self::Auto, Some(SourceKind::OpenStack | SourceKind::ConfigDrive)) => {
-                ProviderKind::OpenStack
-            }
-            (Self::Auto, Some(SourceKind::Oracle)) => ProviderKind::Oracle,
-            // EC2's verdict, or no cloud with a provider of its own (LXD, NoCloud,
-            // none, no boot.json): EC2, as before the key.
-            (Self::Auto, _) => ProviderKind::Ec2,
+        match self {
+            Self::Named(k) => k,
+            // The cloud whose row claims the verdict; else (EC2's verdict, LXD,
+            // NoCloud, none, no boot.json) the first row, EC2, as before the key.
+            Self::Auto => recorded
+                .and_then(|v| {
+                    crate::source::CLOUDS
+                        .iter()
+                        .find(|c| c.kinds.contains(&v))
+                        .map(|c| ProviderKind::of(c))
+                })
+                .unwrap_or_else(ProviderKind::fallback),
         }
     }
 }
@@ -176,22 +322,20 @@ impl fmt::Display for ProviderChoice {
 impl std::str::FromStr for ProviderChoice {
     type Err = Problem;
     fn from_str(s: &str) -> std::result::Result<Self, Problem> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "ec2" => Ok(Self::Named(ProviderKind::Ec2)),
-            "gce" => Ok(Self::Named(ProviderKind::Gce)),
-            "azure" => Ok(Self::Named(ProviderKind::Azure)),
-            "aliyun" => Ok(Self::Named(ProviderKind::Aliyun)),
-            "openstack" => Ok(Self::Named(ProviderKind::OpenStack)),
-            "oracle" => Ok(Self::Named(ProviderKind::Oracle)),
-            p if PLANNED.contains(&p) => Err(Problem::bad(
-                "expected auto, ec2, gce, azure, aliyun, oracle or openstack (this provider is planned, not built yet)",
+        if s == "auto" {
+            return Ok(Self::Auto);
+        }
+        if let Some(k) = ProviderKind::from_name(s) {
+            return Ok(Self::Named(k));
+        }
+        let expected = format!("expected {}", choices());
+        if PLANNED.contains(&s) {
+            Err(Problem::bad(
+                format!("{expected} (this provider is planned, not built yet)"),
                 s,
-            )),
-            _ => Err(Problem::bad(
-                "expected auto, ec2, gce, azure, aliyun, oracle or openstack",
-                s,
-            )),
+            ))
+        } else {
+            Err(Problem::bad(expected, s))
         }
     }
 }
@@ -480,18 +624,27 @@ mod tests {
         );
         assert_eq!(auto_verdict(None, || None), None);
         let auto = |v| ProviderChoice::Auto.resolve(v);
-        assert_eq!(auto(Some(SourceKind::AliYun)), ProviderKind::Aliyun);
+        let named = |n| ProviderKind::from_name(n).unwrap();
+        assert_eq!(auto(Some(SourceKind::AliYun)), named("aliyun"));
+        assert_eq!(auto(Some(SourceKind::ConfigDrive)), named("openstack"));
         for other in [None, Some(SourceKind::Ec2), Some(SourceKind::NoCloud)] {
-            assert_eq!(auto(other), ProviderKind::Ec2);
+            assert_eq!(auto(other), named("ec2"));
         }
         assert_eq!(
-            ProviderChoice::Named(ProviderKind::Ec2).resolve(Some(SourceKind::AliYun)),
-            ProviderKind::Ec2
+            ProviderChoice::Named(named("ec2")).resolve(Some(SourceKind::AliYun)),
+            named("ec2")
         );
         assert_eq!(
             "aliyun".parse::<ProviderChoice>().unwrap(),
-            ProviderChoice::Named(ProviderKind::Aliyun)
+            ProviderChoice::Named(named("aliyun"))
         );
-        assert_eq!(ProviderKind::Aliyun.to_string(), "aliyun");
+        assert_eq!(named("aliyun").to_string(), "aliyun");
+        assert_eq!(
+            "digitalocean"
+                .parse::<ProviderChoice>()
+                .unwrap_err()
+                .to_string(),
+            "expected auto, ec2, gce, azure, aliyun, oracle or openstack (got \"digitalocean\")"
+        );
     }
 }

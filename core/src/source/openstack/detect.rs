@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Pure: `OpenStack`'s datasource checks, as ds-identify's `dscheck_OpenStack` and `dscheck_ConfigDrive`. Moved from `source::detect`, which asks it through the
+//! cloud's row.
+
+use crate::source::detect::{CONFIG_DRIVE_LABELS, Probe, Snapshot, quote};
+use crate::source::{Finding, SourceKind};
+
+/// The row's check ([`crate::source::provider::Cloud::check`]): the config
+/// drive's, or the metadata service's.
+pub(super) fn check(s: &Snapshot, kind: SourceKind, _: &Probe<'_>) -> Finding {
+    if kind == SourceKind::ConfigDrive {
+        check_config_drive(s)
+    } else {
+        check_openstack(s)
+    }
+}
+
+/// The DMI `product_name`s of an `OpenStack` instance (ds-identify's
+/// `dscheck_OpenStack`: Nova's, and RDO's Nova), also as chassis asset tags.
+pub const OPENSTACK_PRODUCT_NAMES: [&str; 2] = ["OpenStack Nova", "OpenStack Compute"];
+
+/// The DMI chassis asset tags of `OpenStack` clouds ds-identify 25.1.4 names
+/// (besides [`OPENSTACK_PRODUCT_NAMES`]).
+pub const OPENSTACK_ASSET_TAGS: [&str; 4] = [
+    "OpenTelekomCloud",
+    "SAP CCloud VM",
+    "HUAWEICLOUD",
+    "Samsung Cloud Platform",
+];
+
+/// ds-identify's `check_configdrive_v2`: a seeded folder, else a file system
+/// labelled `config-2` or `CONFIG-2`: what shows it, `None` when there is none
+/// ([`NO_CONFIG_DRIVE`]).
+fn config_drive(s: &Snapshot) -> Option<String> {
+    if let Some(seed) = s.config_drive_seeds.first() {
+        return Some(format!(
+            "{} holds an OpenStack meta_data.json",
+            s.shown(seed)
+        ));
+    }
+    // ds-identify cannot see file system labels in a container.
+    if !s.is_container()
+        && let Some(label) = s
+            .fs_labels
+            .iter()
+            .find(|l| CONFIG_DRIVE_LABELS.contains(&l.as_str()))
+    {
+        return Some(format!(
+            "a file system labelled {label} ({})",
+            s.shown(&format!("dev/disk/by-label/{label}"))
+        ));
+    }
+    None
+}
+
+/// Why no config drive is found.
+const NO_CONFIG_DRIVE: &str = "no config drive seed folder with openstack/<date>/meta_data.json, no file system labelled config-2 or CONFIG-2 (outside a container)";
+
+/// ds-identify's `dscheck_ConfigDrive` (`check_configdrive_v2`).
+fn check_config_drive(s: &Snapshot) -> Finding {
+    match config_drive(s) {
+        Some(why) => Finding::found(why),
+        None => Finding::not_found(NO_CONFIG_DRIVE),
+    }
+}
+
+/// ds-identify's `dscheck_OpenStack`: never with a config drive (then it is
+/// `ConfigDrive`'s); DMI `product_name` `OpenStack Nova` or `OpenStack Compute`
+/// (not in a container), `product_name=OpenStack Nova` in pid 1's environment,
+/// or a chassis asset tag of [`OPENSTACK_ASSET_TAGS`] or
+/// [`OPENSTACK_PRODUCT_NAMES`] (not in a container); else `maybe` on a machine
+/// that is not x86 (whose DMI may not say), not found on x86.
+fn check_openstack(s: &Snapshot) -> Finding {
+    if let Some(why) = config_drive(s) {
+        return Finding::not_found(format!(
+            "a config drive is present ({why}): that is ConfigDrive, not the metadata service"
+        ));
+    }
+    let dmi = !s.is_container();
+    if dmi
+        && let Some(p) = &s.dmi.product_name
+        && OPENSTACK_PRODUCT_NAMES.contains(&p.as_str())
+    {
+        return Finding::found(format!("DMI product_name {}", quote(p)));
+    }
+    if let Some(p) = &s.pid1_product_name
+        && p == OPENSTACK_PRODUCT_NAMES[0]
+    {
+        return Finding::found(format!(
+            "product_name={} in {}",
+            quote(p),
+            s.shown("proc/1/environ")
+        ));
+    }
+    if dmi
+        && let Some(tag) = &s.dmi.chassis_asset_tag
+        && (OPENSTACK_ASSET_TAGS.contains(&tag.as_str())
+            || OPENSTACK_PRODUCT_NAMES.contains(&tag.as_str()))
+    {
+        return Finding::found(format!("DMI chassis_asset_tag {}", quote(tag)));
+    }
+    let x86 = matches!(
+        s.machine.as_str(),
+        "x86_64" | "x86" | "i386" | "i486" | "i586" | "i686"
+    );
+    let why = "no OpenStack DMI product name or chassis asset tag (outside a container), no product_name=OpenStack Nova in pid 1's environment";
+    if x86 {
+        Finding::not_found(why)
+    } else {
+        Finding::maybe(format!(
+            "{why}, but on {} DMI may not say (ds-identify: maybe)",
+            if s.machine.is_empty() {
+                "this machine"
+            } else {
+                s.machine.as_str()
+            }
+        ))
+    }
+}
