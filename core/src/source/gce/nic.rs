@@ -17,9 +17,12 @@
 //! | `ipAliases` | `ipv4-prefix`: extra rule sources, through the address gate | optional |
 //!
 //! Every other key (`accessConfigs`, `forwardedIps`, `network`, `mtu`, ...) is
-//! ignored. A value of the wrong type, a MAC or address that does not parse, a
-//! netmask that is not contiguous, two NICs with one MAC or more than
-//! [`MAX_NICS`] entries is an error naming its key: the answer is not used.
+//! ignored. The entries are read as [`GceNic`]s through
+//! [`crate::source::doc`]: a value of the wrong type, a MAC or address that does
+//! not parse, a netmask that is not contiguous, two NICs with one MAC, more than
+//! [`MAX_NICS`] entries or [`MAX_ALIASES`] alias ranges is an error naming its key
+//! (`…/network-interfaces/1/ipAliases/0`) and showing its value: the answer is
+//! not used.
 //!
 //! # When the metadata agrees
 //!
@@ -32,11 +35,14 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use ipnet::{IpNet, Ipv4Net};
-use serde_json::Value;
+use serde::{Deserialize, Deserializer, de};
 
-use crate::error::{Error, Problem, Result};
+use crate::error::Result;
 use crate::model::{InstanceNetwork, MacAddr, NicMetadata, NicRoute};
+use crate::source::doc::{self, bad};
 use crate::source::provider::{Assessment, NicEvent, complete};
+
+pub use crate::source::doc::Answer;
 
 use super::GCE_ROOT;
 
@@ -49,12 +55,16 @@ pub const MAX_NICS: usize = 64;
 /// The most IP alias ranges one NIC may list.
 pub const MAX_ALIASES: usize = 256;
 
-/// One NIC as the metadata server describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One NIC as the metadata server describes it: the keys of its entry that
+/// leasehook reads, read by [`parse_interfaces`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GceNic {
-    /// The index N in the list (`nicN`).
+    /// The index N in the list (`nicN`): the entry's place, not a key.
+    #[serde(skip)]
     pub index: u32,
     /// `mac`.
+    #[serde(deserialize_with = "doc::mac")]
     pub mac: MacAddr,
     /// `ip`: the NIC's primary internal address.
     pub ip: Option<Ipv4Addr>,
@@ -63,6 +73,7 @@ pub struct GceNic {
     /// `subnetmask`.
     pub subnetmask: Option<Ipv4Addr>,
     /// `ipAliases`: alias ranges (a bare address is a /32).
+    #[serde(default, deserialize_with = "aliases")]
     pub ip_aliases: Vec<Ipv4Net>,
 }
 
@@ -98,135 +109,54 @@ impl GceNic {
     }
 }
 
-fn key(index: usize, name: &str) -> String {
-    format!("{GCE_ROOT}/instance/network-interfaces/{index}/{name}")
-}
-
-fn bad(key: String, reason: &str, value: &Value) -> Error {
-    let shown = match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    Error::Metadata {
-        key,
-        problem: Problem::bad(reason, &shown),
+/// `ipAliases` (absent or `null`: none): each entry a range, or a bare address
+/// (a /32).
+fn aliases<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Ipv4Net>, D::Error> {
+    struct Alias(Ipv4Net);
+    impl<'de> Deserialize<'de> for Alias {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let s = String::deserialize(d)?;
+            match s.split_once('/') {
+                Some(_) => s.parse::<Ipv4Net>().ok(),
+                None => s.parse::<Ipv4Addr>().ok().map(Ipv4Net::from),
+            }
+            .map(Alias)
+            .ok_or_else(|| de::Error::custom("not an IPv4 range"))
+        }
     }
+    Ok(doc::list::<D, Alias>(d)?.into_iter().map(|a| a.0).collect())
 }
 
-/// A string field, absent when the key is missing or `null`.
-fn text<'a>(
-    obj: &'a serde_json::Map<String, Value>,
-    index: usize,
-    name: &str,
-) -> Result<Option<&'a str>> {
-    match obj.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(v) => Err(bad(key(index, name), "not a string", v)),
-    }
-}
-
-fn ipv4(
-    obj: &serde_json::Map<String, Value>,
-    index: usize,
-    name: &str,
-) -> Result<Option<Ipv4Addr>> {
-    text(obj, index, name)?
-        .map(|s| {
-            s.trim().parse::<Ipv4Addr>().map_err(|_| {
-                bad(
-                    key(index, name),
-                    "not an IPv4 address",
-                    &Value::String(s.to_owned()),
-                )
-            })
-        })
-        .transpose()
-}
-
-fn alias(s: &str) -> Option<Ipv4Net> {
-    let s = s.trim();
-    match s.split_once('/') {
-        Some(_) => s.parse::<Ipv4Net>().ok(),
-        None => s.parse::<Ipv4Addr>().ok().map(Ipv4Net::from),
-    }
-}
-
-/// Parses the answer to [`INTERFACES_PATH`]: strict JSON, a list of objects.
+/// Parses the answer to [`INTERFACES_PATH`]: strict JSON, a list of
+/// [`GceNic`] objects (see the module docs).
 pub fn parse_interfaces(body: &str) -> Result<Vec<GceNic>> {
-    let whole = || format!("{GCE_ROOT}/instance/network-interfaces/");
-    let value: Value = serde_json::from_str(body).map_err(|e| Error::Metadata {
-        key: whole(),
-        problem: Problem::bad(format!("not JSON ({e})"), body),
-    })?;
-    let Value::Array(list) = value else {
-        return Err(bad(whole(), "not a JSON list", &value));
-    };
-    if list.len() > MAX_NICS {
-        return Err(Error::Metadata {
-            key: whole(),
-            problem: Problem::bad(
-                format!("more than {MAX_NICS} NICs"),
-                &list.len().to_string(),
-            ),
-        });
+    let whole = format!("{GCE_ROOT}/instance/network-interfaces");
+    let mut nics: Vec<GceNic> = doc::read(body, "GCE network-interfaces", &whole)?;
+    doc::at_most(&nics, MAX_NICS, &whole, "NICs")?;
+    for (nic, index) in nics.iter_mut().zip(0u32..) {
+        nic.index = index;
     }
-    let mut out: Vec<GceNic> = Vec::with_capacity(list.len());
-    for (i, entry) in list.iter().enumerate() {
-        let Value::Object(obj) = entry else {
-            return Err(bad(key(i, ""), "not a JSON object", entry));
-        };
-        let mac_text = text(obj, i, "mac")?.ok_or_else(|| Error::Metadata {
-            key: key(i, "mac"),
-            problem: Problem::missing(),
-        })?;
-        let mac: MacAddr = mac_text.trim().parse().map_err(|problem| Error::Metadata {
-            key: key(i, "mac"),
-            problem,
-        })?;
-        if out.iter().any(|n| n.mac == mac) {
+    for (i, nic) in nics.iter().enumerate() {
+        let key = |name: &str| format!("{whole}/{i}/{name}");
+        if nics.iter().take(i).any(|n| n.mac == nic.mac) {
             return Err(bad(
-                key(i, "mac"),
+                key("mac"),
                 "two NICs with one MAC",
-                &Value::String(mac_text.to_owned()),
+                &nic.mac.to_string(),
             ));
         }
-        let subnetmask = ipv4(obj, i, "subnetmask")?;
-        if let Some(m) = subnetmask
+        if let Some(m) = nic.subnetmask
             && Ipv4Net::with_netmask(Ipv4Addr::UNSPECIFIED, m).is_err()
         {
             return Err(bad(
-                key(i, "subnetmask"),
+                key("subnetmask"),
                 "not a contiguous netmask",
-                &Value::String(m.to_string()),
+                &m.to_string(),
             ));
         }
-        let ip_aliases = match obj.get("ipAliases") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(a)) if a.len() <= MAX_ALIASES => {
-                a.iter()
-                    .map(|v| match v {
-                        Value::String(s) => alias(s)
-                            .ok_or_else(|| bad(key(i, "ip-aliases"), "not an IPv4 range", v)),
-                        other => Err(bad(key(i, "ip-aliases"), "not a string", other)),
-                    })
-                    .collect::<Result<_>>()?
-            }
-            Some(Value::Array(_)) => {
-                return Err(bad(key(i, "ip-aliases"), "too many ranges", &Value::Null));
-            }
-            Some(v) => return Err(bad(key(i, "ip-aliases"), "not a JSON list", v)),
-        };
-        out.push(GceNic {
-            index: u32::try_from(i).map_err(|_| bad(whole(), "too many NICs", &Value::Null))?,
-            mac,
-            ip: ipv4(obj, i, "ip")?,
-            gateway: ipv4(obj, i, "gateway")?,
-            subnetmask,
-            ip_aliases,
-        });
+        doc::at_most(&nic.ip_aliases, MAX_ALIASES, &key("ipAliases"), "ranges")?;
     }
-    Ok(out)
+    Ok(nics)
 }
 
 /// The NICs as the planner reads them: nic0 is the primary.
@@ -239,37 +169,20 @@ pub fn network(nics: &[GceNic]) -> InstanceNetwork {
     out
 }
 
-/// The last answer to [`INTERFACES_PATH`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Answer {
-    /// Not asked yet.
-    #[default]
-    NotAsked,
-    /// 404: no NIC listed.
-    NotFound,
-    /// The body.
-    Body(String),
-}
-
-/// What the last answer says about `event`. Fails on an answer that does not
-/// parse.
+/// What the last answer to [`INTERFACES_PATH`] says about `event`. Fails on
+/// an answer that does not parse.
 pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
-    let network = match answer {
-        Answer::Body(body) => network(&parse_interfaces(body)?),
-        Answer::NotAsked | Answer::NotFound => InstanceNetwork::default(),
-    };
+    let network = answer.read(|body| parse_interfaces(body).map(|nics| network(&nics)))?;
     complete::assess(event, network)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use crate::model::{Link, Missing};
-    use crate::plan::{PlanConfig, PlanInput, plan};
     use std::net::IpAddr;
 
     use super::*;
-    use crate::model::{Family, IfName, Lease, Reason};
-    use crate::plan::InterfaceLease;
+    use crate::model::{Family, IfName, Lease, Missing, Reason};
+    use crate::source::doc::tests::plan_nics;
 
     pub(crate) const TWO: &str = r#"[
       {"accessConfigs":[{"externalIp":"34.1.2.3","type":"ONE_TO_ONE_NAT"}],"dnsServers":["169.254.169.254"],
@@ -321,7 +234,7 @@ pub(crate) mod tests {
     #[test]
     fn hostile_answers_are_errors_naming_the_key() {
         let cases = [
-            ("", "not JSON"),
+            ("", "GCE network-interfaces: EOF"),
             ("{\"mac\":\"42:01:0a:00:00:0a\"}", "not a JSON list"),
             ("[1]", "not a JSON object"),
             ("[{}]", "0/mac: missing"),
@@ -333,7 +246,7 @@ pub(crate) mod tests {
             ),
             (
                 "[{\"mac\":\"42:01:0a:00:00:0a\",\"ip\":\"fd00::1\"}]",
-                "not an IPv4",
+                "0/ip: invalid IPv4 address syntax",
             ),
             (
                 "[{\"mac\":\"42:01:0a:00:00:0a\",\"subnetmask\":\"255.0.255.0\"}]",
@@ -341,7 +254,7 @@ pub(crate) mod tests {
             ),
             (
                 "[{\"mac\":\"42:01:0a:00:00:0a\",\"ipAliases\":\"10.0.0.0/8\"}]",
-                "ip-aliases",
+                "0/ipAliases: not a JSON list",
             ),
             (
                 "[{\"mac\":\"42:01:0a:00:00:0a\",\"ipAliases\":[\"10.0.0.0/33\"]}]",
@@ -355,8 +268,14 @@ pub(crate) mod tests {
                 "[{\"mac\":\"42:01:0a:00:00:0a\"},{\"mac\":\"42:01:0A:00:00:0A\"}]",
                 "two NICs",
             ),
-            ("[{\"mac\":\"42:01:0a:00:00:0a\"}] trailing", "not JSON"),
-            ("[{\"mac\":\"42:01:0a:00:00:0a\"", "not JSON"),
+            (
+                "[{\"mac\":\"42:01:0a:00:00:0a\"}] trailing",
+                "GCE network-interfaces: trailing",
+            ),
+            (
+                "[{\"mac\":\"42:01:0a:00:00:0a\"",
+                "GCE network-interfaces: EOF",
+            ),
         ];
         for (body, want) in cases {
             let e = parse_interfaces(body).unwrap_err().to_string();
@@ -380,6 +299,53 @@ pub(crate) mod tests {
             .unwrap_err()
             .to_string();
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn known_keys_are_read_strictly() {
+        let nic = |extra: &str| format!(r#"[{{"mac":"42:01:0a:00:00:0a"{extra}}}]"#);
+        for (body, want) in [
+            // A key of the wrong type, though another type would carry the value.
+            (
+                nic(r#","ip":167772170"#),
+                "0/ip: expected IPv4 address (got \"167772170\")",
+            ),
+            (
+                nic(r#","gateway":["10.0.0.1"]"#),
+                "0/gateway: expected IPv4 address",
+            ),
+            (
+                nic(r#","ipAliases":{"0":"10.0.1.64/30"}"#),
+                "0/ipAliases: not a JSON list",
+            ),
+            // A required key missing from the second entry.
+            (
+                r#"[{"mac":"42:01:0a:00:00:0a"},{"ip":"10.0.1.20"}]"#.to_owned(),
+                "network-interfaces/1/mac: missing",
+            ),
+            // A value that does not parse, shown.
+            (
+                nic(r#","subnetmask":"/24""#),
+                "0/subnetmask: invalid IPv4 address syntax (got \"/24\")",
+            ),
+        ] {
+            let e = parse_interfaces(&body).unwrap_err().to_string();
+            assert!(e.contains(want), "{body}: {e}");
+        }
+        // Oversized: too many alias ranges, and a huge value shown cut.
+        let ranges = vec!["\"10.0.0.1\""; MAX_ALIASES + 1].join(",");
+        let e = parse_interfaces(&nic(&format!(r#","ipAliases":[{ranges}]"#)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("0/ipAliases: more than 256 ranges (got \"257\")"),
+            "{e}"
+        );
+        let huge = "4".repeat(100_000);
+        let e = parse_interfaces(&format!(r#"[{{"mac":"{huge}"}}]"#))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 300 && e.contains("100000 chars in all"), "{e}");
     }
 
     #[test]
@@ -431,18 +397,6 @@ pub(crate) mod tests {
             r#""ipAliases":["10.0.1.64/30","10.200.0.0/24","10.0.0.10"]"#,
         );
         let network = network(&parse_interfaces(&body).unwrap());
-        let links = [
-            Link {
-                name: IfName::try_new("eth0").unwrap(),
-                mac: "42:01:0a:00:00:0a".parse().unwrap(),
-                ipv6_router: None,
-            },
-            Link {
-                name: IfName::try_new("eth1").unwrap(),
-                mac: "42:01:0a:00:01:14".parse().unwrap(),
-                ipv6_router: None,
-            },
-        ];
         let lease = |ip: &str, gw: &str| Lease {
             family: Family::V4,
             address: ip.parse().unwrap(),
@@ -450,27 +404,11 @@ pub(crate) mod tests {
             routers: vec![gw.parse().unwrap()],
             reason: Reason::Bound,
         };
-        let leases = [
-            InterfaceLease {
-                interface: links[0].name.clone(),
-                lease: lease("10.0.0.10", "10.0.0.1"),
-            },
-            InterfaceLease {
-                interface: links[1].name.clone(),
-                lease: lease("10.0.1.20", "10.0.1.1"),
-            },
+        let nics = [
+            ("eth0", "42:01:0a:00:00:0a", lease("10.0.0.10", "10.0.0.1")),
+            ("eth1", "42:01:0a:00:01:14", lease("10.0.1.20", "10.0.1.1")),
         ];
-        let p = plan(
-            &PlanInput {
-                metadata: &network,
-                links: &links,
-                leases: &leases,
-                link_addresses: &[],
-                next_hops: &[],
-            },
-            &PlanConfig::default(),
-        )
-        .unwrap();
+        let p = plan_nics(&network, &nics);
         assert!(p.is_complete(), "{p:?}");
         let text = crate::render::ip(&p);
         assert_eq!(
@@ -488,24 +426,17 @@ pub(crate) mod tests {
             "{text}"
         );
         // The plan passes apply's validation (the gate for a plan not made here).
-        let index = [(links[0].name.clone(), 2), (links[1].name.clone(), 3)]
-            .into_iter()
-            .collect();
+        let index = [
+            (IfName::try_new("eth0").unwrap(), 2),
+            (IfName::try_new("eth1").unwrap(), 3),
+        ]
+        .into_iter()
+        .collect();
         crate::apply::validate(&p, &index).unwrap();
         // A /24 lease (EC2's shape) gets no extra route.
-        let mut wide = leases.clone();
-        wide[1].lease.prefix_len = 24;
-        let p = plan(
-            &PlanInput {
-                metadata: &network,
-                links: &links,
-                leases: &wide,
-                link_addresses: &[],
-                next_hops: &[],
-            },
-            &PlanConfig::default(),
-        )
-        .unwrap();
+        let mut wide = nics.clone();
+        wide[1].2.prefix_len = 24;
+        let p = plan_nics(&network, &wide);
         assert_eq!(p.interfaces[1].routes.len(), 2, "{p:?}");
     }
 }
