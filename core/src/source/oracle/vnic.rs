@@ -28,8 +28,9 @@
 //! | `vlanTag`, `nicIndex` | on bare metal, the VLAN and the physical NIC a secondary VNIC rides on | optional integers (0..=4095, 0..=31) |
 //! | `vnicId` | the interface id, for logs | optional |
 //!
-//! Every other key is ignored. Anything else is an error naming the entry and key,
-//! and nothing of the answer is used: not JSON, not a list, an empty list (OCI
+//! Every other key is ignored. The entries are read as [`OciVnic`]s through
+//! [`crate::source::doc`]; anything else is an error naming the entry and key
+//! (`vnics/1/privateIp`) and showing the value, and nothing of the answer is used: not JSON, not a list, an empty list (OCI
 //! always lists the primary; an empty answer read as "no VNICs" would remove
 //! every secondary's address), more than [`MAX_VNICS`] entries, a value of the
 //! wrong type, a MAC or address that does not parse, a MAC or `privateIp` listed
@@ -63,10 +64,11 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use serde_json::{Map, Value};
+use serde::Deserialize;
 
-use crate::error::{Error, Problem, Result};
+use crate::error::Result;
 use crate::model::{Family, InstanceNetwork, Lease, MacAddr, NicMetadata, NicRoute, Reason};
+use crate::source::doc::{self, bad};
 use crate::source::provider::{Assessment, NicEvent, Unleased, UnleasedNic, complete};
 
 pub use crate::source::provider::slot::device_slot;
@@ -83,28 +85,36 @@ pub const MAX_VLAN_TAG: u64 = 4095;
 /// The largest physical NIC index (OCI's API: 0..=31).
 pub const MAX_NIC_INDEX: u64 = 31;
 
-/// One VNIC as `/opc/v2/vnics/` describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One VNIC as `/opc/v2/vnics/` describes it: the keys of its entry that
+/// leasehook reads, read by [`parse_vnics`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct OciVnic {
     /// `vnicId` (the VNIC's OCID).
     pub vnic_id: Option<String>,
     /// `macAddr`.
+    #[serde(rename = "macAddr", deserialize_with = "doc::mac")]
     pub mac: MacAddr,
     /// `privateIp`: the VNIC's primary private IPv4 address.
     pub private_ip: Ipv4Addr,
     /// `subnetCidrBlock`.
+    #[serde(rename = "subnetCidrBlock")]
     pub subnet: Ipv4Net,
     /// `virtualRouterIp`: the subnet's router.
+    #[serde(rename = "virtualRouterIp")]
     pub router: Ipv4Addr,
-    /// `vlanTag`.
+    /// `vlanTag` (at most [`MAX_VLAN_TAG`]).
     pub vlan_tag: Option<u16>,
-    /// `nicIndex` (bare metal only).
+    /// `nicIndex` (bare metal only; at most [`MAX_NIC_INDEX`]).
     pub nic_index: Option<u8>,
     /// `ipv6Addresses`.
+    #[serde(rename = "ipv6Addresses", default, deserialize_with = "doc::list")]
     pub ipv6: Vec<Ipv6Addr>,
     /// `ipv6SubnetCidrBlock`.
+    #[serde(rename = "ipv6SubnetCidrBlock")]
     pub ipv6_subnet: Option<Ipv6Net>,
     /// `ipv6VirtualRouterIp`.
+    #[serde(rename = "ipv6VirtualRouterIp")]
     pub ipv6_router: Option<Ipv6Addr>,
 }
 
@@ -193,205 +203,71 @@ impl OciNetwork {
     }
 }
 
-fn bad(key: &str, reason: &str, value: &str) -> Error {
-    Error::Metadata {
-        key: key.to_owned(),
-        problem: Problem::bad(reason, value),
+/// What the types cannot say of entry `i`: ranges, subnets, the OCID's form.
+/// Trims the subnets to their networks and drops an empty `vnicId`.
+fn check(i: usize, v: &mut OciVnic) -> Result<()> {
+    let key = |k: &str| format!("vnics/{i}/{k}");
+    v.subnet = v.subnet.trunc();
+    v.ipv6_subnet = v.ipv6_subnet.map(|n| n.trunc());
+    let subnet = v.subnet;
+    if !subnet.contains(&v.private_ip) {
+        let reason = format!("outside subnetCidrBlock {subnet}");
+        return Err(bad(key("privateIp"), reason, &v.private_ip.to_string()));
     }
-}
-
-/// A JSON value, shown shortly in an error.
-fn shown(v: &Value) -> String {
-    let s = match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    s.chars().take(80).collect()
-}
-
-/// The string at `obj[k]`: `None` when absent or `null`, an error when not a string.
-fn text<'a>(obj: &'a Map<String, Value>, k: &str, at: &str) -> Result<Option<&'a str>> {
-    match obj.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(v) => Err(bad(&format!("{at}/{k}"), "not a string", &shown(v))),
+    if !subnet.contains(&v.router) || v.router == v.private_ip {
+        let reason = format!("not another host of subnetCidrBlock {subnet}");
+        return Err(bad(key("virtualRouterIp"), reason, &v.router.to_string()));
     }
-}
-
-fn required<'a>(obj: &'a Map<String, Value>, k: &str, at: &str) -> Result<&'a str> {
-    text(obj, k, at)?.ok_or_else(|| Error::Metadata {
-        key: format!("{at}/{k}"),
-        problem: Problem::missing(),
-    })
-}
-
-fn parsed<T: std::str::FromStr>(s: &str, key: &str, what: &str) -> Result<T> {
-    s.trim()
-        .parse::<T>()
-        .map_err(|_| bad(key, &format!("not {what}"), s))
-}
-
-/// A non-negative integer at `obj[k]` of at most `max`: `None` when absent or
-/// `null`.
-fn integer(obj: &Map<String, Value>, k: &str, at: &str, max: u64) -> Result<Option<u64>> {
-    match obj.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_u64() {
-            Some(i) if i <= max => Ok(Some(i)),
-            _ => Err(bad(
-                &format!("{at}/{k}"),
-                &format!("not an integer 0..={max}"),
-                &n.to_string(),
-            )),
-        },
-        Some(v) => Err(bad(&format!("{at}/{k}"), "not an integer", &shown(v))),
+    doc::at_most(&v.ipv6, MAX_IPV6, &key("ipv6Addresses"), "addresses")?;
+    if let Some(n) = v.ipv6_subnet
+        && let Some(a) = v.ipv6.iter().find(|a| !n.contains(*a))
+    {
+        let reason = format!("outside ipv6SubnetCidrBlock {n}");
+        return Err(bad(key("ipv6Addresses"), reason, &a.to_string()));
     }
-}
-
-fn vnic(i: usize, entry: &Value) -> Result<OciVnic> {
-    let at = format!("vnics[{i}]");
-    let Value::Object(obj) = entry else {
-        return Err(bad(&at, "not a JSON object", &shown(entry)));
-    };
-    let key = |k: &str| format!("{at}/{k}");
-    let mac_text = required(obj, "macAddr", &at)?;
-    let mac: MacAddr = mac_text.trim().parse().map_err(|problem| Error::Metadata {
-        key: key("macAddr"),
-        problem,
-    })?;
-    let private_ip: Ipv4Addr = parsed(
-        required(obj, "privateIp", &at)?,
-        &key("privateIp"),
-        "an IPv4 address",
-    )?;
-    let subnet_text = required(obj, "subnetCidrBlock", &at)?;
-    let subnet =
-        parsed::<Ipv4Net>(subnet_text, &key("subnetCidrBlock"), "an IPv4 CIDR block")?.trunc();
-    if !subnet.contains(&private_ip) {
-        return Err(bad(
-            &key("privateIp"),
-            &format!("outside subnetCidrBlock {subnet}"),
-            &private_ip.to_string(),
-        ));
-    }
-    let router: Ipv4Addr = parsed(
-        required(obj, "virtualRouterIp", &at)?,
-        &key("virtualRouterIp"),
-        "an IPv4 address",
-    )?;
-    if !subnet.contains(&router) || router == private_ip {
-        return Err(bad(
-            &key("virtualRouterIp"),
-            &format!("not another host of subnetCidrBlock {subnet}"),
-            &router.to_string(),
-        ));
-    }
-    let ipv6_subnet = text(obj, "ipv6SubnetCidrBlock", &at)?
-        .map(|s| {
-            parsed::<Ipv6Net>(s, &key("ipv6SubnetCidrBlock"), "an IPv6 CIDR block")
-                .map(|n| n.trunc())
-        })
-        .transpose()?;
-    let ipv6 = match obj.get("ipv6Addresses") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) if a.len() <= MAX_IPV6 => a
-            .iter()
-            .map(|v| {
-                let s = v
-                    .as_str()
-                    .ok_or_else(|| bad(&key("ipv6Addresses"), "not a string", &shown(v)))?;
-                let a: Ipv6Addr = parsed(s, &key("ipv6Addresses"), "an IPv6 address")?;
-                match ipv6_subnet {
-                    Some(n) if !n.contains(&a) => Err(bad(
-                        &key("ipv6Addresses"),
-                        &format!("outside ipv6SubnetCidrBlock {n}"),
-                        s,
-                    )),
-                    _ => Ok(a),
-                }
-            })
-            .collect::<Result<_>>()?,
-        Some(Value::Array(a)) => {
+    for (k, value, max) in [
+        ("vlanTag", v.vlan_tag.map(u64::from), MAX_VLAN_TAG),
+        ("nicIndex", v.nic_index.map(u64::from), MAX_NIC_INDEX),
+    ] {
+        if let Some(n) = value.filter(|n| *n > max) {
             return Err(bad(
-                &key("ipv6Addresses"),
-                &format!("more than {MAX_IPV6} addresses"),
-                &a.len().to_string(),
+                key(k),
+                format!("not an integer 0..={max}"),
+                &n.to_string(),
             ));
         }
-        Some(v) => return Err(bad(&key("ipv6Addresses"), "not a list", &shown(v))),
+    }
+    v.vnic_id = match v.vnic_id.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(s) if s.chars().any(char::is_control) || s.len() > 255 => {
+            return Err(bad(key("vnicId"), "not an OCID", s));
+        }
+        Some(s) => Some(s.to_owned()),
     };
-    let ipv6_router = text(obj, "ipv6VirtualRouterIp", &at)?
-        .map(|s| parsed::<Ipv6Addr>(s, &key("ipv6VirtualRouterIp"), "an IPv6 address"))
-        .transpose()?;
-    let vnic_id = text(obj, "vnicId", &at)?
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            if s.chars().any(char::is_control) || s.len() > 255 {
-                Err(bad(&key("vnicId"), "not an OCID", s))
-            } else {
-                Ok(s.to_owned())
-            }
-        })
-        .transpose()?;
-    Ok(OciVnic {
-        vnic_id,
-        mac,
-        private_ip,
-        subnet,
-        router,
-        vlan_tag: integer(obj, "vlanTag", &at, MAX_VLAN_TAG)?.and_then(|t| u16::try_from(t).ok()),
-        nic_index: integer(obj, "nicIndex", &at, MAX_NIC_INDEX)?.and_then(|n| u8::try_from(n).ok()),
-        ipv6,
-        ipv6_subnet,
-        ipv6_router,
-    })
+    Ok(())
 }
 
 /// Parses one answer of `/opc/v2/vnics/`. Strict (see the module docs): an
 /// answer that is not entirely right is an error naming what is wrong.
 pub fn parse_vnics(text: &str) -> Result<OciNetwork> {
-    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
-        what: "OCI IMDS vnics".to_owned(),
-        message: e.to_string(),
-    })?;
-    let Value::Array(list) = root else {
-        return Err(bad("vnics", "not a JSON list", &shown(&root)));
-    };
-    if list.is_empty() {
-        return Err(bad(
-            "vnics",
-            "an empty list (OCI always lists the primary VNIC)",
-            "[]",
-        ));
+    let mut vnics: Vec<OciVnic> = doc::read(text, "OCI IMDS vnics", "vnics")?;
+    if vnics.is_empty() {
+        let reason = "an empty list (OCI always lists the primary VNIC)";
+        return Err(bad("vnics", reason, "[]"));
     }
-    if list.len() > MAX_VNICS {
-        return Err(bad(
-            "vnics",
-            &format!("more than {MAX_VNICS} VNICs"),
-            &list.len().to_string(),
-        ));
-    }
+    doc::at_most(&vnics, MAX_VNICS, "vnics", "VNICs")?;
     let mut macs = BTreeSet::new();
     let mut addresses = BTreeSet::new();
-    let mut vnics = Vec::with_capacity(list.len());
-    for (i, entry) in list.iter().enumerate() {
-        let v = vnic(i, entry)?;
+    for (i, v) in vnics.iter_mut().enumerate() {
+        check(i, v)?;
         if !macs.insert(v.mac) {
-            return Err(bad(
-                &format!("vnics[{i}]/macAddr"),
-                "MAC listed twice",
-                &v.mac.to_string(),
-            ));
+            let key = format!("vnics/{i}/macAddr");
+            return Err(bad(key, "MAC listed twice", &v.mac.to_string()));
         }
         if !addresses.insert(v.private_ip) {
-            return Err(bad(
-                &format!("vnics[{i}]/privateIp"),
-                "address listed twice",
-                &v.private_ip.to_string(),
-            ));
+            let key = format!("vnics/{i}/privateIp");
+            return Err(bad(key, "address listed twice", &v.private_ip.to_string()));
         }
-        vnics.push(v);
     }
     Ok(OciNetwork { vnics })
 }
@@ -450,6 +326,8 @@ pub fn assess(event: &NicEvent, network: Option<&OciNetwork>) -> Result<Assessme
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use serde_json::{Map, Value};
+
     use super::*;
     use crate::model::IfName;
     use crate::model::{Link, Missing};
@@ -561,7 +439,7 @@ pub(crate) mod tests {
             ("null".into(), "vnics"),
             ("{}".into(), "vnics"),
             ("[]".into(), "empty list"),
-            ("[1]".into(), "vnics[0]"),
+            ("[1]".into(), "vnics/0: not a JSON object"),
             ("<html>503</html>".into(), "vnics"),
             ("[".into(), "vnics"),
             (format!("[{ok}] trailing"), "vnics"),
@@ -603,6 +481,44 @@ pub(crate) mod tests {
         for (text, named) in &cases {
             let e = parse_vnics(text).unwrap_err().to_string();
             assert!(e.contains(named), "{text:?}: {e}");
+        }
+        // Each error names the entry and key and shows the value as received.
+        for (k, v, want) in [
+            (
+                "privateIp",
+                "167772162",
+                "vnics/0/privateIp: expected IPv4 address (got \"167772162\")",
+            ),
+            (
+                "subnetCidrBlock",
+                "[\"10.0.0.0/24\"]",
+                "vnics/0/subnetCidrBlock: expected IPv4 network",
+            ),
+            ("macAddr", "DELETE", "vnics/0/macAddr: missing"),
+            (
+                "virtualRouterIp",
+                "null",
+                "vnics/0/virtualRouterIp: expected IPv4 address (got \"null\")",
+            ),
+            (
+                "vlanTag",
+                "\"12\"",
+                "vnics/0/vlanTag: expected u16 (got \"12\")",
+            ),
+            (
+                "vlanTag",
+                "4096",
+                "vnics/0/vlanTag: not an integer 0..=4095 (got \"4096\")",
+            ),
+            (
+                "ipv6Addresses",
+                "[\"fd00::1\", 2]",
+                "vnics/0/ipv6Addresses/1: expected IPv6 address (got \"2\")",
+            ),
+            ("vnicId", "{}", "vnics/0/vnicId: not a string (got \"{}\")"),
+        ] {
+            let e = parse_vnics(&with(k, v)).unwrap_err().to_string();
+            assert!(e.contains(want), "{k}={v}: {e}");
         }
         // An IPv6 address outside its subnet.
         let mut o: Map<String, Value> = serde_json::from_str(ok).unwrap();
