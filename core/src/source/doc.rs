@@ -158,7 +158,9 @@ impl Fault {
     fn into_error(self, root: &str) -> Error {
         let mut key = root.to_owned();
         for segment in self.path.iter().rev() {
-            key.push('/');
+            if !key.is_empty() {
+                key.push('/');
+            }
             key.push_str(segment);
         }
         let problem = if self.missing {

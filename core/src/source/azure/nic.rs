@@ -13,6 +13,11 @@
 //!   "ipv6": {"ipAddress": [{"privateIpAddress": "fd00::20"}]}}]}
 //! ```
 //!
+//! It is read into serde types of exactly these keys through
+//! [`crate::source::doc`]: other keys are ignored; a key of the wrong type, a
+//! required key missing or a value that does not parse is an error naming its
+//! path (`network/interface/1/ipv4/subnet/0/prefix`) and showing the value.
+//!
 //! * `macAddress` is 12 hex digits without separators; anything else (separators,
 //!   13 digits, a non-hex digit) is an error naming the entry. A MAC listed twice is
 //!   an error too: which entry would be the NIC's?
@@ -46,10 +51,11 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use serde_json::{Map, Value};
+use serde::{Deserialize, Deserializer, de};
 
 use crate::error::{Error, Result};
 use crate::model::{InstanceNetwork, MacAddr, NicMetadata, NicRoute, Problem};
+use crate::source::doc::{self, bad};
 use crate::source::provider::{Assessment, NicEvent, complete};
 
 /// The most NICs read from one answer (Azure's largest sizes have 8).
@@ -117,217 +123,194 @@ fn default_route(nic: &AzureNic) -> Vec<NicRoute> {
         .collect()
 }
 
-fn bad(key: &str, reason: &str, value: &str) -> Error {
-    Error::Metadata {
-        key: key.to_owned(),
-        problem: Problem::bad(reason, value),
-    }
-}
-
-/// A JSON value, shown shortly in an error.
-fn shown(v: &Value) -> String {
-    let s = v.to_string();
-    s.chars().take(80).collect()
-}
-
-/// Parses `macAddress`: exactly 12 hex digits.
-pub fn parse_mac(key: &str, v: &Value) -> Result<MacAddr> {
-    let Some(s) = v.as_str() else {
-        return Err(bad(key, "not a string", &shown(v)));
-    };
-    let t = s.trim();
-    if t.len() != 12 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(bad(key, "not 12 hex digits", s));
+/// Parses a `macAddress`: exactly 12 hex digits, either case, no separators.
+pub fn parse_mac(text: &str) -> Result<MacAddr, Problem> {
+    let bad = || Problem::bad("not 12 hex digits", text);
+    if text.len() != 12 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad());
     }
     let mut bytes = [0u8; 6];
     for (i, b) in bytes.iter_mut().enumerate() {
-        let pair = t
-            .get(2 * i..2 * i + 2)
-            .ok_or_else(|| bad(key, "not 12 hex digits", s))?;
-        *b = u8::from_str_radix(pair, 16).map_err(|_| bad(key, "not 12 hex digits", s))?;
+        let pair = text.get(2 * i..2 * i + 2).ok_or_else(bad)?;
+        *b = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
     }
     Ok(MacAddr::new(bytes))
 }
 
-/// The array at `obj[k]`: absent or `null` is empty, anything but an array is an
-/// error, more than `MAX_ADDRESSES` entries too.
-fn array<'a>(obj: &'a Map<String, Value>, k: &str, key: &str) -> Result<&'a [Value]> {
-    match obj.get(k) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(a)) if a.len() <= MAX_ADDRESSES => Ok(a),
-        Some(Value::Array(a)) => Err(bad(
-            key,
-            &format!("more than {MAX_ADDRESSES} entries"),
-            &a.len().to_string(),
-        )),
-        Some(v) => Err(bad(key, "not a list", &shown(v))),
+fn hex_mac<'de, D: Deserializer<'de>>(d: D) -> Result<MacAddr, D::Error> {
+    parse_mac(&String::deserialize(d)?).map_err(|p| de::Error::custom(p.reason))
+}
+
+/// What leasehook reads of `/metadata/instance/network`.
+#[derive(Deserialize)]
+struct NetworkDoc {
+    interface: Vec<NicDoc>,
+}
+
+/// A saved document for `plan`: the network document, or the whole instance
+/// document with it under `network`.
+#[derive(Deserialize)]
+struct SavedDoc {
+    network: Option<NetworkDoc>,
+    interface: Option<Vec<NicDoc>>,
+}
+
+/// One `interface[]` entry.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NicDoc {
+    #[serde(deserialize_with = "hex_mac")]
+    mac_address: MacAddr,
+    ipv4: Option<FamilyDoc<Ipv4Addr>>,
+    ipv6: Option<FamilyDoc<Ipv6Addr>>,
+}
+
+/// `ipv4` or `ipv6` of an entry (`A` the family's address); absent or `null`
+/// lists are empty.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", bound = "A: Deserialize<'de>")]
+struct FamilyDoc<A> {
+    #[serde(default, deserialize_with = "doc::list")]
+    ip_address: Vec<AddressDoc<A>>,
+    #[serde(default, deserialize_with = "doc::list")]
+    subnet: Vec<SubnetDoc<A>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AddressDoc<A> {
+    private_ip_address: A,
+}
+
+#[derive(Deserialize)]
+struct SubnetDoc<A> {
+    address: A,
+    prefix: Prefix,
+}
+
+/// A subnet's `prefix`: a string in the documented answers, a number in newer
+/// API versions.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Prefix {
+    Number(u64),
+    Text(String),
+}
+
+impl<A> Default for FamilyDoc<A> {
+    fn default() -> Self {
+        Self {
+            ip_address: Vec::new(),
+            subnet: Vec::new(),
+        }
     }
 }
 
-fn object<'a>(v: &'a Value, key: &str) -> Result<&'a Map<String, Value>> {
-    v.as_object()
-        .ok_or_else(|| bad(key, "not a JSON object", &shown(v)))
-}
-
-/// The family object (`ipv4`, `ipv6`) of an entry: absent or `null` is none.
-fn family<'a>(
-    nic: &'a Map<String, Value>,
-    k: &str,
-    key: &str,
-) -> Result<Option<&'a Map<String, Value>>> {
-    match nic.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => object(v, key).map(Some),
-    }
-}
-
-fn addresses<A: std::str::FromStr>(
-    fam: Option<&Map<String, Value>>,
-    key: &str,
-    what: &str,
-) -> Result<Vec<A>> {
-    let Some(fam) = fam else {
-        return Ok(Vec::new());
-    };
-    let key = format!("{key}/ipAddress");
-    let mut out = Vec::new();
-    for (i, e) in array(fam, "ipAddress", &key)?.iter().enumerate() {
-        let k = format!("{key}[{i}]/privateIpAddress");
-        let e = object(e, &format!("{key}[{i}]"))?;
-        let v = e.get("privateIpAddress").unwrap_or(&Value::Null);
-        let s = v
-            .as_str()
-            .ok_or_else(|| bad(&k, "not a string", &shown(v)))?;
-        out.push(
-            s.trim()
-                .parse::<A>()
-                .map_err(|_| bad(&k, &format!("not {what}"), s))?,
-        );
-    }
-    Ok(out)
-}
-
-fn prefix(key: &str, v: &Value, max: u8) -> Result<u8> {
-    let n = match v {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.trim().parse::<u64>().ok(),
-        _ => None,
-    };
-    n.and_then(|n| u8::try_from(n).ok())
-        .filter(|n| *n <= max)
-        .ok_or_else(|| bad(key, &format!("not a prefix length 0..={max}"), &shown(v)))
-}
-
-fn subnets<A, N>(
-    fam: Option<&Map<String, Value>>,
-    key: &str,
-    max: u8,
-    make: impl Fn(A, u8) -> Option<N>,
-) -> Result<Vec<N>>
-where
-    A: std::str::FromStr,
-{
-    let Some(fam) = fam else {
-        return Ok(Vec::new());
-    };
-    let key = format!("{key}/subnet");
-    let mut out = Vec::new();
-    for (i, entry) in array(fam, "subnet", &key)?.iter().enumerate() {
-        let at = format!("{key}[{i}]");
-        let entry = object(entry, &at)?;
-        let address = entry.get("address").unwrap_or(&Value::Null);
-        let text = address
-            .as_str()
-            .ok_or_else(|| bad(&format!("{at}/address"), "not a string", &shown(address)))?;
-        let addr = text
-            .trim()
-            .parse::<A>()
-            .map_err(|_| bad(&format!("{at}/address"), "not an address", text))?;
-        let len = prefix(
-            &format!("{at}/prefix"),
-            entry.get("prefix").unwrap_or(&Value::Null),
-            max,
+impl<A> FamilyDoc<A> {
+    /// The addresses, primary first, at most [`MAX_ADDRESSES`].
+    fn addresses(&self, key: &str) -> Result<Vec<A>>
+    where
+        A: Copy,
+    {
+        doc::at_most(
+            &self.ip_address,
+            MAX_ADDRESSES,
+            &format!("{key}/ipAddress"),
+            "entries",
         )?;
-        out.push(make(addr, len).ok_or_else(|| bad(&at, "not a subnet", text))?);
+        Ok(self
+            .ip_address
+            .iter()
+            .map(|a| a.private_ip_address)
+            .collect())
     }
-    Ok(out)
+
+    /// The subnets (`net` builds one of an address and a prefix length of at
+    /// most `max`), at most [`MAX_ADDRESSES`].
+    fn subnets<N>(&self, key: &str, max: u8, net: impl Fn(A, u8) -> Option<N>) -> Result<Vec<N>>
+    where
+        A: Copy + std::fmt::Display,
+    {
+        let key = format!("{key}/subnet");
+        doc::at_most(&self.subnet, MAX_ADDRESSES, &key, "entries")?;
+        let mut out = Vec::with_capacity(self.subnet.len());
+        for (i, s) in self.subnet.iter().enumerate() {
+            let (len, shown) = match &s.prefix {
+                Prefix::Number(n) => (u8::try_from(*n).ok(), n.to_string()),
+                Prefix::Text(t) => (t.trim().parse::<u8>().ok(), t.clone()),
+            };
+            let reason = format!("not a prefix length 0..={max}");
+            let len = len
+                .filter(|l| *l <= max)
+                .ok_or_else(|| bad(format!("{key}/{i}/prefix"), reason, &shown))?;
+            let subnet = net(s.address, len);
+            out.push(subnet.ok_or_else(|| {
+                bad(format!("{key}/{i}"), "not a subnet", &s.address.to_string())
+            })?);
+        }
+        Ok(out)
+    }
 }
 
-/// Parses one answer of `/metadata/instance/network`. Strict: not JSON, not an
-/// object with an `interface` list, a bad MAC or address, a MAC listed twice or a
-/// body over [`MAX_BODY_BYTES`] is an error naming what is wrong; nothing of a
-/// bad answer is used.
-pub fn parse_network(text: &str) -> Result<AzureNetwork> {
-    if text.len() > MAX_BODY_BYTES {
-        return Err(bad(
-            "network",
-            &format!("answer larger than {MAX_BODY_BYTES} bytes"),
-            &text.len().to_string(),
-        ));
-    }
-    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
-        what: "Azure IMDS network".to_owned(),
-        message: e.to_string(),
-    })?;
-    let root = object(&root, "network")?;
-    let list = match root.get("interface") {
-        Some(Value::Array(a)) => a,
-        Some(v) => return Err(bad("interface", "not a list", &shown(v))),
-        None => return Err(bad("interface", "missing", "")),
-    };
-    if list.len() > MAX_NICS {
-        return Err(bad(
-            "interface",
-            &format!("more than {MAX_NICS} NICs"),
-            &list.len().to_string(),
-        ));
-    }
+/// The entries as [`AzureNic`]s: at most [`MAX_NICS`], each MAC once.
+fn to_network(list: Vec<NicDoc>) -> Result<AzureNetwork> {
+    doc::at_most(&list, MAX_NICS, "network/interface", "NICs")?;
     let mut seen = BTreeSet::new();
     let mut nics = Vec::with_capacity(list.len());
-    for (i, entry) in list.iter().enumerate() {
-        let key = format!("interface[{i}]");
-        let e = object(entry, &key)?;
-        let mac = parse_mac(
-            &format!("{key}/macAddress"),
-            e.get("macAddress").unwrap_or(&Value::Null),
-        )?;
+    for (i, entry) in list.into_iter().enumerate() {
+        let key = format!("network/interface/{i}");
+        let mac = entry.mac_address;
         if !seen.insert(mac) {
             return Err(bad(
-                &format!("{key}/macAddress"),
+                format!("{key}/macAddress"),
                 "MAC listed twice",
                 &mac.to_string(),
             ));
         }
-        let v4 = family(e, "ipv4", &format!("{key}/ipv4"))?;
-        let v6 = family(e, "ipv6", &format!("{key}/ipv6"))?;
+        let v4 = entry.ipv4.unwrap_or_default();
+        let v6 = entry.ipv6.unwrap_or_default();
+        let (k4, k6) = (format!("{key}/ipv4"), format!("{key}/ipv6"));
         nics.push(AzureNic {
             mac,
-            ipv4: addresses(v4, &format!("{key}/ipv4"), "an IPv4 address")?,
-            subnets_v4: subnets(v4, &format!("{key}/ipv4"), 32, |a: Ipv4Addr, p| {
-                Ipv4Net::new(a, p).ok().map(|n| n.trunc())
-            })?,
-            ipv6: addresses(v6, &format!("{key}/ipv6"), "an IPv6 address")?,
-            subnets_v6: subnets(v6, &format!("{key}/ipv6"), 128, |a: Ipv6Addr, p| {
-                Ipv6Net::new(a, p).ok().map(|n| n.trunc())
-            })?,
+            ipv4: v4.addresses(&k4)?,
+            subnets_v4: v4.subnets(&k4, 32, |a, p| Ipv4Net::new(a, p).ok().map(|n| n.trunc()))?,
+            ipv6: v6.addresses(&k6)?,
+            subnets_v6: v6.subnets(&k6, 128, |a, p| Ipv6Net::new(a, p).ok().map(|n| n.trunc()))?,
         });
     }
     Ok(AzureNetwork { nics })
+}
+
+/// Parses one answer of `/metadata/instance/network`. Strict: not JSON, not an
+/// object with an `interface` list, a bad MAC or address, a MAC listed twice or a
+/// body over [`MAX_BODY_BYTES`] is an error naming what is wrong (`network/
+/// interface/1/ipv4/ipAddress/0/privateIpAddress`); nothing of a bad answer is
+/// used.
+pub fn parse_network(text: &str) -> Result<AzureNetwork> {
+    if text.len() > MAX_BODY_BYTES {
+        let reason = format!("answer larger than {MAX_BODY_BYTES} bytes");
+        return Err(bad("network", reason, &text.len().to_string()));
+    }
+    let root: NetworkDoc = doc::read(text, "Azure IMDS network", "network")?;
+    to_network(root.interface)
 }
 
 /// Parses a saved Azure answer for `leasehook plan --provider azure`: the network
 /// document (`{"interface": [...]}`) or the whole instance document (its
 /// `network`), into the cloud-neutral metadata.
 pub fn parse_saved(text: &str) -> Result<InstanceNetwork> {
-    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
-        what: "Azure IMDS document".to_owned(),
-        message: e.to_string(),
-    })?;
-    let network = match root.get("network") {
-        Some(n) => n.to_string(),
-        None => text.to_owned(),
+    let saved: SavedDoc = doc::read(text, "Azure IMDS document", "")?;
+    let list = match (saved.network, saved.interface) {
+        (Some(network), _) => network.interface,
+        (None, Some(list)) => list,
+        (None, None) => {
+            return Err(Error::Metadata {
+                key: "network/interface".to_owned(),
+                problem: Problem::missing(),
+            });
+        }
     };
-    parse_network(&network).map(|n| to_instance(&n))
+    to_network(list).map(|n| to_instance(&n))
 }
 
 /// The cloud-neutral metadata: the first entry is the primary (device number 0),
@@ -392,6 +375,8 @@ mod tests {
     use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
     use std::net::IpAddr;
 
+    use serde_json::Value;
+
     use super::*;
     use crate::model::{Family, IfName, Lease, Reason};
 
@@ -420,7 +405,7 @@ mod tests {
 
     fn event(mac: &str, addr: &str) -> NicEvent {
         let address: IpAddr = addr.parse().unwrap();
-        let m = parse_mac("m", &Value::String(mac.to_owned())).unwrap();
+        let m = parse_mac(mac).unwrap();
         NicEvent::try_new(
             IfName::try_new("eth1").unwrap(),
             m,
@@ -494,7 +479,7 @@ mod tests {
             let text =
                 serde_json::json!({"interface": [entry(bad, &[], ("10.0.0.0", "24"))]}).to_string();
             let e = parse_network(&text).unwrap_err().to_string();
-            assert!(e.contains("interface[0]/macAddress"), "{bad:?}: {e}");
+            assert!(e.contains("network/interface/0/macAddress"), "{bad:?}: {e}");
         }
         for v in [
             r#"{"interface":[{"macAddress":12}]}"#,
@@ -542,6 +527,57 @@ mod tests {
         ] {
             assert!(parse_network(bad).is_err(), "{bad:?} parsed");
         }
+    }
+
+    #[test]
+    fn errors_name_the_key_and_show_the_value() {
+        let nic = |v4: &str| {
+            format!(r#"{{"interface": [{{"macAddress": "000D3A000001", "ipv4": {v4}}}]}}"#)
+        };
+        let at = "metadata network/interface/0/ipv4";
+        for (v4, want) in [
+            ("[]", format!("{at}: not a JSON object (got \"[]\")")),
+            (
+                r#"{"ipAddress": [{"privateIpAddress": 1}]}"#,
+                format!("{at}/ipAddress/0/privateIpAddress: expected IPv4 address (got \"1\")"),
+            ),
+            (
+                r#"{"ipAddress": [{"publicIpAddress": "20.1.2.3"}]}"#,
+                format!("{at}/ipAddress/0/privateIpAddress: missing"),
+            ),
+            (
+                r#"{"subnet": [{"address": "10.0.0.0"}]}"#,
+                format!("{at}/subnet/0/prefix: missing"),
+            ),
+            (
+                r#"{"subnet": [{"address": "10.0.0.0", "prefix": "33"}]}"#,
+                format!("{at}/subnet/0/prefix: not a prefix length 0..=32 (got \"33\")"),
+            ),
+            (
+                r#"{"subnet": {"address": "10.0.0.0", "prefix": "24"}}"#,
+                format!("{at}/subnet: not a JSON list"),
+            ),
+        ] {
+            let e = parse_network(&nic(v4)).unwrap_err().to_string();
+            assert!(e.starts_with(&want), "{v4}: {e}");
+        }
+        // An oversized value is shown cut.
+        let long = "0".repeat(50_000);
+        let e = parse_network(&format!(r#"{{"interface": [{{"macAddress": "{long}"}}]}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("network/interface/0/macAddress: not 12 hex digits"),
+            "{e}"
+        );
+        assert!(e.len() < 200 && e.contains("50000 chars in all"), "{e}");
+        // A saved document names its keys from its root.
+        let e = parse_saved(r#"{"network": {"interface": [{}]}}"#)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "metadata network/interface/0/macAddress: missing");
+        let e = parse_saved(r#"{"compute": {}}"#).unwrap_err().to_string();
+        assert_eq!(e, "metadata network/interface: missing");
     }
 
     #[test]
