@@ -34,6 +34,12 @@
 //! kernel has a DHCP client or an address for, and creating VLAN or bond links is
 //! not its business (cloud-init's netplan or the image does that).
 //!
+//! The keys of the table are read into serde types through
+//! [`crate::source::doc`], on every entry: a key of the wrong type is an error
+//! even on a link or network that is then skipped (only a physical link's
+//! `ethernet_mac_address` is parsed as a MAC). Errors name the key
+//! (`network_data.json/networks/1/routes/0/gateway`) and show the value.
+//!
 //! A document without a `links` list (another cloud's answer), a value of the
 //! wrong type, a MAC or address that does not parse, a netmask
 //! that is not contiguous, two links with one `id` or MAC, a network naming a
@@ -68,14 +74,17 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use serde_json::{Map, Value};
+use serde::Deserialize;
 
 use crate::error::{Error, Problem, Result};
 use crate::model::{
     Family, InstanceNetwork, Lease, MacAddr, Missing, NicMetadata, NicRoute, Reason,
 };
+use crate::source::doc::{self, bad};
 use crate::source::provider::slot::device_slot;
 use crate::source::provider::{Assessment, NicEvent, UnleasedNic, complete};
+
+pub use crate::source::doc::Answer;
 
 /// The document's name, for errors.
 pub const NETWORK_DATA: &str = "network_data.json";
@@ -195,57 +204,53 @@ impl NetworkData {
     }
 }
 
-fn metadata_error(key: String, problem: Problem) -> Error {
-    Error::Metadata { key, problem }
+/// What leasehook reads of `network_data.json` (`services` and every other key
+/// are ignored). `links` is required: Nova always writes it, and an object
+/// without it is some other document (another cloud's answer), never "no NIC".
+#[derive(Deserialize)]
+struct Document {
+    links: Vec<LinkDoc>,
+    #[serde(default, deserialize_with = "doc::list")]
+    networks: Vec<NetworkDoc>,
 }
 
-fn shown(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+/// A `links[]` entry.
+#[derive(Deserialize)]
+struct LinkDoc {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    /// Parsed only on a physical link: a VLAN's MAC is `vlan_mac_address`.
+    ethernet_mac_address: Option<String>,
+    mtu: Option<u32>,
 }
 
-fn bad(key: &str, reason: &str, value: &Value) -> Error {
-    metadata_error(key.to_owned(), Problem::bad(reason, &shown(value)))
+/// A `networks[]` entry. Its address and netmask stay text until its type says
+/// how to read them.
+#[derive(Deserialize)]
+struct NetworkDoc {
+    id: Option<String>,
+    link: String,
+    #[serde(rename = "type")]
+    kind: String,
+    ip_address: Option<String>,
+    netmask: Option<String>,
+    #[serde(default, deserialize_with = "doc::list")]
+    routes: Vec<RouteDoc>,
 }
 
-/// A string field, `None` when the key is missing or `null`.
-fn text<'a>(obj: &'a Map<String, Value>, at: &str, name: &str) -> Result<Option<&'a str>> {
-    match obj.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(v) => Err(bad(&format!("{at}/{name}"), "not a string", v)),
-    }
-}
-
-fn required<'a>(obj: &'a Map<String, Value>, at: &str, name: &str) -> Result<&'a str> {
-    text(obj, at, name)?.ok_or_else(|| metadata_error(format!("{at}/{name}"), Problem::missing()))
-}
-
-fn list<'a>(obj: &'a Map<String, Value>, at: &str, name: &str, max: usize) -> Result<&'a [Value]> {
-    match obj.get(name) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(a)) if a.len() <= max => Ok(a.as_slice()),
-        Some(Value::Array(a)) => Err(metadata_error(
-            format!("{at}/{name}"),
-            Problem::bad(format!("more than {max} entries"), &a.len().to_string()),
-        )),
-        Some(v) => Err(bad(&format!("{at}/{name}"), "not a JSON list", v)),
-    }
-}
-
-fn object<'a>(v: &'a Value, at: &str) -> Result<&'a Map<String, Value>> {
-    match v {
-        Value::Object(o) => Ok(o),
-        other => Err(bad(at, "not a JSON object", other)),
-    }
+/// A `routes[]` entry of a network.
+#[derive(Deserialize)]
+struct RouteDoc {
+    network: IpAddr,
+    netmask: String,
+    gateway: IpAddr,
 }
 
 fn ip(s: &str, key: &str) -> Result<IpAddr> {
     s.trim()
         .parse()
-        .map_err(|_| bad(key, "not an IP address", &Value::String(s.to_owned())))
+        .map_err(|_| bad(key, "not an IP address", s))
 }
 
 /// An address (or network) and a netmask of its family: dotted or colon form,
@@ -260,202 +265,152 @@ fn with_mask(addr: IpAddr, mask: &str, key: &str) -> Result<IpNet> {
             .filter(|mask| mask.is_ipv4() == addr.is_ipv4())
             .and_then(|mask| IpNet::with_netmask(addr, mask).ok())
     };
-    net.ok_or_else(|| {
-        bad(
-            key,
-            "not a contiguous netmask of the address's family",
-            &Value::String(mask.to_owned()),
-        )
-    })
+    let reason = "not a contiguous netmask of the address's family";
+    net.ok_or_else(|| bad(key, reason, mask))
 }
 
-fn parse_route(v: &Value, at: &str) -> Result<NicRoute> {
-    let obj = object(v, at)?;
-    let network = ip(required(obj, at, "network")?, &format!("{at}/network"))?;
-    let netmask = required(obj, at, "netmask")?;
-    let to = with_mask(network, netmask, &format!("{at}/netmask"))?;
-    let via = ip(required(obj, at, "gateway")?, &format!("{at}/gateway"))?;
-    if via.is_ipv4() != to.addr().is_ipv4() {
+fn route(r: &RouteDoc, at: &str) -> Result<NicRoute> {
+    let to = with_mask(r.network, &r.netmask, &format!("{at}/netmask"))?;
+    if r.gateway.is_ipv4() != to.addr().is_ipv4() {
+        let key = format!("{at}/gateway");
         return Err(bad(
-            &format!("{at}/gateway"),
+            key,
             "not of the route's family",
-            &Value::String(via.to_string()),
+            &r.gateway.to_string(),
         ));
     }
     Ok(NicRoute {
         to: to.trunc(),
-        via,
+        via: r.gateway,
     })
 }
 
 /// The links leasehook plans (physical, with a MAC), and what it skipped.
 fn parse_links(
-    doc: &Map<String, Value>,
+    links: Vec<LinkDoc>,
     skipped: &mut Vec<String>,
 ) -> Result<(Vec<OsLink>, BTreeSet<String>)> {
+    doc::at_most(
+        &links,
+        MAX_LINKS,
+        &format!("{NETWORK_DATA}/links"),
+        "entries",
+    )?;
     let mut out: Vec<OsLink> = Vec::new();
     let mut ids = BTreeSet::new();
     let mut skipped_ids = BTreeSet::new();
-    for (i, v) in list(doc, NETWORK_DATA, "links", MAX_LINKS)?
-        .iter()
-        .enumerate()
-    {
+    for (i, link) in links.into_iter().enumerate() {
         let at = format!("{NETWORK_DATA}/links/{i}");
-        let obj = object(v, &at)?;
-        let id = required(obj, &at, "id")?;
-        if !ids.insert(id.to_owned()) {
-            return Err(bad(
-                &format!("{at}/id"),
-                "two links with one id",
-                &Value::String(id.to_owned()),
-            ));
+        let LinkDoc {
+            id,
+            kind,
+            ethernet_mac_address,
+            mtu,
+        } = link;
+        if !ids.insert(id.clone()) {
+            return Err(bad(format!("{at}/id"), "two links with one id", &id));
         }
-        let kind = required(obj, &at, "type")?;
-        let mtu = match obj.get("mtu") {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => Some(
-                n.as_u64()
-                    .and_then(|m| u32::try_from(m).ok())
-                    .ok_or_else(|| {
-                        bad(
-                            &format!("{at}/mtu"),
-                            "not an MTU",
-                            &Value::Number(n.clone()),
-                        )
-                    })?,
-            ),
-            Some(other) => return Err(bad(&format!("{at}/mtu"), "not a number", other)),
-        };
-        if matches!(kind, "vlan" | "bond") {
+        if matches!(kind.as_str(), "vlan" | "bond") {
             skipped.push(format!(
                 "link {id}: a {kind} link (leasehook routes physical NICs only)"
             ));
-            skipped_ids.insert(id.to_owned());
+            skipped_ids.insert(id);
             continue;
         }
-        let Some(mac_text) = text(obj, &at, "ethernet_mac_address")? else {
+        let Some(mac_text) = ethernet_mac_address else {
             skipped.push(format!("link {id}: no ethernet_mac_address"));
-            skipped_ids.insert(id.to_owned());
+            skipped_ids.insert(id);
             continue;
         };
-        let mac: MacAddr = mac_text
-            .trim()
-            .to_ascii_lowercase()
-            .parse()
-            .map_err(|problem| metadata_error(format!("{at}/ethernet_mac_address"), problem))?;
+        let key = format!("{at}/ethernet_mac_address");
+        let mac: MacAddr = mac_text.trim().parse().map_err(|problem| Error::Metadata {
+            key: key.clone(),
+            problem,
+        })?;
         if out.iter().any(|l| l.mac == mac) {
-            return Err(bad(
-                &format!("{at}/ethernet_mac_address"),
-                "two links with one MAC",
-                &Value::String(mac_text.to_owned()),
-            ));
+            return Err(bad(key, "two links with one MAC", &mac_text));
         }
-        out.push(OsLink {
-            id: id.to_owned(),
-            mac,
-            kind: kind.to_owned(),
-            mtu,
-        });
+        out.push(OsLink { id, mac, kind, mtu });
     }
     Ok((out, skipped_ids))
 }
 
 /// A network's `ip_address` with the prefix of its `netmask` (or of a `/len`
 /// in `ip_address`); `None` when absent.
-fn parse_address(obj: &Map<String, Value>, at: &str, kind: NetworkType) -> Result<Option<IpNet>> {
-    Ok(match text(obj, at, "ip_address")? {
-        None => None,
-        Some(a) => {
-            let key = format!("{at}/ip_address");
-            let net = if let Some((addr, len)) = a.trim().split_once('/') {
-                with_mask(ip(addr, &key)?, len, &key)?
-            } else {
-                let addr = ip(a, &key)?;
-                match text(obj, at, "netmask")? {
-                    Some(m) => with_mask(addr, m, &format!("{at}/netmask"))?,
-                    None if kind.is_static() => {
-                        return Err(metadata_error(format!("{at}/netmask"), Problem::missing()));
-                    }
-                    // A DHCP network naming its address alone: the lease
-                    // says the prefix.
-                    None => IpNet::from(addr),
-                }
-            };
-            if Family::of(&net.addr()) != kind.family() {
-                return Err(bad(
-                    &key,
-                    "not of the network type's family",
-                    &Value::String(a.to_owned()),
-                ));
+fn parse_address(net: &NetworkDoc, at: &str, kind: NetworkType) -> Result<Option<IpNet>> {
+    let Some(a) = net.ip_address.as_deref() else {
+        return Ok(None);
+    };
+    let key = format!("{at}/ip_address");
+    let address = if let Some((addr, len)) = a.trim().split_once('/') {
+        with_mask(ip(addr, &key)?, len, &key)?
+    } else {
+        let addr = ip(a, &key)?;
+        match net.netmask.as_deref() {
+            Some(m) => with_mask(addr, m, &format!("{at}/netmask"))?,
+            None if kind.is_static() => {
+                return Err(Error::Metadata {
+                    key: format!("{at}/netmask"),
+                    problem: Problem::missing(),
+                });
             }
-            Some(net)
+            // A DHCP network naming its address alone: the lease says the
+            // prefix.
+            None => IpNet::from(addr),
         }
-    })
+    };
+    if Family::of(&address.addr()) != kind.family() {
+        return Err(bad(key, "not of the network type's family", a));
+    }
+    Ok(Some(address))
 }
 
 /// Parses a `network_data.json` (see the module docs).
 pub fn parse_network_data(body: &str) -> Result<NetworkData> {
-    let value: Value = serde_json::from_str(body).map_err(|e| {
-        metadata_error(
-            NETWORK_DATA.to_owned(),
-            Problem::bad(format!("not JSON ({e})"), body),
-        )
-    })?;
-    let doc = object(&value, NETWORK_DATA)?;
-    // Nova always writes `links` (and `networks`, `services`): an object without
-    // it is some other document (another cloud's answer), never "no NIC".
-    if matches!(doc.get("links"), None | Some(Value::Null)) {
-        return Err(metadata_error(
-            format!("{NETWORK_DATA}/links"),
-            Problem::missing(),
-        ));
-    }
+    let document: Document = doc::read(body, NETWORK_DATA, NETWORK_DATA)?;
     let mut skipped = Vec::new();
-    let (links, skipped_links) = parse_links(doc, &mut skipped)?;
+    let (links, skipped_links) = parse_links(document.links, &mut skipped)?;
+    let key = format!("{NETWORK_DATA}/networks");
+    doc::at_most(&document.networks, MAX_NETWORKS, &key, "entries")?;
     let mut networks = Vec::new();
-    for (i, v) in list(doc, NETWORK_DATA, "networks", MAX_NETWORKS)?
-        .iter()
-        .enumerate()
-    {
-        let at = format!("{NETWORK_DATA}/networks/{i}");
-        let obj = object(v, &at)?;
-        let id = text(obj, &at, "id")?.unwrap_or_default().to_owned();
-        let link = required(obj, &at, "link")?;
-        let type_name = required(obj, &at, "type")?;
+    for (i, net) in document.networks.iter().enumerate() {
+        let at = format!("{key}/{i}");
+        let id = net.id.clone().unwrap_or_default();
+        let link = net.link.as_str();
         if skipped_links.contains(link) {
             skipped.push(format!("network {id}: on link {link}, which is skipped"));
             continue;
         }
         if !links.iter().any(|l| l.id == link) {
-            return Err(bad(
-                &format!("{at}/link"),
-                "names no link listed",
-                &Value::String(link.to_owned()),
-            ));
+            return Err(bad(format!("{at}/link"), "names no link listed", link));
         }
-        let Some(kind) = NetworkType::from_name(type_name) else {
+        let Some(kind) = NetworkType::from_name(&net.kind) else {
             skipped.push(format!(
-                "network {id}: type {type_name:?} is not one cloud-init knows"
+                "network {id}: type {:?} is not one cloud-init knows",
+                net.kind
             ));
             continue;
         };
-        let address = parse_address(obj, &at, kind)?;
+        let address = parse_address(net, &at, kind)?;
         if kind.is_static() && address.is_none() {
-            return Err(metadata_error(
-                format!("{at}/ip_address"),
-                Problem::missing(),
-            ));
+            return Err(Error::Metadata {
+                key: format!("{at}/ip_address"),
+                problem: Problem::missing(),
+            });
         }
-        let routes = list(obj, &at, "routes", MAX_ROUTES)?
+        doc::at_most(&net.routes, MAX_ROUTES, &format!("{at}/routes"), "entries")?;
+        let routes = net
+            .routes
             .iter()
             .enumerate()
-            .map(|(j, r)| parse_route(r, &format!("{at}/routes/{j}")))
+            .map(|(j, r)| route(r, &format!("{at}/routes/{j}")))
             .collect::<Result<Vec<_>>>()?;
         if let Some(r) = routes.iter().find(|r| Family::of(&r.via) != kind.family()) {
+            let reason = "a route of another family than the network's";
             return Err(bad(
-                &format!("{at}/routes"),
-                "a route of another family than the network's",
-                &Value::String(format!("{} via {}", r.to, r.via)),
+                format!("{at}/routes"),
+                reason,
+                &format!("{} via {}", r.to, r.via),
             ));
         }
         networks.push(OsNetwork {
@@ -559,25 +514,10 @@ fn network_for(data: &NetworkData, event: &NicEvent) -> InstanceNetwork {
     out
 }
 
-/// The last answer of a round.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Answer {
-    /// Not asked yet.
-    #[default]
-    NotAsked,
-    /// 404 (or no such file on the config drive): nothing listed yet.
-    NotFound,
-    /// The document.
-    Body(String),
-}
-
 /// What the last answer says about `event`. Fails on an answer that does not
 /// parse.
 pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
-    let data = match answer {
-        Answer::Body(body) => parse_network_data(body)?,
-        Answer::NotAsked | Answer::NotFound => NetworkData::default(),
-    };
+    let data = answer.read(parse_network_data)?;
     let mut missing = Vec::new();
     // Families whose address only the lease names (a DHCP network listing none):
     // the document will never name their subnet either.

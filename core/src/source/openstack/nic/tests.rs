@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Tests of the pure `network_data.json` model.
 
-use crate::model::Link;
-use crate::plan::{PlanConfig, PlanInput, plan};
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
 use crate::model::{IfName, Lease};
-use crate::plan::InterfaceLease;
+use crate::source::doc::tests::plan_nics;
 
 /// The primary alone (Nova's shape for a DHCP network: no address, no route).
 pub(crate) const ONLY0: &str = r#"{
@@ -59,14 +57,6 @@ fn event(mac: &str, l: Lease) -> NicEvent {
         vec![l],
     )
     .unwrap()
-}
-
-fn link(name: &str, mac: &str) -> Link {
-    Link {
-        name: IfName::try_new(name).unwrap(),
-        mac: mac.parse().unwrap(),
-        ipv6_router: None,
-    }
 }
 
 #[test]
@@ -140,7 +130,7 @@ fn hostile_documents_are_errors_naming_the_key() {
     let link = r#"{"id":"a","type":"phy","ethernet_mac_address":"fa:16:3e:00:00:0a"}"#;
     let with = |networks: &str| format!(r#"{{"links":[{link}],"networks":[{networks}]}}"#);
     let cases = [
-        (String::new(), "not JSON"),
+        (String::new(), "network_data.json: EOF"),
         ("[]".to_owned(), "not a JSON object"),
         (r#"{"links":{}}"#.to_owned(), "links: not a JSON list"),
         (r#"{"links":[1]}"#.to_owned(), "links/0: not a JSON object"),
@@ -204,7 +194,7 @@ fn hostile_documents_are_errors_naming_the_key() {
             with(r#"{"type":"ipv4_dhcp","link":"a","routes":"10.0.0.0/8"}"#),
             "routes: not a JSON list",
         ),
-        (format!("{} trailing", with("")), "not JSON"),
+        (format!("{} trailing", with("")), "network_data.json: trailing"),
     ];
     for (body, want) in cases {
         let e = parse_network_data(&body).unwrap_err().to_string();
@@ -237,6 +227,94 @@ fn hostile_documents_are_errors_naming_the_key() {
     .unwrap();
     assert_eq!(d.networks[0].address.unwrap().to_string(), "2001:db8::5/64");
     assert_eq!(d.networks[1].address.unwrap().to_string(), "10.0.0.5/24");
+}
+
+#[test]
+fn known_keys_are_read_strictly_and_their_errors_show_the_value() {
+    let link = r#"{"id":"a","type":"phy","ethernet_mac_address":"fa:16:3e:00:00:0a"}"#;
+    let doc =
+        |links: &str, networks: &str| format!(r#"{{"links":[{links}],"networks":[{networks}]}}"#);
+    let at = "metadata network_data.json";
+    for (body, want) in [
+        // Wrong types.
+        (
+            doc(r#"{"id":7,"type":"phy"}"#, ""),
+            format!("{at}/links/0/id: not a string (got \"7\")"),
+        ),
+        (
+            doc(r#"{"id":"a","type":"phy","mtu":-1}"#, ""),
+            format!("{at}/links/0/mtu: expected u32 (got \"-1\")"),
+        ),
+        (
+            doc(
+                link,
+                r#"{"type":"ipv4","link":"a","ip_address":["10.0.0.5"]}"#,
+            ),
+            format!("{at}/networks/0/ip_address: not a string"),
+        ),
+        (
+            doc(
+                link,
+                r#"{"type":"ipv4_dhcp","link":"a","routes":[["10.1.0.0"]]}"#,
+            ),
+            format!("{at}/networks/0/routes/0: not a JSON object"),
+        ),
+        (
+            r#"{"links":null}"#.to_owned(),
+            format!("{at}/links: not a JSON list (got \"null\")"),
+        ),
+        // Missing keys.
+        (
+            doc(
+                link,
+                r#"{"type":"ipv4_dhcp","link":"a","routes":[{"netmask":"0","gateway":"10.0.0.1"}]}"#,
+            ),
+            format!("{at}/networks/0/routes/0/network: missing"),
+        ),
+        (
+            doc(link, r#"{"link":"a"}"#),
+            format!("{at}/networks/0/type: missing"),
+        ),
+        // Values that do not parse.
+        (
+            doc(
+                link,
+                r#"{"type":"ipv4_dhcp","link":"a","routes":[{"network":"10.1.0.0/16","netmask":"0","gateway":"10.0.0.1"}]}"#,
+            ),
+            format!(
+                "{at}/networks/0/routes/0/network: invalid IP address syntax (got \"10.1.0.0/16\")"
+            ),
+        ),
+        // Oversized: a value shown cut, too many networks.
+        (
+            doc(
+                &format!(
+                    r#"{{"id":"a","type":"phy","ethernet_mac_address":"{}"}}"#,
+                    "f".repeat(5000)
+                ),
+                "",
+            ),
+            format!("{at}/links/0/ethernet_mac_address: not a MAC address"),
+        ),
+        (
+            doc(
+                link,
+                &vec![r#"{"type":"ipv4_dhcp","link":"a"}"#; MAX_NETWORKS + 1].join(","),
+            ),
+            format!("{at}/networks: more than {MAX_NETWORKS} entries (got \"257\")"),
+        ),
+    ] {
+        let e = parse_network_data(&body).unwrap_err().to_string();
+        assert!(e.starts_with(&want), "{body}: {e}");
+        assert!(e.len() < 300, "{e}");
+    }
+    // A skipped link's MAC is not read, whatever it says.
+    let d = parse_network_data(&doc(
+        &format!(r#"{link},{{"id":"v","type":"vlan","ethernet_mac_address":"not a MAC"}}"#),
+        "",
+    ))
+    .unwrap();
+    assert_eq!((d.links.len(), d.skipped.len()), (1, 1), "{d:?}");
 }
 
 #[test]
@@ -299,27 +377,8 @@ fn complete_once_the_link_and_a_network_of_the_family_are_listed() {
     assert!(assess(&e, &Answer::Body("garbage".to_owned())).is_err());
 }
 
-fn two_nic_plan(body: &str, leases: &[(&str, &str, Lease)]) -> crate::model::Plan {
-    let network = network(&parse_network_data(body).unwrap());
-    let links: Vec<Link> = leases.iter().map(|(n, m, _)| link(n, m)).collect();
-    let leases: Vec<InterfaceLease> = leases
-        .iter()
-        .map(|(n, _, l)| InterfaceLease {
-            interface: IfName::try_new(n).unwrap(),
-            lease: l.clone(),
-        })
-        .collect();
-    plan(
-        &PlanInput {
-            metadata: &network,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &PlanConfig::default(),
-    )
-    .unwrap()
+fn two_nic_plan(body: &str, nics: &[(&str, &str, Lease)]) -> crate::model::Plan {
+    plan_nics(&network(&parse_network_data(body).unwrap()), nics)
 }
 
 #[test]
@@ -438,21 +497,13 @@ fn static_networks_are_unleased_nics_and_dhcp_ones_are_not() {
     assert_eq!(
         u[0].leases,
         [
-            Lease {
-                family: Family::V4,
-                address: "10.0.1.20".parse().unwrap(),
-                prefix_len: 24,
-                routers: vec!["10.0.1.1".parse().unwrap()],
-                reason: Reason::Metadata,
-            },
-            Lease {
-                family: Family::V6,
-                address: "2001:db8:1::20".parse().unwrap(),
-                prefix_len: 64,
-                routers: vec![],
-                reason: Reason::Metadata,
-            }
+            lease("10.0.1.20", 24, Some("10.0.1.1")),
+            lease("2001:db8:1::20", 64, None)
         ]
+        .map(|l| Lease {
+            reason: Reason::Metadata,
+            ..l
+        })
     );
     // IPv6 from router advertisements: no lease of that family.
     assert_eq!(u[1].mac, "fa:16:3e:00:02:1e".parse().unwrap());
