@@ -355,33 +355,43 @@ pub(crate) mod tests {
     /// The default-profile plan of `network` for links `(name, MAC, lease)`:
     /// what the clouds' tests compare.
     pub(crate) fn plan_nics(network: &InstanceNetwork, nics: &[(&str, &str, Lease)]) -> Plan {
-        let name = |n: &str| crate::model::IfName::try_new(n).unwrap();
-        let links: Vec<Link> = nics
+        let (links, leases): (Vec<Link>, Vec<InterfaceLease>) = nics
             .iter()
-            .map(|(n, m, _)| Link {
-                name: name(n),
-                mac: m.parse().unwrap(),
-                ipv6_router: None,
+            .map(|(name, mac, lease)| {
+                let name = crate::model::IfName::try_new(name).unwrap();
+                let link = Link {
+                    name: name.clone(),
+                    mac: mac.parse().unwrap(),
+                    ipv6_router: None,
+                };
+                (
+                    link,
+                    InterfaceLease {
+                        interface: name,
+                        lease: lease.clone(),
+                    },
+                )
             })
-            .collect();
-        let leases: Vec<InterfaceLease> = nics
+            .unzip();
+        let input = PlanInput {
+            metadata: network,
+            links: &links,
+            leases: &leases,
+            link_addresses: &[],
+            next_hops: &[],
+        };
+        plan(&input, &PlanConfig::default()).unwrap()
+    }
+
+    /// Asserts that `plan` passes apply's validation (the gate for a plan not
+    /// made here), its links `names` numbered 2, 3, ...
+    pub(crate) fn assert_valid(plan: &Plan, names: &[&str]) {
+        let index = names
             .iter()
-            .map(|(n, _, l)| InterfaceLease {
-                interface: name(n),
-                lease: l.clone(),
-            })
+            .zip(2..)
+            .map(|(n, i)| (crate::model::IfName::try_new(n).unwrap(), i))
             .collect();
-        plan(
-            &PlanInput {
-                metadata: network,
-                links: &links,
-                leases: &leases,
-                link_addresses: &[],
-                next_hops: &[],
-            },
-            &PlanConfig::default(),
-        )
-        .unwrap()
+        crate::apply::validate(plan, &index).unwrap();
     }
 
     #[derive(Debug, Deserialize)]

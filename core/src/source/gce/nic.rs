@@ -182,7 +182,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::model::{Family, IfName, Lease, Missing, Reason};
-    use crate::source::doc::tests::plan_nics;
+    use crate::source::doc::tests::{assert_valid, plan_nics};
 
     pub(crate) const TWO: &str = r#"[
       {"accessConfigs":[{"externalIp":"34.1.2.3","type":"ONE_TO_ONE_NAT"}],"dnsServers":["169.254.169.254"],
@@ -425,14 +425,7 @@ pub(crate) mod tests {
              ip -4 rule add from 10.0.1.64/30 lookup 10001 priority 10001\n",
             "{text}"
         );
-        // The plan passes apply's validation (the gate for a plan not made here).
-        let index = [
-            (IfName::try_new("eth0").unwrap(), 2),
-            (IfName::try_new("eth1").unwrap(), 3),
-        ]
-        .into_iter()
-        .collect();
-        crate::apply::validate(&p, &index).unwrap();
+        assert_valid(&p, &["eth0", "eth1"]);
         // A /24 lease (EC2's shape) gets no extra route.
         let mut wide = nics.clone();
         wide[1].2.prefix_len = 24;

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
 use crate::model::{IfName, Lease};
-use crate::source::doc::tests::plan_nics;
+use crate::source::doc::tests::{assert_valid, plan_nics};
 
 /// The primary alone (Nova's shape for a DHCP network: no address, no route).
 pub(crate) const ONLY0: &str = r#"{
@@ -423,14 +423,7 @@ fn routes_go_into_the_nics_table_through_the_gate() {
             .flat_map(|i| &i.routes)
             .all(|r| r.table == table)
     );
-    // The plan passes apply's validation.
-    let index = [
-        (IfName::try_new("eth0").unwrap(), 2),
-        (IfName::try_new("eth1").unwrap(), 3),
-    ]
-    .into_iter()
-    .collect();
-    crate::apply::validate(&p, &index).unwrap();
+    assert_valid(&p, &["eth0", "eth1"]);
 }
 
 #[test]
