@@ -90,16 +90,24 @@ where
     Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
-/// The last answer of a round that fetches one document.
+/// The last answer to one request: a document, or one key of a metadata tree.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Answer {
     /// Not asked yet.
     #[default]
     NotAsked,
-    /// 404 (or no such file on a config drive): nothing listed yet.
+    /// 404 (or no such file on a config drive, or a key its folder's listing
+    /// does not name): nothing there yet.
     NotFound,
-    /// The document.
+    /// The body.
     Body(String),
+}
+
+impl From<Option<String>> for Answer {
+    /// A body, or `None` for 404.
+    fn from(answer: Option<String>) -> Self {
+        answer.map_or(Self::NotFound, Self::Body)
+    }
 }
 
 impl Answer {

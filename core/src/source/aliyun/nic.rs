@@ -58,6 +58,7 @@ use crate::constants::IMDS_META_DATA;
 use crate::error::{Error, Problem, Result};
 use crate::metadata::MACS_PATH;
 use crate::model::{Family, InstanceNetwork, MacAddr, Missing, NicMetadata, NicRoute};
+use crate::source::doc::Answer;
 use crate::source::provider::complete;
 pub use crate::source::provider::slot::{SLOTS, device_slot};
 pub use crate::source::provider::{Assessment, NicEvent};
@@ -144,24 +145,10 @@ pub fn key_path(mac: MacAddr, key: NicKey) -> String {
     format!("{IMDS_META_DATA}/{MACS_PATH}/{mac}/{}", key.name())
 }
 
-/// One answer: a value, or absent (404).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Leaf {
-    /// The service does not have it.
-    Absent,
-    /// The body it answered.
-    Value(String),
-}
-
-fn leaf(answer: Option<String>) -> Leaf {
-    answer.map_or(Leaf::Absent, Leaf::Value)
-}
-
-/// Everything fetched so far for one event.
+/// Everything fetched so far for one event: the last answer to each request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fetched {
-    primary_mac: Option<Leaf>,
-    keys: BTreeMap<NicKey, Leaf>,
+    answers: BTreeMap<Request, Answer>,
 }
 
 impl Fetched {
@@ -172,32 +159,36 @@ impl Fetched {
 
     /// Records the answer to `request` (`None` for 404).
     pub fn record(&mut self, request: Request, answer: Option<String>) {
-        match request {
-            Request::PrimaryMac => self.primary_mac = Some(leaf(answer)),
-            Request::Key(k) => {
-                self.keys.insert(k, leaf(answer));
-            }
-        }
+        self.answers.insert(request, answer.into());
+    }
+
+    fn answer(&self, request: Request) -> &Answer {
+        self.answers.get(&request).unwrap_or(&Answer::NotAsked)
     }
 
     /// Whether the MAC folder is known to exist: its `primary-ip-address`
     /// answered.
     pub fn folder_exists(&self) -> bool {
-        matches!(
-            self.keys.get(&NicKey::PrimaryIpAddress),
-            Some(Leaf::Value(_))
-        )
+        self.value(NicKey::PrimaryIpAddress).is_some()
     }
 
     fn value(&self, k: NicKey) -> Option<&str> {
-        match self.keys.get(&k) {
-            Some(Leaf::Value(v)) => Some(v.as_str()),
-            _ => None,
+        match self.answer(Request::Key(k)) {
+            Answer::Body(v) => Some(v.as_str()),
+            Answer::NotAsked | Answer::NotFound => None,
         }
     }
 
     fn is_absent(&self, k: NicKey) -> bool {
-        matches!(self.keys.get(&k), Some(Leaf::Absent))
+        *self.answer(Request::Key(k)) == Answer::NotFound
+    }
+
+    /// The folder's keys that answered, with their bodies.
+    fn folder(&self) -> BTreeMap<NicKey, String> {
+        NicKey::ALL
+            .into_iter()
+            .filter_map(|k| Some((k, self.value(k)?.to_owned())))
+            .collect()
     }
 }
 
@@ -378,21 +369,13 @@ pub fn keys(event: &NicEvent) -> Vec<NicKey> {
 /// numbers the table from [`device_slot`]) what it still lacks. Fails on a value
 /// that does not parse, naming its key.
 pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
-    let primary_mac = match &fetched.primary_mac {
-        Some(Leaf::Value(v)) => Some(parse_primary(v)?),
-        _ => None,
+    let primary_mac = match fetched.answer(Request::PrimaryMac) {
+        Answer::Body(v) => Some(parse_primary(v)?),
+        Answer::NotAsked | Answer::NotFound => None,
     };
     let mut nics = Vec::new();
     if fetched.folder_exists() {
-        let folder: BTreeMap<NicKey, String> = fetched
-            .keys
-            .iter()
-            .filter_map(|(k, l)| match l {
-                Leaf::Value(v) => Some((*k, v.clone())),
-                Leaf::Absent => None,
-            })
-            .collect();
-        nics.push(parse_folder(event.mac(), &folder)?);
+        nics.push(parse_folder(event.mac(), &fetched.folder())?);
     }
     let network = InstanceNetwork { primary_mac, nics };
     complete::assess(event, network)
@@ -442,7 +425,8 @@ pub fn next_request(
 ) -> Option<Request> {
     let again: BTreeSet<NicKey> = missing.iter().flat_map(|m| keys_for(m, fetched)).collect();
     let due = |r: &Request| !asked.contains(r);
-    if (fetched.primary_mac.is_none() || missing.contains(&Missing::PrimaryMac))
+    if (*fetched.answer(Request::PrimaryMac) == Answer::NotAsked
+        || missing.contains(&Missing::PrimaryMac))
         && due(&Request::PrimaryMac)
     {
         return Some(Request::PrimaryMac);
@@ -457,7 +441,7 @@ pub fn next_request(
     }
     wanted
         .into_iter()
-        .filter(|k| !fetched.keys.contains_key(k) || again.contains(k))
+        .filter(|k| *fetched.answer(Request::Key(*k)) == Answer::NotAsked || again.contains(k))
         .map(Request::Key)
         .find(due)
 }

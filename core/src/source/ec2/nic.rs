@@ -66,6 +66,7 @@ use crate::error::Result;
 use crate::metadata::{MACS_PATH, parse_nic, parse_tree};
 use crate::model::{Family, InstanceNetwork, MacAddr, Missing};
 use crate::plan::PlanConfig;
+use crate::source::doc::Answer;
 use crate::source::provider::complete;
 pub use crate::source::provider::{Assessment, NicEvent, PrimaryUse};
 
@@ -217,27 +218,18 @@ pub fn primary_keys(event: &NicEvent, fetched: &Fetched) -> Option<Vec<NicKey>> 
     )
 }
 
-/// One answer: a value, or absent (404, or not in the folder's listing).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Leaf {
-    /// IMDS does not have it.
-    Absent,
-    /// The body IMDS answered.
-    Value(String),
-}
-
 /// Everything fetched so far for one event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fetched {
-    primary_mac: Option<Leaf>,
+    primary_mac: Option<Answer>,
     listing: Listing,
-    keys: BTreeMap<NicKey, Leaf>,
+    keys: BTreeMap<NicKey, Answer>,
     /// The primary's `network-card`, when it was asked: (the primary's MAC, answer).
-    primary_card: Option<(MacAddr, Leaf)>,
+    primary_card: Option<(MacAddr, Answer)>,
     /// The `macs/` listing, when asked (a 404 lists nothing).
     macs: Option<BTreeSet<MacAddr>>,
     /// Peers' keys.
-    peer_keys: BTreeMap<(MacAddr, NicKey), Leaf>,
+    peer_keys: BTreeMap<(MacAddr, NicKey), Answer>,
 }
 
 /// What is known of the MAC folder.
@@ -261,7 +253,7 @@ impl Fetched {
     /// Records IMDS's answer to `request` (`None` for 404).
     pub fn record(&mut self, request: Request, answer: Option<String>) {
         match request {
-            Request::PrimaryMac => self.primary_mac = Some(leaf(answer)),
+            Request::PrimaryMac => self.primary_mac = Some(Answer::from(answer)),
             Request::Listing => {
                 self.listing = answer.map_or(Listing::NotFound, |body| {
                     Listing::Entries(
@@ -274,10 +266,10 @@ impl Fetched {
                 });
             }
             Request::Key(k) => {
-                self.keys.insert(k, leaf(answer));
+                self.keys.insert(k, Answer::from(answer));
             }
             Request::PrimaryNetworkCard(primary) => {
-                self.primary_card = Some((primary, leaf(answer)));
+                self.primary_card = Some((primary, Answer::from(answer)));
             }
             Request::Macs => {
                 self.macs = Some(answer.map_or_else(BTreeSet::new, |body| {
@@ -287,7 +279,7 @@ impl Fetched {
                 }));
             }
             Request::Peer(peer, k) => {
-                self.peer_keys.insert((peer, k), leaf(answer));
+                self.peer_keys.insert((peer, k), Answer::from(answer));
             }
         }
     }
@@ -300,7 +292,7 @@ impl Fetched {
     /// The primary's MAC, once `meta-data/mac` answered with one.
     fn primary(&self) -> Option<MacAddr> {
         match &self.primary_mac {
-            Some(Leaf::Value(v)) => v.trim().parse().ok(),
+            Some(Answer::Body(v)) => v.trim().parse().ok(),
             _ => None,
         }
     }
@@ -314,7 +306,7 @@ impl Fetched {
         let primary = self
             .primary()
             .filter(|p| *p != event.mac() && !event.peers().contains(p))?;
-        let own = matches!(self.keys.get(&NicKey::NetworkCard), Some(Leaf::Value(_)));
+        let own = matches!(self.keys.get(&NicKey::NetworkCard), Some(Answer::Body(_)));
         (self.folder_exists() && !own && self.primary_card.is_none()).then_some(primary)
     }
 
@@ -323,15 +315,11 @@ impl Fetched {
     }
 }
 
-fn leaf(answer: Option<String>) -> Leaf {
-    answer.map_or(Leaf::Absent, Leaf::Value)
-}
-
 /// Parses what was fetched and asks the planner (`ec2-net-utils` scheme) what it
 /// still lacks. Fails on a value that does not parse, naming its key.
 pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
     let primary_mac = match &fetched.primary_mac {
-        Some(Leaf::Value(v)) => parse_tree(&json!({ "mac": v }))?.primary_mac,
+        Some(Answer::Body(v)) => parse_tree(&json!({ "mac": v }))?.primary_mac,
         _ => None,
     };
     let mut nics = Vec::new();
@@ -340,9 +328,9 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
         let folder: Map<String, Value> = fetched
             .keys
             .iter()
-            .filter_map(|(k, leaf)| match leaf {
-                Leaf::Value(v) => Some((k.name().to_owned(), Value::String(v.clone()))),
-                Leaf::Absent => None,
+            .filter_map(|(k, answer)| match answer {
+                Answer::Body(v) => Some((k.name().to_owned(), Value::String(v.clone()))),
+                Answer::NotAsked | Answer::NotFound => None,
             })
             .collect();
         let path = format!("{MACS_PATH}/{}", event.mac());
@@ -355,7 +343,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
             let folder: Map<String, Value> = [NicKey::DeviceNumber, NicKey::NetworkCard]
                 .into_iter()
                 .filter_map(|k| match fetched.peer_keys.get(&(*peer, k)) {
-                    Some(Leaf::Value(v)) => Some((k.name().to_owned(), Value::String(v.clone()))),
+                    Some(Answer::Body(v)) => Some((k.name().to_owned(), Value::String(v.clone()))),
                     _ => None,
                 })
                 .collect();
@@ -366,7 +354,7 @@ pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
     // What the primary says of `network-card` is what tells a late key from one
     // the instance type does not serve; the planner reads it from the primary's
     // (otherwise empty) entry.
-    if let (Some((mac, Leaf::Value(v))), Some(primary)) = (&fetched.primary_card, primary_mac)
+    if let (Some((mac, Answer::Body(v))), Some(primary)) = (&fetched.primary_card, primary_mac)
         && *mac == primary
         && primary != event.mac()
     {
@@ -494,11 +482,14 @@ fn next_peer_request(event: &NicEvent, fetched: &Fetched) -> Option<Request> {
         )
     };
     unasked(NicKey::DeviceNumber).or_else(|| {
-        let own = matches!(fetched.keys.get(&NicKey::NetworkCard), Some(Leaf::Value(_)));
+        let own = matches!(
+            fetched.keys.get(&NicKey::NetworkCard),
+            Some(Answer::Body(_))
+        );
         let any_peer = fetched
             .peer_keys
             .iter()
-            .any(|((_, k), v)| *k == NicKey::NetworkCard && matches!(v, Leaf::Value(_)));
+            .any(|((_, k), v)| *k == NicKey::NetworkCard && matches!(v, Answer::Body(_)));
         // The primary (else the first listed peer) is asked in any case: a 404
         // there means a single-card type, and the others are not asked.
         let first = fetched
