@@ -58,7 +58,7 @@ use crate::constants::IMDS_META_DATA;
 use crate::error::{Error, Problem, Result};
 use crate::metadata::MACS_PATH;
 use crate::model::{Family, InstanceNetwork, MacAddr, Missing, NicMetadata, NicRoute};
-use crate::source::doc::Answer;
+use crate::source::doc::{self, Answer};
 use crate::source::provider::complete;
 pub use crate::source::provider::slot::{SLOTS, device_slot};
 pub use crate::source::provider::{Assessment, NicEvent};
@@ -201,34 +201,23 @@ fn bad(mac: MacAddr, key: NicKey, reason: impl Into<String>, value: &str) -> Err
 }
 
 /// A JSON list of addresses (`["192.168.0.10", "192.168.0.11"]`): strictly a list
-/// of strings, each an address of the family, at most [`MAX_ADDRESSES`],
-/// duplicates dropped, order kept.
+/// of strings (read through [`crate::source::doc`]), each an address of the
+/// family, at most [`MAX_ADDRESSES`], duplicates dropped, order kept.
 pub fn parse_address_list<A: std::str::FromStr + PartialEq>(
     mac: MacAddr,
     key: NicKey,
     text: &str,
 ) -> Result<Vec<A>> {
+    let path = format!("{MACS_PATH}/{mac}/{}", key.name());
     let value: Value = serde_json::from_str(text.trim())
         .map_err(|e| bad(mac, key, format!("not a JSON list ({e})"), text))?;
-    let Value::Array(items) = value else {
-        return Err(bad(mac, key, "not a JSON list", text));
-    };
-    if items.len() > MAX_ADDRESSES {
-        return Err(bad(
-            mac,
-            key,
-            format!("more than {MAX_ADDRESSES} addresses ({})", items.len()),
-            "",
-        ));
-    }
+    let items: Vec<String> = doc::from_value(&value, &path)?;
+    doc::at_most(&items, MAX_ADDRESSES, &path, "addresses")?;
     let mut out: Vec<A> = Vec::with_capacity(items.len());
-    for item in &items {
-        let Value::String(s) = item else {
-            return Err(bad(mac, key, "an entry is not a string", &item.to_string()));
-        };
+    for (i, s) in items.iter().enumerate() {
         let a: A = s
             .parse()
-            .map_err(|_| bad(mac, key, "an entry is not an address of the family", s))?;
+            .map_err(|_| doc::bad(format!("{path}/{i}"), "not an address of the family", s))?;
         if !out.contains(&a) {
             out.push(a);
         }
