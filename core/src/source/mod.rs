@@ -18,7 +18,6 @@
 pub mod aliyun;
 pub mod azure;
 pub mod detect;
-pub mod doc;
 pub mod ec2;
 pub(crate) mod files;
 pub mod gce;

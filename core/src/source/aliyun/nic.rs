@@ -58,8 +58,8 @@ use crate::constants::IMDS_META_DATA;
 use crate::error::{Error, Problem, Result};
 use crate::metadata::MACS_PATH;
 use crate::model::{Family, InstanceNetwork, MacAddr, Missing, NicMetadata, NicRoute};
-use crate::source::doc::{self, Answer};
 use crate::source::provider::complete;
+use crate::source::provider::doc::{self, Answer};
 pub use crate::source::provider::slot::{SLOTS, device_slot};
 pub use crate::source::provider::{Assessment, NicEvent};
 
@@ -201,7 +201,7 @@ fn bad(mac: MacAddr, key: NicKey, reason: impl Into<String>, value: &str) -> Err
 }
 
 /// A JSON list of addresses (`["192.168.0.10", "192.168.0.11"]`): strictly a list
-/// of strings (read through [`crate::source::doc`]), each an address of the
+/// of strings (read through [`crate::source::provider::doc`]), each an address of the
 /// family, at most [`MAX_ADDRESSES`], duplicates dropped, order kept.
 pub fn parse_address_list<A: std::str::FromStr + PartialEq>(
     mac: MacAddr,

@@ -14,7 +14,7 @@
 //! ```
 //!
 //! It is read into serde types of exactly these keys through
-//! [`crate::source::doc`]: other keys are ignored; a key of the wrong type, a
+//! [`crate::source::provider::doc`]: other keys are ignored; a key of the wrong type, a
 //! required key missing or a value that does not parse is an error naming its
 //! path (`network/interface/1/ipv4/subnet/0/prefix`) and showing the value.
 //!
@@ -55,7 +55,7 @@ use serde::{Deserialize, Deserializer, de};
 
 use crate::error::{Error, Result};
 use crate::model::{InstanceNetwork, MacAddr, NicMetadata, NicRoute, Problem};
-use crate::source::doc::{self, bad};
+use crate::source::provider::doc::{self, bad};
 use crate::source::provider::{Assessment, NicEvent, complete};
 
 /// The most NICs read from one answer (Azure's largest sizes have 8).

@@ -66,8 +66,8 @@ use crate::error::Result;
 use crate::metadata::{MACS_PATH, parse_nic, parse_tree};
 use crate::model::{Family, InstanceNetwork, MacAddr, Missing};
 use crate::plan::PlanConfig;
-use crate::source::doc::Answer;
 use crate::source::provider::complete;
+use crate::source::provider::doc::Answer;
 pub use crate::source::provider::{Assessment, NicEvent, PrimaryUse};
 
 /// A key of a MAC folder that leasehook reads.

@@ -18,7 +18,7 @@
 //!
 //! Every other key (`accessConfigs`, `forwardedIps`, `network`, `mtu`, ...) is
 //! ignored. The entries are read as [`GceNic`]s through
-//! [`crate::source::doc`]: a value of the wrong type, a MAC or address that does
+//! [`crate::source::provider::doc`]: a value of the wrong type, a MAC or address that does
 //! not parse, a netmask that is not contiguous, two NICs with one MAC, more than
 //! [`MAX_NICS`] entries or [`MAX_ALIASES`] alias ranges is an error naming its key
 //! (`…/network-interfaces/1/ipAliases/0`) and showing its value: the answer is
@@ -39,10 +39,10 @@ use serde::{Deserialize, Deserializer, de};
 
 use crate::error::Result;
 use crate::model::{InstanceNetwork, MacAddr, NicMetadata, NicRoute};
-use crate::source::doc::{self, bad};
+use crate::source::provider::doc::{self, bad};
 use crate::source::provider::{Assessment, NicEvent, complete};
 
-pub use crate::source::doc::Answer;
+pub use crate::source::provider::doc::Answer;
 
 use super::GCE_ROOT;
 
@@ -182,7 +182,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::model::{Family, IfName, Lease, Missing, Reason};
-    use crate::source::doc::tests::{assert_valid, plan_nics};
+    use crate::source::provider::doc::tests::{assert_valid, plan_nics};
 
     pub(crate) const TWO: &str = r#"[
       {"accessConfigs":[{"externalIp":"34.1.2.3","type":"ONE_TO_ONE_NAT"}],"dnsServers":["169.254.169.254"],

@@ -35,7 +35,7 @@
 //! not its business (cloud-init's netplan or the image does that).
 //!
 //! The keys of the table are read into serde types through
-//! [`crate::source::doc`], on every entry: a key of the wrong type is an error
+//! [`crate::source::provider::doc`], on every entry: a key of the wrong type is an error
 //! even on a link or network that is then skipped (only a physical link's
 //! `ethernet_mac_address` is parsed as a MAC). Errors name the key
 //! (`network_data.json/networks/1/routes/0/gateway`) and show the value.
@@ -80,11 +80,11 @@ use crate::error::{Error, Problem, Result};
 use crate::model::{
     Family, InstanceNetwork, Lease, MacAddr, Missing, NicMetadata, NicRoute, Reason,
 };
-use crate::source::doc::{self, bad};
+use crate::source::provider::doc::{self, bad};
 use crate::source::provider::slot::device_slot;
 use crate::source::provider::{Assessment, NicEvent, UnleasedNic, complete};
 
-pub use crate::source::doc::Answer;
+pub use crate::source::provider::doc::Answer;
 
 /// The document's name, for errors.
 pub const NETWORK_DATA: &str = "network_data.json";

@@ -29,7 +29,7 @@
 //! | `vnicId` | the interface id, for logs | optional |
 //!
 //! Every other key is ignored. The entries are read as [`OciVnic`]s through
-//! [`crate::source::doc`]; anything else is an error naming the entry and key
+//! [`crate::source::provider::doc`]; anything else is an error naming the entry and key
 //! (`vnics/1/privateIp`) and showing the value, and nothing of the answer is used: not JSON, not a list, an empty list (OCI
 //! always lists the primary; an empty answer read as "no VNICs" would remove
 //! every secondary's address), more than [`MAX_VNICS`] entries, a value of the
@@ -68,7 +68,7 @@ use serde::Deserialize;
 
 use crate::error::Result;
 use crate::model::{Family, InstanceNetwork, Lease, MacAddr, NicMetadata, NicRoute, Reason};
-use crate::source::doc::{self, bad};
+use crate::source::provider::doc::{self, bad};
 use crate::source::provider::{Assessment, NicEvent, Unleased, UnleasedNic, complete};
 
 pub use crate::source::provider::slot::device_slot;

@@ -61,6 +61,7 @@
 //! Each one's datasource (identity, user-data) is its [`Datasource`], as EC2's.
 
 pub mod complete;
+pub mod doc;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod http;

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
 use crate::model::{IfName, Lease};
-use crate::source::doc::tests::{assert_valid, plan_nics};
+use crate::source::provider::doc::tests::{assert_valid, plan_nics};
 
 /// The primary alone (Nova's shape for a DHCP network: no address, no route).
 pub(crate) const ONLY0: &str = r#"{
