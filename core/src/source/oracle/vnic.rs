@@ -422,18 +422,64 @@ pub(crate) mod tests {
         assert_eq!(parse_vnics(one).unwrap().vnics.len(), 1);
     }
 
+    /// One valid VNIC.
+    const OK: &str = r#"{"macAddr":"02:00:17:00:00:01","privateIp":"10.0.0.2","subnetCidrBlock":"10.0.0.0/24","virtualRouterIp":"10.0.0.1"}"#;
+
+    /// An answer of [`OK`] with key `k` set to the JSON `v` (`DELETE`: removed).
+    fn with(k: &str, v: &str) -> String {
+        let mut o: Map<String, Value> = serde_json::from_str(OK).unwrap();
+        if v == "DELETE" {
+            o.remove(k);
+        } else {
+            o.insert(k.to_owned(), serde_json::from_str(v).unwrap());
+        }
+        format!("[{}]", Value::Object(o))
+    }
+
+    #[test]
+    fn each_error_names_the_entry_and_key_and_shows_the_value() {
+        for (k, v, want) in [
+            (
+                "privateIp",
+                "167772162",
+                "vnics/0/privateIp: expected IPv4 address (got \"167772162\")",
+            ),
+            (
+                "subnetCidrBlock",
+                "[\"10.0.0.0/24\"]",
+                "vnics/0/subnetCidrBlock: expected IPv4 network",
+            ),
+            ("macAddr", "DELETE", "vnics/0/macAddr: missing"),
+            (
+                "virtualRouterIp",
+                "null",
+                "vnics/0/virtualRouterIp: expected IPv4 address (got \"null\")",
+            ),
+            (
+                "vlanTag",
+                "\"12\"",
+                "vnics/0/vlanTag: expected u16 (got \"12\")",
+            ),
+            (
+                "vlanTag",
+                "4096",
+                "vnics/0/vlanTag: not an integer 0..=4095 (got \"4096\")",
+            ),
+            (
+                "ipv6Addresses",
+                "[\"fd00::1\", 2]",
+                "vnics/0/ipv6Addresses/1: expected IPv6 address (got \"2\")",
+            ),
+            ("vnicId", "{}", "vnics/0/vnicId: not a string (got \"{}\")"),
+        ] {
+            let e = parse_vnics(&with(k, v)).unwrap_err().to_string();
+            assert!(e.contains(want), "{k}={v}: {e}");
+        }
+    }
+
     #[test]
     fn garbage_and_hostile_answers_are_errors_never_an_empty_network() {
-        let ok = r#"{"macAddr":"02:00:17:00:00:01","privateIp":"10.0.0.2","subnetCidrBlock":"10.0.0.0/24","virtualRouterIp":"10.0.0.1"}"#;
-        let with = |k: &str, v: &str| {
-            let mut o: Map<String, Value> = serde_json::from_str(ok).unwrap();
-            if v == "DELETE" {
-                o.remove(k);
-            } else {
-                o.insert(k.to_owned(), serde_json::from_str(v).unwrap());
-            }
-            format!("[{}]", Value::Object(o))
-        };
+        let ok = OK;
         let cases: Vec<(String, &str)> = vec![
             (String::new(), "vnics"),
             ("null".into(), "vnics"),
@@ -481,44 +527,6 @@ pub(crate) mod tests {
         for (text, named) in &cases {
             let e = parse_vnics(text).unwrap_err().to_string();
             assert!(e.contains(named), "{text:?}: {e}");
-        }
-        // Each error names the entry and key and shows the value as received.
-        for (k, v, want) in [
-            (
-                "privateIp",
-                "167772162",
-                "vnics/0/privateIp: expected IPv4 address (got \"167772162\")",
-            ),
-            (
-                "subnetCidrBlock",
-                "[\"10.0.0.0/24\"]",
-                "vnics/0/subnetCidrBlock: expected IPv4 network",
-            ),
-            ("macAddr", "DELETE", "vnics/0/macAddr: missing"),
-            (
-                "virtualRouterIp",
-                "null",
-                "vnics/0/virtualRouterIp: expected IPv4 address (got \"null\")",
-            ),
-            (
-                "vlanTag",
-                "\"12\"",
-                "vnics/0/vlanTag: expected u16 (got \"12\")",
-            ),
-            (
-                "vlanTag",
-                "4096",
-                "vnics/0/vlanTag: not an integer 0..=4095 (got \"4096\")",
-            ),
-            (
-                "ipv6Addresses",
-                "[\"fd00::1\", 2]",
-                "vnics/0/ipv6Addresses/1: expected IPv6 address (got \"2\")",
-            ),
-            ("vnicId", "{}", "vnics/0/vnicId: not a string (got \"{}\")"),
-        ] {
-            let e = parse_vnics(&with(k, v)).unwrap_err().to_string();
-            assert!(e.contains(want), "{k}={v}: {e}");
         }
         // An IPv6 address outside its subnet.
         let mut o: Map<String, Value> = serde_json::from_str(ok).unwrap();
