@@ -286,9 +286,22 @@ impl<'de> Deserializer<'de> for Strict<'de> {
         }
     }
 
+    /// An enum of unit variants from its name, as a document writes one.
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        _: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Fault> {
+        match self.0 {
+            Value::String(s) => visitor.visit_enum(BorrowedStrDeserializer::new(s)),
+            _ => Err(de::Error::invalid_type(Unexpected::Other("JSON"), &visitor)),
+        }
+    }
+
     forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map enum
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map
         identifier ignored_any
     }
 }
@@ -416,6 +429,14 @@ pub(crate) mod tests {
     #[derive(Debug, Deserialize)]
     struct Inner {
         name: Option<String>,
+        kind: Option<Kind>,
+    }
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Kind {
+        Phy,
+        Vlan,
     }
 
     fn err(body: &str) -> String {
@@ -428,7 +449,7 @@ pub(crate) mod tests {
     fn unknown_keys_are_ignored_and_null_is_absent() {
         let nics: Vec<Nic> = read(
             r#"[{"mac":"42:01:0A:00:00:0A","ip":null,"aliases":null,"extra":{"deep":[1,{"x":2}]}},
-                {"mac":"42:01:0a:00:00:0b","mtu":1460,"inner":{"name":"n","more":[]}}]"#,
+                {"mac":"42:01:0a:00:00:0b","mtu":1460,"inner":{"name":"n","more":[],"kind":"vlan"}}]"#,
             "test doc",
             "nics",
         )
@@ -437,7 +458,11 @@ pub(crate) mod tests {
         assert_eq!(nics[0].ip, None);
         assert!(nics[0].aliases.is_empty() && nics[0].inner.is_none());
         assert_eq!(nics[1].mtu, Some(1460));
-        assert_eq!(nics[1].inner.as_ref().unwrap().name.as_deref(), Some("n"));
+        let inner = nics[1].inner.as_ref().unwrap();
+        assert_eq!(
+            (inner.name.as_deref(), inner.kind.as_ref()),
+            (Some("n"), Some(&Kind::Vlan))
+        );
     }
 
     #[test]
@@ -483,6 +508,14 @@ pub(crate) mod tests {
             (
                 r#"[{"mac":"42:01:0a:00:00:0a","inner":{"name":false}}]"#,
                 "metadata nics/0/inner/name: not a string (got \"false\")",
+            ),
+            (
+                r#"[{"mac":"42:01:0a:00:00:0a","inner":{"kind":"bond"}}]"#,
+                "metadata nics/0/inner/kind: unknown variant `bond`, expected `phy` or `vlan` (got \"bond\")",
+            ),
+            (
+                r#"[{"mac":"42:01:0a:00:00:0a","inner":{"kind":1}}]"#,
+                "metadata nics/0/inner/kind: expected enum Kind (got \"1\")",
             ),
         ] {
             assert!(err(body).starts_with(want), "{body:?}: {}", err(body));
