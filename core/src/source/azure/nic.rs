@@ -371,8 +371,8 @@ pub fn assess(event: &NicEvent, network: Option<&AzureNetwork>) -> Result<Assess
 
 #[cfg(test)]
 mod tests {
-    use crate::model::{Link, Missing};
-    use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+    use crate::model::Missing;
+    use crate::source::provider::doc::tests::plan_nics;
     use std::net::IpAddr;
 
     use serde_json::Value;
@@ -717,36 +717,16 @@ mod tests {
                 via: "10.0.1.1".parse().unwrap(),
             }]
         );
-        let eth1 = IfName::try_new("eth1").unwrap();
-        let links = [Link {
-            name: eth1.clone(),
-            mac: secondary.mac,
-            ipv6_router: None,
-        }];
-        let lease = |routers: Vec<Ipv4Addr>| InterfaceLease {
-            interface: eth1.clone(),
-            lease: Lease {
+        let mac = secondary.mac.to_string();
+        let planned = |routers: Vec<Ipv4Addr>| {
+            let lease = Lease {
                 family: Family::V4,
                 address: "10.0.1.20".parse().unwrap(),
                 prefix_len: 24,
                 routers: routers.into_iter().map(IpAddr::V4).collect(),
                 reason: Reason::Bound,
-            },
-        };
-        let planned = |routers: Vec<Ipv4Addr>| {
-            crate::render::ip(
-                &plan(
-                    &PlanInput {
-                        metadata: &inst,
-                        links: &links,
-                        leases: &[lease(routers)],
-                        link_addresses: &[],
-                        next_hops: &[],
-                    },
-                    &PlanConfig::default(),
-                )
-                .unwrap(),
-            )
+            };
+            crate::render::ip(&plan_nics(&inst, &[("eth1", &mac, lease)]))
         };
         let text = planned(Vec::new());
         assert!(!text.contains("missing"), "{text}");

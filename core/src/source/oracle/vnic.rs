@@ -330,8 +330,8 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::model::IfName;
-    use crate::model::{Link, Missing};
-    use crate::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+    use crate::model::Missing;
+    use crate::source::provider::doc::tests::plan_nics;
 
     /// A virtual machine with a secondary VNIC (cloud-init's recorded answer's
     /// shape: no `nicIndex`, a `vlanTag` each).
@@ -690,26 +690,12 @@ pub(crate) mod tests {
         assert!(a.is_complete(), "{:?}", a.missing);
         assert_eq!(a.network.primary_mac, Some(mac("02:00:17:05:d1:db")));
         // So its plan has no table and no rules (no `primary_rules`).
-        let links = [Link {
-            name: ev.interface().clone(),
-            mac: ev.mac(),
-            ipv6_router: None,
-        }];
-        let leases = [InterfaceLease {
-            interface: ev.interface().clone(),
-            lease: ev.leases()[0].clone(),
-        }];
-        let p = plan(
-            &PlanInput {
-                metadata: &a.network,
-                links: &links,
-                leases: &leases,
-                link_addresses: &[],
-                next_hops: &[],
-            },
-            &PlanConfig::default(),
-        )
-        .unwrap();
+        let nic = (
+            ev.interface().as_str(),
+            &*ev.mac().to_string(),
+            ev.leases()[0].clone(),
+        );
+        let p = plan_nics(&a.network, &[nic]);
         assert!(p.interfaces[0].primary, "{p:?}");
         assert!(p.interfaces[0].rules.is_empty() && p.interfaces[0].table.is_none());
         // The list's own order otherwise (no event): its first entry.
