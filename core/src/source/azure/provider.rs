@@ -77,6 +77,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "azure",
     kinds: &[SourceKind::Azure],
     check: super::detect::check,
+    seeds: super::detect::seeds,
     platform: |_| None,
     endpoint: Some(EndpointKey {
         key: "azure.endpoint",

@@ -114,6 +114,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "ec2",
     kinds: &[SourceKind::Ec2],
     check: super::detect::check,
+    seeds: |_| Vec::new(),
     platform: |s| super::detect::ec2_platform(s).map(|(p, _)| p.cloud_name()),
     endpoint: None,
     provider: |s| {

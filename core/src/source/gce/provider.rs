@@ -60,6 +60,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "gce",
     kinds: &[SourceKind::Gce],
     check: super::detect::check,
+    seeds: |_| Vec::new(),
     platform: |_| None,
     endpoint: Some(EndpointKey {
         key: "gce.endpoint",

@@ -156,6 +156,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "openstack",
     kinds: &[SourceKind::OpenStack, SourceKind::ConfigDrive],
     check: super::detect::check,
+    seeds: super::detect::seeds,
     platform: |_| None,
     endpoint: Some(EndpointKey {
         key: "openstack.endpoint",

@@ -77,6 +77,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "oracle",
     kinds: &[SourceKind::Oracle],
     check: super::detect::check,
+    seeds: |_| Vec::new(),
     platform: |_| None,
     endpoint: Some(EndpointKey {
         key: ENDPOINT_KEY,

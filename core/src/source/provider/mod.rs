@@ -95,6 +95,10 @@ pub struct Cloud {
     /// Detection's check of one of [`Cloud::kinds`] (pure: ds-identify's
     /// `dscheck_<Name>`), from the snapshot.
     pub check: fn(&Snapshot, SourceKind, &Probe<'_>) -> Finding,
+    /// Reads which of the cloud's seeds exist below the root (performs IO, for
+    /// detection's snapshot, [`Snapshot::seeds_of`]): their paths below it, the
+    /// evidence its [`Cloud::check`] reads.
+    pub seeds: fn(&Path) -> Vec<String>,
     /// The platform detection identifies for instance-data's cloud name
     /// (`aws`, `brightbox`, ... for the EC2 API), `None` when it says nothing.
     pub platform: fn(&Snapshot) -> Option<&'static str>,
