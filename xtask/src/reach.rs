@@ -104,7 +104,7 @@ pub(crate) const RECORDED: [(&str, usize, usize); 6] = [
     ("aliyun", 1, 2),
     ("azure", 3, 5),
     ("ec2", 5, 17),
-    ("gce", 5, 43),
+    ("gce", 2, 3),
     ("openstack", 2, 3),
     ("oracle", 1, 2),
 ];

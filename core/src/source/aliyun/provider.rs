@@ -110,7 +110,7 @@ pub static CLOUD: Cloud = Cloud {
         ))
     },
     parse_saved: nic::parse_saved,
-    followed_live: false,
+    live: None,
 };
 
 /// Alibaba Cloud's datasource for the boot stage.

@@ -125,7 +125,7 @@ pub static CLOUD: Cloud = Cloud {
         ))
     },
     parse_saved: crate::metadata::parse_json,
-    followed_live: false,
+    live: None,
 };
 
 /// EC2's datasource for the boot stage.

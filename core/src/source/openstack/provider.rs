@@ -167,7 +167,7 @@ pub static CLOUD: Cloud = Cloud {
     }),
     provider: |s| Ok(Box::new(OpenStackProvider::try_new(s.root, s.endpoint)?)),
     parse_saved: nic::parse_saved,
-    followed_live: false,
+    live: None,
 };
 
 /// `OpenStack`'s datasources for the boot stage.

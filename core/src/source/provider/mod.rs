@@ -65,6 +65,7 @@ pub mod complete;
 pub(crate) mod fake;
 pub mod http;
 pub mod imdsv2;
+pub mod live;
 pub mod retry;
 pub mod slot;
 pub mod wait;
@@ -108,9 +109,9 @@ pub struct Cloud {
     pub provider: fn(&Setup<'_>) -> Result<Box<dyn Provider>>,
     /// Reads a saved metadata answer of the cloud (`leasehook plan --metadata`).
     pub parse_saved: fn(&str) -> Result<InstanceNetwork>,
-    /// Whether `leasehook watch` follows this cloud's metadata live (so the
-    /// refresh timer may leave a followed NIC to it).
-    pub followed_live: bool,
+    /// How `leasehook watch` follows this cloud's NIC list live, when it does
+    /// (so the refresh timer may leave a followed NIC to it).
+    pub live: Option<live::Live>,
 }
 
 /// A cloud's `<name>.endpoint` configuration key.
