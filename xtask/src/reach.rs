@@ -103,7 +103,7 @@ pub(crate) const GOAL_LINES: usize = 3;
 pub(crate) const RECORDED: [(&str, usize, usize); 6] = [
     ("aliyun", 1, 2),
     ("azure", 3, 5),
-    ("ec2", 5, 17),
+    ("ec2", 4, 13),
     ("gce", 2, 3),
     ("openstack", 2, 3),
     ("oracle", 1, 2),
@@ -119,15 +119,17 @@ pub(crate) fn limit(cloud: &str) -> (usize, usize) {
 }
 
 /// The peer tool amazon-ec2-net-utils and the planner profile named after it
-/// (`ec2-net-utils`, `Ec2NetUtils`, `ec2_net_utils`), lower-cased: they name a
-/// program whose table scheme the planner imitates, not the EC2 cloud, and the
-/// profile's configuration value cannot change. They are cut from a line before
-/// it is searched for `ec2`.
-const NOT_A_CLOUD: [&str; 4] = [
+/// (`ec2-net-utils`, `Ec2NetUtils`, `ec2_net_utils`), and the prefix of the
+/// networkd drop-ins the tool writes (`ec2net_alias.conf`, which `coexist`
+/// looks for), lower-cased: they name a program whose table scheme the planner
+/// imitates, not the EC2 cloud, and the profile's configuration value cannot
+/// change. They are cut from a line before it is searched for `ec2`.
+const NOT_A_CLOUD: [&str; 5] = [
     "amazon-ec2-net-utils",
     "ec2-net-utils",
     "ec2netutils",
     "ec2_net_utils",
+    "ec2net_",
 ];
 
 /// Whether the code `line` names `cloud` (any case), the peer tool's names
@@ -293,6 +295,8 @@ mod tests {
         assert!(!names("Profile::Ec2NetUtils => \"ec2-net-utils\",", "ec2"));
         assert!(!names("// amazon-ec2-net-utils' scheme", "ec2"));
         assert!(!names("fn ec2_net_utils_table()", "ec2"));
+        assert!(!names(".find(|n| n.starts_with(\"ec2net_\"))", "ec2"));
+        assert!(names("const EC2NET: &str = \"ec2net\";", "ec2"));
         assert!(names("use crate::source::ec2::Ec2Provider;", "ec2"));
         assert!(names("ProfileArg::Ec2NetUtils => Ec2::new()", "ec2"));
     }
