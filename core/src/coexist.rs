@@ -237,7 +237,7 @@ fn first_of(root: &Root, dirs: &[&str], name: &str) -> Option<String> {
 }
 
 /// amazon-ec2-net-utils' udev rule, as it installs it.
-const EC2_RULE: &str = "99-vpc-policy-routes.rules";
+const EC2_NET_UTILS_RULE: &str = "99-vpc-policy-routes.rules";
 /// cloud-init's netplan file.
 const NETPLAN: &str = "etc/netplan/50-cloud-init.yaml";
 /// cloud-init's flag that turns its packaged hotplug rule on.
@@ -277,9 +277,9 @@ impl Found {
 /// Its udev rule (masked by a same-named `/etc` link to `/dev/null`), else its
 /// unit; a unit enabled; what it wrote in `/run` this boot.
 fn ec2_net_utils(root: &Root, found: &mut Found) {
-    let mask = format!("etc/udev/rules.d/{EC2_RULE}");
+    let mask = format!("etc/udev/rules.d/{EC2_NET_UTILS_RULE}");
     let masked = root.entry(&mask) != Entry::Missing && !root.effective(&mask);
-    if let Some(p) = first_of(root, &UDEV, EC2_RULE) {
+    if let Some(p) = first_of(root, &UDEV, EC2_NET_UTILS_RULE) {
         found.add(Tool::Ec2NetUtils, p, "udev rule", !masked);
     } else if let Some(p) = first_of(root, &UNITS, "policy-routes@.service") {
         found.add(Tool::Ec2NetUtils, p, "unit", false);

@@ -19,12 +19,6 @@ pub const IMDS_ENDPOINTS: [&str; 2] = ["http://169.254.169.254", "http://[fd00:e
 /// IMDSv2: the path a session token is `PUT` to.
 pub const IMDS_TOKEN_PATH: &str = "/latest/api/token";
 
-/// IMDSv2: the request header asking for a token of this many seconds.
-pub const IMDS_TOKEN_TTL_HEADER: &str = "X-aws-ec2-metadata-token-ttl-seconds";
-
-/// IMDSv2: the request header carrying the token on every `GET`.
-pub const IMDS_TOKEN_HEADER: &str = "X-aws-ec2-metadata-token";
-
 /// The lifetime we ask for, in seconds: six hours, the most IMDS grants.
 pub const IMDS_TOKEN_TTL_SECS: u64 = 21_600;
 
@@ -75,22 +69,6 @@ pub const IMDS_TOKEN_CACHE: &str = "run/leasehook/imds-token";
 /// The IMDSv2 token cache's file name in [`RUN_DIR`].
 pub const IMDS_TOKEN_CACHE_NAME: &str = "imds-token";
 
-// --- Alibaba Cloud ECS instance metadata (SPEC §4.4) -----------------------------------
-
-/// The ECS metadata service's base URL (normal and hardened mode alike).
-pub const ALIYUN_ENDPOINTS: [&str; 1] = ["http://100.100.100.200"];
-
-/// Hardened mode: the request header asking for a token of this many seconds
-/// (1 to 21600; the token is `PUT` to [`IMDS_TOKEN_PATH`], as on EC2).
-pub const ALIYUN_TOKEN_TTL_HEADER: &str = "X-aliyun-ecs-metadata-token-ttl-seconds";
-
-/// Hardened mode: the request header carrying the token on every `GET`.
-pub const ALIYUN_TOKEN_HEADER: &str = "X-aliyun-ecs-metadata-token";
-
-/// The hardened-mode token cache's file name in [`RUN_DIR`] (not EC2's: another
-/// service's token).
-pub const ALIYUN_TOKEN_CACHE_NAME: &str = "aliyun-token";
-
 // --- Datasources (SPEC §4, §5) --------------------------------------------------------
 // Paths are relative to the root folder (`/` in production), like `RUN_DIR`.
 
@@ -133,14 +111,6 @@ pub const NOCLOUD_SEED_DIRS: [&str; 2] = [
     "var/lib/cloud/seed/nocloud",
     "var/lib/cloud/seed/nocloud-net",
 ];
-
-/// cloud-init's `AliYun` seed folder: with both `meta-data` and `user-data` in it,
-/// ds-identify finds `AliYun`.
-pub const ALIYUN_SEED_DIR: &str = "var/lib/cloud/seed/AliYun";
-
-/// The DMI `product_name` of an Alibaba Cloud ECS instance (ds-identify's
-/// `dscheck_AliYun`, cloud-init's `ALIYUN_PRODUCT`).
-pub const ALIYUN_PRODUCT_NAME: &str = "Alibaba Cloud ECS";
 
 /// Ubuntu Core keeps `/var/lib/cloud` below this folder until it is bind-mounted.
 pub const UBUNTU_CORE_WRITABLE: &str = "writable/system-data";

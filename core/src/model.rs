@@ -775,91 +775,107 @@ impl fmt::Display for Problem {
     }
 }
 
-/// A datasource leasehook knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum SourceKind {
-    /// The EC2 instance metadata service (IMDS).
-    Ec2,
-    /// The Google Compute Engine metadata server.
-    #[serde(rename = "GCE")]
-    Gce,
+/// A datasource leasehook knows: a handle to its row, [`SourceKindRow`] (as
+/// [`crate::source::provider::ProviderKind`] is to a cloud's row).
+///
+/// The datasources that are no cloud's, [`SourceKind::Lxd`], [`SourceKind::NoCloud`]
+/// and [`SourceKind::None`], are declared here; each cloud declares its own in its
+/// folder (`source/<cloud>/detect.rs`) and lists them in its row
+/// ([`crate::source::provider::Cloud::kinds`]), so this plain value names no
+/// cloud. Every kind ([`SourceKind::all`]), finding one by name
+/// ([`SourceKind::from_name`]) and so reading one back are beside the rows, in
+/// `source/kind.rs`.
+///
+/// Kinds compare by their place in ds-identify's built-in list; they serialise as
+/// cloud-init's name.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SourceKind(&'static SourceKindRow);
+
+/// What a datasource is called and where it stands.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct SourceKindRow {
+    /// cloud-init's name: `Ec2`, `LXD`, `NoCloud`, `None`.
+    pub name: &'static str,
+    /// cloud-init's `platform` for instance data: `ec2`, `lxd`, `nocloud`, `none`.
+    pub platform: &'static str,
+    /// Its place in ds-identify's built-in `datasource_list` (cloud-init 25.1's
+    /// `DI_DSLIST_DEFAULT`, counted from 0), which orders the kinds; `None`, which
+    /// ends every list, is last.
+    pub rank: u8,
+}
+
+/// Declares datasource kinds as associated constants of [`SourceKind`]: each
+/// `Name = ("cloud-init name", "platform", rank);` with its doc comment. The
+/// kinds keep the names they had as the variants of a closed enum (cloud-init's
+/// spelling), so that call sites and `match` patterns read as before; a cloud
+/// declares its own in its folder.
+macro_rules! source_kinds {
+    ($($(#[$doc:meta])* $kind:ident = ($name:literal, $platform:literal, $rank:expr);)+) => {
+        #[expect(
+            non_upper_case_globals,
+            reason = "the kinds keep their enum variant names, cloud-init's spelling"
+        )]
+        impl $crate::model::SourceKind {
+            $(
+                $(#[$doc])*
+                pub const $kind: Self = Self::of(&$crate::model::SourceKindRow {
+                    name: $name,
+                    platform: $platform,
+                    rank: $rank,
+                });
+            )+
+        }
+    };
+}
+pub(crate) use source_kinds;
+
+source_kinds! {
     /// LXD's dev-lxd socket, `/dev/lxd/sock`.
-    #[serde(rename = "LXD")]
-    Lxd,
+    Lxd = ("LXD", "lxd", 25);
     /// NoCloud seeds: folders, the kernel command line, DMI.
-    NoCloud,
-    /// Microsoft Azure's instance metadata service.
-    Azure,
+    NoCloud = ("NoCloud", "nocloud", 2);
     /// No datasource: the end of every list ds-identify writes.
-    None,
-    /// Alibaba Cloud ECS's metadata service, `100.100.100.200`.
-    AliYun,
-    /// `OpenStack`'s metadata service (`/openstack/latest/` at 169.254.169.254).
-    OpenStack,
-    /// An `OpenStack` config drive (a file system labelled `config-2`).
-    ConfigDrive,
-    /// Oracle Cloud Infrastructure's metadata service (`/opc/v2/`).
-    Oracle,
+    None = ("None", "none", u8::MAX);
 }
 
 impl SourceKind {
-    /// Every kind, in the order ds-identify's built-in list names them (`None` last).
-    pub const ALL: [Self; 10] = [
-        Self::ConfigDrive,
-        Self::NoCloud,
-        Self::Azure,
-        Self::AliYun,
-        Self::Ec2,
-        Self::Gce,
-        Self::OpenStack,
-        Self::Oracle,
-        Self::Lxd,
-        Self::None,
-    ];
+    /// The kind `row` describes.
+    pub const fn of(row: &'static SourceKindRow) -> Self {
+        Self(row)
+    }
 
     /// cloud-init's name: `Ec2`, `LXD`, `NoCloud`, `None`.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Ec2 => "Ec2",
-            Self::Gce => "GCE",
-            Self::Lxd => "LXD",
-            Self::NoCloud => "NoCloud",
-            Self::Azure => "Azure",
-            Self::None => "None",
-            Self::AliYun => "AliYun",
-            Self::OpenStack => "OpenStack",
-            Self::ConfigDrive => "ConfigDrive",
-            Self::Oracle => "Oracle",
-        }
-    }
-
-    /// The kind a `datasource_list` entry or a `ds=` value names, compared without
-    /// regard to case. `nocloud-net` (cloud-init's `DataSourceNoCloudNet`, the same
-    /// source read in the network stage) is NoCloud. Any other name is a datasource
-    /// leasehook does not implement: `None`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        let n = name.trim();
-        if n.eq_ignore_ascii_case("nocloud-net") || n.eq_ignore_ascii_case("nocloudnet") {
-            return Some(Self::NoCloud);
-        }
-        Self::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(n))
+        self.0.name
     }
 
     /// cloud-init's `platform` for instance data: `ec2`, `lxd`, `nocloud`, `none`.
     pub fn platform(self) -> &'static str {
-        match self {
-            Self::Ec2 => "ec2",
-            Self::Gce => "gce",
-            Self::Lxd => "lxd",
-            Self::NoCloud => "nocloud",
-            Self::Azure => "azure",
-            Self::None => "none",
-            Self::AliYun => "aliyun",
-            Self::OpenStack | Self::ConfigDrive => "openstack",
-            Self::Oracle => "oracle",
-        }
+        self.0.platform
+    }
+}
+
+impl PartialOrd for SourceKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SourceKind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.0.rank, self.0.name).cmp(&(other.0.rank, other.0.name))
+    }
+}
+
+impl fmt::Debug for SourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for SourceKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 

@@ -101,12 +101,12 @@ pub(crate) const GOAL_LINES: usize = 3;
 /// down. Lower it with every step towards [`GOAL_FILES`]/[`GOAL_LINES`]; a new
 /// cloud starts at the goal.
 pub(crate) const RECORDED: [(&str, usize, usize); 6] = [
-    ("aliyun", 5, 18),
-    ("azure", 6, 12),
-    ("ec2", 8, 29),
-    ("gce", 6, 49),
-    ("openstack", 4, 9),
-    ("oracle", 2, 7),
+    ("aliyun", 1, 2),
+    ("azure", 3, 5),
+    ("ec2", 4, 13),
+    ("gce", 2, 3),
+    ("openstack", 2, 3),
+    ("oracle", 1, 2),
 ];
 
 /// The most `cloud` may reach, (files, lines): its [`RECORDED`] count, else the
@@ -119,15 +119,17 @@ pub(crate) fn limit(cloud: &str) -> (usize, usize) {
 }
 
 /// The peer tool amazon-ec2-net-utils and the planner profile named after it
-/// (`ec2-net-utils`, `Ec2NetUtils`, `ec2_net_utils`), lower-cased: they name a
-/// program whose table scheme the planner imitates, not the EC2 cloud, and the
-/// profile's configuration value cannot change. They are cut from a line before
-/// it is searched for `ec2`.
-const NOT_A_CLOUD: [&str; 4] = [
+/// (`ec2-net-utils`, `Ec2NetUtils`, `ec2_net_utils`), and the prefix of the
+/// networkd drop-ins the tool writes (`ec2net_alias.conf`, which `coexist`
+/// looks for), lower-cased: they name a program whose table scheme the planner
+/// imitates, not the EC2 cloud, and the profile's configuration value cannot
+/// change. They are cut from a line before it is searched for `ec2`.
+const NOT_A_CLOUD: [&str; 5] = [
     "amazon-ec2-net-utils",
     "ec2-net-utils",
     "ec2netutils",
     "ec2_net_utils",
+    "ec2net_",
 ];
 
 /// Whether the code `line` names `cloud` (any case), the peer tool's names
@@ -202,7 +204,7 @@ fn code_lines(text: &str) -> Vec<(usize, String)> {
             cfg_test = true;
             continue;
         }
-        if cfg_test && (trimmed.starts_with("mod ") || trimmed.starts_with("pub mod ")) {
+        if cfg_test && declares_module(trimmed) {
             cfg_test = false;
             if !trimmed.ends_with(';') {
                 test_module = Some(depth);
@@ -217,6 +219,18 @@ fn code_lines(text: &str) -> Vec<(usize, String)> {
         }
     }
     out
+}
+
+/// Whether the (trimmed) line declares a module: `mod m`, `pub mod m`,
+/// `pub(crate) mod m`, `pub(super) mod m`.
+fn declares_module(line: &str) -> bool {
+    let rest = line.strip_prefix("pub").map_or(line, |r| {
+        r.strip_prefix("(crate)")
+            .or_else(|| r.strip_prefix("(super)"))
+            .unwrap_or(r)
+            .trim_start()
+    });
+    rest.starts_with("mod ")
 }
 
 fn count(s: &str, c: char) -> i64 {
@@ -237,6 +251,17 @@ mod tests {
             .map(|(n, _)| n)
             .collect();
         assert_eq!(lines, [1, 4]);
+    }
+
+    #[test]
+    fn a_test_module_of_any_visibility_does_not_count() {
+        let text = "#[cfg(test)]\npub(crate) mod short {\n    const G: K = K::Gce;\n}\n\
+                    #[cfg(test)]\npub(super) mod t;\nfn gce() {}\n";
+        let lines: Vec<usize> = code_lines(text).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(lines, [7]);
+        assert!(declares_module("pub mod x {"));
+        assert!(!declares_module("pub fn modx() {"));
+        assert!(!declares_module("pub(crate) fn f() {"));
     }
 
     #[test]
@@ -270,6 +295,8 @@ mod tests {
         assert!(!names("Profile::Ec2NetUtils => \"ec2-net-utils\",", "ec2"));
         assert!(!names("// amazon-ec2-net-utils' scheme", "ec2"));
         assert!(!names("fn ec2_net_utils_table()", "ec2"));
+        assert!(!names(".find(|n| n.starts_with(\"ec2net_\"))", "ec2"));
+        assert!(names("const EC2NET: &str = \"ec2net\";", "ec2"));
         assert!(names("use crate::source::ec2::Ec2Provider;", "ec2"));
         assert!(names("ProfileArg::Ec2NetUtils => Ec2::new()", "ec2"));
     }

@@ -12,12 +12,12 @@
 //!   only on an LXD or Incus instance ([`lxd_applies`]);
 //! * [`hotplug`]: a NIC the hooks just routed for the first time, refreshed every
 //!   5 s for a minute (`leasehook_core::cadence`);
-//! * [`gce`]: GCE's metadata, the NIC list's long poll, only when the provider
-//!   is GCE ([`gce::applies`]).
+//! * [`live`]: the cloud's NIC list followed live (GCE's long poll), only when
+//!   the provider's row says it can be ([`live::applies`]).
 
-mod gce;
 mod heal;
 mod hotplug;
+mod live;
 mod lxd;
 
 use std::path::Path;
@@ -71,8 +71,8 @@ pub(crate) fn run(args: &WatchArgs, root: &Path, loaded: &Loaded) -> anyhow::Res
             s.spawn(move || lxd::follow(ctx, stop));
         }
         s.spawn(move || hotplug::follow(ctx, stop));
-        if gce::applies(ctx) {
-            s.spawn(move || gce::follow(ctx, stop));
+        if let Some(cloud) = live::applies(ctx) {
+            s.spawn(move || live::follow(ctx, cloud, stop));
         }
     });
     Ok(String::new())

@@ -244,7 +244,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use SourceKind::{Ec2, Lxd, NoCloud, None as NoneDs};
+    use crate::source::short::{Ec2, Lxd, NoCloud, NoneDs};
 
     fn attempt(k: SourceKind, result: Tried, detail: &str) -> Attempt {
         Attempt {

@@ -12,6 +12,7 @@ use super::{Settings, Unmanaged, datasource_kind};
 use crate::constants::IMDS_ENDPOINTS;
 use crate::error::BadValue;
 use crate::model::Problem;
+use crate::source::SourceKind;
 
 /// A value as a layer gives it: typed YAML from a file, text from the environment
 /// or a flag.
@@ -353,7 +354,16 @@ pub(super) fn set_datasource_fallback(
     r: &Raw<'_>,
 ) -> Result<(), BadValue> {
     let Some(kind) = datasource_kind(name) else {
-        return Err(BadValue::UnknownDatasource(name.to_owned()));
+        // Every kind but `None`, in ds-identify's order.
+        let known = SourceKind::all()
+            .into_iter()
+            .filter(|k| *k != SourceKind::None)
+            .map(SourceKind::name)
+            .collect();
+        return Err(BadValue::UnknownDatasource {
+            name: name.to_owned(),
+            known,
+        });
     };
     s.fallback.per_datasource.insert(kind, boolean(r)?);
     Ok(())

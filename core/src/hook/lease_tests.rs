@@ -405,7 +405,7 @@ fn refresh_leaves_a_nic_the_gce_long_poll_follows_to_it() {
             }
         })
     };
-    write(&paths, &beat(state::unix_ms(), vec![mac])).unwrap();
+    write(&paths, "gce", &beat(state::unix_ms(), vec![mac])).unwrap();
     let gce = Scripted::new([]);
     let out = refresh(&mut k, &AsGce(&gce), false);
     assert!(
@@ -430,7 +430,7 @@ fn refresh_leaves_a_nic_the_gce_long_poll_follows_to_it() {
         beat(state::unix_ms(), vec!["02:00:00:00:00:09".parse().unwrap()]),
         beat(state::unix_ms() - 60_000, vec![mac]),
     ] {
-        write(&paths, &hb).unwrap();
+        write(&paths, "gce", &hb).unwrap();
         let gce = Scripted::new([Outcome::Complete(network(true))]);
         let out = refresh(&mut k, &AsGce(&gce), false);
         assert!(
@@ -440,7 +440,7 @@ fn refresh_leaves_a_nic_the_gce_long_poll_follows_to_it() {
         assert_eq!(gce.asked.borrow().len(), 1, "{hb:?}");
     }
     // A link gone is still the timer's.
-    write(&paths, &beat(state::unix_ms(), vec![mac])).unwrap();
+    write(&paths, "gce", &beat(state::unix_ms(), vec![mac])).unwrap();
     k.links.retain(|l| l.name != eth1());
     let out = refresh(&mut k, &AsGce(&Scripted::new([])), false);
     assert!(

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO: the heartbeat of `leasehook watch`'s GCE follower,
-//! `run/leasehook/gce-live.json` (SPEC §3.10, docs/refresh.md).
+//! Performs IO: the heartbeat of `leasehook watch`'s live follower of a cloud's
+//! NIC list, `run/leasehook/<cloud>-live.json` (`gce-live.json`; SPEC §3.10,
+//! docs/refresh.md).
 //!
-//! While the follower's long poll on the NIC list is live (its last answer was
+//! While the follower's request on the NIC list is live (its last answer was
 //! good and its next request is open) it keeps this record fresh: rewritten
 //! after every answer and every [`HEARTBEAT_EVERY`] while it waits, removed
 //! after an error and when it stops. The timer's `refresh` reads it: a NIC the
-//! record lists ([`Heartbeat::covers`]), on GCE, with a record younger than
+//! record lists ([`Heartbeat::covers`]), on that cloud, with a record younger than
 //! [`HEARTBEAT_STALE`], is not asked about (the follower routes its changes
 //! within seconds); its link checks (gone, renamed) still run. A follower that
 //! died leaves a record that goes stale, and the timer asks again as before.
@@ -18,8 +19,11 @@ use serde::{Deserialize, Serialize};
 use crate::apply::state::{self, Paths};
 use crate::model::MacAddr;
 
-/// The record's file name below `run/leasehook`.
-pub const HEARTBEAT: &str = "gce-live.json";
+/// The record's file name below `run/leasehook` for the cloud `cloud` (its
+/// row's name).
+pub fn file_name(cloud: &str) -> String {
+    format!("{cloud}-live.json")
+}
 
 /// How often the follower rewrites it while its request is open.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(10);
@@ -55,11 +59,11 @@ impl Heartbeat {
         now_ms.abs_diff(self.at_ms) < stale && self.macs.contains(&mac)
     }
 
-    /// Why the timer leaves `mac` to the follower, for `refresh -v` and the
-    /// last-event record.
-    pub fn reason(&self, now_ms: u64) -> String {
+    /// Why the timer leaves `mac` to the follower named `label` (`GCE
+    /// metadata`), for `refresh -v` and the last-event record.
+    pub fn reason(&self, label: &str, now_ms: u64) -> String {
         format!(
-            "followed live by `leasehook watch` (GCE long poll, pid {}, metadata answered {} s ago): \
+            "followed live by `leasehook watch` ({label}, pid {}, answered {} s ago): \
              the metadata not asked",
             self.pid,
             now_ms.saturating_sub(self.answered_ms) / 1000
@@ -67,25 +71,26 @@ impl Heartbeat {
     }
 }
 
-/// Writes the record (atomically).
-pub fn write(paths: &Paths, hb: &Heartbeat) -> crate::error::Result<()> {
+/// Writes the record of the cloud `cloud` (atomically).
+pub fn write(paths: &Paths, cloud: &str, hb: &Heartbeat) -> crate::error::Result<()> {
     let bytes = serde_json::to_vec(hb).unwrap_or_default();
-    state::write_run_file(paths, None, HEARTBEAT, &bytes, 0o644)
+    state::write_run_file(paths, None, &file_name(cloud), &bytes, 0o644)
 }
 
-/// Removes the record (missing is fine).
-pub fn clear(paths: &Paths) -> crate::error::Result<()> {
-    state::remove_run_file(paths, None, HEARTBEAT)
+/// Removes the record of the cloud `cloud` (missing is fine).
+pub fn clear(paths: &Paths, cloud: &str) -> crate::error::Result<()> {
+    state::remove_run_file(paths, None, &file_name(cloud))
 }
 
-/// The record, `None` when missing or unreadable (logged at debug: the timer
-/// then asks as it always did).
-pub fn read(paths: &Paths) -> Option<Heartbeat> {
-    let bytes = state::read_run_file(paths, None, HEARTBEAT, MAX_BYTES)
+/// The record of the cloud `cloud`, `None` when missing or unreadable (logged
+/// at debug: the timer then asks as it always did).
+pub fn read(paths: &Paths, cloud: &str) -> Option<Heartbeat> {
+    let name = file_name(cloud);
+    let bytes = state::read_run_file(paths, None, &name, MAX_BYTES)
         .inspect_err(|e| log::debug!("{e}"))
         .ok()??;
     serde_json::from_slice(&bytes)
-        .inspect_err(|e| log::debug!("{HEARTBEAT}: {e}"))
+        .inspect_err(|e| log::debug!("{name}: {e}"))
         .ok()
 }
 
@@ -114,20 +119,25 @@ mod tests {
         assert!(h.covers(mac, 80_000));
         assert!(!h.covers(mac, 60_000));
         assert!(!h.covers(other, 100_000));
-        assert!(h.reason(110_000).contains("answered 15 s ago"));
+        assert!(
+            h.reason("GCE metadata", 110_000)
+                .contains("(GCE metadata, pid 7, answered 15 s ago)")
+        );
     }
 
     #[test]
     fn written_read_and_cleared() {
         let dir = tempfile::tempdir().unwrap();
         let paths = Paths::new(dir.path());
-        assert_eq!(read(&paths), None);
-        write(&paths, &hb(100_000)).unwrap();
-        assert_eq!(read(&paths), Some(hb(100_000)));
-        std::fs::write(paths.run_dir().join(HEARTBEAT), b"{garbage").unwrap();
-        assert_eq!(read(&paths), None);
-        clear(&paths).unwrap();
-        clear(&paths).unwrap();
-        assert_eq!(read(&paths), None);
+        assert_eq!(read(&paths, "gce"), None);
+        write(&paths, "gce", &hb(100_000)).unwrap();
+        assert!(paths.run_dir().join("gce-live.json").is_file());
+        assert_eq!(read(&paths, "gce"), Some(hb(100_000)));
+        assert_eq!(read(&paths, "other"), None);
+        std::fs::write(paths.run_dir().join("gce-live.json"), b"{garbage").unwrap();
+        assert_eq!(read(&paths, "gce"), None);
+        clear(&paths, "gce").unwrap();
+        clear(&paths, "gce").unwrap();
+        assert_eq!(read(&paths, "gce"), None);
     }
 }

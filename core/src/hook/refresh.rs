@@ -672,12 +672,10 @@ fn followed(
     paths: &Paths,
     mac: crate::model::MacAddr,
 ) -> Option<String> {
-    if !kind.cloud().followed_live {
-        return None;
-    }
-    let hb = super::live::read(paths)?;
+    let live = kind.cloud().live?;
+    let hb = super::live::read(paths, kind.name())?;
     let now = state::unix_ms();
-    hb.covers(mac, now).then(|| hb.reason(now))
+    hb.covers(mac, now).then(|| hb.reason(live.label, now))
 }
 
 /// A refreshed NIC's last step before its commit: its link brought up when it

@@ -37,30 +37,30 @@ pub use instance::{
     InstanceData, META_DATA_CARRIES_USER_VALUE, REDACTED, SENSITIVE_KEYS, contextual_sensitive,
     is_sensitive,
 };
+#[cfg(test)]
+pub(crate) use kind::short;
 pub use kind::{Check, Datasource, Finding, SourceKind};
 pub use none::{NONE_INSTANCE_ID, NoneSource};
 
-/// Every cloud's row, for the hooks, `refresh`, `plan` and the configuration. The
-/// first is the one `provider: auto` falls back to when no verdict names a cloud.
-pub static CLOUDS: [&provider::Cloud; 6] = [
-    &ec2::CLOUD,
-    &gce::CLOUD,
-    &azure::CLOUD,
-    &aliyun::CLOUD,
-    &oracle::CLOUD,
-    &openstack::CLOUD,
-];
+/// Declares [`CLOUDS`] and [`CLOUD_SOURCES`] from one list of cloud folders, so
+/// that a cloud joins both (in the same order) by its one entry below.
+macro_rules! clouds {
+    ($($cloud:ident),+ $(,)?) => {
+        /// Every cloud's row, for the hooks, `refresh`, `plan` and the
+        /// configuration. The first is the one `provider: auto` falls back to
+        /// when no verdict names a cloud.
+        pub static CLOUDS: [&provider::Cloud; [$(stringify!($cloud)),+].len()] =
+            [$(&$cloud::CLOUD),+];
 
-/// Every cloud's datasources, for the boot stage (apart from [`CLOUDS`]: the
-/// hook binary does not link them).
-pub static CLOUD_SOURCES: [&provider::CloudSource; 6] = [
-    &ec2::SOURCE,
-    &gce::SOURCE,
-    &azure::SOURCE,
-    &aliyun::SOURCE,
-    &oracle::SOURCE,
-    &openstack::SOURCE,
-];
+        /// Every cloud's datasources, for the boot stage (apart from [`CLOUDS`]:
+        /// the hook binary does not link them).
+        pub static CLOUD_SOURCES: [&provider::CloudSource; CLOUDS.len()] =
+            [$(&$cloud::SOURCE),+];
+    };
+}
+
+// The clouds, each a folder declared above with its row in its `provider.rs`.
+clouds![ec2, gce, azure, aliyun, oracle, openstack];
 
 /// The row of the cloud that answers the datasource `kind`, if one does.
 pub fn cloud_source(kind: SourceKind) -> Option<&'static provider::CloudSource> {

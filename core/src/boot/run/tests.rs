@@ -184,7 +184,7 @@ fn mode(root: &Path, rel: &str) -> u32 {
     fs::metadata(root.join(rel)).unwrap().permissions().mode() & 0o777
 }
 
-use SourceKind::{Ec2, Lxd, NoCloud, None as NoneDs};
+use crate::source::short::{Ec2, Lxd, NoCloud, NoneDs};
 
 #[test]
 fn lxd_found_locally_and_the_network_stage_asks_nothing() {

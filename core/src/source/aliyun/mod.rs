@@ -36,10 +36,7 @@ pub mod wait;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::constants::{
-    ALIYUN_ENDPOINTS, ALIYUN_TOKEN_CACHE_NAME, ALIYUN_TOKEN_HEADER, ALIYUN_TOKEN_TTL_HEADER,
-    IMDS_TOKEN_PATH,
-};
+use crate::constants::IMDS_TOKEN_PATH;
 use crate::error::Result;
 use crate::source::provider::http::{Fetch, Service, check_endpoint_for};
 use crate::source::provider::imdsv2::{Dialect, Imdsv2};
@@ -52,21 +49,27 @@ pub use wait::wait_for_nic;
 /// The configuration key of the endpoint override.
 pub const ENDPOINT_KEY: &str = "aliyun.endpoint";
 
+/// The ECS metadata service's base URL (normal and hardened mode alike).
+pub const ENDPOINTS: [&str; 1] = ["http://100.100.100.200"];
+
 /// Alibaba's dialect of the EC2 client.
 const ALIYUN: Dialect = Dialect {
     service: Service {
         provider: "aliyun",
         label: "IMDS",
-        endpoints: &ALIYUN_ENDPOINTS,
+        endpoints: &ENDPOINTS,
         endpoints_key: ENDPOINT_KEY,
         headers: &[],
         vouch: Service::trust,
         spent: "whole request (token exchange included)",
     },
     token_path: IMDS_TOKEN_PATH,
-    ttl_header: ALIYUN_TOKEN_TTL_HEADER,
-    token_header: ALIYUN_TOKEN_HEADER,
-    cache_name: ALIYUN_TOKEN_CACHE_NAME,
+    // Hardened mode: the token (`PUT` to EC2's path) is asked for 1 to 21600 s
+    // with the first header, and sent back on every `GET` with the second.
+    ttl_header: "X-aliyun-ecs-metadata-token-ttl-seconds",
+    token_header: "X-aliyun-ecs-metadata-token",
+    // Its cache in the run folder: not EC2's, another service's token.
+    cache_name: "aliyun-token",
 };
 
 /// The ECS metadata client. One per process is enough; it is `Sync`.

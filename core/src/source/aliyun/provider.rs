@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use super::identity::AliyunSource;
 use super::wait::wait_for_nic;
 use super::{Aliyun, ENDPOINT_KEY, check_endpoint, nic};
-use crate::constants::ALIYUN_ENDPOINTS;
 use crate::error::Result;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
 use crate::source::provider::{
@@ -96,12 +95,13 @@ pub static CLOUD: Cloud = Cloud {
     name: "aliyun",
     kinds: &[SourceKind::AliYun],
     check: super::detect::check,
+    seeds: super::detect::seeds,
     platform: |_| None,
     endpoint: Some(EndpointKey {
         key: ENDPOINT_KEY,
         env: "LEASEHOOK_ALIYUN_ENDPOINT",
         help: "Alibaba Cloud ECS metadata base URL, an http:// IP literal (default http://100.100.100.200)",
-        default: ALIYUN_ENDPOINTS[0],
+        default: super::ENDPOINTS[0],
         check: check_endpoint,
     }),
     provider: |s| {
@@ -110,7 +110,7 @@ pub static CLOUD: Cloud = Cloud {
         ))
     },
     parse_saved: nic::parse_saved,
-    followed_live: false,
+    live: None,
 };
 
 /// Alibaba Cloud's datasource for the boot stage.

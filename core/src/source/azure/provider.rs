@@ -77,6 +77,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "azure",
     kinds: &[SourceKind::Azure],
     check: super::detect::check,
+    seeds: super::detect::seeds,
     platform: |_| None,
     endpoint: Some(EndpointKey {
         key: "azure.endpoint",
@@ -87,7 +88,7 @@ pub static CLOUD: Cloud = Cloud {
     }),
     provider: |s| Ok(Box::new(AzureProvider::try_new(s.root, s.endpoint)?)),
     parse_saved: nic::parse_saved,
-    followed_live: false,
+    live: None,
 };
 
 /// Azure's datasource for the boot stage.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Pure: the configuration the decision reads — `datasource_list`, EC2's
-//! `strict_id` and NoCloud's seed settings from cloud-init's YAML files,
+//! Pure: the configuration the decision reads — `datasource_list`, each
+//! datasource's scalar settings (which a cloud's check reads: `strict_id`) and
+//! NoCloud's seed settings from cloud-init's YAML files,
 //! ds-identify.cfg's `key: value` lines,
 //! and the `cc: ... end_cc` form of the kernel command line.
 //!
@@ -27,8 +28,10 @@ pub(crate) struct Setting<T> {
 pub(crate) struct CloudConfig {
     /// `datasource_list`, from the last file that sets it.
     pub(super) datasource_list: Option<Setting<Vec<String>>>,
-    /// `datasource: {Ec2: {strict_id: ...}}`, from the last file that sets it.
-    pub(crate) ec2_strict_id: Option<Setting<String>>,
+    /// `datasource: {<Name>: {<key>: <scalar>}}` for every datasource and key,
+    /// each from the last file that sets it to a scalar (read them with
+    /// [`CloudConfig::datasource_setting`]).
+    scalars: Vec<((String, String), Setting<String>)>,
     /// `datasource: {NoCloud: {...}}`, the files' keys merged (a later file wins a
     /// key), with the file that set each key.
     pub(super) nocloud: Vec<(String, String)>,
@@ -76,20 +79,25 @@ impl CloudConfig {
             let Some(Value::Object(ds)) = doc.get("datasource") else {
                 continue;
             };
-            if let Some(Value::Object(ec2)) = ds.get("Ec2")
-                && let Some(v) = ec2.get("strict_id")
-            {
-                match scalar_text(v) {
-                    Some(value) => {
-                        c.ec2_strict_id = Some(Setting {
+            for (name, settings) in ds {
+                let Value::Object(settings) = settings else {
+                    continue;
+                };
+                for (key, v) in settings {
+                    // A mapping or a list is no scalar setting (NoCloud's
+                    // `meta-data` may be one); it leaves an earlier value as is.
+                    let Some(value) = scalar_text(v) else {
+                        continue;
+                    };
+                    let at = (name.clone(), key.clone());
+                    c.scalars.retain(|(k, _)| *k != at);
+                    c.scalars.push((
+                        at,
+                        Setting {
                             value,
                             path: f.path.clone(),
-                        });
-                    }
-                    None => c.warnings.push(format!(
-                        "{}: datasource.Ec2.strict_id is not a scalar; ignored",
-                        f.path
-                    )),
+                        },
+                    ));
                 }
             }
             if let Some(Value::Object(nc)) = ds.get("NoCloud") {
@@ -103,6 +111,19 @@ impl CloudConfig {
         c.nocloud = nocloud_from;
         c.nocloud_values = nocloud;
         c
+    }
+
+    /// `datasource: {<datasource>: {<key>: ...}}`, a scalar, from the last file
+    /// that sets it.
+    pub(crate) fn datasource_setting(
+        &self,
+        datasource: &str,
+        key: &str,
+    ) -> Option<&Setting<String>> {
+        self.scalars
+            .iter()
+            .find(|((d, k), _)| d == datasource && k == key)
+            .map(|(_, s)| s)
     }
 
     /// Why cloud-init's configuration makes NoCloud a seed (ds-identify: `seedfrom`,
@@ -233,7 +254,8 @@ mod tests {
             })
         );
         assert_eq!(
-            c.ec2_strict_id.clone().map(|s| s.value).as_deref(),
+            c.datasource_setting("Ec2", "strict_id")
+                .map(|s| s.value.as_str()),
             Some("false")
         );
         assert_eq!(

@@ -80,11 +80,11 @@ pub const LXD_BOARD_NAMES: [&str; 2] = ["LXD", "Incus"];
 pub const NOCLOUD_LABELS: [&str; 2] = ["cidata", "CIDATA"];
 
 /// ds-identify's built-in `datasource_list`, reduced to the sources leasehook
-/// implements: every kind but `None`, in [`SourceKind::ALL`]'s order, which is
+/// implements: every kind but `None`, in [`SourceKind::all`]'s order, which is
 /// ds-identify's (`... ConfigDrive NoCloud ... Azure ... AliYun Ec2 GCE ...
 /// OpenStack ... Oracle ... LXD ...`).
 pub fn default_list() -> impl Iterator<Item = SourceKind> {
-    SourceKind::ALL
+    SourceKind::all()
         .into_iter()
         .filter(|k| *k != SourceKind::None)
 }
@@ -92,10 +92,6 @@ pub fn default_list() -> impl Iterator<Item = SourceKind> {
 /// The file system labels of an `OpenStack` config drive, as cloud-init accepts
 /// them.
 pub const CONFIG_DRIVE_LABELS: [&str; 2] = ["config-2", "CONFIG-2"];
-
-/// Where a config drive may be seeded as a folder (ds-identify's
-/// `check_configdrive_v2`): `/config-drive` and cloud-init's seed, below the root.
-pub const CONFIG_DRIVE_SEED_DIRS: [&str; 2] = ["config-drive", "var/lib/cloud/seed/config_drive"];
 
 /// Everything the decision reads, read once (see [`read::read_snapshot`]).
 ///
@@ -127,12 +123,10 @@ pub struct Snapshot {
     pub virtio_ports: Vec<VirtioPort>,
     /// The NoCloud seed folders.
     pub seeds: Vec<Seed>,
-    /// `var/lib/cloud/seed/AliYun`, when it is a folder.
-    pub aliyun_seed: Option<Seed>,
-    /// The config drive seed folders ([`CONFIG_DRIVE_SEED_DIRS`]) that hold
-    /// `openstack/YYYY-MM-DD/meta_data.json` (or, the cloud-init seed only,
-    /// `openstack/latest/meta_data.json`), as paths below the root.
-    pub config_drive_seeds: Vec<String>,
+    /// Each cloud's seeds that exist, as paths below the root, by the cloud's
+    /// name: what its row's [`crate::source::provider::Cloud::seeds`] found
+    /// (read them with [`Snapshot::seeds_of`]).
+    pub cloud_seeds: BTreeMap<&'static str, Vec<String>>,
     /// `product_name=` in `proc/1/environ` (how a container learns it runs on
     /// Nova).
     pub pid1_product_name: Option<String>,
@@ -140,8 +134,6 @@ pub struct Snapshot {
     pub machine: String,
     /// The names in `dev/disk/by-label/` (udev's file system labels).
     pub fs_labels: Vec<String>,
-    /// Whether `var/lib/cloud/seed/azure/ovf-env.xml` is a file (Azure's seed).
-    pub azure_seed: bool,
     /// Whether `etc/cloud/cloud-init.disabled` is a file.
     pub disabled_marker: bool,
     /// `datasource_list` from leasehook's configuration, when it sets one.
@@ -246,6 +238,12 @@ impl Snapshot {
     /// A path below the root, as shown in reasons.
     pub(crate) fn shown(&self, rel: &str) -> String {
         self.root.join(rel).display().to_string()
+    }
+
+    /// The seeds of the cloud `name` that exist, as paths below the root (none
+    /// when it has no seed, or none was found).
+    pub fn seeds_of(&self, name: &str) -> &[String] {
+        self.cloud_seeds.get(name).map_or(&[], Vec::as_slice)
     }
 
     /// Whether `virt` is a container.
@@ -487,7 +485,18 @@ fn check_with(
             .iter()
             .find(|c| c.kinds.contains(&other))
         {
-            Some(c) => (c.check)(s, other, &Probe { cmdline, cloud }),
+            Some(c) => {
+                let seeds = s.seeds_of(c.name);
+                (c.check)(
+                    s,
+                    other,
+                    &Probe {
+                        cmdline,
+                        cloud,
+                        seeds,
+                    },
+                )
+            }
             None => Finding::not_found("no cloud's row checks this datasource"),
         },
     }
@@ -502,6 +511,8 @@ pub struct Probe<'a> {
     pub cmdline: Option<&'a str>,
     /// cloud-init's configuration files, parsed.
     pub(crate) cloud: &'a CloudConfig,
+    /// The seeds of the cloud checked that exist ([`Snapshot::seeds_of`]).
+    pub seeds: &'a [String],
 }
 
 /// The cloud DMI alone says this is (pure): the first datasource of ds-identify's

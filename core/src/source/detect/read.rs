@@ -23,8 +23,8 @@ use std::process::Command;
 
 use super::{ConfigText, ConfiguredList, Detection, Dmi, Node, Seed, Snapshot, VirtioPort, decide};
 use crate::constants::{
-    ALIYUN_SEED_DIR, CLOUD_CFG, CLOUD_CFG_D, CLOUD_INIT_DISABLED_MARKER, CONFIG_MAX_BYTES,
-    DS_IDENTIFY_CFG, INCUS_SOCKET, LXD_SOCKET, NOCLOUD_SEED_DIRS, UBUNTU_CORE_WRITABLE,
+    CLOUD_CFG, CLOUD_CFG_D, CLOUD_INIT_DISABLED_MARKER, CONFIG_MAX_BYTES, DS_IDENTIFY_CFG,
+    INCUS_SOCKET, LXD_SOCKET, NOCLOUD_SEED_DIRS, UBUNTU_CORE_WRITABLE,
 };
 use crate::error::Result;
 use crate::source::files::{first_line, is_file, read_limited, read_text};
@@ -119,26 +119,21 @@ pub fn read_snapshot(o: &ReadOptions) -> Result<Snapshot> {
             })
             .collect(),
         seeds: seeds(root),
-        config_drive_seeds: config_drive_seeds(root),
+        cloud_seeds: crate::source::CLOUDS
+            .iter()
+            .map(|c| (c.name, (c.seeds)(root)))
+            .filter(|(_, found)| !found.is_empty())
+            .collect(),
         pid1_product_name: read_limited(&at("proc/1/environ"), CMDLINE_MAX_BYTES).and_then(|b| {
             b.split(|c| *c == 0)
                 .find_map(|kv| kv.strip_prefix(b"product_name="))
                 .map(|v| String::from_utf8_lossy(v).into_owned())
         }),
         machine: std::env::consts::ARCH.to_owned(),
-        aliyun_seed: root.join(ALIYUN_SEED_DIR).is_dir().then(|| {
-            let d = root.join(ALIYUN_SEED_DIR);
-            Seed {
-                meta_data: is_file(&d.join("meta-data")),
-                user_data: is_file(&d.join("user-data")),
-                dir: ALIYUN_SEED_DIR.to_owned(),
-            }
-        }),
         fs_labels: sorted_entries(&at("dev/disk/by-label"))
             .iter()
             .map(|p| file_name(p))
             .collect(),
-        azure_seed: is_file(&at(crate::source::azure::detect::AZURE_SEED)),
         disabled_marker: is_file(&at(CLOUD_INIT_DISABLED_MARKER)),
         leasehook_datasource_list: o.datasource_list.clone(),
         cloud_config,
@@ -227,33 +222,6 @@ fn config_file(path: &Path, warnings: &mut Vec<String>) -> Option<ConfigText> {
 
 /// The NoCloud seed folders, and their Ubuntu Core twins when
 /// `<root>/writable/system-data` exists.
-/// The config drive seed folders that hold an `OpenStack` `meta_data.json`
-/// (ds-identify's `check_configdrive_v2`): `openstack/YYYY-MM-DD/` in either,
-/// `openstack/latest/` in cloud-init's seed only.
-fn config_drive_seeds(root: &Path) -> Vec<String> {
-    let dated = |name: &str| {
-        let b = name.as_bytes();
-        b.len() == 10
-            && b.first() == Some(&b'2')
-            && b.get(4) == Some(&b'-')
-            && b.get(7) == Some(&b'-')
-    };
-    super::CONFIG_DRIVE_SEED_DIRS
-        .iter()
-        .filter(|dir| {
-            let os = root.join(dir).join("openstack");
-            let found = std::fs::read_dir(&os).is_ok_and(|rd| {
-                rd.filter_map(std::result::Result::ok).any(|e| {
-                    e.file_name().to_str().is_some_and(dated)
-                        && is_file(&e.path().join("meta_data.json"))
-                })
-            });
-            found || (dir.starts_with("var/") && is_file(&os.join("latest/meta_data.json")))
-        })
-        .map(|d| (*d).to_owned())
-        .collect()
-}
-
 fn seeds(root: &Path) -> Vec<Seed> {
     let mut dirs: Vec<String> = NOCLOUD_SEED_DIRS.iter().map(|d| (*d).to_owned()).collect();
     if root.join(UBUNTU_CORE_WRITABLE).is_dir() {

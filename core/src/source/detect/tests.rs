@@ -7,7 +7,7 @@ use super::*;
 use crate::source::azure::detect::AZURE_CHASSIS_ASSET_TAG;
 use crate::source::ec2::detect::{Ec2Platform, ec2_platform};
 use crate::source::oracle::detect::ORACLE_CHASSIS_ASSET_TAG;
-use SourceKind::{Ec2, Gce, Lxd, NoCloud, None as NoneDs};
+use crate::source::short::{Ec2, Gce, Lxd, NoCloud, NoneDs};
 
 fn base(virt: &str) -> Snapshot {
     Snapshot {
@@ -661,7 +661,8 @@ fn azure_is_its_chassis_asset_tag_or_its_seed() {
     let mut c = base("lxc");
     c.dmi.chassis_asset_tag = Some(AZURE_CHASSIS_ASSET_TAG.into());
     assert_eq!(check(SourceKind::Azure, &c).check, Check::NotFound);
-    c.azure_seed = true;
+    c.cloud_seeds
+        .insert("azure", vec!["var/lib/cloud/seed/azure/ovf-env.xml".into()]);
     assert_eq!(check(SourceKind::Azure, &c).check, Check::Found);
 }
 
@@ -676,11 +677,16 @@ fn aliyun_by_product_name_or_seed_and_dmi_alone_for_provider_auto() {
     let mut c = s.clone();
     c.virt = "lxc".to_owned();
     assert_eq!(check(SourceKind::AliYun, &c).check, Check::NotFound);
-    // The seed needs both files.
+    // Its seed, when its row found one (with both files: `aliyun::detect`'s
+    // tests); another cloud's seed is not its.
     let mut seeded = base("kvm");
-    seeded.aliyun_seed = Some(seed("var/lib/cloud/seed/AliYun", true, false));
+    seeded
+        .cloud_seeds
+        .insert("azure", vec!["var/lib/cloud/seed/AliYun".into()]);
     assert_eq!(check(SourceKind::AliYun, &seeded).check, Check::NotFound);
-    seeded.aliyun_seed = Some(seed("var/lib/cloud/seed/AliYun", true, true));
+    seeded
+        .cloud_seeds
+        .insert("aliyun", vec!["var/lib/cloud/seed/AliYun".into()]);
     assert_eq!(check(SourceKind::AliYun, &seeded).check, Check::Found);
     // provider: auto reads DMI only.
     assert_eq!(cloud_from_dmi(&s.dmi), Some(SourceKind::AliYun));
@@ -725,7 +731,6 @@ fn oracle_is_its_chassis_asset_tag_exactly_and_dmi_alone_resolves_auto() {
 
 #[test]
 fn openstack_by_product_name_asset_tag_or_pid1_and_never_with_a_config_drive() {
-    use SourceKind::{ConfigDrive, OpenStack};
     for (field, value) in [
         ("product_name", "OpenStack Nova"),
         ("product_name", "OpenStack Compute"),
@@ -743,48 +748,67 @@ fn openstack_by_product_name_asset_tag_or_pid1_and_never_with_a_config_drive() {
             s.dmi.product_name = Some(value.to_owned());
         }
         let d = decide(&s).unwrap();
-        assert_eq!(d.datasource_list, [OpenStack, NoneDs], "{value}: {d:#?}");
+        assert_eq!(
+            d.datasource_list,
+            [SourceKind::OpenStack, NoneDs],
+            "{value}: {d:#?}"
+        );
         // Never in a container: its DMI is the host's.
         let mut c = s.clone();
         c.virt = "lxc".to_owned();
-        assert_eq!(check(OpenStack, &c).check, Check::NotFound, "{value}");
+        assert_eq!(
+            check(SourceKind::OpenStack, &c).check,
+            Check::NotFound,
+            "{value}"
+        );
         // A config drive: ConfigDrive, and not the metadata service.
         let mut drive = s.clone();
         drive.fs_labels = vec!["config-2".to_owned()];
         let d = decide(&drive).unwrap();
-        assert_eq!(d.datasource_list, [ConfigDrive, NoneDs], "{value}: {d:#?}");
+        assert_eq!(
+            d.datasource_list,
+            [SourceKind::ConfigDrive, NoneDs],
+            "{value}: {d:#?}"
+        );
         assert!(d.reasons["OpenStack"].contains("config drive"), "{d:#?}");
     }
     // Near misses are not found.
     let mut s = base("kvm");
     s.dmi.product_name = Some("openstack nova".to_owned());
     s.dmi.chassis_asset_tag = Some("HUAWEICLOUD ".to_owned());
-    assert_eq!(check(OpenStack, &s).check, Check::NotFound);
+    assert_eq!(check(SourceKind::OpenStack, &s).check, Check::NotFound);
     // pid 1's environment counts, in a container too.
     let mut c = base("lxc");
     c.pid1_product_name = Some("OpenStack Nova".to_owned());
-    assert_eq!(check(OpenStack, &c).check, Check::Found);
+    assert_eq!(check(SourceKind::OpenStack, &c).check, Check::Found);
     c.pid1_product_name = Some("OpenStack Compute".to_owned());
-    assert_eq!(check(OpenStack, &c).check, Check::NotFound);
+    assert_eq!(check(SourceKind::OpenStack, &c).check, Check::NotFound);
     // Not x86: maybe (ds-identify's default policy lists no maybe).
     let mut arm = base("kvm");
     arm.machine = "aarch64".to_owned();
-    assert_eq!(check(OpenStack, &arm).check, Check::Maybe);
+    assert_eq!(check(SourceKind::OpenStack, &arm).check, Check::Maybe);
     assert!(decide(&arm).unwrap().datasource_list.is_empty());
     // Both labels and the seed folders are a config drive.
     for label in ["config-2", "CONFIG-2"] {
         let mut s = base("kvm");
         s.fs_labels = vec![label.to_owned()];
-        assert_eq!(check(ConfigDrive, &s).check, Check::Found, "{label}");
+        assert_eq!(
+            check(SourceKind::ConfigDrive, &s).check,
+            Check::Found,
+            "{label}"
+        );
     }
     let mut s = base("kvm");
     s.fs_labels = vec!["Config-2".to_owned()];
-    assert_eq!(check(ConfigDrive, &s).check, Check::NotFound);
-    s.config_drive_seeds = vec!["var/lib/cloud/seed/config_drive".to_owned()];
-    assert_eq!(check(ConfigDrive, &s).check, Check::Found);
-    assert_eq!(check(OpenStack, &s).check, Check::NotFound);
+    assert_eq!(check(SourceKind::ConfigDrive, &s).check, Check::NotFound);
+    s.cloud_seeds.insert(
+        "openstack",
+        vec!["var/lib/cloud/seed/config_drive".to_owned()],
+    );
+    assert_eq!(check(SourceKind::ConfigDrive, &s).check, Check::Found);
+    assert_eq!(check(SourceKind::OpenStack, &s).check, Check::NotFound);
     // provider: auto reads DMI alone.
     let mut s = base("kvm");
     s.dmi.chassis_asset_tag = Some("OpenTelekomCloud".to_owned());
-    assert_eq!(cloud_from_dmi(&s.dmi), Some(OpenStack));
+    assert_eq!(cloud_from_dmi(&s.dmi), Some(SourceKind::OpenStack));
 }

@@ -6,6 +6,12 @@ use crate::source::detect::config::{self, CloudConfig, Setting};
 use crate::source::detect::{Probe, Snapshot, quote};
 use crate::source::{Finding, SourceKind};
 
+// The cloud's datasource kinds, which its row lists.
+crate::model::source_kinds! {
+    /// The EC2 instance metadata service (IMDS).
+    Ec2 = ("Ec2", "ec2", 11);
+}
+
 /// The row's check ([`crate::source::provider::Cloud::check`]).
 pub(super) fn check(s: &Snapshot, _: SourceKind, p: &Probe<'_>) -> Finding {
     check_ec2(s, p.cmdline, p.cloud)
@@ -153,7 +159,7 @@ fn ec2_strict_id(s: &Snapshot, cmdline: Option<&str>, cloud: &CloudConfig) -> (S
         }
     }
     if found.is_none()
-        && let Some(Setting { value, path }) = &cloud.ec2_strict_id
+        && let Some(Setting { value, path }) = cloud.datasource_setting("Ec2", "strict_id")
     {
         found = Some((value.clone(), path.clone()));
     }

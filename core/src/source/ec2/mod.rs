@@ -39,10 +39,7 @@ pub mod wait;
 
 use std::path::Path;
 
-use crate::constants::{
-    IMDS_ENDPOINTS, IMDS_TOKEN_CACHE_NAME, IMDS_TOKEN_HEADER, IMDS_TOKEN_PATH,
-    IMDS_TOKEN_TTL_HEADER,
-};
+use crate::constants::{IMDS_ENDPOINTS, IMDS_TOKEN_CACHE_NAME, IMDS_TOKEN_PATH};
 use crate::error::Result;
 use crate::source::provider::http::{Service, check_endpoint_for};
 use crate::source::provider::imdsv2::{Dialect, Imdsv2};
@@ -65,8 +62,10 @@ pub(crate) const EC2: Dialect = Dialect {
         spent: "whole request (token exchange included)",
     },
     token_path: IMDS_TOKEN_PATH,
-    ttl_header: IMDS_TOKEN_TTL_HEADER,
-    token_header: IMDS_TOKEN_HEADER,
+    // The token's lifetime is asked with the first header, and the token sent
+    // back on every `GET` with the second.
+    ttl_header: "X-aws-ec2-metadata-token-ttl-seconds",
+    token_header: "X-aws-ec2-metadata-token",
     cache_name: IMDS_TOKEN_CACHE_NAME,
 };
 

@@ -114,6 +114,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "ec2",
     kinds: &[SourceKind::Ec2],
     check: super::detect::check,
+    seeds: |_| Vec::new(),
     platform: |s| super::detect::ec2_platform(s).map(|(p, _)| p.cloud_name()),
     endpoint: None,
     provider: |s| {
@@ -124,7 +125,7 @@ pub static CLOUD: Cloud = Cloud {
         ))
     },
     parse_saved: crate::metadata::parse_json,
-    followed_live: false,
+    live: None,
 };
 
 /// EC2's datasource for the boot stage.

@@ -28,6 +28,9 @@ use crate::model::MacAddr;
 
 use super::nic::{GceNic, parse_interfaces};
 
+pub use crate::source::provider::live::Changes;
+use crate::source::provider::live::changes as by_mac;
+
 /// The keys compared as written besides the parsed ones: a change of any of them
 /// is a change of what the NIC may route.
 pub const ROUTING_KEYS: &[&str] = &[
@@ -84,70 +87,10 @@ impl Snapshot {
     }
 }
 
-/// What a new answer changed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Changes {
-    /// Listed in both, routing view different.
-    pub changed: Vec<MacAddr>,
-    /// Listed only now.
-    pub added: Vec<MacAddr>,
-    /// Listed only before.
-    pub removed: Vec<MacAddr>,
-}
-
-impl Changes {
-    /// Nothing leasehook routes changed.
-    pub fn is_empty(&self) -> bool {
-        self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty()
-    }
-
-    /// Every MAC concerned, changed first, then added, then removed.
-    pub fn all(&self) -> Vec<MacAddr> {
-        let mut v = self.changed.clone();
-        v.extend(&self.added);
-        v.extend(&self.removed);
-        v
-    }
-}
-
-impl std::fmt::Display for Changes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let list = |v: &[MacAddr]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
-        let mut parts = Vec::new();
-        for (what, v) in [
-            ("changed", &self.changed),
-            ("added", &self.added),
-            ("removed", &self.removed),
-        ] {
-            if !v.is_empty() {
-                parts.push(format!("{what} {}", list(v).join(", ")));
-            }
-        }
-        if parts.is_empty() {
-            f.write_str("nothing routed changed")
-        } else {
-            f.write_str(&parts.join("; "))
-        }
-    }
-}
-
-/// Which NICs `new` changed against `old`.
+/// Which NICs `new` changed against `old` (the seam's [`changes`](by_mac), by
+/// each NIC's view).
 pub fn changes(old: &Snapshot, new: &Snapshot) -> Changes {
-    let mut out = Changes::default();
-    for (mac, view) in &new.nics {
-        match old.nics.get(mac) {
-            None => out.added.push(*mac),
-            Some(before) if before != view => out.changed.push(*mac),
-            Some(_) => {}
-        }
-    }
-    out.removed = old
-        .nics
-        .keys()
-        .filter(|m| !new.nics.contains_key(m))
-        .copied()
-        .collect();
-    out
+    by_mac(&old.nics, &new.nics)
 }
 
 #[cfg(test)]

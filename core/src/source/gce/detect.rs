@@ -5,6 +5,12 @@
 use crate::source::detect::{Probe, Snapshot, quote};
 use crate::source::{Finding, SourceKind};
 
+// The cloud's datasource kinds, which its row lists.
+crate::model::source_kinds! {
+    /// The Google Compute Engine metadata server.
+    Gce = ("GCE", "gce", 12);
+}
+
 /// The row's check ([`crate::source::provider::Cloud::check`]).
 pub(super) fn check(s: &Snapshot, _: SourceKind, _: &Probe<'_>) -> Finding {
     check_gce(s)

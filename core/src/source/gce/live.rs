@@ -28,6 +28,8 @@ use crate::source::provider::http::read_body;
 
 use super::{GCE_ROOT, Gce};
 
+pub use crate::source::provider::live::Backoff;
+
 /// The server-side hold of one long poll (`timeout_sec`).
 pub const LONG_POLL_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -36,12 +38,6 @@ pub const LONG_POLL_SLACK: Duration = Duration::from_secs(10);
 
 /// The longest `ETag` accepted.
 pub const MAX_ETAG: usize = 128;
-
-/// The first pause after an error.
-pub const BACKOFF_FIRST: Duration = Duration::from_secs(1);
-
-/// The longest pause after errors.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// One answer of the NIC list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,35 +114,6 @@ impl Gce {
     }
 }
 
-/// The pause after each error in a row: [`BACKOFF_FIRST`] doubling to
-/// [`BACKOFF_MAX`]; an answer resets it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    next: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self {
-            next: BACKOFF_FIRST,
-        }
-    }
-}
-
-impl Backoff {
-    /// The pause after one more error.
-    pub fn failed(&mut self) -> Duration {
-        let now = self.next;
-        self.next = (self.next * 2).min(BACKOFF_MAX);
-        now
-    }
-
-    /// An answer came: the next error pauses [`BACKOFF_FIRST`] again.
-    pub fn succeeded(&mut self) {
-        self.next = BACKOFF_FIRST;
-    }
-}
-
 #[cfg(test)]
 mod tests {
 
@@ -177,15 +144,6 @@ mod tests {
         for bad in ["", "\"abc\"", "a b", "a&b=c", "é", long.as_str()] {
             assert!(!valid_etag(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn backoff_doubles_to_a_minute_and_resets() {
-        let mut b = Backoff::default();
-        let seen: Vec<u64> = (0..8).map(|_| b.failed().as_secs()).collect();
-        assert_eq!(seen, [1, 2, 4, 8, 16, 32, 60, 60]);
-        b.succeeded();
-        assert_eq!(b.failed(), BACKOFF_FIRST);
     }
 
     fn answer(headers: &str, body: &str) -> Vec<u8> {

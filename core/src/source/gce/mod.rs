@@ -26,6 +26,7 @@
 
 pub mod change;
 pub mod detect;
+mod follow;
 pub mod identity;
 pub mod live;
 pub mod nic;

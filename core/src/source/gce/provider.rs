@@ -60,6 +60,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "gce",
     kinds: &[SourceKind::Gce],
     check: super::detect::check,
+    seeds: |_| Vec::new(),
     platform: |_| None,
     endpoint: Some(EndpointKey {
         key: "gce.endpoint",
@@ -70,7 +71,7 @@ pub static CLOUD: Cloud = Cloud {
     }),
     provider: |s| Ok(Box::new(GceProvider::try_new(s.endpoint)?)),
     parse_saved: |text| nic::parse_interfaces(text).map(|nics| nic::network(&nics)),
-    followed_live: true,
+    live: Some(super::follow::LIVE),
 };
 
 /// GCE's datasource for the boot stage.

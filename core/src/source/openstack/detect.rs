@@ -1,18 +1,63 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Pure: `OpenStack`'s datasource checks, as ds-identify's `dscheck_OpenStack` and `dscheck_ConfigDrive`. Moved from `source::detect`, which asks it through the
-//! cloud's row.
+//! cloud's row. Also (performing IO) which config drive seeds exist, for the
+//! detection snapshot (the row's `seeds`).
+
+use std::path::Path;
 
 use crate::source::detect::{CONFIG_DRIVE_LABELS, Probe, Snapshot, quote};
+use crate::source::files::is_file;
 use crate::source::{Finding, SourceKind};
+
+// The cloud's datasource kinds, which its row lists.
+crate::model::source_kinds! {
+    /// `OpenStack`'s metadata service (`/openstack/latest/` at 169.254.169.254).
+    OpenStack = ("OpenStack", "openstack", 14);
+    /// An `OpenStack` config drive (a file system labelled `config-2`).
+    ConfigDrive = ("ConfigDrive", "openstack", 1);
+}
 
 /// The row's check ([`crate::source::provider::Cloud::check`]): the config
 /// drive's, or the metadata service's.
-pub(super) fn check(s: &Snapshot, kind: SourceKind, _: &Probe<'_>) -> Finding {
+pub(super) fn check(s: &Snapshot, kind: SourceKind, p: &Probe<'_>) -> Finding {
     if kind == SourceKind::ConfigDrive {
-        check_config_drive(s)
+        check_config_drive(s, p.seeds)
     } else {
-        check_openstack(s)
+        check_openstack(s, p.seeds)
     }
+}
+
+/// Where a config drive may be seeded as a folder (ds-identify's
+/// `check_configdrive_v2`): `/config-drive` and cloud-init's seed, below the root.
+pub const CONFIG_DRIVE_SEED_DIRS: [&str; 2] = ["config-drive", "var/lib/cloud/seed/config_drive"];
+
+/// The row's seeds ([`crate::source::provider::Cloud::seeds`]): the config drive
+/// seed folders ([`CONFIG_DRIVE_SEED_DIRS`]) that hold an `OpenStack`
+/// `meta_data.json` (ds-identify's `check_configdrive_v2`):
+/// `openstack/YYYY-MM-DD/` in either, `openstack/latest/` in cloud-init's seed
+/// only.
+pub(super) fn seeds(root: &Path) -> Vec<String> {
+    let dated = |name: &str| {
+        let b = name.as_bytes();
+        b.len() == 10
+            && b.first() == Some(&b'2')
+            && b.get(4) == Some(&b'-')
+            && b.get(7) == Some(&b'-')
+    };
+    CONFIG_DRIVE_SEED_DIRS
+        .iter()
+        .filter(|dir| {
+            let os = root.join(dir).join("openstack");
+            let found = std::fs::read_dir(&os).is_ok_and(|rd| {
+                rd.filter_map(std::result::Result::ok).any(|e| {
+                    e.file_name().to_str().is_some_and(dated)
+                        && is_file(&e.path().join("meta_data.json"))
+                })
+            });
+            found || (dir.starts_with("var/") && is_file(&os.join("latest/meta_data.json")))
+        })
+        .map(|d| (*d).to_owned())
+        .collect()
 }
 
 /// The DMI `product_name`s of an `OpenStack` instance (ds-identify's
@@ -31,8 +76,8 @@ pub const OPENSTACK_ASSET_TAGS: [&str; 4] = [
 /// ds-identify's `check_configdrive_v2`: a seeded folder, else a file system
 /// labelled `config-2` or `CONFIG-2`: what shows it, `None` when there is none
 /// ([`NO_CONFIG_DRIVE`]).
-fn config_drive(s: &Snapshot) -> Option<String> {
-    if let Some(seed) = s.config_drive_seeds.first() {
+fn config_drive(s: &Snapshot, seeds: &[String]) -> Option<String> {
+    if let Some(seed) = seeds.first() {
         return Some(format!(
             "{} holds an OpenStack meta_data.json",
             s.shown(seed)
@@ -57,8 +102,8 @@ fn config_drive(s: &Snapshot) -> Option<String> {
 const NO_CONFIG_DRIVE: &str = "no config drive seed folder with openstack/<date>/meta_data.json, no file system labelled config-2 or CONFIG-2 (outside a container)";
 
 /// ds-identify's `dscheck_ConfigDrive` (`check_configdrive_v2`).
-fn check_config_drive(s: &Snapshot) -> Finding {
-    match config_drive(s) {
+fn check_config_drive(s: &Snapshot, seeds: &[String]) -> Finding {
+    match config_drive(s, seeds) {
         Some(why) => Finding::found(why),
         None => Finding::not_found(NO_CONFIG_DRIVE),
     }
@@ -70,8 +115,8 @@ fn check_config_drive(s: &Snapshot) -> Finding {
 /// or a chassis asset tag of [`OPENSTACK_ASSET_TAGS`] or
 /// [`OPENSTACK_PRODUCT_NAMES`] (not in a container); else `maybe` on a machine
 /// that is not x86 (whose DMI may not say), not found on x86.
-fn check_openstack(s: &Snapshot) -> Finding {
-    if let Some(why) = config_drive(s) {
+fn check_openstack(s: &Snapshot, seeds: &[String]) -> Finding {
+    if let Some(why) = config_drive(s, seeds) {
         return Finding::not_found(format!(
             "a config drive is present ({why}): that is ConfigDrive, not the metadata service"
         ));

@@ -156,6 +156,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "openstack",
     kinds: &[SourceKind::OpenStack, SourceKind::ConfigDrive],
     check: super::detect::check,
+    seeds: super::detect::seeds,
     platform: |_| None,
     endpoint: Some(EndpointKey {
         key: "openstack.endpoint",
@@ -166,7 +167,7 @@ pub static CLOUD: Cloud = Cloud {
     }),
     provider: |s| Ok(Box::new(OpenStackProvider::try_new(s.root, s.endpoint)?)),
     parse_saved: nic::parse_saved,
-    followed_live: false,
+    live: None,
 };
 
 /// `OpenStack`'s datasources for the boot stage.

@@ -5,6 +5,12 @@
 use crate::source::detect::{Probe, Snapshot, quote};
 use crate::source::{Finding, SourceKind};
 
+// The cloud's datasource kinds, which its row lists.
+crate::model::source_kinds! {
+    /// Oracle Cloud Infrastructure's metadata service (`/opc/v2/`).
+    Oracle = ("Oracle", "oracle", 20);
+}
+
 /// The row's check ([`crate::source::provider::Cloud::check`]).
 pub(super) fn check(s: &Snapshot, _: SourceKind, _: &Probe<'_>) -> Finding {
     check_oracle(s)

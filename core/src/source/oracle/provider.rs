@@ -77,6 +77,7 @@ pub static CLOUD: Cloud = Cloud {
     name: "oracle",
     kinds: &[SourceKind::Oracle],
     check: super::detect::check,
+    seeds: |_| Vec::new(),
     platform: |_| None,
     endpoint: Some(EndpointKey {
         key: ENDPOINT_KEY,
@@ -87,7 +88,7 @@ pub static CLOUD: Cloud = Cloud {
     }),
     provider: |s| Ok(Box::new(OracleProvider::try_new(s.endpoint)?)),
     parse_saved: vnic::parse_saved,
-    followed_live: false,
+    live: None,
 };
 
 /// Oracle Cloud's datasource for the boot stage.

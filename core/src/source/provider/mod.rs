@@ -66,6 +66,7 @@ pub mod doc;
 pub(crate) mod fake;
 pub mod http;
 pub mod imdsv2;
+pub mod live;
 pub mod retry;
 pub mod slot;
 pub mod wait;
@@ -96,6 +97,10 @@ pub struct Cloud {
     /// Detection's check of one of [`Cloud::kinds`] (pure: ds-identify's
     /// `dscheck_<Name>`), from the snapshot.
     pub check: fn(&Snapshot, SourceKind, &Probe<'_>) -> Finding,
+    /// Reads which of the cloud's seeds exist below the root (performs IO, for
+    /// detection's snapshot, [`Snapshot::seeds_of`]): their paths below it, the
+    /// evidence its [`Cloud::check`] reads.
+    pub seeds: fn(&Path) -> Vec<String>,
     /// The platform detection identifies for instance-data's cloud name
     /// (`aws`, `brightbox`, ... for the EC2 API), `None` when it says nothing.
     pub platform: fn(&Snapshot) -> Option<&'static str>,
@@ -105,9 +110,9 @@ pub struct Cloud {
     pub provider: fn(&Setup<'_>) -> Result<Box<dyn Provider>>,
     /// Reads a saved metadata answer of the cloud (`leasehook plan --metadata`).
     pub parse_saved: fn(&str) -> Result<InstanceNetwork>,
-    /// Whether `leasehook watch` follows this cloud's metadata live (so the
-    /// refresh timer may leave a followed NIC to it).
-    pub followed_live: bool,
+    /// How `leasehook watch` follows this cloud's NIC list live, when it does
+    /// (so the refresh timer may leave a followed NIC to it).
+    pub live: Option<live::Live>,
 }
 
 /// A cloud's `<name>.endpoint` configuration key.

@@ -1,23 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO: `leasehook watch`'s follower of GCE's metadata (SPEC §3.10,
-//! docs/refresh.md).
+//! Performs IO: `leasehook watch`'s follower of a cloud's NIC list, when the
+//! cloud's row says it can be followed live
+//! ([`leasehook_core::source::provider::Cloud::live`]: GCE's long poll; SPEC
+//! §3.10, docs/refresh.md).
 //!
-//! One long poll on the NIC list at a time
-//! ([`leasehook_core::source::gce::live`]: `wait_for_change=true` with the last
-//! `ETag`, held by the server up to three minutes). Each answer is parsed
-//! strictly and compared by MAC with the one before
-//! ([`leasehook_core::source::gce::change`]); each NIC it changed, attached or
-//! detached that has a recorded plan goes through the refresh path the timer
-//! runs, for that interface alone ([`hook::refresh_changed`]). The first answer
-//! refreshes every recorded NIC once (whatever changed before the follower
-//! started).
+//! One request on the list at a time (the row's
+//! [`leasehook_core::source::provider::live::LiveFeed`]: GCE's
+//! `wait_for_change=true` with the last `ETag`, held by the server up to three
+//! minutes). Each answer is compared by MAC with the one before
+//! ([`leasehook_core::source::provider::live::changes`]); each NIC it changed,
+//! attached or detached that has a recorded plan goes through the refresh path
+//! the timer runs, for that interface alone ([`hook::refresh_changed`]). The
+//! first answer refreshes every recorded NIC once (whatever changed before the
+//! follower started).
 //!
-//! While the poll is live the follower keeps its heartbeat
-//! ([`hook::live`], `run/leasehook/gce-live.json`) fresh, listing the NICs it
-//! follows; the timer's `refresh` then asks nothing for them. An error (no
-//! answer, an HTTP error, garbage) removes the heartbeat, so the timer takes
-//! over, and the follower asks again after a pause of 1 s doubling to 60 s. A
-//! NIC whose refresh failed is left out of the heartbeat until one succeeds.
+//! While the request is live the follower keeps its heartbeat ([`hook::live`],
+//! `run/leasehook/<cloud>-live.json`) fresh, listing the NICs it follows; the
+//! timer's `refresh` then asks nothing for them. An error (no answer, an HTTP
+//! error, garbage) removes the heartbeat, so the timer takes over, and the
+//! follower asks again after a pause of 1 s doubling to 60 s. A NIC whose
+//! refresh failed is left out of the heartbeat until one succeeds.
 //!
 //! The request runs on a thread of its own; the follower looks at the stop
 //! flag every 200 ms, so SIGTERM ends it at once, request open or not.
@@ -33,23 +35,23 @@ use leasehook_core::error::Result as CoreResult;
 use leasehook_core::hook::live::{self, HEARTBEAT_EVERY, Heartbeat};
 use leasehook_core::hook::{self, HookConfig, RefreshOutcome};
 use leasehook_core::model::{IfName, MacAddr};
-use leasehook_core::source::gce::change::{Changes, Snapshot, changes};
-use leasehook_core::source::gce::live::{Backoff, LONG_POLL_TIMEOUT, Polled};
-use leasehook_core::source::gce::{Gce, GceProvider};
+use leasehook_core::source::provider::live::{Backoff, Changes, Live, LiveFeed, LiveList, changes};
+use leasehook_core::source::provider::{Cloud, Setup};
 
 use super::Context;
 
 /// How often the stop flag is looked at.
 const TICK: Duration = Duration::from_millis(200);
 
-/// Whether this machine's provider is GCE (the configured `provider`, else the
-/// boot stage's verdict, else DMI: as the hooks decide).
-pub(super) fn applies(ctx: &Context<'_>) -> bool {
+/// The cloud whose NIC list is followed, when this machine's provider (the
+/// configured `provider`, else the boot stage's verdict, else DMI: as the hooks
+/// decide) can be followed live.
+pub(super) fn applies(ctx: &Context<'_>) -> Option<&'static Cloud> {
     match hook::provider(&ctx.cfg) {
-        Ok(p) => p.kind().cloud().followed_live,
+        Ok(p) => Some(p.kind().cloud()).filter(|c| c.live.is_some()),
         Err(e) => {
-            log::warn!("GCE metadata: {e}: not followed");
-            false
+            log::warn!("the provider: {e}: no NIC list followed live");
+            None
         }
     }
 }
@@ -57,9 +59,12 @@ pub(super) fn applies(ctx: &Context<'_>) -> bool {
 struct Follower {
     paths: Paths,
     cfg: HookConfig,
-    gce: Arc<Gce>,
-    /// The last answer and its `ETag`.
-    last: Option<(Snapshot, String)>,
+    /// The cloud's name (the heartbeat's file) and its follower's label.
+    cloud: &'static str,
+    label: &'static str,
+    feed: Arc<dyn LiveFeed>,
+    /// The last answer.
+    last: Option<LiveList>,
     /// When the metadata last answered (ms since the epoch).
     answered_ms: u64,
     /// Whether the long poll is live (the last request answered usefully).
@@ -69,25 +74,27 @@ struct Follower {
     backoff: Backoff,
 }
 
-/// Follows the NIC list's long poll below `ctx.root` until `stop` is set.
-pub(super) fn follow(ctx: &Context<'_>, stop: &AtomicBool) {
-    let endpoint = ctx.cfg.cloud_endpoints.get("gce").map(String::as_str);
-    let gce = match GceProvider::try_new(endpoint).and_then(|p| p.client()) {
-        Ok(g) => g,
+/// Follows `cloud`'s NIC list below `ctx.root` until `stop` is set.
+pub(super) fn follow(ctx: &Context<'_>, cloud: &'static Cloud, stop: &AtomicBool) {
+    let Some(Live { label, feed }) = cloud.live else {
+        return;
+    };
+    let mut setup = Setup::new(ctx.root);
+    setup.endpoint = ctx.cfg.cloud_endpoints.get(cloud.name).map(String::as_str);
+    let feed = match feed(&setup) {
+        Ok(f) => f,
         Err(e) => {
-            log::error!("GCE metadata: {e}: not followed");
+            log::error!("{label}: {e}: not followed");
             return;
         }
     };
-    log::info!(
-        "GCE metadata: following the NIC list at {} (long poll, {} s)",
-        gce.endpoint(),
-        LONG_POLL_TIMEOUT.as_secs()
-    );
+    log::info!("{label}: following {}", feed.describe());
     let mut f = Follower {
         paths: Paths::new(PathBuf::from(ctx.root)),
         cfg: ctx.cfg.clone(),
-        gce: Arc::new(gce),
+        cloud: cloud.name,
+        label,
+        feed: Arc::from(feed),
         last: None,
         answered_ms: 0,
         live: false,
@@ -97,11 +104,11 @@ pub(super) fn follow(ctx: &Context<'_>, stop: &AtomicBool) {
     let (mut answers, mut errors) = (0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
         let Some(result) = f.ask(stop) else { break };
-        match result.and_then(|p| Snapshot::parse(&p.body).map(|s| (s, p.etag))) {
-            Ok((snapshot, etag)) => {
+        match result {
+            Ok(list) => {
                 answers += 1;
                 f.backoff.succeeded();
-                f.answered(snapshot, etag);
+                f.answered(list);
             }
             Err(e) => {
                 errors += 1;
@@ -109,7 +116,7 @@ pub(super) fn follow(ctx: &Context<'_>, stop: &AtomicBool) {
                 f.clear_heartbeat();
                 let pause = f.backoff.failed();
                 log::warn!(
-                    "GCE metadata: the long poll failed: {e}; the refresh timer serves every NIC \
+                    "{label}: the long poll failed: {e}; the refresh timer serves every NIC \
                      meanwhile; asking again in {} s",
                     pause.as_secs()
                 );
@@ -118,7 +125,7 @@ pub(super) fn follow(ctx: &Context<'_>, stop: &AtomicBool) {
         }
     }
     f.clear_heartbeat();
-    log::info!("GCE metadata: stopped ({answers} answer(s), {errors} error(s))");
+    log::info!("{label}: stopped ({answers} answer(s), {errors} error(s))");
 }
 
 /// Sleeps `pause`, or less when `stop` is set.
@@ -136,20 +143,19 @@ fn sleep(pause: Duration, stop: &AtomicBool) {
 impl Follower {
     /// One request, on a thread of its own: its answer, or `None` when `stop`
     /// was set first (the request is abandoned with the process).
-    fn ask(&mut self, stop: &AtomicBool) -> Option<CoreResult<Polled>> {
+    fn ask(&mut self, stop: &AtomicBool) -> Option<CoreResult<LiveList>> {
         let (tx, rx) = mpsc::channel();
-        let gce = Arc::clone(&self.gce);
-        let etag = self.last.as_ref().map(|(_, e)| e.clone());
+        let feed = Arc::clone(&self.feed);
+        let version = self.last.as_ref().map(|l| l.version.clone());
         let spawned = std::thread::Builder::new()
-            .name("gce-long-poll".into())
+            .name(format!("{}-live", self.cloud))
             .spawn(move || {
-                let _ = tx.send(gce.poll_interfaces(etag.as_deref(), LONG_POLL_TIMEOUT));
+                let _ = tx.send(feed.poll(version.as_deref()));
             });
         if let Err(e) = spawned {
-            log::warn!("GCE metadata: no thread for the request: {e}");
+            log::warn!("{}: no thread for the request: {e}", self.label);
             sleep(self.backoff.failed(), stop);
-            return (!stop.load(Ordering::Relaxed))
-                .then(|| self.gce.poll_interfaces(None, LONG_POLL_TIMEOUT));
+            return (!stop.load(Ordering::Relaxed)).then(|| self.feed.poll(None));
         }
         let mut beat = Instant::now();
         loop {
@@ -165,54 +171,58 @@ impl Follower {
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    log::warn!("GCE metadata: the request's thread ended without an answer");
-                    return Some(self.gce.poll_interfaces(None, LONG_POLL_TIMEOUT));
+                    log::warn!(
+                        "{}: the request's thread ended without an answer",
+                        self.label
+                    );
+                    return Some(self.feed.poll(None));
                 }
             }
         }
     }
 
     /// A good answer: the NICs it changed are refreshed, the heartbeat renewed.
-    fn answered(&mut self, snapshot: Snapshot, etag: String) {
+    fn answered(&mut self, list: LiveList) {
         self.answered_ms = apply_state::unix_ms();
+        let (label, etag) = (self.label, &list.version);
         let what = match &self.last {
             None => {
                 log::info!(
-                    "GCE metadata: {} NIC(s) listed (ETag {etag}); refreshing every recorded NIC once",
-                    snapshot.nics.len()
+                    "{label}: {} NIC(s) listed (ETag {etag}); refreshing every recorded NIC once",
+                    list.nics.len()
                 );
                 None
             }
-            Some((_, old)) if *old == etag => {
-                log::debug!("GCE metadata: unchanged (ETag {etag})");
+            Some(old) if old.version == *etag => {
+                log::debug!("{label}: unchanged (ETag {etag})");
                 Some(Changes::default())
             }
-            Some((old, _)) => Some(changes(old, &snapshot)),
+            Some(old) => Some(changes(&old.nics, &list.nics)),
         };
         if !self.live {
             // Errors before: the timer may have run meanwhile, and the follower
             // takes over again now.
-            log::info!("GCE metadata: the long poll is live; the timer leaves its NICs to it");
+            log::info!("{label}: the long poll is live; the timer leaves its NICs to it");
         }
         self.live = true;
         match what {
-            None => self.refresh(None, &snapshot.macs()),
+            None => self.refresh(None, &list.macs()),
             Some(c) if c.is_empty() => {
-                log::debug!("GCE metadata: new ETag {etag}, nothing routed changed");
+                log::debug!("{label}: new ETag {etag}, nothing routed changed");
             }
             Some(c) => {
-                log::info!("GCE metadata: {c} (ETag {etag})");
+                log::info!("{label}: {c} (ETag {etag})");
                 for mac in c.all() {
                     match self.interface_of(mac) {
                         Some(name) => self.refresh(Some(&name), &[mac]),
                         None => log::info!(
-                            "GCE metadata: {mac} has no recorded plan: its lease configures it"
+                            "{label}: {mac} has no recorded plan: its lease configures it"
                         ),
                     }
                 }
             }
         }
-        self.last = Some((snapshot, etag));
+        self.last = Some(list);
         self.heartbeat();
     }
 
@@ -225,10 +235,11 @@ impl Follower {
     /// The refresh path for `only` (every recorded NIC: `None`); `macs` are the
     /// NICs concerned, left out of the heartbeat while their refresh fails.
     fn refresh(&mut self, only: Option<&IfName>, macs: &[MacAddr]) {
+        let label = self.label;
         let outcomes = match hook::refresh_changed(only, &self.cfg) {
             Ok(o) => o,
             Err(e) => {
-                log::warn!("GCE metadata: refresh failed: {e}; the timer asks again");
+                log::warn!("{label}: refresh failed: {e}; the timer asks again");
                 self.failed.extend(macs);
                 return;
             }
@@ -236,28 +247,26 @@ impl Follower {
         let mut failed = false;
         for outcome in outcomes {
             match outcome {
-                RefreshOutcome::Refreshed(name, report) => log::info!(
-                    "GCE metadata: {name} refreshed ({} change(s))",
-                    report.writes()
-                ),
-                RefreshOutcome::LinkGone(name, report) => log::info!(
-                    "GCE metadata: {name}: link gone, {} change(s)",
-                    report.writes()
-                ),
+                RefreshOutcome::Refreshed(name, report) => {
+                    log::info!("{label}: {name} refreshed ({} change(s))", report.writes());
+                }
+                RefreshOutcome::LinkGone(name, report) => {
+                    log::info!("{label}: {name}: link gone, {} change(s)", report.writes());
+                }
                 RefreshOutcome::Renamed { from, to, .. } => {
-                    log::info!("GCE metadata: {from} is {to} now; routing moved");
+                    log::info!("{label}: {from} is {to} now; routing moved");
                 }
                 RefreshOutcome::Addressed(name, report)
                 | RefreshOutcome::Unlisted(name, report) => log::info!(
-                    "GCE metadata: {name}: {} change(s) from the metadata",
+                    "{label}: {name}: {} change(s) from the metadata",
                     report.writes()
                 ),
                 RefreshOutcome::Kept(name, why) => {
-                    log::info!("GCE metadata: {name}: unchanged ({why})");
+                    log::info!("{label}: {name}: unchanged ({why})");
                 }
                 RefreshOutcome::Unchecked(name, why) => {
                     failed = true;
-                    log::warn!("GCE metadata: {name}: not checked: {why}; the timer asks again");
+                    log::warn!("{label}: {name}: not checked: {why}; the timer asks again");
                 }
             }
         }
@@ -272,28 +281,28 @@ impl Follower {
 
     /// Renews the heartbeat while the poll is live.
     fn heartbeat(&self) {
-        let Some((snapshot, etag)) = self.last.as_ref().filter(|_| self.live) else {
+        let Some(list) = self.last.as_ref().filter(|_| self.live) else {
             return;
         };
         let hb = Heartbeat {
             pid: std::process::id(),
             at_ms: apply_state::unix_ms(),
             answered_ms: self.answered_ms,
-            etag: etag.clone(),
-            macs: snapshot
+            etag: list.version.clone(),
+            macs: list
                 .macs()
                 .into_iter()
                 .filter(|m| !self.failed.contains(m))
                 .collect(),
         };
-        if let Err(e) = live::write(&self.paths, &hb) {
-            log::warn!("GCE metadata: heartbeat: {e}");
+        if let Err(e) = live::write(&self.paths, self.cloud, &hb) {
+            log::warn!("{}: heartbeat: {e}", self.label);
         }
     }
 
     fn clear_heartbeat(&self) {
-        if let Err(e) = live::clear(&self.paths) {
-            log::warn!("GCE metadata: heartbeat: {e}");
+        if let Err(e) = live::clear(&self.paths, self.cloud) {
+            log::warn!("{}: heartbeat: {e}", self.label);
         }
     }
 }
