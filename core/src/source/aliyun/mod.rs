@@ -47,7 +47,7 @@ use crate::source::provider::imdsv2::{Dialect, Imdsv2};
 pub use identity::AliyunSource;
 pub use provider::AliyunProvider;
 pub use provider::{CLOUD, SOURCE};
-pub use wait::wait_for_nic;
+pub use wait::ECS_WAIT;
 
 /// The configuration key of the endpoint override.
 pub const ENDPOINT_KEY: &str = "aliyun.endpoint";

@@ -51,7 +51,7 @@ pub use crate::source::provider::http::Fetch;
 pub use nic::NicEvent;
 pub use provider::Ec2Provider;
 pub use provider::{CLOUD, SOURCE};
-pub use wait::{Clock, Outcome, SystemClock, WaitPolicy, wait_for_nic};
+pub use wait::{Clock, EC2_WAIT, Outcome, SystemClock, WaitPolicy};
 
 /// EC2's IMDS (SPEC §4.1).
 pub(crate) const EC2: Dialect = Dialect {
@@ -82,9 +82,9 @@ impl Imdsv2 {
     }
 
     /// The consistency wait for one NIC event, with the real clock: see
-    /// [`wait::wait_for_nic`].
+    /// [`wait::EC2_WAIT`].
     pub fn wait_for_nic(&self, event: &NicEvent, policy: &WaitPolicy) -> Outcome {
-        wait_for_nic(self, event, policy, &SystemClock)
+        EC2_WAIT.wait(self, event, policy, &SystemClock)
     }
 }
 

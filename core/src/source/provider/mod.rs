@@ -66,6 +66,7 @@ pub(crate) mod fake;
 pub mod http;
 pub mod imdsv2;
 pub mod retry;
+pub mod session;
 pub mod slot;
 pub mod wait;
 
