@@ -35,8 +35,9 @@ pub trait Answers {
     /// its leases.
     fn assess(&self, event: &NicEvent) -> Result<Assessment>;
 
-    /// The next request of a round that started from `missing` and has asked
-    /// `asked` already; `None` ends the round.
+    /// The next request of a round that started from `missing` (empty before
+    /// the first assessment) and has asked `asked` already; `None` ends the
+    /// round.
     fn next_request(
         &self,
         event: &NicEvent,
