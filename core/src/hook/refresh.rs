@@ -307,10 +307,7 @@ fn needs_unleased(states: &[InterfaceState], only: Option<&IfName>, unleased_onl
 }
 
 /// Whether the metadata's answer lists `mac` among the NICs without DHCP.
-fn listed(
-    unleased: Option<&Result<Unleased>>,
-    mac: crate::model::MacAddr,
-) -> bool {
+fn listed(unleased: Option<&Result<Unleased>>, mac: crate::model::MacAddr) -> bool {
     matches!(unleased, Some(Ok(u)) if u.nics.iter().any(|n| n.mac == mac))
 }
 

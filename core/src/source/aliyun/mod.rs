@@ -143,26 +143,16 @@ pub fn check_endpoint(url: &str) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::provider::fake::endpoint_rows;
 
     #[test]
     fn endpoints_are_checked_under_the_aliyun_key() {
         let root = tempfile::tempdir().unwrap();
         let c = Aliyun::try_new(root.path()).unwrap();
         assert_eq!(c.endpoint(), "http://100.100.100.200");
-        let c = c.with_endpoint("http://127.0.0.1:8080/").unwrap();
-        assert_eq!(c.endpoint(), "http://127.0.0.1:8080");
-        for bad in [
-            "http://metadata.aliyun",
-            "https://100.100.100.200",
-            "100.100.100.200",
-        ] {
-            let e = Aliyun::try_new(root.path())
-                .unwrap()
-                .with_endpoint(bad)
-                .unwrap_err()
-                .to_string();
-            assert!(e.starts_with("argument aliyun.endpoint"), "{e}");
-        }
-        assert!(check_endpoint("http://[::1]:80").is_ok());
+        endpoint_rows("aliyun.endpoint", |u| {
+            let c = Aliyun::try_new(root.path())?.with_endpoint(u)?;
+            Ok(vec![c.endpoint().to_owned()])
+        });
     }
 }

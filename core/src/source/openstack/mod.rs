@@ -73,6 +73,7 @@ mod tests {
 
     use super::*;
     use crate::source::loopback::{answer, serve};
+    use crate::source::provider::fake::endpoint_rows;
     use crate::source::provider::http::Fetch;
     use crate::source::provider::wait::{is_retryable, retry_after};
 
@@ -137,21 +138,9 @@ mod tests {
 
     #[test]
     fn the_endpoint_is_an_http_ip_literal() {
-        for bad in [
-            "https://169.254.169.254",
-            "http://metadata.openstack.internal",
-            "http://1.2.3.4/openstack",
-        ] {
-            let e = OpenStack::new().with_endpoint(bad).unwrap_err().to_string();
-            assert!(e.starts_with("argument openstack.endpoint"), "{e}");
-        }
         assert_eq!(OpenStack::new().endpoint(), OPENSTACK_ENDPOINT);
-        assert_eq!(
-            OpenStack::new()
-                .with_endpoint("http://127.0.0.1:8080/")
-                .unwrap()
-                .endpoint(),
-            "http://127.0.0.1:8080"
-        );
+        endpoint_rows("openstack.endpoint", |u| {
+            Ok(OpenStack::new().with_endpoint(u)?.endpoints().to_vec())
+        });
     }
 }

@@ -245,3 +245,26 @@ impl Fetch for Scripted<'_> {
         }
     }
 }
+
+/// The rows every cloud's endpoint override passes (the seam's one check): an
+/// `http://` IP literal, with a port or not, is kept without its trailing `/`;
+/// a name, `https`, a path, no scheme or nothing is refused, naming `key`.
+/// `with` overrides a new client's endpoint with its argument and says the
+/// endpoints the client then asks.
+pub(crate) fn endpoint_rows(key: &str, with: impl Fn(&str) -> Result<Vec<String>>) {
+    assert_eq!(
+        with("http://127.0.0.1:8080/").unwrap(),
+        ["http://127.0.0.1:8080"]
+    );
+    assert_eq!(with("http://[::1]:80").unwrap(), ["http://[::1]:80"]);
+    for bad in [
+        "https://169.254.169.254",
+        "http://metadata.internal",
+        "http://1.2.3.4/x",
+        "169.254.169.254",
+        "",
+    ] {
+        let e = with(bad).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("argument {key}")), "{bad}: {e}");
+    }
+}
