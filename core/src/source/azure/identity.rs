@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 use super::nic;
 use super::{Azure, Fetch, INSTANCE_PATH, VM_ID_PATH};
 use crate::error::{Error, Problem, Result};
+use crate::source::provider::instance::known_keys;
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -128,17 +129,12 @@ pub fn assemble(text: &str, endpoint: &str) -> Result<InstanceData> {
     let availability_zone = text_of(&compute, "zone")?;
     let local_hostname = text_of(&compute, "name")?;
     let user_data = user_data(compute.remove("userData"))?;
-    let mut md = Map::new();
-    md.insert("instance-id".to_owned(), json!(instance_id));
-    if let Some(h) = &local_hostname {
-        md.insert("local-hostname".to_owned(), json!(h));
-    }
-    if let Some(r) = &region {
-        md.insert("region".to_owned(), json!(r));
-    }
-    if let Some(z) = &availability_zone {
-        md.insert("availability-zone".to_owned(), json!(z));
-    }
+    let md = known_keys([
+        ("instance-id", Some(instance_id.as_str())),
+        ("local-hostname", local_hostname.as_deref()),
+        ("region", region.as_deref()),
+        ("availability-zone", availability_zone.as_deref()),
+    ]);
     let ds = json!({
         "_metadata_api_version": super::API_VERSION,
         "meta_data": md.clone(),

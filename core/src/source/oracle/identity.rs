@@ -28,6 +28,7 @@ use super::{INSTANCE_PATH, Oracle, V2_ROOT};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
+use crate::source::provider::instance::known_keys;
 use crate::source::provider::retry::ClientSource;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -120,18 +121,13 @@ pub fn assemble(document: &str, endpoint: &str) -> Result<InstanceData> {
             });
         }
     };
-    let mut md = Map::new();
-    md.insert("instance-id".to_owned(), json!(instance_id));
+    let mut md = known_keys([
+        ("instance-id", Some(instance_id.as_str())),
+        ("local-hostname", local_hostname.as_deref()),
+        ("name", display_name.as_deref()),
+        ("availability-zone", availability_zone.as_deref()),
+    ]);
     md.insert("launch-index".to_owned(), json!(0));
-    if let Some(h) = &local_hostname {
-        md.insert("local-hostname".to_owned(), json!(h));
-    }
-    if let Some(n) = &display_name {
-        md.insert("name".to_owned(), json!(n));
-    }
-    if let Some(z) = &availability_zone {
-        md.insert("availability-zone".to_owned(), json!(z));
-    }
     if let Some(k) = public_keys {
         md.insert("public_keys".to_owned(), k);
     }

@@ -65,6 +65,7 @@ pub mod complete;
 pub(crate) mod fake;
 pub mod http;
 pub mod imdsv2;
+pub mod instance;
 pub mod retry;
 pub mod session;
 pub mod slot;
