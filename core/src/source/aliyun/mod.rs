@@ -54,15 +54,8 @@ pub const ENDPOINT_KEY: &str = "aliyun.endpoint";
 
 /// Alibaba's dialect of the EC2 client.
 const ALIYUN: Dialect = Dialect {
-    service: Service {
-        provider: "aliyun",
-        label: "IMDS",
-        endpoints: &ALIYUN_ENDPOINTS,
-        endpoints_key: ENDPOINT_KEY,
-        headers: &[],
-        vouch: Service::trust,
-        spent: "whole request (token exchange included)",
-    },
+    service: Service::new("aliyun", "IMDS", &ALIYUN_ENDPOINTS, ENDPOINT_KEY)
+        .spending("whole request (token exchange included)"),
     token_path: IMDS_TOKEN_PATH,
     ttl_header: ALIYUN_TOKEN_TTL_HEADER,
     token_header: ALIYUN_TOKEN_HEADER,

@@ -74,15 +74,8 @@ pub const MIN_SPACING: Duration = Duration::from_millis(250);
 pub const PACE_FILE: &str = "azure-imds.lock";
 
 /// Azure's IMDS, to the seam's HTTP client (connect 1 s, whole request 2 s).
-const SERVICE: Service = Service {
-    provider: "azure",
-    label: "Azure IMDS",
-    endpoints: &[ENDPOINT],
-    endpoints_key: "azure.endpoint",
-    headers: &[METADATA_HEADER],
-    vouch: Service::trust,
-    spent: "whole request",
-};
+const SERVICE: Service = Service::new("azure", "Azure IMDS", &[ENDPOINT], "azure.endpoint")
+    .with_headers(&[METADATA_HEADER]);
 
 /// When the process's last request started (the fallback when the machine-wide
 /// pace file cannot be used).

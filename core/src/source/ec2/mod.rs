@@ -55,15 +55,8 @@ pub use wait::{Clock, EC2_WAIT, Outcome, SystemClock, WaitPolicy};
 
 /// EC2's IMDS (SPEC §4.1).
 pub(crate) const EC2: Dialect = Dialect {
-    service: Service {
-        provider: "ec2",
-        label: "IMDS",
-        endpoints: &IMDS_ENDPOINTS,
-        endpoints_key: "imds.endpoints",
-        headers: &[],
-        vouch: Service::trust,
-        spent: "whole request (token exchange included)",
-    },
+    service: Service::new("ec2", "IMDS", &IMDS_ENDPOINTS, "imds.endpoints")
+        .spending("whole request (token exchange included)"),
     token_path: IMDS_TOKEN_PATH,
     ttl_header: IMDS_TOKEN_TTL_HEADER,
     token_header: IMDS_TOKEN_HEADER,

@@ -54,15 +54,9 @@ pub const GCE_FLAVOR_HEADER: &str = "Metadata-Flavor";
 pub const GCE_FLAVOR: &str = "Google";
 
 /// Google's metadata server, to the seam's HTTP client.
-const SERVICE: Service = Service {
-    provider: "gce",
-    label: "GCE",
-    endpoints: &[GCE_ENDPOINT],
-    endpoints_key: "gce.endpoint",
-    headers: &[(GCE_FLAVOR_HEADER, GCE_FLAVOR)],
-    vouch: is_google,
-    spent: "whole request",
-};
+const SERVICE: Service = Service::new("gce", "GCE", &[GCE_ENDPOINT], "gce.endpoint")
+    .with_headers(&[(GCE_FLAVOR_HEADER, GCE_FLAVOR)])
+    .vouched_by(is_google);
 
 metadata_client!(
     /// The Google Compute Engine metadata client. One per wait is enough; it is `Sync`.

@@ -50,15 +50,12 @@ pub const META_DATA_PATH: &str = "/meta_data.json";
 pub const USER_DATA_PATH: &str = "/user_data";
 
 /// Nova's metadata service, to the seam's HTTP client: no header of its own.
-const SERVICE: Service = Service {
-    provider: "openstack",
-    label: "OpenStack",
-    endpoints: &[OPENSTACK_ENDPOINT],
-    endpoints_key: "openstack.endpoint",
-    headers: &[],
-    vouch: Service::trust,
-    spent: "whole request",
-};
+const SERVICE: Service = Service::new(
+    "openstack",
+    "OpenStack",
+    &[OPENSTACK_ENDPOINT],
+    "openstack.endpoint",
+);
 
 metadata_client!(
     /// The `OpenStack` metadata client. One per wait is enough; it is `Sync`.

@@ -62,15 +62,9 @@ pub const AUTH_HEADER: (&str, &str) = ("Authorization", "Bearer Oracle");
 pub const ENDPOINT_KEY: &str = "oracle.endpoint";
 
 /// OCI's metadata service, to the seam's HTTP client.
-const SERVICE: Service = Service {
-    provider: "oracle",
-    label: "OCI IMDS",
-    endpoints: &ENDPOINTS,
-    endpoints_key: ENDPOINT_KEY,
-    headers: &[AUTH_HEADER],
-    vouch: Service::trust,
-    spent: "whole request (endpoint fallback included)",
-};
+const SERVICE: Service = Service::new("oracle", "OCI IMDS", &ENDPOINTS, ENDPOINT_KEY)
+    .with_headers(&[AUTH_HEADER])
+    .spending("whole request (endpoint fallback included)");
 
 metadata_client!(
     /// The OCI metadata client. One per wait is enough; it is `Sync`.
