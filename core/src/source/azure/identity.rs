@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use super::nic;
 use super::{Azure, Fetch, INSTANCE_PATH, VM_ID_PATH};
 use crate::error::{Error, Problem, Result};
-use crate::source::provider::instance::known_keys;
+use crate::source::provider::instance::{known_keys, text_field};
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -105,25 +105,7 @@ pub fn assemble(text: &str, endpoint: &str) -> Result<InstanceData> {
         }
         None => return Err(missing("compute")),
     };
-    let text_of = |c: &Map<String, Value>, k: &str| -> Result<Option<String>> {
-        match c.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => {
-                let t = s.trim();
-                if t.chars().any(char::is_control) {
-                    return Err(Error::Metadata {
-                        key: format!("compute/{k}"),
-                        problem: Problem::bad("holds a control character", s),
-                    });
-                }
-                Ok((!t.is_empty()).then(|| t.to_owned()))
-            }
-            Some(v) => Err(Error::Metadata {
-                key: format!("compute/{k}"),
-                problem: Problem::bad("not a string", &v.to_string()),
-            }),
-        }
-    };
+    let text_of = |c: &Map<String, Value>, k: &str| text_field(c, k, "compute/");
     let instance_id = text_of(&compute, "vmId")?.ok_or_else(|| missing("compute/vmId"))?;
     let region = text_of(&compute, "location")?;
     let availability_zone = text_of(&compute, "zone")?;

@@ -30,7 +30,7 @@ use super::{META_DATA_PATH, NETWORK_DATA_PATH, OPENSTACK_ROOT, OpenStack, USER_D
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
-use crate::source::provider::instance::known_keys;
+use crate::source::provider::instance::{known_keys, text_field};
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -94,24 +94,9 @@ fn key(name: &str) -> String {
     format!("{OPENSTACK_ROOT}{META_DATA_PATH}/{name}")
 }
 
+/// [`text_field`] of `meta_data.json`.
 fn string_field(md: &Map<String, Value>, name: &str) -> Result<Option<String>> {
-    match md.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => {
-            let s = s.trim();
-            if s.chars().any(char::is_control) {
-                return Err(Error::Metadata {
-                    key: key(name),
-                    problem: Problem::bad("holds a control character", s),
-                });
-            }
-            Ok((!s.is_empty()).then(|| s.to_owned()))
-        }
-        Some(v) => Err(Error::Metadata {
-            key: key(name),
-            problem: Problem::bad("not a string", &v.to_string()),
-        }),
-    }
+    text_field(md, name, &key(""))
 }
 
 /// Interprets the answers: `kind` is [`SourceKind::OpenStack`] or

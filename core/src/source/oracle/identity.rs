@@ -28,7 +28,7 @@ use super::{INSTANCE_PATH, Oracle, V2_ROOT};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
-use crate::source::provider::instance::known_keys;
+use crate::source::provider::instance::{known_keys, text_field};
 use crate::source::provider::retry::ClientSource;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -52,25 +52,9 @@ fn key(name: &str) -> String {
     format!("{INSTANCE_PATH}{name}")
 }
 
-/// A trimmed, non-empty string at `obj[k]`; a value of another type is an error.
+/// [`text_field`] of the instance document (`at`: where `obj` is in it).
 fn field(obj: &Map<String, Value>, k: &str, at: &str) -> Result<Option<String>> {
-    match obj.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => {
-            let t = s.trim();
-            if t.chars().any(char::is_control) {
-                return Err(Error::Metadata {
-                    key: key(&format!("{at}{k}")),
-                    problem: Problem::bad("holds a control character", t),
-                });
-            }
-            Ok((!t.is_empty()).then(|| t.to_owned()))
-        }
-        Some(v) => Err(Error::Metadata {
-            key: key(&format!("{at}{k}")),
-            problem: Problem::bad("not a string", &v.to_string()),
-        }),
-    }
+    text_field(obj, k, &key(at))
 }
 
 /// Interprets the instance document; `endpoint` is the base URL that gave it.
