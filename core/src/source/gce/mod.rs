@@ -85,11 +85,9 @@ fn is_google(resp: &Response<Body>) -> Result<(), ImdsErrorKind> {
 #[cfg(test)]
 mod tests {
 
-    use std::time::Duration;
-
     use super::*;
     use crate::source::loopback::{answer, serve};
-    use crate::source::provider::fake::endpoint_rows;
+    use crate::source::provider::fake::{endpoint_rows, status_rows};
     use crate::source::provider::http::Fetch;
 
     const GOOGLE: &str = "Metadata-Flavor: Google\r\n";
@@ -130,27 +128,7 @@ mod tests {
 
     #[test]
     fn errors_are_errors_and_bodies_are_bounded() {
-        let big = vec![b'a'; usize::try_from(crate::constants::IMDS_MAX_BODY_BYTES).unwrap() + 1];
-        let (url, h) = serve(vec![
-            answer("503 Service Unavailable", "Retry-After: 2\r\n", b""),
-            answer("403 Forbidden", GOOGLE, b"missing header"),
-            answer("200 OK", GOOGLE, &big),
-            answer("200 OK", GOOGLE, b"\xff\xfe"),
-        ]);
-        let g = Gce::new().with_endpoint(&url).unwrap();
-        let e = g.get("/a").unwrap_err();
-        assert!(crate::source::provider::wait::is_retryable(&e), "{e}");
-        assert_eq!(
-            crate::source::provider::wait::retry_after(&e),
-            Some(Duration::from_secs(2))
-        );
-        let e = g.get("/a").unwrap_err();
-        assert!(e.to_string().contains("HTTP 403"), "{e}");
-        let e = g.get("/a").unwrap_err();
-        assert!(e.to_string().contains("larger than"), "{e}");
-        let e = g.get("/a").unwrap_err();
-        assert!(e.to_string().contains("not UTF-8"), "{e}");
-        h.join().unwrap();
+        status_rows(GOOGLE, |url| Gce::new().with_endpoint(url).unwrap());
     }
 
     #[test]

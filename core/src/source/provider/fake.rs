@@ -268,3 +268,48 @@ pub(crate) fn endpoint_rows(key: &str, with: impl Fn(&str) -> Result<Vec<String>
         assert!(e.starts_with(&format!("argument {key}")), "{bad}: {e}");
     }
 }
+
+/// The rows every client over the seam's HTTP passes, against a loopback
+/// service whose every answer carries `headers`: a 429 without `Retry-After`
+/// and a 503 with `Retry-After: 2` are retryable (the pause kept), so is a 500;
+/// a 403 is an error waiting cannot fix; a body over the cap or not UTF-8 is an
+/// error.
+/// `client` builds the client for the service's base URL. The requests the
+/// service saw are returned.
+pub(crate) fn status_rows<F: Fetch>(headers: &str, client: impl Fn(&str) -> F) -> Vec<String> {
+    use super::wait::{is_retryable, retry_after};
+    use crate::source::loopback::{answer, serve};
+    let big = vec![b'a'; usize::try_from(crate::constants::IMDS_MAX_BODY_BYTES).unwrap() + 1];
+    let (url, h) = serve(vec![
+        answer("429 Too Many Requests", headers, b"<html>429</html>"),
+        answer(
+            "503 Service Unavailable",
+            &format!("Retry-After: 2\r\n{headers}"),
+            b"",
+        ),
+        answer("500 Internal Server Error", headers, b""),
+        answer("403 Forbidden", headers, b""),
+        answer("200 OK", headers, &big),
+        answer("200 OK", headers, b"\xff\xfe"),
+    ]);
+    let c = client(&url);
+    let e = c.get("/a").unwrap_err();
+    assert!(is_retryable(&e), "{e}");
+    assert_eq!(retry_after(&e), None);
+    let e = c.get("/a").unwrap_err();
+    assert!(is_retryable(&e), "{e}");
+    assert_eq!(retry_after(&e), Some(Duration::from_secs(2)));
+    let e = c.get("/a").unwrap_err();
+    assert!(
+        e.to_string().contains("HTTP 500") && is_retryable(&e),
+        "{e}"
+    );
+    let e = c.get("/a").unwrap_err();
+    assert!(e.to_string().contains("HTTP 403"), "{e}");
+    assert!(!is_retryable(&e), "{e}");
+    let e = c.get("/a").unwrap_err();
+    assert!(e.to_string().contains("larger than"), "{e}");
+    let e = c.get("/a").unwrap_err();
+    assert!(e.to_string().contains("not UTF-8"), "{e}");
+    h.join().unwrap()
+}
