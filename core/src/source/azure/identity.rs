@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use super::nic;
 use super::{Azure, Fetch, INSTANCE_PATH, VM_ID_PATH};
 use crate::error::{Error, Problem, Result};
-use crate::source::provider::instance::{known_keys, text_field};
+use crate::source::provider::instance::{meta_data, text_field};
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -111,12 +111,12 @@ pub fn assemble(text: &str, endpoint: &str) -> Result<InstanceData> {
     let availability_zone = text_of(&compute, "zone")?;
     let local_hostname = text_of(&compute, "name")?;
     let user_data = user_data(compute.remove("userData"))?;
-    let md = known_keys([
-        ("instance-id", Some(instance_id.as_str())),
-        ("local-hostname", local_hostname.as_deref()),
-        ("region", region.as_deref()),
-        ("availability-zone", availability_zone.as_deref()),
-    ]);
+    let md = meta_data(
+        &instance_id,
+        local_hostname.as_deref(),
+        availability_zone.as_deref(),
+        &[("region", region.as_deref())],
+    );
     let ds = json!({
         "_metadata_api_version": super::API_VERSION,
         "meta_data": md.clone(),

@@ -24,7 +24,7 @@ use super::{GCE_ROOT, Gce};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
-use crate::source::provider::instance::known_keys;
+use crate::source::provider::instance::meta_data;
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -117,11 +117,12 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
         ),
         (raw, _) => raw.clone(),
     };
-    let mut md = known_keys([
-        ("instance-id", Some(instance_id.as_str())),
-        ("availability-zone", availability_zone.as_deref()),
-        ("local-hostname", hostname.as_deref()),
-    ]);
+    let mut md = meta_data(
+        &instance_id,
+        hostname.as_deref(),
+        availability_zone.as_deref(),
+        &[],
+    );
     md.insert("network-interfaces".to_owned(), interfaces);
     let ds = json!({"meta_data": Value::Object(md.clone())});
     Ok(InstanceData {

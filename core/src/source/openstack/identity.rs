@@ -30,7 +30,7 @@ use super::{META_DATA_PATH, NETWORK_DATA_PATH, OPENSTACK_ROOT, OpenStack, USER_D
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
-use crate::source::provider::instance::{known_keys, text_field};
+use crate::source::provider::instance::{meta_data, text_field};
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -139,11 +139,12 @@ pub fn assemble(a: &Answers, kind: SourceKind, from: &str) -> Result<InstanceDat
     };
     // cloud-init copies `uuid` to `instance-id` and `hostname` to
     // `local-hostname` (helpers/openstack.py's KEY_COPIES).
-    md.extend(known_keys([
-        ("instance-id", Some(instance_id.as_str())),
-        ("local-hostname", hostname.as_deref()),
-        ("availability-zone", availability_zone.as_deref()),
-    ]));
+    md.extend(meta_data(
+        &instance_id,
+        hostname.as_deref(),
+        availability_zone.as_deref(),
+        &[],
+    ));
     let mut ds = Map::new();
     ds.insert("meta_data".to_owned(), Value::Object(md.clone()));
     if !network_data.is_null() {

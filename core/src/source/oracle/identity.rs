@@ -28,7 +28,7 @@ use super::{INSTANCE_PATH, Oracle, V2_ROOT};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
-use crate::source::provider::instance::{known_keys, text_field};
+use crate::source::provider::instance::{meta_data, text_field};
 use crate::source::provider::retry::ClientSource;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -105,12 +105,12 @@ pub fn assemble(document: &str, endpoint: &str) -> Result<InstanceData> {
             });
         }
     };
-    let mut md = known_keys([
-        ("instance-id", Some(instance_id.as_str())),
-        ("local-hostname", local_hostname.as_deref()),
-        ("name", display_name.as_deref()),
-        ("availability-zone", availability_zone.as_deref()),
-    ]);
+    let mut md = meta_data(
+        &instance_id,
+        local_hostname.as_deref(),
+        availability_zone.as_deref(),
+        &[("name", display_name.as_deref())],
+    );
     md.insert("launch-index".to_owned(), json!(0));
     if let Some(k) = public_keys {
         md.insert("public_keys".to_owned(), k);

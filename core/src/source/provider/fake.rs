@@ -270,7 +270,8 @@ pub(crate) fn endpoint_rows(key: &str, with: impl Fn(&str) -> Result<Vec<String>
 }
 
 /// The rows every client over the seam's HTTP passes, against a loopback
-/// service whose every answer carries `headers`: a 429 without `Retry-After`
+/// service whose every answer carries `headers`: a `GET` of `/a` answered 200
+/// is its body, a 404 is absent; a 429 without `Retry-After`
 /// and a 503 with `Retry-After: 2` are retryable (the pause kept), so is a 500;
 /// a 403 is an error waiting cannot fix; a body over the cap or not UTF-8 is an
 /// error.
@@ -281,6 +282,8 @@ pub(crate) fn status_rows<F: Fetch>(headers: &str, client: impl Fn(&str) -> F) -
     use crate::source::loopback::{answer, serve};
     let big = vec![b'a'; usize::try_from(crate::constants::IMDS_MAX_BODY_BYTES).unwrap() + 1];
     let (url, h) = serve(vec![
+        answer("200 OK", headers, b"[]"),
+        answer("404 Not Found", headers, b""),
         answer("429 Too Many Requests", headers, b"<html>429</html>"),
         answer(
             "503 Service Unavailable",
@@ -293,6 +296,8 @@ pub(crate) fn status_rows<F: Fetch>(headers: &str, client: impl Fn(&str) -> F) -
         answer("200 OK", headers, b"\xff\xfe"),
     ]);
     let c = client(&url);
+    assert_eq!(c.get("/a").unwrap().as_deref(), Some("[]"));
+    assert_eq!(c.get("/a").unwrap(), None);
     let e = c.get("/a").unwrap_err();
     assert!(is_retryable(&e), "{e}");
     assert_eq!(retry_after(&e), None);
@@ -311,5 +316,10 @@ pub(crate) fn status_rows<F: Fetch>(headers: &str, client: impl Fn(&str) -> F) -
     assert!(e.to_string().contains("larger than"), "{e}");
     let e = c.get("/a").unwrap_err();
     assert!(e.to_string().contains("not UTF-8"), "{e}");
-    h.join().unwrap()
+    let seen = h.join().unwrap();
+    assert!(
+        seen.iter().all(|r| r.starts_with("GET /a HTTP/1.1\r\n")),
+        "{seen:?}"
+    );
+    seen
 }

@@ -39,6 +39,24 @@ pub fn known_keys<'a>(
         .collect()
 }
 
+/// The `meta_data` keys every cloud's datasource copies its answers to, as
+/// cloud-init: `instance-id`, and `local-hostname` and `availability-zone`
+/// when known; then the cloud's `more` ([`known_keys`]).
+pub fn meta_data(
+    instance_id: &str,
+    local_hostname: Option<&str>,
+    availability_zone: Option<&str>,
+    more: &[(&str, Option<&str>)],
+) -> Map<String, Value> {
+    let mut md = known_keys([
+        ("instance-id", Some(instance_id)),
+        ("local-hostname", local_hostname),
+        ("availability-zone", availability_zone),
+    ]);
+    md.extend(known_keys(more.iter().copied()));
+    md
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
