@@ -178,7 +178,7 @@ impl<F: Default, R: Copy + Ord + fmt::Debug> Keyed<F, R> {
     /// event knows it (a recorded state says which NIC is the primary:
     /// `meta-data/mac` is not asked).
     pub fn wait(
-        &'static self,
+        &self,
         fetch: &dyn Fetch,
         event: &NicEvent,
         policy: &WaitPolicy,
@@ -197,12 +197,12 @@ impl<F: Default, R: Copy + Ord + fmt::Debug> Keyed<F, R> {
 }
 
 /// What a [`Keyed`] cloud's wait fetched so far.
-struct KeyedAnswers<F: 'static, R: 'static> {
-    cloud: &'static Keyed<F, R>,
+struct KeyedAnswers<'a, F, R> {
+    cloud: &'a Keyed<F, R>,
     fetched: F,
 }
 
-impl<F, R: Copy + Ord + fmt::Debug> Answers for KeyedAnswers<F, R> {
+impl<F, R: Copy + Ord + fmt::Debug> Answers for KeyedAnswers<'_, F, R> {
     type Request = R;
 
     fn path(&self, event: &NicEvent, request: R) -> String {
