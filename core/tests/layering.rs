@@ -61,6 +61,7 @@ const NOT_PURE: &[&str] = &[
     "source::provider::http",
     "source::provider::imdsv2",
     "source::provider::retry",
+    "source::provider::session",
     "heal::run",
 ];
 

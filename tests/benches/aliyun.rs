@@ -19,7 +19,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use leasehook_core::source::aliyun::{Aliyun, wait_for_nic};
+use leasehook_core::source::aliyun::{Aliyun, ECS_WAIT};
 use leasehook_core::source::provider::{NicEvent, Outcome, SystemClock, WaitPolicy};
 use leasehook_tests::aliyun_emulator::{start_loopback, world_tree};
 use leasehook_tests::bench::{self, Stop};
@@ -41,7 +41,7 @@ fn one_event(emu: &Emulator, root: &std::path::Path, ev: &NicEvent) -> (Duration
         .unwrap()
         .with_endpoint(&emu.base_url())
         .unwrap();
-    let out = wait_for_nic(&client, ev, &WaitPolicy::default(), &SystemClock);
+    let out = ECS_WAIT.wait(&client, ev, &WaitPolicy::default(), &SystemClock);
     let took = started.elapsed();
     assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
     (took, emu.log().len() - before)

@@ -836,11 +836,17 @@ fn a_mac_that_is_nobodys_matches_no_link() {
     assert!(k.writes.is_empty() && k.down.contains(&1), "{:?}", k.writes);
 }
 
+/// Every plan this thread made: the hook's ([`super::planning::plan_one`]) and
+/// the wait's completeness checks ([`crate::source::provider::complete`]).
+fn plans() -> usize {
+    super::planning::PLANS.with(Cell::get)
+        + crate::source::provider::complete::CHECKS.with(Cell::get)
+}
+
 /// Issue 32, item 4: an event, its worker and a refresh each plan the NIC once
 /// (one kernel snapshot, one plan, applied on it), whichever path waited.
 #[test]
 fn each_path_plans_its_nic_once() {
-    let plans = || super::planning::PLANS.with(std::cell::Cell::get);
     let (mut k, cfg, _root) = world();
     let provider = Scripted::new([
         Outcome::Complete(network(true)),
@@ -862,4 +868,46 @@ fn each_path_plans_its_nic_once() {
         "{out:?}"
     );
     assert_eq!(plans() - before, 1, "refresh");
+}
+
+/// EC2's own wait over a scripted IMDS that agrees with [`bound`] at once.
+#[derive(Debug)]
+struct AgreeingEc2;
+
+impl Provider for AgreeingEc2 {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::from_name("ec2").unwrap()
+    }
+
+    fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
+        let eth1 = format!("/latest/meta-data/network/interfaces/macs/{ETH1_MAC}");
+        let imds = crate::source::provider::fake::Scripted::answering([
+            ("/latest/meta-data/mac".to_owned(), "02:00:00:00:00:01"),
+            (
+                format!("{eth1}/"),
+                "device-number\nlocal-ipv4s\nsubnet-ipv4-cidr-block",
+            ),
+            (format!("{eth1}/device-number"), "1"),
+            (format!("{eth1}/local-ipv4s"), "10.0.1.20"),
+            (format!("{eth1}/subnet-ipv4-cidr-block"), "10.0.1.0/24"),
+        ]);
+        crate::source::ec2::EC2_WAIT.wait(&imds, nic, policy, clock)
+    }
+}
+
+/// Issue 32, item 4, the whole event: a BOUND event whose metadata agrees at
+/// once plans twice, its wait included: the wait's one completeness check of
+/// what it fetched (none before anything is fetched) and the hook's plan on the
+/// kernel as it is after the wait.
+#[test]
+fn a_bound_event_plans_twice_its_wait_included() {
+    let (mut k, cfg, _root) = world();
+    let before = plans();
+    let worker = Path::new("/nonexistent/leasehook-worker");
+    let out = with_effects(&mut k, &AgreeingEc2, |fx| {
+        handle_with(fx, &bound(), &cfg, worker)
+    });
+    assert!(matches!(out, HookOutcome::Applied(_)), "{out:?}");
+    assert_eq!(rules(&k), ["from 10.0.1.20/32 lookup 10001 priority 10001"]);
+    assert_eq!(plans() - before, 2);
 }

@@ -278,7 +278,7 @@ fn refresh_recorded(
 #[derive(Clone, Copy)]
 struct Asked<'a> {
     /// The metadata's NICs without DHCP (`None`: not asked, or none on this cloud).
-    unleased: Option<&'a std::result::Result<Unleased, String>>,
+    unleased: Option<&'a Result<Unleased>>,
     /// Only the NICs without DHCP are refreshed.
     unleased_only: bool,
     /// The primary's MAC, as a recorded state says it.
@@ -307,10 +307,7 @@ fn needs_unleased(states: &[InterfaceState], only: Option<&IfName>, unleased_onl
 }
 
 /// Whether the metadata's answer lists `mac` among the NICs without DHCP.
-fn listed(
-    unleased: Option<&std::result::Result<Unleased, String>>,
-    mac: crate::model::MacAddr,
-) -> bool {
+fn listed(unleased: Option<&Result<Unleased>>, mac: crate::model::MacAddr) -> bool {
     matches!(unleased, Some(Ok(u)) if u.nics.iter().any(|n| n.mac == mac))
 }
 
@@ -320,12 +317,9 @@ fn ask_unleased(
     provider: &dyn Provider,
     policy: &WaitPolicy,
     clock: &dyn crate::source::provider::Clock,
-) -> Option<std::result::Result<Unleased, String>> {
+) -> Option<Result<Unleased>> {
     let answer = provider.unleased(policy, clock)?;
-    Some(answer.map_err(|e| {
-        log::warn!("the NICs without DHCP: {}", unanswered(&e));
-        e.to_string()
-    }))
+    Some(answer.inspect_err(|e| log::warn!("the NICs without DHCP: {}", unanswered(e))))
 }
 
 /// A NIC [`Provider::unleased`] lists with no recorded plan: when a link has its
@@ -472,7 +466,7 @@ fn refresh_unleased(
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
-    unleased: Option<&std::result::Result<Unleased, String>>,
+    unleased: Option<&Result<Unleased>>,
 ) -> Result<RefreshOutcome> {
     let name = st.name.clone();
     let links = fx.kernel.links()?;

@@ -24,16 +24,13 @@ use super::Aliyun;
 use super::nic::{NicKey, key_path, parse_folder};
 use crate::constants::{IMDS_MAX_USER_DATA_BYTES, IMDS_META_DATA, IMDS_USER_DATA};
 use crate::error::{Error, Problem, Result};
-use crate::metadata::MACS_PATH;
 use crate::model::MacAddr;
 use crate::source::provider::http::Fetch;
-use crate::source::provider::imdsv2::listing;
+use crate::source::provider::imdsv2::listed_nics;
+use crate::source::provider::instance::known_keys;
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
-
-/// The most NICs read.
-const MAX_NICS: usize = 64;
 
 /// What the service answered, before it is interpreted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,13 +64,7 @@ pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) 
         mac: get(&md("mac"))?,
         ..Answers::default()
     };
-    let macs = get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?.unwrap_or_default();
-    for name in listing(&macs).into_iter().take(MAX_NICS) {
-        // The name goes into the next URLs: only a MAC may.
-        let mac: MacAddr = name.parse().map_err(|problem| Error::Metadata {
-            key: MACS_PATH.to_owned(),
-            problem,
-        })?;
+    for (_, mac) in listed_nics(get)? {
         let mut folder = BTreeMap::new();
         for k in NicKey::ALL {
             if let Some(v) = get(&key_path(mac, k))? {
@@ -83,11 +74,7 @@ pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) 
         a.nics.insert(mac, folder);
     }
     a.user_data = r.get_bytes(fetch, IMDS_USER_DATA, IMDS_MAX_USER_DATA_BYTES)?;
-    let (n, t) = r.spent();
-    log::debug!(
-        "AliYun: instance data in {n} request(s), {} ms",
-        t.as_millis()
-    );
+    r.log_fetched("AliYun");
     Ok(a)
 }
 
@@ -122,18 +109,13 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
             problem,
         })?;
     }
-    let mut md = Map::new();
-    md.insert("instance-id".to_owned(), json!(instance_id));
-    for (k, v) in [
-        ("region-id", &region),
-        ("zone-id", &zone),
-        ("hostname", &hostname),
-        ("mac", &mac),
-    ] {
-        if let Some(v) = v {
-            md.insert(k.to_owned(), json!(v));
-        }
-    }
+    let mut md = known_keys([
+        ("instance-id", Some(instance_id.as_str())),
+        ("region-id", region.as_deref()),
+        ("zone-id", zone.as_deref()),
+        ("hostname", hostname.as_deref()),
+        ("mac", mac.as_deref()),
+    ]);
     let mut macs = Map::new();
     for (m, folder) in &a.nics {
         // The hot-plug wait's parser: garbage is an error naming its key, here
@@ -254,10 +236,7 @@ mod tests {
     fn run(answers: BTreeMap<String, String>) -> (Result<InstanceData>, usize) {
         let script = Scripted::answering(answers);
         let clock = FakeClock::new();
-        let policy = WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default()
-        };
+        let policy = crate::source::provider::fake::policy(30_000);
         let out = fetch_answers(&script, &policy, &clock)
             .and_then(|a| assemble(&a, "http://100.100.100.200"));
         let asked = script.count();

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::identity::AliyunSource;
-use super::wait::wait_for_nic;
+use super::wait::ECS_WAIT;
 use super::{Aliyun, ENDPOINT_KEY, check_endpoint, nic};
 use crate::error::Result;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
@@ -76,7 +76,7 @@ impl Provider for AliyunProvider {
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
         match self.nic_client(nic) {
-            Ok(c) => wait_for_nic(&c, nic, policy, clock),
+            Ok(c) => ECS_WAIT.wait(&c, nic, policy, clock),
             Err(e) => Outcome::Failed(e),
         }
     }

@@ -1,70 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO: ECS's consistency wait, the generic driver
-//! ([`crate::source::provider::wait`]) over an ECS session: the pure [`nic`]
+//! Performs IO: ECS's consistency wait, the seam's session
+//! ([`crate::source::provider::session`]) over ECS's keys: the pure [`nic`]
 //! module decides what to ask next and whether the metadata agrees with the lease
 //! (the MAC's folder exists, it lists the leased address, the subnet and gateway
-//! answer), the [`Fetch`] it is handed asks (in production the
+//! answer), the fetch it is handed asks (in production the
 //! [`super::Aliyun`] client, bound to the NIC).
 
-use std::collections::BTreeSet;
+use super::nic::{self, Fetched, Request};
+use crate::source::provider::session::Keyed;
 
-use super::nic::{self, Fetched, NicEvent, Request};
-use crate::error::Result;
-use crate::model::{IfName, Missing};
-use crate::source::provider::http::Fetch;
-use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
-use crate::source::provider::{self, Assessment, NicSession};
-
-/// One NIC event's wait on ECS: what was fetched so far, and the way to ask more.
-struct Session<'a> {
-    fetch: &'a dyn Fetch,
-    event: &'a NicEvent,
-    fetched: Fetched,
-}
-
-impl NicSession for Session<'_> {
-    type Request = Request;
-
-    fn interface(&self) -> &IfName {
-        self.event.interface()
-    }
-
-    fn assess(&self) -> Result<Assessment> {
-        nic::assess(self.event, &self.fetched)
-    }
-
-    fn next_request(&self, missing: &[Missing], asked: &BTreeSet<Request>) -> Option<Request> {
-        nic::next_request(self.event, &self.fetched, missing, asked)
-    }
-
-    fn ask(&mut self, request: Request) -> Result<()> {
-        let answer = self.fetch.get(&request.path(self.event.mac()))?;
-        self.fetched.record(request, answer);
-        Ok(())
-    }
-}
-
-/// Waits until the ECS metadata agrees with `event`'s lease(s), fetching through
-/// `fetch` and sleeping on `clock`, within `policy.budget`.
-pub fn wait_for_nic(
-    fetch: &dyn Fetch,
-    event: &NicEvent,
-    policy: &WaitPolicy,
-    clock: &dyn Clock,
-) -> Outcome {
-    let mut fetched = Fetched::new();
-    if let Some(primary) = event.known_primary_mac() {
-        // A recorded state says which NIC is the primary: `meta-data/mac` is not
-        // asked.
-        fetched.record(Request::PrimaryMac, Some(primary.to_string()));
-    }
-    let mut session = Session {
-        fetch,
-        event,
-        fetched,
-    };
-    provider::wait::wait(&mut session, policy, clock)
-}
+/// ECS's consistency wait: [`Keyed::wait`] over the [`nic`] module's answers.
+pub static ECS_WAIT: Keyed<Fetched, Request> = Keyed {
+    primary_mac: Request::PrimaryMac,
+    path: Request::path,
+    record: Fetched::record,
+    assess: nic::assess,
+    next_request: nic::next_request,
+};
 
 #[cfg(test)]
 mod tests {
@@ -72,7 +24,9 @@ mod tests {
 
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
+    use crate::model::Missing;
     use crate::source::provider::fake::{FakeClock, Scripted, bound, policy};
+    use crate::source::provider::{NicEvent, Outcome};
 
     const MACS: &str = "/latest/meta-data/network/interfaces/macs";
     const SECONDARY: &str = "00:16:3e:00:00:02";
@@ -104,7 +58,7 @@ mod tests {
     fn agreeing_metadata_is_five_requests() {
         let c = FakeClock::new();
         let ecs = agreeing(&c);
-        let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
+        let out = ECS_WAIT.wait(&ecs, &event(), &policy(30_000), &c);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
         };
@@ -129,7 +83,7 @@ mod tests {
                 &format!("{MACS}/{SECONDARY}/private-ipv4s"),
                 late(r#"["192.168.1.20"]"#),
             );
-        let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
+        let out = ECS_WAIT.wait(&ecs, &event(), &policy(30_000), &c);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
         let log = ecs.requests();
         // mac once; the probe each round (0, 0.1, 0.3, 0.7 s: 404; 1.5 s: there),
@@ -150,7 +104,7 @@ mod tests {
         let ecs = agreeing(&c).leaf(&format!("{MACS}/{SECONDARY}/primary-ip-address"), |_| {
             Ok(None)
         });
-        let out = wait_for_nic(&ecs, &event(), &policy(3_000), &c);
+        let out = ECS_WAIT.wait(&ecs, &event(), &policy(3_000), &c);
         let Outcome::Partial { missing, .. } = out else {
             panic!("{out:?}")
         };
@@ -168,7 +122,7 @@ mod tests {
                     },
                 })
             });
-            let out = wait_for_nic(&ecs, &event(), &policy(2_000), &c);
+            let out = ECS_WAIT.wait(&ecs, &event(), &policy(2_000), &c);
             assert!(matches!(out, Outcome::Failed(_)), "{status}: {out:?}");
         }
         // 400 and a disabled service end the wait at once.
@@ -188,7 +142,7 @@ mod tests {
                     kind: k.clone(),
                 })
             });
-            let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
+            let out = ECS_WAIT.wait(&ecs, &event(), &policy(30_000), &c);
             assert!(matches!(out, Outcome::Failed(_)), "{kind:?}: {out:?}");
             assert_eq!(ecs.count(), 1);
             assert!(c.sleeps.borrow().is_empty());
@@ -199,7 +153,7 @@ mod tests {
     fn garbage_fails_the_wait_naming_the_key() {
         let c = FakeClock::new();
         let ecs = agreeing(&c).value(&format!("{MACS}/{SECONDARY}/private-ipv4s"), "<html>");
-        let out = wait_for_nic(&ecs, &event(), &policy(30_000), &c);
+        let out = ECS_WAIT.wait(&ecs, &event(), &policy(30_000), &c);
         let Outcome::Failed(e) = out else {
             panic!("{out:?}")
         };

@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 use super::nic;
 use super::{Azure, Fetch, INSTANCE_PATH, VM_ID_PATH};
 use crate::error::{Error, Problem, Result};
+use crate::source::provider::instance::{meta_data, text_field};
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -104,41 +105,18 @@ pub fn assemble(text: &str, endpoint: &str) -> Result<InstanceData> {
         }
         None => return Err(missing("compute")),
     };
-    let text_of = |c: &Map<String, Value>, k: &str| -> Result<Option<String>> {
-        match c.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => {
-                let t = s.trim();
-                if t.chars().any(char::is_control) {
-                    return Err(Error::Metadata {
-                        key: format!("compute/{k}"),
-                        problem: Problem::bad("holds a control character", s),
-                    });
-                }
-                Ok((!t.is_empty()).then(|| t.to_owned()))
-            }
-            Some(v) => Err(Error::Metadata {
-                key: format!("compute/{k}"),
-                problem: Problem::bad("not a string", &v.to_string()),
-            }),
-        }
-    };
+    let text_of = |c: &Map<String, Value>, k: &str| text_field(c, k, "compute/");
     let instance_id = text_of(&compute, "vmId")?.ok_or_else(|| missing("compute/vmId"))?;
     let region = text_of(&compute, "location")?;
     let availability_zone = text_of(&compute, "zone")?;
     let local_hostname = text_of(&compute, "name")?;
     let user_data = user_data(compute.remove("userData"))?;
-    let mut md = Map::new();
-    md.insert("instance-id".to_owned(), json!(instance_id));
-    if let Some(h) = &local_hostname {
-        md.insert("local-hostname".to_owned(), json!(h));
-    }
-    if let Some(r) = &region {
-        md.insert("region".to_owned(), json!(r));
-    }
-    if let Some(z) = &availability_zone {
-        md.insert("availability-zone".to_owned(), json!(z));
-    }
+    let md = meta_data(
+        &instance_id,
+        local_hostname.as_deref(),
+        availability_zone.as_deref(),
+        &[("region", region.as_deref())],
+    );
     let ds = json!({
         "_metadata_api_version": super::API_VERSION,
         "meta_data": md.clone(),

@@ -1,69 +1,41 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Performs IO (through the [`Fetch`] it is handed): Azure's consistency wait, the
-//! generic driver ([`crate::source::provider::wait`]) over a session of one
-//! request per round, `GET /metadata/instance/network`, which answers every NIC.
-//! The session is complete when the pure [`nic::assess`] finds the event's MAC
-//! listed with the leased address and its subnet. An answer that does not parse
-//! ends the wait as `Failed` (never as "no NIC"); a 429 or 5xx is retried with
-//! the driver's backoff and the answer's `Retry-After`.
-
-use std::collections::BTreeSet;
+//! seam's session ([`crate::source::provider::session`]) over one document,
+//! `GET /metadata/instance/network`, which answers every NIC. The session is
+//! complete when the pure [`nic::assess`] finds the event's MAC listed with the
+//! leased address and its subnet. An answer that does not parse ends the wait
+//! as `Failed` (never as "no NIC"); a 429 or 5xx is retried with the driver's
+//! backoff and the answer's `Retry-After`.
 
 use super::Fetch;
 use super::nic::{self, AzureNetwork};
 use crate::error::Result;
-use crate::model::{IfName, Missing};
+use crate::source::provider::http;
+use crate::source::provider::session::Document;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
-use crate::source::provider::{self, Assessment, NicEvent, NicSession};
+use crate::source::provider::{Assessment, NicEvent};
 
-/// The one request of the wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Request {
-    /// `GET /metadata/instance/network`.
-    Network,
-}
+impl Document for AzureNetwork {
+    fn path() -> String {
+        super::NETWORK_PATH.to_owned()
+    }
 
-/// One NIC event's wait on Azure.
-struct Session<'a> {
-    fetch: &'a dyn Fetch,
-    event: &'a NicEvent,
-    network: Option<AzureNetwork>,
-}
+    fn read(answer: Option<String>, _previous: Option<&Self>) -> Result<Option<Self>> {
+        answer.map(|text| nic::parse_network(&text)).transpose()
+    }
 
-impl<'a> Session<'a> {
-    /// A session for `event`, asking through `fetch`.
-    fn new(fetch: &'a dyn Fetch, event: &'a NicEvent) -> Self {
-        Self {
-            fetch,
-            event,
-            network: None,
-        }
+    fn assess(event: &NicEvent, kept: Option<&Self>) -> Result<Assessment> {
+        nic::assess(event, kept)
     }
 }
 
-impl NicSession for Session<'_> {
-    type Request = Request;
+/// Azure's client as the seam's session asks it: only a 200 is an answer (a
+/// 404 is an error), so every answer has a body.
+struct Answering<'a>(&'a dyn Fetch);
 
-    fn interface(&self) -> &IfName {
-        self.event.interface()
-    }
-
-    fn assess(&self) -> Result<Assessment> {
-        nic::assess(self.event, self.network.as_ref())
-    }
-
-    fn next_request(&self, missing: &[Missing], asked: &BTreeSet<Request>) -> Option<Request> {
-        (!missing.is_empty() && !asked.contains(&Request::Network)).then_some(Request::Network)
-    }
-
-    fn ask(&mut self, request: Request) -> Result<()> {
-        match request {
-            Request::Network => {
-                let text = self.fetch.get(super::NETWORK_PATH)?;
-                self.network = Some(nic::parse_network(&text)?);
-            }
-        }
-        Ok(())
+impl http::Fetch for Answering<'_> {
+    fn get(&self, path: &str) -> Result<Option<String>> {
+        self.0.get(path).map(Some)
     }
 }
 
@@ -75,8 +47,7 @@ pub fn wait_for_nic(
     policy: &WaitPolicy,
     clock: &dyn Clock,
 ) -> Outcome {
-    let mut session = Session::new(fetch, event);
-    provider::wait::wait(&mut session, policy, clock)
+    AzureNetwork::wait(&Answering(fetch), event, policy, clock)
 }
 
 #[cfg(test)]
@@ -86,6 +57,7 @@ mod tests {
     use super::*;
     use crate::error::{Error, ImdsErrorKind};
     use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
+    use crate::source::provider::session::rows;
 
     /// Azure's client answers only a 200: the scripted service's 404 is an error.
     impl Fetch for Scripted<'_> {
@@ -137,18 +109,6 @@ mod tests {
                 .count();
             assert!(within <= 5, "{starts:?}");
         }
-    }
-
-    #[test]
-    fn a_nic_that_never_appears_is_partial_within_the_budget() {
-        let clock = FakeClock::new();
-        let imds = Scripted::every(&clock, |_| Ok(Some(ONE.to_owned())));
-        let out = wait_for_nic(&imds, &event(), &policy(3_000), &clock);
-        let Outcome::Partial { missing, .. } = out else {
-            panic!("{out:?}")
-        };
-        assert_eq!(missing, [Missing::MacFolder]);
-        assert!(clock.elapsed.get() <= Duration::from_secs(3));
     }
 
     #[test]
@@ -220,5 +180,17 @@ mod tests {
                 .iter()
                 .all(|(t, _)| *t < Duration::from_secs(3))
         );
+    }
+
+    #[test]
+    fn the_document_rows() {
+        let docs = rows::Documents {
+            event: event(),
+            path: "/metadata/instance/network",
+            without: ONE,
+            with: TWO,
+            garbage: ("<html>gateway error</html>", "Azure IMDS network"),
+        };
+        rows::run(&docs, |f, e, p, c| wait_for_nic(f, e, p, c));
     }
 }

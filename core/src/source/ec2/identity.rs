@@ -30,14 +30,10 @@ use crate::constants::{
     IMDS_IDENTITY_DOCUMENT, IMDS_MAX_USER_DATA_BYTES, IMDS_META_DATA, IMDS_USER_DATA,
 };
 use crate::error::{Error, Problem, Result};
-use crate::metadata::{MACS_PATH, parse_tree};
-use crate::model::MacAddr;
-use crate::source::provider::imdsv2::listing;
+use crate::metadata::parse_tree;
+use crate::source::provider::imdsv2::{listed_nics, listing};
 use crate::source::provider::retry::Retrying;
 use crate::source::{Datasource, InstanceData, SourceKind};
-
-/// The most NICs read (the largest instance types have far fewer).
-const MAX_NICS: usize = 64;
 
 /// What IMDS answered, before it is interpreted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -77,13 +73,7 @@ pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) 
     }
     a.local_hostname = get(&md("local-hostname"))?;
     a.mac = get(&md("mac"))?;
-    let macs = get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?.unwrap_or_default();
-    for name in listing(&macs).into_iter().take(MAX_NICS) {
-        // The name goes into the next URLs: only a MAC may.
-        let mac: MacAddr = name.parse().map_err(|problem| Error::Metadata {
-            key: MACS_PATH.to_owned(),
-            problem,
-        })?;
+    for (name, mac) in listed_nics(get)? {
         let Some(keys) = get(&Request::Listing.path(mac))? else {
             continue;
         };
@@ -99,8 +89,7 @@ pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) 
         a.nics.insert(name, folder);
     }
     a.user_data = r.get_bytes(fetch, IMDS_USER_DATA, IMDS_MAX_USER_DATA_BYTES)?;
-    let (n, t) = r.spent();
-    log::debug!("EC2: instance data in {n} request(s), {} ms", t.as_millis());
+    r.log_fetched("EC2");
     Ok(a)
 }
 
@@ -303,10 +292,7 @@ mod tests {
     }
 
     fn policy() -> WaitPolicy {
-        WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default()
-        }
+        crate::source::provider::fake::policy(30_000)
     }
 
     #[test]

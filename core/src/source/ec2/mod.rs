@@ -48,19 +48,12 @@ pub use crate::source::provider::http::Fetch;
 pub use nic::NicEvent;
 pub use provider::Ec2Provider;
 pub use provider::{CLOUD, SOURCE};
-pub use wait::{Clock, Outcome, SystemClock, WaitPolicy, wait_for_nic};
+pub use wait::{Clock, EC2_WAIT, Outcome, SystemClock, WaitPolicy};
 
 /// EC2's IMDS (SPEC §4.1).
 pub(crate) const EC2: Dialect = Dialect {
-    service: Service {
-        provider: "ec2",
-        label: "IMDS",
-        endpoints: &IMDS_ENDPOINTS,
-        endpoints_key: "imds.endpoints",
-        headers: &[],
-        vouch: Service::trust,
-        spent: "whole request (token exchange included)",
-    },
+    service: Service::new("ec2", "IMDS", &IMDS_ENDPOINTS, "imds.endpoints")
+        .spending("whole request (token exchange included)"),
     token_path: IMDS_TOKEN_PATH,
     // The token's lifetime is asked with the first header, and the token sent
     // back on every `GET` with the second.
@@ -81,9 +74,9 @@ impl Imdsv2 {
     }
 
     /// The consistency wait for one NIC event, with the real clock: see
-    /// [`wait::wait_for_nic`].
+    /// [`wait::EC2_WAIT`].
     pub fn wait_for_nic(&self, event: &NicEvent, policy: &WaitPolicy) -> Outcome {
-        wait_for_nic(self, event, policy, &SystemClock)
+        EC2_WAIT.wait(self, event, policy, &SystemClock)
     }
 }
 
@@ -108,19 +101,12 @@ mod tests {
             .with_endpoints(["http://127.0.0.1:8080/", "http://[::1]:9"])
             .unwrap();
         assert_eq!(ok.endpoints(), ["http://127.0.0.1:8080", "http://[::1]:9"]);
-        for bad in [
-            "https://169.254.169.254",
-            "http://instance-data",
-            "http://169.254.169.254/latest",
-            "169.254.169.254",
-            "",
-        ] {
-            let e = Ec2::try_new(root.path())
-                .unwrap()
-                .with_endpoints([bad])
-                .unwrap_err();
-            assert!(e.to_string().starts_with("argument imds.endpoints"), "{e}");
-        }
+        crate::source::provider::fake::endpoint_rows("imds.endpoints", |u| {
+            Ok(Ec2::try_new(root.path())?
+                .with_endpoints([u])?
+                .endpoints()
+                .to_vec())
+        });
         assert!(
             Ec2::try_new(root.path())
                 .unwrap()

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::identity::Ec2Source;
-use super::wait::{Clock, Outcome, WaitPolicy, wait_for_nic};
+use super::wait::{Clock, EC2_WAIT, Outcome, WaitPolicy};
 use super::{Ec2, NicEvent};
 use crate::error::Result;
 use crate::source::provider::{Cloud, CloudSource, Identity, Provider, ProviderKind};
@@ -92,7 +92,7 @@ impl Provider for Ec2Provider {
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
         match self.nic_client(nic) {
-            Ok(ec2) => wait_for_nic(&ec2, nic, policy, clock),
+            Ok(ec2) => EC2_WAIT.wait(&ec2, nic, policy, clock),
             Err(e) => Outcome::Failed(e),
         }
     }

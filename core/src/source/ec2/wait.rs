@@ -1,69 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO: EC2's consistency wait, the generic driver
-//! ([`crate::source::provider::wait`]) over an EC2 session: the pure [`nic`]
-//! module decides what to ask next and whether IMDS agrees, the [`Fetch`] it is
+//! Performs IO: EC2's consistency wait, the seam's session
+//! ([`crate::source::provider::session`]) over EC2's keys: the pure [`nic`]
+//! module decides what to ask next and whether IMDS agrees, the fetch it is
 //! handed asks (in production the [`super::Ec2`] client, bound to the NIC).
 
-use std::collections::BTreeSet;
-
-use super::Fetch;
-use super::nic::{self, Fetched, NicEvent, Request};
-use crate::error::Result;
-use crate::model::{IfName, Missing};
-use crate::source::provider::{self, Assessment, NicSession};
+use super::nic::{self, Fetched, Request};
+use crate::source::provider::session::Keyed;
 
 pub use crate::source::provider::wait::{Clock, Outcome, SystemClock, WaitPolicy};
 
-/// One NIC event's wait on EC2: what was fetched so far, and the way to ask more.
-struct Session<'a> {
-    fetch: &'a dyn Fetch,
-    event: &'a NicEvent,
-    fetched: Fetched,
-}
-
-impl NicSession for Session<'_> {
-    type Request = Request;
-
-    fn interface(&self) -> &IfName {
-        self.event.interface()
-    }
-
-    fn assess(&self) -> Result<Assessment> {
-        nic::assess(self.event, &self.fetched)
-    }
-
-    fn next_request(&self, missing: &[Missing], asked: &BTreeSet<Request>) -> Option<Request> {
-        nic::next_request(self.event, &self.fetched, missing, asked)
-    }
-
-    fn ask(&mut self, request: Request) -> Result<()> {
-        let answer = self.fetch.get(&request.path(self.event.mac()))?;
-        self.fetched.record(request, answer);
-        Ok(())
-    }
-}
-
-/// Waits until IMDS agrees with `event`'s lease(s), fetching through `fetch` and
-/// sleeping on `clock`, within `policy.budget`.
-pub fn wait_for_nic(
-    fetch: &dyn Fetch,
-    event: &NicEvent,
-    policy: &WaitPolicy,
-    clock: &dyn Clock,
-) -> Outcome {
-    let mut fetched = Fetched::new();
-    if let Some(primary) = event.known_primary_mac() {
-        // A recorded state says which NIC is the primary: `meta-data/mac` is not
-        // asked.
-        fetched.record(Request::PrimaryMac, Some(primary.to_string()));
-    }
-    let mut session = Session {
-        fetch,
-        event,
-        fetched,
-    };
-    provider::wait::wait(&mut session, policy, clock)
-}
+/// EC2's consistency wait: [`Keyed::wait`] over the [`nic`] module's answers.
+pub static EC2_WAIT: Keyed<Fetched, Request> = Keyed {
+    primary_mac: Request::PrimaryMac,
+    path: Request::path,
+    record: Fetched::record,
+    assess: nic::assess,
+    next_request: nic::next_request,
+};
 
 #[cfg(test)]
 mod tests {
@@ -71,8 +24,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::error::{Error, ImdsErrorKind};
-    use crate::model::{Family, Lease, Reason};
+    use crate::error::{Error, ImdsErrorKind, Result};
+    use crate::model::{Family, IfName, Lease, Missing, Reason};
+    use crate::source::ec2::Fetch;
+    use crate::source::provider::NicEvent;
     use crate::source::provider::PrimaryUse;
     use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
 
@@ -110,7 +65,7 @@ mod tests {
     fn consistent_imds_takes_one_round() {
         let clock = FakeClock::new();
         let imds = secondary(Scripted::new(&clock));
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
         };
@@ -157,7 +112,7 @@ mod tests {
         let count = |ev: NicEvent| {
             let clock = FakeClock::new();
             let imds = primary(Scripted::new(&clock));
-            let out = wait_for_nic(&imds, &ev, &policy(30_000), &clock);
+            let out = EC2_WAIT.wait(&imds, &ev, &policy(30_000), &clock);
             assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
             imds.requests()
         };
@@ -191,7 +146,7 @@ mod tests {
         let run = |ev: NicEvent| {
             let clock = FakeClock::new();
             let imds = secondary(Scripted::new(&clock));
-            let out = wait_for_nic(&imds, &ev, &policy(30_000), &clock);
+            let out = EC2_WAIT.wait(&imds, &ev, &policy(30_000), &clock);
             let Outcome::Complete(network) = out else {
                 panic!("{out:?}")
             };
@@ -215,7 +170,7 @@ mod tests {
                 Err(http(500, None))
             });
         let ev = primary_event(PrimaryUse::SecondaryAddresses);
-        let out = wait_for_nic(&imds, &ev, &policy(2_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &ev, &policy(2_000), &clock);
         assert!(failed_with_http(&out, 500, None), "{out:?}");
         assert!(imds.count_of("/local-ipv4s") > 1);
         assert_eq!(imds.count_of("device-number"), 0);
@@ -229,7 +184,7 @@ mod tests {
             &format!("{MACS}/{SECONDARY}/subnet-ipv4-cidr-block"),
             |_| Ok(None),
         );
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(6_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(6_000), &clock);
         let Outcome::Partial { network, missing } = out else {
             panic!("{out:?}")
         };
@@ -258,55 +213,37 @@ mod tests {
         // ends at 0.95 s with 50 ms of the 1 s budget left; a pause and another
         // request then would hold the caller to about 2 s. No request may start
         // at or after the budget, whatever round it would open.
-        let clock = FakeClock::new();
-        let imds = SlowImds {
-            inner: secondary(Scripted::new(&clock))
-                .leaf("/latest/meta-data/mac", |_| Err(http(500, None))),
-            each: Duration::from_millis(949),
+        // When each request started (the fake logs it once its answer's delay
+        // has passed), and when the wait ended, with `budget_ms`.
+        let run = |budget_ms: u64| {
+            let clock = FakeClock::new();
+            let imds = SlowImds {
+                inner: secondary(Scripted::new(&clock))
+                    .leaf("/latest/meta-data/mac", |_| Err(http(500, None))),
+                each: Duration::from_millis(949),
+            };
+            let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(budget_ms), &clock);
+            assert!(failed_with_http(&out, 500, None), "{out:?}");
+            let starts: Vec<Duration> = imds
+                .inner
+                .log
+                .borrow()
+                .iter()
+                .map(|(t, _)| t.saturating_sub(imds.each))
+                .collect();
+            (starts, clock.t())
         };
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(1_000), &clock);
-        assert!(failed_with_http(&out, 500, None), "{out:?}");
-        // The fake logs a request once its answer's delay has passed.
-        let starts: Vec<Duration> = imds
-            .inner
-            .log
-            .borrow()
-            .iter()
-            .map(|(t, _)| t.saturating_sub(imds.each))
-            .collect();
+        let (starts, end) = run(1_000);
         assert_eq!(starts.len(), 1, "{starts:?}");
-        assert!(
-            clock.t() <= Duration::from_millis(1_000 + 950),
-            "{:?}",
-            clock.t()
-        );
+        assert!(end <= Duration::from_millis(1_000 + 950), "{end:?}");
         // With a longer budget the next round does start, while some is left.
-        let clock = FakeClock::new();
-        let imds = SlowImds {
-            inner: secondary(Scripted::new(&clock))
-                .leaf("/latest/meta-data/mac", |_| Err(http(500, None))),
-            each: Duration::from_millis(949),
-        };
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(3_000), &clock);
-        assert!(failed_with_http(&out, 500, None), "{out:?}");
-        // The fake logs a request once its answer's delay has passed.
-        let starts: Vec<Duration> = imds
-            .inner
-            .log
-            .borrow()
-            .iter()
-            .map(|(t, _)| t.saturating_sub(imds.each))
-            .collect();
+        let (starts, end) = run(3_000);
         assert!(starts.len() >= 2, "{starts:?}");
         assert!(
             starts.iter().all(|t| *t < Duration::from_secs(3)),
             "a request started after the budget: {starts:?}"
         );
-        assert!(
-            clock.t() <= Duration::from_millis(3_000 + 950),
-            "{:?}",
-            clock.t()
-        );
+        assert!(end <= Duration::from_millis(3_000 + 950), "{end:?}");
     }
 
     /// A fake IMDS whose every answer takes `each` of fake time.
@@ -334,7 +271,7 @@ mod tests {
             inner: secondary(Scripted::new(&clock)),
             each: Duration::from_millis(500),
         };
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(1_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(1_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
             panic!("{out:?}")
         };
@@ -366,7 +303,7 @@ mod tests {
                 }),
             each: Duration::from_millis(300),
         };
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(2_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(2_000), &clock);
         assert!(failed_with_http(&out, 500, None), "{out:?}");
     }
 
@@ -401,7 +338,7 @@ mod tests {
                 ))
             },
         );
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
         // Rounds at ~0, 0.1, 0.3, 0.7 read 0; the one at ~1.5 s reads 1.
         assert_eq!(imds.count_of("device-number"), 5);
@@ -430,7 +367,7 @@ mod tests {
     fn device_number_zero_on_network_card_one_is_trusted_at_once() {
         let clock = FakeClock::new();
         let imds = card_one_device_zero(Scripted::new(&clock), Duration::ZERO);
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
         };
@@ -446,7 +383,7 @@ mod tests {
     fn a_late_network_card_on_a_multi_card_type_is_waited_for() {
         let clock = FakeClock::new();
         let imds = card_one_device_zero(Scripted::new(&clock), Duration::from_secs(1));
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
         };
@@ -467,7 +404,7 @@ mod tests {
         let clock = FakeClock::new();
         let imds = card_one_device_zero(Scripted::new(&clock), Duration::MAX)
             .value(&format!("{MACS}/{SECONDARY}/device-number"), "2");
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(3_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(3_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
             panic!("{out:?}")
         };
@@ -485,7 +422,7 @@ mod tests {
                 Ok(Some("02:00:00:00:00:01".into()))
             }
         });
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
         assert_eq!(imds.count_of("/mac"), 4);
 
@@ -493,7 +430,7 @@ mod tests {
         let clock = FakeClock::new();
         let imds = secondary(Scripted::new(&clock))
             .leaf("/latest/meta-data/mac", |_| Err(http(500, None)));
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(2_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(2_000), &clock);
         assert!(failed_with_http(&out, 500, None), "{out:?}");
     }
 
@@ -507,7 +444,7 @@ mod tests {
         };
         let imds = secondary(Scripted::new(&clock))
             .leaf("/latest/meta-data/mac", move |_| Err(disabled()));
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(
             matches!(
                 &out,
@@ -526,7 +463,7 @@ mod tests {
         let clock = FakeClock::new();
         let imds = secondary(Scripted::new(&clock))
             .value(&format!("{MACS}/{SECONDARY}/device-number"), "one");
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         let Outcome::Failed(e) = out else {
             panic!("{out:?}")
         };
@@ -543,7 +480,7 @@ mod tests {
                 Ok(Some("02:00:00:00:00:01".into()))
             }
         });
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
         assert_eq!(*clock.sleeps.borrow(), [Duration::from_secs(3)]);
 
@@ -551,7 +488,7 @@ mod tests {
         let clock = FakeClock::new();
         let imds = secondary(Scripted::new(&clock))
             .leaf("/latest/meta-data/mac", |_| Err(http(503, Some(60))));
-        let out = wait_for_nic(&imds, &event("10.0.1.20"), &policy(5_000), &clock);
+        let out = EC2_WAIT.wait(&imds, &event("10.0.1.20"), &policy(5_000), &clock);
         assert!(failed_with_http(&out, 503, Some(60)), "{out:?}");
         assert!(clock.sleeps.borrow().is_empty());
     }

@@ -17,13 +17,14 @@
 //! is pure ([`assemble`]).
 
 use base64::Engine as _;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::nic::{INTERFACES_PATH, parse_interfaces};
 use super::{GCE_ROOT, Gce};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
+use crate::source::provider::instance::meta_data;
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -61,8 +62,7 @@ pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) 
     if a.user_data.is_some() {
         a.user_data_encoding = get("instance/attributes/user-data-encoding")?;
     }
-    let (n, t) = r.spent();
-    log::debug!("GCE: instance data in {n} request(s), {} ms", t.as_millis());
+    r.log_fetched("GCE");
     Ok(a)
 }
 
@@ -117,14 +117,12 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
         ),
         (raw, _) => raw.clone(),
     };
-    let mut md = Map::new();
-    md.insert("instance-id".to_owned(), json!(instance_id));
-    if let Some(z) = &availability_zone {
-        md.insert("availability-zone".to_owned(), json!(z));
-    }
-    if let Some(h) = &hostname {
-        md.insert("local-hostname".to_owned(), json!(h));
-    }
+    let mut md = meta_data(
+        &instance_id,
+        hostname.as_deref(),
+        availability_zone.as_deref(),
+        &[],
+    );
     md.insert("network-interfaces".to_owned(), interfaces);
     let ds = json!({"meta_data": Value::Object(md.clone())});
     Ok(InstanceData {
@@ -210,10 +208,7 @@ mod tests {
 
     fn run(s: &Scripted<'_>) -> Result<InstanceData> {
         let clock = FakeClock::new();
-        let policy = WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default()
-        };
+        let policy = crate::source::provider::fake::policy(30_000);
         let a = fetch_answers(s, &policy, &clock)?;
         assemble(&a, "http://169.254.169.254")
     }

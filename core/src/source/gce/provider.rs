@@ -4,9 +4,10 @@
 //! and the boot stage's datasource, [`GceSource`].
 
 use super::identity::GceSource;
-use super::wait::wait_for_nic;
+use super::nic::Answer;
 use super::{GCE_ENDPOINT, Gce, nic};
 use crate::error::Result;
+use crate::source::provider::session::Document;
 use crate::source::provider::{
     Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider, ProviderKind,
     WaitPolicy,
@@ -43,7 +44,7 @@ impl Provider for GceProvider {
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
         match self.client() {
-            Ok(gce) => wait_for_nic(&gce, nic, policy, clock),
+            Ok(gce) => Answer::wait(&gce, nic, policy, clock),
             Err(e) => Outcome::Failed(e),
         }
     }

@@ -22,7 +22,7 @@
 //! wait's jittered backoff, within one budget for the whole fetch. The drive is
 //! read once, in one mount. What the answers mean is pure ([`assemble`]).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::configdrive::ConfigDrive;
 use super::nic::parse_network_data;
@@ -30,6 +30,7 @@ use super::{META_DATA_PATH, NETWORK_DATA_PATH, OPENSTACK_ROOT, OpenStack, USER_D
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
+use crate::source::provider::instance::{meta_data, text_field};
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -63,11 +64,7 @@ pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) 
         ..Answers::default()
     };
     a.user_data = r.get_bytes(fetch, &path(USER_DATA_PATH), IMDS_MAX_USER_DATA_BYTES)?;
-    let (n, t) = r.spent();
-    log::debug!(
-        "OpenStack: instance data in {n} request(s), {} ms",
-        t.as_millis()
-    );
+    r.log_fetched("OpenStack");
     Ok(a)
 }
 
@@ -97,24 +94,9 @@ fn key(name: &str) -> String {
     format!("{OPENSTACK_ROOT}{META_DATA_PATH}/{name}")
 }
 
+/// [`text_field`] of `meta_data.json`.
 fn string_field(md: &Map<String, Value>, name: &str) -> Result<Option<String>> {
-    match md.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => {
-            let s = s.trim();
-            if s.chars().any(char::is_control) {
-                return Err(Error::Metadata {
-                    key: key(name),
-                    problem: Problem::bad("holds a control character", s),
-                });
-            }
-            Ok((!s.is_empty()).then(|| s.to_owned()))
-        }
-        Some(v) => Err(Error::Metadata {
-            key: key(name),
-            problem: Problem::bad("not a string", &v.to_string()),
-        }),
-    }
+    text_field(md, name, &key(""))
 }
 
 /// Interprets the answers: `kind` is [`SourceKind::OpenStack`] or
@@ -157,13 +139,12 @@ pub fn assemble(a: &Answers, kind: SourceKind, from: &str) -> Result<InstanceDat
     };
     // cloud-init copies `uuid` to `instance-id` and `hostname` to
     // `local-hostname` (helpers/openstack.py's KEY_COPIES).
-    md.insert("instance-id".to_owned(), json!(instance_id));
-    if let Some(h) = &hostname {
-        md.insert("local-hostname".to_owned(), json!(h));
-    }
-    if let Some(z) = &availability_zone {
-        md.insert("availability-zone".to_owned(), json!(z));
-    }
+    md.extend(meta_data(
+        &instance_id,
+        hostname.as_deref(),
+        availability_zone.as_deref(),
+        &[],
+    ));
     let mut ds = Map::new();
     ds.insert("meta_data".to_owned(), Value::Object(md.clone()));
     if !network_data.is_null() {
@@ -260,6 +241,7 @@ mod tests {
     use super::*;
     use crate::error::ImdsErrorKind;
     use crate::source::provider::fake::{FakeClock, Scripted};
+    use serde_json::json;
 
     pub(crate) const META: &str = r#"{"uuid": "83679162-1378-4288-a2d4-70e13ec132aa",
         "hostname": "test.novalocal", "name": "test", "availability_zone": "nova",
@@ -283,10 +265,7 @@ mod tests {
 
     fn run(s: &Scripted<'_>) -> Result<InstanceData> {
         let clock = FakeClock::new();
-        let policy = WaitPolicy {
-            jitter: false,
-            ..WaitPolicy::default()
-        };
+        let policy = crate::source::provider::fake::policy(30_000);
         let a = fetch_answers(s, &policy, &clock)?;
         assemble(&a, SourceKind::OpenStack, "http://169.254.169.254")
     }

@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use super::configdrive::ConfigDrive;
 use super::identity::{self, ConfigDriveSource, OpenStackSource};
 use super::nic::{self, parse_network_data};
-use super::wait::{from_drive, log_skipped, wait_for_nic};
+use super::wait::{ServiceAnswer, from_drive, log_skipped};
 use super::{NETWORK_DATA_PATH, OPENSTACK_ENDPOINT, OPENSTACK_ROOT, OpenStack};
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::retry::Retrying;
+use crate::source::provider::session::Document;
 use crate::source::provider::{
     Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider, ProviderKind,
     Unleased, WaitPolicy,
@@ -108,7 +109,7 @@ impl Provider for OpenStackProvider {
             return from_drive(read_drive_network_data(&drive), nic);
         }
         match self.client() {
-            Ok(c) => wait_for_nic(&c, nic, policy, clock),
+            Ok(c) => ServiceAnswer::wait(&c, nic, policy, clock),
             Err(e) => Outcome::Failed(e),
         }
     }

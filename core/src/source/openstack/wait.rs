@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Performs IO (through the [`Fetch`] or the drive it is handed): `OpenStack`'s
+//! Performs IO (through the fetch or the drive it is handed): `OpenStack`'s
 //! consistency wait.
 //!
-//! * **The metadata service**: the generic driver
-//!   ([`crate::source::provider::wait`]) over a session of one request per round,
-//!   `openstack/latest/network_data.json`, which answers every NIC at once (the
+//! * **The metadata service**: the seam's session
+//!   ([`crate::source::provider::session`]) over one document, one request per
+//!   round, `openstack/latest/network_data.json`, which answers every NIC at once (the
 //!   fewest requests under Neutron's rate limit; a 429 is retried with the
 //!   driver's backoff, within the budget).
 //! * **A config drive**: read once. Nova does not rewrite the drive after the
@@ -14,30 +14,11 @@
 //!
 //! What the answer means is the pure [`nic`] module's.
 
-use std::collections::BTreeSet;
-
 use super::nic::{self, Answer, parse_network_data};
 use super::{NETWORK_DATA_PATH, OPENSTACK_ROOT};
 use crate::error::Result;
-use crate::model::{IfName, Missing};
-use crate::source::provider::http::Fetch;
-use crate::source::provider::{self, Assessment, Clock, NicEvent, NicSession, Outcome, WaitPolicy};
-
-/// The one request of a round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Request {
-    /// `openstack/latest/network_data.json`.
-    NetworkData,
-}
-
-impl Request {
-    /// The path below the base URL.
-    pub fn path(self) -> String {
-        match self {
-            Self::NetworkData => format!("{OPENSTACK_ROOT}{NETWORK_DATA_PATH}"),
-        }
-    }
-}
+use crate::source::provider::session::Document;
+use crate::source::provider::{Assessment, NicEvent, Outcome};
 
 /// Logs what the document's model skipped (VLAN and bond links, ...), once.
 pub(crate) fn log_skipped(answer: &Answer) {
@@ -50,59 +31,33 @@ pub(crate) fn log_skipped(answer: &Answer) {
     }
 }
 
-/// One NIC event's wait against the metadata service: the last answer, and the
-/// way to ask again.
-struct Session<'a> {
-    fetch: &'a dyn Fetch,
-    event: &'a NicEvent,
+/// The metadata service's last answer, and whether what its model skipped was
+/// logged (once per wait, at the first body): the [`Document`] of its wait.
+#[derive(Debug)]
+pub struct ServiceAnswer {
     answer: Answer,
     logged: bool,
 }
 
-impl NicSession for Session<'_> {
-    type Request = Request;
-
-    fn interface(&self) -> &IfName {
-        self.event.interface()
+impl Document for ServiceAnswer {
+    fn path() -> String {
+        format!("{OPENSTACK_ROOT}{NETWORK_DATA_PATH}")
     }
 
-    fn assess(&self) -> Result<Assessment> {
-        nic::assess(self.event, &self.answer)
-    }
-
-    /// One request per round, whatever is missing: it answers everything.
-    fn next_request(&self, _missing: &[Missing], asked: &BTreeSet<Request>) -> Option<Request> {
-        (!asked.contains(&Request::NetworkData)).then_some(Request::NetworkData)
-    }
-
-    fn ask(&mut self, request: Request) -> Result<()> {
-        self.answer = self
-            .fetch
-            .get(&request.path())?
-            .map_or(Answer::NotFound, Answer::Body);
-        if !self.logged && matches!(self.answer, Answer::Body(_)) {
-            log_skipped(&self.answer);
-            self.logged = true;
+    /// The body as it came: [`nic::assess`] parses it.
+    fn read(answer: Option<String>, previous: Option<&Self>) -> Result<Option<Self>> {
+        let answer = answer.map_or(Answer::NotFound, Answer::Body);
+        let mut logged = previous.is_some_and(|p| p.logged);
+        if !logged && matches!(answer, Answer::Body(_)) {
+            log_skipped(&answer);
+            logged = true;
         }
-        Ok(())
+        Ok(Some(Self { answer, logged }))
     }
-}
 
-/// Waits until the metadata service agrees with `event`'s lease, asking through
-/// `fetch` and sleeping on `clock`, within `policy.budget`.
-pub fn wait_for_nic(
-    fetch: &dyn Fetch,
-    event: &NicEvent,
-    policy: &WaitPolicy,
-    clock: &dyn Clock,
-) -> Outcome {
-    let mut s = Session {
-        fetch,
-        event,
-        answer: Answer::NotAsked,
-        logged: false,
-    };
-    provider::wait::wait(&mut s, policy, clock)
+    fn assess(event: &NicEvent, kept: Option<&Self>) -> Result<Assessment> {
+        nic::assess(event, kept.map_or(&Answer::NotAsked, |r| &r.answer))
+    }
 }
 
 /// What one read of a config drive says about `event`: `read` is the drive's
@@ -154,8 +109,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::model::Missing;
     use crate::source::openstack::nic::tests::{ONLY0, TWO};
     use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
+    use crate::source::provider::session::rows;
 
     fn event() -> NicEvent {
         bound("eth1", "fa:16:3e:00:01:14", "10.0.1.20", 24, "10.0.1.1")
@@ -165,7 +122,7 @@ mod tests {
     fn one_request_when_the_metadata_agrees() {
         let clock = FakeClock::new();
         let f = Scripted::every(&clock, |_| Ok(Some(TWO.to_owned())));
-        let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
+        let out = ServiceAnswer::wait(&f, &event(), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
         };
@@ -177,28 +134,24 @@ mod tests {
     }
 
     #[test]
-    fn a_late_link_is_waited_for_one_request_a_round_within_neutrons_rate_limit() {
-        // The hot-plugged port appears at 1 s: rounds at ~0, 0.1, 0.3, 0.7 see
-        // eth0 only, the one at ~1.5 s sees both.
-        let clock = FakeClock::new();
-        let f = Scripted::every(&clock, |t| {
-            Ok(Some(
-                if t < Duration::from_secs(1) {
-                    ONLY0
-                } else {
-                    TWO
-                }
-                .to_owned(),
-            ))
-        });
-        let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        assert_eq!(f.log.borrow().len(), 5);
+    fn the_document_rows() {
+        let docs = rows::Documents {
+            event: event(),
+            path: "/openstack/latest/network_data.json",
+            without: ONLY0,
+            with: TWO,
+            garbage: ("{\"links\": 1}", "network_data.json/links"),
+        };
+        rows::run(&docs, |f, e, p, c| ServiceAnswer::wait(f, e, p, c));
+    }
+
+    #[test]
+    fn a_link_that_never_comes_is_asked_within_neutrons_rate_limit() {
         // Never appearing: Partial, and never more than 10 requests in any 10 s
         // (Neutron's default limit) over a whole 30 s budget.
         let clock = FakeClock::new();
         let f = Scripted::every(&clock, |_| Ok(Some(ONLY0.to_owned())));
-        let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
+        let out = ServiceAnswer::wait(&f, &event(), &policy(30_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
             panic!("{out:?}")
         };
@@ -214,42 +167,6 @@ mod tests {
                 "{within} requests within 10 s of {t:?}: {times:?}"
             );
         }
-    }
-
-    #[test]
-    fn errors_are_never_read_as_empty() {
-        // 503 or 429 for ever: Failed, not Partial.
-        for status in [503, 429] {
-            let clock = FakeClock::new();
-            let f = Scripted::every(&clock, move |_| Err(http(status, None)));
-            let out = wait_for_nic(&f, &event(), &policy(2_000), &clock);
-            assert!(matches!(out, Outcome::Failed(_)), "{status}: {out:?}");
-        }
-        // 403: at once.
-        let clock = FakeClock::new();
-        let f = Scripted::every(&clock, move |_| Err(http(403, None)));
-        let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
-        assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
-        assert_eq!(f.log.borrow().len(), 1);
-        // Garbage: at once, naming the key.
-        let clock = FakeClock::new();
-        let f = Scripted::every(&clock, |_| Ok(Some("{\"links\": 1}".to_owned())));
-        let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
-        let Outcome::Failed(e) = out else {
-            panic!("{out:?}")
-        };
-        assert!(e.to_string().contains("network_data.json/links"), "{e}");
-        // 429 (the rate limit) then fine: retried.
-        let clock = FakeClock::new();
-        let f = Scripted::every(&clock, move |t| {
-            if t < Duration::from_millis(200) {
-                Err(http(429, None))
-            } else {
-                Ok(Some(TWO.to_owned()))
-            }
-        });
-        let out = wait_for_nic(&f, &event(), &policy(30_000), &clock);
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ use super::{INSTANCE_PATH, Oracle, V2_ROOT};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
 use crate::source::provider::http::Fetch;
+use crate::source::provider::instance::{meta_data, text_field};
 use crate::source::provider::retry::ClientSource;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -51,25 +52,9 @@ fn key(name: &str) -> String {
     format!("{INSTANCE_PATH}{name}")
 }
 
-/// A trimmed, non-empty string at `obj[k]`; a value of another type is an error.
+/// [`text_field`] of the instance document (`at`: where `obj` is in it).
 fn field(obj: &Map<String, Value>, k: &str, at: &str) -> Result<Option<String>> {
-    match obj.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => {
-            let t = s.trim();
-            if t.chars().any(char::is_control) {
-                return Err(Error::Metadata {
-                    key: key(&format!("{at}{k}")),
-                    problem: Problem::bad("holds a control character", t),
-                });
-            }
-            Ok((!t.is_empty()).then(|| t.to_owned()))
-        }
-        Some(v) => Err(Error::Metadata {
-            key: key(&format!("{at}{k}")),
-            problem: Problem::bad("not a string", &v.to_string()),
-        }),
-    }
+    text_field(obj, k, &key(at))
 }
 
 /// Interprets the instance document; `endpoint` is the base URL that gave it.
@@ -120,18 +105,13 @@ pub fn assemble(document: &str, endpoint: &str) -> Result<InstanceData> {
             });
         }
     };
-    let mut md = Map::new();
-    md.insert("instance-id".to_owned(), json!(instance_id));
+    let mut md = meta_data(
+        &instance_id,
+        local_hostname.as_deref(),
+        availability_zone.as_deref(),
+        &[("name", display_name.as_deref())],
+    );
     md.insert("launch-index".to_owned(), json!(0));
-    if let Some(h) = &local_hostname {
-        md.insert("local-hostname".to_owned(), json!(h));
-    }
-    if let Some(n) = &display_name {
-        md.insert("name".to_owned(), json!(n));
-    }
-    if let Some(z) = &availability_zone {
-        md.insert("availability-zone".to_owned(), json!(z));
-    }
     if let Some(k) = public_keys {
         md.insert("public_keys".to_owned(), k);
     }

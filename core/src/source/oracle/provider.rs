@@ -6,9 +6,11 @@
 //! VNICs that have none, and the boot stage's datasource, [`OracleSource`].
 
 use super::identity::OracleSource;
-use super::wait::{fetch_unleased, wait_for_nic};
+use super::vnic::OciNetwork;
+use super::wait::fetch_unleased;
 use super::{ENDPOINT_KEY, ENDPOINTS, Oracle, check_endpoint, vnic};
 use crate::error::Result;
+use crate::source::provider::session::Document;
 use crate::source::provider::{
     Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider, ProviderKind,
     Unleased, WaitPolicy,
@@ -49,7 +51,7 @@ impl Provider for OracleProvider {
 
     fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
         match self.client() {
-            Ok(oci) => wait_for_nic(&oci, nic, policy, clock),
+            Ok(oci) => OciNetwork::wait(&oci, nic, policy, clock),
             Err(e) => Outcome::Failed(e),
         }
     }

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Performs IO (through the [`Fetch`] it is handed): OCI's consistency wait, the
-//! generic driver ([`crate::source::provider::wait`]) over a session of one
-//! request per round, `GET /opc/v2/vnics/`, which answers every VNIC; and the one
-//! request of [`crate::source::provider::Provider::unleased`] ([`fetch_unleased`]).
+//! seam's session ([`crate::source::provider::session`]) over one document,
+//! `GET /opc/v2/vnics/`, which answers every VNIC; and the one request of [`crate::source::provider::Provider::unleased`] ([`fetch_unleased`]).
 //!
 //! The session is complete when the pure [`vnic::assess`] finds the event's MAC
 //! listed with the leased address and its subnet. A 404 (OCI's IMDS may answer
@@ -10,74 +9,29 @@
 //! an answer that does not parse ends the wait as `Failed` (never as "no VNIC"); a
 //! 429 or 5xx is retried with the driver's backoff and its `Retry-After`.
 
-use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::VNICS_PATH;
 use super::vnic::{self, OciNetwork};
 use crate::error::{Error, ImdsErrorKind, Result};
-use crate::model::{IfName, Missing};
 use crate::source::provider::http::Fetch;
-use crate::source::provider::wait::{Clock, Outcome, WaitPolicy, is_retryable, retry_after};
-use crate::source::provider::{self, Assessment, NicEvent, NicSession, Unleased};
+use crate::source::provider::session::Document;
+use crate::source::provider::wait::{Clock, WaitPolicy, is_retryable, retry_after};
+use crate::source::provider::{Assessment, NicEvent, Unleased};
 
-/// The one request of the wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Request {
-    /// `GET /opc/v2/vnics/`.
-    Vnics,
-}
-
-/// One NIC event's wait on OCI.
-struct Session<'a> {
-    fetch: &'a dyn Fetch,
-    event: &'a NicEvent,
-    network: Option<OciNetwork>,
-}
-
-impl NicSession for Session<'_> {
-    type Request = Request;
-
-    fn interface(&self) -> &IfName {
-        self.event.interface()
+impl Document for OciNetwork {
+    fn path() -> String {
+        VNICS_PATH.to_owned()
     }
 
-    fn assess(&self) -> Result<Assessment> {
-        vnic::assess(self.event, self.network.as_ref())
+    /// A 404 keeps nothing: nothing is listed yet.
+    fn read(answer: Option<String>, _previous: Option<&Self>) -> Result<Option<Self>> {
+        answer.map(|text| vnic::parse_vnics(&text)).transpose()
     }
 
-    fn next_request(&self, missing: &[Missing], asked: &BTreeSet<Request>) -> Option<Request> {
-        (!missing.is_empty() && !asked.contains(&Request::Vnics)).then_some(Request::Vnics)
+    fn assess(event: &NicEvent, kept: Option<&Self>) -> Result<Assessment> {
+        vnic::assess(event, kept)
     }
-
-    fn ask(&mut self, request: Request) -> Result<()> {
-        match request {
-            Request::Vnics => {
-                self.network = self
-                    .fetch
-                    .get(VNICS_PATH)?
-                    .map(|text| vnic::parse_vnics(&text))
-                    .transpose()?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Waits until OCI's metadata agrees with `event`'s lease(s), fetching through
-/// `fetch` and sleeping on `clock`, within `policy.budget`.
-pub fn wait_for_nic(
-    fetch: &dyn Fetch,
-    event: &NicEvent,
-    policy: &WaitPolicy,
-    clock: &dyn Clock,
-) -> Outcome {
-    let mut session = Session {
-        fetch,
-        event,
-        network: None,
-    };
-    provider::wait::wait(&mut session, policy, clock)
 }
 
 /// Sends `op` again while it fails in a way waiting can fix, or answers 404,
@@ -172,9 +126,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::model::Missing;
     use crate::model::Reason;
     use crate::source::oracle::vnic::tests::VM_TWO;
+    use crate::source::provider::Outcome;
     use crate::source::provider::fake::{FakeClock, Scripted, bound, http, policy};
+    use crate::source::provider::session::rows;
 
     const PRIMARY_ONLY: &str = r#"[{"macAddr":"02:00:17:05:D1:DB","privateIp":"10.0.0.230","subnetCidrBlock":"10.0.0.0/24","virtualRouterIp":"10.0.0.1"}]"#;
 
@@ -194,7 +151,7 @@ mod tests {
     fn the_primarys_lease_takes_one_request() {
         let clock = FakeClock::new();
         let imds = Scripted::every(&clock, |_| Ok(Some(VM_TWO.to_owned())));
-        let out = wait_for_nic(&imds, &primary(), &policy(30_000), &clock);
+        let out = OciNetwork::wait(&imds, &primary(), &policy(30_000), &clock);
         let Outcome::Complete(net) = out else {
             panic!("{out:?}")
         };
@@ -215,7 +172,7 @@ mod tests {
                 _ => Some(VM_TWO.to_owned()),
             })
         });
-        let out = wait_for_nic(&imds, &secondary(), &policy(30_000), &clock);
+        let out = OciNetwork::wait(&imds, &secondary(), &policy(30_000), &clock);
         assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
         // Rounds at 0, 0.1, 0.3, 0.7, 1.5 read a 404 or the primary alone; ~3.1 s
         // reads both.
@@ -226,7 +183,7 @@ mod tests {
     fn a_vnic_that_never_appears_is_partial_and_errors_are_failed() {
         let clock = FakeClock::new();
         let imds = Scripted::every(&clock, |_| Ok(Some(PRIMARY_ONLY.to_owned())));
-        let out = wait_for_nic(&imds, &secondary(), &policy(3_000), &clock);
+        let out = OciNetwork::wait(&imds, &secondary(), &policy(3_000), &clock);
         let Outcome::Partial { missing, .. } = out else {
             panic!("{out:?}")
         };
@@ -235,13 +192,13 @@ mod tests {
         for (status, after, asked) in [(401, None, 1), (503, Some(1), 3)] {
             let clock = FakeClock::new();
             let imds = Scripted::every(&clock, move |_| Err(http(status, after)));
-            let out = wait_for_nic(&imds, &primary(), &policy(2_500), &clock);
+            let out = OciNetwork::wait(&imds, &primary(), &policy(2_500), &clock);
             assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
             assert!(imds.count() >= asked, "{}", imds.count());
         }
         let clock = FakeClock::new();
         let imds = Scripted::every(&clock, |_| Ok(Some("<html>oops</html>".to_owned())));
-        let out = wait_for_nic(&imds, &primary(), &policy(30_000), &clock);
+        let out = OciNetwork::wait(&imds, &primary(), &policy(30_000), &clock);
         let Outcome::Failed(e) = out else {
             panic!("{out:?}")
         };
@@ -284,5 +241,17 @@ mod tests {
         let imds = Scripted::every(&clock, |_| Ok(Some("[]".to_owned())));
         let e = fetch_unleased(&imds, &policy(10_000), &clock).unwrap_err();
         assert!(e.to_string().contains("empty list"), "{e}");
+    }
+
+    #[test]
+    fn the_document_rows() {
+        let docs = rows::Documents {
+            event: secondary(),
+            path: "/opc/v2/vnics/",
+            without: PRIMARY_ONLY,
+            with: VM_TWO,
+            garbage: ("<html>oops</html>", "OCI IMDS vnics"),
+        };
+        rows::run(&docs, |f, e, p, c| OciNetwork::wait(f, e, p, c));
     }
 }

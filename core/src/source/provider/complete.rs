@@ -26,6 +26,13 @@ pub fn assess(event: &NicEvent, network: InstanceNetwork) -> Result<Assessment> 
     Ok(Assessment { network, missing })
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many plans this thread's completeness checks made ([`missing`]):
+    /// with the hook's own, every plan of an event, its wait included.
+    pub(crate) static CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The metadata items `event`'s NIC's plan under `cfg` still lacks in `network`
 /// (its link alone, its leases), sorted, each once. Fails when the planner
 /// refuses the input.
@@ -34,6 +41,8 @@ pub fn missing(
     network: &InstanceNetwork,
     cfg: &PlanConfig,
 ) -> Result<Vec<Missing>> {
+    #[cfg(test)]
+    CHECKS.with(|n| n.set(n.get() + 1));
     let links = [Link {
         name: event.interface().clone(),
         mac: event.mac(),

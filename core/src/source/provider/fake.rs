@@ -245,3 +245,81 @@ impl Fetch for Scripted<'_> {
         }
     }
 }
+
+/// The rows every cloud's endpoint override passes (the seam's one check): an
+/// `http://` IP literal, with a port or not, is kept without its trailing `/`;
+/// a name, `https`, a path, no scheme or nothing is refused, naming `key`.
+/// `with` overrides a new client's endpoint with its argument and says the
+/// endpoints the client then asks.
+pub(crate) fn endpoint_rows(key: &str, with: impl Fn(&str) -> Result<Vec<String>>) {
+    assert_eq!(
+        with("http://127.0.0.1:8080/").unwrap(),
+        ["http://127.0.0.1:8080"]
+    );
+    assert_eq!(with("http://[::1]:80").unwrap(), ["http://[::1]:80"]);
+    for bad in [
+        "https://169.254.169.254",
+        "http://metadata.internal",
+        "http://1.2.3.4/x",
+        "169.254.169.254",
+        "",
+    ] {
+        let e = with(bad).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("argument {key}")), "{bad}: {e}");
+    }
+}
+
+/// The rows every client over the seam's HTTP passes, against a loopback
+/// service whose every answer carries `headers`: a `GET` of `/a` answered 200
+/// is its body, a 404 is absent; a 429 without `Retry-After`
+/// and a 503 with `Retry-After: 2` are retryable (the pause kept), so is a 500;
+/// a 403 is an error waiting cannot fix; a body over the cap or not UTF-8 is an
+/// error.
+/// `client` builds the client for the service's base URL. The requests the
+/// service saw are returned.
+pub(crate) fn status_rows<F: Fetch>(headers: &str, client: impl Fn(&str) -> F) -> Vec<String> {
+    use super::wait::{is_retryable, retry_after};
+    use crate::source::loopback::{answer, serve};
+    let big = vec![b'a'; usize::try_from(crate::constants::IMDS_MAX_BODY_BYTES).unwrap() + 1];
+    let (url, h) = serve(vec![
+        answer("200 OK", headers, b"[]"),
+        answer("404 Not Found", headers, b""),
+        answer("429 Too Many Requests", headers, b"<html>429</html>"),
+        answer(
+            "503 Service Unavailable",
+            &format!("Retry-After: 2\r\n{headers}"),
+            b"",
+        ),
+        answer("500 Internal Server Error", headers, b""),
+        answer("403 Forbidden", headers, b""),
+        answer("200 OK", headers, &big),
+        answer("200 OK", headers, b"\xff\xfe"),
+    ]);
+    let c = client(&url);
+    assert_eq!(c.get("/a").unwrap().as_deref(), Some("[]"));
+    assert_eq!(c.get("/a").unwrap(), None);
+    let e = c.get("/a").unwrap_err();
+    assert!(is_retryable(&e), "{e}");
+    assert_eq!(retry_after(&e), None);
+    let e = c.get("/a").unwrap_err();
+    assert!(is_retryable(&e), "{e}");
+    assert_eq!(retry_after(&e), Some(Duration::from_secs(2)));
+    let e = c.get("/a").unwrap_err();
+    assert!(
+        e.to_string().contains("HTTP 500") && is_retryable(&e),
+        "{e}"
+    );
+    let e = c.get("/a").unwrap_err();
+    assert!(e.to_string().contains("HTTP 403"), "{e}");
+    assert!(!is_retryable(&e), "{e}");
+    let e = c.get("/a").unwrap_err();
+    assert!(e.to_string().contains("larger than"), "{e}");
+    let e = c.get("/a").unwrap_err();
+    assert!(e.to_string().contains("not UTF-8"), "{e}");
+    let seen = h.join().unwrap();
+    assert!(
+        seen.iter().all(|r| r.starts_with("GET /a HTTP/1.1\r\n")),
+        "{seen:?}"
+    );
+    seen
+}

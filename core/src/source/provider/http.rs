@@ -72,6 +72,51 @@ pub struct Service {
 }
 
 impl Service {
+    /// The service `provider` (`label` in the log) at `endpoints`, overridden
+    /// under `endpoints_key`, with the seam's defaults: no header of its own,
+    /// every answer trusted ([`Service::trust`]), the timeout covering the
+    /// whole request.
+    pub const fn new(
+        provider: &'static str,
+        label: &'static str,
+        endpoints: &'static [&'static str],
+        endpoints_key: &'static str,
+    ) -> Self {
+        Self {
+            provider,
+            label,
+            endpoints,
+            endpoints_key,
+            headers: &[],
+            vouch: Service::trust,
+            spent: "whole request",
+        }
+    }
+
+    /// Every request carries `headers`.
+    #[must_use]
+    pub const fn with_headers(mut self, headers: &'static [(&'static str, &'static str)]) -> Self {
+        self.headers = headers;
+        self
+    }
+
+    /// Answers are checked by `vouch` ([`Service::vouch`]).
+    #[must_use]
+    pub const fn vouched_by(
+        mut self,
+        vouch: fn(&Response<Body>) -> Result<(), ImdsErrorKind>,
+    ) -> Self {
+        self.vouch = vouch;
+        self
+    }
+
+    /// The whole request's timeout covers `spent` (named in its error).
+    #[must_use]
+    pub const fn spending(mut self, spent: &'static str) -> Self {
+        self.spent = spent;
+        self
+    }
+
     /// Any answer is the service's.
     pub fn trust(_: &Response<Body>) -> Result<(), ImdsErrorKind> {
         Ok(())

@@ -30,8 +30,12 @@ use ureq::Body;
 use ureq::http::Response;
 
 use super::http::{self, Fetch, Http, Method, Service};
-use crate::constants::{IMDS_MAX_BODY_BYTES, IMDS_MAX_TOKEN_BYTES, IMDS_TOKEN_TTL_SECS};
+use crate::constants::{
+    IMDS_MAX_BODY_BYTES, IMDS_MAX_TOKEN_BYTES, IMDS_META_DATA, IMDS_TOKEN_TTL_SECS,
+};
 use crate::error::{Error, ImdsErrorKind, Result};
+use crate::metadata::MACS_PATH;
+use crate::model::MacAddr;
 
 use token::{Token, TokenCache};
 
@@ -271,6 +275,29 @@ pub fn listing(text: &str) -> Vec<String> {
     text.lines()
         .map(|l| l.trim().trim_end_matches('/').to_owned())
         .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// The most NICs a datasource reads of a tree of EC2's shape (the largest
+/// instance types have far fewer).
+pub const MAX_NICS: usize = 64;
+
+/// The NICs a tree of EC2's shape (EC2, Alibaba) lists under
+/// `meta-data/network/interfaces/macs/`, asked through `get`: at most
+/// [`MAX_NICS`], each listed name with its MAC. A name goes into the next URLs,
+/// so one that is not a MAC is an error; no listing is no NIC.
+pub fn listed_nics(get: impl Fn(&str) -> Result<Option<String>>) -> Result<Vec<(String, MacAddr)>> {
+    let macs = get(&format!("{IMDS_META_DATA}/{MACS_PATH}/"))?.unwrap_or_default();
+    listing(&macs)
+        .into_iter()
+        .take(MAX_NICS)
+        .map(|name| {
+            let mac = name.parse().map_err(|problem| Error::Metadata {
+                key: MACS_PATH.to_owned(),
+                problem,
+            })?;
+            Ok((name, mac))
+        })
         .collect()
 }
 

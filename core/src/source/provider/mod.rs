@@ -66,8 +66,10 @@ pub mod doc;
 pub(crate) mod fake;
 pub mod http;
 pub mod imdsv2;
+pub mod instance;
 pub mod live;
 pub mod retry;
+pub mod session;
 pub mod slot;
 pub mod wait;
 
@@ -416,8 +418,10 @@ pub trait NicSession {
     /// An answer that does not parse is an error naming it.
     fn assess(&self) -> Result<Assessment>;
 
-    /// The next request of a round that started from `missing` and has asked
-    /// `asked` already; `None` ends the round.
+    /// The next request of a round that started from `missing` (what the last
+    /// assessment lacks; empty before the first, which the wait does not make
+    /// before anything is fetched) and has asked `asked` already; `None` ends
+    /// the round.
     fn next_request(
         &self,
         missing: &[Missing],

@@ -7,7 +7,7 @@
 //! past the budget ends it at once. Any other failure ends it too.
 
 use std::cell::Cell;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::http::Fetch;
 use super::wait::{Clock, WaitPolicy, is_retryable, retry_after};
@@ -45,12 +45,15 @@ impl<'a> Retrying<'a> {
         }
     }
 
-    /// The requests sent so far, and the time since the start, for a log line.
-    pub fn spent(&self) -> (u32, Duration) {
-        (
+    /// Logs (debug) what fetching `name`'s instance data took: the requests
+    /// sent, and the time since the start.
+    pub fn log_fetched(&self, name: &str) {
+        let took = self.clock.now().saturating_duration_since(self.start);
+        log::debug!(
+            "{name}: instance data in {} request(s), {} ms",
             self.requests.get(),
-            self.clock.now().saturating_duration_since(self.start),
-        )
+            took.as_millis()
+        );
     }
 
     /// `op` (one request of `path`), made again while it fails in a way waiting

@@ -6,7 +6,9 @@
 //! session's (for EC2 the pure [`crate::source::ec2::nic`] module).
 //!
 //! A round asks for what is still needed ([`NicSession::next_request`]), then
-//! [`NicSession::assess`]es the answers. Between rounds the loop sleeps with jittered
+//! [`NicSession::assess`]es the answers (the first round asks what was never
+//! answered: nothing is assessed, so nothing planned, before anything is
+//! fetched). Between rounds the loop sleeps with jittered
 //! exponential backoff: 100 ms doubling up to 2 s (backon's exponential backoff,
 //! whose jitter adds up to the same again, clamped to 2 s), or longer when a 503
 //! named a `Retry-After`. It stops when IMDS agrees with the lease, when an error
@@ -31,7 +33,7 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use super::{Assessment, NicSession};
 use crate::constants::{IMDS_BACKOFF_MAX, IMDS_BACKOFF_MIN, IMDS_BUDGET};
 use crate::error::{Error, ImdsErrorKind};
-use crate::model::{IfName, InstanceNetwork, Missing};
+use crate::model::{InstanceNetwork, Missing};
 
 /// The time source and sleeper of the wait; tests hand in a fake that advances
 /// time when asked to sleep.
@@ -142,10 +144,10 @@ pub fn wait<S: NicSession + ?Sized>(
 ) -> Outcome {
     let start = clock.now();
     let mut backoff = policy.backoff();
-    let mut last = match session.assess() {
-        Ok(a) => a,
-        Err(e) => return Outcome::Failed(e),
-    };
+    // The last assessment; none before the first round's answers: nothing is
+    // planned before anything is fetched (the first round asks what was never
+    // answered, which no assessment changes).
+    let mut last: Option<Assessment> = None;
     let mut rounds = 0u32;
     let mut requests = 0u32;
     // The error the previous round ended with: a round the budget cuts short
@@ -154,7 +156,8 @@ pub fn wait<S: NicSession + ?Sized>(
     let mut previous_error: Option<Error> = None;
     loop {
         rounds += 1;
-        let (mut error, round) = ask_round(session, &last.missing, rounds, start, policy, clock);
+        let missing = last.as_ref().map_or(&[][..], |a| &a.missing[..]);
+        let (mut error, round) = ask_round(session, missing, rounds, start, policy, clock);
         requests += round.asked;
         let cut = round.cut;
         if cut && error.is_none() {
@@ -196,7 +199,7 @@ pub fn wait<S: NicSession + ?Sized>(
                             session.interface(),
                             describe(&a.missing)
                         );
-                        last = a;
+                        last = Some(a);
                     }
                     Err(e) => {
                         log::warn!(
@@ -218,7 +221,7 @@ pub fn wait<S: NicSession + ?Sized>(
         // A pause that reaches the end of the budget would be followed by no
         // request at all: give up now rather than hold the caller for nothing.
         if pause >= remaining {
-            return give_up(session.interface(), error, last, elapsed, rounds, requests);
+            return give_up(session, error, last, elapsed, (rounds, requests));
         }
         clock.sleep(pause);
         previous_error = error;
@@ -296,14 +299,16 @@ fn describe(missing: &[Missing]) -> String {
     })
 }
 
-fn give_up(
-    interface: &IfName,
+/// The outcome when the budget leaves no room for another round: the last
+/// round's error, else what the last assessment says is missing.
+fn give_up<S: NicSession + ?Sized>(
+    session: &S,
     error: Option<Error>,
-    last: Assessment,
+    last: Option<Assessment>,
     elapsed: Duration,
-    rounds: u32,
-    requests: u32,
+    (rounds, requests): (u32, u32),
 ) -> Outcome {
+    let interface = session.interface();
     if let Some(e) = error {
         log::warn!(
             "{}: IMDS still failing after {} ms ({rounds} rounds, {requests} requests): {e}; keeping the last applied state",
@@ -312,6 +317,15 @@ fn give_up(
         );
         return Outcome::Failed(e);
     }
+    // A round that ends without an error is assessed, so `last` is there; were
+    // it not, what was fetched is assessed now.
+    let last = match last.map_or_else(|| session.assess(), Ok) {
+        Ok(a) => a,
+        Err(e) => {
+            log::warn!("{interface}: {e}; keeping the last applied state");
+            return Outcome::Failed(e);
+        }
+    };
     log::warn!(
         "{}: gave up waiting for IMDS after {} ms ({rounds} rounds, {requests} requests); missing: {}",
         interface,
