@@ -14,12 +14,7 @@
 //! the fetch, its v1 keys, the cache standing in) is a row of
 //! `tests/tests/cloud_boot.rs`.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;

@@ -8,13 +8,7 @@
 //! up to the same again) and says so. Every test has its own emulator, token cache
 //! and interface name, so they run in parallel.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr
-)]
+#![cfg(test)]
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};

@@ -7,14 +7,8 @@
 //! exactly. Also the redaction of LXD's raw meta-data when `user.meta-data` is set
 //! (issue 23 items 3 and 4).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::fs;
 use std::path::Path;

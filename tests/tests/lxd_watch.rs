@@ -6,13 +6,7 @@
 //! vanishing and returning, a burst of 10 000 events, SIGTERM). Timings are
 //! printed for the record, never asserted (issue 23).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr
-)]
+#![cfg(test)]
 
 use std::fs;
 use std::io::Read as _;

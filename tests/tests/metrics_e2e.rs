@@ -12,14 +12,11 @@
 //! skips, without them.
 
 #![cfg(feature = "netns")]
+#![cfg(test)]
 #![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
     clippy::too_many_lines,
     // The values compared are counts, whole numbers an f64 holds exactly.
-    clippy::float_cmp
+    clippy::float_cmp,
 )]
 
 use std::ffi::OsString;

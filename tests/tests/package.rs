@@ -15,13 +15,8 @@
 //! operator's install.
 
 #![cfg(feature = "package")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt as _;

@@ -23,14 +23,8 @@
 //! never skips, without them.
 
 #![cfg(feature = "rpm")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::too_many_lines,
-    clippy::struct_excessive_bools
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines, clippy::struct_excessive_bools)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};

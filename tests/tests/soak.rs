@@ -28,13 +28,9 @@
 //! never skips, without it.
 
 #![cfg(feature = "netns")]
+#![cfg(test)]
 #![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
     clippy::too_many_lines,
-    clippy::print_stdout,
     clippy::cast_precision_loss,
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss

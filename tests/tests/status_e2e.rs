@@ -8,12 +8,7 @@
 //! The rows that need a namespace or root carry `#[cfg(feature = "netns")]`;
 //! with the feature they fail, never skip, when root is missing.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
