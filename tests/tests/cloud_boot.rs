@@ -20,7 +20,6 @@
 //! | [`a_config_drive_is_configdrive_read_in_the_local_stage`] | (`OpenStack` only, `netns` feature: root and mount(8)) a root with a config drive is `ConfigDrive`, read in the local stage from the drive, the metadata service never asked |
 
 #![cfg(test)]
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
