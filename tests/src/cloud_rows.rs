@@ -204,7 +204,7 @@ pub fn unchanged(cloud: Cloud) {
             .count()
     };
     let r0 = renewals(&w);
-    let (again, seen) = w.monitor(&["link"], || {
+    let (again, seen) = w.inst.monitor(&["link"], || {
         if cloud.leases_secondary() {
             wait_until(Duration::from_secs(60), || renewals(&w) >= r0 + 2)
         } else {

@@ -776,30 +776,6 @@ impl World {
         }
     }
 
-    /// Runs `during` while `ip monitor` watches the instance's rules, routes,
-    /// addresses and `more` (`link`, ...); its result and what the monitor printed
-    /// (up to 300 ms after `during`, for events still on their way).
-    pub fn monitor<R>(&self, more: &[&str], during: impl FnOnce() -> R) -> (R, String) {
-        let mut monitor = self
-            .inst
-            .command("ip")
-            .args(["monitor", "rule", "route", "address"])
-            .args(more)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("ip monitor: {e}"));
-        let result = during();
-        std::thread::sleep(Duration::from_millis(300));
-        let _ = monitor.kill();
-        let mut seen = String::new();
-        if let Some(mut out) = monitor.stdout.take() {
-            use std::io::Read as _;
-            let _ = out.read_to_string(&mut seen);
-        }
-        let _ = monitor.wait();
-        (result, seen)
-    }
-
     /// leasehook's rules, routes and the instance's addresses: what a change
     /// leasehook makes shows in (compare before and after).
     pub fn snapshot(&self) -> (Vec<String>, Vec<String>, Vec<String>) {

@@ -19,9 +19,8 @@
 #![cfg(test)]
 #![allow(clippy::too_many_lines)]
 
-use std::io::Read as _;
 use std::net::IpAddr;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use leasehook_tests::azure_emulator::{HIDDEN_FILE, LOG_FILE, LogEntry, read_log};
@@ -245,23 +244,11 @@ fn dhclient_routes_the_secondary_from_azure_metadata_and_leaves_the_vf_alone() {
 
     // Renewals with unchanged metadata write nothing.
     let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
-    let mut monitor = w
-        .inst
-        .command("ip")
-        .args(["monitor", "rule", "route", "address", "link"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
     let renewals = |w: &World| c.log(w, false).matches("eth1 RENEW: 0 change(s)").count();
     let r0 = renewals(&w);
-    let renewed = wait_until(Duration::from_secs(40), || renewals(&w) >= r0 + 2);
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = monitor.kill();
-    let mut seen = String::new();
-    if let Some(mut o) = monitor.stdout.take() {
-        let _ = o.read_to_string(&mut seen);
-    }
-    let _ = monitor.wait();
+    let (renewed, seen) = w.inst.monitor(&["link"], || {
+        wait_until(Duration::from_secs(40), || renewals(&w) >= r0 + 2)
+    });
     assert!(renewed, "fewer than 2 renewals:\n{}", report(&w, c));
     assert_eq!(
         ours(&seen),

@@ -145,26 +145,7 @@ fn reapplying_the_same_plan_changes_nothing() {
     let plan = plan_json(&dir, &["--example"]);
     // `ip monitor` sees every change to rules, routes and addresses: the first apply
     // shows up in it, the second must not.
-    let watch = |f: &dyn Fn() -> String| -> (String, String) {
-        let mut mon = ns
-            .command("ip")
-            .args(["monitor", "rule", "route", "address"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        sleep(Duration::from_millis(300));
-        let out = f();
-        sleep(Duration::from_millis(300));
-        mon.kill().unwrap();
-        let mut seen = String::new();
-        mon.stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut seen)
-            .unwrap();
-        mon.wait().unwrap();
-        (out, seen)
-    };
+    let watch = |f: &dyn Fn() -> String| ns.monitor(&[], f);
     let (first, seen_first) = watch(&|| apply(&ns, &dir, &plan));
     assert!(first.ends_with("12 change(s): 12 added, 0 removed\n"));
     assert!(

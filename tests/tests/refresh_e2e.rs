@@ -48,20 +48,7 @@ fn a_new_secondary_ip_gets_exactly_its_rule_and_address() {
 
     // Unchanged: no netlink write (ip monitor sees nothing), no file written.
     let before = mtime();
-    let mut monitor = w
-        .inst
-        .command("ip")
-        .args(["monitor", "rule", "route", "address"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let out = text(&refresh(&w, &[]));
-    std::thread::sleep(Duration::from_millis(200));
-    monitor.kill().unwrap();
-    let mut seen = String::new();
-    std::io::Read::read_to_string(&mut monitor.stdout.take().unwrap(), &mut seen).unwrap();
-    monitor.wait().unwrap();
+    let (out, seen) = w.inst.monitor(&[], || text(&refresh(&w, &[])));
     assert!(out.contains("eth1: 0 change(s)"), "{out}");
     assert_eq!(seen, "", "an unchanged refresh changed the kernel");
     assert_eq!(
