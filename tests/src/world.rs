@@ -842,6 +842,19 @@ impl World {
         std::fs::read_to_string(self.dir.0.join(format!("dhclient-{tag}.log"))).unwrap_or_default()
     }
 
+    /// Waits up to `secs` until `iface`'s (IPv4) log holds `text`; fails the
+    /// test with the log otherwise (`context` first).
+    pub fn wait_logged(&self, iface: &str, text: &str, secs: u64, context: &str) {
+        assert!(
+            wait_until(Duration::from_secs(secs), || self
+                .log(iface, false)
+                .contains(text)),
+            "{context}{}lacks {text:?}:\n{}",
+            if context.is_empty() { "" } else { ": " },
+            self.log(iface, false)
+        );
+    }
+
     /// The requests the IMDS emulator logged.
     pub fn imds_log(&self) -> String {
         std::fs::read_to_string(self.dir.0.join("imds.log")).unwrap_or_default()
@@ -932,6 +945,22 @@ pub const BUS_CONF: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-
 </busconfig>
 "#;
 
+/// Starts a private D-Bus system bus ([`BUS_CONF`]), its socket and
+/// configuration in `dir` (`<tag>.sock`, `<tag>.conf`); the daemon and the
+/// socket's path.
+pub fn start_bus(dir: &TempDir, tag: &str) -> (Child, PathBuf) {
+    let sock = dir.0.join(format!("{tag}.sock"));
+    let conf = dir.file(
+        &format!("{tag}.conf"),
+        &BUS_CONF.replace("@SOCK@", &sock.display().to_string()),
+    );
+    let mut bus = Command::new("dbus-daemon");
+    bus.arg(format!("--config-file={}", conf.display()))
+        .arg("--nofork")
+        .arg("--print-address");
+    (start_ready(bus, "dbus-daemon"), sock)
+}
+
 /// The instance side of a networkd world, run by `sh` inside the instance's
 /// network namespace and a private mount namespace: a tmpfs on `/run/systemd` (also
 /// bind-mounted under `LEASEHOOK_ROOT`, where the shim reads lease files) and on
@@ -1003,16 +1032,8 @@ impl World {
         // networkd-dispatcher runs only scripts whose folder and file are exactly
         // 0755 root:root.
         run(Command::new("chmod").arg("-R").arg("755").arg(&scripts));
-        let sock = self.dir.0.join("bus.sock");
-        let conf = self.dir.file(
-            "bus.conf",
-            &BUS_CONF.replace("@SOCK@", &sock.display().to_string()),
-        );
-        let mut bus = Command::new("dbus-daemon");
-        bus.arg(format!("--config-file={}", conf.display()))
-            .arg("--nofork")
-            .arg("--print-address");
-        self.services.push(start_ready(bus, "dbus-daemon"));
+        let (bus, sock) = start_bus(&self.dir, "bus");
+        self.services.push(bus);
         let mut env = vec![
             (
                 "PATH".to_owned(),

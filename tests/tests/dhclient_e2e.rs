@@ -95,13 +95,7 @@ fn imds_unreachable_applies_nothing_and_says_why() {
     w.bind("eth0", false);
     w.bind("eth1", false);
     let said = "nothing applied, as the table cannot be known without device-number";
-    assert!(
-        wait_until(Duration::from_secs(10), || w
-            .log("eth1", false)
-            .contains(said)),
-        "{}",
-        w.log("eth1", false)
-    );
+    w.wait_logged("eth1", said, 10, "");
     assert!(w.wait_workers("eth1", 5), "the worker did not finish");
     assert!(w.our_rules().is_empty() && w.our_routes().is_empty());
     // DHCP itself was not affected.
@@ -204,13 +198,7 @@ fn configuration_files_below_the_root_reach_the_hook() {
     w.bind("eth0", false);
     w.bind("eth1", false);
     let said = "eth1 is unmanaged (configuration key unmanaged): left alone";
-    assert!(
-        wait_until(Duration::from_secs(10), || w
-            .log("eth1", false)
-            .contains(said)),
-        "{}",
-        w.log("eth1", false)
-    );
+    w.wait_logged("eth1", said, 10, "");
     assert!(w.our_rules().is_empty(), "{:#?}", w.our_rules());
 
     // Managed again: the main file's table_base applies.
@@ -238,13 +226,7 @@ fn configuration_files_below_the_root_reach_the_hook() {
     w.dhclient_end("eth1", false, true);
     w.bind("eth1", false);
     let said = "60-typo.yaml line 3: imds.budget_s: expected seconds from 0 to 3600";
-    assert!(
-        wait_until(Duration::from_secs(10), || w
-            .log("eth1", false)
-            .contains(said)),
-        "{}",
-        w.log("eth1", false)
-    );
+    w.wait_logged("eth1", said, 10, "");
     // RELEASE could not remove anything either: the last applied state stays.
     assert_eq!(w.our_rules(), before);
 }
@@ -391,13 +373,7 @@ fn cloud_init_profile_is_applied_at_lease_time_and_traffic_flows() {
         "eth0 got no lease:\n{}",
         w.log("eth0", false)
     );
-    assert!(
-        wait_until(Duration::from_secs(10), || w
-            .log("eth0", false)
-            .contains("change(s) for eth0")),
-        "{}",
-        w.log("eth0", false)
-    );
+    w.wait_logged("eth0", "change(s) for eth0", 10, "");
     // eth0 (position 0) gets no policy routing; eth1's stays in 101.
     assert_eq!(w.our_rules().len(), 2, "{:#?}", w.our_rules());
     assert!(has_rules(&w));

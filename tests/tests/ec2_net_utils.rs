@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 use ipnet::Ipv4Net;
 use leasehook_tests::netns::{Netns, TempDir, require_root, sibling_bin};
 use leasehook_tests::world::{
-    BUS_CONF, ECHO_SERVER, install_hook, kill_namespace, kill_workers, start_imds, start_ready,
+    ECHO_SERVER, install_hook, kill_namespace, kill_workers, start_bus, start_imds, start_ready,
     wait_until,
 };
 use leasehook_tests::{Rng, in_ci, workspace_root};
@@ -478,16 +478,8 @@ fn build(inst: &Instance, kind: Kind) -> Side {
 }
 
 fn start_oracle(side: &mut Side, inst: &Instance) {
-    let sock = side.dir.0.join("bus.sock");
-    let conf = side.dir.file(
-        "bus.conf",
-        &BUS_CONF.replace("@SOCK@", &sock.display().to_string()),
-    );
-    let mut bus = Command::new("dbus-daemon");
-    bus.arg(format!("--config-file={}", conf.display()))
-        .arg("--nofork")
-        .arg("--print-address");
-    side.children.push(start_ready(bus, "dbus-daemon"));
+    let (bus, sock) = start_bus(&side.dir, "bus");
+    side.children.push(bus);
     let ifaces: Vec<&str> = inst.nics.iter().map(|n| n.iface.as_str()).collect();
     let mut cmd = side.inst.command("env");
     cmd.arg("-i")

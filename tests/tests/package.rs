@@ -495,22 +495,7 @@ fn dhclient_scenario_then_purge() {
     // Purge as on the instance: inside its namespace (where the rules are), with
     // dhclient still running. Only the prerm's `leasehook flush` removes them.
     purge(&mut w.inst.command("env"));
-    assert_eq!(
-        w.our_rules(),
-        Vec::<String>::new(),
-        "rules left after purge"
-    );
-    assert_eq!(
-        w.our_routes(),
-        Vec::<String>::new(),
-        "routes left after purge"
-    );
-    assert!(
-        !w.inst
-            .addresses()
-            .contains(&"eth1 10.98.1.21/32".to_owned()),
-        "the secondary address is left after purge"
-    );
+    w.assert_pbr_removed("purge");
     assert!(
         w.echo_from("10.98.1.21").is_none(),
         "traffic from the secondary address still works without leasehook"
