@@ -456,6 +456,28 @@ impl World {
         );
     }
 
+    /// eth1 as the `cloud-init` profile routes it: the default route in table
+    /// 101 (`100 +` its device-number), the secondary address with the
+    /// subnet's prefix length (cloud-init's), and traffic from both of eth1's
+    /// addresses reaching the echo host.
+    pub fn assert_cloud_init_eth1(&self) {
+        let route = "default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176";
+        let routes = self.our_routes();
+        assert!(routes.iter().any(|r| r == route), "{routes:#?}");
+        let addresses = self.inst.addresses();
+        assert!(
+            addresses.iter().any(|a| a == "eth1 10.98.1.21/24"),
+            "{addresses:#?}"
+        );
+        for from in ["10.98.1.20", "10.98.1.21"] {
+            assert_eq!(
+                self.echo_from(from).as_deref(),
+                Some(from),
+                "traffic from {from}"
+            );
+        }
+    }
+
     /// Rules, routes and addresses, for failure messages.
     pub fn pbr_report(&self) -> String {
         format!(

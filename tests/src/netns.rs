@@ -147,6 +147,43 @@ impl Netns {
         self.ip(&["link", "set", peer, "up"]);
     }
 
+    /// Adds a veth pair from this namespace into `other`: `name` here, `peer`
+    /// there with `mac` (both still down).
+    pub fn veth_to(&self, name: &str, other: &Self, peer: &str, mac: &str) {
+        self.ip(&[
+            "link",
+            "add",
+            "name",
+            name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            peer,
+            "netns",
+            &other.name,
+        ]);
+        other.ip(&["link", "set", peer, "address", mac]);
+    }
+
+    /// An HTTP GET from this namespace to `to`:`port`, from `src` when given:
+    /// the body (trimmed), or `None` when the connection failed.
+    pub fn http_get(&self, to: &str, port: u16, src: Option<&str>) -> Option<String> {
+        let source = src.map_or_else(String::new, |s| format!(",source_address=('{s}',0)"));
+        let code = format!(
+            "import socket\ns=socket.create_connection(('{to}',{port}),timeout=2{source})\n\
+             s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nprint(s.makefile('rb').read().split(b'\\r\\n\\r\\n',1)[1].decode())"
+        );
+        let out = self
+            .command("/usr/bin/python3")
+            .args(["-c", &code])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
     /// Runs `during` while `ip monitor` watches this namespace's rules, routes,
     /// addresses and `more` (`link`, ...); its result and what the monitor printed
     /// (from 200 ms before `during`, so that the monitor listens, to 300 ms after,

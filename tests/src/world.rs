@@ -265,6 +265,20 @@ pub struct World {
     pub(crate) hook_env: Vec<(String, String)>,
 }
 
+/// Asserts what [`World::bind_primary_timed`] measured: the primary's BOUND
+/// held dhclient less than 1 s (not waited out) and its metadata answered the
+/// first round (no retry).
+pub fn assert_primary_not_held(held: f64, eth0: &str) {
+    assert!(
+        held < 1.0,
+        "eth0's BOUND held dhclient {held:.3} s:\n{eth0}"
+    );
+    assert!(
+        !eth0.contains("eth0: round "),
+        "the primary's event retried:\n{eth0}"
+    );
+}
+
 /// Polls `f` every 20 ms until it holds or `timeout` passes; whether it held.
 pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
@@ -863,19 +877,7 @@ impl World {
     /// An HTTP GET to the echo host from `src` inside the instance; the address the
     /// echo host saw, or `None` when the connection failed.
     pub fn echo_from(&self, src: &str) -> Option<String> {
-        let code = format!(
-            "import socket\ns=socket.create_connection(('198.51.100.10',80),timeout=2,source_address=('{src}',0))\n\
-             s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nprint(s.makefile('rb').read().split(b'\\r\\n\\r\\n',1)[1].decode())"
-        );
-        let out = self
-            .inst
-            .command("/usr/bin/python3")
-            .args(["-c", &code])
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        self.inst.http_get("198.51.100.10", 80, Some(src))
     }
 
     /// leasehook's own rules in the instance (`ip rule` lines with `proto 176`).
@@ -1181,21 +1183,8 @@ impl World {
     /// dhclient would. The tree needs the NIC's entry ([`add_static_nic_metadata`]).
     pub fn add_static_nic(&self, n: u8) {
         let (gw, eth) = (format!("gw{n}"), format!("eth{n}"));
-        self.router.ip(&[
-            "link",
-            "add",
-            "name",
-            &gw,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &eth,
-            "netns",
-            &self.inst.name,
-        ]);
-        self.inst
-            .ip(&["link", "set", &eth, "address", &static_nic_mac(n)]);
+        self.router
+            .veth_to(&gw, &self.inst, &eth, &static_nic_mac(n));
         self.router
             .ip(&["address", "add", &format!("10.98.{n}.1/24"), "dev", &gw]);
         self.router.ip(&["link", "set", &gw, "up"]);

@@ -394,21 +394,7 @@ fn build(inst: &Instance, kind: Kind) -> Side {
     for (k, nic) in inst.nics.iter().enumerate() {
         let gw = format!("gw{k}");
         let sn = &inst.subnets[nic.subnet];
-        side.router.ip(&[
-            "link",
-            "add",
-            "name",
-            &gw,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &nic.iface,
-            "netns",
-            &side.inst.name,
-        ]);
-        side.inst
-            .ip(&["link", "set", &nic.iface, "address", &nic.mac]);
+        side.router.veth_to(&gw, &side.inst, &nic.iface, &nic.mac);
         // The same gateway address on every port of a shared subnet; which port
         // owns which address is the router's /32 routes, as the VPC knows which ENI
         // holds which address.

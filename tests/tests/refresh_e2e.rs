@@ -279,27 +279,7 @@ fn refresh_applies_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
         );
     }
     assert_eq!(rules.len(), 2, "{rules:#?}");
-    assert!(
-        w.our_routes().contains(
-            &"default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176".to_owned()
-        ),
-        "{:#?}",
-        w.our_routes()
-    );
-    assert!(
-        w.inst
-            .addresses()
-            .contains(&"eth1 10.98.1.21/24".to_owned()),
-        "{:#?}",
-        w.inst.addresses()
-    );
-    for from in ["10.98.1.20", "10.98.1.21"] {
-        assert_eq!(
-            w.echo_from(from).as_deref(),
-            Some(from),
-            "traffic from {from}"
-        );
-    }
+    w.assert_cloud_init_eth1();
     // Again: nothing changes.
     let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
     cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));
