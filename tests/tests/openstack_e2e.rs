@@ -624,9 +624,9 @@ mod world {
         w.leasehook_ok(&["refresh", "-v"], &[], || report(w))
     }
 
-    /// The world with eth1 on a static network (Nova's `ipv4` type: no DHCP):
-    /// its address, netmask and default gateway in `network_data.json`.
-    fn static_world(tag: &str) -> World {
+    /// The world's tree with eth1 on a static network (Nova's `ipv4` type: no
+    /// DHCP): its address, netmask and default gateway in `network_data.json`.
+    fn static_tree() -> serde_json::Value {
         let mut tree = world_tree();
         tree["network_data"]["networks"][1] = json!({
         "id": "network1", "type": "ipv4", "link": "tap0b0b0b0b-01",
@@ -635,6 +635,13 @@ mod world {
             {"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.98.1.1"},
             {"network": "198.51.100.0", "netmask": "255.255.255.0", "gateway": "10.98.1.1"}
         ]});
+        tree
+    }
+
+    /// The world with eth1 on a static network (Nova's `ipv4` type: no DHCP):
+    /// its address, netmask and default gateway in `network_data.json`.
+    fn static_world(tag: &str) -> World {
+        let tree = static_tree();
         let opts = WorldOptions {
             tree: None,
             dhcp: CloudDhcp::OpenStackStatic,
@@ -651,14 +658,7 @@ mod world {
     /// subnet's host still leave by eth0, and eth1 is configured as ever.
     #[test]
     fn a_link_whose_mac_is_all_zeros_is_nobodys() {
-        let mut tree = world_tree();
-        tree["network_data"]["networks"][1] = json!({
-        "id": "network1", "type": "ipv4", "link": "tap0b0b0b0b-01",
-        "ip_address": "10.98.1.20", "netmask": "255.255.255.0",
-        "routes": [
-            {"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.98.1.1"},
-            {"network": "198.51.100.0", "netmask": "255.255.255.0", "gateway": "10.98.1.1"}
-        ]});
+        let mut tree = static_tree();
         let nd = &mut tree["network_data"];
         nd["links"].as_array_mut().unwrap().push(json!(
             {"id": "tapzero", "type": "ovs", "ethernet_mac_address": "00:00:00:00:00:00"}

@@ -54,6 +54,14 @@ fn oracle_opts(extra: &[(&str, &str)]) -> WorldOptions {
     opts
 }
 
+/// A world whose hooks give the primary VNIC a table of its own
+/// (`primary_rules`), and the primary's rule.
+fn primary_rules_world(tag: &str) -> (World, String) {
+    let w = World::new(tag, &oracle_opts(&[("LEASEHOOK_PRIMARY_RULES", "true")]));
+    let t = table(MAC0);
+    (w, format!("{t} from 10.98.0.10 lookup {t} proto 176"))
+}
+
 fn imds_log(w: &World) -> Vec<LogEntry> {
     read_log(&w.dir.0.join(LOG_FILE))
 }
@@ -161,13 +169,9 @@ fn assert_traffic(w: &World, src: &str) {
 
 #[test]
 fn dhclient_primary_vnic_waits_for_the_vnic_list() {
-    let mut w = World::new(
-        "oci-dh",
-        &oracle_opts(&[("LEASEHOOK_PRIMARY_RULES", "true")]),
-    );
+    let (mut w, rule) = primary_rules_world("oci-dh");
     w.bind("eth0", false);
     let t = table(MAC0);
-    let rule = format!("{t} from 10.98.0.10 lookup {t} proto 176");
     assert!(
         wait_until(Duration::from_secs(30), || w.our_rules().contains(&rule)),
         "no table for the primary VNIC:\n{}",
@@ -207,13 +211,8 @@ fn dhclient_primary_vnic_waits_for_the_vnic_list() {
 
 #[test]
 fn dhcpcd_primary_vnic_waits_for_the_vnic_list() {
-    let mut w = World::new(
-        "oci-dc",
-        &oracle_opts(&[("LEASEHOOK_PRIMARY_RULES", "true")]),
-    );
+    let (mut w, rule) = primary_rules_world("oci-dc");
     w.dhcpcd_start("eth0", false);
-    let t = table(MAC0);
-    let rule = format!("{t} from 10.98.0.10 lookup {t} proto 176");
     let ok = wait_until(Duration::from_secs(40), || w.our_rules().contains(&rule));
     let log = w.client_log("dhcpcd", "eth0", false);
     assert!(ok, "no table for the primary VNIC:\n{}\n{log}", report(&w));

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use leasehook_tests::clients::SECONDARY_RULES;
 use leasehook_tests::world::{World, WorldOptions, wait_until};
 
 /// The DHCP clients' hooks: symlinks to the hook binary, which picks the client by
@@ -146,11 +147,6 @@ const WATCHED: &[&str] = &[
     "/var/lib/systemd",
     "/var/lib/leasehook",
     "/run/leasehook",
-];
-
-const SECONDARY_RULES: [&str; 2] = [
-    "10001 from 10.98.1.20 lookup 10001 proto 176",
-    "10001 from 10.98.1.21 lookup 10001 proto 176",
 ];
 
 /// Records that this test installed the package (so an interrupted run can be

@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use leasehook_tests::clients::SECONDARY_RULES;
 use leasehook_tests::netns::TempDir;
 use leasehook_tests::world::{World, WorldOptions, wait_until};
 
@@ -225,11 +226,6 @@ const BASE: &[&str] = &[
     "/usr/share/man/man5",
     "/var",
     "/var/lib",
-];
-
-const SECONDARY_RULES: [&str; 2] = [
-    "10001 from 10.98.1.20 lookup 10001 proto 176",
-    "10001 from 10.98.1.21 lookup 10001 proto 176",
 ];
 
 fn rpm_file() -> PathBuf {
