@@ -434,6 +434,21 @@ impl World {
             && !self.root.join("run/leasehook/iface/eth1.json").exists()
     }
 
+    /// Waits up to 20 s until eth1's rules ([`SECONDARY_RULES`]) are in place;
+    /// fails the test otherwise, naming `from` (what should have put them).
+    pub fn wait_secondary_rules(&self, from: &str) {
+        let bound = || {
+            let have = self.our_rules();
+            SECONDARY_RULES.iter().all(|r| have.iter().any(|h| h == r))
+        };
+        assert!(
+            wait_until(Duration::from_secs(20), bound),
+            "no rules from {from}: {:#?}\n{}",
+            self.our_rules(),
+            self.log("eth1", false)
+        );
+    }
+
     /// Asserts that nothing of leasehook's is left in the kernel after `what`:
     /// no rule, no route, not eth1's secondary address.
     pub fn assert_pbr_removed(&self, what: &str) {

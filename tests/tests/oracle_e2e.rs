@@ -105,6 +105,17 @@ fn eth1_routes() -> Vec<String> {
     ]
 }
 
+/// eth1's link is up (leasehook brings a VNIC without DHCP up).
+fn assert_eth1_up(w: &World) {
+    let link = w.inst.ip_json(&["link", "show", "eth1"]);
+    assert!(
+        link[0]["flags"]
+            .as_array()
+            .is_some_and(|flags| flags.iter().any(|f| f == "UP")),
+        "eth1 not brought up: {link}"
+    );
+}
+
 fn has_address(w: &World) -> bool {
     w.inst
         .addresses()
@@ -339,15 +350,7 @@ fn udev_add_path_configures_the_new_vnic() {
     cmd.args(&run[1..]);
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    let link = w.inst.ip_json(&["link", "show", "eth1"]);
-    assert!(
-        link[0]["flags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f == "UP"),
-        "eth1 not brought up: {link}"
-    );
+    assert_eth1_up(&w);
     assert!(
         wait_until(Duration::from_secs(10), || eth1_configured(&w)),
         "{out:?}\n{}",
@@ -627,15 +630,7 @@ fn the_boot_stage_configures_the_secondary_vnic() {
         report(&w)
     );
     assert!(eth1_configured(&w), "{out}\n{}", report(&w));
-    let link = w.inst.ip_json(&["link", "show", "eth1"]);
-    assert!(
-        link[0]["flags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f == "UP"),
-        "eth1 not brought up: {link}"
-    );
+    assert_eth1_up(&w);
     assert_traffic(&w, "10.98.1.20");
     // The next boot stage run (or a restart of the unit) changes nothing.
     let before = snapshot(&w);

@@ -22,10 +22,8 @@ use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
-use leasehook_tests::clients::SECONDARY_RULES;
-use leasehook_tests::world::{World, WorldOptions, wait_until};
+use leasehook_tests::world::{World, WorldOptions};
 
 /// The DHCP clients' hooks: symlinks to the hook binary, which picks the client by
 /// the name it runs under (`leasehook-hook`, relative as Debian policy asks).
@@ -449,16 +447,7 @@ fn dhclient_scenario_then_purge() {
 
     w.bind("eth0", false);
     w.bind("eth1", false);
-    let bound = |w: &World| {
-        let have = w.our_rules();
-        SECONDARY_RULES.iter().all(|r| have.iter().any(|h| h == r))
-    };
-    assert!(
-        wait_until(Duration::from_secs(20), || bound(&w)),
-        "no rules from the installed hook: {:#?}\n{}",
-        w.our_rules(),
-        w.log("eth1", false)
-    );
+    w.wait_secondary_rules("the installed hook");
     let routes = w.our_routes();
     for want in [
         "default via 10.98.1.1 dev eth1 scope - src - table 10001 proto 176",

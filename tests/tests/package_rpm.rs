@@ -30,11 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
-use leasehook_tests::clients::SECONDARY_RULES;
 use leasehook_tests::netns::TempDir;
-use leasehook_tests::world::{World, WorldOptions, wait_until};
+use leasehook_tests::world::{World, WorldOptions};
 
 /// Every file of the package but the documentation (one file per `docs/*.md`,
 /// checked apart): path, `-` (a regular file), mode, and the file flags as `rpm
@@ -985,16 +983,7 @@ fn rhel_dhclient_scenario(root: &Path) {
 
     w.bind("eth0", false);
     w.bind("eth1", false);
-    let bound = |w: &World| {
-        let have = w.our_rules();
-        SECONDARY_RULES.iter().all(|r| have.iter().any(|h| h == r))
-    };
-    assert!(
-        wait_until(Duration::from_secs(20), || bound(&w)),
-        "no rules from dhclient.d/leasehook.sh: {:#?}\n{}",
-        w.our_rules(),
-        w.log("eth1", false)
-    );
+    w.wait_secondary_rules("dhclient.d/leasehook.sh");
     let log = w.log("eth1", false);
     assert!(
         log.contains("dhclient.d: leasehook_config") && log.contains("eth1 BOUND: "),
