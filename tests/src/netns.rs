@@ -184,6 +184,24 @@ impl Netns {
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// Runs `f` on a thread that entered this namespace first (setns(2) is per
+    /// thread, and a netlink socket belongs to the namespace it was opened in);
+    /// its result.
+    pub fn run_in<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = Path::new("/run/netns").join(&self.name);
+        std::thread::spawn(move || {
+            let fd = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            rustix::thread::move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(&fd),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .unwrap_or_else(|e| panic!("setns {path:?}: {e}"));
+            f()
+        })
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    }
+
     /// Runs `during` while `ip monitor` watches this namespace's rules, routes,
     /// addresses and `more` (`link`, ...); its result and what the monitor printed
     /// (from 200 ms before `during`, so that the monitor listens, to 300 ms after,

@@ -622,23 +622,6 @@ fn flush_of_many_interfaces_removes_exactly_ours() {
     assert_eq!(again, "0 change(s): 0 added, 0 removed\n");
 }
 
-/// Runs `f` on a thread inside the namespace `ns` (the netlink applier's sockets
-/// belong to the namespace they are opened in).
-fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = Path::new("/run/netns").join(&ns.name);
-    std::thread::spawn(move || {
-        let fd = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-        rustix::thread::move_into_link_name_space(
-            std::os::fd::AsFd::as_fd(&fd),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap_or_else(|e| panic!("setns {path:?}: {e}"));
-        f()
-    })
-    .join()
-    .unwrap()
-}
-
 /// A provider whose metadata agrees with every lease at once.
 #[derive(Debug)]
 struct Agrees(leasehook_core::model::InstanceNetwork);
@@ -705,7 +688,7 @@ fn a_lease_event_dumps_each_kind_of_kernel_state_once() {
         }),
         old: None,
     };
-    let (bound, renew) = in_netns(&ns, move || {
+    let (bound, renew) = ns.run_in(move || {
         let mut kernel = leasehook_core::apply::netlink::NetlinkApplier::try_new().unwrap();
         let provider = Agrees(network);
         let mut dumped = Vec::new();
