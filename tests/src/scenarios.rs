@@ -88,15 +88,7 @@ fn wait_line(c: Client, w: &World, v6: bool, from: usize, line: &str) {
 }
 
 fn assert_traffic(c: Client, w: &World, sources: &[&str]) {
-    for src in sources {
-        assert_eq!(
-            w.echo_from(src).as_deref(),
-            Some(*src),
-            "{}: traffic from {src}:\n{}",
-            c.name(),
-            report(c, w, false)
-        );
-    }
+    w.assert_echoes(sources, || format!("{}\n{}", c.name(), report(c, w, false)));
 }
 
 /// The lease on eth1 ends in leasehook's policy routing and traffic flows.

@@ -880,6 +880,19 @@ impl World {
         self.inst.http_get("198.51.100.10", 80, Some(src))
     }
 
+    /// Asserts that traffic from each of `sources` reaches the echo host from
+    /// that address; `report` says more when it does not.
+    pub fn assert_echoes(&self, sources: &[&str], report: impl Fn() -> String) {
+        for src in sources {
+            assert_eq!(
+                self.echo_from(src).as_deref(),
+                Some(*src),
+                "traffic from {src}:\n{}",
+                report()
+            );
+        }
+    }
+
     /// leasehook's own rules in the instance (`ip rule` lines with `proto 176`).
     pub fn our_rules(&self) -> Vec<String> {
         self.inst

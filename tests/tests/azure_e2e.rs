@@ -164,14 +164,7 @@ fn wait_installed(w: &World, c: Client, when: &str) {
 }
 
 fn assert_traffic(w: &World, c: Client, sources: &[&str]) {
-    for src in sources {
-        assert_eq!(
-            w.echo_from(src).as_deref(),
-            Some(*src),
-            "traffic from {src}:\n{}",
-            report(w, c)
-        );
-    }
+    w.assert_echoes(sources, || report(w, c));
 }
 
 /// Runs `leasehook refresh -v` in the instance with the hooks' environment.

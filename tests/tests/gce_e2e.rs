@@ -263,14 +263,7 @@ mod world {
     }
 
     fn assert_traffic(w: &World, sources: &[&str]) {
-        for src in sources {
-            assert_eq!(
-                w.echo_from(src).as_deref(),
-                Some(*src),
-                "traffic from {src}:\n{}",
-                report(w)
-            );
-        }
+        w.assert_echoes(sources, || report(w));
     }
 
     /// Issue 31 item 3: nic0's /32 lease reaches the gateway, and so the

@@ -518,14 +518,7 @@ mod world {
     }
 
     fn assert_traffic(w: &World, sources: &[&str]) {
-        for src in sources {
-            assert_eq!(
-                w.echo_from(src).as_deref(),
-                Some(*src),
-                "traffic from {src}:\n{}",
-                report(w)
-            );
-        }
+        w.assert_echoes(sources, || report(w));
     }
 
     /// Exactly leasehook's rules and routes for eth1, in eth1's table only.

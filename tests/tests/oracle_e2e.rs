@@ -170,12 +170,7 @@ fn snapshot(w: &World) -> (Vec<String>, Vec<String>, Vec<String>) {
 }
 
 fn assert_traffic(w: &World, src: &str) {
-    assert_eq!(
-        w.echo_from(src).as_deref(),
-        Some(src),
-        "traffic from {src}:\n{}",
-        report(w)
-    );
+    w.assert_echoes(&[src], || report(w));
 }
 
 #[test]
