@@ -25,12 +25,11 @@ With LEASEHOOK_BENCH_JSON naming a file, the numbers are also appended to it as
 one JSON line (for bench/run). SIGINT and SIGTERM stop it; the namespace and the
 temporary folder are removed on the way out.
 """
-import argparse, json, os, resource, signal, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, resource, statistics, subprocess, sys, tempfile, time
+
+from benchlib import leasehook_bin, pct, sh, stop_on_signals, veth_ns
 
 NICS, ADDRS = 15, 50
-
-def sh(*args, **kw):
-    return subprocess.run(args, check=True, capture_output=True, text=True, **kw)
 
 def instance(tmp):
     macs, links, leases = {}, [], []
@@ -55,15 +54,6 @@ def instance(tmp):
     json.dump({"mac": "02:00:00:00:01:00", "network": {"interfaces": {"macs": macs}}}, open(md, "w"))
     return md, links, leases
 
-def fresh_ns(name, links):
-    subprocess.run(["ip", "netns", "del", name], capture_output=True)
-    sh("ip", "netns", "add", name)
-    for i, (ifname, mac) in enumerate(links):
-        sh("ip", "-n", name, "link", "add", "name", ifname, "address", mac, "type", "veth", "peer", "name", "p%d" % i)
-        sh("ip", "-n", name, "link", "set", ifname, "up")
-        sh("ip", "-n", name, "link", "set", "p%d" % i, "up")
-        sh("ip", "-n", name, "address", "add", "10.%d.0.10/16" % i, "dev", ifname)
-
 def cpu():
     """(user + system, user) seconds of the children so far."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -86,32 +76,18 @@ def plan_args(lh, md, links, leases):
         args += ["--lease", l]
     return args
 
-def pct(xs, p):
-    """The sample at (n - 1) * p / 100 of the sorted values (as the Rust benches pick)."""
-    xs = sorted(xs)
-    return xs[(len(xs) - 1) * p // 100]
-
 def summary(xs, i):
     """Median and p90 of field i (0 wall, 1 CPU, 2 user CPU) of (wall, CPU, user)
     triples, in ms."""
     return {"median_ms": pct([x[i] for x in xs], 50) * 1000, "p90_ms": pct([x[i] for x in xs], 90) * 1000}
 
-def stop(signum, _frame):
-    # Unwind through the finally clauses: the namespace and folder go.
-    raise SystemExit(128 + signum)
-
 def main():
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals()
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--bin", help="leasehook binary (default: build target/release/leasehook)")
     a = ap.parse_args()
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    lh = a.bin
-    if not lh:
-        sh("cargo", "build", "--release", "--locked", "-q", "-p", "leasehook", cwd=top)
-        lh = os.path.join(top, "target/release/leasehook")
+    lh = leasehook_bin(a.bin)
     ns = "lhbench-%d" % os.getpid()
     with tempfile.TemporaryDirectory() as tmp:
         md, links, leases = instance(tmp)
@@ -143,7 +119,7 @@ def main():
         try:
             for _ in range(a.rounds):
                 root = tempfile.mkdtemp(dir=tmp)
-                fresh_ns(ns, links)
+                veth_ns(ns, links)
                 cmd = ["ip", "netns", "exec", ns, lh, "apply", "--root", root, "--plan", plan]
                 t, out = timed(cmd)
                 first.append(t)
@@ -156,11 +132,11 @@ def main():
                 flush.append(t)
                 if not out.startswith("%s change(s): 0 added, %s removed" % (writes, writes)):
                     sys.exit("flush did not remove the %s objects applied: %s" % (writes, out))
-                fresh_ns(ns, links)
+                veth_ns(ns, links)
                 t4, _ = timed(["ip", "-n", ns, "-4", "-batch", batches["-4"]])
                 t6, _ = timed(["ip", "-n", ns, "-6", "-batch", batches["-6"]])
                 ipb.append(tuple(a + b for a, b in zip(t4, t6)))
-                fresh_ns(ns, links)
+                veth_ns(ns, links)
                 timed(["ip", "-n", ns, "-4", "-batch", adds["-4"]])
                 timed(["ip", "-n", ns, "-6", "-batch", adds["-6"]])
                 t4, _ = timed(["ip", "-n", ns, "-4", "-batch", dels["-4"]])

@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import pct, sh
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUEST_TIMEOUT_S = 2.0  # core/src/constants.rs IMDS_REQUEST_TIMEOUT
 
@@ -52,15 +54,6 @@ SCENARIOS = [
 ]
 
 NS = "lhbench-%d" % os.getpid()
-
-
-def sh(*args, **kw):
-    return subprocess.run(args, check=True, capture_output=True, text=True, **kw)
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[(len(xs) - 1) * p // 100]
 
 
 class Emulator:

@@ -20,17 +20,15 @@ Needs root. Run: scripts/bench-watch.py [--bin target/release/leasehook]
 are appended to it as one JSON line (for bench/run). SIGINT and SIGTERM stop it;
 the namespace, the processes and the temporary folder go on the way out.
 """
-import argparse, datetime, glob, json, os, re, signal, subprocess, sys, tempfile, threading, time
+import argparse, datetime, glob, json, os, re, subprocess, sys, tempfile, threading, time
+
+from benchlib import leasehook_bin, pct, sh, stop_on_signals, veth_ns
 
 # The first NIC is the primary (no rule of its own): the others each have one.
 NICS = 11
 RULED = NICS - 1
 RSS_TARGET_KIB = 8 * 1024
 LATENCY_TARGET_MS = 1000
-
-
-def sh(*args, **kw):
-    return subprocess.run(args, check=True, capture_output=True, text=True, **kw)
 
 
 def instance(tmp):
@@ -51,17 +49,6 @@ def instance(tmp):
     with open(md, "w") as f:
         json.dump({"mac": "02:00:00:00:02:00", "network": {"interfaces": {"macs": macs}}}, f)
     return md, links, leases
-
-
-def make_ns(ns, links):
-    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    sh("ip", "netns", "add", ns)
-    sh("ip", "-n", ns, "link", "set", "lo", "up")
-    for i, (ifname, mac) in enumerate(links):
-        sh("ip", "-n", ns, "link", "add", "name", ifname, "address", mac, "type", "veth", "peer", "name", "p%d" % i)
-        sh("ip", "-n", ns, "link", "set", ifname, "up")
-        sh("ip", "-n", ns, "link", "set", "p%d" % i, "up")
-        sh("ip", "-n", ns, "address", "add", "10.%d.0.10/16" % i, "dev", ifname)
 
 
 def ticks(pid):
@@ -128,18 +115,8 @@ class Monitor:
         self.p.wait()
 
 
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[(len(xs) - 1) * p // 100]
-
-
-def stop(signum, _frame):
-    raise SystemExit(128 + signum)
-
-
 def main():
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals()
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", help="leasehook binary (default: build target/release/leasehook)")
     ap.add_argument("--idle", type=int, default=60, help="seconds of idle CPU measured")
@@ -147,11 +124,7 @@ def main():
     a = ap.parse_args()
     if a.rounds > 3 * RULED:
         sys.exit("at most %d rounds (three repairs a minute per NIC)" % (3 * RULED))
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    lh = a.bin
-    if not lh:
-        sh("cargo", "build", "--release", "--locked", "-q", "-p", "leasehook", cwd=top)
-        lh = os.path.join(top, "target/release/leasehook")
+    lh = leasehook_bin(a.bin)
     ns = "lhbench-watch-%d" % os.getpid()
     watch = monitor = None
     with tempfile.TemporaryDirectory(prefix="lhbench-watch-") as tmp:
@@ -165,7 +138,7 @@ def main():
             plan = os.path.join(tmp, "plan.json")
             with open(plan, "w") as f:
                 f.write(sh(*args, "--format", "json").stdout)
-            make_ns(ns, links)
+            veth_ns(ns, links, lo=True)
             root = os.path.join(tmp, "root")
             os.makedirs(root)
             sh("ip", "netns", "exec", ns, lh, "apply", "--root", root, "--config", "/dev/null", "--plan", plan)

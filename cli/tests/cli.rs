@@ -2,13 +2,8 @@
 //! `leasehook plan` as a user runs it: the example, real files, and every class of
 //! malformed input, each of which must give exactly one clear error line and exit 1.
 
+#![cfg(test)]
 #![allow(clippy::too_many_lines)] // table-driven tests read best as one list
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::fs;
 use std::path::Path;

@@ -3,12 +3,7 @@
 //! class of bad input, each of which must give one clear error line and exit 1.
 //! (Agreement with cloud-init's own ds-identify is `tests/tests/ds_identify.rs`.)
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::fs;
 use std::path::Path;

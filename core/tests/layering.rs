@@ -12,12 +12,8 @@
 //! between a module and its own ancestor is not counted: a module split into files
 //! (`mod.rs` and its children) is one unit.
 
+#![cfg(test)]
 #![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stdout,
     clippy::too_many_lines // a lexer and a parser, one token loop each
 )]
 

@@ -10,14 +10,7 @@
 //!
 //! `BLESS=1 cargo test -p leasehook-core --test plan_golden` rewrites `plan.txt`.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stdout,
-    clippy::print_stderr
-)]
+#![cfg(test)]
 
 use std::fs;
 use std::path::Path;

@@ -2,13 +2,8 @@
 //! Property tests: parsers never panic on anything, and the planner keeps its
 //! promises for every generated instance.
 
+#![cfg(test)]
 #![allow(clippy::too_many_lines)] // table-driven tests read best as one list
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

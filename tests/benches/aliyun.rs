@@ -9,12 +9,7 @@
 //!
 //! Run: `cargo bench -p leasehook-tests --bench aliyun`.
 
-#![allow(
-    clippy::print_stdout,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing
-)]
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -22,16 +17,10 @@ use std::time::{Duration, Instant};
 use leasehook_core::source::aliyun::{Aliyun, ECS_WAIT};
 use leasehook_core::source::provider::{NicEvent, Outcome, SystemClock, WaitPolicy};
 use leasehook_tests::aliyun_emulator::{start_loopback, world_tree};
-use leasehook_tests::bench::{self, Stop};
+use leasehook_tests::bench::{self, ROUNDS, Stop};
 use leasehook_tests::emulator::Emulator;
 use leasehook_tests::world::MAC1;
 use serde_json::json;
-
-const ROUNDS: usize = 200;
-
-fn event() -> NicEvent {
-    bench::bound_event("eth1", MAC1, "10.98.1.20", 24, "10.98.1.253")
-}
 
 /// One event with a new client (as a new hook process has): wall time and requests.
 fn one_event(emu: &Emulator, root: &std::path::Path, ev: &NicEvent) -> (Duration, usize) {
@@ -61,7 +50,7 @@ fn main() {
         std::env::temp_dir()
     };
     let stop = Stop::install();
-    let ev = event();
+    let ev = bench::bound_event("eth1", MAC1, "10.98.1.20", 24, "10.98.1.253");
     let (mut cold, mut warm) = (Vec::new(), Vec::new());
     let (mut cold_req, mut warm_req) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {

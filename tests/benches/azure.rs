@@ -9,52 +9,36 @@
 //!
 //! Run: `cargo bench -p leasehook-tests --bench azure`.
 
-#![allow(
-    clippy::print_stdout,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing
-)]
-
-use std::time::{Duration, Instant};
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use leasehook_core::source::azure::AzureProvider;
-use leasehook_core::source::provider::{NicEvent, Provider};
-use leasehook_core::source::provider::{Outcome, SystemClock, WaitPolicy};
 use leasehook_tests::azure_emulator::{Config, Emulator, world_instance};
-use leasehook_tests::bench::{self, Stop};
+use leasehook_tests::bench::{self, ROUNDS, Stop};
 use leasehook_tests::world::MAC1;
 use serde_json::json;
-
-const ROUNDS: usize = 200;
-
-fn event() -> NicEvent {
-    bench::bound_event("eth1", MAC1, "10.98.1.20", 24, "10.98.1.1")
-}
 
 fn main() {
     let mut cfg = Config::new(world_instance());
     cfg.rate_limit = None;
     let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
     let stop = Stop::install();
-    let ev = event();
-    let parent = ["/dev/shm", "/tmp"]
-        .iter()
-        .find(|p| std::path::Path::new(p).is_dir())
-        .copied()
-        .unwrap_or("/tmp");
-    let (mut walls, mut counts): (Vec<Duration>, Vec<usize>) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        stop.check();
-        let root = tempfile::tempdir_in(parent).unwrap();
-        let before = emu.log().len();
-        let started = Instant::now();
-        let p = AzureProvider::try_new(root.path(), Some(&emu.base_url())).unwrap();
-        let out = p.wait_for_nic(&ev, &WaitPolicy::default(), &SystemClock);
-        walls.push(started.elapsed());
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        counts.push(emu.log().len() - before);
-    }
-    let v = bench::report_requests("azure", "event", &walls, &counts);
-    bench::emit("azure", json!({ "event": v }));
+    let ev = bench::bound_event("eth1", MAC1, "10.98.1.20", 24, "10.98.1.1");
+    // A new root for each event, made before (and removed after) the timing.
+    let parent = bench::tmpfs_dir();
+    let roots: Vec<_> = (0..ROUNDS)
+        .map(|_| tempfile::tempdir_in(&parent).unwrap())
+        .collect();
+    let mut roots = roots.iter();
+    let event = bench::measure(
+        ("azure", "event"),
+        &stop,
+        ROUNDS,
+        || emu.log().len(),
+        || {
+            let root = roots.next().unwrap();
+            let p = AzureProvider::try_new(root.path(), Some(&emu.base_url())).unwrap();
+            bench::assert_complete(&p, &ev);
+        },
+    );
+    bench::emit("azure", json!({ "event": event }));
 }

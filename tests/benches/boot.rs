@@ -29,7 +29,6 @@
 #![allow(
     clippy::print_stdout,
     clippy::unwrap_used,
-    clippy::expect_used,
     clippy::indexing_slicing,
     clippy::cast_precision_loss
 )]

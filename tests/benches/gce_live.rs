@@ -16,13 +16,7 @@
 //! Run: `cargo bench -p leasehook-tests --features netns --bench gce_live`
 //! (`bench/run --only gcelive`).
 
-#![allow(
-    clippy::print_stdout,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

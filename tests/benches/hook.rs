@@ -20,13 +20,7 @@
 //! one JSON line (for `bench/run`). Ctrl-C stops between rounds and removes the
 //! world (namespaces, processes, files).
 
-#![allow(
-    clippy::print_stdout,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::print_stdout, clippy::indexing_slicing)]
 
 use std::time::{Duration, Instant};
 

@@ -14,66 +14,35 @@
 #![allow(
     clippy::print_stdout,
     clippy::unwrap_used,
-    clippy::expect_used,
+    // `Value[..]` (serde_json) inserts instead of panicking.
     clippy::indexing_slicing
 )]
 
-use std::time::{Duration, Instant};
-
 use leasehook_core::source::openstack::OpenStackProvider;
-use leasehook_core::source::provider::{
-    Identity as _, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
-};
-use leasehook_tests::bench::{self, Stop};
+use leasehook_tests::bench::{self, ROUNDS, Stop};
 use leasehook_tests::openstack_emulator::{
     Config, OpenStackEmulator, make_config_drive, world_tree,
 };
 use leasehook_tests::world::MAC1;
 use serde_json::json;
 
-const ROUNDS: usize = 200;
 const DRIVE_ROUNDS: usize = 50;
-
-fn event() -> NicEvent {
-    bench::bound_event("eth1", MAC1, "10.98.1.20", 24, "10.98.1.1")
-}
-
-fn report(name: &str, walls: &[Duration], requests: &[usize]) -> serde_json::Value {
-    bench::report_requests("openstack", name, walls, requests)
-}
 
 fn main() {
     let emu = OpenStackEmulator::start("127.0.0.1:0".parse().unwrap(), Config::new(world_tree()))
         .unwrap();
     let url = emu.base_url();
     let stop = Stop::install();
-    let ev = event();
+    let ev = bench::bound_event("eth1", MAC1, "10.98.1.20", 24, "10.98.1.1");
     let empty = tempfile::tempdir().unwrap();
-    let (mut walls, mut reqs) = (Vec::new(), Vec::new());
-    let (mut ds_walls, mut ds_reqs) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        stop.check();
-        let before = emu.log().len();
-        let t = Instant::now();
-        let out = OpenStackProvider::try_new(empty.path(), Some(&url))
-            .unwrap()
-            .wait_for_nic(&ev, &WaitPolicy::default(), &SystemClock);
-        walls.push(t.elapsed());
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        reqs.push(emu.log().len() - before);
-
-        let before = emu.log().len();
-        let t = Instant::now();
-        let data = OpenStackProvider::try_new(empty.path(), Some(&url))
-            .unwrap()
-            .datasource(WaitPolicy::default())
-            .unwrap()
-            .fetch()
-            .unwrap();
-        ds_walls.push(t.elapsed());
-        assert_eq!(data.cloud_name, "openstack");
-        ds_reqs.push(emu.log().len() - before);
-    }
+    let provider = || OpenStackProvider::try_new(empty.path(), Some(&url)).unwrap();
+    let asked = || emu.log().len();
+    let event = bench::measure(("openstack", "event"), &stop, ROUNDS, asked, || {
+        bench::assert_complete(&provider(), &ev);
+    });
+    let datasource = bench::measure(("openstack", "datasource"), &stop, ROUNDS, asked, || {
+        bench::assert_fetches(&provider(), "openstack");
+    });
     // The same event from a config drive (no request at all: the service is a
     // port nothing listens on).
     let root = tempfile::tempdir().unwrap();
@@ -85,26 +54,20 @@ fn main() {
     let by = root.path().join("dev/disk/by-label");
     std::fs::create_dir_all(&by).unwrap();
     std::os::unix::fs::symlink(&image, by.join("config-2")).unwrap();
-    let (mut drive_walls, mut drive_reqs) = (Vec::new(), Vec::new());
-    for _ in 0..DRIVE_ROUNDS {
-        stop.check();
-        let t = Instant::now();
-        let out = OpenStackProvider::try_new(root.path(), Some("http://127.0.0.1:9"))
-            .unwrap()
-            .wait_for_nic(&ev, &WaitPolicy::default(), &SystemClock);
-        drive_walls.push(t.elapsed());
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        drive_reqs.push(0);
-    }
+    let mut drive = bench::measure(
+        ("openstack", "drive"),
+        &stop,
+        DRIVE_ROUNDS,
+        || 0,
+        || {
+            let p = OpenStackProvider::try_new(root.path(), Some("http://127.0.0.1:9")).unwrap();
+            bench::assert_complete(&p, &ev);
+        },
+    );
     println!("leasehook openstack emulator {url}, config drive {fs}");
-    let mut drive = report("drive", &drive_walls, &drive_reqs);
     drive["fs"] = json!(fs);
     bench::emit(
         "openstack",
-        json!({
-            "event": report("event", &walls, &reqs),
-            "datasource": report("datasource", &ds_walls, &ds_reqs),
-            "drive": drive,
-        }),
+        json!({ "event": event, "datasource": datasource, "drive": drive }),
     );
 }

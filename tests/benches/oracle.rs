@@ -10,63 +10,31 @@
 //!
 //! Run: `cargo bench -p leasehook-tests --bench oracle`.
 
-#![allow(
-    clippy::print_stdout,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing
-)]
-
-use std::time::{Duration, Instant};
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use leasehook_core::source::oracle::OracleProvider;
-use leasehook_core::source::provider::{NicEvent, Outcome, Provider, SystemClock, WaitPolicy};
-use leasehook_tests::bench::{self, Stop};
+use leasehook_core::source::provider::{Provider as _, SystemClock, WaitPolicy};
+use leasehook_tests::bench::{self, ROUNDS, Stop};
 use leasehook_tests::oracle_emulator::{Config, Emulator};
 use leasehook_tests::world::MAC0;
 use serde_json::json;
-
-const ROUNDS: usize = 200;
-
-fn primary_event() -> NicEvent {
-    bench::bound_event("eth0", MAC0, "10.98.0.10", 24, "10.98.0.1")
-}
-
-fn summary(name: &str, walls: &[Duration], counts: &[usize]) -> serde_json::Value {
-    bench::report_requests("oracle", name, walls, counts)
-}
 
 fn main() {
     let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), Config::new()).unwrap();
     let url = emu.base_url();
     let stop = Stop::install();
-    let ev = primary_event();
-    let (mut walls, mut counts) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        stop.check();
-        let before = emu.log().len();
-        let started = Instant::now();
-        let p = OracleProvider::try_new(Some(&url)).unwrap();
-        let out = p.wait_for_nic(&ev, &WaitPolicy::default(), &SystemClock);
-        walls.push(started.elapsed());
-        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
-        counts.push(emu.log().len() - before);
-    }
-    let event = summary("event", &walls, &counts);
-    let (mut walls, mut counts) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        stop.check();
-        let before = emu.log().len();
-        let started = Instant::now();
-        let p = OracleProvider::try_new(Some(&url)).unwrap();
-        let u = p
+    let ev = bench::bound_event("eth0", MAC0, "10.98.0.10", 24, "10.98.0.1");
+    let provider = || OracleProvider::try_new(Some(&url)).unwrap();
+    let asked = || emu.log().len();
+    let event = bench::measure(("oracle", "event"), &stop, ROUNDS, asked, || {
+        bench::assert_complete(&provider(), &ev);
+    });
+    let refresh = bench::measure(("oracle", "refresh"), &stop, ROUNDS, asked, || {
+        let u = provider()
             .unleased(&WaitPolicy::default(), &SystemClock)
             .unwrap()
             .unwrap();
-        walls.push(started.elapsed());
         assert_eq!(u.nics.len(), 1);
-        counts.push(emu.log().len() - before);
-    }
-    let refresh = summary("refresh", &walls, &counts);
+    });
     bench::emit("oracle", json!({ "event": event, "refresh": refresh }));
 }

@@ -9,10 +9,12 @@
 use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use leasehook_core::model::{Family, IfName, Lease, Reason};
-use leasehook_core::source::provider::NicEvent;
+use leasehook_core::source::provider::{
+    Identity, NicEvent, Outcome, Provider, SystemClock, WaitPolicy,
+};
 use serde_json::{Value, json};
 
 /// The environment variable naming the file the benchmarks append their JSON
@@ -155,6 +157,60 @@ pub fn bound_event(
         reason: Reason::Bound,
     };
     NicEvent::try_new(ifname, mac, vec![lease]).unwrap_or_else(|e| panic!("bound_event: {e}"))
+}
+
+/// The rounds a cloud benchmark times each of its measurements.
+pub const ROUNDS: usize = 200;
+
+/// Runs `one` `rounds` times (a [`Stop`] asked for ends it between rounds) and
+/// reports it as `cloud`'s measurement `name` ([`report_requests`]): the wall
+/// time of each run and the requests it made (`asked`, the emulator's log
+/// length, before and after it).
+pub fn measure(
+    (cloud, name): (&str, &str),
+    stop: &Stop,
+    rounds: usize,
+    asked: impl Fn() -> usize,
+    mut one: impl FnMut(),
+) -> Value {
+    let (mut walls, mut requests) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for _ in 0..rounds {
+        stop.check();
+        let before = asked();
+        let started = Instant::now();
+        one();
+        walls.push(started.elapsed());
+        requests.push(asked().saturating_sub(before));
+    }
+    report_requests(cloud, name, &walls, &requests)
+}
+
+/// `provider`'s wait for `ev` under the default policy, asserted complete (a
+/// benchmark times only events that end as a hook's would on a healthy cloud).
+pub fn assert_complete(provider: &dyn Provider, ev: &NicEvent) {
+    let out = provider.wait_for_nic(ev, &WaitPolicy::default(), &SystemClock);
+    assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+}
+
+/// `provider`'s boot-stage datasource fetched under the default policy,
+/// asserted to name `cloud_name`.
+pub fn assert_fetches(provider: &dyn Identity, cloud_name: &str) {
+    let data = provider
+        .datasource(WaitPolicy::default())
+        .and_then(|d| d.fetch())
+        .unwrap_or_else(|e| panic!("{cloud_name} datasource: {e}"));
+    assert_eq!(data.cloud_name, cloud_name);
+}
+
+/// Where a benchmark keeps its throwaway roots: `/dev/shm` (tmpfs, as `/run`
+/// is on a real host) when there is one, else the temporary folder.
+pub fn tmpfs_dir() -> std::path::PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_owned()
+    } else {
+        std::env::temp_dir()
+    }
 }
 
 /// Prints one result line (`leasehook CLOUD NAME requests=LO-HI wall_ms ...`)

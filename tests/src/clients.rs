@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::netns::run;
-use crate::world::{BUS_CONF, World, start_ready, wait_until};
+use crate::world::{World, start_bus, start_ready, wait_until};
 
 /// Mounts shared by every client's supervisor: the world's resolver file, a tmpfs
 /// `/run`, a read-only `/sys`.
@@ -174,16 +174,8 @@ impl World {
         }
         write(&self.etc.join("default/leasehook"), &settings, "644");
 
-        let sock = self.dir.0.join("nm-bus.sock");
-        let conf = self.dir.file(
-            "nm-bus.conf",
-            &BUS_CONF.replace("@SOCK@", &sock.display().to_string()),
-        );
-        let mut bus = Command::new("dbus-daemon");
-        bus.arg(format!("--config-file={}", conf.display()))
-            .arg("--nofork")
-            .arg("--print-address");
-        self.services.push(start_ready(bus, "dbus-daemon"));
+        let (bus, sock) = start_bus(&self.dir, "nm-bus");
+        self.services.push(bus);
         let env = vec![(
             "DBUS_SYSTEM_BUS_ADDRESS".to_owned(),
             format!("unix:path={}", sock.display()),
@@ -440,6 +432,65 @@ impl World {
                 .addresses()
                 .contains(&"eth1 10.98.1.21/32".to_owned())
             && !self.root.join("run/leasehook/iface/eth1.json").exists()
+    }
+
+    /// Waits up to 20 s until eth1's rules ([`SECONDARY_RULES`]) are in place;
+    /// fails the test otherwise, naming `from` (what should have put them).
+    pub fn wait_secondary_rules(&self, from: &str) {
+        let bound = || {
+            let have = self.our_rules();
+            SECONDARY_RULES.iter().all(|r| have.iter().any(|h| h == r))
+        };
+        assert!(
+            wait_until(Duration::from_secs(20), bound),
+            "no rules from {from}: {:#?}\n{}",
+            self.our_rules(),
+            self.log("eth1", false)
+        );
+    }
+
+    /// Asserts that nothing of leasehook's is left in the kernel after `what`:
+    /// no rule, no route, not eth1's secondary address.
+    pub fn assert_pbr_removed(&self, what: &str) {
+        assert_eq!(
+            self.our_rules(),
+            Vec::<String>::new(),
+            "rules left after {what}"
+        );
+        assert_eq!(
+            self.our_routes(),
+            Vec::<String>::new(),
+            "routes left after {what}"
+        );
+        assert!(
+            !self
+                .inst
+                .addresses()
+                .contains(&"eth1 10.98.1.21/32".to_owned()),
+            "the secondary address is left after {what}"
+        );
+    }
+
+    /// eth1 as the `cloud-init` profile routes it: the default route in table
+    /// 101 (`100 +` its device-number), the secondary address with the
+    /// subnet's prefix length (cloud-init's), and traffic from both of eth1's
+    /// addresses reaching the echo host.
+    pub fn assert_cloud_init_eth1(&self) {
+        let route = "default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176";
+        let routes = self.our_routes();
+        assert!(routes.iter().any(|r| r == route), "{routes:#?}");
+        let addresses = self.inst.addresses();
+        assert!(
+            addresses.iter().any(|a| a == "eth1 10.98.1.21/24"),
+            "{addresses:#?}"
+        );
+        for from in ["10.98.1.20", "10.98.1.21"] {
+            assert_eq!(
+                self.echo_from(from).as_deref(),
+                Some(from),
+                "traffic from {from}"
+            );
+        }
     }
 
     /// Rules, routes and addresses, for failure messages.

@@ -228,24 +228,17 @@ impl Shell<Lxd> {
     /// Sets a config key (added at the end of `/1.0/config` when new) and sends
     /// the `config` event LXD sends.
     pub fn set_key(&self, key: &str, value: &str) {
-        let old = {
-            let mut c = lock(&self.service().config);
-            let old = c
-                .config
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.clone());
-            match c.config.iter_mut().find(|(k, _)| k == key) {
-                Some(kv) => value.clone_into(&mut kv.1),
-                None => c.config.push((key.to_owned(), value.to_owned())),
-            }
-            old
-        };
-        self.send_event(&config_event(key, old.as_deref().unwrap_or(""), value));
+        self.change_key(key, Some(value));
     }
 
     /// Unsets a config key and sends the `config` event (an empty value).
     pub fn remove_key(&self, key: &str) {
+        self.change_key(key, None);
+    }
+
+    /// Sets (`Some`) or unsets (`None`) a config key and sends LXD's `config`
+    /// event with the old value and the new one (empty when unset).
+    fn change_key(&self, key: &str, value: Option<&str>) {
         let old = {
             let mut c = lock(&self.service().config);
             let old = c
@@ -253,10 +246,18 @@ impl Shell<Lxd> {
                 .iter()
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone());
-            c.config.retain(|(k, _)| k != key);
+            match (value, c.config.iter_mut().find(|(k, _)| k == key)) {
+                (Some(value), Some(kv)) => value.clone_into(&mut kv.1),
+                (Some(value), None) => c.config.push((key.to_owned(), value.to_owned())),
+                (None, _) => c.config.retain(|(k, _)| k != key),
+            }
             old
         };
-        self.send_event(&config_event(key, old.as_deref().unwrap_or(""), ""));
+        self.send_event(&config_event(
+            key,
+            old.as_deref().unwrap_or(""),
+            value.unwrap_or(""),
+        ));
     }
 
     /// Adds a NIC device (`hwaddr` in `/1.0/devices`, as current LXD serves it)

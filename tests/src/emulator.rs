@@ -333,16 +333,20 @@ impl Shell<Imds> {
             .collect()
     }
 
+    /// The live state (what the scenario changes while serving), to change.
+    fn live(&self) -> std::sync::RwLockWriteGuard<'_, Live> {
+        self.service()
+            .live
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Makes the leaf at `path` read `value` from now on (`None`: what the tree and
     /// the scenario say again). A change made this way wins over both: tests whose
     /// timeline is only known while they run (the soak test) change the metadata
     /// when their events happen.
     pub fn set_leaf(&self, path: &str, value: Option<Value>) {
-        let mut live = self
-            .service()
-            .live
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut live = self.live();
         let key = path.trim_end_matches('/').to_owned();
         match value {
             Some(v) => live.leaves.insert(key, v),
@@ -353,11 +357,7 @@ impl Shell<Imds> {
     /// Hides `path` and everything below it (404, and left out of its folder's
     /// listing), or shows it again: a scenario's `appear`, decided while serving.
     pub fn set_hidden(&self, path: &str, hidden: bool) {
-        let mut live = self
-            .service()
-            .live
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut live = self.live();
         let key = path.trim_end_matches('/').to_owned();
         if hidden {
             live.hidden.insert(key);

@@ -14,6 +14,7 @@ pub mod aliyun_emulator;
 pub mod bench;
 pub mod client;
 pub mod clients;
+pub mod cloud_rows;
 pub mod clouds;
 pub mod configdrive;
 pub mod hostile_ws;

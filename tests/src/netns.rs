@@ -147,6 +147,86 @@ impl Netns {
         self.ip(&["link", "set", peer, "up"]);
     }
 
+    /// Adds a veth pair from this namespace into `other`: `name` here, `peer`
+    /// there with `mac` (both still down).
+    pub fn veth_to(&self, name: &str, other: &Self, peer: &str, mac: &str) {
+        self.ip(&[
+            "link",
+            "add",
+            "name",
+            name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            peer,
+            "netns",
+            &other.name,
+        ]);
+        other.ip(&["link", "set", peer, "address", mac]);
+    }
+
+    /// An HTTP GET from this namespace to `to`:`port`, from `src` when given:
+    /// the body (trimmed), or `None` when the connection failed.
+    pub fn http_get(&self, to: &str, port: u16, src: Option<&str>) -> Option<String> {
+        let source = src.map_or_else(String::new, |s| format!(",source_address=('{s}',0)"));
+        let code = format!(
+            "import socket\ns=socket.create_connection(('{to}',{port}),timeout=2{source})\n\
+             s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nprint(s.makefile('rb').read().split(b'\\r\\n\\r\\n',1)[1].decode())"
+        );
+        let out = self
+            .command("/usr/bin/python3")
+            .args(["-c", &code])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// Runs `f` on a thread that entered this namespace first (setns(2) is per
+    /// thread, and a netlink socket belongs to the namespace it was opened in);
+    /// its result.
+    pub fn run_in<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = Path::new("/run/netns").join(&self.name);
+        std::thread::spawn(move || {
+            let fd = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            rustix::thread::move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(&fd),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .unwrap_or_else(|e| panic!("setns {path:?}: {e}"));
+            f()
+        })
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    }
+
+    /// Runs `during` while `ip monitor` watches this namespace's rules, routes,
+    /// addresses and `more` (`link`, ...); its result and what the monitor printed
+    /// (from 200 ms before `during`, so that the monitor listens, to 300 ms after,
+    /// for events still on their way).
+    pub fn monitor<R>(&self, more: &[&str], during: impl FnOnce() -> R) -> (R, String) {
+        let mut monitor = self
+            .command("ip")
+            .args(["monitor", "rule", "route", "address"])
+            .args(more)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("ip monitor: {e}"));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let result = during();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let _ = monitor.kill();
+        let mut seen = String::new();
+        if let Some(mut out) = monitor.stdout.take() {
+            use std::io::Read as _;
+            let _ = out.read_to_string(&mut seen);
+        }
+        let _ = monitor.wait();
+        (result, seen)
+    }
+
     /// `ip -j rule` for both families, as `(priority, from, table, proto)` strings.
     pub fn rules(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -273,6 +353,48 @@ pub fn leasehook_bin() -> PathBuf {
         return PathBuf::from(p);
     }
     sibling_bin("leasehook")
+}
+
+/// `leasehook ARGS` (the built binary) with the machine's IMDS endpoints and
+/// root out of its environment; its output.
+pub fn leasehook_clean(args: &[&str]) -> Output {
+    let bin = leasehook_bin();
+    Command::new(&bin)
+        .args(args)
+        .env_remove("LEASEHOOK_IMDS_ENDPOINTS")
+        .env_remove("LEASEHOOK_ROOT")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
+}
+
+/// Copies each of `units` (`hooks/systemd/<name>`, saved as `<as_name>`: a
+/// template as one of its instances) into a fresh folder, `ExecStart=` pointing
+/// at the built binary (systemd-analyze checks it exists), and asserts that
+/// `systemd-analyze verify` finds nothing to say about them.
+pub fn assert_units_verify(tag: &str, units: &[(&str, &str)]) {
+    let dir = TempDir::new(tag);
+    let source = crate::workspace_root().join("hooks/systemd");
+    let bin = leasehook_bin();
+    for (name, as_name) in units {
+        let p = source.join(name);
+        let text = std::fs::read_to_string(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .replace("/usr/bin/leasehook", &bin.to_string_lossy());
+        dir.file(as_name, &text);
+    }
+    let out = Command::new("systemd-analyze")
+        .current_dir(&dir.0)
+        // --man=no: the units' Documentation= pages are the package's, not this
+        // machine's (xtask/tests/units.rs checks each is one the package ships).
+        .args(["verify", "--man=no"])
+        .args(units.iter().map(|(_, as_name)| format!("./{as_name}")))
+        .output()
+        .unwrap_or_else(|e| panic!("systemd-analyze (package systemd) is needed: {e}"));
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The DHCP clients' hook names: each is the `leasehook-hook` binary run under that

@@ -16,8 +16,6 @@
 //! Performs IO: builds [`World`]s (network namespaces, dnsmasq, the IMDS emulator,
 //! the client).
 
-use std::io::Read as _;
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::client::{Client, Ipv6, RENEW_T1, RenewHook};
@@ -90,15 +88,7 @@ fn wait_line(c: Client, w: &World, v6: bool, from: usize, line: &str) {
 }
 
 fn assert_traffic(c: Client, w: &World, sources: &[&str]) {
-    for src in sources {
-        assert_eq!(
-            w.echo_from(src).as_deref(),
-            Some(*src),
-            "{}: traffic from {src}:\n{}",
-            c.name(),
-            report(c, w, false)
-        );
-    }
+    w.assert_echoes(sources, || format!("{}\n{}", c.name(), report(c, w, false)));
 }
 
 /// The lease on eth1 ends in leasehook's policy routing and traffic flows.
@@ -172,32 +162,21 @@ pub fn renew(c: Client) {
     };
     let count = |w: &World| c.hook_log(w, false).matches(line).count();
     let lines0 = count(&w);
-    let mut monitor = w
-        .inst
-        .command("ip")
-        .args(["monitor", "rule", "route", "address"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("ip monitor: {e}"));
     // Each round: one renewal (dnsmasq's ACK) and, where the hook runs for it,
     // its line, before the next trigger (a SIGUSR1 to udhcpc while it renews
     // makes it start over, with `deconfig`).
-    let (mut renewed, mut hooks_done) = (true, true);
-    for _ in 0..2 {
-        let (acks, lines) = (w.secondary_acks(), count(&w));
-        c.trigger_renew(&w);
-        renewed &= wait_until(Duration::from_secs(30), || w.secondary_acks() > acks);
-        if let RenewHook::Runs(_) = c.renew_hook() {
-            hooks_done &= wait_until(Duration::from_secs(10), || count(&w) > lines);
+    let ((renewed, hooks_done), seen) = w.inst.monitor(&[], || {
+        let (mut renewed, mut hooks_done) = (true, true);
+        for _ in 0..2 {
+            let (acks, lines) = (w.secondary_acks(), count(&w));
+            c.trigger_renew(&w);
+            renewed &= wait_until(Duration::from_secs(30), || w.secondary_acks() > acks);
+            if let RenewHook::Runs(_) = c.renew_hook() {
+                hooks_done &= wait_until(Duration::from_secs(10), || count(&w) > lines);
+            }
         }
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = monitor.kill();
-    let mut seen = String::new();
-    if let Some(mut out) = monitor.stdout.take() {
-        let _ = out.read_to_string(&mut seen);
-    }
-    let _ = monitor.wait();
+        (renewed, hooks_done)
+    });
     assert!(
         renewed,
         "{}: fewer than 2 renewals (dnsmasq's ACKs) within 30 s each:\n{}",

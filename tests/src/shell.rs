@@ -17,7 +17,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
@@ -809,6 +809,42 @@ pub fn scenario_arg<A: serde::de::DeserializeOwned>(
         || Ok(Scenario::default()),
         |v| Scenario::from_value(json_arg("--scenario", v)?),
     )
+}
+
+/// The options every cloud emulator binary takes (`#[command(flatten)]`): where
+/// to listen, its scenario, and where its files go.
+#[derive(Debug, clap::Args)]
+pub struct EmulatorArgs {
+    /// Where to listen; port 0 picks a free port (printed on stdout).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:0")]
+    pub bind: SocketAddr,
+    /// Late NICs and misbehaviour, JSON or @FILE (see --help).
+    #[arg(long, value_name = "JSON")]
+    pub scenario: Option<String>,
+    /// The test world's folder: the log and the emulator's control files
+    /// (hidden, detached NICs, faults) live there.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Append one line per request to FILE (default: the emulator's log in DIR).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+}
+
+impl EmulatorArgs {
+    /// The parsed `--scenario` (none: nothing misbehaves).
+    pub fn scenario<A: serde::de::DeserializeOwned>(&self) -> Result<Scenario<A>, String> {
+        scenario_arg(self.scenario.as_deref())
+    }
+
+    /// The log file: `--log`, else `name` in `--dir`.
+    pub fn log_file(&self, name: &str) -> Option<PathBuf> {
+        self.log.clone().or_else(|| self.in_dir(name))
+    }
+
+    /// The file `name` in `--dir`, when given.
+    pub fn in_dir(&self, name: &str) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(name))
+    }
 }
 
 /// An emulator binary's end: prints the address it bound on stdout (the test

@@ -265,6 +265,20 @@ pub struct World {
     pub(crate) hook_env: Vec<(String, String)>,
 }
 
+/// Asserts what [`World::bind_primary_timed`] measured: the primary's BOUND
+/// held dhclient less than 1 s (not waited out) and its metadata answered the
+/// first round (no retry).
+pub fn assert_primary_not_held(held: f64, eth0: &str) {
+    assert!(
+        held < 1.0,
+        "eth0's BOUND held dhclient {held:.3} s:\n{eth0}"
+    );
+    assert!(
+        !eth0.contains("eth0: round "),
+        "the primary's event retried:\n{eth0}"
+    );
+}
+
 /// Polls `f` every 20 ms until it holds or `timeout` passes; whether it held.
 pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
@@ -767,6 +781,21 @@ impl World {
         self.imds = Some(start_imds(&self.router, &self.dir.0, tree, scenario));
     }
 
+    /// Stops the world's metadata service (whichever cloud's it is): from now on
+    /// nothing answers at its address, as when the service is down.
+    pub fn stop_metadata(&mut self) {
+        if let Some(mut old) = self.imds.take() {
+            let _ = old.kill();
+            let _ = old.wait();
+        }
+    }
+
+    /// leasehook's rules, routes and the instance's addresses: what a change
+    /// leasehook makes shows in (compare before and after).
+    pub fn snapshot(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
+        (self.our_rules(), self.our_routes(), self.inst.addresses())
+    }
+
     /// The environment the hooks get (`LEASEHOOK_ROOT`, budgets, ...), for running
     /// `leasehook` commands the way the hooks would.
     pub fn hook_env(&self) -> &[(String, String)] {
@@ -827,6 +856,19 @@ impl World {
         std::fs::read_to_string(self.dir.0.join(format!("dhclient-{tag}.log"))).unwrap_or_default()
     }
 
+    /// Waits up to `secs` until `iface`'s (IPv4) log holds `text`; fails the
+    /// test with the log otherwise (`context` first).
+    pub fn wait_logged(&self, iface: &str, text: &str, secs: u64, context: &str) {
+        assert!(
+            wait_until(Duration::from_secs(secs), || self
+                .log(iface, false)
+                .contains(text)),
+            "{context}{}lacks {text:?}:\n{}",
+            if context.is_empty() { "" } else { ": " },
+            self.log(iface, false)
+        );
+    }
+
     /// The requests the IMDS emulator logged.
     pub fn imds_log(&self) -> String {
         std::fs::read_to_string(self.dir.0.join("imds.log")).unwrap_or_default()
@@ -835,19 +877,20 @@ impl World {
     /// An HTTP GET to the echo host from `src` inside the instance; the address the
     /// echo host saw, or `None` when the connection failed.
     pub fn echo_from(&self, src: &str) -> Option<String> {
-        let code = format!(
-            "import socket\ns=socket.create_connection(('198.51.100.10',80),timeout=2,source_address=('{src}',0))\n\
-             s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nprint(s.makefile('rb').read().split(b'\\r\\n\\r\\n',1)[1].decode())"
-        );
-        let out = self
-            .inst
-            .command("/usr/bin/python3")
-            .args(["-c", &code])
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        self.inst.http_get("198.51.100.10", 80, Some(src))
+    }
+
+    /// Asserts that traffic from each of `sources` reaches the echo host from
+    /// that address; `report` says more when it does not.
+    pub fn assert_echoes(&self, sources: &[&str], report: impl Fn() -> String) {
+        for src in sources {
+            assert_eq!(
+                self.echo_from(src).as_deref(),
+                Some(*src),
+                "traffic from {src}:\n{}",
+                report()
+            );
+        }
     }
 
     /// leasehook's own rules in the instance (`ip rule` lines with `proto 176`).
@@ -916,6 +959,22 @@ pub const BUS_CONF: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-
   </policy>
 </busconfig>
 "#;
+
+/// Starts a private D-Bus system bus ([`BUS_CONF`]), its socket and
+/// configuration in `dir` (`<tag>.sock`, `<tag>.conf`); the daemon and the
+/// socket's path.
+pub fn start_bus(dir: &TempDir, tag: &str) -> (Child, PathBuf) {
+    let sock = dir.0.join(format!("{tag}.sock"));
+    let conf = dir.file(
+        &format!("{tag}.conf"),
+        &BUS_CONF.replace("@SOCK@", &sock.display().to_string()),
+    );
+    let mut bus = Command::new("dbus-daemon");
+    bus.arg(format!("--config-file={}", conf.display()))
+        .arg("--nofork")
+        .arg("--print-address");
+    (start_ready(bus, "dbus-daemon"), sock)
+}
 
 /// The instance side of a networkd world, run by `sh` inside the instance's
 /// network namespace and a private mount namespace: a tmpfs on `/run/systemd` (also
@@ -988,16 +1047,8 @@ impl World {
         // networkd-dispatcher runs only scripts whose folder and file are exactly
         // 0755 root:root.
         run(Command::new("chmod").arg("-R").arg("755").arg(&scripts));
-        let sock = self.dir.0.join("bus.sock");
-        let conf = self.dir.file(
-            "bus.conf",
-            &BUS_CONF.replace("@SOCK@", &sock.display().to_string()),
-        );
-        let mut bus = Command::new("dbus-daemon");
-        bus.arg(format!("--config-file={}", conf.display()))
-            .arg("--nofork")
-            .arg("--print-address");
-        self.services.push(start_ready(bus, "dbus-daemon"));
+        let (bus, sock) = start_bus(&self.dir, "bus");
+        self.services.push(bus);
         let mut env = vec![
             (
                 "PATH".to_owned(),
@@ -1145,21 +1196,8 @@ impl World {
     /// dhclient would. The tree needs the NIC's entry ([`add_static_nic_metadata`]).
     pub fn add_static_nic(&self, n: u8) {
         let (gw, eth) = (format!("gw{n}"), format!("eth{n}"));
-        self.router.ip(&[
-            "link",
-            "add",
-            "name",
-            &gw,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &eth,
-            "netns",
-            &self.inst.name,
-        ]);
-        self.inst
-            .ip(&["link", "set", &eth, "address", &static_nic_mac(n)]);
+        self.router
+            .veth_to(&gw, &self.inst, &eth, &static_nic_mac(n));
         self.router
             .ip(&["address", "add", &format!("10.98.{n}.1/24"), "dev", &gw]);
         self.router.ip(&["link", "set", &gw, "up"]);

@@ -16,17 +16,11 @@
 //! network-manager, and fails, never skips, without them.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
-use std::io::Read as _;
 use std::net::IpAddr;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use leasehook_tests::azure_emulator::{HIDDEN_FILE, LOG_FILE, LogEntry, read_log};
@@ -34,7 +28,7 @@ use leasehook_tests::client::{Client, End, RENEW_T1};
 use leasehook_tests::clouds::Cloud;
 use leasehook_tests::netns::{Netns, leasehook_bin};
 use leasehook_tests::shell::LogLine as _;
-use leasehook_tests::world::{MAC1, World, WorldOptions, wait_until};
+use leasehook_tests::world::{MAC1, World, WorldOptions, assert_primary_not_held, wait_until};
 
 /// The primary NIC's primary address: the only source IMDS answers.
 const PRIMARY: &str = "10.98.0.10";
@@ -170,14 +164,7 @@ fn wait_installed(w: &World, c: Client, when: &str) {
 }
 
 fn assert_traffic(w: &World, c: Client, sources: &[&str]) {
-    for src in sources {
-        assert_eq!(
-            w.echo_from(src).as_deref(),
-            Some(*src),
-            "traffic from {src}:\n{}",
-            report(w, c)
-        );
-    }
+    w.assert_echoes(sources, || report(w, c));
 }
 
 /// Runs `leasehook refresh -v` in the instance with the hooks' environment.
@@ -250,23 +237,11 @@ fn dhclient_routes_the_secondary_from_azure_metadata_and_leaves_the_vf_alone() {
 
     // Renewals with unchanged metadata write nothing.
     let before = (w.our_rules(), w.our_routes(), w.inst.addresses());
-    let mut monitor = w
-        .inst
-        .command("ip")
-        .args(["monitor", "rule", "route", "address", "link"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
     let renewals = |w: &World| c.log(w, false).matches("eth1 RENEW: 0 change(s)").count();
     let r0 = renewals(&w);
-    let renewed = wait_until(Duration::from_secs(40), || renewals(&w) >= r0 + 2);
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = monitor.kill();
-    let mut seen = String::new();
-    if let Some(mut o) = monitor.stdout.take() {
-        let _ = o.read_to_string(&mut seen);
-    }
-    let _ = monitor.wait();
+    let (renewed, seen) = w.inst.monitor(&["link"], || {
+        wait_until(Duration::from_secs(40), || renewals(&w) >= r0 + 2)
+    });
     assert!(renewed, "fewer than 2 renewals:\n{}", report(&w, c));
     assert_eq!(
         ours(&seen),
@@ -403,14 +378,7 @@ fn a_router_less_secondary_gets_the_first_host_and_the_primary_bound_is_not_held
         "{main}"
     );
     // Not waited out: the sync budget is 3 s; and IMDS answered the first round.
-    assert!(
-        held < 1.0,
-        "eth0's BOUND held dhclient {held:.3} s:\n{eth0}"
-    );
-    assert!(
-        !eth0.contains("eth0: round "),
-        "the primary's event retried:\n{eth0}"
-    );
+    assert_primary_not_held(held, &eth0);
 
     w.bind("eth1", false);
     wait_installed(&w, c, "after the router-less lease");

@@ -14,12 +14,7 @@
 //! the fetch, its v1 keys, the cache standing in) is a row of
 //! `tests/tests/cloud_boot.rs`.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
@@ -28,7 +23,7 @@ use std::process::{Command, Output};
 
 use leasehook_tests::devlxd::{self, Devlxd, SAMPLE_META_DATA};
 use leasehook_tests::emulator::{self, Emulator, Scenario, sample_tree};
-use leasehook_tests::netns::{TempDir, leasehook_bin};
+use leasehook_tests::netns::{TempDir, assert_units_verify, leasehook_bin};
 use leasehook_tests::workspace_root;
 use serde_json::{Value, json};
 
@@ -516,29 +511,14 @@ fn query_as_nobody_sees_only_redacted_secrets() {
 
 #[test]
 fn the_boot_units_verify_and_order_around_the_network() {
-    let dir = TempDir::new("boot-units");
-    let units = workspace_root().join("hooks/systemd");
-    let bin = leasehook_bin();
-    let names = ["leasehook-local.service", "leasehook.service"];
-    for name in names {
-        let text = fs::read_to_string(units.join(name))
-            .unwrap()
-            .replace("/usr/bin/leasehook", bin.to_str().unwrap());
-        dir.file(name, &text);
-    }
-    let out = Command::new("systemd-analyze")
-        .current_dir(&dir.0)
-        // --man=no: the units' Documentation= pages are the package's, not this
-        // machine's (xtask/tests/units.rs checks each is one the package ships).
-        .args(["verify", "--man=no"])
-        .args(names.map(|n| format!("./{n}")))
-        .output()
-        .expect("systemd-analyze (package systemd) is needed");
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    assert_units_verify(
+        "boot-units",
+        &[
+            ("leasehook-local.service", "leasehook-local.service"),
+            ("leasehook.service", "leasehook.service"),
+        ],
     );
+    let units = workspace_root().join("hooks/systemd");
     let local = fs::read_to_string(units.join("leasehook-local.service")).unwrap();
     let net = fs::read_to_string(units.join("leasehook.service")).unwrap();
     for (unit, line) in [

@@ -19,7 +19,7 @@
 //! | [`init_fetches_openstack_and_writes_instance_data_v1`] | the documents asked for, in order (`network_data.json` again: the NICs without DHCP); the service down on the second boot |
 //! | [`a_config_drive_is_configdrive_read_in_the_local_stage`] | (`OpenStack` only, `netns` feature: root and mount(8)) a root with a config drive is `ConfigDrive`, read in the local stage from the drive, the metadata service never asked |
 
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+#![cfg(test)]
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

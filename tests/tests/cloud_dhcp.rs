@@ -14,13 +14,8 @@
 //! and fails, never skips, without them.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::collections::BTreeMap;
 

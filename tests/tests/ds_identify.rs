@@ -29,14 +29,8 @@
 //! ds-identify 25.1.4 on purpose, the scenario states ds-identify's answer too and
 //! why (see `docs/datasources.md`); every other scenario must agree.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

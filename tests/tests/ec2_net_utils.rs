@@ -34,14 +34,8 @@
 //! without them.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -55,7 +49,7 @@ use std::time::{Duration, Instant};
 use ipnet::Ipv4Net;
 use leasehook_tests::netns::{Netns, TempDir, require_root, sibling_bin};
 use leasehook_tests::world::{
-    BUS_CONF, ECHO_SERVER, install_hook, kill_namespace, kill_workers, start_imds, start_ready,
+    ECHO_SERVER, install_hook, kill_namespace, kill_workers, start_bus, start_imds, start_ready,
     wait_until,
 };
 use leasehook_tests::{Rng, in_ci, workspace_root};
@@ -400,21 +394,7 @@ fn build(inst: &Instance, kind: Kind) -> Side {
     for (k, nic) in inst.nics.iter().enumerate() {
         let gw = format!("gw{k}");
         let sn = &inst.subnets[nic.subnet];
-        side.router.ip(&[
-            "link",
-            "add",
-            "name",
-            &gw,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &nic.iface,
-            "netns",
-            &side.inst.name,
-        ]);
-        side.inst
-            .ip(&["link", "set", &nic.iface, "address", &nic.mac]);
+        side.router.veth_to(&gw, &side.inst, &nic.iface, &nic.mac);
         // The same gateway address on every port of a shared subnet; which port
         // owns which address is the router's /32 routes, as the VPC knows which ENI
         // holds which address.
@@ -484,16 +464,8 @@ fn build(inst: &Instance, kind: Kind) -> Side {
 }
 
 fn start_oracle(side: &mut Side, inst: &Instance) {
-    let sock = side.dir.0.join("bus.sock");
-    let conf = side.dir.file(
-        "bus.conf",
-        &BUS_CONF.replace("@SOCK@", &sock.display().to_string()),
-    );
-    let mut bus = Command::new("dbus-daemon");
-    bus.arg(format!("--config-file={}", conf.display()))
-        .arg("--nofork")
-        .arg("--print-address");
-    side.children.push(start_ready(bus, "dbus-daemon"));
+    let (bus, sock) = start_bus(&side.dir, "bus");
+    side.children.push(bus);
     let ifaces: Vec<&str> = inst.nics.iter().map(|n| n.iface.as_str()).collect();
     let mut cmd = side.inst.command("env");
     cmd.arg("-i")

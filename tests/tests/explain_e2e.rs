@@ -8,13 +8,7 @@
 //! asserting the exit status and the words on the terminal. Needs root.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr
-)]
+#![cfg(test)]
 
 use std::path::PathBuf;
 use std::process::{Child, Output};

@@ -10,12 +10,7 @@
 //! root.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};

@@ -4,16 +4,11 @@
 //! never exit the sourcing shell, leave its variables and options alone, and ignore
 //! the shim's status.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::process::Command;
 
-use leasehook_tests::netns::{TempDir, sibling_bin};
+use leasehook_tests::netns::{TempDir, assert_units_verify, sibling_bin};
 use leasehook_tests::workspace_root;
 
 /// Runs `script` under `sh` with a fake shim that records its calls and fails.
@@ -104,46 +99,21 @@ fn the_debian_hook_name_passes_run_parts() {
 
 #[test]
 fn the_systemd_units_verify() {
-    // systemd-analyze checks that ExecStart= exists: point it at the built binary.
-    let dir = TempDir::new("units");
-    let units = workspace_root().join("hooks/systemd");
-    let bin = leasehook_tests::netns::leasehook_bin();
-    for (name, as_name) in [
-        ("leasehook-refresh.service", "leasehook-refresh.service"),
-        ("leasehook-refresh.timer", "leasehook-refresh.timer"),
-        // The template the udev rule starts, as the instance it starts.
-        (
-            "leasehook-refresh@.service",
-            "leasehook-refresh@eth1.service",
-        ),
-        (
-            "leasehook-wait-online.service",
-            "leasehook-wait-online.service",
-        ),
-    ] {
-        let text = std::fs::read_to_string(units.join(name))
-            .unwrap()
-            .replace("/usr/bin/leasehook", bin.to_str().unwrap());
-        dir.file(as_name, &text);
-    }
-    let out = Command::new("systemd-analyze")
-        .current_dir(&dir.0)
-        .args([
-            "verify",
-            // --man=no: the units' Documentation= pages are the package's, not this
-            // machine's (xtask/tests/units.rs checks each is one the package ships).
-            "--man=no",
-            "./leasehook-refresh.service",
-            "./leasehook-refresh.timer",
-            "./leasehook-refresh@eth1.service",
-            "./leasehook-wait-online.service",
-        ])
-        .output()
-        .expect("systemd-analyze (package systemd) is needed");
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    assert_units_verify(
+        "units",
+        &[
+            ("leasehook-refresh.service", "leasehook-refresh.service"),
+            ("leasehook-refresh.timer", "leasehook-refresh.timer"),
+            // The template the udev rule starts, as the instance it starts.
+            (
+                "leasehook-refresh@.service",
+                "leasehook-refresh@eth1.service",
+            ),
+            (
+                "leasehook-wait-online.service",
+                "leasehook-wait-online.service",
+            ),
+        ],
     );
 }
 

@@ -8,18 +8,11 @@
 //! up to the same again) and says so. Every test has its own emulator, token cache
 //! and interface name, so they run in parallel.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr
-)]
+#![cfg(test)]
 
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -31,6 +24,7 @@ use leasehook_tests::emulator::{
     Config, Emulator, LogEntry, SAMPLE_PRIMARY, SAMPLE_SECONDARY, Scenario, sample_tree,
 };
 use leasehook_tests::shell::LogLine as _;
+use leasehook_tests::world::start_first_line;
 use serde_json::json;
 
 const MACS: &str = "/latest/meta-data/network/interfaces/macs";
@@ -773,47 +767,37 @@ fn the_cloud_init_order_costs_one_listing_and_the_peers_position_keys() {
         SAMPLE_PRIMARY.parse().unwrap(),
         "02:00:00:00:00:99".parse().unwrap(),
     ];
-    let single = emulator(json!({}));
-    let root = tempfile::tempdir().unwrap();
-    let ev = event("eth28", SAMPLE_SECONDARY, "10.20.1.20").with_peers(peers);
-    let net = complete(client(root.path(), &single).wait_for_nic(&ev, &budget(5)));
-    let primary = net.nic(SAMPLE_PRIMARY.parse().unwrap()).unwrap();
-    assert_eq!(
-        (primary.device_number, primary.network_card),
-        (Some(0), None)
-    );
-    assert_eq!(
-        trail(&single.log())[7..],
-        [
-            "GET /latest/meta-data/network/interfaces/macs/ 200",
-            "GET primary/device-number 200",
-            // A 404 on the primary: a single-card type, no other peer is asked.
-            "GET primary/network-card 404",
-        ]
-    );
-    // Single-card, two NICs: 2 more than the ec2-net-utils profile's event (the
-    // listing and the primary's device-number; its network-card is asked either
-    // way); the MAC IMDS does not list costs nothing.
-    assert_eq!(single.log().len(), 1 + 9);
-
-    let multi = multi_card_emulator(json!({}));
-    let root = tempfile::tempdir().unwrap();
-    let ev = event("eth29", SAMPLE_SECONDARY, "10.20.1.20").with_peers(peers);
-    let net = complete(client(root.path(), &multi).wait_for_nic(&ev, &budget(5)));
-    let primary = net.nic(SAMPLE_PRIMARY.parse().unwrap()).unwrap();
-    assert_eq!(
-        (primary.device_number, primary.network_card),
-        (Some(0), Some(0))
-    );
-    assert_eq!(
-        trail(&multi.log())[8..],
-        [
-            "GET /latest/meta-data/network/interfaces/macs/ 200",
-            "GET primary/device-number 200",
-            "GET primary/network-card 200",
-        ]
-    );
-    assert_eq!(multi.log().len(), 1 + 10);
+    // (the emulator, the event's NIC, the primary's network-card, where the
+    // trail of the position keys starts, the requests in all)
+    let cases = [
+        // Single-card, two NICs: 2 more than the ec2-net-utils profile's event
+        // (the listing and the primary's device-number; its network-card is
+        // asked either way); the MAC IMDS does not list costs nothing. A 404 on
+        // the primary's network-card: a single-card type, no other peer is asked.
+        (emulator(json!({})), "eth28", None, 7, 1 + 9),
+        (multi_card_emulator(json!({})), "eth29", Some(0), 8, 1 + 10),
+    ];
+    for (emu, ifname, card, from, requests) in cases {
+        let root = tempfile::tempdir().unwrap();
+        let ev = event(ifname, SAMPLE_SECONDARY, "10.20.1.20").with_peers(peers);
+        let net = complete(client(root.path(), &emu).wait_for_nic(&ev, &budget(5)));
+        let primary = net.nic(SAMPLE_PRIMARY.parse().unwrap()).unwrap();
+        assert_eq!(
+            (primary.device_number, primary.network_card),
+            (Some(0), card)
+        );
+        let card_status = if card.is_some() { 200 } else { 404 };
+        assert_eq!(
+            trail(&emu.log())[from..],
+            [
+                "GET /latest/meta-data/network/interfaces/macs/ 200".to_owned(),
+                "GET primary/device-number 200".to_owned(),
+                format!("GET primary/network-card {card_status}"),
+            ],
+            "{ifname}"
+        );
+        assert_eq!(emu.log().len(), requests, "{ifname}");
+    }
 }
 
 #[test]
@@ -945,20 +929,14 @@ fn the_emulator_binary_prints_its_address_and_logs_every_request() {
     )
     .unwrap();
     let log = dir.path().join("requests.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_imds-emulator"))
-        .args(["--bind", "127.0.0.1:0", "--require-token"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_imds-emulator"));
+    cmd.args(["--bind", "127.0.0.1:0", "--require-token"])
         .arg("--scenario")
         .arg(&scenario)
         .arg("--log")
-        .arg(&log)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr: SocketAddr = line.trim().parse().unwrap();
+        .arg(&log);
+    let (mut child, line) = start_first_line(cmd, "imds-emulator");
+    let addr: SocketAddr = line.parse().unwrap();
     assert!(addr.ip().is_loopback() && addr.port() != 0);
     let ec2 = Ec2::try_new(dir.path())
         .unwrap()

@@ -17,13 +17,8 @@
 //! Compiled with the `netns` feature; needs root.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::fmt::Write as _;
 use std::process::{Child, Output};
@@ -188,21 +183,8 @@ fn veth_name(cni: Cni, n: usize) -> String {
 /// default route.
 fn add_cni_eni(w: &World, cni: Cni) {
     let (gw, eth) = ("gw2", "eth2");
-    w.router.ip(&[
-        "link",
-        "add",
-        "name",
-        gw,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        eth,
-        "netns",
-        &w.inst.name,
-    ]);
-    w.inst
-        .ip(&["link", "set", eth, "address", &static_nic_mac(ETH2_MAC_N)]);
+    w.router
+        .veth_to(gw, &w.inst, eth, &static_nic_mac(ETH2_MAC_N));
     w.router.ip(&["address", "add", "10.98.2.1/24", "dev", gw]);
     w.router.sysctl("net.ipv4.conf.gw2.rp_filter", "1");
     w.router.ip(&["link", "set", gw, "up"]);
@@ -461,34 +443,16 @@ fn cni_objects(n: &Node) -> String {
     out
 }
 
-/// An HTTP GET from `ns` to `to`:`port`, optionally from `src`: the body, or
-/// `None` when the connection failed.
-fn get(ns: &Netns, to: &str, port: u16, src: Option<&str>) -> Option<String> {
-    let source = src.map_or_else(String::new, |s| format!(",source_address=('{s}',0)"));
-    let code = format!(
-        "import socket\ns=socket.create_connection(('{to}',{port}),timeout=2{source})\n\
-         s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nprint(s.makefile('rb').read().split(b'\\r\\n\\r\\n',1)[1].decode())"
-    );
-    let out = ns
-        .command("/usr/bin/python3")
-        .args(["-c", &code])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
 /// Every pod answers from the VPC (the router namespace), and reaches the echo
 /// host with its own address. Returns the failures.
 fn pod_traffic(n: &Node) -> Vec<String> {
     let mut bad = Vec::new();
     for p in &n.pods {
-        let answer = get(&n.w.router, &p.ip, 8080, None);
+        let answer = n.w.router.http_get(&p.ip, 8080, None);
         if answer.as_deref() != Some(p.name.as_str()) {
             bad.push(format!("{} ({}) from the VPC: {answer:?}", p.name, p.ip));
         }
-        let echo = get(&p.ns, "198.51.100.10", 80, None);
+        let echo = p.ns.http_get("198.51.100.10", 80, None);
         if echo.as_deref() != Some(p.ip.as_str()) {
             bad.push(format!("{} ({}) to the echo host: {echo:?}", p.name, p.ip));
         }

@@ -2,17 +2,12 @@
 //! The LXD datasource against the devlxd emulator on a unix socket in a temporary
 //! folder: what it reads, how it merges, and how it fails.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -21,6 +16,7 @@ use leasehook_core::source::lxd::Lxd;
 use leasehook_core::source::lxd::data::default_network_config;
 use leasehook_core::source::{Datasource, SourceKind};
 use leasehook_tests::devlxd::{Config, Devlxd, SAMPLE_META_DATA};
+use leasehook_tests::world::start_first_line;
 use serde_json::json;
 
 /// Every log record of this test binary.
@@ -404,19 +400,10 @@ fn the_emulator_binary_serves_a_config_file() {
     )
     .unwrap();
     let sock = dir.path().join("dev/lxd/sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_devlxd-emulator"))
-        .arg("--socket")
-        .arg(&sock)
-        .arg("--config")
-        .arg(&cfg)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(Path::new(line.trim()), sock);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_devlxd-emulator"));
+    cmd.arg("--socket").arg(&sock).arg("--config").arg(&cfg);
+    let (mut child, line) = start_first_line(cmd, "devlxd-emulator");
+    assert_eq!(Path::new(&line), sock);
     let d = Lxd::new(dir.path()).fetch();
     child.kill().unwrap();
     child.wait().unwrap();

@@ -7,14 +7,8 @@
 //! exactly. Also the redaction of LXD's raw meta-data when `user.meta-data` is set
 //! (issue 23 items 3 and 4).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::fs;
 use std::path::Path;
@@ -22,7 +16,7 @@ use std::process::{Command, Output};
 
 use leasehook_tests::devlxd::{Config, Devlxd};
 use leasehook_tests::emulator::{self, Emulator, Scenario, sample_tree};
-use leasehook_tests::netns::{TempDir, leasehook_bin};
+use leasehook_tests::netns::{TempDir, leasehook_bin, leasehook_clean as leasehook};
 use leasehook_tests::workspace_root;
 use serde_json::{Value, json};
 
@@ -33,15 +27,6 @@ fn write(root: &Path, rel: &str, body: &str) {
     let p = root.join(rel);
     fs::create_dir_all(p.parent().unwrap()).unwrap();
     fs::write(p, body).unwrap();
-}
-
-fn leasehook(args: &[&str]) -> Output {
-    Command::new(leasehook_bin())
-        .args(args)
-        .env_remove("LEASEHOOK_IMDS_ENDPOINTS")
-        .env_remove("LEASEHOOK_ROOT")
-        .output()
-        .unwrap()
 }
 
 fn ok(out: &Output) -> String {

@@ -6,13 +6,7 @@
 //! vanishing and returning, a burst of 10 000 events, SIGTERM). Timings are
 //! printed for the record, never asserted (issue 23).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr
-)]
+#![cfg(test)]
 
 use std::fs;
 use std::io::Read as _;
@@ -25,7 +19,9 @@ use std::time::{Duration, Instant};
 use leasehook_core::source::lxd::events::{DeviceAction, NicWork, Work};
 use leasehook_core::source::lxd::stream::{Handler, Stats, Watcher};
 use leasehook_tests::devlxd::{Config, Devlxd, config_event, device_event};
-use leasehook_tests::netns::{TempDir, leasehook_bin, terminate};
+use leasehook_tests::netns::{
+    TempDir, assert_units_verify, leasehook_bin, leasehook_clean as leasehook, terminate,
+};
 use serde_json::{Value, json};
 
 const REDACTED: &str = "redacted for non-root user";
@@ -292,15 +288,6 @@ fn a_ping_flood_does_not_delay_a_stop_request() {
 
 // --- The `leasehook watch` process ---------------------------------------------
 
-fn leasehook(args: &[&str]) -> std::process::Output {
-    Command::new(leasehook_bin())
-        .args(args)
-        .env_remove("LEASEHOOK_IMDS_ENDPOINTS")
-        .env_remove("LEASEHOOK_ROOT")
-        .output()
-        .unwrap()
-}
-
 fn lxd_config() -> Config {
     Config::new("instance-id: c1\nlocal-hostname: c1\n")
         .key("user.user-data", "#cloud-config\npassword: hunter2\n")
@@ -542,27 +529,14 @@ fn sigterm_ends_watch_with_status_0_even_while_the_socket_is_gone() {
 
 #[test]
 fn the_watch_unit_verifies_and_runs_on_every_instance() {
-    let dir = TempDir::new("watch-unit");
+    assert_units_verify(
+        "watch-unit",
+        &[("leasehook-watch.service", "leasehook-watch.service")],
+    );
     let unit = fs::read_to_string(
         leasehook_tests::workspace_root().join("hooks/systemd/leasehook-watch.service"),
     )
     .unwrap();
-    dir.file(
-        "leasehook-watch.service",
-        &unit.replace("/usr/bin/leasehook", leasehook_bin().to_str().unwrap()),
-    );
-    let out = Command::new("systemd-analyze")
-        .current_dir(&dir.0)
-        // --man=no: the units' Documentation= pages are the package's, not this
-        // machine's (xtask/tests/units.rs checks each is one the package ships).
-        .args(["verify", "--man=no", "./leasehook-watch.service"])
-        .output()
-        .expect("systemd-analyze (package systemd) is needed");
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     for line in [
         "ExecStart=/usr/bin/leasehook watch\n",
         "Type=simple",

@@ -5,13 +5,7 @@
 //! and not before. Compiled with the `netns` feature; needs root (issue 23).
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr
-)]
+#![cfg(test)]
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -12,14 +12,11 @@
 //! skips, without them.
 
 #![cfg(feature = "netns")]
+#![cfg(test)]
 #![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
     clippy::too_many_lines,
     // The values compared are counts, whole numbers an f64 holds exactly.
-    clippy::float_cmp
+    clippy::float_cmp,
 )]
 
 use std::ffi::OsString;
@@ -185,6 +182,27 @@ fn parse(text: &str) -> Scrape {
         .unwrap_or_else(|e| panic!("not the Prometheus text format ({e}):\n{text}"))
 }
 
+/// The sum of `name`'s counter samples, whatever their labels.
+fn counter_sum(s: &Scrape, name: &str) -> f64 {
+    s.samples
+        .iter()
+        .filter(|x| x.metric == name)
+        .map(|x| match x.value {
+            Value::Counter(v) => v,
+            _ => panic!("{x:?}"),
+        })
+        .sum()
+}
+
+/// eth1's `leasehook_interface_drift_objects`.
+fn eth1_drift(s: &Scrape) -> Option<f64> {
+    value(
+        s,
+        "leasehook_interface_drift_objects",
+        &[("interface", "eth1")],
+    )
+}
+
 /// The value of the sample `name` whose labels include `labels`; `None` when
 /// there is none.
 fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
@@ -273,14 +291,7 @@ fn metrics_say_what_the_events_did() {
             .unwrap()
             .as_secs_f64();
         assert!(now - last < 120.0 && last <= now + 1.0, "{last} vs {now}");
-        assert_eq!(
-            value(
-                &s,
-                "leasehook_interface_drift_objects",
-                &[("interface", "eth1")]
-            ),
-            Some(0.0)
-        );
+        assert_eq!(eth1_drift(&s), Some(0.0));
         // Every request the emulator answered, by status; none without an answer.
         let logged = lab.requests();
         assert!(!logged.is_empty());
@@ -306,15 +317,7 @@ fn metrics_say_what_the_events_did() {
         );
         assert_eq!(histogram_count(&s, "leasehook_metadata_wait_seconds"), 2.0);
         // The refused address, once per event that planned it.
-        let refused: f64 = s
-            .samples
-            .iter()
-            .filter(|x| x.metric == "leasehook_refusals_total")
-            .map(|x| match x.value {
-                Value::Counter(v) => v,
-                _ => panic!("{x:?}"),
-            })
-            .sum();
+        let refused = counter_sum(&s, "leasehook_refusals_total");
         assert_eq!(refused, 2.0, "{text}");
         assert_eq!(
             value(
@@ -339,14 +342,7 @@ fn metrics_say_what_the_events_did() {
     lab.ns
         .ip(&["rule", "del", "from", "10.98.1.21", "lookup", "10001"]);
     let (_, s) = lab.status();
-    assert_eq!(
-        value(
-            &s,
-            "leasehook_interface_drift_objects",
-            &[("interface", "eth1")]
-        ),
-        Some(1.0)
-    );
+    assert_eq!(eth1_drift(&s), Some(1.0));
 
     // A conflict: eth1's default route replaced by another owner's (proto
     // static); the next RENEW puts the rule back, runs into the route (EEXIST),
@@ -408,14 +404,7 @@ fn metrics_say_what_the_events_did() {
         )
     };
     assert_eq!((renew("applied"), renew("conflict")), (Some(1.0), None));
-    assert_eq!(
-        value(
-            &s,
-            "leasehook_interface_drift_objects",
-            &[("interface", "eth1")]
-        ),
-        Some(0.0)
-    );
+    assert_eq!(eth1_drift(&s), Some(0.0));
 
     // An event the hook cannot read (a reason with a line feed): exit 2, and
     // counted.
@@ -454,15 +443,7 @@ fn metrics_say_what_the_events_did() {
     );
     let s = parse(&text);
     let logged = lab.requests();
-    let counted: f64 = s
-        .samples
-        .iter()
-        .filter(|x| x.metric == "leasehook_metadata_requests_total")
-        .map(|x| match x.value {
-            Value::Counter(v) => v,
-            _ => panic!("{x:?}"),
-        })
-        .sum();
+    let counted = counter_sum(&s, "leasehook_metadata_requests_total");
     #[allow(clippy::cast_precision_loss)]
     let n = (logged.len() - counted_before_reset) as f64;
     assert_eq!(counted, n, "{logged:#?}\n{text}");

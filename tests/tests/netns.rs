@@ -6,13 +6,8 @@
 //! root and fail, never skip, without it.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::io::Read as _;
 use std::path::Path;
@@ -150,26 +145,7 @@ fn reapplying_the_same_plan_changes_nothing() {
     let plan = plan_json(&dir, &["--example"]);
     // `ip monitor` sees every change to rules, routes and addresses: the first apply
     // shows up in it, the second must not.
-    let watch = |f: &dyn Fn() -> String| -> (String, String) {
-        let mut mon = ns
-            .command("ip")
-            .args(["monitor", "rule", "route", "address"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        sleep(Duration::from_millis(300));
-        let out = f();
-        sleep(Duration::from_millis(300));
-        mon.kill().unwrap();
-        let mut seen = String::new();
-        mon.stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut seen)
-            .unwrap();
-        mon.wait().unwrap();
-        (out, seen)
-    };
+    let watch = |f: &dyn Fn() -> String| ns.monitor(&[], f);
     let (first, seen_first) = watch(&|| apply(&ns, &dir, &plan));
     assert!(first.ends_with("12 change(s): 12 added, 0 removed\n"));
     assert!(
@@ -646,23 +622,6 @@ fn flush_of_many_interfaces_removes_exactly_ours() {
     assert_eq!(again, "0 change(s): 0 added, 0 removed\n");
 }
 
-/// Runs `f` on a thread inside the namespace `ns` (the netlink applier's sockets
-/// belong to the namespace they are opened in).
-fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = Path::new("/run/netns").join(&ns.name);
-    std::thread::spawn(move || {
-        let fd = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-        rustix::thread::move_into_link_name_space(
-            std::os::fd::AsFd::as_fd(&fd),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap_or_else(|e| panic!("setns {path:?}: {e}"));
-        f()
-    })
-    .join()
-    .unwrap()
-}
-
 /// A provider whose metadata agrees with every lease at once.
 #[derive(Debug)]
 struct Agrees(leasehook_core::model::InstanceNetwork);
@@ -729,7 +688,7 @@ fn a_lease_event_dumps_each_kind_of_kernel_state_once() {
         }),
         old: None,
     };
-    let (bound, renew) = in_netns(&ns, move || {
+    let (bound, renew) = ns.run_in(move || {
         let mut kernel = leasehook_core::apply::netlink::NetlinkApplier::try_new().unwrap();
         let provider = Agrees(network);
         let mut dumped = Vec::new();

@@ -13,12 +13,7 @@
 //! networkd-dispatcher, dbus-daemon and dnsmasq, and fails, never skips, without them.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::time::Duration;
 

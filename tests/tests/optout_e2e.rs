@@ -15,12 +15,7 @@
 //! fails, never skips, without them.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -168,13 +163,7 @@ fn unmanaged_leaves_eth1_alone(tag: &str, entry: &str, tree: serde_json::Value) 
     w.bind("eth0", false);
     w.bind("eth1", false);
     let said = "eth1 is unmanaged (configuration key unmanaged";
-    assert!(
-        wait_until(Duration::from_secs(15), || w
-            .log("eth1", false)
-            .contains(said)),
-        "{entry}: {}",
-        w.log("eth1", false)
-    );
+    w.wait_logged("eth1", said, 15, entry);
     assert!(
         wait_until(Duration::from_secs(15), || w
             .our_rules()

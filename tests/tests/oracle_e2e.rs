@@ -25,13 +25,8 @@
 //! and dnsmasq, and fails, never skips, without them.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::process::Output;
 use std::time::Duration;
@@ -57,6 +52,14 @@ fn oracle_opts(extra: &[(&str, &str)]) -> WorldOptions {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
     opts
+}
+
+/// A world whose hooks give the primary VNIC a table of its own
+/// (`primary_rules`), and the primary's rule.
+fn primary_rules_world(tag: &str) -> (World, String) {
+    let w = World::new(tag, &oracle_opts(&[("LEASEHOOK_PRIMARY_RULES", "true")]));
+    let t = table(MAC0);
+    (w, format!("{t} from 10.98.0.10 lookup {t} proto 176"))
 }
 
 fn imds_log(w: &World) -> Vec<LogEntry> {
@@ -100,6 +103,17 @@ fn eth1_routes() -> Vec<String> {
         format!("10.98.1.0/24 via - dev eth1 scope link src 10.98.1.20 table {t} proto 176"),
         format!("default via 10.98.1.1 dev eth1 scope - src - table {t} proto 176"),
     ]
+}
+
+/// eth1's link is up (leasehook brings a VNIC without DHCP up).
+fn assert_eth1_up(w: &World) {
+    let link = w.inst.ip_json(&["link", "show", "eth1"]);
+    assert!(
+        link[0]["flags"]
+            .as_array()
+            .is_some_and(|flags| flags.iter().any(|f| f == "UP")),
+        "eth1 not brought up: {link}"
+    );
 }
 
 fn has_address(w: &World) -> bool {
@@ -156,23 +170,14 @@ fn snapshot(w: &World) -> (Vec<String>, Vec<String>, Vec<String>) {
 }
 
 fn assert_traffic(w: &World, src: &str) {
-    assert_eq!(
-        w.echo_from(src).as_deref(),
-        Some(src),
-        "traffic from {src}:\n{}",
-        report(w)
-    );
+    w.assert_echoes(&[src], || report(w));
 }
 
 #[test]
 fn dhclient_primary_vnic_waits_for_the_vnic_list() {
-    let mut w = World::new(
-        "oci-dh",
-        &oracle_opts(&[("LEASEHOOK_PRIMARY_RULES", "true")]),
-    );
+    let (mut w, rule) = primary_rules_world("oci-dh");
     w.bind("eth0", false);
     let t = table(MAC0);
-    let rule = format!("{t} from 10.98.0.10 lookup {t} proto 176");
     assert!(
         wait_until(Duration::from_secs(30), || w.our_rules().contains(&rule)),
         "no table for the primary VNIC:\n{}",
@@ -212,13 +217,8 @@ fn dhclient_primary_vnic_waits_for_the_vnic_list() {
 
 #[test]
 fn dhcpcd_primary_vnic_waits_for_the_vnic_list() {
-    let mut w = World::new(
-        "oci-dc",
-        &oracle_opts(&[("LEASEHOOK_PRIMARY_RULES", "true")]),
-    );
+    let (mut w, rule) = primary_rules_world("oci-dc");
     w.dhcpcd_start("eth0", false);
-    let t = table(MAC0);
-    let rule = format!("{t} from 10.98.0.10 lookup {t} proto 176");
     let ok = wait_until(Duration::from_secs(40), || w.our_rules().contains(&rule));
     let log = w.client_log("dhcpcd", "eth0", false);
     assert!(ok, "no table for the primary VNIC:\n{}\n{log}", report(&w));
@@ -345,15 +345,7 @@ fn udev_add_path_configures_the_new_vnic() {
     cmd.args(&run[1..]);
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    let link = w.inst.ip_json(&["link", "show", "eth1"]);
-    assert!(
-        link[0]["flags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f == "UP"),
-        "eth1 not brought up: {link}"
-    );
+    assert_eth1_up(&w);
     assert!(
         wait_until(Duration::from_secs(10), || eth1_configured(&w)),
         "{out:?}\n{}",
@@ -633,15 +625,7 @@ fn the_boot_stage_configures_the_secondary_vnic() {
         report(&w)
     );
     assert!(eth1_configured(&w), "{out}\n{}", report(&w));
-    let link = w.inst.ip_json(&["link", "show", "eth1"]);
-    assert!(
-        link[0]["flags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f == "UP"),
-        "eth1 not brought up: {link}"
-    );
+    assert_eth1_up(&w);
     assert_traffic(&w, "10.98.1.20");
     // The next boot stage run (or a restart of the unit) changes nothing.
     let before = snapshot(&w);

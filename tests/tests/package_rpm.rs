@@ -23,165 +23,92 @@
 //! never skips, without them.
 
 #![cfg(feature = "rpm")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::too_many_lines,
-    clippy::struct_excessive_bools
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines, clippy::struct_excessive_bools)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use leasehook_tests::netns::TempDir;
-use leasehook_tests::world::{World, WorldOptions, wait_until};
+use leasehook_tests::world::{World, WorldOptions};
 
 /// Every file of the package but the documentation (one file per `docs/*.md`,
 /// checked apart): path, `-` (a regular file), mode, and the file flags as `rpm
 /// --qf %{FILEFLAGS:fflags}` prints them (`c` config, `n` noreplace, `d` doc).
 /// Everything is root:root. The package lists no folders (cargo-generate-rpm
 /// 0.21.1 cannot): rpm makes [`MADE_FOLDERS`] as it installs.
-const ENTRIES: &[(&str, char, u32, &str)] = &[
+/// A file of the package: its path, type (`-`: a regular file), mode and
+/// `rpm` flags.
+type Entry = (&'static str, char, u32, &'static str);
+
+/// An executable file.
+const fn exe(path: &'static str) -> Entry {
+    (path, '-', 0o755, "")
+}
+
+/// A file, not executable.
+const fn file(path: &'static str) -> Entry {
+    (path, '-', 0o644, "")
+}
+
+/// A documentation file (`%doc`, man pages).
+const fn doc(path: &'static str) -> Entry {
+    (path, '-', 0o644, "d")
+}
+
+/// A configuration file the administrator's changes survive (`%config(noreplace)`).
+const fn config(path: &'static str) -> Entry {
+    (path, '-', 0o644, "cn")
+}
+
+const ENTRIES: &[Entry] = &[
     // The two ELF files (ELF_FILES): the CLI, and the DHCP clients' hook binary
     // (the hooks' names are symlinks to it, see HOOK_LINKS).
-    ("/usr/bin/leasehook", '-', 0o755, ""),
-    ("/usr/libexec/leasehook/leasehook-hook", '-', 0o755, ""),
-    ("/usr/libexec/leasehook/udhcpc.script", '-', 0o755, ""),
+    exe("/usr/bin/leasehook"),
+    exe("/usr/libexec/leasehook/leasehook-hook"),
+    exe("/usr/libexec/leasehook/udhcpc.script"),
     // Executable: RHEL's dhclient-script skips a dhclient.d/*.sh that is not.
-    ("/etc/dhcp/dhclient.d/leasehook.sh", '-', 0o755, ""),
-    (
-        "/etc/NetworkManager/dispatcher.d/90-leasehook",
-        '-',
-        0o755,
-        "",
-    ),
-    (
-        "/usr/lib/networkd-dispatcher/routable.d/50-leasehook",
-        '-',
-        0o755,
-        "",
-    ),
-    (
-        "/usr/lib/networkd-dispatcher/degraded.d/50-leasehook",
-        '-',
-        0o755,
-        "",
-    ),
-    (
-        "/usr/lib/networkd-dispatcher/no-carrier.d/50-leasehook",
-        '-',
-        0o755,
-        "",
-    ),
-    (
-        "/usr/lib/networkd-dispatcher/off.d/50-leasehook",
-        '-',
-        0o755,
-        "",
-    ),
-    (
-        "/usr/lib/systemd/networkd.conf.d/leasehook.conf",
-        '-',
-        0o644,
-        "",
-    ),
-    ("/usr/lib/dhcpcd/dhcpcd-hooks/90-leasehook", '-', 0o644, ""),
-    ("/usr/lib/udev/rules.d/90-leasehook.rules", '-', 0o644, ""),
-    (
-        "/usr/lib/systemd/system/leasehook-local.service",
-        '-',
-        0o644,
-        "",
-    ),
-    ("/usr/lib/systemd/system/leasehook.service", '-', 0o644, ""),
-    (
-        "/usr/lib/systemd/system/leasehook-refresh.service",
-        '-',
-        0o644,
-        "",
-    ),
-    (
-        "/usr/lib/systemd/system/leasehook-refresh.timer",
-        '-',
-        0o644,
-        "",
-    ),
-    (
-        "/usr/lib/systemd/system/leasehook-refresh@.service",
-        '-',
-        0o644,
-        "",
-    ),
-    (
-        "/usr/lib/systemd/system/leasehook-watch.service",
-        '-',
-        0o644,
-        "",
-    ),
+    exe("/etc/dhcp/dhclient.d/leasehook.sh"),
+    exe("/etc/NetworkManager/dispatcher.d/90-leasehook"),
+    exe("/usr/lib/networkd-dispatcher/routable.d/50-leasehook"),
+    exe("/usr/lib/networkd-dispatcher/degraded.d/50-leasehook"),
+    exe("/usr/lib/networkd-dispatcher/no-carrier.d/50-leasehook"),
+    exe("/usr/lib/networkd-dispatcher/off.d/50-leasehook"),
+    file("/usr/lib/systemd/networkd.conf.d/leasehook.conf"),
+    file("/usr/lib/dhcpcd/dhcpcd-hooks/90-leasehook"),
+    file("/usr/lib/udev/rules.d/90-leasehook.rules"),
+    file("/usr/lib/systemd/system/leasehook-local.service"),
+    file("/usr/lib/systemd/system/leasehook.service"),
+    file("/usr/lib/systemd/system/leasehook-refresh.service"),
+    file("/usr/lib/systemd/system/leasehook-refresh.timer"),
+    file("/usr/lib/systemd/system/leasehook-refresh@.service"),
+    file("/usr/lib/systemd/system/leasehook-watch.service"),
     // What `systemctl preset` enables (%post's %systemd_post).
-    (
-        "/usr/lib/systemd/system-preset/80-leasehook.preset",
-        '-',
-        0o644,
-        "",
-    ),
-    (
-        "/usr/lib/systemd/system/leasehook-wait-online.service",
-        '-',
-        0o644,
-        "",
-    ),
-    ("/etc/leasehook/config.yaml", '-', 0o644, "cn"),
+    file("/usr/lib/systemd/system-preset/80-leasehook.preset"),
+    file("/usr/lib/systemd/system/leasehook-wait-online.service"),
+    config("/etc/leasehook/config.yaml"),
     // The protocol number's name for `ip`: the code's, not %config.
-    ("/etc/iproute2/rt_protos.d/leasehook.conf", '-', 0o644, ""),
-    ("/usr/share/man/man1/leasehook.1.gz", '-', 0o644, "d"),
-    ("/usr/share/man/man1/leasehook-plan.1.gz", '-', 0o644, "d"),
-    ("/usr/share/man/man1/leasehook-apply.1.gz", '-', 0o644, "d"),
-    ("/usr/share/man/man1/leasehook-flush.1.gz", '-', 0o644, "d"),
-    ("/usr/share/man/man1/leasehook-status.1.gz", '-', 0o644, "d"),
-    (
-        "/usr/share/man/man1/leasehook-refresh.1.gz",
-        '-',
-        0o644,
-        "d",
-    ),
-    ("/usr/share/man/man1/leasehook-detect.1.gz", '-', 0o644, "d"),
-    ("/usr/share/man/man1/leasehook-init.1.gz", '-', 0o644, "d"),
-    ("/usr/share/man/man1/leasehook-query.1.gz", '-', 0o644, "d"),
-    ("/usr/share/man/man1/leasehook-config.1.gz", '-', 0o644, "d"),
-    (
-        "/usr/share/man/man1/leasehook-config-show.1.gz",
-        '-',
-        0o644,
-        "d",
-    ),
-    ("/usr/share/man/man1/leasehook-watch.1.gz", '-', 0o644, "d"),
-    ("/usr/share/man/man5/leasehook.yaml.5.gz", '-', 0o644, "d"),
-    (
-        "/usr/share/man/man1/leasehook-explain.1.gz",
-        '-',
-        0o644,
-        "d",
-    ),
-    (
-        "/usr/share/bash-completion/completions/leasehook",
-        '-',
-        0o644,
-        "",
-    ),
-    ("/usr/share/zsh/site-functions/_leasehook", '-', 0o644, ""),
-    (
-        "/usr/share/fish/vendor_completions.d/leasehook.fish",
-        '-',
-        0o644,
-        "",
-    ),
-    ("/usr/share/doc/leasehook/README.md.gz", '-', 0o644, "d"),
+    file("/etc/iproute2/rt_protos.d/leasehook.conf"),
+    doc("/usr/share/man/man1/leasehook.1.gz"),
+    doc("/usr/share/man/man1/leasehook-plan.1.gz"),
+    doc("/usr/share/man/man1/leasehook-apply.1.gz"),
+    doc("/usr/share/man/man1/leasehook-flush.1.gz"),
+    doc("/usr/share/man/man1/leasehook-status.1.gz"),
+    doc("/usr/share/man/man1/leasehook-refresh.1.gz"),
+    doc("/usr/share/man/man1/leasehook-detect.1.gz"),
+    doc("/usr/share/man/man1/leasehook-init.1.gz"),
+    doc("/usr/share/man/man1/leasehook-query.1.gz"),
+    doc("/usr/share/man/man1/leasehook-config.1.gz"),
+    doc("/usr/share/man/man1/leasehook-config-show.1.gz"),
+    doc("/usr/share/man/man1/leasehook-watch.1.gz"),
+    doc("/usr/share/man/man5/leasehook.yaml.5.gz"),
+    doc("/usr/share/man/man1/leasehook-explain.1.gz"),
+    file("/usr/share/bash-completion/completions/leasehook"),
+    file("/usr/share/zsh/site-functions/_leasehook"),
+    file("/usr/share/fish/vendor_completions.d/leasehook.fish"),
+    doc("/usr/share/doc/leasehook/README.md.gz"),
 ];
 
 /// The DHCP clients' hooks: symlinks to `leasehook-hook` that `%posttrans`
@@ -297,11 +224,6 @@ const BASE: &[&str] = &[
     "/usr/share/man/man5",
     "/var",
     "/var/lib",
-];
-
-const SECONDARY_RULES: [&str; 2] = [
-    "10001 from 10.98.1.20 lookup 10001 proto 176",
-    "10001 from 10.98.1.21 lookup 10001 proto 176",
 ];
 
 fn rpm_file() -> PathBuf {
@@ -1061,16 +983,7 @@ fn rhel_dhclient_scenario(root: &Path) {
 
     w.bind("eth0", false);
     w.bind("eth1", false);
-    let bound = |w: &World| {
-        let have = w.our_rules();
-        SECONDARY_RULES.iter().all(|r| have.iter().any(|h| h == r))
-    };
-    assert!(
-        wait_until(Duration::from_secs(20), || bound(&w)),
-        "no rules from dhclient.d/leasehook.sh: {:#?}\n{}",
-        w.our_rules(),
-        w.log("eth1", false)
-    );
+    w.wait_secondary_rules("dhclient.d/leasehook.sh");
     let log = w.log("eth1", false);
     assert!(
         log.contains("dhclient.d: leasehook_config") && log.contains("eth1 BOUND: "),
@@ -1097,21 +1010,6 @@ fn rhel_dhclient_scenario(root: &Path) {
     w.dhclient_end("eth1", false, true);
     let log = w.log("eth1", false);
     assert!(log.contains("dhclient.d: leasehook_restore"), "{log}");
-    assert_eq!(
-        w.our_rules(),
-        Vec::<String>::new(),
-        "rules left after RELEASE"
-    );
-    assert_eq!(
-        w.our_routes(),
-        Vec::<String>::new(),
-        "routes left after RELEASE"
-    );
-    assert!(
-        !w.inst
-            .addresses()
-            .contains(&"eth1 10.98.1.21/32".to_owned()),
-        "the secondary address is left after RELEASE"
-    );
+    w.assert_pbr_removed("RELEASE");
     assert!(w.echo_from("10.98.1.21").is_none());
 }

@@ -15,12 +15,7 @@
 //! and fails, never skips, without them.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::path::PathBuf;
 use std::process::Output;

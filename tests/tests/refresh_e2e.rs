@@ -4,13 +4,8 @@
 //! goes away, IMDS fails. Compiled with the `netns` feature; needs root.
 
 #![cfg(feature = "netns")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::too_many_lines
-)]
+#![cfg(test)]
+#![allow(clippy::too_many_lines)]
 
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -53,20 +48,7 @@ fn a_new_secondary_ip_gets_exactly_its_rule_and_address() {
 
     // Unchanged: no netlink write (ip monitor sees nothing), no file written.
     let before = mtime();
-    let mut monitor = w
-        .inst
-        .command("ip")
-        .args(["monitor", "rule", "route", "address"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let out = text(&refresh(&w, &[]));
-    std::thread::sleep(Duration::from_millis(200));
-    monitor.kill().unwrap();
-    let mut seen = String::new();
-    std::io::Read::read_to_string(&mut monitor.stdout.take().unwrap(), &mut seen).unwrap();
-    monitor.wait().unwrap();
+    let (out, seen) = w.inst.monitor(&[], || text(&refresh(&w, &[])));
     assert!(out.contains("eth1: 0 change(s)"), "{out}");
     assert_eq!(seen, "", "an unchanged refresh changed the kernel");
     assert_eq!(
@@ -297,27 +279,7 @@ fn refresh_applies_the_cloud_init_profile_and_leaves_unmanaged_nics_alone() {
         );
     }
     assert_eq!(rules.len(), 2, "{rules:#?}");
-    assert!(
-        w.our_routes().contains(
-            &"default via 10.98.1.1 dev eth1 scope - src - table 101 proto 176".to_owned()
-        ),
-        "{:#?}",
-        w.our_routes()
-    );
-    assert!(
-        w.inst
-            .addresses()
-            .contains(&"eth1 10.98.1.21/24".to_owned()),
-        "{:#?}",
-        w.inst.addresses()
-    );
-    for from in ["10.98.1.20", "10.98.1.21"] {
-        assert_eq!(
-            w.echo_from(from).as_deref(),
-            Some(from),
-            "traffic from {from}"
-        );
-    }
+    w.assert_cloud_init_eth1();
     // Again: nothing changes.
     let mut cmd = w.inst.command(leasehook_bin().to_str().unwrap());
     cmd.envs(w.hook_env().iter().map(|(k, v)| (k.as_str(), v.as_str())));

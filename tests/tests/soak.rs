@@ -28,13 +28,9 @@
 //! never skips, without it.
 
 #![cfg(feature = "netns")]
+#![cfg(test)]
 #![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
     clippy::too_many_lines,
-    clippy::print_stdout,
     clippy::cast_precision_loss,
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss
@@ -44,7 +40,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -602,21 +597,12 @@ impl Drop for Cleanup {
 /// emulator's threads start from it), so the test can change the metadata while
 /// it serves.
 fn start_emulator(router: &Netns, log: &Path) -> Emulator {
-    let ns = fs::File::open(Path::new("/run/netns").join(&router.name)).unwrap();
     let mut config = Config::new(tree());
     config.require_token = true;
     config.log_file = Some(log.to_path_buf());
-    std::thread::spawn(move || {
-        rustix::thread::move_into_link_name_space(
-            ns.as_fd(),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .expect("setns into the router namespace");
-        Emulator::start("169.254.169.254:80".parse().unwrap(), config)
-    })
-    .join()
-    .unwrap()
-    .expect("the IMDS emulator")
+    router
+        .run_in(move || Emulator::start("169.254.169.254:80".parse().unwrap(), config))
+        .expect("the IMDS emulator")
 }
 
 /// The IMDS path of NIC `n`'s folder.

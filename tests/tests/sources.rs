@@ -3,12 +3,7 @@
 //! emulator on loopback, NoCloud from real seed folders and the kernel command line
 //! in a temporary root, and all sources behind the one `Datasource` trait.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::fs;
 use std::path::Path;

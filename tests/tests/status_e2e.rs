@@ -8,12 +8,7 @@
 //! The rows that need a namespace or root carry `#[cfg(feature = "netns")]`;
 //! with the feature they fail, never skip, when root is missing.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![cfg(test)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -234,6 +229,16 @@ mod lab {
             self.bound_within("5", "5")
         }
 
+        /// [`Lab::bound`], asserted to succeed.
+        fn bound_ok(&self) {
+            let out = self.bound();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+
         /// [`Lab::bound`] with the budgets the client waits for (`sync`) and the
         /// whole wait (`total`), in seconds.
         fn bound_within(&self, sync: &str, total: &str) -> Output {
@@ -279,12 +284,7 @@ mod lab {
     #[test]
     fn healthy_then_drift_after_ip_rule_del() {
         let lab = Lab::new("stdrift");
-        let out = lab.bound();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        lab.bound_ok();
         let (code, text) = lab.status(&[]);
         assert_eq!(code, 0, "{text}");
         assert!(text.contains("last event: dhclient BOUND "), "{text}");
@@ -366,12 +366,7 @@ mod lab {
     #[test]
     fn non_root_is_told_to_run_as_root() {
         let lab = Lab::new("stnonroot");
-        let out = lab.bound();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        lab.bound_ok();
         // Every folder down to the root readable by anyone: only the 0600 files
         // (state, last event) keep nobody out, as on a real host.
         let mut p = lab.root.clone();

@@ -13,8 +13,7 @@
 //! `DIR/azure-imds.log` and NICs named in `DIR/azure-hidden` are left out of the
 //! network answer.
 
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::net::IpAddr;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -25,40 +24,29 @@ use leasehook_tests::shell;
 #[derive(Debug, Parser)]
 #[command(name = "azure-emulator", version)]
 struct Args {
-    /// Where to listen; port 0 picks a free port (printed on stdout).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:0")]
-    bind: SocketAddr,
+    #[command(flatten)]
+    common: shell::EmulatorArgs,
     /// The instance document (`compute`, `network`), JSON or @FILE; default: the
     /// test world's two-NIC VM.
     #[arg(long, value_name = "JSON")]
     instance: Option<String>,
-    /// Late NICs and answer overrides, JSON or @FILE.
-    #[arg(long, value_name = "JSON")]
-    scenario: Option<String>,
     /// The only source address answered (the primary NIC's primary address);
     /// repeatable; none: any.
     #[arg(long, value_name = "IP")]
     allow_source: Vec<IpAddr>,
-    /// The world's folder: the log and the hidden-NIC file live there.
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
-    /// The log file (default `DIR/azure-imds.log`).
-    #[arg(long, value_name = "FILE")]
-    log: Option<PathBuf>,
 }
 
 fn run(args: Args) -> Result<(), String> {
     let config = Config {
         instance: shell::json_or("--instance", args.instance.as_deref(), world_instance)?,
-        scenario: shell::scenario_arg(args.scenario.as_deref())?,
+        scenario: args.common.scenario()?,
         allowed_sources: (!args.allow_source.is_empty()).then_some(args.allow_source),
-        log_file: args
-            .log
-            .or_else(|| args.dir.as_ref().map(|d| d.join(LOG_FILE))),
-        hidden_file: args.dir.as_ref().map(|d| d.join(HIDDEN_FILE)),
+        log_file: args.common.log_file(LOG_FILE),
+        hidden_file: args.common.in_dir(HIDDEN_FILE),
         rate_limit: Some(leasehook_tests::azure_emulator::RATE_LIMIT),
     };
-    shell::announce_and_wait(args.bind, Emulator::start(args.bind, config))
+    let bind = args.common.bind;
+    shell::announce_and_wait(bind, Emulator::start(bind, config))
 }
 
 fn main() -> ExitCode {

@@ -16,8 +16,6 @@
 //! tree's value at PATH (`instance/network-interfaces/1/ip-aliases`) and exits.
 
 use std::io::Write;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -51,24 +49,14 @@ LOG: one line per request: SECONDS PEER METHOD PATH?QUERY STATUS FLAVOR.";
 #[derive(Debug, Parser)]
 #[command(name = "gce-emulator", version, after_long_help = FORMATS)]
 struct Args {
-    /// Where to listen; port 0 picks a free port (printed on stdout).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:0")]
-    bind: SocketAddr,
+    #[command(flatten)]
+    common: shell::EmulatorArgs,
     /// The tree (JSON text); default: the test world's instance.
     #[arg(long, value_name = "JSON")]
     tree: Option<String>,
-    /// Late NICs and misbehaviour (JSON text; see --help).
-    #[arg(long, value_name = "JSON")]
-    scenario: Option<String>,
     /// Answer only peers in this prefix (repeatable).
     #[arg(long, value_name = "PREFIX")]
     allow_source: Vec<ipnet::IpNet>,
-    /// Append one line per request to FILE.
-    #[arg(long, value_name = "FILE")]
-    log: Option<PathBuf>,
-    /// The test world's folder: the log goes to DIR/gce.log.
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
     /// Change a running emulator's tree instead of serving: ADDR:PORT PATH JSON.
     #[arg(long, num_args = 3, value_names = ["ADDR:PORT", "PATH", "JSON"])]
     set: Vec<String>,
@@ -108,11 +96,12 @@ fn run(args: Args) -> Result<(), String> {
     }
     let config = Config {
         tree: shell::json_or("--tree", args.tree.as_deref(), world_tree)?,
-        scenario: shell::scenario_arg(args.scenario.as_deref())?,
-        log_file: args.log.or_else(|| args.dir.map(|d| d.join("gce.log"))),
+        scenario: args.common.scenario()?,
+        log_file: args.common.log_file("gce.log"),
         allowed_sources: args.allow_source,
     };
-    shell::announce_and_wait(args.bind, GceEmulator::start(args.bind, config))
+    let bind = args.common.bind;
+    shell::announce_and_wait(bind, GceEmulator::start(bind, config))
 }
 
 fn main() -> ExitCode {

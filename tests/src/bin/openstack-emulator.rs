@@ -12,8 +12,6 @@
 //! world's folder) the log goes to `DIR/openstack.log` unless `--log` says
 //! otherwise. The formats are the `leasehook_tests::openstack_emulator` module's.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -43,40 +41,31 @@ LOG: one line per request: SECONDS PEER METHOD PATH STATUS.";
 #[derive(Debug, Parser)]
 #[command(name = "openstack-emulator", version, after_long_help = FORMATS)]
 struct Args {
-    /// Where to listen; port 0 picks a free port (printed on stdout).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:0")]
-    bind: SocketAddr,
+    #[command(flatten)]
+    common: shell::EmulatorArgs,
     /// The tree (JSON text); default: the test world's instance.
     #[arg(long, value_name = "JSON")]
     tree: Option<String>,
-    /// Late links and misbehaviour (JSON text; see --help).
-    #[arg(long, value_name = "JSON")]
-    scenario: Option<String>,
     /// Neutron's metadata rate limit, COUNT/SECONDS (e.g. 10/10); default off.
     #[arg(long, value_name = "COUNT/SECONDS")]
     rate_limit: Option<String>,
-    /// Append one line per request to FILE.
-    #[arg(long, value_name = "FILE")]
-    log: Option<PathBuf>,
-    /// The test world's folder: the log goes to DIR/openstack.log.
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
 }
 
-fn run(args: Args) -> Result<(), String> {
+fn run(args: &Args) -> Result<(), String> {
     let config = Config {
         tree: shell::json_or("--tree", args.tree.as_deref(), world_tree)?,
-        scenario: shell::scenario_arg(args.scenario.as_deref())?,
-        log_file: args.log.or_else(|| args.dir.map(|d| d.join(LOG_NAME))),
+        scenario: args.common.scenario()?,
+        log_file: args.common.log_file(LOG_NAME),
         rate_limit: args
             .rate_limit
             .as_deref()
             .map(RateLimit::parse)
             .transpose()?,
     };
-    shell::announce_and_wait(args.bind, OpenStackEmulator::start(args.bind, config))
+    let bind = args.common.bind;
+    shell::announce_and_wait(bind, OpenStackEmulator::start(bind, config))
 }
 
 fn main() -> ExitCode {
-    shell::main("openstack-emulator", || run(Args::parse()))
+    shell::main("openstack-emulator", || run(&Args::parse()))
 }

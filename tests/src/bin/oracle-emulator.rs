@@ -15,8 +15,6 @@
 //! the `/opc/v2/vnics/` answer (detached); while `DIR/oracle-fault` exists,
 //! every answer is the fault it names.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -29,9 +27,8 @@ use leasehook_tests::shell;
 #[derive(Debug, Parser)]
 #[command(name = "oracle-emulator", version)]
 struct Args {
-    /// Where to listen; port 0 picks a free port (printed on stdout).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:0")]
-    bind: SocketAddr,
+    #[command(flatten)]
+    common: shell::EmulatorArgs,
     /// The `/opc/v2/vnics/` list, JSON or @FILE; default: the test world's two
     /// VNICs.
     #[arg(long, value_name = "JSON")]
@@ -40,31 +37,21 @@ struct Args {
     /// world's.
     #[arg(long, value_name = "JSON")]
     instance: Option<String>,
-    /// Late VNICs and answer overrides, JSON or @FILE.
-    #[arg(long, value_name = "JSON")]
-    scenario: Option<String>,
-    /// The world's folder: the log and the detached-VNIC file live there.
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
-    /// The log file (default `DIR/oracle-imds.log`).
-    #[arg(long, value_name = "FILE")]
-    log: Option<PathBuf>,
 }
 
-fn run(args: Args) -> Result<(), String> {
+fn run(args: &Args) -> Result<(), String> {
     let config = Config {
         vnics: shell::json_or("--vnics", args.vnics.as_deref(), world_vnics)?,
         instance: shell::json_or("--instance", args.instance.as_deref(), world_instance)?,
-        scenario: shell::scenario_arg(args.scenario.as_deref())?,
-        log_file: args
-            .log
-            .or_else(|| args.dir.as_ref().map(|d| d.join(LOG_FILE))),
-        detached_file: args.dir.as_ref().map(|d| d.join(DETACHED_FILE)),
-        fault_file: args.dir.as_ref().map(|d| d.join(FAULT_FILE)),
+        scenario: args.common.scenario()?,
+        log_file: args.common.log_file(LOG_FILE),
+        detached_file: args.common.in_dir(DETACHED_FILE),
+        fault_file: args.common.in_dir(FAULT_FILE),
     };
-    shell::announce_and_wait(args.bind, Emulator::start(args.bind, config))
+    let bind = args.common.bind;
+    shell::announce_and_wait(bind, Emulator::start(bind, config))
 }
 
 fn main() -> ExitCode {
-    shell::main("oracle-emulator", || run(Args::parse()))
+    shell::main("oracle-emulator", || run(&Args::parse()))
 }

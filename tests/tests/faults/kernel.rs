@@ -2,12 +2,11 @@
 //! driven from a thread in the namespace), and other tools' rules, routes and
 //! addresses in leasehook's way.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use leasehook_tests::clouds::Cloud;
-use leasehook_tests::netns::{Netns, leasehook_bin, run};
+use leasehook_tests::netns::{leasehook_bin, run};
 use leasehook_tests::world::{MAC0, MAC1, default_tree};
 
 use crate::instance::{BASE_ROUTES, Imds, Instance, STATE, bound_patiently, text};
@@ -159,23 +158,6 @@ fn foreign_address_bound_then_released() -> Seen {
     })
 }
 
-/// Runs `f` on a thread that entered `ns` first (setns(2) is per thread, and a
-/// netlink socket belongs to the namespace it was created in).
-fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = PathBuf::from("/run/netns").join(&ns.name);
-    std::thread::spawn(move || {
-        let fd = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-        rustix::thread::move_into_link_name_space(
-            std::os::fd::AsFd::as_fd(&fd),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap_or_else(|e| panic!("setns {path:?}: {e}"));
-        f()
-    })
-    .join()
-    .unwrap()
-}
-
 /// An applier that deletes eth1 right before the first write: after the plan was
 /// validated against the links, before anything was written.
 struct DeleteLinkFirst {
@@ -244,7 +226,7 @@ fn run_link_deleted_before_apply() -> Seen {
     i.faulted(|i| {
         let (ns, root) = (i.ns.name.clone(), i.root.clone());
         let t = Instant::now();
-        let result = in_netns(&i.ns, move || {
+        let result = i.ns.run_in(move || {
             let mut applier = DeleteLinkFirst {
                 inner: apply::netlink::NetlinkApplier::try_new().unwrap(),
                 ns,

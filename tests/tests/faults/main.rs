@@ -37,12 +37,7 @@
 
 // A panic is how a row fails; `Value[..]` yields Null; `check` prints what a
 // user would read (with --nocapture).
-#![allow(
-    clippy::unwrap_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::print_stderr
-)]
+#![cfg(test)]
 
 use std::fmt::Write as _;
 
