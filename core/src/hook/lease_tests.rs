@@ -303,6 +303,17 @@ fn a_newer_event_stops_the_waiting_worker() {
         .args(["-c", "sleep 30; :", "--worker", "eth1"])
         .spawn()
         .unwrap();
+    // `spawn` returns once the child has left the parent's memory, a moment
+    // before the kernel sets its new command line (empty until then): wait for
+    // it, as a real worker's is set long before a newer event looks.
+    let until = Instant::now() + Duration::from_secs(10);
+    while !super::worker::is_our_worker(worker.id(), &eth1()) {
+        assert!(
+            Instant::now() < until,
+            "the worker's command line never showed"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let paths = hand_over_bound(&cfg, worker.id());
     let provider = Scripted::new([Outcome::Complete(network(true))]);
     let out = run(&mut k, &provider, &cfg, &bound());
