@@ -776,19 +776,7 @@ fn a_state_that_holds_nothing_is_evaluated_again() {
     // conflict) recorded for eth1 is no plan: the next refresh configures it.
     let (mut k, cfg, _root) = world();
     let paths = Paths::new(&cfg.root);
-    let empty = crate::model::InterfacePlan {
-        name: eth1(),
-        mac: ETH1_MAC.parse().unwrap(),
-        primary: false,
-        families: Vec::new(),
-        table: None,
-        metric: None,
-        addresses: Vec::new(),
-        routes: Vec::new(),
-        rules: Vec::new(),
-        missing: Vec::new(),
-        refused: Vec::new(),
-    };
+    let empty = crate::model::InterfacePlan::empty(eth1(), ETH1_MAC.parse().unwrap(), false);
     state::write_state(
         &paths,
         &InterfaceState::record(None, &empty, crate::model::Profile::Ec2NetUtils),
