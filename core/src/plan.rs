@@ -353,9 +353,39 @@ struct NicSources<'a, A, P> {
     addrs: &'a [A],
     leased: A,
     prefixes: &'a [P],
+    /// Each address's verdict ([`Bounds::source`] of the host), which is its
+    /// verdict as a rule source and as an address alike: the gate is asked
+    /// once for both.
+    verdicts: std::cell::OnceCell<Vec<std::result::Result<(), Refusal>>>,
 }
 
-impl<A: Copy + Into<IpAddr>, P> NicSources<'_, A, P> {
+impl<'a, A: Copy + Into<IpAddr>, P> NicSources<'a, A, P> {
+    fn new(addrs: &'a [A], leased: A, prefixes: &'a [P]) -> Self {
+        Self {
+            addrs,
+            leased,
+            prefixes,
+            verdicts: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The addresses, each with its metadata key, value and verdict.
+    fn checked(
+        &self,
+        bounds: &Bounds<'_>,
+    ) -> impl Iterator<Item = (A, IpNet, &std::result::Result<(), Refusal>)> {
+        let verdicts = self.verdicts.get_or_init(|| {
+            self.addrs
+                .iter()
+                .map(|a| bounds.source(IpNet::from((*a).into())))
+                .collect()
+        });
+        self.addrs
+            .iter()
+            .zip(verdicts)
+            .map(|(a, v)| (*a, IpNet::from((*a).into()), v))
+    }
+
     fn family(&self) -> Family {
         Family::of(&self.leased.into())
     }
@@ -408,11 +438,20 @@ fn source_rules<A: Copy + Into<IpAddr>, P: Copy + Into<IpNet>>(
     (table, priority): (u32, u32),
 ) {
     let (key, prefix_key) = nic.keys();
-    let sources = nic
-        .addrs
-        .iter()
-        .map(|a| (key, IpNet::from((*a).into())))
-        .chain([("lease", IpNet::from(nic.leased.into()))])
+    for (_, from, verdict) in nic.checked(bounds) {
+        match verdict {
+            Ok(()) => ip.rules.push(Rule {
+                from,
+                table,
+                priority: Some(priority),
+            }),
+            Err(r) => ip
+                .refused
+                .push(Refused::new(key, gate::shown(from), r.clone())),
+        }
+    }
+    let sources = [("lease", IpNet::from(nic.leased.into()))]
+        .into_iter()
         .chain(nic.prefixes.iter().map(|p| (prefix_key, (*p).into())));
     let rules = gated_rules(bounds, sources, table, Some(priority), &mut ip.refused);
     ip.rules.extend(rules);
@@ -425,13 +464,18 @@ fn secondary_addresses<A: Copy + PartialEq + Into<IpAddr>, P>(
     nic: &NicSources<'_, A, P>,
     dev: &IfName,
 ) {
-    let addrs = nic
-        .addrs
-        .iter()
-        .filter(|a| **a != nic.leased)
-        .map(|a| IpNet::from((*a).into()));
-    let addrs = gated_addresses(bounds, nic.keys().0, addrs, dev, &mut ip.refused);
-    ip.addresses.extend(addrs);
+    let key = nic.keys().0;
+    for (_, addr, verdict) in nic.checked(bounds).filter(|(a, ..)| *a != nic.leased) {
+        match verdict {
+            Ok(()) => ip.addresses.push(Address {
+                addr,
+                dev: dev.clone(),
+            }),
+            Err(r) => ip
+                .refused
+                .push(Refused::new(key, gate::shown(addr), r.clone())),
+        }
+    }
 }
 
 /// The addresses that pass the gate; the rest go to `refused` under `key`.
@@ -737,11 +781,7 @@ fn plan_v4(
     let IpAddr::V4(leased) = lease.address else {
         return;
     };
-    let v4 = NicSources {
-        addrs: &nic.local_ipv4s,
-        leased,
-        prefixes: &nic.ipv4_prefixes,
-    };
+    let v4 = NicSources::new(&nic.local_ipv4s, leased, &nic.ipv4_prefixes);
     if !lease_checks(ip, (link, lease, bounds), &v4, &nic.subnet_ipv4_cidr_blocks) {
         return;
     }
@@ -817,11 +857,7 @@ fn plan_v6(
     let IpAddr::V6(leased) = lease.address else {
         return;
     };
-    let v6 = NicSources {
-        addrs: &nic.ipv6s,
-        leased,
-        prefixes: &nic.ipv6_prefixes,
-    };
+    let v6 = NicSources::new(&nic.ipv6s, leased, &nic.ipv6_prefixes);
     if !lease_checks(ip, (link, lease, bounds), &v6, &nic.subnet_ipv6_cidr_blocks) {
         return;
     }
