@@ -91,16 +91,7 @@ pub(crate) fn run(args: &PlanArgs, loaded: &Loaded) -> anyhow::Result<String> {
     } else {
         inputs(args, loaded.settings.provider)?
     };
-    let plan = plan(
-        &PlanInput {
-            metadata: &md,
-            links: &links,
-            leases: &leases,
-            link_addresses: &[],
-            next_hops: &[],
-        },
-        &cfg,
-    )?;
+    let plan = plan(&PlanInput::new(&md, &links, &leases), &cfg)?;
     Ok(match args.format {
         Format::Ip => render::ip(&plan),
         Format::Json => render::json(&plan) + "\n",

@@ -164,13 +164,7 @@ fn emit(fields: Map<String, Value>) {
 fn main() {
     let (json_text, links, leases) = instance();
     let md = metadata::parse_json(&json_text).unwrap();
-    let input = PlanInput {
-        metadata: &md,
-        links: &links,
-        leases: &leases,
-        link_addresses: &[],
-        next_hops: &[],
-    };
+    let input = PlanInput::new(&md, &links, &leases);
     let ec2 = PlanConfig::default();
     let ci = PlanConfig {
         profile: Profile::CloudInit,
@@ -222,17 +216,7 @@ fn main() {
     });
     measure(&mut out, "event", "parse + plan + diff (one event)", || {
         let md = metadata::parse_json(&json_text).unwrap();
-        let p = plan(
-            &PlanInput {
-                metadata: &md,
-                links: &links,
-                leases: &leases,
-                link_addresses: &[],
-                next_hops: &[],
-            },
-            &ec2,
-        )
-        .unwrap();
+        let p = plan(&PlanInput::new(&md, &links, &leases), &ec2).unwrap();
         black_box(diff(&p, &state));
     });
     emit(out);

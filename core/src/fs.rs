@@ -19,12 +19,14 @@
 //! Writes are atomic: a new file (`O_CREAT | O_EXCL | O_NOFOLLOW`, created with its
 //! final mode) in the same folder, written, fsynced, renamed over the name (which
 //! replaces a symlink there rather than following it), and the folder fsynced.
-//! The state files (`/run/leasehook/iface/`, through [`Dir::unsynced`]) leave the
-//! two fsyncs out: `/run` is a tmpfs, where they do nothing, and the kernel's
-//! rules, routes and addresses a state file records do not outlive the machine
-//! either; the rename alone makes every reader see the old file or the new one.
-//! On a disk (a test's or a benchmark's root) they cost milliseconds each, two per
-//! state file, 30 for an apply of 15 NICs.
+//! Every file of the run-time folder (`/run/leasehook`, [`run_folder`] opens it
+//! [`Dir::unsynced`]: state files, locks, counters, hand-overs, stamps, the
+//! last-event record, the IMDS token, `boot.json`) leaves the two fsyncs out:
+//! `/run` is a tmpfs, where they do nothing, and a reboot clears it, as it clears
+//! the kernel's rules, routes and addresses those files describe; the rename alone
+//! makes every reader see the old file or the new one. On a disk (a test's or a
+//! benchmark's root) they cost milliseconds each, two per file. The cache
+//! (`/var/lib/leasehook`), which the next boot trusts, stays durable.
 //! A bad entry is never deleted: [`Dir::set_aside`] renames it to `NAME.corrupt`
 //! (`NAME.corrupt.1`, ... when that is taken). Temporary files are named
 //! `.NAME.PID.SEQ.NANOS.tmp` ([`is_temp_name`]).
@@ -118,6 +120,8 @@ pub fn run_folder(root: &Path, sub: Option<&str>, create: bool) -> Result<Option
     let Some(run) = base.child_strict(crate::constants::RUN_NAME, create, 0o755)? else {
         return Ok(None);
     };
+    // Nothing below `/run` is fsynced (see the module docs).
+    let run = run.unsynced();
     match sub {
         None => Ok(Some(run)),
         Some(sub) => run.child_strict(sub, create, 0o755),
@@ -149,8 +153,8 @@ pub fn unix_ms() -> u64 {
 pub struct Dir {
     fd: OwnedFd,
     path: PathBuf,
-    /// Whether writes are fsynced (file and folder): everywhere but in the state
-    /// files' folder (see the module docs and [`Dir::unsynced`]).
+    /// Whether writes are fsynced (file and folder): everywhere but below the
+    /// run-time folder (see the module docs and [`Dir::unsynced`]).
     synced: bool,
 }
 
@@ -622,22 +626,16 @@ mod tests {
         (t, d)
     }
 
-    /// Only an unsynced folder skips the fsyncs: the cache's folders and the run
-    /// folder keep them, the folders below an unsynced one inherit its choice,
-    /// and a write there is still atomic and exact.
+    /// Only the run-time folder skips the fsyncs: the cache's folders keep them,
+    /// the folders below the run folder inherit its choice, and a write there is
+    /// still atomic and exact.
     #[test]
-    fn only_unsynced_folders_skip_the_fsyncs() {
+    fn only_the_run_folder_skips_the_fsyncs() {
         let (t, d) = base();
         assert!(d.synced);
         assert!(d.child_for_write("cache", 0o755).unwrap().synced);
-        assert!(
-            run_folder_for_write(t.path(), Some("pending"))
-                .unwrap()
-                .synced
-        );
-        let run = run_folder_for_write(t.path(), Some("iface"))
-            .unwrap()
-            .unsynced();
+        assert!(!run_folder_for_write(t.path(), None).unwrap().synced);
+        let run = run_folder_for_write(t.path(), Some("iface")).unwrap();
         assert!(!run.synced);
         assert!(!run.child_for_write("sub", 0o755).unwrap().synced);
         run.write_atomic("eth1.json", b"{}", 0o600).unwrap();

@@ -29,8 +29,8 @@ use crate::constants::{DEFAULT_TABLE_BASE, RESERVED_TABLES};
 use crate::error::{Error, Problem, Result};
 use crate::gate::{self, Bounds, Refusal, Refused};
 use crate::model::{
-    Address, Family, IfName, InstanceNetwork, InterfacePlan, Lease, Link, Missing, NicMetadata,
-    Plan, Profile, Reason, Route, Rule, Scope,
+    Address, Family, IfName, InstanceNetwork, InterfacePlan, Lease, Link, MacAddr, Missing,
+    NicMetadata, Plan, Profile, Reason, Route, Rule, Scope,
 };
 
 /// The planner's knobs (SPEC §7).
@@ -96,6 +96,24 @@ pub struct PlanInput<'a> {
     pub next_hops: &'a [gate::Router],
 }
 
+impl<'a> PlanInput<'a> {
+    /// The inputs without the kernel's state: no address held by a link, no
+    /// router in the main table (`leasehook plan`, the benchmarks, tests).
+    pub fn new(
+        metadata: &'a InstanceNetwork,
+        links: &'a [Link],
+        leases: &'a [InterfaceLease],
+    ) -> Self {
+        Self {
+            metadata,
+            links,
+            leases,
+            link_addresses: &[],
+            next_hops: &[],
+        }
+    }
+}
+
 /// Computes the plan. Fails only on inputs that contradict each other (a lease on an
 /// interface with no link, two leases of one family on one interface) or on a table
 /// number that overflows or hits a reserved table.
@@ -152,18 +170,26 @@ fn lease_for<'a>(input: &PlanInput<'a>, name: &IfName, family: Family) -> Option
 }
 
 fn new_interface(link: &Link, primary: bool) -> InterfacePlan {
-    InterfacePlan {
-        name: link.name.clone(),
-        mac: link.mac,
-        primary,
-        families: Vec::new(),
-        table: None,
-        metric: None,
-        addresses: Vec::new(),
-        routes: Vec::new(),
-        rules: Vec::new(),
-        missing: Vec::new(),
-        refused: Vec::new(),
+    InterfacePlan::empty(link.name.clone(), link.mac, primary)
+}
+
+impl InterfacePlan {
+    /// The plan of the NIC `name` (`mac`) before anything is planned for it: no
+    /// family covered, nothing to add, nothing missing or refused.
+    pub fn empty(name: IfName, mac: MacAddr, primary: bool) -> Self {
+        Self {
+            name,
+            mac,
+            primary,
+            families: Vec::new(),
+            table: None,
+            metric: None,
+            addresses: Vec::new(),
+            routes: Vec::new(),
+            rules: Vec::new(),
+            missing: Vec::new(),
+            refused: Vec::new(),
+        }
     }
 }
 
@@ -318,6 +344,138 @@ fn gated_rules(
             }
         })
         .collect()
+}
+
+/// One family's addresses of a NIC as the metadata lists them: its addresses,
+/// the leased one, its delegated prefixes. The IPv4 and IPv6 plans build their
+/// rules and secondary addresses from it alike.
+struct NicSources<'a, A, P> {
+    addrs: &'a [A],
+    leased: A,
+    prefixes: &'a [P],
+    /// Each address's verdict ([`Bounds::source`] of the host), which is its
+    /// verdict as a rule source and as an address alike: the gate is asked
+    /// once for both.
+    verdicts: std::cell::OnceCell<Vec<std::result::Result<(), Refusal>>>,
+}
+
+impl<'a, A: Copy + Into<IpAddr>, P> NicSources<'a, A, P> {
+    fn new(addrs: &'a [A], leased: A, prefixes: &'a [P]) -> Self {
+        Self {
+            addrs,
+            leased,
+            prefixes,
+            verdicts: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The addresses, each with its metadata key, value and verdict.
+    fn checked(
+        &self,
+        bounds: &Bounds<'_>,
+    ) -> impl Iterator<Item = (A, IpNet, &std::result::Result<(), Refusal>)> {
+        let verdicts = self.verdicts.get_or_init(|| {
+            self.addrs
+                .iter()
+                .map(|a| bounds.source(IpNet::from((*a).into())))
+                .collect()
+        });
+        self.addrs
+            .iter()
+            .zip(verdicts)
+            .map(|(a, v)| (*a, IpNet::from((*a).into()), v))
+    }
+
+    fn family(&self) -> Family {
+        Family::of(&self.leased.into())
+    }
+
+    /// The metadata keys a refusal names: the addresses', the prefixes'.
+    fn keys(&self) -> (&'static str, &'static str) {
+        match self.family() {
+            Family::V4 => ("local-ipv4s", "ipv4-prefix"),
+            Family::V6 => ("ipv6s", "ipv6-prefix"),
+        }
+    }
+}
+
+/// What the metadata lacks for the lease ([`Missing`]: the NIC's addresses, the
+/// leased one among them, its subnet), then the lease's own gate and address;
+/// false when the gate refuses the lease, and nothing more is planned for it.
+fn lease_checks<A: Copy + PartialEq + Into<IpAddr>, P>(
+    ip: &mut InterfacePlan,
+    (link, lease, bounds): (&Link, &Lease, &Bounds<'_>),
+    nic: &NicSources<'_, A, P>,
+    subnets: &[P],
+) -> bool {
+    if nic.addrs.is_empty() {
+        ip.missing.push(Missing::Addresses {
+            family: nic.family(),
+        });
+    } else if !nic.addrs.contains(&nic.leased) {
+        ip.missing.push(Missing::LeaseAddress {
+            address: lease.address,
+        });
+    }
+    if subnets.is_empty() {
+        ip.missing.push(Missing::Subnet {
+            family: nic.family(),
+        });
+    }
+    if !gate_lease(ip, lease, bounds) {
+        return false;
+    }
+    metadata_address(ip, link, lease, bounds);
+    true
+}
+
+/// The NIC's source rules to `table` at `priority`: one for each address, the
+/// leased one and each delegated prefix that passes the gate; the rest are refused.
+fn source_rules<A: Copy + Into<IpAddr>, P: Copy + Into<IpNet>>(
+    ip: &mut InterfacePlan,
+    bounds: &Bounds<'_>,
+    nic: &NicSources<'_, A, P>,
+    (table, priority): (u32, u32),
+) {
+    let (key, prefix_key) = nic.keys();
+    for (_, from, verdict) in nic.checked(bounds) {
+        match verdict {
+            Ok(()) => ip.rules.push(Rule {
+                from,
+                table,
+                priority: Some(priority),
+            }),
+            Err(r) => ip
+                .refused
+                .push(Refused::new(key, gate::shown(from), r.clone())),
+        }
+    }
+    let sources = [("lease", IpNet::from(nic.leased.into()))]
+        .into_iter()
+        .chain(nic.prefixes.iter().map(|p| (prefix_key, (*p).into())));
+    let rules = gated_rules(bounds, sources, table, Some(priority), &mut ip.refused);
+    ip.rules.extend(rules);
+}
+
+/// The NIC's addresses other than the leased one, as far as the gate lets them.
+fn secondary_addresses<A: Copy + PartialEq + Into<IpAddr>, P>(
+    ip: &mut InterfacePlan,
+    bounds: &Bounds<'_>,
+    nic: &NicSources<'_, A, P>,
+    dev: &IfName,
+) {
+    let key = nic.keys().0;
+    for (_, addr, verdict) in nic.checked(bounds).filter(|(a, ..)| *a != nic.leased) {
+        match verdict {
+            Ok(()) => ip.addresses.push(Address {
+                addr,
+                dev: dev.clone(),
+            }),
+            Err(r) => ip
+                .refused
+                .push(Refused::new(key, gate::shown(addr), r.clone())),
+        }
+    }
 }
 
 /// The addresses that pass the gate; the rest go to `refused` under `key`.
@@ -623,20 +781,10 @@ fn plan_v4(
     let IpAddr::V4(leased) = lease.address else {
         return;
     };
-    if nic.local_ipv4s.is_empty() {
-        ip.missing.push(Missing::Addresses { family: Family::V4 });
-    } else if !nic.local_ipv4s.contains(&leased) {
-        ip.missing.push(Missing::LeaseAddress {
-            address: lease.address,
-        });
-    }
-    if nic.subnet_ipv4_cidr_blocks.is_empty() {
-        ip.missing.push(Missing::Subnet { family: Family::V4 });
-    }
-    if !gate_lease(ip, lease, bounds) {
+    let v4 = NicSources::new(&nic.local_ipv4s, leased, &nic.ipv4_prefixes);
+    if !lease_checks(ip, (link, lease, bounds), &v4, &nic.subnet_ipv4_cidr_blocks) {
         return;
     }
-    metadata_address(ip, link, lease, bounds);
     // The first subnet that passed the gate; without one, what the lease alone
     // proves (the leased address and its netmask), when that passed.
     let subnet = bounds.subnets.iter().find_map(|s| match s {
@@ -690,36 +838,10 @@ fn plan_v4(
             });
         }
         metadata_routes(ip, link, nic, Family::V4, table, bounds);
-        let sources = nic
-            .local_ipv4s
-            .iter()
-            .map(|a| ("local-ipv4s", IpNet::V4(Ipv4Net::from(*a))))
-            .chain([("lease", IpNet::V4(Ipv4Net::from(leased)))]);
-        let prefixes = nic
-            .ipv4_prefixes
-            .iter()
-            .map(|p| ("ipv4-prefix", IpNet::V4(*p)));
-        let rules = gated_rules(
-            bounds,
-            sources.chain(prefixes),
-            table,
-            Some(priority),
-            &mut ip.refused,
-        );
-        ip.rules.extend(rules);
+        source_rules(ip, bounds, &v4, (table, priority));
     }
     if cfg.secondary_addresses {
-        let addrs = gated_addresses(
-            bounds,
-            "local-ipv4s",
-            nic.local_ipv4s
-                .iter()
-                .filter(|a| **a != leased)
-                .map(|a| IpNet::V4(Ipv4Net::from(*a))),
-            &link.name,
-            &mut ip.refused,
-        );
-        ip.addresses.extend(addrs);
+        secondary_addresses(ip, bounds, &v4, &link.name);
     }
 }
 
@@ -735,20 +857,10 @@ fn plan_v6(
     let IpAddr::V6(leased) = lease.address else {
         return;
     };
-    if nic.ipv6s.is_empty() {
-        ip.missing.push(Missing::Addresses { family: Family::V6 });
-    } else if !nic.ipv6s.contains(&leased) {
-        ip.missing.push(Missing::LeaseAddress {
-            address: lease.address,
-        });
-    }
-    if nic.subnet_ipv6_cidr_blocks.is_empty() {
-        ip.missing.push(Missing::Subnet { family: Family::V6 });
-    }
-    if !gate_lease(ip, lease, bounds) {
+    let v6 = NicSources::new(&nic.ipv6s, leased, &nic.ipv6_prefixes);
+    if !lease_checks(ip, (link, lease, bounds), &v6, &nic.subnet_ipv6_cidr_blocks) {
         return;
     }
-    metadata_address(ip, link, lease, bounds);
     if let Some((table, priority)) = routed {
         // DHCPv6 names no router: the default comes from router advertisements,
         // and only once the kernel has learned one; else from the metadata's
@@ -789,37 +901,11 @@ fn plan_v6(
             .iter()
             .any(|r| r.table == table && r.family() == Family::V6)
         {
-            let sources = nic
-                .ipv6s
-                .iter()
-                .map(|a| ("ipv6s", IpNet::V6(Ipv6Net::from(*a))))
-                .chain([("lease", IpNet::V6(Ipv6Net::from(leased)))]);
-            let prefixes = nic
-                .ipv6_prefixes
-                .iter()
-                .map(|p| ("ipv6-prefix", IpNet::V6(*p)));
-            let rules = gated_rules(
-                bounds,
-                sources.chain(prefixes),
-                table,
-                Some(priority),
-                &mut ip.refused,
-            );
-            ip.rules.extend(rules);
+            source_rules(ip, bounds, &v6, (table, priority));
         }
     }
     if cfg.secondary_addresses {
-        let addrs = gated_addresses(
-            bounds,
-            "ipv6s",
-            nic.ipv6s
-                .iter()
-                .filter(|a| **a != leased)
-                .map(|a| IpNet::V6(Ipv6Net::from(*a))),
-            &link.name,
-            &mut ip.refused,
-        );
-        ip.addresses.extend(addrs);
+        secondary_addresses(ip, bounds, &v6, &link.name);
     }
 }
 

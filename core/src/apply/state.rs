@@ -4,9 +4,9 @@
 //! `<root>/run/leasehook/iface/<ifname>.json` records what was applied for an
 //! interface, per family, so `leasehook status` can show it and teardown can find
 //! the rules of a link that is already gone. Writes are atomic (a temporary file in
-//! the same folder, renamed over the name; a state file is not fsynced: `/run` is a
-//! tmpfs, and the kernel objects it records do not outlive the machine either, see
-//! [`crate::fs`]; the other run-time files are). `<root>/run/leasehook/lock/
+//! the same folder, renamed over the name; no run-time file is fsynced: `/run` is a
+//! tmpfs, and the kernel objects a state file records do not outlive the machine
+//! either, see [`crate::fs`]). `<root>/run/leasehook/lock/
 //! <ifname>.lock` serialises everything that changes one interface. Every path takes
 //! a root prefix, so tests never touch the real `/run`.
 //!
@@ -395,9 +395,11 @@ pub fn write_state(paths: &Paths, st: &InterfaceState) -> Result<()> {
         source,
     })?;
     // Not fsynced (see the module docs).
-    run_folder_for_write(paths, Some(IFACE))?
-        .unsynced()
-        .write_atomic(&format!("{}.json", st.name), &json, 0o600)
+    run_folder_for_write(paths, Some(IFACE))?.write_atomic(
+        &format!("{}.json", st.name),
+        &json,
+        0o600,
+    )
 }
 
 /// Removes an interface's state file (missing is fine).

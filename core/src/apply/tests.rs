@@ -12,13 +12,7 @@ use crate::{example, metadata};
 fn example_plan() -> Plan {
     let md = metadata::parse_tree(&example::metadata()).unwrap();
     plan(
-        &PlanInput {
-            metadata: &md,
-            links: &example::links(),
-            leases: &example::leases(),
-            link_addresses: &[],
-            next_hops: &[],
-        },
+        &PlanInput::new(&md, &example::links(), &example::leases()),
         &PlanConfig::default(),
     )
     .unwrap()

@@ -303,6 +303,17 @@ fn a_newer_event_stops_the_waiting_worker() {
         .args(["-c", "sleep 30; :", "--worker", "eth1"])
         .spawn()
         .unwrap();
+    // `spawn` returns once the child has left the parent's memory, a moment
+    // before the kernel sets its new command line (empty until then): wait for
+    // it, as a real worker's is set long before a newer event looks.
+    let until = Instant::now() + Duration::from_secs(10);
+    while !super::worker::is_our_worker(worker.id(), &eth1()) {
+        assert!(
+            Instant::now() < until,
+            "the worker's command line never showed"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let paths = hand_over_bound(&cfg, worker.id());
     let provider = Scripted::new([Outcome::Complete(network(true))]);
     let out = run(&mut k, &provider, &cfg, &bound());
@@ -765,19 +776,7 @@ fn a_state_that_holds_nothing_is_evaluated_again() {
     // conflict) recorded for eth1 is no plan: the next refresh configures it.
     let (mut k, cfg, _root) = world();
     let paths = Paths::new(&cfg.root);
-    let empty = crate::model::InterfacePlan {
-        name: eth1(),
-        mac: ETH1_MAC.parse().unwrap(),
-        primary: false,
-        families: Vec::new(),
-        table: None,
-        metric: None,
-        addresses: Vec::new(),
-        routes: Vec::new(),
-        rules: Vec::new(),
-        missing: Vec::new(),
-        refused: Vec::new(),
-    };
+    let empty = crate::model::InterfacePlan::empty(eth1(), ETH1_MAC.parse().unwrap(), false);
     state::write_state(
         &paths,
         &InterfaceState::record(None, &empty, crate::model::Profile::Ec2NetUtils),
