@@ -7,8 +7,9 @@
 //! on each interface: without a shared cache, every event would pay one extra
 //! request for a token. The file holds the token and the time it expires (JSON),
 //! is mode 0600, and is replaced atomically (a temporary file in the same folder,
-//! fsync, rename, fsync of the folder), so a reader sees the old token or the new
-//! one, never half of either. It is never read through a symlink (at the file or
+//! renamed over the name; not fsynced, like everything under `/run`, which a
+//! reboot clears anyway), so a reader sees the old token or the new one, never
+//! half of either. It is never read through a symlink (at the file or
 //! at `run/leasehook`), never blocks on a FIFO, is read up to 4 KiB, and a file that
 //! others could read or write is ignored: the same no-follow files as every other
 //! run-time file ([`crate::fs::run_folder`]).
@@ -193,8 +194,8 @@ impl TokenCache {
         })
         .map_err(CacheError::Encode)?;
         // The shared atomic write: a 0600 temporary file in the same folder (which
-        // must not be a symlink), fsync, rename over the name (replacing a symlink
-        // rather than following it), fsync of the folder.
+        // must not be a symlink), renamed over the name (replacing a symlink
+        // rather than following it); `/run` is not fsynced.
         run_folder_for_write(&self.root, None)
             .and_then(|dir| dir.write_atomic(self.name, body.as_bytes(), 0o600))?;
         Ok(())
