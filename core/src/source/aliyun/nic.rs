@@ -17,7 +17,7 @@
 //! | `vswitch-cidr-block` | DHCPv4 | the IPv4 subnet (the vSwitch's block) |
 //! | `netmask` | DHCPv4, only while `vswitch-cidr-block` answers 404 | the subnet, from `primary-ip-address` and the mask |
 //! | `gateway` | DHCPv4 | a check: it must lie in the subnet; the subnet counts as known only once it answers |
-//! | `ipv6s` | DHCPv6 | the IPv6 addresses (a JSON list); must hold the leased address |
+//! | `ipv6s` | DHCPv6 | the IPv6 addresses (`[a,b]`, brackets without quotes, not JSON); must hold the leased address |
 //! | `vswitch-ipv6-cidr-block` | DHCPv6 | the IPv6 subnet |
 //!
 //! A DHCPv4 event costs five `GET`s when the metadata already agrees (`mac`,
@@ -80,7 +80,7 @@ pub enum NicKey {
     Netmask,
     /// `gateway`.
     Gateway,
-    /// `ipv6s` (a JSON list).
+    /// `ipv6s` (`[a,b]`: brackets without quotes).
     Ipv6s,
     /// `vswitch-ipv6-cidr-block`.
     VswitchIpv6CidrBlock,
@@ -200,18 +200,26 @@ fn bad(mac: MacAddr, key: NicKey, reason: impl Into<String>, value: &str) -> Err
     }
 }
 
-/// A JSON list of addresses (`["192.168.0.10", "192.168.0.11"]`): strictly a list
-/// of strings (read through [`crate::source::provider::doc`]), each an address of the
-/// family, at most [`MAX_ADDRESSES`], duplicates dropped, order kept.
+/// A list of addresses, at most [`MAX_ADDRESSES`], each an address of the
+/// family, duplicates dropped, order kept. `private-ipv4s` is a JSON list
+/// (`["192.168.0.10", "192.168.0.11"]`), read strictly as a list of strings
+/// (through [`crate::source::provider::doc`]). ECS writes `ipv6s` differently:
+/// `[2408:4000::20,2408:4000::21]`, brackets and commas without quotes, which is
+/// not JSON (Alibaba's terway CNI and cloud-init's Aliyun tests read it so); that
+/// form is taken for `ipv6s`, and a JSON list there too.
 pub fn parse_address_list<A: std::str::FromStr + PartialEq>(
     mac: MacAddr,
     key: NicKey,
     text: &str,
 ) -> Result<Vec<A>> {
     let path = format!("{MACS_PATH}/{mac}/{}", key.name());
-    let value: Value = serde_json::from_str(text.trim())
-        .map_err(|e| bad(mac, key, format!("not a JSON list ({e})"), text))?;
-    let items: Vec<String> = doc::from_value(&value, &path)?;
+    let items: Vec<String> = match serde_json::from_str::<Value>(text.trim()) {
+        Ok(value) => doc::from_value(&value, &path)?,
+        Err(e) => match (key, unquoted_list(text)) {
+            (NicKey::Ipv6s, Some(items)) => items,
+            _ => return Err(bad(mac, key, format!("not a JSON list ({e})"), text)),
+        },
+    };
     doc::at_most(&items, MAX_ADDRESSES, &path, "addresses")?;
     let mut out: Vec<A> = Vec::with_capacity(items.len());
     for (i, s) in items.iter().enumerate() {
@@ -223,6 +231,27 @@ pub fn parse_address_list<A: std::str::FromStr + PartialEq>(
         }
     }
     Ok(out)
+}
+
+/// The items of ECS's unquoted list, `[a,b]` (`[]`: none), white space around
+/// each allowed; `None` when `text` is not one (no brackets, a quote, a bracket
+/// inside, an empty item).
+fn unquoted_list(text: &str) -> Option<Vec<String>> {
+    let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
+    if inner.contains(['"', '[', ']']) {
+        return None;
+    }
+    if inner.is_empty() {
+        return Some(Vec::new());
+    }
+    inner
+        .split(',')
+        .map(|item| {
+            Some(item.trim())
+                .filter(|i| !i.is_empty())
+                .map(str::to_owned)
+        })
+        .collect()
 }
 
 /// One value of the family `T` (an address or a CIDR block), surrounding white
@@ -711,7 +740,8 @@ mod tests {
     fn ipv6_leases_read_the_ipv6_keys_only() {
         let ev = event("2408:4000::20");
         let mut tree = good();
-        tree.insert(Request::Key(NicKey::Ipv6s), r#"["2408:4000::20"]"#);
+        // As ECS writes it: brackets, no quotes (not JSON).
+        tree.insert(Request::Key(NicKey::Ipv6s), "[2408:4000::20]");
         tree.insert(Request::Key(NicKey::VswitchIpv6CidrBlock), "2408:4000::/64");
         let mut state = Fetched::new();
         assert_eq!(
@@ -726,6 +756,39 @@ mod tests {
         let a = assess(&ev, &state).unwrap();
         assert!(a.is_complete(), "{:?}", a.missing);
         assert_eq!(a.network.nics[0].ipv6s.len(), 1);
+    }
+
+    #[test]
+    fn ipv6s_is_read_in_ecs_unquoted_form_and_as_json() {
+        let m = mac(SECONDARY);
+        let read = |text: &str| parse_address_list::<Ipv6Addr>(m, NicKey::Ipv6s, text);
+        let two: Vec<Ipv6Addr> = vec![
+            "2408:4000::20".parse().unwrap(),
+            "2408:4000::21".parse().unwrap(),
+        ];
+        assert_eq!(read("[2408:4000::20,2408:4000::21]").unwrap(), two);
+        assert_eq!(read(" [ 2408:4000::20 , 2408:4000::21 ]\n").unwrap(), two);
+        assert_eq!(read(r#"["2408:4000::20","2408:4000::21"]"#).unwrap(), two);
+        assert_eq!(read("[2408:4000::20,2408:4000::20]").unwrap(), two[..1]);
+        assert!(read("[]").unwrap().is_empty());
+        for (text, want) in [
+            ("2408:4000::20", "not a JSON list"),
+            ("[2408:4000::20", "not a JSON list"),
+            ("[2408:4000::20,,2408:4000::21]", "not a JSON list"),
+            (r#"["2408:4000::20",2408:4000::21]"#, "not a JSON list"),
+            ("[[2408:4000::20]]", "not a JSON list"),
+            ("[192.168.1.20]", "not an address of the family"),
+            ("[2408:4000::20; rm -rf /]", "not an address of the family"),
+        ] {
+            let e = read(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+            assert!(e.contains(&format!("{SECONDARY}/ipv6s")), "{e}");
+        }
+        // `private-ipv4s` is a JSON list on ECS: the unquoted form is refused.
+        let e = parse_address_list::<Ipv4Addr>(m, NicKey::PrivateIpv4s, "[192.168.1.20]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a JSON list"), "{e}");
     }
 
     #[test]
