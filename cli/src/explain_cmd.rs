@@ -82,6 +82,7 @@ fn explain(
         Err(e) => notes.push(format!("Kubernetes not checked: {e}.")),
     }
     let provider = provider(root, loaded);
+    facts.cloud = cloud(root, loaded);
     let found: Vec<Explanation> = match (&args.address, &args.iface) {
         (Some(a), _) => vec![explain::explain(*a, &facts, &route(&mut nl, *a, &index))],
         (None, Some(n)) => {
@@ -184,6 +185,23 @@ fn provider(root: &Path, loaded: &anyhow::Result<Loaded>) -> String {
             Err(_) => "unknown".to_owned(),
         },
     }
+}
+
+/// The cloud the hooks ask, as they choose it (the configured provider; `auto`:
+/// the boot stage's verdict, else DMI, else the fallback), whose row names the
+/// metadata keys; `None` when the configuration does not load.
+fn cloud(
+    root: &Path,
+    loaded: &anyhow::Result<Loaded>,
+) -> Option<&'static leasehook_core::source::provider::Cloud> {
+    use leasehook_core::boot::state as boot;
+    use leasehook_core::source::detect::{cloud_from_dmi, read::read_dmi};
+    let choice = loaded.as_ref().ok()?.settings.provider;
+    let recorded = boot::read(root, boot::boot_id(root).as_deref()).and_then(|b| b.datasource);
+    let verdict = leasehook_core::source::provider::auto_verdict(recorded, || {
+        cloud_from_dmi(&read_dmi(root))
+    });
+    Some(choice.resolve(verdict).cloud())
 }
 
 fn text(found: &[Explanation], provider: &str, notes: &[String]) -> String {

@@ -18,6 +18,7 @@ use crate::apply::state::InterfaceState;
 use crate::config::Unmanaged;
 use crate::gate::{Refusal, Refused};
 use crate::model::{Address, IfName, MacAddr, Rule};
+use crate::source::provider::Cloud;
 
 /// What the kernel answered for `ip route get TO from ADDR`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +102,9 @@ pub struct Facts {
     pub conflicts: Vec<(String, String)>,
     /// Now, in milliseconds since the Unix epoch.
     pub now_ms: u64,
+    /// The cloud whose metadata the addresses came from, when known: its row
+    /// names the keys that list a NIC's addresses and prefixes.
+    pub cloud: Option<&'static Cloud>,
 }
 
 /// The outcome, as `--format json` names it.
@@ -295,7 +299,7 @@ fn rule_reason<E: std::fmt::Display>(
     kernel: &Result<KernelRoute, E>,
     lines: &mut Vec<String>,
 ) -> Verdict {
-    lines.push(origin(s, addr, found));
+    lines.push(origin(s, addr, found, facts.cloud));
     for r in found {
         lines.push(format!(
             "Rule `{r}` sends its traffic to table {}{}.",
@@ -369,14 +373,25 @@ pub fn explain_nic(n: &IfName, facts: &Facts) -> Explanation {
 }
 
 /// Which metadata key listed `addr`, as far as the record tells: the lease, an
-/// address list or a delegated prefix.
-fn origin(s: &InterfaceState, addr: IpAddr, rules: &[Rule]) -> String {
+/// address list or a delegated prefix; the key's name is the cloud's own
+/// ([`Cloud::address_keys`]), said only when the cloud is known and has one.
+fn origin(s: &InterfaceState, addr: IpAddr, rules: &[Rule], cloud: Option<&Cloud>) -> String {
     let name = &s.name;
     let v4 = addr.is_ipv4();
+    // ` (local-ipv4s in ec2's metadata)`, or nothing.
+    let key = |pick: fn(&Cloud) -> Option<&'static str>| {
+        cloud
+            .and_then(|c| pick(c).map(|k| format!(" ({k} in {}'s metadata)", c.name)))
+            .unwrap_or_default()
+    };
+    let addresses = key(if v4 {
+        |c| c.address_keys.ipv4
+    } else {
+        |c| c.address_keys.ipv6
+    });
     if s.leases().iter().any(|l| l.address == addr) {
         return format!(
-            "It is {name}'s DHCP lease address, which the metadata lists too ({} on EC2).",
-            if v4 { "local-ipv4s" } else { "ipv6s" }
+            "It is {name}'s DHCP lease address, which the metadata lists too{addresses}."
         );
     }
     match rules
@@ -384,14 +399,15 @@ fn origin(s: &InterfaceState, addr: IpAddr, rules: &[Rule]) -> String {
         .find(|r| r.from.prefix_len() < r.from.max_prefix_len())
     {
         Some(r) => format!(
-            "It is inside {}, a prefix the metadata delegates to {name} ({} on EC2).",
+            "It is inside {}, a prefix the metadata delegates to {name}{}.",
             r.from,
-            if v4 { "ipv4-prefix" } else { "ipv6-prefix" }
+            key(if v4 {
+                |c| c.address_keys.ipv4_prefix
+            } else {
+                |c| c.address_keys.ipv6_prefix
+            })
         ),
-        None => format!(
-            "The metadata lists it as a secondary address of {name} ({} on EC2).",
-            if v4 { "local-ipv4s" } else { "ipv6s" }
-        ),
+        None => format!("The metadata lists it as a secondary address of {name}{addresses}."),
     }
 }
 

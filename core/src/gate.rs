@@ -14,7 +14,7 @@
 //! * [`check_ip`] / [`check_net`]: what no NIC may ever hold, whatever the cloud
 //!   says — unspecified, "this network" (`0.0.0.0/8`), loopback, multicast, the
 //!   limited broadcast, link-local, the metadata services' own addresses
-//!   ([`METADATA_SERVICES`]), a `/0`. An IPv4-mapped IPv6 address
+//!   ([`metadata_services`]), a `/0`. An IPv4-mapped IPv6 address
 //!   (`::ffff:a.b.c.d`) is judged as the IPv4 address it carries, and refused
 //!   anyway in an IPv6 list (an IPv6 rule never sees such a source).
 //! * [`Bounds`]: what one NIC may hold — inside its subnet (not the subnet's
@@ -29,39 +29,23 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, Serialize};
 
-/// The metadata services' own addresses (`reference/clouds-and-clusters.md` §2).
-/// A rule from one of them, or the address on a link, cuts the host off from the
-/// service and lets a local listener impersonate it.
-pub const METADATA_SERVICES: &[(IpAddr, &str)] = &[
-    (
-        IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
-        "EC2, GCE, Azure, OCI and OpenStack metadata",
-    ),
-    (
-        IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
-        "EC2 metadata (IPv6)",
-    ),
-    (
-        IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x253)),
-        "EC2 DNS resolver (IPv6)",
-    ),
-    (
-        IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x123)),
-        "EC2 time sync (IPv6)",
-    ),
-    (
-        IpAddr::V4(Ipv4Addr::new(100, 100, 100, 200)),
-        "Alibaba Cloud metadata",
-    ),
-    (
-        IpAddr::V6(Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0xa9fe, 0xa9fe)),
-        "OCI metadata (IPv6)",
-    ),
-    (
-        IpAddr::V4(Ipv4Addr::new(168, 63, 129, 16)),
-        "Azure WireServer",
-    ),
-];
+use crate::source::services::CLOUD_SERVICES;
+
+/// The link-local metadata address most clouds' metadata services share
+/// (`reference/clouds-and-clusters.md` §2); a cloud's other addresses are its own
+/// ([`crate::source::services`]).
+pub const LINK_LOCAL_METADATA: (IpAddr, &str) = (
+    IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
+    "the link-local metadata service most clouds share",
+);
+
+/// The metadata services' own addresses, each with whose it is: the shared
+/// link-local one ([`LINK_LOCAL_METADATA`]), then each cloud's own. A rule from
+/// one of them, or the address on a link, cuts the host off from the service and
+/// lets a local listener impersonate it.
+pub fn metadata_services() -> impl Iterator<Item = &'static (IpAddr, &'static str)> {
+    std::iter::once(&LINK_LOCAL_METADATA).chain(CLOUD_SERVICES.iter().copied().flatten())
+}
 
 /// A range no NIC's address may be in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -355,14 +339,16 @@ impl Bits {
     }
 }
 
-/// [`SPECIALS`] and [`METADATA_SERVICES`] as [`Bits`], in their order: computed
+/// A metadata service's address as [`Bits`], with the address and whose it is.
+type Service = (Bits, IpAddr, &'static str);
+
+/// [`SPECIALS`] and [`metadata_services`] as [`Bits`], in their order: computed
 /// once, as every source and address of a plan is checked against all of them.
-static FORBIDDEN: std::sync::LazyLock<(Vec<Bits>, Vec<Bits>)> = std::sync::LazyLock::new(|| {
+static FORBIDDEN: std::sync::LazyLock<(Vec<Bits>, Vec<Service>)> = std::sync::LazyLock::new(|| {
     (
         SPECIALS.iter().map(|(r, _)| Bits::of(r)).collect(),
-        METADATA_SERVICES
-            .iter()
-            .map(|(a, _)| Bits::host(*a))
+        metadata_services()
+            .map(|(a, s)| (Bits::host(*a), *a, *s))
             .collect(),
     )
 });
@@ -400,9 +386,8 @@ pub fn check_net(net: IpNet) -> Result<(), Refusal> {
     let service_in = || {
         services
             .iter()
-            .zip(METADATA_SERVICES)
-            .find(|(b, _)| bits.contains(**b))
-            .map(|(_, (a, s))| (a, s))
+            .find(|(b, _, _)| bits.contains(*b))
+            .map(|(_, a, s)| (a, *s))
     };
     if host && let Some((a, s)) = service_in() {
         return Err(service(a, s, false));
@@ -793,7 +778,7 @@ mod tests {
             ("169.254.1.1", "link-local (169.254.0.0/16)"),
             (
                 "169.254.169.254",
-                "the metadata service's address 169.254.169.254 (EC2, GCE, Azure, OCI and OpenStack metadata)",
+                "the metadata service's address 169.254.169.254 (the link-local metadata service most clouds share)",
             ),
             (
                 "100.100.100.200",
@@ -814,7 +799,7 @@ mod tests {
             ("::ffff:127.0.0.1", "loopback (127.0.0.0/8)"),
             (
                 "::ffff:169.254.169.254",
-                "the metadata service's address 169.254.169.254 (EC2, GCE, Azure, OCI and OpenStack metadata)",
+                "the metadata service's address 169.254.169.254 (the link-local metadata service most clouds share)",
             ),
             (
                 "::ffff:10.0.0.1",

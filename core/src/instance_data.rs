@@ -110,10 +110,29 @@ pub struct Provenance {
     pub decided_at_ms: u64,
 }
 
-/// cloud-init's `canonical_cloud_id`: the cloud name, refined by region for AWS's
-/// China and US government partitions and Azure's China cloud; the platform when
-/// the cloud is unknown.
-pub fn cloud_id(cloud_name: &str, region: Option<&str>, platform: &str) -> String {
+/// One refinement of a cloud's id by region (cloud-init's `canonical_cloud_id`):
+/// on cloud `cloud`, a region starting with `prefix` makes the cloud id `id`. Each
+/// cloud declares its own ([`crate::source::provider::CloudSource::region_ids`]);
+/// the caller hands them in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionId {
+    /// The cloud name it applies to (`aws`).
+    pub cloud: &'static str,
+    /// How the region starts (`cn-`).
+    pub prefix: &'static str,
+    /// The cloud id it gives (`aws-china`).
+    pub id: &'static str,
+}
+
+/// cloud-init's `canonical_cloud_id`: the cloud name, refined by region as the
+/// first of `refined` that applies says (AWS's China and US government
+/// partitions, Azure's China cloud); the platform when the cloud is unknown.
+pub fn cloud_id(
+    cloud_name: &str,
+    region: Option<&str>,
+    platform: &str,
+    refined: &[RegionId],
+) -> String {
     const UNKNOWN: &str = "unknown";
     let cloud = if cloud_name.is_empty() {
         UNKNOWN
@@ -131,28 +150,21 @@ pub fn cloud_id(cloud_name: &str, region: Option<&str>, platform: &str) -> Strin
     let Some(region) = region else {
         return or_platform();
     };
-    let refined = [
-        ("cn-", "aws-china", "aws"),
-        ("us-gov-", "aws-gov", "aws"),
-        ("china", "azure-china", "azure"),
-    ];
-    for (prefix, id, only) in refined {
-        if region.starts_with(prefix) && cloud == only {
-            return id.to_owned();
-        }
-    }
-    or_platform()
+    refined
+        .iter()
+        .find(|r| region.starts_with(r.prefix) && cloud == r.cloud)
+        .map_or_else(or_platform, |r| r.id.to_owned())
 }
 
-/// The `v1` mapping.
-pub fn v1(d: &InstanceData) -> Value {
+/// The `v1` mapping; `refined` as [`cloud_id`] reads it.
+pub fn v1(d: &InstanceData, refined: &[RegionId]) -> Value {
     json!({
         "_beta_keys": ["subplatform"],
         "availability-zone": d.availability_zone,
         "availability_zone": d.availability_zone,
         "cloud-name": d.cloud_name,
         "cloud_name": d.cloud_name,
-        "cloud_id": cloud_id(&d.cloud_name, d.region.as_deref(), &d.platform),
+        "cloud_id": cloud_id(&d.cloud_name, d.region.as_deref(), &d.platform, refined),
         "instance-id": d.instance_id,
         "instance_id": d.instance_id,
         "local-hostname": d.local_hostname,
@@ -237,8 +249,8 @@ fn walk(v: &mut Value, path: &str, found: &mut dyn FnMut(&str, &mut Value)) {
     }
 }
 
-/// The full (sensitive) document.
-pub fn document(d: &InstanceData, p: &Provenance) -> Value {
+/// The full (sensitive) document; `refined` as [`cloud_id`] reads it.
+pub fn document(d: &InstanceData, p: &Provenance, refined: &[RegionId]) -> Value {
     let mut ds = d.ds.clone();
     match &mut ds {
         Value::Object(m) => {
@@ -275,7 +287,7 @@ pub fn document(d: &InstanceData, p: &Provenance) -> Value {
         }),
     );
     doc.insert("userdata".to_owned(), userdata);
-    doc.insert("v1".to_owned(), v1(d));
+    doc.insert("v1".to_owned(), v1(d, refined));
     doc.insert("vendordata".to_owned(), vendordata);
     let mut doc = Value::Object(doc);
     let paths = sensitive_paths(&doc);
@@ -294,9 +306,10 @@ pub struct Rendered {
     pub public: Vec<u8>,
 }
 
-/// Renders both documents as pretty JSON with a final newline.
-pub fn render(d: &InstanceData, p: &Provenance) -> Result<Rendered> {
-    let doc = document(d, p);
+/// Renders both documents as pretty JSON with a final newline; `refined` as
+/// [`cloud_id`] reads it.
+pub fn render(d: &InstanceData, p: &Provenance, refined: &[RegionId]) -> Result<Rendered> {
+    let doc = document(d, p, refined);
     let public = redact(&doc);
     let bytes = |v: &Value| -> Result<Vec<u8>> {
         let mut b = serde_json::to_vec_pretty(v).map_err(|e| Error::Syntax {
@@ -361,9 +374,11 @@ mod tests {
             ("", Some("unknown"), "lxd", "lxd"),
             ("lxd", Some(""), "lxd", "lxd"),
         ];
+        // The clouds' rows declare cloud-init's refinements.
+        let refined = crate::source::region_ids();
         for (cloud, region, platform, want) in cases {
             assert_eq!(
-                cloud_id(cloud, region, platform),
+                cloud_id(cloud, region, platform, &refined),
                 want,
                 "{cloud} {region:?} {platform}"
             );
@@ -375,7 +390,7 @@ mod tests {
         let mut d = lxd();
         d.region = Some("eu-central-1".into());
         d.availability_zone = Some("eu-central-1a".into());
-        let v = v1(&d);
+        let v = v1(&d, &[]);
         for (a, b) in [
             ("cloud_name", "cloud-name"),
             ("instance_id", "instance-id"),
@@ -393,7 +408,7 @@ mod tests {
 
     #[test]
     fn the_public_document_holds_no_secret() {
-        let r = render(&lxd(), &prov(Origin::Fetched)).unwrap();
+        let r = render(&lxd(), &prov(Origin::Fetched), &[]).unwrap();
         let public = String::from_utf8(r.public.clone()).unwrap();
         let sensitive = String::from_utf8(r.sensitive.clone()).unwrap();
         for secret in ["hunter2", "vendor secret", "in a list", "instance-id: c1"] {
@@ -445,7 +460,7 @@ mod tests {
         let mut p = prov(Origin::CacheFallback);
         p.stage = Stage::Network;
         p.cache = "used: no configured datasource answered".into();
-        let doc = document(&lxd(), &p);
+        let doc = document(&lxd(), &p, &[]);
         assert_eq!(doc["leasehook"]["origin"], "cache-fallback");
         assert_eq!(doc["leasehook"]["restored_from_cache"], true);
         assert_eq!(doc["leasehook"]["stage"], "network");
@@ -464,7 +479,7 @@ mod tests {
         let mut d = lxd();
         d.user_data = None;
         d.ds = json!({"meta_data": {"instance-id": "c1"}});
-        let doc = document(&d, &prov(Origin::Fetched));
+        let doc = document(&d, &prov(Origin::Fetched), &[]);
         assert_eq!(doc["userdata"], Value::Null);
         assert_eq!(redact(&doc)["userdata"], REDACTED);
         assert_eq!(doc["ds"]["meta_data"]["instance-id"], "c1");
@@ -472,7 +487,7 @@ mod tests {
             ds: json!("not a mapping"),
             ..d
         };
-        let doc = document(&weird, &prov(Origin::Fetched));
+        let doc = document(&weird, &prov(Origin::Fetched), &[]);
         assert_eq!(doc["ds"]["value"], "not a mapping");
     }
 }

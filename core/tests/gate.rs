@@ -207,7 +207,7 @@ fn metadata_values_that_are_not_this_nics_addresses() {
             "local-ipv4s 0.0.0.0: unspecified (0.0.0.0/32)",
             "local-ipv4s 10.98.0.10: eth0 holds 10.98.0.10: another NIC's address",
             "local-ipv4s 127.0.0.1: loopback (127.0.0.0/8)",
-            "local-ipv4s 169.254.169.254: the metadata service's address 169.254.169.254 (EC2, GCE, Azure, OCI and OpenStack metadata)",
+            "local-ipv4s 169.254.169.254: the metadata service's address 169.254.169.254 (the link-local metadata service most clouds share)",
             "local-ipv4s 255.255.255.255: broadcast (255.255.255.255/32)",
         ]
     );
@@ -486,7 +486,7 @@ fn lease_parsers_refuse_unusable_addresses() {
         ("224.0.0.5", "multicast (224.0.0.0/4)"),
         (
             "169.254.169.254",
-            "the metadata service's address 169.254.169.254 (EC2, GCE, Azure, OCI and OpenStack metadata)",
+            "the metadata service's address 169.254.169.254 (the link-local metadata service most clouds share)",
         ),
     ] {
         let e = dhclient::parse(&env(&[

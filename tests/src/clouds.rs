@@ -368,7 +368,8 @@ pub fn fetched_instance_data(d: &leasehook_core::source::InstanceData) -> (Value
         fetched_at_ms: Some(0),
         decided_at_ms: 0,
     };
-    let r = render(d, &provenance).unwrap_or_else(|e| panic!("render: {e}"));
+    let r = render(d, &provenance, &leasehook_core::source::region_ids())
+        .unwrap_or_else(|e| panic!("render: {e}"));
     let doc = serde_json::from_slice(&r.public)
         .unwrap_or_else(|e| panic!("instance-data.json is not JSON: {e}"));
     (doc, r.public)

@@ -143,7 +143,7 @@ fn a_routed_address_names_its_nic_rule_table_and_the_kernels_answer() {
         &[
             "ROUTED (routed)",
             "10.98.1.21 is an address of eth1.",
-            "secondary address of eth1 (local-ipv4s on EC2)",
+            "secondary address of eth1 (local-ipv4s in ec2's metadata)",
             "Rule `from 10.98.1.21/32 lookup 10001 priority 10001` sends its traffic to table 10001.",
             "The kernel answers now: ip route get 8.8.8.8 from 10.98.1.21: via 10.98.1.1 dev eth1 table 10001.",
         ],

@@ -144,7 +144,7 @@ impl WatchHandler {
             fetched_at_ms: Some(now),
             decided_at_ms: boot.decided_at_ms,
         };
-        let new = instance_data::document(&data, &prov);
+        let new = instance_data::document(&data, &prov, &leasehook_core::source::region_ids());
         if let Some(old) = self.current_document()
             && same_data(&old, &new)
         {

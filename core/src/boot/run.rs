@@ -197,7 +197,7 @@ pub struct RunReport {
 /// (0644), each atomically; the public one is redacted before it is written, so it
 /// never holds a secret, not even for a moment.
 pub fn publish(root: &Path, data: &InstanceData, p: &Provenance) -> Result<()> {
-    let r = instance_data::render(data, p)?;
+    let r = instance_data::render(data, p, &crate::source::region_ids())?;
     let dir = state::run_dir(root)?;
     dir.write_atomic(INSTANCE_DATA_SENSITIVE, &r.sensitive, 0o600)?;
     dir.write_atomic(INSTANCE_DATA, &r.public, 0o644)

@@ -13,6 +13,7 @@ use crate::constants::IMDS_ENDPOINTS;
 use crate::error::BadValue;
 use crate::model::Problem;
 use crate::source::SourceKind;
+use crate::source::provider::http::check_endpoint_for;
 
 /// A value as a layer gives it: typed YAML from a file, text from the environment
 /// or a flag.
@@ -231,8 +232,9 @@ const OWN: &[Key] = &[
             if urls.is_empty() {
                 return Err(BadValue::EmptyList);
             }
+            // Each a base URL as the provider seam takes one (no cloud's own rule).
             for url in &urls {
-                crate::source::ec2::check_endpoint(url)?;
+                check_endpoint_for(url, "imds.endpoints")?;
             }
             s.imds.endpoints = Some(urls);
             Ok(())

@@ -107,6 +107,7 @@ fn facts() -> Facts {
             deadline_ms: 20_500,
         }],
         now_ms: 1_000,
+        cloud: None,
     }
 }
 
@@ -208,6 +209,67 @@ fn each_reason_wins_in_its_case() {
             e.verdict.routed(),
             matches!(verdict, Verdict::Routed | Verdict::Primary)
         );
+    }
+}
+
+/// Where an address came from names the key of the instance's cloud, and no
+/// key when the cloud is unknown or has none for it.
+#[test]
+fn the_origin_names_the_clouds_own_key() {
+    use crate::source::{azure, ec2, gce};
+    let rows: &[(Option<&'static Cloud>, &str, &str)] = &[
+        (
+            None,
+            "10.0.1.20",
+            "eth1's DHCP lease address, which the metadata lists too.",
+        ),
+        (None, "10.0.1.21", "a secondary address of eth1."),
+        (
+            None,
+            "10.0.1.50",
+            "a prefix the metadata delegates to eth1.",
+        ),
+        (
+            Some(&ec2::CLOUD),
+            "10.0.1.21",
+            "a secondary address of eth1 (local-ipv4s in ec2's metadata).",
+        ),
+        (
+            Some(&ec2::CLOUD),
+            "10.0.1.50",
+            "delegates to eth1 (ipv4-prefix in ec2's metadata).",
+        ),
+        (
+            Some(&gce::CLOUD),
+            "10.0.1.20",
+            "lists too (ip in gce's metadata).",
+        ),
+        (
+            Some(&gce::CLOUD),
+            "10.0.1.50",
+            "delegates to eth1 (ip-aliases in gce's metadata).",
+        ),
+        (
+            Some(&azure::CLOUD),
+            "10.0.1.21",
+            "secondary address of eth1 (ipv4.ipAddress in azure's metadata).",
+        ),
+        // Azure delegates no prefix: no key is named.
+        (
+            Some(&azure::CLOUD),
+            "10.0.1.50",
+            "a prefix the metadata delegates to eth1.",
+        ),
+    ];
+    for (cloud, a, words) in rows {
+        let mut f = facts();
+        f.cloud = *cloud;
+        let e = explain(ip(a), &f, &Ok::<_, String>(answer(10001)));
+        let text = e.lines.join("\n");
+        assert!(text.contains(words), "{a}: {words:?} missing from:\n{text}");
+        if cloud.is_none() {
+            assert!(!text.contains("metadata)"), "{a}: {text}");
+        }
     }
 }
 

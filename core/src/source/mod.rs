@@ -8,8 +8,9 @@
 //! root folder, the clock) is handed to it by the caller.
 //!
 //! Every cloud is a folder with a row ([`provider::Cloud`], the boot stage's
-//! [`provider::CloudSource`]); [`CLOUDS`] and [`CLOUD_SOURCES`] list them, and
-//! nothing outside a cloud's folder names it but these lists.
+//! [`provider::CloudSource`]); [`CLOUDS`] and [`CLOUD_SOURCES`] list them, built
+//! from the one list of the folders (`clouds.rs`), and nothing outside a cloud's
+//! folder names it but that list and its `mod` line.
 //!
 //! The datasources are a closed set, [`SourceKind`]; each implements [`Datasource`]
 //! (detect from a snapshot of files, fetch [`InstanceData`], check the instance-id).
@@ -17,6 +18,7 @@
 
 pub mod aliyun;
 pub mod azure;
+mod clouds;
 pub mod detect;
 pub mod ec2;
 pub(crate) mod files;
@@ -31,6 +33,7 @@ mod none;
 pub mod openstack;
 pub mod oracle;
 pub mod provider;
+pub mod services;
 mod yaml;
 
 pub use instance::{
@@ -42,8 +45,8 @@ pub(crate) use kind::short;
 pub use kind::{Check, Datasource, Finding, SourceKind};
 pub use none::{NONE_INSTANCE_ID, NoneSource};
 
-/// Declares [`CLOUDS`] and [`CLOUD_SOURCES`] from one list of cloud folders, so
-/// that a cloud joins both (in the same order) by its one entry below.
+/// Declares [`CLOUDS`] and [`CLOUD_SOURCES`] from the list of cloud folders
+/// ([`clouds::for_each_cloud`]), so that a cloud joins both in the same order.
 macro_rules! clouds {
     ($($cloud:ident),+ $(,)?) => {
         /// Every cloud's row, for the hooks, `refresh`, `plan` and the
@@ -60,7 +63,19 @@ macro_rules! clouds {
 }
 
 // The clouds, each a folder declared above with its row in its `provider.rs`.
-clouds![ec2, gce, azure, aliyun, oracle, openstack];
+clouds::for_each_cloud!(clouds);
+
+/// Every cloud's region refinements of its instance-data `cloud_id`
+/// ([`provider::CloudSource::region_ids`]), for the documents: each names the
+/// cloud it applies to, so together they are cloud-init's one table, whichever
+/// datasource the data came from.
+pub fn region_ids() -> Vec<crate::instance_data::RegionId> {
+    CLOUD_SOURCES
+        .iter()
+        .flat_map(|c| c.region_ids)
+        .copied()
+        .collect()
+}
 
 /// The row of the cloud that answers the datasource `kind`, if one does.
 pub fn cloud_source(kind: SourceKind) -> Option<&'static provider::CloudSource> {

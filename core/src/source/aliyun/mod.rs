@@ -31,6 +31,7 @@ pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;
+pub mod services;
 pub mod wait;
 
 use std::path::Path;

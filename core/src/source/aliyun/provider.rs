@@ -13,7 +13,7 @@ use super::{Aliyun, ENDPOINT_KEY, check_endpoint, nic};
 use crate::error::Result;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
 use crate::source::provider::{
-    Cloud, CloudSource, EndpointKey, Identity, NicEvent, Provider, ProviderKind,
+    AddressKeys, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Provider, ProviderKind,
 };
 use crate::source::{Datasource, SourceKind};
 
@@ -111,6 +111,12 @@ pub static CLOUD: Cloud = Cloud {
     },
     parse_saved: nic::parse_saved,
     live: None,
+    address_keys: AddressKeys {
+        ipv4: Some("private-ipv4s"),
+        ipv6: Some("ipv6s"),
+        ipv4_prefix: None,
+        ipv6_prefix: None,
+    },
 };
 
 /// Alibaba Cloud's datasource for the boot stage.
@@ -118,6 +124,7 @@ pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
     local_stage: |_| Some("the ECS metadata service needs the network"),
     datasource: |s, _, policy| AliyunProvider::try_new(s.root, s.endpoint)?.datasource(policy),
+    region_ids: &[],
 };
 
 #[cfg(test)]

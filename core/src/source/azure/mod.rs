@@ -33,6 +33,7 @@ pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;
+pub mod services;
 pub mod wait;
 
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};

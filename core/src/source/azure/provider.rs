@@ -9,9 +9,10 @@ use super::identity::AzureSource;
 use super::wait::wait_for_nic;
 use super::{Azure, ENDPOINT, nic};
 use crate::error::Result;
+use crate::instance_data::RegionId;
 use crate::source::provider::wait::{Clock, Outcome, WaitPolicy};
 use crate::source::provider::{
-    Cloud, CloudSource, EndpointKey, Identity, NicEvent, Provider, ProviderKind,
+    AddressKeys, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Provider, ProviderKind,
 };
 use crate::source::{Datasource, SourceKind};
 
@@ -89,6 +90,12 @@ pub static CLOUD: Cloud = Cloud {
     provider: |s| Ok(Box::new(AzureProvider::try_new(s.root, s.endpoint)?)),
     parse_saved: nic::parse_saved,
     live: None,
+    address_keys: AddressKeys {
+        ipv4: Some("ipv4.ipAddress"),
+        ipv6: Some("ipv6.ipAddress"),
+        ipv4_prefix: None,
+        ipv6_prefix: None,
+    },
 };
 
 /// Azure's datasource for the boot stage.
@@ -96,6 +103,11 @@ pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
     local_stage: |_| Some("IMDS needs the network"),
     datasource: |s, _, policy| AzureProvider::try_new(s.root, s.endpoint)?.datasource(policy),
+    region_ids: &[RegionId {
+        cloud: "azure",
+        prefix: "china",
+        id: "azure-china",
+    }],
 };
 
 #[cfg(test)]

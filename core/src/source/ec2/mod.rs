@@ -35,13 +35,14 @@ pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;
+pub mod services;
 pub mod wait;
 
 use std::path::Path;
 
 use crate::constants::{IMDS_ENDPOINTS, IMDS_TOKEN_CACHE_NAME, IMDS_TOKEN_PATH};
 use crate::error::Result;
-use crate::source::provider::http::{Service, check_endpoint_for};
+use crate::source::provider::http::Service;
 use crate::source::provider::imdsv2::{Dialect, Imdsv2};
 
 pub use crate::source::provider::http::Fetch;
@@ -78,12 +79,6 @@ impl Imdsv2 {
     pub fn wait_for_nic(&self, event: &NicEvent, policy: &WaitPolicy) -> Outcome {
         EC2_WAIT.wait(self, event, policy, &SystemClock)
     }
-}
-
-/// Checks one `imds.endpoints` base URL: `http://`, an IP literal host, an
-/// optional port, no path.
-pub(crate) fn check_endpoint(url: &str) -> Result<String> {
-    check_endpoint_for(url, EC2.service.endpoints_key)
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@ use super::identity::Ec2Source;
 use super::wait::{Clock, EC2_WAIT, Outcome, WaitPolicy};
 use super::{Ec2, NicEvent};
 use crate::error::Result;
-use crate::source::provider::{Cloud, CloudSource, Identity, Provider, ProviderKind};
+use crate::instance_data::RegionId;
+use crate::source::provider::{AddressKeys, Cloud, CloudSource, Identity, Provider, ProviderKind};
 use crate::source::{Datasource, SourceKind};
 
 /// The EC2 provider: the settings every client it makes is built with.
@@ -126,6 +127,12 @@ pub static CLOUD: Cloud = Cloud {
     },
     parse_saved: crate::metadata::parse_json,
     live: None,
+    address_keys: AddressKeys {
+        ipv4: Some("local-ipv4s"),
+        ipv6: Some("ipv6s"),
+        ipv4_prefix: Some("ipv4-prefix"),
+        ipv6_prefix: Some("ipv6-prefix"),
+    },
 };
 
 /// EC2's datasource for the boot stage.
@@ -138,6 +145,18 @@ pub static SOURCE: CloudSource = CloudSource {
             .with_cloud_name(s.cloud_name)
             .datasource(policy)
     },
+    region_ids: &[
+        RegionId {
+            cloud: "aws",
+            prefix: "cn-",
+            id: "aws-china",
+        },
+        RegionId {
+            cloud: "aws",
+            prefix: "us-gov-",
+            id: "aws-gov",
+        },
+    ],
 };
 
 #[cfg(test)]

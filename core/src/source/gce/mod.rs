@@ -31,6 +31,7 @@ pub mod identity;
 pub mod live;
 pub mod nic;
 mod provider;
+pub mod services;
 pub mod wait;
 
 use ureq::Body;

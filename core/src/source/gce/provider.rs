@@ -9,8 +9,8 @@ use super::{GCE_ENDPOINT, Gce, nic};
 use crate::error::Result;
 use crate::source::provider::session::Document;
 use crate::source::provider::{
-    Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider, ProviderKind,
-    WaitPolicy,
+    AddressKeys, Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider,
+    ProviderKind, WaitPolicy,
 };
 use crate::source::{Datasource, SourceKind};
 
@@ -73,6 +73,12 @@ pub static CLOUD: Cloud = Cloud {
     provider: |s| Ok(Box::new(GceProvider::try_new(s.endpoint)?)),
     parse_saved: |text| nic::parse_interfaces(text).map(|nics| nic::network(&nics)),
     live: Some(super::follow::LIVE),
+    address_keys: AddressKeys {
+        ipv4: Some("ip"),
+        ipv6: None,
+        ipv4_prefix: Some("ip-aliases"),
+        ipv6_prefix: None,
+    },
 };
 
 /// GCE's datasource for the boot stage.
@@ -80,6 +86,7 @@ pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
     local_stage: |_| Some("the metadata server needs the network"),
     datasource: |s, _, policy| GceProvider::try_new(s.endpoint)?.datasource(policy),
+    region_ids: &[],
 };
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ pub mod detect;
 pub mod identity;
 pub mod nic;
 mod provider;
+pub mod services;
 pub mod wait;
 
 use crate::source::provider::http::{Service, metadata_client};

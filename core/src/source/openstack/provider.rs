@@ -16,8 +16,8 @@ use crate::error::{Error, Problem, Result};
 use crate::source::provider::retry::Retrying;
 use crate::source::provider::session::Document;
 use crate::source::provider::{
-    Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider, ProviderKind,
-    Unleased, WaitPolicy,
+    AddressKeys, Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider,
+    ProviderKind, Unleased, WaitPolicy,
 };
 use crate::source::{Datasource, SourceKind};
 
@@ -169,6 +169,12 @@ pub static CLOUD: Cloud = Cloud {
     provider: |s| Ok(Box::new(OpenStackProvider::try_new(s.root, s.endpoint)?)),
     parse_saved: nic::parse_saved,
     live: None,
+    address_keys: AddressKeys {
+        ipv4: Some("networks[].ip_address"),
+        ipv6: Some("networks[].ip_address"),
+        ipv4_prefix: None,
+        ipv6_prefix: None,
+    },
 };
 
 /// `OpenStack`'s datasources for the boot stage.
@@ -181,6 +187,7 @@ pub static SOURCE: CloudSource = CloudSource {
     datasource: |s, kind, policy| {
         OpenStackProvider::try_new(s.root, s.endpoint)?.datasource_of(kind, policy)
     },
+    region_ids: &[],
 };
 
 #[cfg(test)]

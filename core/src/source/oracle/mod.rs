@@ -33,6 +33,7 @@
 pub mod detect;
 pub mod identity;
 mod provider;
+pub mod services;
 pub mod vnic;
 pub mod wait;
 

@@ -12,8 +12,8 @@ use super::{ENDPOINT_KEY, ENDPOINTS, Oracle, check_endpoint, vnic};
 use crate::error::Result;
 use crate::source::provider::session::Document;
 use crate::source::provider::{
-    Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider, ProviderKind,
-    Unleased, WaitPolicy,
+    AddressKeys, Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider,
+    ProviderKind, Unleased, WaitPolicy,
 };
 use crate::source::{Datasource, SourceKind};
 
@@ -91,6 +91,12 @@ pub static CLOUD: Cloud = Cloud {
     provider: |s| Ok(Box::new(OracleProvider::try_new(s.endpoint)?)),
     parse_saved: vnic::parse_saved,
     live: None,
+    address_keys: AddressKeys {
+        ipv4: Some("privateIp"),
+        ipv6: Some("ipv6Addresses"),
+        ipv4_prefix: None,
+        ipv6_prefix: None,
+    },
 };
 
 /// Oracle Cloud's datasource for the boot stage.
@@ -98,6 +104,7 @@ pub static SOURCE: CloudSource = CloudSource {
     cloud: &CLOUD,
     local_stage: |_| Some("the OCI metadata service needs the network"),
     datasource: |s, _, policy| OracleProvider::try_new(s.endpoint)?.datasource(policy),
+    region_ids: &[],
 };
 
 #[cfg(test)]

@@ -78,6 +78,7 @@ use std::fmt;
 use std::path::Path;
 
 use crate::error::{Error, Problem, Result};
+use crate::instance_data::RegionId;
 use crate::model::{Family, IfName, InstanceNetwork, Lease, MacAddr, Missing};
 use crate::source::detect::{Probe, Snapshot};
 use crate::source::{Datasource, Finding, SourceKind};
@@ -115,6 +116,23 @@ pub struct Cloud {
     /// How `leasehook watch` follows this cloud's NIC list live, when it does
     /// (so the refresh timer may leave a followed NIC to it).
     pub live: Option<live::Live>,
+    /// The keys of its metadata that list a NIC's addresses and prefixes, which
+    /// `leasehook explain` names when it says where an address came from.
+    pub address_keys: AddressKeys,
+}
+
+/// Where a cloud's metadata lists a NIC's addresses and delegated prefixes, by
+/// family (`None`: the cloud has no such key, or leasehook does not read it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddressKeys {
+    /// The NIC's IPv4 addresses (`local-ipv4s` on EC2).
+    pub ipv4: Option<&'static str>,
+    /// The NIC's IPv6 addresses (`ipv6s` on EC2).
+    pub ipv6: Option<&'static str>,
+    /// The IPv4 prefixes delegated to the NIC (`ipv4-prefix` on EC2).
+    pub ipv4_prefix: Option<&'static str>,
+    /// The IPv6 prefixes delegated to the NIC (`ipv6-prefix` on EC2).
+    pub ipv6_prefix: Option<&'static str>,
 }
 
 /// A cloud's `<name>.endpoint` configuration key.
@@ -147,6 +165,10 @@ pub struct CloudSource {
     /// Builds the datasource `kind` (one of [`Cloud::kinds`]), its fetch
     /// retried within the policy.
     pub datasource: fn(&Setup<'_>, SourceKind, WaitPolicy) -> Result<Box<dyn Datasource>>,
+    /// How a region refines the cloud's instance-data `cloud_id` (cloud-init's
+    /// `canonical_cloud_id`: `aws-china` for an `aws` region `cn-…`); most
+    /// clouds have none.
+    pub region_ids: &'static [RegionId],
 }
 
 /// What building a cloud's provider or datasource reads from the configuration

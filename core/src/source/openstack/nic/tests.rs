@@ -408,7 +408,7 @@ fn routes_go_into_the_nics_table_through_the_gate() {
          # eth0 missing: local-ipv4s not known\n\
          # eth1 fa:16:3e:00:01:14 secondary table {table} families ipv4\n\
          # eth1 refused: routes 127.0.0.0/8 via 10.0.1.2: loopback (127.0.0.0/8)\n\
-         # eth1 refused: routes 169.254.169.254/32 via 10.0.1.2: the metadata service's address 169.254.169.254 (EC2, GCE, Azure, OCI and OpenStack metadata)\n\
+         # eth1 refused: routes 169.254.169.254/32 via 10.0.1.2: the metadata service's address 169.254.169.254 (the link-local metadata service most clouds share)\n\
          # eth1 refused: routes 172.16.0.0/12 via 10.0.9.1: not inside the NIC's subnet (10.0.1.0/24)\n\
          ip -4 route add default via 10.0.1.1 dev eth1 table {table}\n\
          ip -4 route add 10.0.1.0/24 dev eth1 scope link src 10.0.1.20 table {table}\n\
