@@ -46,7 +46,7 @@ pub use kind::{Check, Datasource, Finding, SourceKind};
 pub use none::{NONE_INSTANCE_ID, NoneSource};
 
 /// Declares [`CLOUDS`] and [`CLOUD_SOURCES`] from the list of cloud folders
-/// ([`clouds::for_each_cloud`]), so that a cloud joins both in the same order.
+/// (`clouds.rs`), so that a cloud joins both in the same order.
 macro_rules! clouds {
     ($($cloud:ident),+ $(,)?) => {
         /// Every cloud's row, for the hooks, `refresh`, `plan` and the

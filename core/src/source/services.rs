@@ -7,7 +7,7 @@
 //! Apart from [`crate::source`]'s rows ([`crate::source::CLOUDS`]): the gate is
 //! pure and below the model, which the sources import, so it can read a list of
 //! constants but not the clouds' rows. Both are built from the one list of
-//! clouds ([`super::clouds`]).
+//! clouds (`source/clouds.rs`).
 
 use std::net::IpAddr;
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Pure: the address Azure's WireServer answers on besides the shared
+//! Pure: the address Azure's `WireServer` answers on besides the shared
 //! `169.254.169.254` (IMDS); it is not link-local. The address gate
 //! ([`crate::gate`]) refuses it as a NIC's address or a rule's source.
 
