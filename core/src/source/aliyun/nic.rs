@@ -1026,12 +1026,12 @@ mod tests {
     fn a_saved_folder_reads_every_key_the_hook_fetches() {
         let folder: String = NicKey::ALL
             .iter()
-            .map(|k| format!("\"{}\": \"v\"", k.name()))
+            .map(|k| format!("\"{0}\": \"{0}\"", k.name()))
             .collect::<Vec<_>>()
             .join(", ");
         let folder: SavedFolder = doc::read(&format!("{{{folder}}}"), "test", "f").unwrap();
         let answers = folder.answers();
         assert_eq!(answers.keys().copied().collect::<Vec<_>>(), NicKey::ALL);
-        assert!(answers.values().all(|v| v == "v"));
+        assert!(answers.iter().all(|(k, v)| k.name() == v), "{answers:?}");
     }
 }
