@@ -986,13 +986,13 @@ mod tests {
             "\"vpc-id\": {\"x\": [1]}, \"ipv6s\": null, \"gateway\"",
         );
         assert_eq!(parse_saved(&odd).unwrap(), md);
-        const MACS: &str = "metadata latest/meta-data/network/interfaces/macs";
+        let macs = "metadata latest/meta-data/network/interfaces/macs";
         for (bad, want) in [
             ("[".to_owned(), "ECS metadata JSON: EOF".to_owned()),
             // A key read of the wrong type.
             (
                 tree.replace("\"10.98.1.253\"", "7"),
-                format!("{MACS}/00:16:3e:00:00:02/gateway: not text or a list (got \"7\")"),
+                format!("{macs}/00:16:3e:00:00:02/gateway: not text or a list (got \"7\")"),
             ),
             (
                 tree.replace("\"00:16:3e:00:00:01\"", "[]"),

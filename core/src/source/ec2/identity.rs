@@ -145,15 +145,12 @@ pub fn assemble(a: &Answers, endpoint: &str, cloud_name: &str) -> Result<Instanc
         .availability_zone
         .or_else(|| trimmed(&a.availability_zone));
     // cloud-init: the document's region, else the zone without its letter.
-    let region = read
-        .region
-        .or_else(|| trimmed(&a.region))
-        .or_else(|| {
-            availability_zone
-                .as_deref()
-                .and_then(|z| z.strip_suffix(|c: char| c.is_ascii_lowercase()))
-                .map(str::to_owned)
-        });
+    let region = read.region.or_else(|| trimmed(&a.region)).or_else(|| {
+        availability_zone
+            .as_deref()
+            .and_then(|z| z.strip_suffix(|c: char| c.is_ascii_lowercase()))
+            .map(str::to_owned)
+    });
     let mut md = Map::new();
     md.insert("instance-id".to_owned(), json!(instance_id));
     if let Some(h) = trimmed(&a.local_hostname) {
@@ -444,7 +441,10 @@ mod tests {
         let doc = r#"{"instanceId": " i-0abc ", "region": null, "availabilityZone": "",
             "devpayProductCodes": null, "marketplaceProductCodes": [1, {"x": []}],
             "version": 2017, "pendingTime": {"odd": true}}"#;
-        m.insert("/latest/dynamic/instance-identity/document".into(), doc.into());
+        m.insert(
+            "/latest/dynamic/instance-identity/document".into(),
+            doc.into(),
+        );
         m.insert(
             "/latest/meta-data/placement/availability-zone".into(),
             "unread".into(),

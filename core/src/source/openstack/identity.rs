@@ -30,8 +30,8 @@ use super::nic::parse_network_data;
 use super::{META_DATA_PATH, NETWORK_DATA_PATH, OPENSTACK_ROOT, OpenStack, USER_DATA_PATH};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
-use crate::source::provider::http::Fetch;
 use crate::source::provider::doc;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::instance::meta_data;
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
@@ -130,7 +130,11 @@ pub fn assemble(a: &Answers, kind: SourceKind, from: &str) -> Result<InstanceDat
     let network_data = match &a.network_data {
         Some(body) => {
             parse_network_data(body)?;
-            doc::read(body, "OpenStack network_data.json", &path(NETWORK_DATA_PATH))?
+            doc::read(
+                body,
+                "OpenStack network_data.json",
+                &path(NETWORK_DATA_PATH),
+            )?
         }
         None => Value::Null,
     };
@@ -301,22 +305,25 @@ mod tests {
     fn a_missing_uuid_or_garbage_fail_and_429s_are_retried() {
         let s = service(None).without(&format!("{OPENSTACK_ROOT}/meta_data.json"));
         assert!(run(&s).unwrap_err().to_string().contains("meta_data.json"));
-        const FILE: &str = "metadata /openstack/latest/meta_data.json";
+        let file = "metadata /openstack/latest/meta_data.json";
         for (bad, want) in [
-            ("[]", format!("{FILE}: not a JSON object (got \"[]\")")),
+            ("[]", format!("{file}: not a JSON object (got \"[]\")")),
             ("{", "OpenStack meta_data.json: EOF".to_owned()),
             // The one required key.
-            ("{\"hostname\": \"x\"}", format!("{FILE}/uuid: missing")),
+            ("{\"hostname\": \"x\"}", format!("{file}/uuid: missing")),
             // A key read of the wrong type.
-            ("{\"uuid\": 7}", format!("{FILE}/uuid: not a string (got \"7\")")),
+            (
+                "{\"uuid\": 7}",
+                format!("{file}/uuid: not a string (got \"7\")"),
+            ),
             (
                 "{\"uuid\": \"u\", \"availability_zone\": {}}",
-                format!("{FILE}/availability_zone: not a string (got \"{{}}\")"),
+                format!("{file}/availability_zone: not a string (got \"{{}}\")"),
             ),
             // A value that does not parse.
             (
                 "{\"uuid\": \"a\\nb\"}",
-                format!("{FILE}/uuid: holds a control character (got \"a\\nb\")"),
+                format!("{file}/uuid: holds a control character (got \"a\\nb\")"),
             ),
         ] {
             let s = service(None).value(&format!("{OPENSTACK_ROOT}/meta_data.json"), bad);

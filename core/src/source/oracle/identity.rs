@@ -28,8 +28,8 @@ use super::wait::retrying;
 use super::{INSTANCE_PATH, Oracle, V2_ROOT};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
-use crate::source::provider::http::Fetch;
 use crate::source::provider::doc;
+use crate::source::provider::http::Fetch;
 use crate::source::provider::instance::meta_data;
 use crate::source::provider::retry::ClientSource;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
@@ -281,7 +281,11 @@ mod tests {
         assert_eq!(d.user_data, None);
         assert_eq!(d.meta_data["public_keys"], Value::Null);
         assert_eq!(d.ds["agentConfig"]["pluginsConfig"][0]["name"], "a");
-        let d = assemble(r#"{"id":"x","metadata":{"ssh_authorized_keys":["k"]}}"#, "e").unwrap();
+        let d = assemble(
+            r#"{"id":"x","metadata":{"ssh_authorized_keys":["k"]}}"#,
+            "e",
+        )
+        .unwrap();
         assert_eq!(d.meta_data["public_keys"], json!(["k"]));
         assert!(assemble(r#"{"id":"x","metadata":null}"#, "e").is_ok());
     }
