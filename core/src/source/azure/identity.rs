@@ -89,7 +89,8 @@ fn user_data(b64: Option<&str>) -> Result<Option<Vec<u8>>> {
     };
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64)
-        .map_err(|e| doc::bad(USER_DATA_KEY, format!("not base64 ({e})"), b64))?;
+        // Not shown: user-data is sensitive.
+        .map_err(|e| doc::bad(USER_DATA_KEY, format!("not base64 ({e})"), ""))?;
     if bytes.len() > MAX_USER_DATA_BYTES {
         let reason = "larger than 64 KiB once decoded";
         return Err(doc::bad(USER_DATA_KEY, reason, &bytes.len().to_string()));
@@ -266,6 +267,11 @@ mod tests {
                 .to_string();
             assert!(e.starts_with(want), "{bad}: {e}");
         }
+        // The user-data is sensitive: a bad one is not shown.
+        let e = assemble(&answer(&json!({"vmId": "x", "userData": "c2VjcmV0%"})), "e")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("c2VjcmV0"), "{e}");
         let big = answer(&json!({"vmId": "x", "userData": "A".repeat(nic::MAX_BODY_BYTES)}));
         let e = assemble(&big, "e").unwrap_err().to_string();
         assert!(e.starts_with("metadata instance: larger than"), "{e}");

@@ -107,7 +107,8 @@ pub fn assemble(document: &str, endpoint: &str) -> Result<InstanceData> {
                         .decode(b64.as_bytes())
                         .map_err(|e| {
                             let key = format!("{}/metadata/user_data", root());
-                            doc::bad(key, format!("not base64 ({e})"), &b64)
+                            // Not shown: user-data is sensitive.
+                            doc::bad(key, format!("not base64 ({e})"), "")
                         })
                 })
                 .transpose()?;
@@ -266,6 +267,17 @@ mod tests {
                 .to_string();
             assert!(e.starts_with(want), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn bad_user_data_is_not_shown() {
+        let e = assemble(r#"{"id":"x","metadata":{"user_data":"c2VjcmV0%"}}"#, "e")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("user_data: not base64") && !e.contains("c2VjcmV0"),
+            "{e}"
+        );
     }
 
     #[test]
