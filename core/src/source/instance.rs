@@ -117,6 +117,34 @@ pub struct InstanceData {
 }
 
 impl InstanceData {
+    /// What `datasource` says, with only the `v1` names set: its `instance_id`,
+    /// `platform` (also its `cloud_name`: cloud-init names both after the cloud
+    /// but on EC2 and a config drive) and `subplatform`. Nothing else is known
+    /// yet: no hostname, region, zone, meta-data, user-data, vendor-data or
+    /// network config, and an empty `ds`; the source sets what its answers say.
+    pub fn new(
+        datasource: SourceKind,
+        instance_id: String,
+        platform: &str,
+        subplatform: String,
+    ) -> Self {
+        Self {
+            datasource,
+            instance_id,
+            local_hostname: None,
+            cloud_name: platform.to_owned(),
+            platform: platform.to_owned(),
+            subplatform,
+            region: None,
+            availability_zone: None,
+            meta_data: Map::new(),
+            user_data: None,
+            vendor_data: None,
+            network_config: None,
+            ds: Value::Object(Map::new()),
+        }
+    }
+
     /// The slash-separated paths, below `ds`, of sensitive values (sorted).
     pub fn sensitive_keys(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -217,21 +245,12 @@ impl InstanceData {
     /// An LXD container's data, for tests: `instance_id`, and no hostname, user data,
     /// vendor data or network configuration; `ds` empty.
     pub(crate) fn lxd_example(instance_id: &str) -> Self {
-        Self {
-            datasource: SourceKind::Lxd,
-            instance_id: instance_id.into(),
-            local_hostname: None,
-            cloud_name: "lxd".into(),
-            platform: "lxd".into(),
-            subplatform: "LXD socket API v. 1.0 (/dev/lxd/sock)".into(),
-            region: None,
-            availability_zone: None,
-            meta_data: Map::new(),
-            user_data: None,
-            vendor_data: None,
-            network_config: None,
-            ds: Value::Object(Map::new()),
-        }
+        Self::new(
+            SourceKind::Lxd,
+            instance_id.into(),
+            "lxd",
+            "LXD socket API v. 1.0 (/dev/lxd/sock)".into(),
+        )
     }
 }
 

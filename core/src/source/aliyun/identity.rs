@@ -130,19 +130,18 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
     md.insert("network".to_owned(), json!({"interfaces": {"macs": macs}}));
     let ds = json!({"_metadata_api_version": "latest", "meta-data": Value::Object(md.clone())});
     Ok(InstanceData {
-        datasource: SourceKind::AliYun,
-        instance_id,
         local_hostname: hostname,
-        cloud_name: "aliyun".to_owned(),
-        platform: "aliyun".to_owned(),
-        subplatform: format!("metadata ({endpoint})"),
         region,
         availability_zone: zone,
         meta_data: md,
         user_data: a.user_data.clone(),
-        vendor_data: None,
-        network_config: None,
         ds,
+        ..InstanceData::new(
+            SourceKind::AliYun,
+            instance_id,
+            "aliyun",
+            format!("metadata ({endpoint})"),
+        )
     })
 }
 

@@ -52,6 +52,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use serde::{Deserialize, Deserializer, de};
 use serde_json::Value;
 
 use crate::constants::IMDS_META_DATA;
@@ -473,67 +474,130 @@ pub fn subnet_of(nic: &NicMetadata, family: Family) -> Option<IpNet> {
     }
 }
 
+/// A saved ECS metadata tree: `{"latest": {"meta-data": M}}`, `{"meta-data": M}`
+/// or the meta-data `M` itself, whichever it holds first.
+#[derive(Deserialize)]
+struct SavedTree {
+    latest: Option<SavedLatest>,
+    #[serde(rename = "meta-data")]
+    meta_data: Option<SavedMetaData>,
+    mac: Option<SavedMac>,
+    network: Option<SavedNetwork>,
+}
+
+#[derive(Deserialize)]
+struct SavedLatest {
+    #[serde(rename = "meta-data")]
+    meta_data: Option<SavedMetaData>,
+}
+
+/// The keys of the meta-data read.
+#[derive(Deserialize)]
+struct SavedMetaData {
+    mac: Option<SavedMac>,
+    network: Option<SavedNetwork>,
+}
+
+#[derive(Deserialize)]
+struct SavedMac(#[serde(deserialize_with = "doc::mac")] MacAddr);
+
+#[derive(Deserialize)]
+struct SavedNetwork {
+    interfaces: Option<SavedInterfaces>,
+}
+
+/// `network/interfaces/macs`: a folder per MAC.
+#[derive(Deserialize)]
+struct SavedInterfaces {
+    macs: Option<BTreeMap<String, SavedFolder>>,
+}
+
+/// A MAC folder: each key of [`NicKey::ALL`] as the service answers it (text),
+/// or `private-ipv4s` and `ipv6s` as a list.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct SavedFolder {
+    #[serde(default, deserialize_with = "saved_answer")]
+    primary_ip_address: Option<String>,
+    #[serde(default, deserialize_with = "saved_answer")]
+    private_ipv4s: Option<String>,
+    #[serde(default, deserialize_with = "saved_answer")]
+    vswitch_cidr_block: Option<String>,
+    #[serde(default, deserialize_with = "saved_answer")]
+    netmask: Option<String>,
+    #[serde(default, deserialize_with = "saved_answer")]
+    gateway: Option<String>,
+    #[serde(default, deserialize_with = "saved_answer")]
+    ipv6s: Option<String>,
+    #[serde(default, deserialize_with = "saved_answer")]
+    vswitch_ipv6_cidr_block: Option<String>,
+    #[serde(default, deserialize_with = "saved_answer")]
+    network_interface_id: Option<String>,
+}
+
+impl SavedFolder {
+    /// The answers, as the hook would have fetched them.
+    fn answers(self) -> BTreeMap<NicKey, String> {
+        [
+            (NicKey::PrimaryIpAddress, self.primary_ip_address),
+            (NicKey::PrivateIpv4s, self.private_ipv4s),
+            (NicKey::VswitchCidrBlock, self.vswitch_cidr_block),
+            (NicKey::Netmask, self.netmask),
+            (NicKey::Gateway, self.gateway),
+            (NicKey::Ipv6s, self.ipv6s),
+            (NicKey::VswitchIpv6CidrBlock, self.vswitch_ipv6_cidr_block),
+            (NicKey::NetworkInterfaceId, self.network_interface_id),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect()
+    }
+}
+
+/// A saved answer: its text, or a list's JSON text (what [`parse_folder`] reads
+/// for `private-ipv4s`); `null` is none.
+fn saved_answer<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::String(text) => Ok(Some(text)),
+        list @ Value::Array(_) => Ok(Some(list.to_string())),
+        _ => Err(de::Error::custom("not text or a list")),
+    }
+}
+
 /// Parses a saved ECS metadata tree for `leasehook plan --provider aliyun`: a JSON
 /// object as the EC2 tree (`{"latest": {"meta-data": {...}}}`, or the `meta-data`
 /// object itself) with `mac` and `network/interfaces/macs/<mac>/` folders whose
 /// keys are the service's answers (a list for `private-ipv4s` and `ipv6s`, or its
-/// text). Each folder goes through [`parse_folder`], so the tables are those a
-/// hook would use.
+/// text), read through [`doc`]: other keys are ignored, a key read of another
+/// shape is an error naming its path. Each folder goes through [`parse_folder`],
+/// so the tables are those a hook would use.
 pub fn parse_saved(text: &str) -> Result<InstanceNetwork> {
-    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
-        what: "ECS metadata JSON".to_owned(),
-        message: e.to_string(),
-    })?;
-    let md = root
-        .pointer("/latest/meta-data")
-        .or_else(|| root.get("meta-data"))
-        .unwrap_or(&root);
-    let bad = |key: &str, reason: &str, v: &Value| Error::Metadata {
-        key: key.to_owned(),
-        problem: Problem::bad(reason, &v.to_string()),
+    let tree: SavedTree = doc::read(text, "ECS metadata JSON", "")?;
+    let md = match (tree.latest.and_then(|l| l.meta_data), tree.meta_data) {
+        (Some(md), _) | (None, Some(md)) => md,
+        (None, None) => SavedMetaData {
+            mac: tree.mac,
+            network: tree.network,
+        },
     };
-    let primary_mac = match md.get("mac") {
-        None => None,
-        Some(Value::String(m)) => Some(m.parse::<MacAddr>().map_err(|p| Error::Metadata {
-            key: "mac".to_owned(),
-            problem: p,
-        })?),
-        Some(v) => return Err(bad("mac", "not a string", v)),
-    };
+    let macs = md
+        .network
+        .and_then(|n| n.interfaces)
+        .and_then(|i| i.macs)
+        .unwrap_or_default();
     let mut nics = Vec::new();
-    if let Some(macs) = md.pointer(&format!("/{MACS_PATH}")) {
-        let macs = macs
-            .as_object()
-            .ok_or_else(|| bad(MACS_PATH, "not a folder", macs))?;
-        for (name, folder) in macs {
-            let path = format!("{MACS_PATH}/{name}");
-            let mac: MacAddr = name.parse().map_err(|p| Error::Metadata {
-                key: path.clone(),
-                problem: p,
-            })?;
-            let folder = folder
-                .as_object()
-                .ok_or_else(|| bad(&path, "not a folder", folder))?;
-            let mut answers = BTreeMap::new();
-            for key in NicKey::ALL {
-                match folder.get(key.name()) {
-                    None | Some(Value::Null) => {}
-                    Some(Value::String(text)) => {
-                        answers.insert(key, text.clone());
-                    }
-                    Some(list @ Value::Array(_)) => {
-                        answers.insert(key, list.to_string());
-                    }
-                    Some(v) => {
-                        return Err(bad(&format!("{path}/{}", key.name()), "not a value", v));
-                    }
-                }
-            }
-            nics.push(parse_folder(mac, &answers)?);
-        }
+    for (name, folder) in macs {
+        let mac: MacAddr = name
+            .parse()
+            .map_err(|p: Problem| doc::bad(format!("{MACS_PATH}/{name}"), p.reason, &name))?;
+        nics.push(parse_folder(mac, &folder.answers())?);
     }
     nics.sort_by_key(|n| n.mac);
-    Ok(InstanceNetwork { primary_mac, nics })
+    Ok(InstanceNetwork {
+        primary_mac: md.mac.map(|m| m.0),
+        nics,
+    })
 }
 
 #[cfg(test)]
@@ -909,10 +973,65 @@ mod tests {
         let nic = md.nic(mac).unwrap();
         assert_eq!(nic.device_number, Some(device_slot(mac)));
         assert_eq!(nic.local_ipv4s.len(), 2);
-        let e = parse_saved(&tree.replace("\"10.98.1.21\"", "7"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("private-ipv4s"), "{e}");
-        assert!(parse_saved("[").is_err());
+        // The other two shapes: the meta-data, or the meta-data alone.
+        let inner = &tree[tree.find("{\"mac\"").unwrap()..tree.len() - 2];
+        assert_eq!(parse_saved(inner).unwrap(), md);
+        assert_eq!(
+            parse_saved(&format!("{{\"meta-data\": {inner}}}")).unwrap(),
+            md
+        );
+        // Keys not read may be anything; null is absent.
+        let odd = tree.replace(
+            "\"gateway\"",
+            "\"vpc-id\": {\"x\": [1]}, \"ipv6s\": null, \"gateway\"",
+        );
+        assert_eq!(parse_saved(&odd).unwrap(), md);
+        let macs = "metadata latest/meta-data/network/interfaces/macs";
+        for (bad, want) in [
+            ("[".to_owned(), "ECS metadata JSON: EOF".to_owned()),
+            // A key read of the wrong type.
+            (
+                tree.replace("\"10.98.1.253\"", "7"),
+                format!("{macs}/00:16:3e:00:00:02/gateway: not text or a list (got \"7\")"),
+            ),
+            (
+                tree.replace("\"00:16:3e:00:00:01\"", "[]"),
+                "metadata latest/meta-data/mac: not a string (got \"[]\")".to_owned(),
+            ),
+            (
+                r#"{"network": {"interfaces": []}}"#.to_owned(),
+                "metadata network/interfaces: not a JSON object (got \"[]\")".to_owned(),
+            ),
+            // A value that does not parse.
+            (
+                tree.replace("\"00:16:3e:00:00:01\"", "\"eth0\""),
+                "metadata latest/meta-data/mac: not a MAC address (aa:bb:cc:dd:ee:ff) (got \"eth0\")"
+                    .to_owned(),
+            ),
+            (
+                tree.replace("\"00:16:3e:00:00:02\"", "\"../x\""),
+                "metadata network/interfaces/macs/../x: not a MAC address".to_owned(),
+            ),
+            (
+                tree.replace("\"10.98.1.21\"", "7"),
+                "metadata network/interfaces/macs/00:16:3e:00:00:02/private-ipv4s".to_owned(),
+            ),
+        ] {
+            let e = parse_saved(&bad).unwrap_err().to_string();
+            assert!(e.starts_with(&want), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_saved_folder_reads_every_key_the_hook_fetches() {
+        let folder: String = NicKey::ALL
+            .iter()
+            .map(|k| format!("\"{0}\": \"{0}\"", k.name()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let folder: SavedFolder = doc::read(&format!("{{{folder}}}"), "test", "f").unwrap();
+        let answers = folder.answers();
+        assert_eq!(answers.keys().copied().collect::<Vec<_>>(), NicKey::ALL);
+        assert!(answers.iter().all(|(k, v)| k.name() == v), "{answers:?}");
     }
 }

@@ -19,18 +19,26 @@
 //! again with the wait's backoff and its `Retry-After`, within one budget.
 
 use base64::Engine as _;
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::nic;
 use super::{Azure, Fetch, INSTANCE_PATH, VM_ID_PATH};
 use crate::error::{Error, Problem, Result};
-use crate::source::provider::instance::{meta_data, text_field};
+use crate::source::provider::doc;
+use crate::source::provider::instance::meta_data;
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::wait::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
 
 /// The most bytes of user-data kept (Azure allows 64 KiB).
 const MAX_USER_DATA_BYTES: usize = 64 * 1024;
+
+/// The largest answer read: the network answer's cap ([`nic::MAX_BODY_BYTES`]).
+const MAX_ANSWER_BYTES: u64 = nic::MAX_BODY_BYTES as u64;
+
+/// Where user-data is in the answer, for its errors.
+const USER_DATA_KEY: &str = "compute/userData";
 
 /// `fetch.get(path)`, sent again while it fails in a way waiting can fix.
 pub fn get_retrying(
@@ -49,93 +57,84 @@ fn missing(key: &str) -> Error {
     }
 }
 
-/// `compute.userData`: base64, at most 64 KiB once decoded; empty is none.
-fn user_data(v: Option<Value>) -> Result<Option<Vec<u8>>> {
-    let bad = |reason: String, value: &str| Error::Metadata {
-        key: "compute/userData".to_owned(),
-        problem: Problem::bad(reason, value),
+/// The answer's two parts, both required; `compute` is read into [`Compute`],
+/// `network` by the hot-plug wait's parser, and both are kept as received.
+#[derive(Deserialize)]
+struct InstanceDoc {
+    compute: Value,
+    network: Value,
+}
+
+/// The keys of `compute` read (see the module docs' table).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Compute {
+    #[serde(deserialize_with = "doc::required_text")]
+    vm_id: String,
+    #[serde(default, deserialize_with = "doc::text")]
+    location: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    zone: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    name: Option<String>,
+    /// Base64; empty is none.
+    #[serde(default, deserialize_with = "doc::text")]
+    user_data: Option<String>,
+}
+
+/// `compute.userData` decoded: at most 64 KiB.
+fn user_data(b64: Option<&str>) -> Result<Option<Vec<u8>>> {
+    let Some(b64) = b64 else {
+        return Ok(None);
     };
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(s.trim())
-                .map_err(|e| bad(format!("not base64 ({e})"), ""))?;
-            if bytes.len() > MAX_USER_DATA_BYTES {
-                return Err(bad(
-                    "larger than 64 KiB".to_owned(),
-                    &bytes.len().to_string(),
-                ));
-            }
-            Ok(Some(bytes))
-        }
-        Some(_) => Err(bad("not a string".to_owned(), "")),
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        // Not shown: user-data is sensitive.
+        .map_err(|e| doc::bad(USER_DATA_KEY, format!("not base64 ({e})"), ""))?;
+    if bytes.len() > MAX_USER_DATA_BYTES {
+        let reason = "larger than 64 KiB once decoded";
+        return Err(doc::bad(USER_DATA_KEY, reason, &bytes.len().to_string()));
     }
+    Ok(Some(bytes))
 }
 
 /// Interprets one answer of `/metadata/instance`; `endpoint` is the base URL that
 /// gave it.
 pub fn assemble(text: &str, endpoint: &str) -> Result<InstanceData> {
-    if text.len() > nic::MAX_BODY_BYTES {
-        return Err(Error::Metadata {
-            key: "instance".to_owned(),
-            problem: Problem::bad("answer too large", &text.len().to_string()),
-        });
-    }
-    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
-        what: "Azure IMDS instance".to_owned(),
-        message: e.to_string(),
-    })?;
-    let Value::Object(mut root) = root else {
-        return Err(Error::Metadata {
-            key: "instance".to_owned(),
-            problem: Problem::bad("not a JSON object", ""),
-        });
-    };
-    let network = root.remove("network").ok_or_else(|| missing("network"))?;
-    nic::parse_network(&network.to_string())?;
-    let mut compute = match root.remove("compute") {
-        Some(Value::Object(c)) => c,
-        Some(_) => {
-            return Err(Error::Metadata {
-                key: "compute".to_owned(),
-                problem: Problem::bad("not a JSON object", ""),
-            });
-        }
-        None => return Err(missing("compute")),
-    };
-    let text_of = |c: &Map<String, Value>, k: &str| text_field(c, k, "compute/");
-    let instance_id = text_of(&compute, "vmId")?.ok_or_else(|| missing("compute/vmId"))?;
-    let region = text_of(&compute, "location")?;
-    let availability_zone = text_of(&compute, "zone")?;
-    let local_hostname = text_of(&compute, "name")?;
-    let user_data = user_data(compute.remove("userData"))?;
+    let (answer, _): (InstanceDoc, _) =
+        doc::read_object(text, MAX_ANSWER_BYTES, "Azure IMDS instance", "instance")?;
+    nic::parse_network(&answer.network.to_string())?;
+    let c: Compute = doc::from_value(&answer.compute, "compute")?;
+    let user_data = user_data(c.user_data.as_deref())?;
     let md = meta_data(
-        &instance_id,
-        local_hostname.as_deref(),
-        availability_zone.as_deref(),
-        &[("region", region.as_deref())],
+        &c.vm_id,
+        c.name.as_deref(),
+        c.zone.as_deref(),
+        &[("region", c.location.as_deref())],
     );
+    // `userData` is the sensitive user-data: kept out of `ds`.
+    let mut compute = answer.compute;
+    if let Value::Object(keys) = &mut compute {
+        keys.remove("userData");
+    }
     let ds = json!({
         "_metadata_api_version": super::API_VERSION,
         "meta_data": md.clone(),
-        "imds": {"compute": compute, "network": network},
+        "imds": {"compute": compute, "network": answer.network},
     });
     Ok(InstanceData {
-        datasource: SourceKind::Azure,
-        instance_id,
-        local_hostname,
-        cloud_name: "azure".to_owned(),
-        platform: "azure".to_owned(),
-        subplatform: format!("metadata ({endpoint})"),
-        region,
-        availability_zone,
+        local_hostname: c.name,
+        region: c.location,
+        availability_zone: c.zone,
         meta_data: md,
         user_data,
-        vendor_data: None,
-        network_config: None,
         ds,
+        ..InstanceData::new(
+            SourceKind::Azure,
+            c.vm_id,
+            "azure",
+            format!("metadata ({endpoint})"),
+        )
     })
 }
 
@@ -215,20 +214,80 @@ mod tests {
     }
 
     #[test]
-    fn bad_answers_are_errors() {
-        for bad in [
-            "garbage".to_owned(),
-            "[]".to_owned(),
-            json!({"compute": {"vmId": "x"}}).to_string(),
-            json!({"compute": {"vmId": "x"}, "network": {"interface": [{"macAddress": "zz"}]}})
-                .to_string(),
-            answer(&json!({"location": "eastus"})),
-            answer(&json!({"vmId": 7})),
-            answer(&json!({"vmId": "x", "name": "evil\nhost"})),
-            answer(&json!({"vmId": "x", "userData": "%%%"})),
-            answer(&json!("compute")),
+    fn bad_answers_are_errors_naming_the_key_and_showing_the_value() {
+        for (bad, want) in [
+            ("garbage".to_owned(), "Azure IMDS instance: expected value"),
+            (
+                "[]".to_owned(),
+                "metadata instance: not a JSON object (got \"[]\")",
+            ),
+            // Both parts are required.
+            (
+                json!({"compute": {"vmId": "x"}}).to_string(),
+                "metadata instance/network: missing",
+            ),
+            (
+                answer(&json!({"location": "eastus"})),
+                "metadata compute/vmId: missing",
+            ),
+            (
+                answer(&json!({"vmId": " "})),
+                "metadata compute/vmId: empty (got \" \")",
+            ),
+            (
+                json!({"compute": {"vmId": "x"}, "network": {"interface": [{"macAddress": "zz"}]}})
+                    .to_string(),
+                "metadata network/interface/0/macAddress: not 12 hex digits (got \"zz\")",
+            ),
+            // A key read of the wrong type.
+            (
+                answer(&json!({"vmId": 7})),
+                "metadata compute/vmId: not a string (got \"7\")",
+            ),
+            (
+                answer(&json!({"vmId": "x", "zone": ["1"]})),
+                "metadata compute/zone: not a string (got \"[\\\"1\\\"]\")",
+            ),
+            (
+                answer(&json!("compute")),
+                "metadata compute: not a JSON object (got \"compute\")",
+            ),
+            // A value that does not parse.
+            (
+                answer(&json!({"vmId": "x", "name": "evil\nhost"})),
+                "metadata compute/name: holds a control character",
+            ),
+            (
+                answer(&json!({"vmId": "x", "userData": "%%%"})),
+                "metadata compute/userData: not base64",
+            ),
         ] {
-            assert!(assemble(&bad, "http://169.254.169.254").is_err(), "{bad}");
+            let e = assemble(&bad, "http://169.254.169.254")
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(want), "{bad}: {e}");
         }
+        // The user-data is sensitive: a bad one is not shown.
+        let e = assemble(&answer(&json!({"vmId": "x", "userData": "c2VjcmV0%"})), "e")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("c2VjcmV0"), "{e}");
+        let big = answer(&json!({"vmId": "x", "userData": "A".repeat(nic::MAX_BODY_BYTES)}));
+        let e = assemble(&big, "e").unwrap_err().to_string();
+        assert!(e.starts_with("metadata instance: larger than"), "{e}");
+    }
+
+    #[test]
+    fn keys_not_read_may_be_anything_and_are_kept() {
+        let text = answer(&json!({
+            "vmId": "x", "zone": null, "name": null, "userData": null,
+            "tagsList": [{"name": "a"}], "osProfile": null, "platformFaultDomain": 0,
+        }));
+        let d = assemble(&text, "e").unwrap();
+        assert_eq!(d.instance_id, "x");
+        assert_eq!((d.local_hostname, d.availability_zone), (None, None));
+        assert_eq!(d.ds["imds"]["compute"]["tagsList"][0]["name"], "a");
+        assert_eq!(d.ds["imds"]["compute"]["platformFaultDomain"], 0);
+        assert!(d.ds["imds"]["compute"].get("userData").is_none());
     }
 }

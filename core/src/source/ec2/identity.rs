@@ -21,16 +21,19 @@
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::nic::{NicKey, Request};
 use super::wait::{Clock, SystemClock, WaitPolicy};
 use super::{Ec2, Fetch};
 use crate::constants::{
-    IMDS_IDENTITY_DOCUMENT, IMDS_MAX_USER_DATA_BYTES, IMDS_META_DATA, IMDS_USER_DATA,
+    IMDS_IDENTITY_DOCUMENT, IMDS_MAX_BODY_BYTES, IMDS_MAX_USER_DATA_BYTES, IMDS_META_DATA,
+    IMDS_USER_DATA,
 };
 use crate::error::{Error, Problem, Result};
 use crate::metadata::parse_tree;
+use crate::source::provider::doc;
 use crate::source::provider::imdsv2::{listed_nics, listing};
 use crate::source::provider::retry::Retrying;
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -93,30 +96,37 @@ pub fn fetch_answers(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) 
     Ok(a)
 }
 
-fn bad_document(problem: String) -> Error {
-    Error::Metadata {
-        key: "dynamic/instance-identity/document".to_owned(),
-        problem: Problem::bad(problem, ""),
-    }
+/// The keys of the instance-identity document read: each may be absent, as
+/// on EC2-API clouds other than AWS; the rest of the document is kept as it is.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct IdentityDocument {
+    #[serde(default, deserialize_with = "doc::text")]
+    instance_id: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    availability_zone: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    region: Option<String>,
 }
+
+/// The largest identity document read (as much as the client reads; AWS's is
+/// under 1 KiB).
+const MAX_DOCUMENT_BYTES: u64 = IMDS_MAX_BODY_BYTES;
 
 /// Interprets the answers: `endpoint` is the base URL that gave them, `cloud_name`
 /// the platform detection identified (`aws`, `brightbox`, ...).
 pub fn assemble(a: &Answers, endpoint: &str, cloud_name: &str) -> Result<InstanceData> {
-    let doc: Option<Map<String, Value>> = match &a.identity_document {
-        None => None,
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(m)) => Some(m),
-            Ok(_) => return Err(bad_document("not a JSON object".to_owned())),
-            Err(e) => return Err(bad_document(format!("not JSON ({e})"))),
-        },
-    };
-    let from_doc = |k: &str| {
-        doc.as_ref()
-            .and_then(|d| d.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .filter(|s| !s.is_empty())
+    let (read, document) = match &a.identity_document {
+        None => (IdentityDocument::default(), None),
+        Some(text) => {
+            let (read, document) = doc::read_object(
+                text,
+                MAX_DOCUMENT_BYTES,
+                "EC2 instance-identity document",
+                IMDS_IDENTITY_DOCUMENT,
+            )?;
+            (read, Some(document))
+        }
     };
     let trimmed = |v: &Option<String>| {
         v.as_deref()
@@ -124,22 +134,23 @@ pub fn assemble(a: &Answers, endpoint: &str, cloud_name: &str) -> Result<Instanc
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
     };
-    let instance_id = from_doc("instanceId")
+    let instance_id = read
+        .instance_id
         .or_else(|| trimmed(&a.instance_id))
         .ok_or_else(|| Error::Metadata {
             key: "instance-id".to_owned(),
             problem: Problem::missing(),
         })?;
-    let availability_zone = from_doc("availabilityZone").or_else(|| trimmed(&a.availability_zone));
+    let availability_zone = read
+        .availability_zone
+        .or_else(|| trimmed(&a.availability_zone));
     // cloud-init: the document's region, else the zone without its letter.
-    let region = from_doc("region")
-        .or_else(|| trimmed(&a.region))
-        .or_else(|| {
-            availability_zone
-                .as_deref()
-                .and_then(|z| z.strip_suffix(|c: char| c.is_ascii_lowercase()))
-                .map(str::to_owned)
-        });
+    let region = read.region.or_else(|| trimmed(&a.region)).or_else(|| {
+        availability_zone
+            .as_deref()
+            .and_then(|z| z.strip_suffix(|c: char| c.is_ascii_lowercase()))
+            .map(str::to_owned)
+    });
     let mut md = Map::new();
     md.insert("instance-id".to_owned(), json!(instance_id));
     if let Some(h) = trimmed(&a.local_hostname) {
@@ -160,37 +171,35 @@ pub fn assemble(a: &Answers, endpoint: &str, cloud_name: &str) -> Result<Instanc
         .map(|(mac, keys)| (mac.clone(), json!(keys)))
         .collect();
     md.insert("network".to_owned(), json!({"interfaces": {"macs": macs}}));
-    let md_value = Value::Object(md);
+    let md_value = Value::Object(md.clone());
     // The same parser as every metadata tree: a garbage value is an error naming
     // its key, here rather than later in the plan.
     parse_tree(&md_value)?;
-    let Value::Object(meta_data) = md_value.clone() else {
-        unreachable!("built as an object above")
-    };
+    let meta_data = md;
     let mut ds = json!({"_metadata_api_version": "latest", "meta-data": md_value});
-    if let (Some(d), Some(obj)) = (&doc, ds.as_object_mut()) {
+    if let (Some(d), Some(obj)) = (document, ds.as_object_mut()) {
         obj.insert(
             "dynamic".to_owned(),
             json!({"instance-identity": {"document": d}}),
         );
     }
     Ok(InstanceData {
-        datasource: SourceKind::Ec2,
         local_hostname: meta_data
             .get("local-hostname")
             .and_then(Value::as_str)
             .map(str::to_owned),
-        instance_id,
         cloud_name: cloud_name.to_owned(),
-        platform: "ec2".to_owned(),
-        subplatform: format!("metadata ({endpoint})"),
         region,
         availability_zone,
         meta_data,
         user_data: a.user_data.clone(),
-        vendor_data: None,
-        network_config: None,
         ds,
+        ..InstanceData::new(
+            SourceKind::Ec2,
+            instance_id,
+            "ec2",
+            format!("metadata ({endpoint})"),
+        )
     })
 }
 
@@ -389,21 +398,24 @@ mod tests {
 
     #[test]
     fn garbage_is_a_clear_error() {
+        const DOC: &str = "/latest/dynamic/instance-identity/document";
         let cases = [
+            (DOC, "not json", "EC2 instance-identity document: expected"),
+            (DOC, "[1]", "document: not a JSON object (got \"[1]\")"),
+            // Every key of the document may be absent; the instance-id then
+            // comes from nowhere (meta-data's is only read without a document).
+            (DOC, "{}", "instance-id: missing"),
+            // A key read of the wrong type.
             (
-                "/latest/dynamic/instance-identity/document",
-                "not json",
-                "not JSON",
+                DOC,
+                r#"{"instanceId": "i-0abc", "region": 7}"#,
+                "metadata /latest/dynamic/instance-identity/document/region: not a string (got \"7\")",
             ),
+            // A key read that does not parse: one line of text.
             (
-                "/latest/dynamic/instance-identity/document",
-                "[1]",
-                "not a JSON object",
-            ),
-            (
-                "/latest/dynamic/instance-identity/document",
-                "{}",
-                "instance-id: missing",
+                DOC,
+                r#"{"instanceId": "i-0abc\u001b[2J"}"#,
+                "document/instanceId: holds a control character (got \"i-0abc\\u{1b}[2J\")",
             ),
             (
                 &format!("{MACS}/02:00:00:00:00:01/device-number"),
@@ -421,5 +433,30 @@ mod tests {
                 .to_string();
             assert!(e.contains(want), "{path}: {e}");
         }
+    }
+
+    #[test]
+    fn the_document_is_kept_whole_and_keys_not_read_may_be_anything() {
+        let mut m = aws();
+        let doc = r#"{"instanceId": " i-0abc ", "region": null, "availabilityZone": "",
+            "devpayProductCodes": null, "marketplaceProductCodes": [1, {"x": []}],
+            "version": 2017, "pendingTime": {"odd": true}}"#;
+        m.insert(
+            "/latest/dynamic/instance-identity/document".into(),
+            doc.into(),
+        );
+        m.insert(
+            "/latest/meta-data/placement/availability-zone".into(),
+            "unread".into(),
+        );
+        let a = fetch_answers(&script(m), &policy(), &FakeClock::new()).unwrap();
+        let d = assemble(&a, "http://169.254.169.254", "aws").unwrap();
+        assert_eq!(d.instance_id, "i-0abc");
+        // null and empty are absent: no zone, so no region either.
+        assert_eq!((d.region, d.availability_zone), (None, None));
+        let kept = &d.ds["dynamic"]["instance-identity"]["document"];
+        assert_eq!(kept["marketplaceProductCodes"][1]["x"], json!([]));
+        assert_eq!(kept["instanceId"], " i-0abc ");
+        assert_eq!(kept["version"], 2017);
     }
 }

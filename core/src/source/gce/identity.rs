@@ -23,6 +23,7 @@ use super::nic::{INTERFACES_PATH, parse_interfaces};
 use super::{GCE_ROOT, Gce};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
+use crate::source::provider::doc;
 use crate::source::provider::http::Fetch;
 use crate::source::provider::instance::meta_data;
 use crate::source::provider::retry::{ClientSource, Retrying};
@@ -102,7 +103,7 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
     let interfaces = match &a.interfaces {
         Some(body) => {
             parse_interfaces(body)?;
-            serde_json::from_str::<Value>(body).unwrap_or(Value::Null)
+            doc::read(body, "GCE network-interfaces", INTERFACES_PATH)?
         }
         None => Value::Array(Vec::new()),
     };
@@ -126,19 +127,18 @@ pub fn assemble(a: &Answers, endpoint: &str) -> Result<InstanceData> {
     md.insert("network-interfaces".to_owned(), interfaces);
     let ds = json!({"meta_data": Value::Object(md.clone())});
     Ok(InstanceData {
-        datasource: SourceKind::Gce,
-        instance_id,
         local_hostname,
-        cloud_name: "gce".to_owned(),
-        platform: "gce".to_owned(),
-        subplatform: format!("metadata ({endpoint}{GCE_ROOT}/)"),
         region,
         availability_zone,
         meta_data: md,
         user_data,
-        vendor_data: None,
-        network_config: None,
         ds,
+        ..InstanceData::new(
+            SourceKind::Gce,
+            instance_id,
+            "gce",
+            format!("metadata ({endpoint}{GCE_ROOT}/)"),
+        )
     })
 }
 

@@ -22,15 +22,17 @@
 //! wait's jittered backoff, within one budget for the whole fetch. The drive is
 //! read once, in one mount. What the answers mean is pure ([`assemble`]).
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::configdrive::ConfigDrive;
+use super::configdrive::{ConfigDrive, MAX_FILE_BYTES};
 use super::nic::parse_network_data;
 use super::{META_DATA_PATH, NETWORK_DATA_PATH, OPENSTACK_ROOT, OpenStack, USER_DATA_PATH};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
+use crate::source::provider::doc;
 use crate::source::provider::http::Fetch;
-use crate::source::provider::instance::{meta_data, text_field};
+use crate::source::provider::instance::meta_data;
 use crate::source::provider::retry::{ClientSource, Retrying};
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -90,41 +92,36 @@ pub fn read_drive(drive: &ConfigDrive) -> Result<Answers> {
     })
 }
 
-fn key(name: &str) -> String {
-    format!("{OPENSTACK_ROOT}{META_DATA_PATH}/{name}")
-}
-
-/// [`text_field`] of `meta_data.json`.
-fn string_field(md: &Map<String, Value>, name: &str) -> Result<Option<String>> {
-    text_field(md, name, &key(""))
+/// The keys of `meta_data.json` read; the others are published as they are.
+#[derive(Deserialize)]
+struct MetaData {
+    #[serde(deserialize_with = "doc::required_text")]
+    uuid: String,
+    #[serde(default, deserialize_with = "doc::text")]
+    hostname: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    availability_zone: Option<String>,
 }
 
 /// Interprets the answers: `kind` is [`SourceKind::OpenStack`] or
 /// [`SourceKind::ConfigDrive`], `from` the base URL or the drive's device.
 pub fn assemble(a: &Answers, kind: SourceKind, from: &str) -> Result<InstanceData> {
+    let file = format!("{OPENSTACK_ROOT}{META_DATA_PATH}");
     let body = a.meta_data.as_deref().ok_or_else(|| Error::Metadata {
-        key: format!("{OPENSTACK_ROOT}{META_DATA_PATH}"),
+        key: file.clone(),
         problem: Problem::missing(),
     })?;
-    let value: Value = serde_json::from_str(body).map_err(|e| Error::Metadata {
-        key: format!("{OPENSTACK_ROOT}{META_DATA_PATH}"),
-        problem: Problem::bad(format!("not JSON ({e})"), body),
-    })?;
-    let Value::Object(mut md) = value else {
-        return Err(Error::Metadata {
-            key: format!("{OPENSTACK_ROOT}{META_DATA_PATH}"),
-            problem: Problem::bad("not a JSON object", body),
-        });
-    };
+    // As much as the drive reads (the service's client reads less).
+    let (read, mut md): (MetaData, _) =
+        doc::read_object(body, MAX_FILE_BYTES, "OpenStack meta_data.json", &file)?;
     for w in WITHHELD {
         md.remove(w);
     }
-    let instance_id = string_field(&md, "uuid")?.ok_or_else(|| Error::Metadata {
-        key: key("uuid"),
-        problem: Problem::missing(),
-    })?;
-    let hostname = string_field(&md, "hostname")?;
-    let availability_zone = string_field(&md, "availability_zone")?;
+    let MetaData {
+        uuid: instance_id,
+        hostname,
+        availability_zone,
+    } = read;
     let local_hostname = hostname
         .as_deref()
         .and_then(|h| h.split('.').next())
@@ -133,7 +130,11 @@ pub fn assemble(a: &Answers, kind: SourceKind, from: &str) -> Result<InstanceDat
     let network_data = match &a.network_data {
         Some(body) => {
             parse_network_data(body)?;
-            serde_json::from_str::<Value>(body).unwrap_or(Value::Null)
+            doc::read(
+                body,
+                "OpenStack network_data.json",
+                &path(NETWORK_DATA_PATH),
+            )?
         }
         None => Value::Null,
     };
@@ -155,19 +156,13 @@ pub fn assemble(a: &Answers, kind: SourceKind, from: &str) -> Result<InstanceDat
         _ => ("openstack", format!("metadata ({from})")),
     };
     Ok(InstanceData {
-        datasource: kind,
-        instance_id,
         local_hostname,
         cloud_name: cloud_name.to_owned(),
-        platform: "openstack".to_owned(),
-        subplatform,
-        region: None,
         availability_zone,
         meta_data: md,
         user_data: a.user_data.clone(),
-        vendor_data: None,
-        network_config: None,
         ds: Value::Object(ds),
+        ..InstanceData::new(kind, instance_id, "openstack", subplatform)
     })
 }
 
@@ -310,17 +305,38 @@ mod tests {
     fn a_missing_uuid_or_garbage_fail_and_429s_are_retried() {
         let s = service(None).without(&format!("{OPENSTACK_ROOT}/meta_data.json"));
         assert!(run(&s).unwrap_err().to_string().contains("meta_data.json"));
+        let file = "metadata /openstack/latest/meta_data.json";
         for (bad, want) in [
-            ("[]", "not a JSON object"),
-            ("{", "not JSON"),
-            ("{\"hostname\": \"x\"}", "uuid: missing"),
-            ("{\"uuid\": 7}", "not a string"),
-            ("{\"uuid\": \"a\\nb\"}", "control character"),
+            ("[]", format!("{file}: not a JSON object (got \"[]\")")),
+            ("{", "OpenStack meta_data.json: EOF".to_owned()),
+            // The one required key.
+            ("{\"hostname\": \"x\"}", format!("{file}/uuid: missing")),
+            // A key read of the wrong type.
+            (
+                "{\"uuid\": 7}",
+                format!("{file}/uuid: not a string (got \"7\")"),
+            ),
+            (
+                "{\"uuid\": \"u\", \"availability_zone\": {}}",
+                format!("{file}/availability_zone: not a string (got \"{{}}\")"),
+            ),
+            // A value that does not parse.
+            (
+                "{\"uuid\": \"a\\nb\"}",
+                format!("{file}/uuid: holds a control character (got \"a\\nb\")"),
+            ),
         ] {
             let s = service(None).value(&format!("{OPENSTACK_ROOT}/meta_data.json"), bad);
             let e = run(&s).unwrap_err().to_string();
-            assert!(e.contains(want), "{bad}: {e}");
+            assert!(e.starts_with(&want), "{bad}: {e}");
         }
+        // Keys not read may be anything, and are published as they are.
+        let odd = r#"{"uuid": "u", "hostname": null, "keys": [{"data": 1}], "launch_index": null}"#;
+        let s = service(None).value(&format!("{OPENSTACK_ROOT}/meta_data.json"), odd);
+        let d = run(&s).unwrap();
+        assert_eq!((d.instance_id.as_str(), d.local_hostname), ("u", None));
+        assert_eq!(d.meta_data["keys"][0]["data"], 1);
+        assert_eq!(d.meta_data["launch_index"], Value::Null);
         let s = service(None).value(&format!("{OPENSTACK_ROOT}/network_data.json"), "{");
         assert!(run(&s).is_err());
         // Neutron's rate limit: 429s retried within the budget.

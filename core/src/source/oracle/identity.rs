@@ -21,14 +21,16 @@
 //! `metadata.user_data` is sensitive, redacted in the world-readable file).
 
 use base64::Engine as _;
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::wait::retrying;
 use super::{INSTANCE_PATH, Oracle, V2_ROOT};
 use crate::constants::IMDS_MAX_USER_DATA_BYTES;
 use crate::error::{Error, Problem, Result};
+use crate::source::provider::doc;
 use crate::source::provider::http::Fetch;
-use crate::source::provider::instance::{meta_data, text_field};
+use crate::source::provider::instance::meta_data;
 use crate::source::provider::retry::ClientSource;
 use crate::source::provider::{Clock, SystemClock, WaitPolicy};
 use crate::source::{Datasource, InstanceData, SourceKind};
@@ -48,87 +50,96 @@ pub fn fetch_document(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock)
     })
 }
 
-fn key(name: &str) -> String {
-    format!("{INSTANCE_PATH}{name}")
+/// The keys of the instance document read (see the module docs' table).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InstanceDoc {
+    #[serde(deserialize_with = "doc::required_text")]
+    id: String,
+    #[serde(default, deserialize_with = "doc::text")]
+    display_name: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    hostname: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    oci_ad_name: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    availability_domain: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    canonical_region_name: Option<String>,
+    #[serde(default, deserialize_with = "doc::text")]
+    region: Option<String>,
+    /// `null` is none.
+    metadata: Option<Metadata>,
 }
 
-/// [`text_field`] of the instance document (`at`: where `obj` is in it).
-fn field(obj: &Map<String, Value>, k: &str, at: &str) -> Result<Option<String>> {
-    text_field(obj, k, &key(at))
+/// The keys of the instance document's `metadata` read.
+#[derive(Deserialize)]
+struct Metadata {
+    /// Base64.
+    #[serde(default, deserialize_with = "doc::text")]
+    user_data: Option<String>,
+    /// Copied to meta-data as it is, whatever its type.
+    #[serde(default, deserialize_with = "doc::kept")]
+    ssh_authorized_keys: Option<Value>,
+}
+
+/// The document's key path, for errors: [`INSTANCE_PATH`] without its `/`.
+fn root() -> &'static str {
+    INSTANCE_PATH.trim_end_matches('/')
 }
 
 /// Interprets the instance document; `endpoint` is the base URL that gave it.
 pub fn assemble(document: &str, endpoint: &str) -> Result<InstanceData> {
-    let root: Value = serde_json::from_str(document).map_err(|e| Error::Syntax {
-        what: "OCI IMDS instance".to_owned(),
-        message: e.to_string(),
-    })?;
-    let Value::Object(doc) = &root else {
-        return Err(Error::Metadata {
-            key: INSTANCE_PATH.to_owned(),
-            problem: Problem::bad("not a JSON object", &root.to_string()),
-        });
-    };
-    let instance_id = field(doc, "id", "")?.ok_or_else(|| Error::Metadata {
-        key: key("id"),
-        problem: Problem::missing(),
-    })?;
-    let display_name = field(doc, "displayName", "")?;
-    let local_hostname = field(doc, "hostname", "")?.or_else(|| display_name.clone());
-    let availability_zone = match field(doc, "ociAdName", "")? {
-        Some(z) => Some(z),
-        None => field(doc, "availabilityDomain", "")?,
-    };
-    let region = match field(doc, "canonicalRegionName", "")? {
-        Some(r) => Some(r),
-        None => field(doc, "region", "")?,
-    };
-    let (user_data, public_keys) = match doc.get("metadata") {
-        None | Some(Value::Null) => (None, None),
-        Some(Value::Object(m)) => {
-            let user_data = field(m, "user_data", "metadata/")?
+    // As much as `fetch_document` reads: the document carries the user-data.
+    let (doc, root_keys): (InstanceDoc, _) = doc::read_object(
+        document,
+        IMDS_MAX_USER_DATA_BYTES,
+        "OCI IMDS instance",
+        root(),
+    )?;
+    let (user_data, public_keys) = match doc.metadata {
+        None => (None, None),
+        Some(m) => {
+            let user_data = m
+                .user_data
                 .map(|b64| {
                     base64::engine::general_purpose::STANDARD
                         .decode(b64.as_bytes())
-                        .map_err(|e| Error::Metadata {
-                            key: key("metadata/user_data"),
-                            problem: Problem::bad(format!("not base64 ({e})"), ""),
+                        .map_err(|e| {
+                            let key = format!("{}/metadata/user_data", root());
+                            // Not shown: user-data is sensitive.
+                            doc::bad(key, format!("not base64 ({e})"), "")
                         })
                 })
                 .transpose()?;
-            (user_data, m.get("ssh_authorized_keys").cloned())
-        }
-        Some(v) => {
-            return Err(Error::Metadata {
-                key: key("metadata"),
-                problem: Problem::bad("not a JSON object", &v.to_string()),
-            });
+            (user_data, m.ssh_authorized_keys)
         }
     };
+    let local_hostname = doc.hostname.or_else(|| doc.display_name.clone());
+    let availability_zone = doc.oci_ad_name.or(doc.availability_domain);
     let mut md = meta_data(
-        &instance_id,
+        &doc.id,
         local_hostname.as_deref(),
         availability_zone.as_deref(),
-        &[("name", display_name.as_deref())],
+        &[("name", doc.display_name.as_deref())],
     );
     md.insert("launch-index".to_owned(), json!(0));
     if let Some(k) = public_keys {
         md.insert("public_keys".to_owned(), k);
     }
     Ok(InstanceData {
-        datasource: SourceKind::Oracle,
-        instance_id,
         local_hostname,
-        cloud_name: "oracle".to_owned(),
-        platform: "oracle".to_owned(),
-        subplatform: format!("metadata ({endpoint}{V2_ROOT}/)"),
-        region,
+        region: doc.canonical_region_name.or(doc.region),
         availability_zone,
         meta_data: md,
         user_data,
-        vendor_data: None,
-        network_config: None,
-        ds: root,
+        ds: Value::Object(root_keys),
+        ..InstanceData::new(
+            SourceKind::Oracle,
+            doc.id,
+            "oracle",
+            format!("metadata ({endpoint}{V2_ROOT}/)"),
+        )
     })
 }
 
@@ -218,21 +229,76 @@ mod tests {
             d.subplatform,
             "metadata (http://[fd00:c1::a9fe:a9fe]/opc/v2/)"
         );
-        for (bad, named) in [
-            ("{}", "/opc/v2/instance/id"),
-            (r#"{"id": "  "}"#, "/opc/v2/instance/id"),
-            (r#"{"id": 5}"#, "/opc/v2/instance/id"),
-            (r#"{"id": "a\u0000b"}"#, "control character"),
-            ("[]", "not a JSON object"),
-            ("<html>", "OCI IMDS instance"),
-            (r#"{"id":"x","metadata":[]}"#, "metadata"),
-            (r#"{"id":"x","metadata":{"user_data":"!!"}}"#, "user_data"),
-            (r#"{"id":"x","hostname":7}"#, "hostname"),
+        for (bad, want) in [
+            ("{}", "metadata /opc/v2/instance/id: missing"),
+            (r#"{"id": "  "}"#, "metadata /opc/v2/instance/id: empty"),
+            (r#"{"id": null}"#, "metadata /opc/v2/instance/id: empty"),
+            // A key read of the wrong type.
+            (
+                r#"{"id": 5}"#,
+                "metadata /opc/v2/instance/id: not a string (got \"5\")",
+            ),
+            (
+                r#"{"id":"x","hostname":7}"#,
+                "metadata /opc/v2/instance/hostname: not a string (got \"7\")",
+            ),
+            (
+                r#"{"id":"x","metadata":[]}"#,
+                "metadata /opc/v2/instance/metadata: not a JSON object (got \"[]\")",
+            ),
+            (
+                r#"{"id":"x","metadata":{"user_data":{}}}"#,
+                "metadata /opc/v2/instance/metadata/user_data: not a string",
+            ),
+            // A value that does not parse.
+            (
+                r#"{"id": "a\u0000b"}"#,
+                "metadata /opc/v2/instance/id: holds a control character",
+            ),
+            (
+                r#"{"id":"x","metadata":{"user_data":"!!"}}"#,
+                "metadata /opc/v2/instance/metadata/user_data: not base64",
+            ),
+            ("[]", "metadata /opc/v2/instance: not a JSON object"),
+            ("<html>", "OCI IMDS instance: expected value"),
         ] {
             let e = assemble(bad, "http://169.254.169.254")
                 .unwrap_err()
                 .to_string();
-            assert!(e.contains(named), "{bad}: {e}");
+            assert!(e.starts_with(want), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn bad_user_data_is_not_shown() {
+        let e = assemble(r#"{"id":"x","metadata":{"user_data":"c2VjcmV0%"}}"#, "e")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("user_data: not base64") && !e.contains("c2VjcmV0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn keys_not_read_may_be_anything_and_ssh_keys_are_copied_as_they_are() {
+        let d = assemble(
+            r#"{"id":"x","hostname":null,"displayName":"","timeCreated":1584,
+                "agentConfig":{"pluginsConfig":[{"name":"a"}]},
+                "metadata":{"ssh_authorized_keys":null,"user_data":null,"extra":[1]}}"#,
+            "e",
+        )
+        .unwrap();
+        assert_eq!(d.local_hostname, None);
+        assert_eq!(d.user_data, None);
+        assert_eq!(d.meta_data["public_keys"], Value::Null);
+        assert_eq!(d.ds["agentConfig"]["pluginsConfig"][0]["name"], "a");
+        let d = assemble(
+            r#"{"id":"x","metadata":{"ssh_authorized_keys":["k"]}}"#,
+            "e",
+        )
+        .unwrap();
+        assert_eq!(d.meta_data["public_keys"], json!(["k"]));
+        assert!(assemble(r#"{"id":"x","metadata":null}"#, "e").is_ok());
     }
 }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Pure: the clouds' JSON documents read strictly into `#[derive(Deserialize)]`
-//! types (GCE's `network-interfaces`, Azure's `network`, OCI's `vnics`,
-//! `OpenStack`'s `network_data.json`).
+//! types: the network ones (GCE's `network-interfaces`, Azure's `network`, OCI's
+//! `vnics`, `OpenStack`'s `network_data.json`), the identity ones (EC2's
+//! instance-identity document, Azure's `compute`, OCI's `instance`,
+//! `OpenStack`'s `meta_data.json`) and saved metadata trees (ECS's).
 //!
 //! A cloud describes exactly the keys it reads as serde types; [`read`] parses
 //! the (already size-capped) body and fills them. Keys the types do not name are
@@ -13,7 +15,11 @@
 //! * a value of the wrong type: a number for a string, a list for an object, an
 //!   object given where a struct is expected even when every key of the struct is
 //!   optional (serde would otherwise read a struct from a list);
-//! * a value that does not parse (an address, a network, a MAC).
+//! * a value that does not parse (an address, a network, a MAC, a line of
+//!   [`text`] holding a control character).
+//!
+//! A document the datasource publishes whole ([`read_object`]) is kept as
+//! received beside its types, and capped in size by its reader.
 //!
 //! Enums are not read: a closed set of names (`OpenStack`'s link and network
 //! types) is a `String` the cloud checks, since an unknown name is often to be
@@ -34,7 +40,7 @@ use serde::de::value::BorrowedStrDeserializer;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess};
 use serde::de::{Expected, Unexpected, Visitor};
 use serde::{Deserialize, forward_to_deserialize_any};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::model::{MacAddr, Problem};
@@ -43,11 +49,37 @@ use crate::model::{MacAddr, Problem};
 /// document in a syntax error (`Azure IMDS network: expected value at line 1
 /// column 1`); `key` is the document's path, which every key error starts with.
 pub fn read<T: DeserializeOwned>(body: &str, what: &str, key: &str) -> Result<T> {
-    let value: Value = serde_json::from_str(body).map_err(|e| Error::Syntax {
+    from_value(&parse(body, what)?, key)
+}
+
+/// Parses `body`, a JSON object of at most `max_bytes`, into `T` (as [`read`])
+/// and keeps it as received too: for a document the datasource publishes whole
+/// (instance-data's `ds`), unknown keys included. A larger body is an error
+/// naming `key`, whatever the transport let through: the parse is pure and a
+/// config drive's file or a saved answer has no client's cap.
+pub fn read_object<T: DeserializeOwned>(
+    body: &str,
+    max_bytes: u64,
+    what: &str,
+    key: &str,
+) -> Result<(T, Map<String, Value>)> {
+    if u64::try_from(body.len()).map_or(true, |n| n > max_bytes) {
+        let reason = format!("larger than {max_bytes} bytes");
+        return Err(bad(key, reason, &body.len().to_string()));
+    }
+    let value = parse(body, what)?;
+    let read = from_value(&value, key)?;
+    match value {
+        Value::Object(object) => Ok((read, object)),
+        other => Err(bad(key, "not a JSON object", &other.to_string())),
+    }
+}
+
+fn parse(body: &str, what: &str) -> Result<Value> {
+    serde_json::from_str(body).map_err(|e| Error::Syntax {
         what: what.to_owned(),
         message: e.to_string(),
-    })?;
-    from_value(&value, key)
+    })
 }
 
 /// Reads an already parsed `value` into `T`, strictly; errors name keys below
@@ -82,6 +114,34 @@ pub fn mac<'de, D: Deserializer<'de>>(d: D) -> Result<MacAddr, D::Error> {
     let text = String::deserialize(d)?;
     text.parse::<MacAddr>()
         .map_err(|p| de::Error::custom(p.reason))
+}
+
+/// `deserialize_with` for one line of text that may be absent: trimmed, and
+/// `None` when absent (with `#[serde(default)]`), `null` or empty, as cloud-init
+/// reads an empty answer; a control character in it is an error (the text ends
+/// up in logs, file names and instance-data).
+pub fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let text = text.trim();
+    if text.chars().any(char::is_control) {
+        return Err(de::Error::custom("holds a control character"));
+    }
+    Ok((!text.is_empty()).then(|| text.to_owned()))
+}
+
+/// `deserialize_with` for a required line of [`text`]: absent is `missing`,
+/// `null` or empty an error too.
+pub fn required_text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    text(d)?.ok_or_else(|| de::Error::custom("empty"))
+}
+
+/// `deserialize_with` for a value kept as received, whatever its type (`null`
+/// too: `Some(Value::Null)`); pair it with `#[serde(default)]` for `None` when
+/// the key is absent.
+pub fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// `deserialize_with` for a list that may be absent or `null` (both read as
@@ -527,6 +587,58 @@ pub(crate) mod tests {
         assert!(e.contains("10011 chars in all"), "{e}");
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         assert!(read::<Vec<Nic>>(&deep, "test doc", "nics").is_err());
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Identity {
+        #[serde(deserialize_with = "required_text")]
+        id: String,
+        #[serde(default, deserialize_with = "text")]
+        name: Option<String>,
+        #[serde(default, deserialize_with = "kept")]
+        keys: Option<Value>,
+    }
+
+    fn identity(body: &str) -> Result<(Identity, Map<String, Value>)> {
+        read_object(body, 200, "test doc", "/doc")
+    }
+
+    #[test]
+    fn text_is_one_trimmed_line_and_null_or_empty_is_none() {
+        let (d, whole) = identity(r#"{"id": " i-1 ", "name": "", "other": [1]}"#).unwrap();
+        assert_eq!((d.id.as_str(), d.name, d.keys), ("i-1", None, None));
+        assert_eq!(whole["other"], serde_json::json!([1]));
+        let (d, _) = identity(r#"{"id": "i-1", "name": null, "keys": null}"#).unwrap();
+        assert_eq!((d.name, d.keys), (None, Some(Value::Null)));
+        let (d, _) = identity(r#"{"id": "i-1", "name": "n", "keys": {"a": 1}}"#).unwrap();
+        assert_eq!(d.name.as_deref(), Some("n"));
+        assert_eq!(d.keys, Some(serde_json::json!({"a": 1})));
+    }
+
+    #[test]
+    fn an_identity_error_names_the_key_and_shows_the_value() {
+        for (body, want) in [
+            ("{", "test doc: EOF"),
+            ("[]", "metadata /doc: not a JSON object (got \"[]\")"),
+            (r#"{"name": "n"}"#, "metadata /doc/id: missing"),
+            (r#"{"id": null}"#, "metadata /doc/id: empty (got \"null\")"),
+            (r#"{"id": " "}"#, "metadata /doc/id: empty (got \" \")"),
+            (r#"{"id": 1}"#, "metadata /doc/id: not a string (got \"1\")"),
+            (
+                r#"{"id": "i", "name": ["n"]}"#,
+                "metadata /doc/name: not a string (got \"[\\\"n\\\"]\")",
+            ),
+            (
+                r#"{"id": "i\r\nERROR fake"}"#,
+                "metadata /doc/id: holds a control character (got \"i\\r\\nERROR fake\")",
+            ),
+        ] {
+            let e = identity(body).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{body}: {e}");
+        }
+        let big = format!(r#"{{"id": "{}"}}"#, "x".repeat(200));
+        let e = identity(&big).unwrap_err().to_string();
+        assert_eq!(e, "metadata /doc: larger than 200 bytes (got \"210\")");
     }
 
     #[test]

@@ -1,31 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Pure: what every cloud's datasource builds alike from its answers, for the
-//! boot stage's instance-data.
+//! boot stage's instance-data. How each reads its documents is
+//! [`super::doc`]'s (a line of text: [`super::doc::text`]).
 
 use serde_json::{Map, Value};
-
-use crate::error::{Error, Problem, Result};
-
-/// The text at `obj[k]`, trimmed: `None` when absent, null or empty. Another
-/// type, or a control character in it, is an error naming the field `{at}{k}`
-/// (`at`: where `obj` is in its document).
-pub fn text_field(obj: &Map<String, Value>, k: &str, at: &str) -> Result<Option<String>> {
-    let bad = |reason: &str, value: &str| Error::Metadata {
-        key: format!("{at}{k}"),
-        problem: Problem::bad(reason, value),
-    };
-    match obj.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => {
-            let t = s.trim();
-            if t.chars().any(char::is_control) {
-                return Err(bad("holds a control character", t));
-            }
-            Ok((!t.is_empty()).then(|| t.to_owned()))
-        }
-        Some(v) => Err(bad("not a string", &v.to_string())),
-    }
-}
 
 /// cloud-init's `meta_data` keys a datasource copies its answers to, each that
 /// has a value (an absent answer is an absent key, never an empty one), in
@@ -60,23 +38,6 @@ pub fn meta_data(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_text_field_is_trimmed_text_or_an_error_naming_it() {
-        let obj = serde_json::json!({"a": " x ", "b": "", "c": null, "d": 1, "e": "x\ny"});
-        let Value::Object(obj) = obj else { panic!() };
-        let f = |k| text_field(&obj, k, "doc/");
-        assert_eq!(f("a").unwrap().as_deref(), Some("x"));
-        for none in ["b", "c", "z"] {
-            assert_eq!(f(none).unwrap(), None);
-        }
-        assert!(f("d").unwrap_err().to_string().contains("doc/d"));
-        let e = f("e").unwrap_err().to_string();
-        assert!(
-            e.contains("doc/e") && e.contains("control character"),
-            "{e}"
-        );
-    }
 
     #[test]
     fn only_the_keys_with_a_value() {
