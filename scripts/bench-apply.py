@@ -8,6 +8,12 @@ is not timed), then times one command:
 
   * leasehook apply from empty     (`leasehook apply --plan plan.json`)
   * leasehook apply, unchanged     (the same again: must write nothing)
+  * the same, leasehook's own CPU  (the unchanged apply once more, started in
+                                    the namespace by this script (setns in the
+                                    child) instead of `ip netns exec`: the CPU
+                                    of the leasehook process alone, without
+                                    `ip`'s start, its mount namespace and its
+                                    remount of /sys, which the row above counts)
   * ip -batch from empty           (`ip -batch` of the same rules, routes and
                                     addresses, from `leasehook plan --format ip`)
   * leasehook flush                (`leasehook flush` after the apply: every
@@ -25,7 +31,7 @@ With LEASEHOOK_BENCH_JSON naming a file, the numbers are also appended to it as
 one JSON line (for bench/run). SIGINT and SIGTERM stop it; the namespace and the
 temporary folder are removed on the way out.
 """
-import argparse, json, os, resource, statistics, subprocess, sys, tempfile, time
+import argparse, ctypes, json, os, resource, statistics, subprocess, sys, tempfile, time
 
 from benchlib import leasehook_bin, pct, sh, stop_on_signals, veth_ns
 
@@ -66,6 +72,23 @@ def timed(args):
     dt, dc = time.perf_counter() - t, cpu()
     if r.returncode != 0:
         sys.exit("%s failed: %s" % (" ".join(args[:6]), r.stderr))
+    return (dt, dc[0] - c[0], dc[1] - c[1]), r.stdout
+
+def timed_in(ns, args):
+    """timed(args) with the child moved into network namespace `ns` before it
+    runs (setns(2), as `ip netns exec` does, without `ip` itself): the
+    rusage is the command's process alone."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    def enter():
+        fd = os.open("/run/netns/" + ns, os.O_RDONLY | os.O_CLOEXEC)
+        if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+            os._exit(127)
+        os.close(fd)
+    c, t = cpu(), time.perf_counter()
+    r = subprocess.run(args, capture_output=True, text=True, preexec_fn=enter)
+    dt, dc = time.perf_counter() - t, cpu()
+    if r.returncode != 0:
+        sys.exit("%s failed (%d): %s" % (" ".join(args[:6]), r.returncode, r.stderr))
     return (dt, dc[0] - c[0], dc[1] - c[1]), r.stdout
 
 def plan_args(lh, md, links, leases):
@@ -115,7 +138,7 @@ def main():
             nodad = lambda l: l + " nodad" if fam == "-6" and l.startswith("address add ") else l
             open(adds[fam], "w").write("".join(nodad(l) + "\n" for l in own))
             open(dels[fam], "w").write("".join(l.replace(" add ", " del ", 1) + "\n" for l in reversed(own)))
-        first, again, ipb, flush, ipd = [], [], [], [], []
+        first, again, own, ipb, flush, ipd = [], [], [], [], [], []
         try:
             for _ in range(a.rounds):
                 root = tempfile.mkdtemp(dir=tmp)
@@ -128,6 +151,10 @@ def main():
                 again.append(t)
                 if not out.startswith("0 change(s)"):
                     sys.exit("re-apply was not a no-op: " + out)
+                t, out = timed_in(ns, cmd[4:])
+                own.append(t)
+                if not out.startswith("0 change(s)"):
+                    sys.exit("re-apply (setns) was not a no-op: " + out)
                 t, out = timed(["ip", "netns", "exec", ns, lh, "flush", "--root", root])
                 flush.append(t)
                 if not out.startswith("%s change(s): 0 added, %s removed" % (writes, writes)):
@@ -151,6 +178,7 @@ def main():
           % (len(lines), writes, a.rounds))
     print("leasehook apply, from empty : %7.1f / %7.1f" % (wall(first), work(first)))
     print("leasehook apply, unchanged  : %7.1f / %7.1f (0 writes; user CPU %.1f)" % (wall(again), work(again), user(again)))
+    print("  the same, leasehook alone : %7.1f / %7.1f (no `ip netns exec`; user CPU %.1f)" % (wall(own), work(own), user(own)))
     print("ip -batch, from empty       : %7.1f / %7.1f (ip -4 -batch + ip -6 -batch)" % (wall(ipb), work(ipb)))
     print("ratio apply/ip-batch        : %.2f wall, %.2f CPU" % (wall(first) / wall(ipb), work(first) / work(ipb)))
     print("leasehook flush             : %7.1f / %7.1f (every interface, one run)" % (wall(flush), work(flush)))
@@ -164,7 +192,8 @@ def main():
                            "routes": kinds.count("route"), "addresses": kinds.count("address")},
                "writes": int(writes),
                "plan_json_bytes": plan_bytes}
-        for key, xs in (("apply_empty", first), ("apply_same", again), ("ip_batch", ipb),
+        for key, xs in (("apply_empty", first), ("apply_same", again),
+                        ("apply_same_own", own), ("ip_batch", ipb),
                         ("flush", flush), ("ip_batch_del", ipd)):
             res[key] = {"n": len(xs), "wall": summary(xs, 0), "cpu": summary(xs, 1),
                         "user": summary(xs, 2)}

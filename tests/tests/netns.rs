@@ -179,6 +179,68 @@ fn reapplying_the_same_plan_changes_nothing() {
     assert_eq!(ns.snapshot(), before);
 }
 
+/// An unchanged plan is still checked against the kernel, not against what was
+/// recorded: a rule, a route and a secondary address deleted by hand (drift)
+/// come back at the next apply of the same plan, and nothing else is written.
+#[test]
+fn reapplying_the_same_plan_restores_what_was_deleted_by_hand() {
+    let ns = example_ns("drift");
+    let dir = TempDir::new("drift");
+    let plan = plan_json(&dir, &["--example"]);
+    let first = apply(&ns, &dir, &plan);
+    assert!(
+        first.ends_with("12 change(s): 12 added, 0 removed\n"),
+        "{first}"
+    );
+    // Rules of one priority are listed in the order they were added: compared
+    // as sets.
+    let sorted = || {
+        let mut s = ns.snapshot();
+        s.0.sort();
+        s
+    };
+    let before = sorted();
+    ns.ip(&["rule", "del", "from", "10.98.1.21", "lookup", "10001"]);
+    ns.ip(&[
+        "-6",
+        "rule",
+        "del",
+        "from",
+        "2600:1f18:0:1::20",
+        "lookup",
+        "10001",
+    ]);
+    ns.ip(&[
+        "route",
+        "del",
+        "default",
+        "via",
+        "10.98.2.1",
+        "table",
+        "10101",
+    ]);
+    ns.ip(&["address", "del", "10.98.1.21/32", "dev", "eth1"]);
+    assert_ne!(sorted(), before);
+    let again = apply(&ns, &dir, &plan);
+    assert!(
+        again.ends_with("4 change(s): 4 added, 0 removed\n"),
+        "{again}"
+    );
+    for (op, object) in [
+        ("rule add", "from 10.98.1.21/32 lookup 10001"),
+        ("rule add", "from 2600:1f18:0:1::20/128 lookup 10001"),
+        ("route add", "via 10.98.2.1"),
+        ("address add", "10.98.1.21/32"),
+    ] {
+        assert!(
+            again.lines().any(|l| l.contains(op) && l.contains(object)),
+            "{op} {object} not re-added: {again}"
+        );
+    }
+    assert_eq!(sorted(), before);
+    assert_eq!(apply(&ns, &dir, &plan), "0 change(s): 0 added, 0 removed\n");
+}
+
 #[test]
 fn changing_one_secondary_ip_replaces_one_rule() {
     let ns = Netns::new("change");
