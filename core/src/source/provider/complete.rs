@@ -163,31 +163,10 @@ mod tests {
         }
     }
 
-    /// The check and the planner agree on every combination of what the
-    /// check reads: the top-level `mac` (none, this NIC, another), the NIC's
-    /// entry (none; its `network-card` and `device-number`, an overflowing one
-    /// included; each family's addresses and subnet), a peer that serves
-    /// `network-card` or not, the event's leases, and the configurations the
-    /// clouds check with (the primary's use, Kubernetes, the numbering bases).
-    #[test]
-    fn the_check_lists_what_the_plan_lists() {
-        let me = MacAddr::new([2, 0, 0, 0, 0, 1]);
-        let peer = MacAddr::new([2, 0, 0, 0, 0, 2]);
-        let name = IfName::try_new("eth1").unwrap();
-        let (v4, v6) = ("10.0.1.20", "2001:db8::20");
-        let lease_sets = [vec![lease(v4)], vec![lease(v6)], vec![lease(v4), lease(v6)]];
-        let v4_lease: Ipv4Addr = v4.parse().unwrap();
-        let v6_lease: Ipv6Addr = v6.parse().unwrap();
-        let v4_other: Ipv4Addr = "10.0.1.30".parse().unwrap();
-        let v6_other: Ipv6Addr = "2001:db8::30".parse().unwrap();
-        let v4_lists = [
-            vec![],
-            vec![v4_lease],
-            vec![v4_other],
-            vec![v4_other, v4_lease],
-        ];
-        let v6_lists = [vec![], vec![v6_lease], vec![v6_other]];
-        let cfgs = [
+    /// The configurations the clouds check with: the primary's use, Kubernetes,
+    /// and numbering bases that overflow.
+    fn configs() -> [PlanConfig; 6] {
+        [
             check_config(),
             PlanConfig {
                 primary_rules: true,
@@ -210,34 +189,56 @@ mod tests {
                 priority_base: Some(u32::MAX - 150),
                 ..check_config()
             },
-        ];
-        let mut entries: Vec<Option<NicMetadata>> = vec![None];
+        ]
+    }
+
+    /// The NIC `me`'s entries: none, or each combination of its `network-card`,
+    /// its `device-number` (one that overflows the table included), each
+    /// family's addresses (none, the leased `v4`/`v6`, another, both) and its
+    /// subnet.
+    fn entries(me: MacAddr, (v4, v6): (Ipv4Addr, Ipv6Addr)) -> Vec<Option<NicMetadata>> {
+        let v4_other: Ipv4Addr = "10.0.1.30".parse().unwrap();
+        let v6_other: Ipv6Addr = "2001:db8::30".parse().unwrap();
+        let v4_lists = [vec![], vec![v4], vec![v4_other], vec![v4_other, v4]];
+        let v6_lists = [vec![], vec![v6], vec![v6_other]];
+        let mut out = vec![None];
         for card in [None, Some(0), Some(1)] {
             for device in [None, Some(0), Some(2), Some(u32::MAX)] {
-                for addrs4 in &v4_lists {
-                    for subnet4 in [false, true] {
-                        for addrs6 in &v6_lists {
-                            for subnet6 in [false, true] {
-                                let mut n = NicMetadata::empty(me);
-                                n.network_card = card;
-                                n.device_number = device;
-                                n.local_ipv4s.clone_from(addrs4);
-                                n.ipv6s.clone_from(addrs6);
-                                if subnet4 {
-                                    n.subnet_ipv4_cidr_blocks =
-                                        vec!["10.0.1.0/24".parse().unwrap()];
-                                }
-                                if subnet6 {
-                                    n.subnet_ipv6_cidr_blocks =
-                                        vec!["2001:db8::/64".parse().unwrap()];
-                                }
-                                entries.push(Some(n));
-                            }
+                for (addrs4, subnet4) in v4_lists.iter().flat_map(|l| [(l, false), (l, true)]) {
+                    for (addrs6, subnet6) in v6_lists.iter().flat_map(|l| [(l, false), (l, true)]) {
+                        let mut n = NicMetadata::empty(me);
+                        n.network_card = card;
+                        n.device_number = device;
+                        n.local_ipv4s.clone_from(addrs4);
+                        n.ipv6s.clone_from(addrs6);
+                        if subnet4 {
+                            n.subnet_ipv4_cidr_blocks = vec!["10.0.1.0/24".parse().unwrap()];
                         }
+                        if subnet6 {
+                            n.subnet_ipv6_cidr_blocks = vec!["2001:db8::/64".parse().unwrap()];
+                        }
+                        out.push(Some(n));
                     }
                 }
             }
         }
+        out
+    }
+
+    /// The check and the planner agree on every combination of what the
+    /// check reads: the top-level `mac` (none, this NIC, another), the NIC's
+    /// entry ([`entries`]), a peer that serves `network-card` or not, the
+    /// event's leases, and the configurations the clouds check with
+    /// ([`configs`]).
+    #[test]
+    fn the_check_lists_what_the_plan_lists() {
+        let me = MacAddr::new([2, 0, 0, 0, 0, 1]);
+        let peer = MacAddr::new([2, 0, 0, 0, 0, 2]);
+        let name = IfName::try_new("eth1").unwrap();
+        let (v4, v6) = ("10.0.1.20", "2001:db8::20");
+        let lease_sets = [vec![lease(v4)], vec![lease(v6)], vec![lease(v4), lease(v6)]];
+        let entries = entries(me, (v4.parse().unwrap(), v6.parse().unwrap()));
+        let cfgs = configs();
         let (mut cases, mut failures) = (0usize, 0usize);
         let mut seen: BTreeSet<String> = BTreeSet::new();
         for leases in &lease_sets {
