@@ -6,12 +6,12 @@
 //! event's NIC alone with its leases, under the `ec2-net-utils` scheme
 //! ([`check_config`]), but without planning: the items depend only on the NIC's
 //! own entry (is it there, its `device-number` and `network-card` read with the
-//! planner's own [`crate::plan::card_and_device`], whether each lease's family
+//! planner's own `plan::card_and_device`, whether each lease's family
 //! lists addresses, the leased one, a subnet) and on the top-level `mac`, never
 //! on the gate, the routes or the kernel. So a BOUND event plans once, in the
 //! hook, on the kernel as it is after the wait (issue 32 item 4), and the wait
 //! and the plan still agree about "complete": this module's tests check the two
-//! against each other over every combination of those inputs.
+//! against each other over every combination of each input's kinds of value.
 
 use std::net::IpAddr;
 
