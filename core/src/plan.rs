@@ -114,10 +114,19 @@ impl<'a> PlanInput<'a> {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many plans this thread made, whoever asked (the hook, `refresh`, a
+    /// consistency wait's check): the hook's tests pin one per event.
+    pub(crate) static PLANS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Computes the plan. Fails only on inputs that contradict each other (a lease on an
 /// interface with no link, two leases of one family on one interface) or on a table
 /// number that overflows or hits a reserved table.
 pub fn plan(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Plan> {
+    #[cfg(test)]
+    PLANS.with(|n| n.set(n.get() + 1));
     check_inputs(input)?;
     let interfaces = match cfg.profile {
         Profile::Ec2NetUtils => plan_ec2_net_utils(input, cfg)?,
@@ -583,7 +592,8 @@ pub fn table_number(base: u32, card: u32, device: u32) -> Result<u32> {
 
 /// The NIC's network card and device number, when both can be trusted (SPEC §3.2,
 /// [`planner.md`](../../docs/planner.md)); what cannot be trusted yet goes to
-/// `missing`.
+/// `missing`. The consistency wait's check reads them with the same rules
+/// ([`crate::source::provider::complete::missing`]).
 ///
 /// * `network-card` absent is card 0, unless another NIC of the instance reports a
 ///   `network-card`: then the instance type serves the key (multi-card types do, on
@@ -592,7 +602,7 @@ pub fn table_number(base: u32, card: u32, device: u32) -> Result<u32> {
 ///   (multi-card types restart device numbers at 0 on every card). On a secondary
 ///   NIC of card 0 it is IMDS not having propagated the real number yet: card 0's
 ///   device 0 is the primary's.
-fn card_and_device(
+pub(crate) fn card_and_device(
     metadata: &InstanceNetwork,
     nic: &NicMetadata,
     primary: bool,

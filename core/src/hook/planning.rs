@@ -84,13 +84,6 @@ pub(super) fn kernel_inputs(
     )
 }
 
-#[cfg(test)]
-thread_local! {
-    /// How many plans this thread made ([`plan_one`]): the tests pin one per
-    /// event.
-    pub(super) static PLANS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
 /// Plans `link` alone: with `ec2-net-utils` from its own metadata, with
 /// `cloud-init` among `os_links` (its position comes from every NIC's
 /// `network-card`/`device-number` in `network`), and keeps only that interface
@@ -103,8 +96,6 @@ pub(super) fn plan_one(
     leases: &[Lease],
     (link_addresses, next_hops): (&[Address], &[crate::gate::Router]),
 ) -> Result<Plan> {
-    #[cfg(test)]
-    PLANS.with(|n| n.set(n.get() + 1));
     let mut links: Vec<Link> = os_links
         .iter()
         .filter(|l| l.name != link.name && l.mac != link.mac)

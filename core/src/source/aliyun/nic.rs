@@ -43,10 +43,10 @@
 //!
 //! # When the metadata agrees
 //!
-//! The answers become one [`NicMetadata`] and are handed to the planner with the
-//! event's link and lease: what [`crate::plan::plan`] lists as [`Missing`] (and waiting can fix)
-//! is what the wait is still waiting for, so the wait and the plan cannot disagree
-//! about "complete".
+//! The answers become one [`NicMetadata`]: what [`crate::plan::plan`] would list
+//! as [`Missing`] for the event's link and lease (and waiting can fix), listed
+//! without planning by [`complete::missing`], is what the wait is still waiting
+//! for, so the wait and the plan cannot disagree about "complete".
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -384,8 +384,8 @@ pub fn keys(event: &NicEvent) -> Vec<NicKey> {
     out
 }
 
-/// Parses what was fetched and asks the planner (`ec2-net-utils` scheme, which
-/// numbers the table from [`device_slot`]) what it still lacks. Fails on a value
+/// Parses what was fetched and lists what its plan (`ec2-net-utils` scheme, which
+/// numbers the table from [`device_slot`]) still lacks ([`complete::missing`]). Fails on a value
 /// that does not parse, naming its key.
 pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
     let primary_mac = match fetched.answer(Request::PrimaryMac) {

@@ -360,8 +360,8 @@ pub fn to_instance(net: &AzureNetwork) -> InstanceNetwork {
 
 /// Whether `network` (`None`: nothing fetched yet) agrees with `event`'s leases:
 /// the NIC is listed with the leased address and its subnet (so its gateway, the
-/// subnet's first host). Decided by the planner itself, as for EC2, so the wait
-/// and the plan cannot disagree about "complete".
+/// subnet's first host). Decided by the planner's rules ([`complete::missing`]),
+/// as for EC2, so the wait and the plan cannot disagree about "complete".
 pub fn assess(event: &NicEvent, network: Option<&AzureNetwork>) -> Result<Assessment> {
     let network = network.map(to_instance).unwrap_or_default();
     // Every NIC is kept: the `cloud-init` profile numbers this one by its

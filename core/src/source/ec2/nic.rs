@@ -51,10 +51,12 @@
 //! # When IMDS agrees
 //!
 //! The answers are parsed with the same parser as a whole metadata tree
-//! ([`parse_nic`], [`parse_tree`]) and handed to the planner with the event's own
-//! link and lease: what [`crate::plan::plan`] lists as [`Missing`] (and waiting can fix, see
-//! [`Missing::is_metadata`]) is what the wait is still waiting for. So the wait and
-//! the plan cannot disagree about what "complete" means.
+//! ([`parse_nic`], [`parse_tree`]): what [`crate::plan::plan`] would list as
+//! [`Missing`] for the event's own link and lease (and waiting can fix, see
+//! [`Missing::is_metadata`]) is what the wait is still waiting for, listed
+//! without planning by [`complete::missing`], whose test pins it to the
+//! planner's list. So the wait and the plan cannot disagree about what
+//! "complete" means.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -315,8 +317,8 @@ impl Fetched {
     }
 }
 
-/// Parses what was fetched and asks the planner (`ec2-net-utils` scheme) what it
-/// still lacks. Fails on a value that does not parse, naming its key.
+/// Parses what was fetched and lists what its plan (`ec2-net-utils` scheme)
+/// still lacks ([`complete::missing`]). Fails on a value that does not parse, naming its key.
 pub fn assess(event: &NicEvent, fetched: &Fetched) -> Result<Assessment> {
     let primary_mac = match &fetched.primary_mac {
         Some(Answer::Body(v)) => parse_tree(&json!({ "mac": v }))?.primary_mac,

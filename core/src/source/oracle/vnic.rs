@@ -308,8 +308,8 @@ pub fn unleased(net: &OciNetwork) -> Unleased {
 
 /// Whether `network` (`None`: nothing fetched yet, or a 404) agrees with
 /// `event`'s leases: the VNIC is listed with the leased address and its subnet.
-/// Decided by the planner itself, as for the other clouds, so the wait and the
-/// plan cannot disagree about "complete".
+/// Decided by the planner's rules ([`complete::missing`]), as for the other
+/// clouds, so the wait and the plan cannot disagree about "complete".
 ///
 /// OCI's DHCP serves the primary VNIC only, so the NIC a DHCP lease came to is
 /// the primary whatever place the list gives its MAC: an answer whose first entry

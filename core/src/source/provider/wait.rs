@@ -7,8 +7,9 @@
 //!
 //! A round asks for what is still needed ([`NicSession::next_request`]), then
 //! [`NicSession::assess`]es the answers (the first round asks what was never
-//! answered: nothing is assessed, so nothing planned, before anything is
-//! fetched). Between rounds the loop sleeps with jittered
+//! answered: nothing is assessed before anything is fetched). An assessment
+//! plans nothing: it lists what the plan would lack
+//! ([`super::complete::missing`]), and the caller plans once, after the wait. Between rounds the loop sleeps with jittered
 //! exponential backoff: 100 ms doubling up to 2 s (backon's exponential backoff,
 //! whose jitter adds up to the same again, clamped to 2 s), or longer when a 503
 //! named a `Retry-After`. It stops when IMDS agrees with the lease, when an error
@@ -145,7 +146,7 @@ pub fn wait<S: NicSession + ?Sized>(
     let start = clock.now();
     let mut backoff = policy.backoff();
     // The last assessment; none before the first round's answers: nothing is
-    // planned before anything is fetched (the first round asks what was never
+    // assessed before anything is fetched (the first round asks what was never
     // answered, which no assessment changes).
     let mut last: Option<Assessment> = None;
     let mut rounds = 0u32;
