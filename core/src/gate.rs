@@ -464,11 +464,20 @@ pub struct Held {
 /// The addresses NICs hold, sorted, for range lookups (a plan of 15 NICs with 100
 /// addresses each checks every source against all of them). Each holder's name is
 /// kept once: an entry is its address and the holder's place among the names.
+/// The addresses of each family are a plain sorted array of integers, searched
+/// apart from their holders: a binary search over them costs a fraction of one
+/// over `(IpAddr, holder)` pairs, and the planner runs one per source.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldAddresses {
-    /// Every address (as its [`key`]) and its holder (an index into `owners`),
-    /// sorted by address, then by the holder's name, without repeats.
-    held: Vec<(Key, usize)>,
+    /// Every IPv4 address, sorted, then by the holder's name, without repeats
+    /// of a (address, holder) pair.
+    v4: Vec<u32>,
+    /// The holder of each of `v4` (an index into `owners`).
+    v4_owners: Vec<usize>,
+    /// The IPv6 addresses, as `v4`.
+    v6: Vec<u128>,
+    /// The holder of each of `v6`.
+    v6_owners: Vec<usize>,
     /// The holders' names, sorted, each once.
     owners: Vec<String>,
 }
@@ -485,17 +494,36 @@ fn key(ip: IpAddr) -> Key {
     }
 }
 
-fn address_of((v6, bits): Key) -> IpAddr {
-    if v6 {
-        IpAddr::V6(Ipv6Addr::from(bits))
-    } else {
-        IpAddr::V4(Ipv4Addr::from(u32::try_from(bits).unwrap_or_default()))
+/// `IpNet`'s order (by family, address, then length) on plain numbers: the
+/// planner sorts its rules and addresses with it, where `IpNet`'s own comparison
+/// compares the addresses' bytes through `memcmp` at every step.
+pub(crate) fn net_order(left: &IpNet, right: &IpNet) -> std::cmp::Ordering {
+    let v4 = |net: &Ipv4Net| u64::from(u32::from(net.addr())) << 8 | u64::from(net.prefix_len());
+    match (left, right) {
+        (IpNet::V4(l), IpNet::V4(r)) => v4(l).cmp(&v4(r)),
+        (IpNet::V6(l), IpNet::V6(r)) => u128::from(l.addr())
+            .cmp(&u128::from(r.addr()))
+            .then(l.prefix_len().cmp(&r.prefix_len())),
+        (IpNet::V4(_), IpNet::V6(_)) => std::cmp::Ordering::Less,
+        (IpNet::V6(_), IpNet::V4(_)) => std::cmp::Ordering::Greater,
     }
+}
+
+/// The places in `keys` (sorted) of the values from `lo` to `hi`.
+fn span<T: Ord + Copy>(keys: &[T], lo: T, hi: T) -> std::ops::Range<usize> {
+    let start = keys.partition_point(|k| *k < lo);
+    let len = keys
+        .get(start..)
+        .map_or(0, |rest| rest.partition_point(|k| *k <= hi));
+    start..start + len
 }
 
 /// No address held by anyone.
 pub static NOTHING_HELD: HeldAddresses = HeldAddresses {
-    held: Vec::new(),
+    v4: Vec::new(),
+    v4_owners: Vec::new(),
+    v6: Vec::new(),
+    v6_owners: Vec::new(),
     owners: Vec::new(),
 };
 
@@ -527,40 +555,63 @@ impl HeldAddresses {
         // The names are sorted, so their places sort as the names do.
         held.sort_unstable();
         held.dedup();
-        Self {
-            held,
+        let mut out = Self {
             owners: names.into_iter().map(str::to_owned).collect(),
+            ..Self::default()
+        };
+        for ((v6, bits), at) in held {
+            if v6 {
+                out.v6.push(bits);
+                out.v6_owners.push(at);
+            } else {
+                out.v4.push(u32::try_from(bits).unwrap_or_default());
+                out.v4_owners.push(at);
+            }
         }
+        out
     }
 
     fn owner(&self, at: usize) -> &str {
         self.owners.get(at).map_or("", String::as_str)
     }
 
+    /// The entries from `lo` to `hi` (one family), in order: each address and
+    /// its holder's place.
+    fn within(&self, lo: IpAddr, hi: IpAddr) -> impl Iterator<Item = (IpAddr, usize)> + '_ {
+        let (four, six) = match (lo, hi) {
+            (IpAddr::V4(lo), IpAddr::V4(hi)) => (span(&self.v4, lo.into(), hi.into()), 0..0),
+            (IpAddr::V6(lo), IpAddr::V6(hi)) => (0..0, span(&self.v6, lo.into(), hi.into())),
+            _ => (0..0, 0..0),
+        };
+        let four = self
+            .v4
+            .get(four.clone())
+            .unwrap_or_default()
+            .iter()
+            .map(|a| IpAddr::V4(Ipv4Addr::from(*a)))
+            .zip(self.v4_owners.get(four).unwrap_or_default().iter().copied());
+        let six = self
+            .v6
+            .get(six.clone())
+            .unwrap_or_default()
+            .iter()
+            .map(|a| IpAddr::V6(Ipv6Addr::from(*a)))
+            .zip(self.v6_owners.get(six).unwrap_or_default().iter().copied());
+        four.chain(six)
+    }
+
     /// Whether `owner` holds `ip` (its own entries only).
     pub fn holds(&self, ip: IpAddr, owner: &str) -> bool {
-        let ip = key(ip);
-        let start = self.held.partition_point(|h| h.0 < ip);
-        self.held
-            .get(start..)
-            .into_iter()
-            .flatten()
-            .take_while(|h| h.0 == ip)
-            .any(|h| self.owner(h.1) == owner)
+        self.within(ip, ip).any(|(_, at)| self.owner(at) == owner)
     }
 
     /// The first address inside `net` that someone other than `me` holds.
     pub fn inside(&self, net: &IpNet, me: &str) -> Option<Held> {
-        let (lo, hi) = (key(net.network()), key(net.broadcast()));
-        let start = self.held.partition_point(|h| h.0 < lo);
-        self.held
-            .get(start..)?
-            .iter()
-            .take_while(|h| h.0 <= hi)
-            .find(|h| self.owner(h.1) != me)
-            .map(|h| Held {
-                address: address_of(h.0),
-                owner: self.owner(h.1).to_owned(),
+        self.within(net.network(), net.broadcast())
+            .find(|(_, at)| self.owner(*at) != me)
+            .map(|(address, at)| Held {
+                address,
+                owner: self.owner(at).to_owned(),
             })
     }
 }
@@ -597,7 +648,10 @@ impl Routers {
 
     /// The router whose address is `ip`.
     pub fn find(&self, ip: IpAddr) -> Option<&Router> {
-        let i = self.0.partition_point(|r| r.address < ip);
+        // On keys, which sort as the addresses do: `Ipv4Addr`'s comparison is
+        // a `memcmp` call at each step, and every source of a plan is looked up.
+        let k = key(ip);
+        let i = self.0.partition_point(|r| key(r.address) < k);
         self.0.get(i).filter(|r| r.address == ip)
     }
 
@@ -656,11 +710,19 @@ impl Bounds<'_> {
     /// two).
     pub fn source(&self, net: IpNet) -> Result<(), Refusal> {
         let net = net.trunc();
+        // The containment tests on numbers ([`Bits`]): `IpNet::contains`
+        // compares addresses through `memcmp`, and this runs for every source
+        // of a plan (thousands). The first subnet holding `net`, if any.
+        let bits = Bits::of(&net);
+        let within = self
+            .subnets_of(&net)
+            .find(|s| Bits::of(s).contains(bits))
+            .copied();
         // Each of the NIC's subnets passed [`check_subnet`]: it overlaps no
         // special range and covers no metadata service, so nothing inside it
         // does either. Only a value outside them is checked (most of a plan's
         // thousands of sources are inside).
-        if !self.subnets_of(&net).any(|s| s.contains(&net)) {
+        if within.is_none() {
             check_net(net)?;
         }
         let host = net.prefix_len() == net.max_prefix_len();
@@ -681,9 +743,9 @@ impl Bounds<'_> {
             if !host {
                 return Err(Refusal::NoSubnet);
             }
-        } else if let Some(s) = subnets.clone().find(|s| s.contains(&net)) {
+        } else if let Some(s) = within {
             if !host && s.prefix_len() >= net.prefix_len() {
-                return Err(Refusal::WholeSubnet { subnet: *s });
+                return Err(Refusal::WholeSubnet { subnet: s });
             }
             // IPv4 subnets up to /30 have a network and a broadcast address that
             // no host holds. A prefix strictly inside the subnet may cover them:
@@ -692,10 +754,10 @@ impl Bounds<'_> {
             if let IpNet::V4(s4) = s
                 && host
                 && s4.prefix_len() <= 30
-                && (net.contains(&IpAddr::V4(s4.network()))
-                    || net.contains(&IpAddr::V4(s4.broadcast())))
+                && (net.addr() == IpAddr::V4(s4.network())
+                    || net.addr() == IpAddr::V4(s4.broadcast()))
             {
-                return Err(Refusal::SubnetEdge { subnet: *s });
+                return Err(Refusal::SubnetEdge { subnet: s });
             }
         } else {
             return Err(Refusal::OutsideSubnet {
@@ -893,6 +955,50 @@ mod tests {
         assert_eq!(none.address(net("10.0.0.5/24")), Ok(()));
         assert_eq!(none.address(net("10.0.0.5/16")), Err(Refusal::NoSubnet));
     }
+    #[test]
+    fn net_order_is_ipnets_order() {
+        let nets: Vec<IpNet> = [
+            "10.0.0.1/32",
+            "10.0.0.0/24",
+            "10.0.0.0/32",
+            "9.255.255.255/32",
+            "255.255.255.255/32",
+            "0.0.0.0/0",
+            "::/0",
+            "::1/128",
+            "::ffff:10.0.0.1/128",
+            "2600:1f18::/64",
+            "2600:1f18::/80",
+            "fe80::1/128",
+        ]
+        .iter()
+        .map(|s| net(s))
+        .collect();
+        for a in &nets {
+            for b in &nets {
+                assert_eq!(net_order(a, b), a.cmp(b), "{a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn held_addresses_are_found_by_family_and_range() {
+        let held = held();
+        assert!(held.holds(net("10.98.1.20/32").addr(), "eth1"));
+        assert!(!held.holds(net("10.98.1.20/32").addr(), "eth0"));
+        assert_eq!(
+            held.inside(&net("10.98.0.0/16"), "eth1").map(|h| h.owner),
+            Some("eth0".to_owned())
+        );
+        assert_eq!(
+            held.inside(&net("10.98.0.0/16"), "eth0").map(|h| h.owner),
+            Some("eth1".to_owned())
+        );
+        // The same number in the other family is not held.
+        assert_eq!(held.inside(&net("::a62:114/128"), ""), None);
+        assert_eq!(held.inside(&net("10.98.2.0/24"), ""), None);
+    }
+
     #[test]
     fn a_router_is_never_an_address_or_a_source() {
         let held = held();

@@ -60,9 +60,17 @@ pub const IFNAME_MAX: usize = 15;
 /// name arriving from a DHCP client's environment is untrusted and will end up in
 /// file names and log lines: the narrow set covers every name udev, systemd and the
 /// clouds generate (`eth0`, `ens5`, `enp0s5`, `enX0`, `veth-a_1`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// Held inline, not on the heap: a plan copies its NIC's name into every address
+/// and route (1,500 copies in the planner's benchmark, a seventh of its time as
+/// `String`s). The bytes after the name are zero, and a name holds no zero byte,
+/// so the derived order is the names' order as strings.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct IfName(String);
+pub struct IfName {
+    bytes: [u8; IFNAME_MAX],
+    len: u8,
+}
 
 impl IfName {
     /// Validates `name`; the error says what is wrong.
@@ -81,15 +89,33 @@ impl IfName {
         } else {
             None
         };
-        match reason {
-            Some(r) => Err(Problem::bad(r, name)),
-            None => Ok(Self(name.to_owned())),
+        if let Some(r) = reason {
+            return Err(Problem::bad(r, name));
         }
+        let mut bytes = [0; IFNAME_MAX];
+        for (to, from) in bytes.iter_mut().zip(name.bytes()) {
+            *to = from;
+        }
+        Ok(Self {
+            bytes,
+            len: u8::try_from(name.len()).unwrap_or_default(),
+        })
     }
 
     /// The name as a string slice.
     pub fn as_str(&self) -> &str {
-        &self.0
+        // ASCII, checked by `try_new`, so never the empty fallback.
+        self.bytes
+            .get(..usize::from(self.len))
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for IfName {
+    /// `IfName("eth0")`, as when it held a `String`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("IfName").field(&self.as_str()).finish()
     }
 }
 
@@ -102,13 +128,13 @@ impl TryFrom<String> for IfName {
 
 impl From<IfName> for String {
     fn from(n: IfName) -> String {
-        n.0
+        n.as_str().to_owned()
     }
 }
 
 impl fmt::Display for IfName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -918,6 +944,25 @@ mod tests {
         ] {
             assert!(IfName::try_new(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn ifname_reads_sorts_and_serializes_as_its_string() {
+        let names = ["eth", "eth0", "eth10", "eth2", "x23456789012345", "A.b"];
+        let mut sorted: Vec<IfName> = names.iter().map(|n| IfName::try_new(n).unwrap()).collect();
+        sorted.sort();
+        let mut want = names.to_vec();
+        want.sort_unstable();
+        assert_eq!(sorted.iter().map(IfName::as_str).collect::<Vec<_>>(), want);
+        let n = IfName::try_new("x23456789012345").unwrap();
+        assert_eq!(n.to_string(), "x23456789012345");
+        assert_eq!(format!("{n:?}"), "IfName(\"x23456789012345\")");
+        assert_eq!(serde_json::to_string(&n).unwrap(), "\"x23456789012345\"");
+        assert_eq!(
+            serde_json::from_str::<IfName>("\"eth1\"").unwrap().as_str(),
+            "eth1"
+        );
+        assert!(serde_json::from_str::<IfName>("\"eth 1\"").is_err());
     }
 
     #[test]
