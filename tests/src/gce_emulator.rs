@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Performs IO: a Google Compute Engine metadata server emulator on `tiny_http`,
 //! for tests and benchmarks, from Google's documented formats. It runs
-//! in-process ([`GceEmulator::start`], a thread on a loopback port) or as the
-//! `gce-emulator` binary (in the test world's router namespace, on
+//! in-process ([`GceEmulator::start`], a thread on a loopback port) or as
+//! `leasehook-emulator --cloud gce` (in the test world's router namespace, on
 //! 169.254.169.254:80).
 //!
 //! # What it serves
@@ -57,7 +57,7 @@
 //! `PUT /emulator/v1/PATH` with a JSON body replaces the tree's value at `PATH`
 //! (path names, below the tree's root: `instance/network-interfaces/1/ip-aliases`),
 //! logged with status `set`; [`GceEmulator::set`] does the same in-process and
-//! `gce-emulator --set ADDR:PORT PATH JSON` is its client.
+//! `leasehook-emulator --cloud gce --set ADDR:PORT PATH JSON` is its client.
 //!
 //! # Scenario
 //!
@@ -85,12 +85,10 @@
 //! the action.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ipnet::IpNet;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -119,34 +117,17 @@ pub struct Appear {
     pub after: f64,
 }
 
+/// The log file's name below the world's folder (`--dir`).
+pub const LOG_NAME: &str = "gce.log";
+
 /// Late NICs and misbehaviour (see the module docs): the shell's fault rules
 /// ([`crate::shell::Rule`]).
 pub type Scenario = shell::Scenario<Appear>;
 
-/// What the emulator serves and how.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// `{"instance": {...}, "project": {...}}`, path names.
-    pub tree: Value,
-    /// Late NICs and misbehaviour.
-    pub scenario: Scenario,
-    /// Where to append the log, if anywhere.
-    pub log_file: Option<PathBuf>,
-    /// When not empty, the only source prefixes answered.
-    pub allowed_sources: Vec<IpNet>,
-}
-
-impl Config {
-    /// Serves `tree`, nothing misbehaving.
-    pub fn new(tree: Value) -> Self {
-        Self {
-            tree,
-            scenario: Scenario::default(),
-            log_file: None,
-            allowed_sources: Vec::new(),
-        }
-    }
-}
+/// The emulator's configuration: the shell's (log, allowed sources, rate
+/// limit) and the tree served, `{"instance": {...}, "project": {...}}` with the
+/// path names.
+pub type Config = shell::Config<Value, Scenario>;
 
 /// One request as logged: the shell's line (the path with its query), then
 /// the request's `Metadata-Flavor` (`-` when absent).
@@ -201,7 +182,7 @@ impl Shell<Gce> {
         let service = Gce {
             rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
             log: RequestLog::open(config.log_file.as_deref())?,
-            tree: Mutex::new(config.tree.clone()),
+            tree: Mutex::new(config.world.clone()),
             config,
             clock: Clock::default(),
         };
@@ -579,8 +560,7 @@ fn handle(sh: &Gce, request: tiny_http::Request) {
     let flavor = header(&request, "Metadata-Flavor").map(str::to_owned);
     let forwarded = header(&request, "X-Forwarded-For").is_some();
     let rule = sh.rules.matching(&method, &path, &query, t);
-    let allowed = sh.config.allowed_sources.is_empty()
-        || peer.is_some_and(|p: IpAddr| sh.config.allowed_sources.iter().any(|n| n.contains(&p)));
+    let allowed = sh.config.allows(peer);
     let method_ok = matches!(
         *request.method(),
         tiny_http::Method::Get | tiny_http::Method::Head
