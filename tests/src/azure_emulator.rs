@@ -45,8 +45,7 @@ use serde_json::{Value, json};
 
 pub use crate::shell::RateLimit;
 use crate::shell::{
-    self, Clock, HeaderLogEntry, Limiter, LoggedHeader, Reply, RequestLog, Rules, Service, Shell,
-    header,
+    self, HeaderLogEntry, LoggedHeader, Reply, RequestLog, Service, Shell, State, header,
 };
 use crate::world::{MAC0, MAC1};
 
@@ -155,12 +154,7 @@ pub type LogEntry = HeaderLogEntry<AzureMetadata>;
 /// Azure IMDS as the shell serves it: its configuration and live state.
 #[derive(Debug)]
 pub struct Azure {
-    config: Config,
-    rules: Rules,
-    started: Instant,
-    clock: Clock,
-    limiter: Limiter,
-    log: RequestLog<LogEntry>,
+    state: State<Served, Scenario, LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
@@ -170,12 +164,7 @@ impl Shell<Azure> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = Azure {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
-            config,
-            started: Instant::now(),
-            clock: Clock::default(),
-            limiter: Limiter::default(),
+            state: State::open(config)?,
         };
         Shell::bind(bind, "azure-emulator", service)
     }
@@ -209,11 +198,12 @@ impl Service for Azure {
 
     fn handle(&self, request: tiny_http::Request) {
         let now = Instant::now();
-        let t = now.saturating_duration_since(self.started).as_secs_f64();
+        let t = self.state.clock.since_start(now);
         let method = request.method().as_str().to_owned();
         let url = request.url().to_owned();
         let (path, _) = shell::split_url(&url);
         let allowed = self
+            .state
             .config
             .allows(request.remote_addr().map(SocketAddr::ip));
         let reply = if allowed {
@@ -222,11 +212,11 @@ impl Service for Azure {
             Reply::silence("refused")
         };
         let entry = LogEntry::of(t, &request, "Metadata", reply.label());
-        self.log.answer(entry, reply, request, &[]);
+        self.state.log.answer(entry, reply, request, &[]);
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 
@@ -270,9 +260,10 @@ impl Azure {
     /// Whether this request is over the documented limit (what the service
     /// itself answers counts; injected answers do not).
     fn rate_limited(&self, now: Instant) -> bool {
-        self.config
+        self.state
+            .config
             .rate_limit
-            .is_some_and(|limit| self.limiter.over(limit, "", now, false))
+            .is_some_and(|limit| self.state.limiter.over(limit, "", now, false))
     }
 
     fn reply(
@@ -283,13 +274,18 @@ impl Azure {
         path: &str,
         request: &tiny_http::Request,
     ) -> Reply {
-        let t = self.clock.at(now);
+        let t = self.state.clock.at(now);
         let (_, q) = shell::split_url(url);
-        if let Some(r) = self.rules.matching(method, path, &q, t).and_then(|rule| {
-            shell::fault(rule, |s, body| {
-                error(s, body.unwrap_or(&format!("injected {s}")))
+        if let Some(r) = self
+            .state
+            .rules
+            .matching(method, path, &q, t)
+            .and_then(|rule| {
+                shell::fault(rule, |s, body| {
+                    error(s, body.unwrap_or(&format!("injected {s}")))
+                })
             })
-        }) {
+        {
             return r;
         }
         if self.rate_limited(now) {
@@ -353,14 +349,14 @@ impl Azure {
 
     /// The instance document at `t`, late NICs and hidden ones left out.
     fn document(&self, t: f64) -> Value {
-        let mut doc = self.config.world.instance.clone();
+        let mut doc = self.state.config.world.instance.clone();
         if let Some(list) = doc["network"]["interface"].as_array_mut() {
             shell::without_hidden_macs(
                 list,
                 "macAddress",
-                &self.config.scenario.appear,
+                &self.state.config.scenario.appear,
                 t,
-                self.config.world.hidden_file.as_deref(),
+                self.state.config.world.hidden_file.as_deref(),
                 azure_mac,
             );
         }

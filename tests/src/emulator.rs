@@ -103,7 +103,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::shell::{
-    self, Clock, Reply, RequestLog, Rules, Service, Shell, header, in_window, under,
+    self, Reply, RequestLog, Rules, Service, Shell, State, header, in_window, under,
 };
 pub use crate::shell::{Action, LogEntry, Rule};
 
@@ -206,6 +206,10 @@ impl shell::ScenarioDoc for Scenario {
     fn from_value(v: Value) -> Result<Self, String> {
         Self::from_value(v)
     }
+
+    fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
 }
 
 /// A path that is absent until `after` seconds.
@@ -267,13 +271,10 @@ pub type Config = shell::Config<Served, Scenario>;
 /// EC2's IMDS as the shell serves it: its configuration and live state.
 #[derive(Debug)]
 pub struct Imds {
-    config: Config,
-    rules: Rules,
+    state: State<Served, Scenario, LogEntry>,
     tokens: Mutex<HashMap<String, Instant>>,
     token_seq: AtomicU64,
     random: RandomState,
-    clock: Clock,
-    log: RequestLog<LogEntry>,
     live: RwLock<Live>,
 }
 
@@ -295,7 +296,7 @@ impl Service for Imds {
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 
@@ -304,13 +305,10 @@ impl Shell<Imds> {
     /// on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = Imds {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
-            config,
+            state: State::open(config)?,
             tokens: Mutex::new(HashMap::new()),
             token_seq: AtomicU64::new(0),
             random: RandomState::new(),
-            clock: Clock::default(),
             live: RwLock::new(Live::default()),
         };
         Shell::bind(bind, "imds-emulator", service)
@@ -467,12 +465,15 @@ impl Drop for Resetter {
 }
 
 fn handle(sh: &Imds, request: tiny_http::Request) {
-    let t = sh.clock.now();
+    let t = sh.state.clock.now();
     let method = request.method().as_str().to_owned();
     let (asked, query) = shell::split_url(request.url());
-    let path = canonical(sh.config.world.versions, &asked);
-    let rule = sh.rules.matching(&method, &path, &query, t);
-    let refused = !sh.config.allows(request.remote_addr().map(SocketAddr::ip));
+    let path = canonical(sh.state.config.world.versions, &asked);
+    let rule = sh.state.rules.matching(&method, &path, &query, t);
+    let refused = !sh
+        .state
+        .config
+        .allows(request.remote_addr().map(SocketAddr::ip));
     let reply = if refused {
         text(403, "source address not allowed")
     } else {
@@ -489,7 +490,7 @@ fn handle(sh: &Imds, request: tiny_http::Request) {
         path: asked,
         status: reply.label().to_owned(),
     };
-    sh.log.answer(entry, reply, request, &[]);
+    sh.state.log.answer(entry, reply, request, &[]);
 }
 
 fn text(status: u16, body: &str) -> Reply {
@@ -515,7 +516,7 @@ fn answer(
             (403, "Forbidden".to_owned())
         }
         "PUT" if path == TOKEN_PATH => {
-            let ttl = header(request, sh.config.world.headers.ttl)
+            let ttl = header(request, sh.state.config.world.headers.ttl)
                 .and_then(|v| v.trim().parse::<u64>().ok());
             match ttl {
                 Some(ttl @ 1..=MAX_TTL) => {
@@ -528,16 +529,18 @@ fn answer(
         }
         "PUT" => (404, NOT_FOUND.to_owned()),
         "GET" | "HEAD" => {
-            match header(request, sh.config.world.headers.token) {
+            match header(request, sh.state.config.world.headers.token) {
                 Some(tok) if tokens.get(tok).is_none_or(|exp| *exp < Instant::now()) => {
                     return (401, "unauthorized".to_owned());
                 }
-                None if sh.config.world.require_token => return (401, "unauthorized".to_owned()),
+                None if sh.state.config.world.require_token => {
+                    return (401, "unauthorized".to_owned());
+                }
                 _ => {}
             }
             drop(tokens);
             if path == "/" {
-                let mut all: Vec<&str> = sh.config.world.versions.to_vec();
+                let mut all: Vec<&str> = sh.state.config.world.versions.to_vec();
                 all.push("latest");
                 return (200, all.join("\n"));
             }
@@ -571,6 +574,7 @@ fn hidden(sh: &Imds, t: f64, path: &str) -> bool {
     let live = sh.live.read().unwrap_or_else(PoisonError::into_inner);
     live.hidden.iter().any(|h| under(path, h))
         || sh
+            .state
             .config
             .scenario
             .appear
@@ -595,6 +599,7 @@ fn lookup(sh: &Imds, t: f64, path: &str) -> Option<String> {
         return leaf(&v);
     }
     if let Some(v) = sh
+        .state
         .config
         .scenario
         .values
@@ -603,7 +608,7 @@ fn lookup(sh: &Imds, t: f64, path: &str) -> Option<String> {
     {
         return leaf(&v.value);
     }
-    let mut node = &sh.config.world.tree;
+    let mut node = &sh.state.config.world.tree;
     for part in path.split('/').filter(|p| !p.is_empty()) {
         node = node.as_object()?.get(part)?;
     }

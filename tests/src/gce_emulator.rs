@@ -93,7 +93,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::shell::{
-    self, Action, Clock, LogLine, Reply, RequestLog, Rule, Rules, Service, Shell, header, under,
+    self, Action, LogLine, Reply, RequestLog, Rule, Service, Shell, State, header, under,
 };
 use crate::world::{MAC0, MAC1};
 
@@ -165,12 +165,9 @@ impl LogLine for LogEntry {
 /// state.
 #[derive(Debug)]
 pub struct Gce {
-    config: Config,
+    state: State<Value, Scenario, LogEntry>,
     /// The tree served now (the config's, changed by the control path).
     tree: Mutex<Value>,
-    rules: Rules,
-    clock: Clock,
-    log: RequestLog<LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
@@ -180,11 +177,8 @@ impl Shell<Gce> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = Gce {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
             tree: Mutex::new(config.world.clone()),
-            config,
-            clock: Clock::default(),
+            state: State::open(config)?,
         };
         Shell::bind(bind, "gce-emulator", service)
     }
@@ -215,7 +209,7 @@ impl Service for Gce {
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 
@@ -334,14 +328,8 @@ fn visible(sh: &Gce, t: f64) -> Value {
         .get_mut("instance")
         .and_then(|i| i.get_mut("network-interfaces"))
     {
-        let hidden: Vec<usize> = sh
-            .config
-            .scenario
-            .appear
-            .iter()
-            .filter(|a| t < a.after)
-            .map(|a| a.nic)
-            .collect();
+        let scenario = &sh.state.config.scenario;
+        let hidden: Vec<usize> = scenario.pending(t, |a| a.after).map(|a| a.nic).collect();
         let kept: Vec<Value> = nics
             .drain(..)
             .enumerate()
@@ -511,7 +499,7 @@ fn control(sh: &Gce, t: f64, mut request: tiny_http::Request, path: &str) {
         Ok(()) => response(200, b"set\n".to_vec(), "text/plain"),
         Err(e) => response(400, format!("{e}\n").into_bytes(), "text/plain"),
     };
-    sh.log.answer(entry, reply, request, &ALWAYS);
+    sh.state.log.answer(entry, reply, request, &ALWAYS);
 }
 
 /// A long poll whose answer has not changed yet: holds it until the answer's
@@ -528,7 +516,7 @@ fn hold(sh: &Gce, t: f64, path: &str, query: &str, peer: &str) -> bool {
     if at_arrival.is_none() || (last.is_some() && at_arrival != last) {
         return false;
     }
-    sh.log.push(LogEntry {
+    sh.state.log.push(LogEntry {
         request: shell::LogEntry {
             t,
             peer: peer.to_owned(),
@@ -542,14 +530,14 @@ fn hold(sh: &Gce, t: f64, path: &str, query: &str, peer: &str) -> bool {
         .and_then(|s| s.parse::<f64>().ok())
         .unwrap_or(300.0);
     let end = Instant::now() + Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
-    while Instant::now() < end && current(sh.clock.now()) == waits_on {
+    while Instant::now() < end && current(sh.state.clock.now()) == waits_on {
         std::thread::sleep(Duration::from_millis(20));
     }
     true
 }
 
 fn handle(sh: &Gce, request: tiny_http::Request) {
-    let t = sh.clock.now();
+    let t = sh.state.clock.now();
     let (path, query) = shell::split_url(request.url());
     if *request.method() == tiny_http::Method::Put && under(&path, "/emulator/v1") {
         control(sh, t, request, &path);
@@ -559,8 +547,8 @@ fn handle(sh: &Gce, request: tiny_http::Request) {
     let peer = request.remote_addr().map(SocketAddr::ip);
     let flavor = header(&request, "Metadata-Flavor").map(str::to_owned);
     let forwarded = header(&request, "X-Forwarded-For").is_some();
-    let rule = sh.rules.matching(&method, &path, &query, t);
-    let allowed = sh.config.allows(peer);
+    let rule = sh.state.rules.matching(&method, &path, &query, t);
+    let allowed = sh.state.config.allows(peer);
     let method_ok = matches!(
         *request.method(),
         tiny_http::Method::Get | tiny_http::Method::Head
@@ -581,7 +569,7 @@ fn handle(sh: &Gce, request: tiny_http::Request) {
             param(&query, "wait_for_change").is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let who = peer.map_or_else(|| "-".to_owned(), |p| p.to_string());
         let held = waits && rule.is_none_or(|r| !r.overrides()) && hold(sh, t, &path, &query, &who);
-        let (r, flavored) = reply(sh, sh.clock.now(), &path, &query, rule);
+        let (r, flavored) = reply(sh, sh.state.clock.now(), &path, &query, rule);
         let label = format!("{}:held", r.label());
         (if held { r.labelled(&label) } else { r }, flavored)
     };
@@ -603,7 +591,7 @@ fn handle(sh: &Gce, request: tiny_http::Request) {
             .unwrap_or_else(|| "-".to_owned()),
     };
     let always = if flavored { &ALWAYS[..] } else { &ALWAYS[..1] };
-    sh.log.answer(entry, reply, request, always);
+    sh.state.log.answer(entry, reply, request, always);
 }
 
 /// Reads a log file written by the emulator.

@@ -63,7 +63,7 @@ use serde_json::{Value, json};
 
 pub use crate::shell::LogEntry;
 pub use crate::shell::RateLimit;
-use crate::shell::{self, Clock, Limiter, Reply, RequestLog, Rules, Service, Shell};
+use crate::shell::{self, Reply, RequestLog, Service, Shell, State};
 use crate::world::{MAC0, MAC1, MetadataService};
 
 /// The API root.
@@ -89,18 +89,9 @@ pub const OPENSTACK_VERSIONS: &[&str] = &[
     "2020-10-14",
 ];
 
-/// Nova's EC2-style versions, which `GET /` lists before `latest`.
-pub const EC2_VERSIONS: &[&str] = &[
-    "1.0",
-    "2007-01-19",
-    "2007-03-01",
-    "2007-08-29",
-    "2007-10-10",
-    "2007-12-15",
-    "2008-02-01",
-    "2008-09-01",
-    "2009-04-04",
-];
+/// Nova's EC2-style versions, which `GET /` lists before `latest`: EC2's
+/// oldest nine, up to 2009-04-04.
+pub const EC2_VERSIONS: &[&str] = crate::emulator::EC2_VERSIONS.split_at(9).0;
 
 /// webob's 404 page, as Nova sends it.
 const NOT_FOUND: &[u8] = b"404 Not Found\n\nThe resource could not be found.\n\n   ";
@@ -136,11 +127,7 @@ pub type Config = shell::Config<Value, Scenario>;
 /// live state.
 #[derive(Debug)]
 pub struct OpenStack {
-    config: Config,
-    rules: Rules,
-    clock: Clock,
-    log: RequestLog<LogEntry>,
-    limiter: Limiter,
+    state: State<Value, Scenario, LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
@@ -150,11 +137,7 @@ impl Shell<OpenStack> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = OpenStack {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
-            config,
-            clock: Clock::default(),
-            limiter: Limiter::default(),
+            state: State::open(config)?,
         };
         Shell::bind(bind, "openstack-emulator", service)
     }
@@ -241,19 +224,14 @@ pub fn service(args: Vec<String>) -> MetadataService {
 /// `network_data` without the links (and their networks) not attached yet.
 fn visible_network_data(sh: &OpenStack, t: f64) -> Value {
     let mut nd = sh
+        .state
         .config
         .world
         .get("network_data")
         .cloned()
         .unwrap_or(Value::Null);
-    let hidden: Vec<usize> = sh
-        .config
-        .scenario
-        .appear
-        .iter()
-        .filter(|a| t < a.after)
-        .map(|a| a.link)
-        .collect();
+    let scenario = &sh.state.config.scenario;
+    let hidden: Vec<usize> = scenario.pending(t, |a| a.after).map(|a| a.link).collect();
     if hidden.is_empty() {
         return nd;
     }
@@ -305,9 +283,14 @@ fn answer(sh: &OpenStack, t: f64, path: &str) -> (u16, Vec<u8>, &'static str) {
         p => {
             let file = served(p);
             match file.as_deref() {
-                Some("meta_data.json") => sh.config.world.get("meta_data").map_or(not_found, |v| {
-                    (200, v.to_string().into_bytes(), "application/json")
-                }),
+                Some("meta_data.json") => sh
+                    .state
+                    .config
+                    .world
+                    .get("meta_data")
+                    .map_or(not_found, |v| {
+                        (200, v.to_string().into_bytes(), "application/json")
+                    }),
                 Some("network_data.json") => {
                     let v = visible_network_data(sh, t);
                     if v.is_null() {
@@ -319,7 +302,7 @@ fn answer(sh: &OpenStack, t: f64, path: &str) -> (u16, Vec<u8>, &'static str) {
                 Some("vendor_data.json" | "vendor_data2.json") => {
                     (200, b"{}".to_vec(), "application/json")
                 }
-                Some("user_data") => match sh.config.world.get("user_data") {
+                Some("user_data") => match sh.state.config.world.get("user_data") {
                     Some(Value::String(s)) => (200, s.clone().into_bytes(), "text/plain"),
                     _ => not_found,
                 },
@@ -336,9 +319,10 @@ fn response(status: u16, body: Vec<u8>, ctype: &str) -> Reply {
 /// Whether `peer` is over the rate limit now (the request counts either way, as
 /// haproxy's stick table counts denied requests).
 fn over_limit(sh: &OpenStack, peer: &str, now: Instant) -> bool {
-    sh.config
+    sh.state
+        .config
         .rate_limit
-        .is_some_and(|limit| sh.limiter.over(limit, peer, now, true))
+        .is_some_and(|limit| sh.state.limiter.over(limit, peer, now, true))
 }
 
 impl Service for OpenStack {
@@ -346,7 +330,7 @@ impl Service for OpenStack {
 
     fn handle(&self, request: tiny_http::Request) {
         let now = Instant::now();
-        let t = self.clock.at(now);
+        let t = self.state.clock.at(now);
         let method = request.method().as_str().to_owned();
         let (path, query) = shell::split_url(request.url());
         let peer = request
@@ -364,7 +348,8 @@ impl Service for OpenStack {
                 let (status, body, ctype) = answer(self, t, &path);
                 response(status, body, ctype)
             };
-            self.rules
+            self.state
+                .rules
                 .matching(&method, &path, &query, t)
                 .and_then(|r| {
                     shell::fault(r, |status, body| {
@@ -380,11 +365,11 @@ impl Service for OpenStack {
             path,
             status: reply.label().to_owned(),
         };
-        self.log.answer(entry, reply, request, &[]);
+        self.state.log.answer(entry, reply, request, &[]);
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 

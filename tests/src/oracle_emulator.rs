@@ -33,7 +33,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::shell::{
-    self, Clock, HeaderLogEntry, LoggedHeader, Reply, RequestLog, Rules, Service, Shell, header,
+    self, HeaderLogEntry, LoggedHeader, Reply, RequestLog, Service, Shell, State, header,
 };
 use crate::world::{MAC0, MAC1};
 
@@ -151,10 +151,7 @@ pub fn read_log(path: &std::path::Path) -> Vec<LogEntry> {
 /// OCI IMDS as the shell serves it: its configuration and live state.
 #[derive(Debug)]
 pub struct Oracle {
-    config: Config,
-    rules: Rules,
-    clock: Clock,
-    log: RequestLog<LogEntry>,
+    state: State<Served, Scenario, LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
@@ -164,10 +161,7 @@ impl Shell<Oracle> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = Oracle {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
-            config,
-            clock: Clock::default(),
+            state: State::open(config)?,
         };
         Shell::bind(bind, "oracle-emulator", service)
     }
@@ -178,14 +172,14 @@ impl Service for Oracle {
 
     fn handle(&self, request: tiny_http::Request) {
         let now = Instant::now();
-        let reply = self.reply(self.clock.at(now), &request);
-        let t = self.clock.since_start(now);
+        let reply = self.reply(self.state.clock.at(now), &request);
+        let t = self.state.clock.since_start(now);
         let entry = LogEntry::of(t, &request, "Authorization", reply.label());
-        self.log.answer(entry, reply, request, &[]);
+        self.state.log.answer(entry, reply, request, &[]);
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 
@@ -215,13 +209,14 @@ impl Oracle {
         let method = request.method().as_str();
         let (path, query) = shell::split_url(request.url());
         if let Some(r) = self
+            .state
             .rules
             .matching(method, &path, &query, t)
             .and_then(|rule| shell::fault(rule, injected))
         {
             return r;
         }
-        if let Some(r) = self.config.world.fault_file.as_ref().and_then(|f| {
+        if let Some(r) = self.state.config.world.fault_file.as_ref().and_then(|f| {
             let text = std::fs::read_to_string(f).ok()?;
             shell::fault_named(text.split_whitespace().next()?, injected)
         }) {
@@ -249,7 +244,7 @@ impl Oracle {
                 Reply::new(200, self.vnics(t).to_string()).content_type("application/json")
             }
             Some("instance") => {
-                let mut node = &self.config.world.instance;
+                let mut node = &self.state.config.world.instance;
                 for seg in segs {
                     match node.get(seg) {
                         Some(n) => node = n,
@@ -270,14 +265,14 @@ impl Oracle {
 
     /// The VNIC list at `t`, late and detached VNICs left out.
     fn vnics(&self, t: f64) -> Value {
-        let mut list = self.config.world.vnics.clone();
+        let mut list = self.state.config.world.vnics.clone();
         if let Some(a) = list.as_array_mut() {
             shell::without_hidden_macs(
                 a,
                 "macAddr",
-                &self.config.scenario.appear,
+                &self.state.config.scenario.appear,
                 t,
-                self.config.world.detached_file.as_deref(),
+                self.state.config.world.detached_file.as_deref(),
                 str::to_lowercase,
             );
         }

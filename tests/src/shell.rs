@@ -316,6 +316,36 @@ impl<W, S> Config<W, S> {
     }
 }
 
+/// The shell's part of a running emulator, the same for every cloud: its
+/// [`Config`], the scenario's fault rules, its clock, its request log and its
+/// rate limiter. A cloud's service holds it beside its own live state.
+#[derive(Debug)]
+pub struct State<W, S, E> {
+    /// What it was started with.
+    pub config: Config<W, S>,
+    /// The scenario's fault rules and their counts.
+    pub rules: Rules,
+    /// Seconds since the first request, and since the start.
+    pub clock: Clock,
+    /// Every request.
+    pub log: RequestLog<E>,
+    /// The requests [`Config::rate_limit`] counts.
+    pub limiter: Limiter,
+}
+
+impl<W, S: ScenarioDoc, E: LogLine> State<W, S, E> {
+    /// Checks the scenario's rules and opens the log file.
+    pub fn open(config: Config<W, S>) -> io::Result<Self> {
+        Ok(Self {
+            rules: Rules::new(config.scenario.rules().to_vec()).map_err(io::Error::other)?,
+            log: RequestLog::open(config.log_file.as_deref())?,
+            config,
+            clock: Clock::default(),
+            limiter: Limiter::default(),
+        })
+    }
+}
+
 /// A rate limit: at most `count` requests in a sliding `window`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateLimit {
@@ -584,6 +614,13 @@ impl<A> Default for Scenario<A> {
             appear: Vec::new(),
             rules: Vec::new(),
         }
+    }
+}
+
+impl<A> Scenario<A> {
+    /// The late parts not there yet at `t` (`after(a)` is later).
+    pub fn pending(&self, t: f64, after: fn(&A) -> f64) -> impl Iterator<Item = &A> {
+        self.appear.iter().filter(move |a| t < after(a))
     }
 }
 
@@ -911,11 +948,17 @@ pub fn json_or(
 pub trait ScenarioDoc: Default + Sized {
     /// Reads a scenario from parsed JSON.
     fn from_value(v: serde_json::Value) -> Result<Self, String>;
+    /// Its fault rules.
+    fn rules(&self) -> &[Rule];
 }
 
 impl<A: serde::de::DeserializeOwned> ScenarioDoc for Scenario<A> {
     fn from_value(v: serde_json::Value) -> Result<Self, String> {
         Self::from_value(v)
+    }
+
+    fn rules(&self) -> &[Rule] {
+        &self.rules
     }
 }
 

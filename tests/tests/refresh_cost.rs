@@ -116,7 +116,7 @@ fn world(cloud: &Cloud) -> (World, TempDir) {
                 CloudDhcp::Aliyun,
                 Some(leasehook_tests::aliyun_emulator::service(vec![
                     "--scenario".to_owned(),
-                    sc.display().to_string(),
+                    format!("@{}", sc.display()),
                 ])),
             )
         }
