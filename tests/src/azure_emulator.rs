@@ -22,7 +22,7 @@
 //!   cloud-netconfig compares; `HEAD` is a method like any other than `GET`:
 //!   405 ("Only GET requests are supported").
 //! * **Only the primary NIC's primary address is answered**
-//!   ([`Config::allowed_sources`]): a request from any other source is read and
+//!   ([`shell::Config::allowed_sources`]): a request from any other source is read and
 //!   never answered (logged `refused`), as IMDS's traffic from a secondary NIC
 //!   goes nowhere.
 //! * Scenario ([`Scenario`]): NICs absent from `network` until `after` seconds
@@ -34,7 +34,7 @@
 //!
 //! Every request is logged ([`LogEntry`]: time, peer, method, path and query, the
 //! `Metadata` header, the status or action) in memory and, with
-//! [`Config::log_file`], one line per request.
+//! [`shell::Config::log_file`], one line per request.
 
 use std::io;
 use std::net::SocketAddr;

@@ -22,7 +22,7 @@
 //!   proxy).
 //! * Every answer carries `Metadata-Flavor: Google` (unless a rule's action is
 //!   `no-flavor`, an impostor).
-//! * With [`Config::allowed_sources`], a request from any other address gets
+//! * With [`shell::Config::allowed_sources`], a request from any other address gets
 //!   403 (the server answers only the instance itself).
 //!
 //! # As the server answers (issue 31)

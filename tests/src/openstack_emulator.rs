@@ -26,7 +26,7 @@
 //!
 //! # The rate limit
 //!
-//! With [`Config::rate_limit`] (`--rate-limit COUNT/SECONDS`), Neutron's
+//! With [`shell::Config::rate_limit`] (`--rate-limit COUNT/SECONDS`), Neutron's
 //! `metadata_rate_limiting` (defaults: 10 requests per 10 s, per source address,
 //! sliding window): a request beyond the limit gets 429 `Too Many Requests`
 //! (haproxy's deny, no `Retry-After`), and counts.

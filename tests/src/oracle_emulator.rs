@@ -23,7 +23,7 @@
 //!
 //! Every request is logged ([`LogEntry`]: time, peer, method, path, the
 //! `Authorization` header, the status or action) in memory and, with
-//! [`Config::log_file`], one line per request.
+//! [`shell::Config::log_file`], one line per request.
 
 use std::io;
 use std::net::SocketAddr;
@@ -380,13 +380,15 @@ mod tests {
 
     #[test]
     fn late_vnics_and_injected_faults() {
-        let mut c = Config::default();
-        c.scenario = Scenario::from_value(json!({
-            "appear": [{"mac": MAC1, "after": 0.3}],
-            "rules": [{"path": "/opc/v2/instance", "count": 1, "status": 503, "retry_after": 1},
-                      {"path": "/opc/v2/instance", "count": 1, "action": "not-json"}]
-        }))
-        .unwrap();
+        let c = Config {
+            scenario: Scenario::from_value(json!({
+                "appear": [{"mac": MAC1, "after": 0.3}],
+                "rules": [{"path": "/opc/v2/instance", "count": 1, "status": 503, "retry_after": 1},
+                          {"path": "/opc/v2/instance", "count": 1, "action": "not-json"}]
+            }))
+            .unwrap(),
+            ..Config::default()
+        };
         let e = Emulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap();
         let b = e.base_url();
         let count = |b: &str| {

@@ -13,6 +13,12 @@
 //!   delay, then a status or an [`Action`]);
 //! * [`Reply`]: what goes back, an HTTP answer or none at all, with the headers
 //!   a cloud puts on every answer.
+//! * [`Config`]: what every cloud is started with, the cloud's part (what it
+//!   serves) beside the shell's (log file, allowed sources, [`RateLimit`]);
+//!   [`State`], the shell's part of a running emulator (the config, its rules,
+//!   [`Clock`], log and [`Limiter`]), which each cloud's service holds;
+//! * [`EmulatorArgs`]: the options every cloud takes in the one emulator
+//!   binary, `leasehook-emulator --cloud <cloud>` (`tests/src/bin/`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};

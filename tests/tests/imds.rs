@@ -978,13 +978,15 @@ fn the_emulator_binary_prints_its_address_and_logs_every_request() {
     );
     // Each cloud takes only its own options: another cloud's is an error, not
     // silently ignored (an `--instance` given to EC2 would serve the sample).
+    // The scenario is not JSON: were the option let through, the emulator
+    // would stop there with another error instead of serving.
     for (cloud, flag) in [
         ("ec2", "--instance"),
         ("oracle", "--tree"),
         ("azure", "--require-token"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_leasehook-emulator"))
-            .args(["--cloud", cloud, flag])
+            .args(["--cloud", cloud, "--scenario", "[", flag])
             .args((flag != "--require-token").then_some("{}"))
             .output()
             .unwrap();

@@ -122,6 +122,21 @@ struct Args {
     /// world's two VNICs.
     #[arg(long, value_name = "JSON", help_heading = "Cloud options")]
     vnics: Option<String>,
+    #[command(flatten)]
+    ec2: Ec2Args,
+    /// Answer GETs without a token, ECS's normal mode (aliyun).
+    #[arg(long, help_heading = "Cloud options")]
+    normal_mode: bool,
+    /// Change a running emulator's tree instead of serving: ADDR:PORT PATH JSON
+    /// (gce).
+    #[arg(long, num_args = 3, value_names = ["ADDR:PORT", "PATH", "JSON"],
+          help_heading = "Cloud options")]
+    set: Vec<String>,
+}
+
+/// EC2's own options.
+#[derive(Debug, clap::Args)]
+struct Ec2Args {
     /// Answer 401 to a GET without a token (ec2).
     #[arg(long, help_heading = "Cloud options")]
     require_token: bool,
@@ -132,14 +147,6 @@ struct Args {
     #[arg(long, help_heading = "Cloud options",
           conflicts_with_all = ["tree", "scenario", "require_token", "dump_tree"])]
     reset: bool,
-    /// Answer GETs without a token, ECS's normal mode (aliyun).
-    #[arg(long, help_heading = "Cloud options")]
-    normal_mode: bool,
-    /// Change a running emulator's tree instead of serving: ADDR:PORT PATH JSON
-    /// (gce).
-    #[arg(long, num_args = 3, value_names = ["ADDR:PORT", "PATH", "JSON"],
-          help_heading = "Cloud options")]
-    set: Vec<String>,
 }
 
 impl Args {
@@ -154,9 +161,9 @@ impl Args {
             ),
             ("--instance", self.instance.is_some(), &[Azure, Oracle]),
             ("--vnics", self.vnics.is_some(), &[Oracle]),
-            ("--require-token", self.require_token, &[Ec2]),
-            ("--dump-tree", self.dump_tree, &[Ec2]),
-            ("--reset", self.reset, &[Ec2]),
+            ("--require-token", self.ec2.require_token, &[Ec2]),
+            ("--dump-tree", self.ec2.dump_tree, &[Ec2]),
+            ("--reset", self.ec2.reset, &[Ec2]),
             ("--normal-mode", self.normal_mode, &[Aliyun]),
             ("--set", !self.set.is_empty(), &[Gce]),
         ];
@@ -266,7 +273,7 @@ fn run(args: &Args) -> Result<(), String> {
 fn ec2(args: &Args) -> Result<(), String> {
     let c = &args.common;
     let bind = c.bind_or(loopback());
-    if args.reset {
+    if args.ec2.reset {
         let log = c.log_file(emulator::LOG_NAME);
         let r = emulator::Resetter::start(bind, log.as_deref())
             .map_err(|e| format!("binding {bind}: {e}"))?;
@@ -275,12 +282,12 @@ fn ec2(args: &Args) -> Result<(), String> {
         return Ok(());
     }
     let tree = json_or("--tree", args.tree.as_deref(), emulator::sample_tree)?;
-    if args.dump_tree {
+    if args.ec2.dump_tree {
         let text = serde_json::to_string_pretty(&tree).map_err(|e| e.to_string())?;
         return shell::announce(text);
     }
     let mut served = emulator::Served::from(tree);
-    served.require_token = args.require_token;
+    served.require_token = args.ec2.require_token;
     let config = c.config(served, emulator::LOG_NAME, Vec::new(), None)?;
     shell::announce_and_wait(bind, emulator::Emulator::start(bind, config))
 }
