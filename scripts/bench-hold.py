@@ -58,14 +58,14 @@ NS = "lhbench-%d" % os.getpid()
 
 class Emulator:
     def __init__(self, binary, tmp, extra, rules):
-        argv = ["ip", "netns", "exec", NS, binary, "--bind", "127.0.0.1:0",
+        argv = ["ip", "netns", "exec", NS, binary, "--cloud", "ec2", "--bind", "127.0.0.1:0",
                 "--log", os.path.join(tmp, "imds.log")]
         argv += extra
         if "--reset" not in extra:
             scenario = os.path.join(tmp, "scenario.json")
             with open(scenario, "w", encoding="utf-8") as f:
                 json.dump({"rules": rules or []}, f)
-            argv += ["--require-token", "--scenario", scenario]
+            argv += ["--require-token", "--scenario", "@" + scenario]
         self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.p.stdout.readline().strip()
         if not line:
@@ -123,7 +123,7 @@ def main():
         if os.path.lexists(dhclient):
             os.remove(dhclient)
         os.symlink(target, dhclient)
-    emulator = os.path.join(a.bin_dir, "imds-emulator")
+    emulator = os.path.join(a.bin_dir, "leasehook-emulator")
     for b in (dhclient, emulator):
         if not os.access(b, os.X_OK):
             sys.exit("bench-hold: %s missing (cargo build --release --workspace --bins)" % b)

@@ -2,7 +2,7 @@
 # bench-imds.sh -- one secondary-NIC event against an IMDS on loopback: requests
 # made and wall time of leasehook's client (cargo bench --bench imds), side by
 # side with cloud-init 25.1.4's own EC2 crawl (scripts/cloud-init-imds-crawl.py),
-# both against the same imds-emulator process. Prints numbers; asserts nothing.
+# both against the same `leasehook-emulator --cloud ec2` process. Prints numbers; asserts nothing.
 #
 # Usage: scripts/bench-imds.sh            (ROUNDS=N for cloud-init's rounds, default 20)
 # Needs what scripts/test.sh needs (it runs scripts/fetch-cloud-init-oracle.sh).
@@ -22,8 +22,8 @@ pydir=$(scripts/fetch-cloud-init-oracle.sh trixie | sed -n 's/^cloud-init oracle
     exit 1
 }
 
-cargo build --release --locked --quiet -p leasehook-tests --bin imds-emulator
-readonly EMU=target/release/imds-emulator
+cargo build --release --locked --quiet -p leasehook-tests --bin leasehook-emulator
+readonly EMU=target/release/leasehook-emulator
 
 work=$(mktemp -d)
 emu_pid=
@@ -41,7 +41,7 @@ trap 'exit 143' TERM
 
 # The sample instance, also served under the dated API version cloud-init probes
 # first (real IMDS serves every version; the emulator serves what the tree holds).
-"$EMU" --dump-tree >"$work/sample.json"
+"$EMU" --cloud ec2 --dump-tree >"$work/sample.json"
 "$PY" - "$work/sample.json" >"$work/tree.json" <<'PYEOF'
 import json, sys
 tree = json.load(open(sys.argv[1]))
@@ -49,7 +49,7 @@ tree["2021-03-23"] = tree["latest"]
 json.dump(tree, sys.stdout)
 PYEOF
 
-"$EMU" --tree "$work/tree.json" --bind 127.0.0.1:0 --require-token \
+"$EMU" --cloud ec2 --tree "@$work/tree.json" --bind 127.0.0.1:0 --require-token \
     --log "$work/requests.log" >"$work/addr" &
 emu_pid=$!
 for _ in $(seq 50); do

@@ -174,7 +174,7 @@ fn ec2_root(parent: &Path, url: &str) -> tempfile::TempDir {
 fn imds(tree: &Value, scenario: Value, log: Option<PathBuf>) -> Emulator {
     let mut cfg = emulator::Config::new(tree.clone());
     cfg.scenario = Scenario::from_value(scenario).unwrap();
-    cfg.require_token = true;
+    cfg.world.require_token = true;
     cfg.log_file = log;
     Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap()
 }

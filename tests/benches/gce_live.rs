@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Benchmark: GCE's metadata followed live (issue 35 item 2). In the GCE world
-//! (both NICs bound by dhclient, the `gce-emulator` binary on 169.254.169.254),
+//! (both NICs bound by dhclient, `leasehook-emulator --cloud gce` on 169.254.169.254),
 //! `leasehook watch` holds the NIC list's long poll; then:
 //!
 //! * **change → routed**: an alias range added to (then removed from) nic1's
@@ -36,7 +36,7 @@ fn world() -> World {
         tree: None,
         dhcp: CloudDhcp::Gce,
         metadata: Some(MetadataService {
-            emulator: "gce-emulator".to_owned(),
+            cloud: "gce".to_owned(),
             args: vec!["--bind".to_owned(), "169.254.169.254:80".to_owned()],
             addresses: Vec::new(),
         }),

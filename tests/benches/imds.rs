@@ -10,7 +10,7 @@
 //!
 //! Run: `cargo bench -p leasehook-tests --bench imds`, which starts the emulator
 //! in-process, or through `scripts/bench-imds.sh`, which points it at the
-//! `imds-emulator` binary (`LEASEHOOK_BENCH_IMDS_URL`, `LEASEHOOK_BENCH_IMDS_LOG`)
+//! `leasehook-emulator --cloud ec2` (`LEASEHOOK_BENCH_IMDS_URL`, `LEASEHOOK_BENCH_IMDS_LOG`)
 //! and runs cloud-init's crawl against the same emulator for comparison.
 
 #![allow(
@@ -117,7 +117,7 @@ fn main() {
         }
     } else {
         let mut cfg = Config::new(sample_tree());
-        cfg.require_token = true;
+        cfg.world.require_token = true;
         Target::InProcess(Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap())
     };
     // The token cache lives in /run, a tmpfs on real hosts: bench on a tmpfs

@@ -20,7 +20,7 @@ use leasehook_tests::world::MAC0;
 use serde_json::json;
 
 fn main() {
-    let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), Config::new()).unwrap();
+    let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), Config::default()).unwrap();
     let url = emu.base_url();
     let stop = Stop::install();
     let ev = bench::bound_event("eth0", MAC0, "10.98.0.10", 24, "10.98.0.1");

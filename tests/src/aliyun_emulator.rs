@@ -107,10 +107,10 @@ pub fn world_tree() -> Value {
 /// mode or not.
 pub fn config(tree: Value, hardened: bool) -> Config {
     let mut c = Config::new(tree);
-    c.headers = HEADERS;
-    c.versions = VERSIONS;
-    c.require_token = hardened;
-    c.allowed_peers = vec![VPC.parse().unwrap_or_else(|e| panic!("{VPC}: {e}"))];
+    c.world.headers = HEADERS;
+    c.world.versions = VERSIONS;
+    c.world.require_token = hardened;
+    c.allowed_sources = vec![VPC.parse().unwrap_or_else(|e| panic!("{VPC}: {e}"))];
     c
 }
 
@@ -118,19 +118,19 @@ pub fn config(tree: Value, hardened: bool) -> Config {
 /// source (a loopback client is not in the VPC): for unit-level tests.
 pub fn start_loopback(bind: SocketAddr, tree: Value, hardened: bool) -> io::Result<Emulator> {
     let mut c = config(tree, hardened);
-    c.allowed_peers = vec![
+    c.allowed_sources = vec![
         "127.0.0.0/8".parse().unwrap_or_else(|e| panic!("{e}")),
         "::1/128".parse().unwrap_or_else(|e| panic!("{e}")),
     ];
     Emulator::start(bind, c)
 }
 
-/// The world's metadata service: the `aliyun-emulator` binary on
+/// The world's metadata service: `leasehook-emulator --cloud aliyun` on
 /// `100.100.100.200:80` in the router namespace, with `args` (files for
 /// `--tree`, `--scenario`, `--normal-mode`).
 pub fn service(args: Vec<String>) -> MetadataService {
     MetadataService {
-        emulator: "aliyun-emulator".to_owned(),
+        cloud: "aliyun".to_owned(),
         args,
         addresses: vec![format!("{ADDRESS}/32")],
     }

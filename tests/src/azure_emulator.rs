@@ -22,7 +22,7 @@
 //!   cloud-netconfig compares; `HEAD` is a method like any other than `GET`:
 //!   405 ("Only GET requests are supported").
 //! * **Only the primary NIC's primary address is answered**
-//!   ([`Config::allowed_sources`]): a request from any other source is read and
+//!   ([`shell::Config::allowed_sources`]): a request from any other source is read and
 //!   never answered (logged `refused`), as IMDS's traffic from a secondary NIC
 //!   goes nowhere.
 //! * Scenario ([`Scenario`]): NICs absent from `network` until `after` seconds
@@ -34,19 +34,18 @@
 //!
 //! Every request is logged ([`LogEntry`]: time, peer, method, path and query, the
 //! `Metadata` header, the status or action) in memory and, with
-//! [`Config::log_file`], one line per request.
+//! [`shell::Config::log_file`], one line per request.
 
-use std::collections::VecDeque;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub use crate::shell::RateLimit;
 use crate::shell::{
-    self, Clock, HeaderLogEntry, LoggedHeader, Reply, RequestLog, Rules, Service, Shell, header,
+    self, HeaderLogEntry, LoggedHeader, Reply, RequestLog, Service, Shell, State, header,
 };
 use crate::world::{MAC0, MAC1};
 
@@ -57,8 +56,11 @@ pub const HIDDEN_FILE: &str = "azure-hidden";
 /// The log file's name below the world's folder (the binary's `--dir`).
 pub const LOG_FILE: &str = "azure-imds.log";
 
-/// The documented rate limit: requests per second per VM.
-pub const RATE_LIMIT: usize = 5;
+/// The documented rate limit: 5 requests per second per VM.
+pub const RATE_LIMIT: RateLimit = RateLimit {
+    count: 5,
+    window: Duration::from_secs(1),
+};
 
 /// A MAC in Azure's form: 12 upper-case hex digits, no separators.
 pub fn azure_mac(mac: &str) -> String {
@@ -108,36 +110,34 @@ pub use crate::shell::LateMac as Appear;
 /// rules ([`crate::shell::Rule`]).
 pub type Scenario = shell::Scenario<Appear>;
 
-/// The emulator's configuration.
+/// What Azure's IMDS serves (the cloud's part of [`Config`]).
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct Served {
     /// The instance document (`compute`, `network`).
     pub instance: Value,
-    /// What misbehaves.
-    pub scenario: Scenario,
-    /// The only source addresses answered (`None`: any, for loopback tests).
-    pub allowed_sources: Option<Vec<IpAddr>>,
-    /// Where to append one line per request.
-    pub log_file: Option<PathBuf>,
     /// The file of hidden MACs ([`HIDDEN_FILE`]), read on every request.
     pub hidden_file: Option<PathBuf>,
-    /// Requests per second answered before 429 (`None`: no limit, for the
-    /// benchmark, which measures one event at a time from fresh clients).
-    pub rate_limit: Option<usize>,
 }
 
-impl Config {
-    /// Serving `instance`, nothing misbehaving, any source.
-    pub fn new(instance: Value) -> Self {
+impl From<Value> for Served {
+    fn from(instance: Value) -> Self {
         Self {
             instance,
-            scenario: Scenario::default(),
-            allowed_sources: None,
-            log_file: None,
             hidden_file: None,
-            rate_limit: Some(RATE_LIMIT),
         }
     }
+}
+
+/// The emulator's configuration: the shell's (log, the only sources answered,
+/// the rate limit: [`RATE_LIMIT`], off for the benchmark, which measures one
+/// event at a time from fresh clients) and what it serves.
+pub type Config = shell::Config<Served, Scenario>;
+
+/// Serving `instance`, nothing misbehaving, any source, IMDS's rate limit.
+pub fn config(instance: Value) -> Config {
+    let mut c = Config::new(instance);
+    c.rate_limit = Some(RATE_LIMIT);
+    c
 }
 
 /// The header the log keeps: `Metadata`, written `metadata=`.
@@ -154,12 +154,7 @@ pub type LogEntry = HeaderLogEntry<AzureMetadata>;
 /// Azure IMDS as the shell serves it: its configuration and live state.
 #[derive(Debug)]
 pub struct Azure {
-    config: Config,
-    rules: Rules,
-    started: Instant,
-    clock: Clock,
-    recent: Mutex<VecDeque<Instant>>,
-    log: RequestLog<LogEntry>,
+    state: State<Served, Scenario, LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
@@ -169,12 +164,7 @@ impl Shell<Azure> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = Azure {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
-            config,
-            started: Instant::now(),
-            clock: Clock::default(),
-            recent: Mutex::new(VecDeque::new()),
+            state: State::open(config)?,
         };
         Shell::bind(bind, "azure-emulator", service)
     }
@@ -208,26 +198,25 @@ impl Service for Azure {
 
     fn handle(&self, request: tiny_http::Request) {
         let now = Instant::now();
-        let t = now.saturating_duration_since(self.started).as_secs_f64();
+        let t = self.state.clock.since_start(now);
         let method = request.method().as_str().to_owned();
         let url = request.url().to_owned();
         let (path, _) = shell::split_url(&url);
-        let allowed = match (&self.config.allowed_sources, request.remote_addr()) {
-            (None, _) => true,
-            (Some(list), Some(p)) => list.contains(&p.ip()),
-            (Some(_), None) => false,
-        };
+        let allowed = self
+            .state
+            .config
+            .allows(request.remote_addr().map(SocketAddr::ip));
         let reply = if allowed {
             self.reply(now, &method, &url, &path, &request)
         } else {
             Reply::silence("refused")
         };
         let entry = LogEntry::of(t, &request, "Metadata", reply.label());
-        self.log.answer(entry, reply, request, &[]);
+        self.state.log.answer(entry, reply, request, &[]);
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 
@@ -271,21 +260,10 @@ impl Azure {
     /// Whether this request is over the documented limit (what the service
     /// itself answers counts; injected answers do not).
     fn rate_limited(&self, now: Instant) -> bool {
-        let Some(limit) = self.config.rate_limit else {
-            return false;
-        };
-        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        while recent
-            .front()
-            .is_some_and(|t0| now.saturating_duration_since(*t0) >= Duration::from_secs(1))
-        {
-            recent.pop_front();
-        }
-        if recent.len() >= limit {
-            return true;
-        }
-        recent.push_back(now);
-        false
+        self.state
+            .config
+            .rate_limit
+            .is_some_and(|limit| self.state.limiter.over(limit, "", now, false))
     }
 
     fn reply(
@@ -296,13 +274,18 @@ impl Azure {
         path: &str,
         request: &tiny_http::Request,
     ) -> Reply {
-        let t = self.clock.at(now);
+        let t = self.state.clock.at(now);
         let (_, q) = shell::split_url(url);
-        if let Some(r) = self.rules.matching(method, path, &q, t).and_then(|rule| {
-            shell::fault(rule, |s, body| {
-                error(s, body.unwrap_or(&format!("injected {s}")))
+        if let Some(r) = self
+            .state
+            .rules
+            .matching(method, path, &q, t)
+            .and_then(|rule| {
+                shell::fault(rule, |s, body| {
+                    error(s, body.unwrap_or(&format!("injected {s}")))
+                })
             })
-        }) {
+        {
             return r;
         }
         if self.rate_limited(now) {
@@ -366,14 +349,14 @@ impl Azure {
 
     /// The instance document at `t`, late NICs and hidden ones left out.
     fn document(&self, t: f64) -> Value {
-        let mut doc = self.config.instance.clone();
+        let mut doc = self.state.config.world.instance.clone();
         if let Some(list) = doc["network"]["interface"].as_array_mut() {
             shell::without_hidden_macs(
                 list,
                 "macAddress",
-                &self.config.scenario.appear,
+                &self.state.config.scenario.appear,
                 t,
-                self.config.hidden_file.as_deref(),
+                self.state.config.world.hidden_file.as_deref(),
                 azure_mac,
             );
         }
@@ -400,11 +383,7 @@ mod tests {
 
     #[test]
     fn headers_api_version_and_leaves_are_enforced() {
-        let e = Emulator::start(
-            "127.0.0.1:0".parse().unwrap(),
-            Config::new(world_instance()),
-        )
-        .unwrap();
+        let e = Emulator::start("127.0.0.1:0".parse().unwrap(), config(world_instance())).unwrap();
         let b = e.base_url();
         let md = [("Metadata", "true")];
         let (s, body, _) = get(&b, "/metadata/instance/network?api-version=2021-02-01", &md);
@@ -462,11 +441,7 @@ mod tests {
 
     #[test]
     fn more_than_five_requests_a_second_get_429_with_retry_after() {
-        let e = Emulator::start(
-            "127.0.0.1:0".parse().unwrap(),
-            Config::new(world_instance()),
-        )
-        .unwrap();
+        let e = Emulator::start("127.0.0.1:0".parse().unwrap(), config(world_instance())).unwrap();
         let b = e.base_url();
         let statuses: Vec<(u16, Option<String>)> = (0..7)
             .map(|_| {
@@ -484,8 +459,8 @@ mod tests {
 
     #[test]
     fn only_allowed_sources_are_answered() {
-        let mut c = Config::new(world_instance());
-        c.allowed_sources = Some(vec!["10.98.0.10".parse().unwrap()]);
+        let mut c = config(world_instance());
+        c.allowed_sources = vec!["10.98.0.10/32".parse().unwrap()];
         let e = Emulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap();
         let (status, _, _) = get(
             &e.base_url(),

@@ -17,7 +17,7 @@ use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
 use leasehook_core::source::provider::{NicEvent, Outcome, WaitPolicy};
 use serde_json::{Value, json};
 
-use crate::world::{CloudDhcp, MAC1, MetadataService, WorldOptions};
+use crate::world::{CloudDhcp, MAC1, MetadataService, WorldOptions, at_file};
 
 /// A cloud leasehook serves: Amazon EC2 (IMDSv2, the default provider), Google
 /// Compute Engine, Microsoft Azure, Alibaba Cloud ECS, Oracle Cloud (OCI) and
@@ -77,21 +77,15 @@ impl Cloud {
         }
     }
 
-    /// The emulator binary built beside the tests.
+    /// The emulator binary built beside the tests (every cloud's:
+    /// [`Cloud::emulator_args`] start with its `--cloud`).
     pub fn emulator(self) -> &'static str {
-        match self {
-            Self::Ec2 => "imds-emulator",
-            Self::Gce => "gce-emulator",
-            Self::Azure => "azure-emulator",
-            Self::Aliyun => "aliyun-emulator",
-            Self::Oracle => "oracle-emulator",
-            Self::OpenStack => "openstack-emulator",
-        }
+        crate::world::EMULATOR
     }
 
     /// The emulator's log in `dir` (one request a line).
     pub fn log(self, dir: &Path) -> PathBuf {
-        dir.join(format!("{}.log", self.emulator()))
+        dir.join(format!("{}-emulator.log", self.provider()))
     }
 
     /// The emulator's arguments to serve the world's instance on an address of
@@ -117,22 +111,30 @@ impl Cloud {
             tree.is_none() || matches!(self, Self::Ec2 | Self::OpenStack),
             "{self:?}'s emulator takes no tree"
         );
-        let mut args: Vec<OsString> = vec!["--bind".into(), "127.0.0.1:0".into()];
+        let mut args: Vec<OsString> = vec![
+            "--cloud".into(),
+            self.provider().into(),
+            "--bind".into(),
+            "127.0.0.1:0".into(),
+        ];
         match self {
             Self::Ec2 => {
                 let tree = match tree {
                     Some(t) => file("imds-tree.json", t),
                     None => file("imds-tree.json", &crate::world::default_tree()),
                 };
-                args.extend(["--require-token".into(), "--tree".into(), tree.into()]);
+                args.extend(["--require-token".into(), "--tree".into(), at_file(&tree)]);
                 args.extend([
                     "--scenario".into(),
-                    file("imds-scenario.json", scenario).into(),
+                    at_file(&file("imds-scenario.json", scenario)),
                 ]);
             }
             Self::Aliyun => {
-                args.extend(["--allow".into(), "127.0.0.0/8".into(), "--scenario".into()]);
-                args.push(file("aliyun-scenario.json", scenario).into());
+                args.extend(["--allow-source".into(), "127.0.0.0/8".into()]);
+                args.extend([
+                    "--scenario".into(),
+                    at_file(&file("aliyun-scenario.json", scenario)),
+                ]);
             }
             Self::Oracle => {
                 if let Some(v) = scenario.get("vnics") {
@@ -336,7 +338,7 @@ impl Cloud {
                 let mut all = vec!["--bind".to_owned(), "169.254.169.254:80".to_owned()];
                 all.extend(args);
                 Some(MetadataService {
-                    emulator: self.emulator().to_owned(),
+                    cloud: self.provider().to_owned(),
                     args: all,
                     addresses: Vec::new(),
                 })

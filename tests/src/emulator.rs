@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Performs IO: an EC2 instance metadata service emulator on `tiny_http`, for tests
 //! and benchmarks. It runs in-process ([`Emulator::start`], a thread on a loopback
-//! port) or as the `imds-emulator` binary.
+//! port) or as `leasehook-emulator --cloud ec2`.
 //!
 //! # Tree
 //!
@@ -12,7 +12,7 @@
 //!
 //! # As the service answers (issue 31)
 //!
-//! * Dated API versions ([`Config::versions`]: `/2018-09-24/meta-data/...`, what
+//! * Dated API versions ([`Served::versions`]: `/2018-09-24/meta-data/...`, what
 //!   nm-cloud-setup and SUSE's cloud-netconfig ask, `/2009-04-04/...` cloud-init's
 //!   oldest) read the same tree as `/latest/...`; `GET /` lists the versions and
 //!   `latest`, one a line ("Retrieve instance metadata": "specify the version ...
@@ -85,7 +85,7 @@
 //!
 //! # Connection resets
 //!
-//! [`Resetter`] (the binary's `--reset`) stands in for an IMDS that resets every
+//! [`Resetter`] (`leasehook-emulator --cloud ec2 --reset`) stands in for an IMDS that resets every
 //! connection: it reads each request and answers with a TCP RST; the log line's
 //! `STATUS` is `reset`.
 
@@ -103,7 +103,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::shell::{
-    self, Clock, Reply, RequestLog, Rules, Service, Shell, header, in_window, under,
+    self, Reply, RequestLog, Rules, Service, Shell, State, header, in_window, under,
 };
 pub use crate::shell::{Action, LogEntry, Rule};
 
@@ -127,6 +127,8 @@ pub const EC2_HEADERS: TokenHeaders = TokenHeaders {
     ttl: TTL_HEADER,
     token: TOKEN_HEADER,
 };
+/// The log file's name below the world's folder (`--dir`).
+pub const LOG_NAME: &str = "imds.log";
 /// The path tokens are `PUT` to.
 const TOKEN_PATH: &str = "/latest/api/token";
 /// EC2's dated metadata versions (what `GET /` lists before `latest`), oldest
@@ -200,6 +202,16 @@ impl Scenario {
     }
 }
 
+impl shell::ScenarioDoc for Scenario {
+    fn from_value(v: Value) -> Result<Self, String> {
+        Self::from_value(v)
+    }
+
+    fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+}
+
 /// A path that is absent until `after` seconds.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -225,53 +237,44 @@ pub struct ValueWindow {
     pub until: Option<f64>,
 }
 
-/// The emulator's configuration.
+/// What EC2's IMDS serves (the cloud's part of [`Config`]).
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct Served {
     /// The metadata tree, rooted at `/`.
     pub tree: Value,
-    /// What misbehaves, and when.
-    pub scenario: Scenario,
     /// Whether a `GET` without a token gets 401.
     pub require_token: bool,
-    /// A file to append one line per request to.
-    pub log_file: Option<std::path::PathBuf>,
     /// The token headers (EC2's by default).
     pub headers: TokenHeaders,
-    /// Where requests may come from: a request from any other address gets 403
-    /// (Alibaba's metadata service answers addresses of the instance's VPC only).
-    /// Empty: from anywhere.
-    pub allowed_peers: Vec<ipnet::IpNet>,
     /// Dated API versions served as `latest` and listed at `/` ([`EC2_VERSIONS`]
     /// by default).
     pub versions: &'static [&'static str],
 }
 
-impl Config {
-    /// A configuration serving `tree`, nothing misbehaving, tokens optional.
-    pub fn new(tree: Value) -> Self {
+impl From<Value> for Served {
+    /// Serves `tree` with EC2's headers and versions, tokens optional.
+    fn from(tree: Value) -> Self {
         Self {
             tree,
-            scenario: Scenario::default(),
             require_token: false,
-            log_file: None,
             headers: EC2_HEADERS,
-            allowed_peers: Vec::new(),
             versions: EC2_VERSIONS,
         }
     }
 }
 
+/// The emulator's configuration: the shell's (log, allowed sources: a request
+/// from any other address gets 403, as Alibaba's metadata service answers
+/// addresses of the instance's VPC only) and what it serves.
+pub type Config = shell::Config<Served, Scenario>;
+
 /// EC2's IMDS as the shell serves it: its configuration and live state.
 #[derive(Debug)]
 pub struct Imds {
-    config: Config,
-    rules: Rules,
+    state: State<Served, Scenario, LogEntry>,
     tokens: Mutex<HashMap<String, Instant>>,
     token_seq: AtomicU64,
     random: RandomState,
-    clock: Clock,
-    log: RequestLog<LogEntry>,
     live: RwLock<Live>,
 }
 
@@ -293,7 +296,7 @@ impl Service for Imds {
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 
@@ -302,13 +305,10 @@ impl Shell<Imds> {
     /// on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = Imds {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
-            config,
+            state: State::open(config)?,
             tokens: Mutex::new(HashMap::new()),
             token_seq: AtomicU64::new(0),
             random: RandomState::new(),
-            clock: Clock::default(),
             live: RwLock::new(Live::default()),
         };
         Shell::bind(bind, "imds-emulator", service)
@@ -465,15 +465,15 @@ impl Drop for Resetter {
 }
 
 fn handle(sh: &Imds, request: tiny_http::Request) {
-    let t = sh.clock.now();
+    let t = sh.state.clock.now();
     let method = request.method().as_str().to_owned();
     let (asked, query) = shell::split_url(request.url());
-    let path = canonical(sh.config.versions, &asked);
-    let rule = sh.rules.matching(&method, &path, &query, t);
-    let refused = !sh.config.allowed_peers.is_empty()
-        && !request
-            .remote_addr()
-            .is_some_and(|a| sh.config.allowed_peers.iter().any(|n| n.contains(&a.ip())));
+    let path = canonical(sh.state.config.world.versions, &asked);
+    let rule = sh.state.rules.matching(&method, &path, &query, t);
+    let refused = !sh
+        .state
+        .config
+        .allows(request.remote_addr().map(SocketAddr::ip));
     let reply = if refused {
         text(403, "source address not allowed")
     } else {
@@ -490,7 +490,7 @@ fn handle(sh: &Imds, request: tiny_http::Request) {
         path: asked,
         status: reply.label().to_owned(),
     };
-    sh.log.answer(entry, reply, request, &[]);
+    sh.state.log.answer(entry, reply, request, &[]);
 }
 
 fn text(status: u16, body: &str) -> Reply {
@@ -516,8 +516,8 @@ fn answer(
             (403, "Forbidden".to_owned())
         }
         "PUT" if path == TOKEN_PATH => {
-            let ttl =
-                header(request, sh.config.headers.ttl).and_then(|v| v.trim().parse::<u64>().ok());
+            let ttl = header(request, sh.state.config.world.headers.ttl)
+                .and_then(|v| v.trim().parse::<u64>().ok());
             match ttl {
                 Some(ttl @ 1..=MAX_TTL) => {
                     let token = new_token(sh);
@@ -529,16 +529,18 @@ fn answer(
         }
         "PUT" => (404, NOT_FOUND.to_owned()),
         "GET" | "HEAD" => {
-            match header(request, sh.config.headers.token) {
+            match header(request, sh.state.config.world.headers.token) {
                 Some(tok) if tokens.get(tok).is_none_or(|exp| *exp < Instant::now()) => {
                     return (401, "unauthorized".to_owned());
                 }
-                None if sh.config.require_token => return (401, "unauthorized".to_owned()),
+                None if sh.state.config.world.require_token => {
+                    return (401, "unauthorized".to_owned());
+                }
                 _ => {}
             }
             drop(tokens);
             if path == "/" {
-                let mut all: Vec<&str> = sh.config.versions.to_vec();
+                let mut all: Vec<&str> = sh.state.config.world.versions.to_vec();
                 all.push("latest");
                 return (200, all.join("\n"));
             }
@@ -572,6 +574,7 @@ fn hidden(sh: &Imds, t: f64, path: &str) -> bool {
     let live = sh.live.read().unwrap_or_else(PoisonError::into_inner);
     live.hidden.iter().any(|h| under(path, h))
         || sh
+            .state
             .config
             .scenario
             .appear
@@ -596,6 +599,7 @@ fn lookup(sh: &Imds, t: f64, path: &str) -> Option<String> {
         return leaf(&v);
     }
     if let Some(v) = sh
+        .state
         .config
         .scenario
         .values
@@ -604,7 +608,7 @@ fn lookup(sh: &Imds, t: f64, path: &str) -> Option<String> {
     {
         return leaf(&v.value);
     }
-    let mut node = &sh.config.tree;
+    let mut node = &sh.state.config.world.tree;
     for part in path.split('/').filter(|p| !p.is_empty()) {
         node = node.as_object()?.get(part)?;
     }

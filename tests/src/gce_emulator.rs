@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Performs IO: a Google Compute Engine metadata server emulator on `tiny_http`,
 //! for tests and benchmarks, from Google's documented formats. It runs
-//! in-process ([`GceEmulator::start`], a thread on a loopback port) or as the
-//! `gce-emulator` binary (in the test world's router namespace, on
+//! in-process ([`GceEmulator::start`], a thread on a loopback port) or as
+//! `leasehook-emulator --cloud gce` (in the test world's router namespace, on
 //! 169.254.169.254:80).
 //!
 //! # What it serves
@@ -22,7 +22,7 @@
 //!   proxy).
 //! * Every answer carries `Metadata-Flavor: Google` (unless a rule's action is
 //!   `no-flavor`, an impostor).
-//! * With [`Config::allowed_sources`], a request from any other address gets
+//! * With [`shell::Config::allowed_sources`], a request from any other address gets
 //!   403 (the server answers only the instance itself).
 //!
 //! # As the server answers (issue 31)
@@ -57,7 +57,7 @@
 //! `PUT /emulator/v1/PATH` with a JSON body replaces the tree's value at `PATH`
 //! (path names, below the tree's root: `instance/network-interfaces/1/ip-aliases`),
 //! logged with status `set`; [`GceEmulator::set`] does the same in-process and
-//! `gce-emulator --set ADDR:PORT PATH JSON` is its client.
+//! `leasehook-emulator --cloud gce --set ADDR:PORT PATH JSON` is its client.
 //!
 //! # Scenario
 //!
@@ -85,17 +85,15 @@
 //! the action.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ipnet::IpNet;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::shell::{
-    self, Action, Clock, LogLine, Reply, RequestLog, Rule, Rules, Service, Shell, header, under,
+    self, Action, LogLine, Reply, RequestLog, Rule, Service, Shell, State, header, under,
 };
 use crate::world::{MAC0, MAC1};
 
@@ -119,34 +117,17 @@ pub struct Appear {
     pub after: f64,
 }
 
+/// The log file's name below the world's folder (`--dir`).
+pub const LOG_NAME: &str = "gce.log";
+
 /// Late NICs and misbehaviour (see the module docs): the shell's fault rules
 /// ([`crate::shell::Rule`]).
 pub type Scenario = shell::Scenario<Appear>;
 
-/// What the emulator serves and how.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// `{"instance": {...}, "project": {...}}`, path names.
-    pub tree: Value,
-    /// Late NICs and misbehaviour.
-    pub scenario: Scenario,
-    /// Where to append the log, if anywhere.
-    pub log_file: Option<PathBuf>,
-    /// When not empty, the only source prefixes answered.
-    pub allowed_sources: Vec<IpNet>,
-}
-
-impl Config {
-    /// Serves `tree`, nothing misbehaving.
-    pub fn new(tree: Value) -> Self {
-        Self {
-            tree,
-            scenario: Scenario::default(),
-            log_file: None,
-            allowed_sources: Vec::new(),
-        }
-    }
-}
+/// The emulator's configuration: the shell's (log, allowed sources, rate
+/// limit) and the tree served, `{"instance": {...}, "project": {...}}` with the
+/// path names.
+pub type Config = shell::Config<Value, Scenario>;
 
 /// One request as logged: the shell's line (the path with its query), then
 /// the request's `Metadata-Flavor` (`-` when absent).
@@ -184,12 +165,9 @@ impl LogLine for LogEntry {
 /// state.
 #[derive(Debug)]
 pub struct Gce {
-    config: Config,
+    state: State<Value, Scenario, LogEntry>,
     /// The tree served now (the config's, changed by the control path).
     tree: Mutex<Value>,
-    rules: Rules,
-    clock: Clock,
-    log: RequestLog<LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
@@ -199,11 +177,8 @@ impl Shell<Gce> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = Gce {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
-            tree: Mutex::new(config.tree.clone()),
-            config,
-            clock: Clock::default(),
+            tree: Mutex::new(config.world.clone()),
+            state: State::open(config)?,
         };
         Shell::bind(bind, "gce-emulator", service)
     }
@@ -234,7 +209,7 @@ impl Service for Gce {
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 
@@ -353,14 +328,8 @@ fn visible(sh: &Gce, t: f64) -> Value {
         .get_mut("instance")
         .and_then(|i| i.get_mut("network-interfaces"))
     {
-        let hidden: Vec<usize> = sh
-            .config
-            .scenario
-            .appear
-            .iter()
-            .filter(|a| t < a.after)
-            .map(|a| a.nic)
-            .collect();
+        let scenario = &sh.state.config.scenario;
+        let hidden: Vec<usize> = scenario.pending(t, |a| a.after).map(|a| a.nic).collect();
         let kept: Vec<Value> = nics
             .drain(..)
             .enumerate()
@@ -530,7 +499,7 @@ fn control(sh: &Gce, t: f64, mut request: tiny_http::Request, path: &str) {
         Ok(()) => response(200, b"set\n".to_vec(), "text/plain"),
         Err(e) => response(400, format!("{e}\n").into_bytes(), "text/plain"),
     };
-    sh.log.answer(entry, reply, request, &ALWAYS);
+    sh.state.log.answer(entry, reply, request, &ALWAYS);
 }
 
 /// A long poll whose answer has not changed yet: holds it until the answer's
@@ -547,7 +516,7 @@ fn hold(sh: &Gce, t: f64, path: &str, query: &str, peer: &str) -> bool {
     if at_arrival.is_none() || (last.is_some() && at_arrival != last) {
         return false;
     }
-    sh.log.push(LogEntry {
+    sh.state.log.push(LogEntry {
         request: shell::LogEntry {
             t,
             peer: peer.to_owned(),
@@ -561,14 +530,14 @@ fn hold(sh: &Gce, t: f64, path: &str, query: &str, peer: &str) -> bool {
         .and_then(|s| s.parse::<f64>().ok())
         .unwrap_or(300.0);
     let end = Instant::now() + Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
-    while Instant::now() < end && current(sh.clock.now()) == waits_on {
+    while Instant::now() < end && current(sh.state.clock.now()) == waits_on {
         std::thread::sleep(Duration::from_millis(20));
     }
     true
 }
 
 fn handle(sh: &Gce, request: tiny_http::Request) {
-    let t = sh.clock.now();
+    let t = sh.state.clock.now();
     let (path, query) = shell::split_url(request.url());
     if *request.method() == tiny_http::Method::Put && under(&path, "/emulator/v1") {
         control(sh, t, request, &path);
@@ -578,9 +547,8 @@ fn handle(sh: &Gce, request: tiny_http::Request) {
     let peer = request.remote_addr().map(SocketAddr::ip);
     let flavor = header(&request, "Metadata-Flavor").map(str::to_owned);
     let forwarded = header(&request, "X-Forwarded-For").is_some();
-    let rule = sh.rules.matching(&method, &path, &query, t);
-    let allowed = sh.config.allowed_sources.is_empty()
-        || peer.is_some_and(|p: IpAddr| sh.config.allowed_sources.iter().any(|n| n.contains(&p)));
+    let rule = sh.state.rules.matching(&method, &path, &query, t);
+    let allowed = sh.state.config.allows(peer);
     let method_ok = matches!(
         *request.method(),
         tiny_http::Method::Get | tiny_http::Method::Head
@@ -601,7 +569,7 @@ fn handle(sh: &Gce, request: tiny_http::Request) {
             param(&query, "wait_for_change").is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let who = peer.map_or_else(|| "-".to_owned(), |p| p.to_string());
         let held = waits && rule.is_none_or(|r| !r.overrides()) && hold(sh, t, &path, &query, &who);
-        let (r, flavored) = reply(sh, sh.clock.now(), &path, &query, rule);
+        let (r, flavored) = reply(sh, sh.state.clock.now(), &path, &query, rule);
         let label = format!("{}:held", r.label());
         (if held { r.labelled(&label) } else { r }, flavored)
     };
@@ -623,7 +591,7 @@ fn handle(sh: &Gce, request: tiny_http::Request) {
             .unwrap_or_else(|| "-".to_owned()),
     };
     let always = if flavored { &ALWAYS[..] } else { &ALWAYS[..1] };
-    sh.log.answer(entry, reply, request, always);
+    sh.state.log.answer(entry, reply, request, always);
 }
 
 /// Reads a log file written by the emulator.

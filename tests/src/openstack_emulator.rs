@@ -2,8 +2,8 @@
 //! Performs IO: an `OpenStack` metadata service emulator (Nova's API behind
 //! Neutron's metadata proxy) on `tiny_http`, for tests and benchmarks, from the
 //! documented formats. It runs in-process ([`OpenStackEmulator::start`], a thread
-//! on a loopback port) or as the `openstack-emulator` binary (in the test world's
-//! router namespace, on 169.254.169.254:80).
+//! on a loopback port) or as `leasehook-emulator --cloud openstack` (in the test
+//! world's router namespace, on 169.254.169.254:80).
 //!
 //! # What it serves
 //!
@@ -26,7 +26,7 @@
 //!
 //! # The rate limit
 //!
-//! With [`Config::rate_limit`] (`--rate-limit COUNT/SECONDS`), Neutron's
+//! With [`shell::Config::rate_limit`] (`--rate-limit COUNT/SECONDS`), Neutron's
 //! `metadata_rate_limiting` (defaults: 10 requests per 10 s, per source address,
 //! sliding window): a request beyond the limit gets 429 `Too Many Requests`
 //! (haproxy's deny, no `Retry-After`), and counts.
@@ -54,18 +54,16 @@
 //! binary: `DIR/openstack.log`): `SECONDS PEER METHOD PATH STATUS`, `STATUS`
 //! the status or the action.
 
-use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use crate::shell::LogEntry;
-use crate::shell::{self, Clock, Reply, RequestLog, Rules, Service, Shell};
+pub use crate::shell::RateLimit;
+use crate::shell::{self, Reply, RequestLog, Service, Shell, State};
 use crate::world::{MAC0, MAC1, MetadataService};
 
 /// The API root.
@@ -91,18 +89,9 @@ pub const OPENSTACK_VERSIONS: &[&str] = &[
     "2020-10-14",
 ];
 
-/// Nova's EC2-style versions, which `GET /` lists before `latest`.
-pub const EC2_VERSIONS: &[&str] = &[
-    "1.0",
-    "2007-01-19",
-    "2007-03-01",
-    "2007-08-29",
-    "2007-10-10",
-    "2007-12-15",
-    "2008-02-01",
-    "2008-09-01",
-    "2009-04-04",
-];
+/// Nova's EC2-style versions, which `GET /` lists before `latest`: EC2's
+/// oldest nine, up to 2009-04-04.
+pub const EC2_VERSIONS: &[&str] = crate::emulator::EC2_VERSIONS.split_at(9).0;
 
 /// webob's 404 page, as Nova sends it.
 const NOT_FOUND: &[u8] = b"404 Not Found\n\nThe resource could not be found.\n\n   ";
@@ -121,68 +110,24 @@ pub struct Appear {
 /// ([`crate::shell::Rule`]).
 pub type Scenario = shell::Scenario<Appear>;
 
-/// Neutron's rate limit: at most `count` requests per `window` from one source.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateLimit {
-    /// Requests allowed in a window.
-    pub count: usize,
-    /// The sliding window.
-    pub window: Duration,
-}
-
 impl RateLimit {
     /// Neutron's defaults: 10 requests per 10 s.
     pub const NEUTRON: Self = Self {
         count: 10,
         window: Duration::from_secs(10),
     };
-
-    /// `COUNT/SECONDS`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let (c, w) = s
-            .split_once('/')
-            .ok_or_else(|| format!("{s:?}: expected COUNT/SECONDS"))?;
-        Ok(Self {
-            count: c.parse().map_err(|e| format!("{s:?}: {e}"))?,
-            window: Duration::from_secs_f64(w.parse().map_err(|e| format!("{s:?}: {e}"))?),
-        })
-    }
 }
 
-/// What the emulator serves and how.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// `{"meta_data": ..., "network_data": ..., "user_data": ...}`.
-    pub tree: Value,
-    /// Late links and misbehaviour.
-    pub scenario: Scenario,
-    /// Where to append the log, if anywhere.
-    pub log_file: Option<PathBuf>,
-    /// Neutron's rate limit, if on.
-    pub rate_limit: Option<RateLimit>,
-}
-
-impl Config {
-    /// Serves `tree`, nothing misbehaving, no rate limit.
-    pub fn new(tree: Value) -> Self {
-        Self {
-            tree,
-            scenario: Scenario::default(),
-            log_file: None,
-            rate_limit: None,
-        }
-    }
-}
+/// The emulator's configuration: the shell's (log, rate limit: Neutron's, if
+/// on) and the tree served, `{"meta_data": ..., "network_data": ...,
+/// "user_data": ...}`.
+pub type Config = shell::Config<Value, Scenario>;
 
 /// Nova's metadata service as the shell serves it: its configuration and
 /// live state.
 #[derive(Debug)]
 pub struct OpenStack {
-    config: Config,
-    rules: Rules,
-    clock: Clock,
-    log: RequestLog<LogEntry>,
-    seen: Mutex<BTreeMap<String, VecDeque<Instant>>>,
+    state: State<Value, Scenario, LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
@@ -192,11 +137,7 @@ impl Shell<OpenStack> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = OpenStack {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
-            config,
-            clock: Clock::default(),
-            seen: Mutex::new(BTreeMap::new()),
+            state: State::open(config)?,
         };
         Shell::bind(bind, "openstack-emulator", service)
     }
@@ -267,14 +208,14 @@ pub fn world_tree() -> Value {
     })
 }
 
-/// The world's metadata service: the `openstack-emulator` binary on
+/// The world's metadata service: `leasehook-emulator --cloud openstack` on
 /// 169.254.169.254:80 in the router namespace, with `args` (`--tree`,
 /// `--scenario`, `--rate-limit`).
 pub fn service(args: Vec<String>) -> MetadataService {
     let mut all = vec!["--bind".to_owned(), "169.254.169.254:80".to_owned()];
     all.extend(args);
     MetadataService {
-        emulator: "openstack-emulator".to_owned(),
+        cloud: "openstack".to_owned(),
         args: all,
         addresses: Vec::new(),
     }
@@ -283,19 +224,14 @@ pub fn service(args: Vec<String>) -> MetadataService {
 /// `network_data` without the links (and their networks) not attached yet.
 fn visible_network_data(sh: &OpenStack, t: f64) -> Value {
     let mut nd = sh
+        .state
         .config
-        .tree
+        .world
         .get("network_data")
         .cloned()
         .unwrap_or(Value::Null);
-    let hidden: Vec<usize> = sh
-        .config
-        .scenario
-        .appear
-        .iter()
-        .filter(|a| t < a.after)
-        .map(|a| a.link)
-        .collect();
+    let scenario = &sh.state.config.scenario;
+    let hidden: Vec<usize> = scenario.pending(t, |a| a.after).map(|a| a.link).collect();
     if hidden.is_empty() {
         return nd;
     }
@@ -347,9 +283,14 @@ fn answer(sh: &OpenStack, t: f64, path: &str) -> (u16, Vec<u8>, &'static str) {
         p => {
             let file = served(p);
             match file.as_deref() {
-                Some("meta_data.json") => sh.config.tree.get("meta_data").map_or(not_found, |v| {
-                    (200, v.to_string().into_bytes(), "application/json")
-                }),
+                Some("meta_data.json") => sh
+                    .state
+                    .config
+                    .world
+                    .get("meta_data")
+                    .map_or(not_found, |v| {
+                        (200, v.to_string().into_bytes(), "application/json")
+                    }),
                 Some("network_data.json") => {
                     let v = visible_network_data(sh, t);
                     if v.is_null() {
@@ -361,7 +302,7 @@ fn answer(sh: &OpenStack, t: f64, path: &str) -> (u16, Vec<u8>, &'static str) {
                 Some("vendor_data.json" | "vendor_data2.json") => {
                     (200, b"{}".to_vec(), "application/json")
                 }
-                Some("user_data") => match sh.config.tree.get("user_data") {
+                Some("user_data") => match sh.state.config.world.get("user_data") {
                     Some(Value::String(s)) => (200, s.clone().into_bytes(), "text/plain"),
                     _ => not_found,
                 },
@@ -378,20 +319,10 @@ fn response(status: u16, body: Vec<u8>, ctype: &str) -> Reply {
 /// Whether `peer` is over the rate limit now (the request counts either way, as
 /// haproxy's stick table counts denied requests).
 fn over_limit(sh: &OpenStack, peer: &str, now: Instant) -> bool {
-    let Some(limit) = sh.config.rate_limit else {
-        return false;
-    };
-    let mut seen = sh.seen.lock().unwrap_or_else(PoisonError::into_inner);
-    let q = seen.entry(peer.to_owned()).or_default();
-    while q
-        .front()
-        .is_some_and(|t| now.saturating_duration_since(*t) >= limit.window)
-    {
-        q.pop_front();
-    }
-    let over = q.len() >= limit.count;
-    q.push_back(now);
-    over
+    sh.state
+        .config
+        .rate_limit
+        .is_some_and(|limit| sh.state.limiter.over(limit, peer, now, true))
 }
 
 impl Service for OpenStack {
@@ -399,7 +330,7 @@ impl Service for OpenStack {
 
     fn handle(&self, request: tiny_http::Request) {
         let now = Instant::now();
-        let t = self.clock.at(now);
+        let t = self.state.clock.at(now);
         let method = request.method().as_str().to_owned();
         let (path, query) = shell::split_url(request.url());
         let peer = request
@@ -417,7 +348,8 @@ impl Service for OpenStack {
                 let (status, body, ctype) = answer(self, t, &path);
                 response(status, body, ctype)
             };
-            self.rules
+            self.state
+                .rules
                 .matching(&method, &path, &query, t)
                 .and_then(|r| {
                     shell::fault(r, |status, body| {
@@ -433,11 +365,11 @@ impl Service for OpenStack {
             path,
             status: reply.label().to_owned(),
         };
-        self.log.answer(entry, reply, request, &[]);
+        self.state.log.answer(entry, reply, request, &[]);
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 

@@ -23,7 +23,7 @@
 //!
 //! Every request is logged ([`LogEntry`]: time, peer, method, path, the
 //! `Authorization` header, the status or action) in memory and, with
-//! [`Config::log_file`], one line per request.
+//! [`shell::Config::log_file`], one line per request.
 
 use std::io;
 use std::net::SocketAddr;
@@ -33,7 +33,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::shell::{
-    self, Clock, HeaderLogEntry, LoggedHeader, Reply, RequestLog, Rules, Service, Shell, header,
+    self, HeaderLogEntry, LoggedHeader, Reply, RequestLog, Service, Shell, State, header,
 };
 use crate::world::{MAC0, MAC1};
 
@@ -103,42 +103,34 @@ pub use crate::shell::LateMac as Appear;
 /// rules ([`crate::shell::Rule`]).
 pub type Scenario = shell::Scenario<Appear>;
 
-/// The emulator's configuration.
+/// What OCI's IMDS serves (the cloud's part of [`Config`]).
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct Served {
     /// The `/opc/v2/vnics/` list.
     pub vnics: Value,
     /// The `/opc/v2/instance/` document.
     pub instance: Value,
-    /// What misbehaves.
-    pub scenario: Scenario,
-    /// Where to append one line per request.
-    pub log_file: Option<PathBuf>,
     /// The file of detached MACs ([`DETACHED_FILE`]), read on every request.
     pub detached_file: Option<PathBuf>,
     /// The fault file ([`FAULT_FILE`]), read on every request.
     pub fault_file: Option<PathBuf>,
 }
 
-impl Config {
-    /// Serving the world's VNICs and instance, nothing misbehaving.
-    pub fn new() -> Self {
+impl Default for Served {
+    /// The world's VNICs and instance.
+    fn default() -> Self {
         Self {
             vnics: world_vnics(),
             instance: world_instance(),
-            scenario: Scenario::default(),
-            log_file: None,
             detached_file: None,
             fault_file: None,
         }
     }
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// The emulator's configuration: the shell's (log) and what it serves
+/// (`Config::default()`: the world's VNICs and instance, nothing misbehaving).
+pub type Config = shell::Config<Served, Scenario>;
 
 /// The header the log keeps: `Authorization`, written `authorization=`.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,10 +151,7 @@ pub fn read_log(path: &std::path::Path) -> Vec<LogEntry> {
 /// OCI IMDS as the shell serves it: its configuration and live state.
 #[derive(Debug)]
 pub struct Oracle {
-    config: Config,
-    rules: Rules,
-    clock: Clock,
-    log: RequestLog<LogEntry>,
+    state: State<Served, Scenario, LogEntry>,
 }
 
 /// A running emulator; stops when dropped.
@@ -172,10 +161,7 @@ impl Shell<Oracle> {
     /// Binds `bind` and serves on a thread.
     pub fn start(bind: SocketAddr, config: Config) -> io::Result<Self> {
         let service = Oracle {
-            rules: Rules::new(config.scenario.rules.clone()).map_err(io::Error::other)?,
-            log: RequestLog::open(config.log_file.as_deref())?,
-            config,
-            clock: Clock::default(),
+            state: State::open(config)?,
         };
         Shell::bind(bind, "oracle-emulator", service)
     }
@@ -186,14 +172,14 @@ impl Service for Oracle {
 
     fn handle(&self, request: tiny_http::Request) {
         let now = Instant::now();
-        let reply = self.reply(self.clock.at(now), &request);
-        let t = self.clock.since_start(now);
+        let reply = self.reply(self.state.clock.at(now), &request);
+        let t = self.state.clock.since_start(now);
         let entry = LogEntry::of(t, &request, "Authorization", reply.label());
-        self.log.answer(entry, reply, request, &[]);
+        self.state.log.answer(entry, reply, request, &[]);
     }
 
     fn requests(&self) -> &RequestLog<LogEntry> {
-        &self.log
+        &self.state.log
     }
 }
 
@@ -223,13 +209,14 @@ impl Oracle {
         let method = request.method().as_str();
         let (path, query) = shell::split_url(request.url());
         if let Some(r) = self
+            .state
             .rules
             .matching(method, &path, &query, t)
             .and_then(|rule| shell::fault(rule, injected))
         {
             return r;
         }
-        if let Some(r) = self.config.fault_file.as_ref().and_then(|f| {
+        if let Some(r) = self.state.config.world.fault_file.as_ref().and_then(|f| {
             let text = std::fs::read_to_string(f).ok()?;
             shell::fault_named(text.split_whitespace().next()?, injected)
         }) {
@@ -257,7 +244,7 @@ impl Oracle {
                 Reply::new(200, self.vnics(t).to_string()).content_type("application/json")
             }
             Some("instance") => {
-                let mut node = &self.config.instance;
+                let mut node = &self.state.config.world.instance;
                 for seg in segs {
                     match node.get(seg) {
                         Some(n) => node = n,
@@ -278,14 +265,14 @@ impl Oracle {
 
     /// The VNIC list at `t`, late and detached VNICs left out.
     fn vnics(&self, t: f64) -> Value {
-        let mut list = self.config.vnics.clone();
+        let mut list = self.state.config.world.vnics.clone();
         if let Some(a) = list.as_array_mut() {
             shell::without_hidden_macs(
                 a,
                 "macAddr",
-                &self.config.scenario.appear,
+                &self.state.config.scenario.appear,
                 t,
-                self.config.detached_file.as_deref(),
+                self.state.config.world.detached_file.as_deref(),
                 str::to_lowercase,
             );
         }
@@ -310,9 +297,9 @@ mod tests {
     #[test]
     fn the_header_rule_paths_and_leaves() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::new();
-        config.detached_file = Some(dir.path().join(DETACHED_FILE));
-        config.fault_file = Some(dir.path().join(FAULT_FILE));
+        let mut config = Config::default();
+        config.world.detached_file = Some(dir.path().join(DETACHED_FILE));
+        config.world.fault_file = Some(dir.path().join(FAULT_FILE));
         config.log_file = Some(dir.path().join(LOG_FILE));
         let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
         let b = emu.base_url();
@@ -393,13 +380,15 @@ mod tests {
 
     #[test]
     fn late_vnics_and_injected_faults() {
-        let mut c = Config::new();
-        c.scenario = Scenario::from_value(json!({
-            "appear": [{"mac": MAC1, "after": 0.3}],
-            "rules": [{"path": "/opc/v2/instance", "count": 1, "status": 503, "retry_after": 1},
-                      {"path": "/opc/v2/instance", "count": 1, "action": "not-json"}]
-        }))
-        .unwrap();
+        let c = Config {
+            scenario: Scenario::from_value(json!({
+                "appear": [{"mac": MAC1, "after": 0.3}],
+                "rules": [{"path": "/opc/v2/instance", "count": 1, "status": 503, "retry_after": 1},
+                          {"path": "/opc/v2/instance", "count": 1, "action": "not-json"}]
+            }))
+            .unwrap(),
+            ..Config::default()
+        };
         let e = Emulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap();
         let b = e.base_url();
         let count = |b: &str| {

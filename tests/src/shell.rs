@@ -13,6 +13,12 @@
 //!   delay, then a status or an [`Action`]);
 //! * [`Reply`]: what goes back, an HTTP answer or none at all, with the headers
 //!   a cloud puts on every answer.
+//! * [`Config`]: what every cloud is started with, the cloud's part (what it
+//!   serves) beside the shell's (log file, allowed sources, [`RateLimit`]);
+//!   [`State`], the shell's part of a running emulator (the config, its rules,
+//!   [`Clock`], log and [`Limiter`]), which each cloud's service holds;
+//! * [`EmulatorArgs`]: the options every cloud takes in the one emulator
+//!   binary, `leasehook-emulator --cloud <cloud>` (`tests/src/bin/`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
@@ -268,6 +274,142 @@ pub fn child<'v>(node: &'v serde_json::Value, seg: &str) -> Option<&'v serde_jso
     }
 }
 
+/// What every cloud's emulator is started with: the cloud's own part `world`
+/// (what it serves: its tree or documents, its token or control-file options)
+/// and its scenario `scenario`, and the shell's part, the same for every cloud
+/// (issue 32, item 3): where the log goes, which sources are answered, the rate
+/// limit. How a cloud refuses a source or a request over the limit is its own
+/// answer (EC2 and GCE 403, Azure silence, `OpenStack` 429).
+#[derive(Debug, Clone)]
+pub struct Config<W, S> {
+    /// The cloud's part: what it serves.
+    pub world: W,
+    /// Late parts and misbehaviour (the fault rules, delays, windows).
+    pub scenario: S,
+    /// A file to append one line per request to.
+    pub log_file: Option<PathBuf>,
+    /// The only sources answered; empty: any (loopback tests).
+    pub allowed_sources: Vec<ipnet::IpNet>,
+    /// The cloud's rate limit, if on.
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl<W, S: Default> Config<W, S> {
+    /// Serves `world`, nothing misbehaving, not logged to a file, any source, no
+    /// rate limit.
+    pub fn new(world: impl Into<W>) -> Self {
+        Self {
+            world: world.into(),
+            scenario: S::default(),
+            log_file: None,
+            allowed_sources: Vec::new(),
+            rate_limit: None,
+        }
+    }
+}
+
+impl<W: Default, S: Default> Default for Config<W, S> {
+    fn default() -> Self {
+        Self::new(W::default())
+    }
+}
+
+impl<W, S> Config<W, S> {
+    /// Whether a request from `peer` is answered ([`Config::allowed_sources`]).
+    pub fn allows(&self, peer: Option<std::net::IpAddr>) -> bool {
+        self.allowed_sources.is_empty()
+            || peer.is_some_and(|p| self.allowed_sources.iter().any(|n| n.contains(&p)))
+    }
+}
+
+/// The shell's part of a running emulator, the same for every cloud: its
+/// [`Config`], the scenario's fault rules, its clock, its request log and its
+/// rate limiter. A cloud's service holds it beside its own live state.
+#[derive(Debug)]
+pub struct State<W, S, E> {
+    /// What it was started with.
+    pub config: Config<W, S>,
+    /// The scenario's fault rules and their counts.
+    pub rules: Rules,
+    /// Seconds since the first request, and since the start.
+    pub clock: Clock,
+    /// Every request.
+    pub log: RequestLog<E>,
+    /// The requests [`Config::rate_limit`] counts.
+    pub limiter: Limiter,
+}
+
+impl<W, S: ScenarioDoc, E: LogLine> State<W, S, E> {
+    /// Checks the scenario's rules and opens the log file.
+    pub fn open(config: Config<W, S>) -> io::Result<Self> {
+        Ok(Self {
+            rules: Rules::new(config.scenario.rules().to_vec()).map_err(io::Error::other)?,
+            log: RequestLog::open(config.log_file.as_deref())?,
+            config,
+            clock: Clock::default(),
+            limiter: Limiter::default(),
+        })
+    }
+}
+
+/// A rate limit: at most `count` requests in a sliding `window`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// Requests allowed in a window.
+    pub count: usize,
+    /// The sliding window.
+    pub window: Duration,
+}
+
+impl RateLimit {
+    /// `COUNT/SECONDS` (`10/10`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (c, w) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?}: expected COUNT/SECONDS"))?;
+        Ok(Self {
+            count: c.parse().map_err(|e| format!("{s:?}: {e}"))?,
+            window: Duration::from_secs_f64(w.parse().map_err(|e| format!("{s:?}: {e}"))?),
+        })
+    }
+}
+
+/// The requests a [`RateLimit`] counts, by key (a source address, or one key
+/// for the whole VM).
+#[derive(Debug, Default)]
+pub struct Limiter {
+    seen: Mutex<std::collections::BTreeMap<String, std::collections::VecDeque<Instant>>>,
+}
+
+impl Limiter {
+    /// Whether a request from `key` at `now` is over `limit`. `count_over`:
+    /// whether a request over the limit counts too (haproxy's stick table
+    /// counts denied requests; Azure's IMDS does not).
+    pub fn over(&self, limit: RateLimit, key: &str, now: Instant, count_over: bool) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let q = seen.entry(key.to_owned()).or_default();
+        while q
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= limit.window)
+        {
+            q.pop_front();
+        }
+        let over = q.len() >= limit.count;
+        if !over || count_over {
+            q.push_back(now);
+        }
+        over
+    }
+}
+
+/// A source prefix on the command line: `10.98.0.0/16`, or one address
+/// (`10.98.0.10`, a /32 or /128).
+pub fn parse_prefix(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{s:?}: not an address or a prefix"))
+}
+
 /// A cloud's emulator as the shell runs it: its answers and its log.
 pub trait Service: Send + Sync + 'static {
     /// One line of its log.
@@ -478,6 +620,13 @@ impl<A> Default for Scenario<A> {
             appear: Vec::new(),
             rules: Vec::new(),
         }
+    }
+}
+
+impl<A> Scenario<A> {
+    /// The late parts not there yet at `t` (`after(a)` is later).
+    pub fn pending(&self, t: f64, after: fn(&A) -> f64) -> impl Iterator<Item = &A> {
+        self.appear.iter().filter(move |a| t < after(a))
     }
 }
 
@@ -801,24 +950,42 @@ pub fn json_or(
     v.map_or_else(|| Ok(default()), |v| json_arg(what, v))
 }
 
+/// A cloud's scenario document, read from JSON and checked.
+pub trait ScenarioDoc: Default + Sized {
+    /// Reads a scenario from parsed JSON.
+    fn from_value(v: serde_json::Value) -> Result<Self, String>;
+    /// Its fault rules.
+    fn rules(&self) -> &[Rule];
+}
+
+impl<A: serde::de::DeserializeOwned> ScenarioDoc for Scenario<A> {
+    fn from_value(v: serde_json::Value) -> Result<Self, String> {
+        Self::from_value(v)
+    }
+
+    fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+}
+
 /// The `--scenario` value ([`json_arg`]), checked; none: nothing misbehaves.
-pub fn scenario_arg<A: serde::de::DeserializeOwned>(
-    v: Option<&str>,
-) -> Result<Scenario<A>, String> {
+pub fn scenario_arg<S: ScenarioDoc>(v: Option<&str>) -> Result<S, String> {
     v.map_or_else(
-        || Ok(Scenario::default()),
-        |v| Scenario::from_value(json_arg("--scenario", v)?),
+        || Ok(S::default()),
+        |v| S::from_value(json_arg("--scenario", v)?),
     )
 }
 
-/// The options every cloud emulator binary takes (`#[command(flatten)]`): where
-/// to listen, its scenario, and where its files go.
+/// The options every cloud's emulator takes (`#[command(flatten)]`): where to
+/// listen, its scenario, where its files go, which sources it answers and its
+/// rate limit: the command line of the shell's [`Config`].
 #[derive(Debug, clap::Args)]
 pub struct EmulatorArgs {
     /// Where to listen; port 0 picks a free port (printed on stdout).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:0")]
-    pub bind: SocketAddr,
-    /// Late NICs and misbehaviour, JSON or @FILE (see --help).
+    #[arg(long, visible_alias = "listen", value_name = "ADDR:PORT")]
+    pub bind: Option<SocketAddr>,
+    /// Late NICs and misbehaviour (fault rules, delays), JSON or @FILE (see
+    /// --help).
     #[arg(long, value_name = "JSON")]
     pub scenario: Option<String>,
     /// The test world's folder: the log and the emulator's control files
@@ -828,11 +995,24 @@ pub struct EmulatorArgs {
     /// Append one line per request to FILE (default: the emulator's log in DIR).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// Answer only sources in this prefix or this address (repeatable); none:
+    /// the cloud's default (any, or Alibaba's VPC).
+    #[arg(long, value_name = "PREFIX", value_parser = parse_prefix)]
+    pub allow_source: Vec<ipnet::IpNet>,
+    /// The rate limit, COUNT/SECONDS (`OpenStack`: Neutron's, e.g. 10/10, default
+    /// off; Azure: default 5/1, IMDS's).
+    #[arg(long, value_name = "COUNT/SECONDS", value_parser = RateLimit::parse)]
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl EmulatorArgs {
+    /// The address to listen on: `--bind`, else the cloud's `default`.
+    pub fn bind_or(&self, default: SocketAddr) -> SocketAddr {
+        self.bind.unwrap_or(default)
+    }
+
     /// The parsed `--scenario` (none: nothing misbehaves).
-    pub fn scenario<A: serde::de::DeserializeOwned>(&self) -> Result<Scenario<A>, String> {
+    pub fn scenario<S: ScenarioDoc>(&self) -> Result<S, String> {
         scenario_arg(self.scenario.as_deref())
     }
 
@@ -844,6 +1024,29 @@ impl EmulatorArgs {
     /// The file `name` in `--dir`, when given.
     pub fn in_dir(&self, name: &str) -> Option<PathBuf> {
         self.dir.as_ref().map(|d| d.join(name))
+    }
+
+    /// The shell's [`Config`] for a cloud serving `world`: its log `log_name`
+    /// in `--dir` unless `--log` says, its sources `--allow-source` (none:
+    /// `allowed`), its rate limit `--rate-limit` (none: `rate_limit`).
+    pub fn config<W, S: ScenarioDoc>(
+        &self,
+        world: W,
+        log_name: &str,
+        allowed: Vec<ipnet::IpNet>,
+        rate_limit: Option<RateLimit>,
+    ) -> Result<Config<W, S>, String> {
+        Ok(Config {
+            world,
+            scenario: self.scenario()?,
+            log_file: self.log_file(log_name),
+            allowed_sources: if self.allow_source.is_empty() {
+                allowed
+            } else {
+                self.allow_source.clone()
+            },
+            rate_limit: self.rate_limit.or(rate_limit),
+        })
     }
 }
 

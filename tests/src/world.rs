@@ -223,14 +223,25 @@ impl Default for WorldOptions {
     }
 }
 
+/// The emulator binary, every cloud's (`leasehook-emulator --cloud ec2|gce|...`).
+pub const EMULATOR: &str = "leasehook-emulator";
+
+/// `@FILE`: a JSON argument of the emulator read from a file.
+pub fn at_file(path: &Path) -> std::ffi::OsString {
+    let mut arg = std::ffi::OsString::from("@");
+    arg.push(path);
+    arg
+}
+
 /// A metadata service the world runs in the router namespace in place of the IMDS
 /// emulator: an emulator binary built beside the tests, its arguments (the world's
 /// folder is appended as `--dir <dir>`), and the addresses it answers on, put on
 /// the router's loopback (169.254.169.254 is always there).
 #[derive(Debug, Clone)]
 pub struct MetadataService {
-    /// The binary's name (`gce-emulator`, ...), found with [`sibling_bin`].
-    pub emulator: String,
+    /// The cloud it is (`gce`, ...): `leasehook-emulator --cloud` (a binary
+    /// built beside the tests, found with [`sibling_bin`]).
+    pub cloud: String,
     /// Its arguments.
     pub args: Vec<String>,
     /// Addresses to add to the router's `lo` (`100.100.100.200/32`, ...).
@@ -242,9 +253,12 @@ pub fn start_metadata(router: &Netns, dir: &Path, service: &MetadataService) -> 
     for a in &service.addresses {
         router.ip(&["address", "add", a, "dev", "lo"]);
     }
-    let mut emu = router.command(sibling_bin(&service.emulator).to_str().unwrap_or_default());
-    emu.args(&service.args).arg("--dir").arg(dir);
-    start_ready(emu, &service.emulator)
+    let mut emu = router.command(sibling_bin(EMULATOR).to_str().unwrap_or_default());
+    emu.args(["--cloud", &service.cloud])
+        .args(&service.args)
+        .arg("--dir")
+        .arg(dir);
+    start_ready(emu, &format!("{EMULATOR} --cloud {}", service.cloud))
 }
 
 /// The running world.
@@ -300,15 +314,21 @@ pub fn start_imds(router: &Netns, dir: &Path, tree: &Value, scenario: &Value) ->
     std::fs::write(&tree_path, tree.to_string()).unwrap_or_else(|e| panic!("{tree_path:?}: {e}"));
     std::fs::write(&scenario_path, scenario.to_string())
         .unwrap_or_else(|e| panic!("{scenario_path:?}: {e}"));
-    let mut emu = router.command(sibling_bin("imds-emulator").to_str().unwrap_or_default());
-    emu.args(["--bind", "169.254.169.254:80", "--require-token"])
-        .arg("--tree")
-        .arg(&tree_path)
-        .arg("--scenario")
-        .arg(&scenario_path)
-        .arg("--log")
-        .arg(dir.join("imds.log"));
-    start_ready(emu, "imds-emulator")
+    let mut emu = router.command(sibling_bin(EMULATOR).to_str().unwrap_or_default());
+    emu.args([
+        "--cloud",
+        "ec2",
+        "--bind",
+        "169.254.169.254:80",
+        "--require-token",
+    ])
+    .arg("--tree")
+    .arg(at_file(&tree_path))
+    .arg("--scenario")
+    .arg(at_file(&scenario_path))
+    .arg("--log")
+    .arg(dir.join("imds.log"));
+    start_ready(emu, "leasehook-emulator --cloud ec2")
 }
 
 /// dnsmasq's configuration (a file, so hostile option values need no quoting).
@@ -834,15 +854,17 @@ impl World {
         text
     }
 
-    /// Changes the GCE emulator's tree at `path` (`gce-emulator --set`, from
-    /// the router namespace where it serves): a change the instance sees.
+    /// Changes the GCE emulator's tree at `path` (`leasehook-emulator --cloud
+    /// gce --set`, from the router namespace where it serves): a change the
+    /// instance sees.
     pub fn gce_set(&self, path: &str, value: &Value) {
         let out = self
             .router
-            .command(&crate::netns::sibling_bin("gce-emulator").to_string_lossy())
-            .args(["--set", "169.254.169.254:80", path, &value.to_string()])
+            .command(&crate::netns::sibling_bin(EMULATOR).to_string_lossy())
+            .args(["--cloud", "gce", "--set", "169.254.169.254:80", path])
+            .arg(value.to_string())
             .output()
-            .unwrap_or_else(|e| panic!("gce-emulator --set: {e}"));
+            .unwrap_or_else(|e| panic!("leasehook-emulator --cloud gce --set: {e}"));
         assert!(out.status.success(), "{out:?}");
     }
 

@@ -60,7 +60,7 @@ fn routes() -> Vec<String> {
 fn world(tag: &str, scenario: &Value, opts: WorldOptions) -> (World, TempDir) {
     let files = TempDir::new(&format!("{tag}-ecs"));
     let sc = files.file("scenario.json", &scenario.to_string());
-    let cloud = Cloud::Aliyun.world(vec!["--scenario".to_owned(), sc.display().to_string()]);
+    let cloud = Cloud::Aliyun.world(vec!["--scenario".to_owned(), format!("@{}", sc.display())]);
     let opts = WorldOptions {
         dhcp: cloud.dhcp,
         metadata: cloud.metadata,

@@ -144,7 +144,7 @@ fn boot(root: &Root, virt: &str) -> (Run, Run) {
 fn imds(scenario: &Value) -> Emulator {
     let mut cfg = emulator::Config::new(sample_tree());
     cfg.scenario = Scenario::from_value(scenario.clone()).unwrap();
-    cfg.require_token = true;
+    cfg.world.require_token = true;
     Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap()
 }
 

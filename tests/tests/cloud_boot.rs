@@ -214,7 +214,7 @@ fn ec2(scenario: Value) -> Ec2 {
     use leasehook_tests::emulator::{Config, Scenario, sample_tree};
     let mut cfg = Config::new(sample_tree());
     cfg.scenario = Scenario::from_value(scenario).unwrap();
-    cfg.require_token = true;
+    cfg.world.require_token = true;
     Ec2::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap()
 }
 
@@ -320,8 +320,8 @@ impl Service for Azure {
 }
 
 fn azure(scenario: Value) -> Azure {
-    use leasehook_tests::azure_emulator::{Config, Scenario, world_instance};
-    let mut c = Config::new(world_instance());
+    use leasehook_tests::azure_emulator::{Scenario, config, world_instance};
+    let mut c = config(world_instance());
     c.scenario = Scenario::from_value(scenario).unwrap();
     Azure::start("127.0.0.1:0".parse().unwrap(), c).unwrap()
 }
@@ -447,16 +447,16 @@ fn init_fetches_oracle_and_writes_instance_data_v1() {
         ],
     };
     let dir = TempDir::new("oci-fault");
-    let mut config = Config::new();
-    config.vnics = json!([vnic(
+    let mut config = Config::default();
+    config.world.vnics = json!([vnic(
         "02:00:17:fe:ed:01",
         "10.250.0.10",
         "10.250.0.0/24",
         "10.250.0.1",
         7
     )]);
-    config.instance = world_instance();
-    config.fault_file = Some(dir.0.join(FAULT_FILE));
+    config.world.instance = world_instance();
+    config.world.fault_file = Some(dir.0.join(FAULT_FILE));
     let emu = Oracle::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
     fetch_then_cache(
         &row,

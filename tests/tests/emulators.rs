@@ -114,7 +114,7 @@ fn get(base: &str, target: &str, headers: &[&str]) -> Answer {
 #[test]
 fn ec2_answers_the_peers() {
     let mut cfg = emulator::Config::new(emulator::sample_tree());
-    cfg.require_token = true;
+    cfg.world.require_token = true;
     let emu = emulator::Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
     let b = emu.base_url();
     let secondary = emulator::SAMPLE_SECONDARY;
@@ -425,7 +425,7 @@ fn gce_answers_the_peers() {
 fn azure_answers_the_peers() {
     let emu = azure_emulator::Emulator::start(
         "127.0.0.1:0".parse().unwrap(),
-        azure_emulator::Config::new(azure_emulator::world_instance()),
+        azure_emulator::config(azure_emulator::world_instance()),
     )
     .unwrap();
     let b = emu.base_url();
@@ -519,7 +519,7 @@ fn azure_answers_the_peers() {
 fn oracle_answers_the_peers() {
     let emu = oracle_emulator::Emulator::start(
         "127.0.0.1:0".parse().unwrap(),
-        oracle_emulator::Config::new(),
+        oracle_emulator::Config::default(),
     )
     .unwrap();
     let b = emu.base_url();

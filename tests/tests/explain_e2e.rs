@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::process::{Child, Output};
 
 use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, sibling_bin};
-use leasehook_tests::world::{MAC0, MAC1, default_tree, kill_workers, start_first_line};
+use leasehook_tests::world::{
+    EMULATOR, MAC0, MAC1, at_file, default_tree, kill_workers, start_first_line,
+};
 use serde_json::Value;
 
 /// The instance: its namespace, root and IMDS emulator (killed on drop, with
@@ -53,12 +55,12 @@ impl Instance {
         tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][MAC1]["local-ipv4s"] =
             "10.98.1.20\n10.98.1.21\n169.254.169.254".into();
         let tree = dir.file("tree.json", &tree.to_string());
-        let mut cmd = ns.command(sibling_bin("imds-emulator").to_str().unwrap());
-        cmd.args(["--bind", "127.0.0.1:0", "--tree"])
-            .arg(tree)
+        let mut cmd = ns.command(sibling_bin(EMULATOR).to_str().unwrap());
+        cmd.args(["--cloud", "ec2", "--bind", "127.0.0.1:0", "--tree"])
+            .arg(at_file(&tree))
             .arg("--log")
             .arg(dir.0.join("imds.log"));
-        let (imds, addr) = start_first_line(cmd, "imds-emulator");
+        let (imds, addr) = start_first_line(cmd, "leasehook-emulator --cloud ec2");
         Self {
             imds,
             ns,

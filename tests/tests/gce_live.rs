@@ -134,7 +134,7 @@ mod world {
             tree: None,
             dhcp: CloudDhcp::Gce,
             metadata: Some(MetadataService {
-                emulator: "gce-emulator".to_owned(),
+                cloud: "gce".to_owned(),
                 args: vec![
                     "--bind".to_owned(),
                     "169.254.169.254:80".to_owned(),

@@ -74,7 +74,7 @@ fn emulator(scenario: serde_json::Value) -> Emulator {
     logs();
     let mut cfg = Config::new(sample_tree());
     cfg.scenario = Scenario::from_value(scenario).unwrap();
-    cfg.require_token = true;
+    cfg.world.require_token = true;
     Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap()
 }
 
@@ -505,7 +505,7 @@ fn the_ipv6_endpoint_answers_when_the_first_refuses() {
         .local_addr()
         .unwrap();
     let mut cfg = Config::new(sample_tree());
-    cfg.require_token = true;
+    cfg.world.require_token = true;
     let v6 = Emulator::start("[::1]:0".parse().unwrap(), cfg).unwrap();
     assert!(v6.base_url().starts_with("http://[::1]:"));
     let root = tempfile::tempdir().unwrap();
@@ -682,7 +682,7 @@ fn multi_card_emulator(scenario: serde_json::Value) -> Emulator {
     macs[SAMPLE_SECONDARY]["device-number"] = json!("0");
     let mut cfg = Config::new(tree);
     cfg.scenario = Scenario::from_value(scenario).unwrap();
-    cfg.require_token = true;
+    cfg.world.require_token = true;
     Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap()
 }
 
@@ -929,13 +929,19 @@ fn the_emulator_binary_prints_its_address_and_logs_every_request() {
     )
     .unwrap();
     let log = dir.path().join("requests.log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_imds-emulator"));
-    cmd.args(["--bind", "127.0.0.1:0", "--require-token"])
-        .arg("--scenario")
-        .arg(&scenario)
-        .arg("--log")
-        .arg(&log);
-    let (mut child, line) = start_first_line(cmd, "imds-emulator");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasehook-emulator"));
+    cmd.args([
+        "--cloud",
+        "ec2",
+        "--listen",
+        "127.0.0.1:0",
+        "--require-token",
+    ])
+    .arg("--scenario")
+    .arg(leasehook_tests::world::at_file(&scenario))
+    .arg("--log")
+    .arg(&log);
+    let (mut child, line) = start_first_line(cmd, "leasehook-emulator --cloud ec2");
     let addr: SocketAddr = line.parse().unwrap();
     assert!(addr.ip().is_loopback() && addr.port() != 0);
     let ec2 = Ec2::try_new(dir.path())
@@ -959,17 +965,38 @@ fn the_emulator_binary_prints_its_address_and_logs_every_request() {
 
     // Bad input is a clear error, not a panic.
     std::fs::write(&scenario, r#"{"rules": [{"path": "/x", "colour": 1}]}"#).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_imds-emulator"))
-        .arg("--scenario")
-        .arg(&scenario)
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehook-emulator"))
+        .args(["--cloud", "ec2", "--scenario"])
+        .arg(leasehook_tests::world::at_file(&scenario))
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.starts_with("imds-emulator: ") && err.contains("unknown field `colour`"),
+        err.starts_with("leasehook-emulator: ") && err.contains("unknown field `colour`"),
         "{err}"
     );
+    // Each cloud takes only its own options: another cloud's is an error, not
+    // silently ignored (an `--instance` given to EC2 would serve the sample).
+    // The scenario is not JSON: were the option let through, the emulator
+    // would stop there with another error instead of serving.
+    for (cloud, flag) in [
+        ("ec2", "--instance"),
+        ("oracle", "--tree"),
+        ("azure", "--require-token"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_leasehook-emulator"))
+            .args(["--cloud", cloud, "--scenario", "[", flag])
+            .args((flag != "--require-token").then_some("{}"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains(&format!("{flag} is not an option of --cloud {cloud}")),
+            "{cloud} {flag}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -77,7 +77,7 @@ fn lxd_booted() -> (TempDir, Devlxd) {
 fn ec2_booted() -> (TempDir, Emulator) {
     let mut cfg = emulator::Config::new(sample_tree());
     cfg.scenario = Scenario::from_value(json!({})).unwrap();
-    cfg.require_token = true;
+    cfg.world.require_token = true;
     let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
     let root = TempDir::new("ec2-query");
     write(

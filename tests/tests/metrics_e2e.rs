@@ -27,7 +27,9 @@ use std::process::{Child, Command, Output};
 use leasehook_tests::emulator::LogEntry;
 use leasehook_tests::netns::{Netns, TempDir, leasehook_bin, logging_to_stderr, sibling_bin};
 use leasehook_tests::shell::LogLine as _;
-use leasehook_tests::world::{MAC0, MAC1, default_tree, eth1_lease, start_first_line};
+use leasehook_tests::world::{
+    EMULATOR, MAC0, MAC1, at_file, default_tree, eth1_lease, start_first_line,
+};
 use prometheus_parse::{Sample, Scrape, Value};
 use serde_json::json;
 
@@ -73,12 +75,19 @@ impl Lab {
         tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][MAC1]["local-ipv4s"] =
             json!("10.98.1.20\n10.98.1.21\n169.254.169.254");
         let imds_log = dir.0.join("imds.log");
-        let mut cmd = ns.command(sibling_bin("imds-emulator").to_str().unwrap());
-        cmd.args(["--bind", "127.0.0.1:0", "--require-token", "--log"])
-            .arg(&imds_log)
-            .arg("--tree")
-            .arg(dir.file("tree.json", &tree.to_string()));
-        let (child, addr) = start_first_line(cmd, "imds-emulator");
+        let mut cmd = ns.command(sibling_bin(EMULATOR).to_str().unwrap());
+        cmd.args([
+            "--cloud",
+            "ec2",
+            "--bind",
+            "127.0.0.1:0",
+            "--require-token",
+            "--log",
+        ])
+        .arg(&imds_log)
+        .arg("--tree")
+        .arg(at_file(&dir.file("tree.json", &tree.to_string())));
+        let (child, addr) = start_first_line(cmd, "leasehook-emulator --cloud ec2");
         Self {
             ns,
             _dir: dir,

@@ -87,25 +87,25 @@ const CLOUDS: [Cloud; 6] = [
 /// returned folder holds what the emulator reads and lives as long as the world.
 fn world(cloud: &Cloud) -> (World, TempDir) {
     let files = TempDir::new(&format!("pollcost-{}", cloud.provider));
-    let on_169 = |emulator: &str, mut extra: Vec<String>| {
+    let on_169 = |cloud: &str, mut extra: Vec<String>| {
         let mut args = vec!["--bind".to_owned(), "169.254.169.254:80".to_owned()];
         args.append(&mut extra);
         Some(MetadataService {
-            emulator: emulator.to_owned(),
+            cloud: cloud.to_owned(),
             args,
             addresses: Vec::new(),
         })
     };
     let (dhcp, metadata) = match cloud.provider {
-        "gce" => (CloudDhcp::Gce, on_169("gce-emulator", Vec::new())),
+        "gce" => (CloudDhcp::Gce, on_169("gce", Vec::new())),
         "azure" => (
             CloudDhcp::Azure,
             on_169(
-                "azure-emulator",
+                "azure",
                 vec!["--allow-source".to_owned(), "10.98.0.10".to_owned()],
             ),
         ),
-        "oracle" => (CloudDhcp::Oracle, on_169("oracle-emulator", Vec::new())),
+        "oracle" => (CloudDhcp::Oracle, on_169("oracle", Vec::new())),
         "openstack" => (
             CloudDhcp::OpenStack,
             Some(leasehook_tests::openstack_emulator::service(Vec::new())),
@@ -116,7 +116,7 @@ fn world(cloud: &Cloud) -> (World, TempDir) {
                 CloudDhcp::Aliyun,
                 Some(leasehook_tests::aliyun_emulator::service(vec![
                     "--scenario".to_owned(),
-                    sc.display().to_string(),
+                    format!("@{}", sc.display()),
                 ])),
             )
         }
@@ -263,7 +263,7 @@ fn azure_world_of_six_nics() -> World {
     let opts = WorldOptions {
         dhcp: CloudDhcp::Azure,
         metadata: Some(MetadataService {
-            emulator: "azure-emulator".to_owned(),
+            cloud: "azure".to_owned(),
             args: vec![
                 "--bind".to_owned(),
                 "169.254.169.254:80".to_owned(),

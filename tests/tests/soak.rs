@@ -598,7 +598,7 @@ impl Drop for Cleanup {
 /// it serves.
 fn start_emulator(router: &Netns, log: &Path) -> Emulator {
     let mut config = Config::new(tree());
-    config.require_token = true;
+    config.world.require_token = true;
     config.log_file = Some(log.to_path_buf());
     router
         .run_in(move || Emulator::start("169.254.169.254:80".parse().unwrap(), config))
@@ -1380,7 +1380,7 @@ fn shim() -> PathBuf {
     if let Some(p) = std::env::var_os("LEASEHOOK_DHCLIENT") {
         return PathBuf::from(p);
     }
-    let debug = sibling_bin("imds-emulator");
+    let debug = sibling_bin(leasehook_tests::world::EMULATOR);
     let release = debug
         .parent()
         .and_then(Path::parent)

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 fn emulator(tree: Value, scenario: Value) -> Emulator {
     let mut cfg = Config::new(tree);
     cfg.scenario = Scenario::from_value(scenario).unwrap();
-    cfg.require_token = true;
+    cfg.world.require_token = true;
     Emulator::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap()
 }
 

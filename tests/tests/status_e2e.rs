@@ -165,7 +165,7 @@ mod lab {
     use std::os::unix::fs::PermissionsExt as _;
 
     use leasehook_tests::netns::{Netns, sibling_bin};
-    use leasehook_tests::world::{MAC0, MAC1, default_tree, start_first_line};
+    use leasehook_tests::world::{EMULATOR, MAC0, MAC1, at_file, default_tree, start_first_line};
 
     use super::*;
 
@@ -204,15 +204,15 @@ mod lab {
             let root = root_in(&dir);
             let tree = dir.file("tree.json", &default_tree().to_string());
             let scenario = dir.file("scenario.json", &scenario.to_string());
-            let mut cmd = ns.command(sibling_bin("imds-emulator").to_str().unwrap());
-            cmd.args(["--bind", "127.0.0.1:0", "--log"])
+            let mut cmd = ns.command(sibling_bin(EMULATOR).to_str().unwrap());
+            cmd.args(["--cloud", "ec2", "--bind", "127.0.0.1:0", "--log"])
                 .arg(dir.0.join("imds.log"))
                 .arg("--require-token")
                 .arg("--tree")
-                .arg(tree)
+                .arg(at_file(&tree))
                 .arg("--scenario")
-                .arg(scenario);
-            let (imds, addr) = start_first_line(cmd, "imds-emulator");
+                .arg(at_file(&scenario));
+            let (imds, addr) = start_first_line(cmd, "leasehook-emulator --cloud ec2");
             Self {
                 imds,
                 url: format!("http://{addr}"),

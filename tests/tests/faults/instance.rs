@@ -195,8 +195,15 @@ impl Instance {
             Imds::Down => return REFUSED.to_owned(),
             Imds::Reset => {
                 assert_eq!(cloud, Cloud::Ec2, "only EC2's emulator resets connections");
-                cmd.args(["--bind", "127.0.0.1:0", "--reset", "--log"])
-                    .arg(cloud.log(&self.dir.0));
+                cmd.args([
+                    "--cloud",
+                    "ec2",
+                    "--bind",
+                    "127.0.0.1:0",
+                    "--reset",
+                    "--log",
+                ])
+                .arg(cloud.log(&self.dir.0));
             }
             Imds::Scenario(s) => {
                 cmd.args(cloud.emulator_args(tree, s, &self.dir.0));
