@@ -137,7 +137,7 @@ pub fn parse(text: &[u8]) -> Option<Recorded> {
     let names = words
         .map(|w| IfName::try_new(w).ok())
         .collect::<Option<Vec<_>>>()?;
-    if names.is_empty() || names.windows(2).any(|w| w[0] >= w[1]) {
+    if names.is_empty() || !names.is_sorted_by(|a, b| a < b) {
         return None;
     }
     Some(Recorded { digest, names })
