@@ -606,6 +606,77 @@ mod tests {
             .unwrap_or_else(|_| panic!("{what} hangs"))
     }
 
+    fn recorded(name: &str) -> InterfaceState {
+        let name = IfName::try_new(name).unwrap();
+        let plan = InterfacePlan {
+            name: name.clone(),
+            mac: "02:00:00:00:00:02".parse().unwrap(),
+            primary: false,
+            families: vec![Family::V4],
+            table: Some(10001),
+            metric: None,
+            addresses: Vec::new(),
+            routes: Vec::new(),
+            rules: vec![Rule {
+                from: "10.0.1.20/32".parse().unwrap(),
+                table: 10001,
+                priority: None,
+            }],
+            missing: Vec::new(),
+            refused: Vec::new(),
+        };
+        InterfaceState::record(None, &plan, Profile::Ec2NetUtils)
+    }
+
+    /// `apply --plan` reads the state files once as bytes (what its applied
+    /// digest hashes) and parses them as `read_state_or_set_aside` and
+    /// `list_states_but` did: a good file is read, a corrupt one of the plan's
+    /// interfaces set aside, a FIFO or corrupt file of another's passed over.
+    #[test]
+    fn state_files_read_once_parse_as_the_readers_did() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::new(root.path());
+        let (eth1, eth2, eth3) = (recorded("eth1"), recorded("eth2"), recorded("eth3"));
+        for st in [&eth1, &eth2, &eth3] {
+            write_state(&paths, st).unwrap();
+        }
+        let dir = root.path().join("run/leasehook/iface");
+        std::fs::write(dir.join("eth9.json"), "{").unwrap();
+        std::fs::write(dir.join("eth8.json"), "{").unwrap();
+        std::fs::remove_file(dir.join("eth3.json")).unwrap();
+        mkfifo(&dir.join("eth3.json"));
+        let files = finishes("reading the state files", {
+            let paths = paths.clone();
+            move || read_state_files(&paths)
+        });
+        assert!(files.folder.is_none());
+        let names: Vec<&str> = files.files.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "eth1.json",
+                "eth2.json",
+                "eth3.json",
+                "eth8.json",
+                "eth9.json"
+            ]
+        );
+        let skip = [&eth1.name, &IfName::try_new("eth9").unwrap()];
+        let mut others = files.others(&skip);
+        let (mut before, _) = list_states_but(&paths, &skip);
+        others.sort_by(|a, b| a.name.cmp(&b.name));
+        before.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(others, before);
+        assert_eq!(others, [eth2]);
+        assert_eq!(files.own(&paths, &eth1.name), Some(eth1));
+        assert_eq!(files.own(&paths, &IfName::try_new("eth7").unwrap()), None);
+        assert_eq!(files.own(&paths, &IfName::try_new("eth9").unwrap()), None);
+        assert!(dir.join("eth9.json.corrupt").exists());
+        assert!(!dir.join("eth9.json").exists());
+        assert_eq!(files.own(&paths, &IfName::try_new("eth3").unwrap()), None);
+        assert!(dir.join("eth3.json.corrupt").exists());
+    }
+
     #[test]
     fn fifos_are_refused_never_waited_on() {
         let t = tempfile::tempdir().unwrap();
