@@ -8,8 +8,8 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use leasehook_core::apply::netlink::NetlinkApplier;
-use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths};
-use leasehook_core::apply::{self, Applier as _, KernelLink, Report};
+use leasehook_core::apply::state::{self, InterfaceLock, InterfaceState, Paths, StateFiles};
+use leasehook_core::apply::{self, Applier as _, KernelLink, Report, Snapshot, digest};
 use leasehook_core::commit;
 use leasehook_core::config::Loaded;
 use leasehook_core::diff::Op;
@@ -51,10 +51,10 @@ fn labelled(report: &Report, verbose: bool, label: &str) -> String {
 /// address a cloud allows is well under 1 MiB).
 pub(crate) const PLAN_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
-/// The plan file's text: a regular file (opened without blocking, so a FIFO or a
-/// device such as `/dev/zero` is refused, never read) of at most
+/// The plan file's bytes: a regular file (opened without blocking, so a FIFO or
+/// a device such as `/dev/zero` is refused, never read) of at most
 /// [`PLAN_MAX_BYTES`].
-fn read_plan_file(path: &Path) -> anyhow::Result<String> {
+fn read_plan_file(path: &Path) -> anyhow::Result<Vec<u8>> {
     use rustix::fs::{Mode, OFlags};
     use std::io::Read as _;
     let fd = rustix::fs::open(
@@ -72,7 +72,7 @@ fn read_plan_file(path: &Path) -> anyhow::Result<String> {
     if buf.len() as u64 > PLAN_MAX_BYTES {
         bail!("larger than {PLAN_MAX_BYTES} bytes");
     }
-    Ok(String::from_utf8(buf)?)
+    Ok(buf)
 }
 
 /// The gate every plan the planner makes has passed, for a plan made elsewhere
@@ -120,35 +120,124 @@ fn gate_plan(plan: &Plan, links: &[KernelLink]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `apply` with every state file and lock below `root`.
-pub(crate) fn apply(args: &ApplyArgs, root: &Path) -> anyhow::Result<String> {
-    let text =
-        read_plan_file(&args.plan).with_context(|| format!("failed to read {:?}", args.plan))?;
-    let plan: Plan = serde_json::from_str(&text)
-        .with_context(|| format!("{:?} is not a leasehook plan", args.plan))?;
-    let mut applier = NetlinkApplier::try_new()?;
-    gate_plan(&plan, &applier.links()?)
-        .with_context(|| format!("{:?}: refused by the gate", args.plan))?;
-    let paths = Paths::new(root);
-    let mut names: Vec<&IfName> = plan.interfaces.iter().map(|i| &i.name).collect();
-    names.sort();
-    names.dedup();
-    // Locks in name order, so two runs never wait on each other in a circle.
-    let _locks: Vec<InterfaceLock> = names
+/// What `apply` read under its locks: every state file's bytes and one dump
+/// of each kind, taken after the locks (no one writes them meanwhile).
+struct Locked {
+    names: Vec<IfName>,
+    _locks: Vec<InterfaceLock>,
+    states: StateFiles,
+    seen: Snapshot,
+}
+
+/// Locks `names` (in name order, so two runs never wait on each other in a
+/// circle), then reads the state files and the kernel.
+fn lock_and_read(
+    paths: &Paths,
+    applier: &mut NetlinkApplier,
+    names: Vec<IfName>,
+) -> anyhow::Result<Locked> {
+    let locks = names
         .iter()
-        .map(|n| state::lock_interface(&paths, n))
+        .map(|n| state::lock_interface(paths, n))
         .collect::<Result<_, _>>()
         .context("failed to lock")?;
-    let recorded: Vec<InterfaceState> = names
+    let states = state::read_state_files(paths);
+    let seen = applier.snapshot()?;
+    Ok(Locked {
+        names,
+        _locks: locks,
+        states,
+        seen,
+    })
+}
+
+/// `apply` with every state file and lock below `root`.
+///
+/// When the applied digest recorded by the last apply that changed nothing
+/// matches this run's inputs (the plan's bytes, the state files' bytes, the
+/// kernel's objects: [`digest`]), the result is that apply's, "0 change(s)",
+/// and the plan is not parsed, gated or diffed. Otherwise the full path, on the
+/// same reads, and when it changes nothing it records its digest.
+pub(crate) fn apply(args: &ApplyArgs, root: &Path) -> anyhow::Result<String> {
+    let bytes =
+        read_plan_file(&args.plan).with_context(|| format!("failed to read {:?}", args.plan))?;
+    let paths = Paths::new(root);
+    let mut applier = NetlinkApplier::try_new()?;
+    let build = digest::build_identity();
+    let mut checked = None;
+    // A recorded digest's names that cannot be locked or read are the full
+    // path's to report (for the plan's own names): the check is skipped.
+    if let Some(build) = build
+        && let Some(rec) = digest::recorded(&paths)
+        && let Some(locked) = lock_and_read(&paths, &mut applier, rec.names)
+            .map_err(|e| log::debug!("{e:#}; applying in full"))
+            .ok()
+    {
+        let now = digest::digest(build, &bytes, &locked.names, &locked.states, &locked.seen);
+        if now == rec.digest {
+            log::debug!(
+                "applied digest {now:016x}: the plan, the state files and the kernel are as the last apply that changed nothing saw them; nothing to apply"
+            );
+            commit::forget_conflicts(&paths, locked.names.iter());
+            return Ok(summary(&Report::default(), args.verbose));
+        }
+        log::debug!(
+            "applied digest {now:016x}, {:016x} recorded: applying in full",
+            rec.digest
+        );
+        checked = Some((locked, now));
+    }
+    let text =
+        std::str::from_utf8(&bytes).with_context(|| format!("failed to read {:?}", args.plan))?;
+    let plan: Plan = serde_json::from_str(text)
+        .with_context(|| format!("{:?} is not a leasehook plan", args.plan))?;
+    let mut names: Vec<IfName> = plan.interfaces.iter().map(|i| i.name.clone()).collect();
+    names.sort();
+    names.dedup();
+    // What the check read serves the full path when it locked the same
+    // interfaces (the plan is the one recorded, or one of the same NICs).
+    let (locked, now) = match checked {
+        Some((locked, now)) if locked.names == names => (locked, Some(now)),
+        other => {
+            drop(other);
+            (lock_and_read(&paths, &mut applier, names)?, None)
+        }
+    };
+    gate_plan(&plan, &locked.seen.links)
+        .with_context(|| format!("{:?}: refused by the gate", args.plan))?;
+    let recorded: Vec<InterfaceState> = locked
+        .names
         .iter()
-        .filter_map(|n| state::read_state_or_set_aside(&paths, n))
+        .filter_map(|n| locked.states.own(&paths, n))
         .collect();
     // Every other interface's state is read too (a table of this plan that another
     // NIC's state records is a conflict), and when a state file cannot be written
     // the run's writes are undone and the files written before it put back.
-    let report = commit::commit(&mut applier, &paths, &plan, &recorded, &[])
-        .context("failed to apply the plan")?;
-    Ok(summary(&report, args.verbose))
+    let own: Vec<&IfName> = locked.names.iter().collect();
+    let done = commit::commit_read(
+        &mut applier,
+        &paths,
+        &plan,
+        &recorded,
+        locked.states.others(&own),
+        &locked.seen,
+    )
+    .context("failed to apply the plan")?;
+    if let Some(build) = build
+        && done.changed_nothing()
+    {
+        let digest = now.unwrap_or_else(|| {
+            digest::digest(build, &bytes, &locked.names, &locked.states, &locked.seen)
+        });
+        let rec = digest::Recorded {
+            digest,
+            names: locked.names.clone(),
+        };
+        if let Err(e) = digest::record(&paths, &rec) {
+            log::warn!("{e}");
+        }
+    }
+    Ok(summary(&done.report, args.verbose))
 }
 
 /// `flush` with every state file and lock below `root`.

@@ -40,7 +40,7 @@ pub fn commit<A: Applier + ?Sized>(
     recorded: &[InterfaceState],
     leases: &[Lease],
 ) -> Result<Report> {
-    commit_in(applier, paths, plan, (recorded, leases), None)
+    commit_in(applier, paths, plan, (recorded, leases), None, None).map(|c| c.report)
 }
 
 /// [`commit`] on the kernel as `seen` read it ([`apply::apply_plan_seen`]): the
@@ -53,7 +53,48 @@ pub fn commit_seen<A: Applier + ?Sized>(
     (recorded, leases): (&[InterfaceState], &[Lease]),
     seen: &Snapshot,
 ) -> Result<Report> {
-    commit_in(applier, paths, plan, (recorded, leases), Some(seen))
+    commit_in(applier, paths, plan, (recorded, leases), None, Some(seen)).map(|c| c.report)
+}
+
+/// What [`commit_read`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The writes made, and the addresses left to another tool.
+    pub report: Report,
+    /// Whether a state file was written (a state whose content changed).
+    pub saved: bool,
+}
+
+impl Committed {
+    /// Nothing written anywhere: no netlink write, no state file, and no address
+    /// left to another tool (which the full path logs). An apply of the same
+    /// inputs would do the same: what `leasehook apply` records its applied
+    /// digest for ([`apply::digest`]).
+    pub fn changed_nothing(&self) -> bool {
+        self.report.ops.is_empty() && self.report.foreign.is_empty() && !self.saved
+    }
+}
+
+/// [`commit_seen`] with no lease, every other interface's state given
+/// (`others`, as [`state::StateFiles::others`] read them with the bytes the
+/// applied digest hashes), saying whether a state file was written: `leasehook
+/// apply --plan`.
+pub fn commit_read<A: Applier + ?Sized>(
+    applier: &mut A,
+    paths: &Paths,
+    plan: &Plan,
+    recorded: &[InterfaceState],
+    others: Vec<InterfaceState>,
+    seen: &Snapshot,
+) -> Result<Committed> {
+    commit_in(
+        applier,
+        paths,
+        plan,
+        (recorded, &[]),
+        Some(others),
+        Some(seen),
+    )
 }
 
 fn commit_in<A: Applier + ?Sized>(
@@ -61,9 +102,15 @@ fn commit_in<A: Applier + ?Sized>(
     paths: &Paths,
     plan: &Plan,
     (recorded, leases): (&[InterfaceState], &[Lease]),
+    others: Option<Vec<InterfaceState>>,
     seen: Option<&Snapshot>,
-) -> Result<Report> {
-    let everyone = with_others(paths, recorded);
+) -> Result<Committed> {
+    let others = others.unwrap_or_else(|| {
+        // The plan's own files are not read again (each is as long as its plan).
+        let own: Vec<&IfName> = recorded.iter().map(|o| &o.name).collect();
+        state::list_states_but(paths, &own).0
+    });
+    let everyone = with_others(recorded, others);
     let outcome = match seen {
         Some(seen) => apply::apply_plan_seen(applier, plan, &everyone, seen),
         None => apply::apply_plan(applier, plan, &everyone),
@@ -72,15 +119,23 @@ fn commit_in<A: Applier + ?Sized>(
         Err(e @ Error::Conflict { .. }) => return Err(record_conflict(paths, e)),
         other => other?,
     };
+    let mut saved = false;
     apply::record_or_roll_back(applier, &report, || {
-        save_all(paths, plan, &report, recorded, leases)
+        saved = save_all(paths, plan, &report, recorded, leases)?;
+        Ok(())
     })?;
-    for ip in &plan.interfaces {
-        if let Err(e) = state::remove_run_file(paths, Some(CONFLICT), ip.name.as_str()) {
+    forget_conflicts(paths, plan.interfaces.iter().map(|ip| &ip.name));
+    Ok(Committed { report, saved })
+}
+
+/// Removes the conflict records of `names` (what a successful commit of them
+/// does), logging what cannot be removed.
+pub fn forget_conflicts<'a>(paths: &Paths, names: impl Iterator<Item = &'a IfName>) {
+    for name in names {
+        if let Err(e) = state::remove_run_file(paths, Some(CONFLICT), name.as_str()) {
             log::warn!("{e}");
         }
     }
-    Ok(report)
 }
 
 /// Where a conflict is recorded, one file per interface below `run/leasehook`.
@@ -136,15 +191,16 @@ fn record_conflict(paths: &Paths, mut e: Error) -> Error {
     e
 }
 
-/// Saves every planned interface's state; on the first failure the files saved
-/// before it are put back, and the error returned.
+/// Saves every planned interface's state whose content changed (whether one
+/// was: the result); on the first failure the files saved before it are put
+/// back, and the error returned.
 fn save_all(
     paths: &Paths,
     plan: &Plan,
     report: &Report,
     recorded: &[InterfaceState],
     leases: &[Lease],
-) -> Result<()> {
+) -> Result<bool> {
     let mut written: Vec<(&IfName, Option<&InterfaceState>)> = Vec::new();
     for ip in &plan.interfaces {
         let previous = recorded.iter().find(|s| s.name == ip.name);
@@ -167,15 +223,12 @@ fn save_all(
             }
         }
     }
-    Ok(())
+    Ok(!written.is_empty())
 }
 
-/// `own` (the states of the plan's interfaces) and every other interface's, so the
-/// applier can tell a table another NIC holds.
-fn with_others(paths: &Paths, own: &[InterfaceState]) -> Vec<InterfaceState> {
-    // The plan's own files are not read again (each is as long as its plan).
-    let (others, _) =
-        state::list_states_but(paths, &own.iter().map(|o| &o.name).collect::<Vec<_>>());
+/// `own` (the states of the plan's interfaces) and every other interface's
+/// (`others`), so the applier can tell a table another NIC holds.
+fn with_others(own: &[InterfaceState], others: Vec<InterfaceState>) -> Vec<InterfaceState> {
     own.iter()
         .cloned()
         .chain(

@@ -199,6 +199,10 @@ fn reapplying_the_same_plan_restores_what_was_deleted_by_hand() {
         s.0.sort();
         s
     };
+    // The second apply changes nothing and records its applied digest; the
+    // third takes the fast path: the drift below must be seen all the same.
+    assert_eq!(apply(&ns, &dir, &plan), "0 change(s): 0 added, 0 removed\n");
+    assert!(!skipped(&ns, &dir, &plan).0.is_empty());
     let before = sorted();
     ns.ip(&["rule", "del", "from", "10.98.1.21", "lookup", "10001"]);
     ns.ip(&[
@@ -239,6 +243,135 @@ fn reapplying_the_same_plan_restores_what_was_deleted_by_hand() {
     }
     assert_eq!(sorted(), before);
     assert_eq!(apply(&ns, &dir, &plan), "0 change(s): 0 added, 0 removed\n");
+}
+
+/// The applied digest file (`run/leasehook/applied.digest`) and its inode: an
+/// apply that changed nothing in full rewrites it (a new file, renamed over
+/// the name); the fast path leaves it as it is.
+fn digest_file(dir: &TempDir) -> Option<(String, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let path = dir.0.join("run/leasehook/applied.digest");
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    Some((std::fs::read_to_string(&path).ok()?, meta.ino()))
+}
+
+/// The state files' names and inodes (each write is a new file renamed over
+/// the name).
+fn state_files(dir: &TempDir) -> Vec<(std::ffi::OsString, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut files: Vec<_> = std::fs::read_dir(dir.0.join("run/leasehook/iface"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name(), e.metadata().unwrap().ino())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Applies `plan` and says whether the fast path answered: "0 changes", and
+/// no file written (the full path, when it changes nothing, rewrites the digest
+/// file, or writes a state file and no digest). The output is the first string
+/// when it was taken, the second when not.
+fn skipped(ns: &Netns, dir: &TempDir, plan: &str) -> (String, String) {
+    let before = (digest_file(dir), state_files(dir));
+    let out = apply(ns, dir, plan);
+    if before.0.is_some()
+        && (digest_file(dir), state_files(dir)) == before
+        && out == "0 change(s): 0 added, 0 removed\n"
+    {
+        (out, String::new())
+    } else {
+        (String::new(), out)
+    }
+}
+
+/// Issue 32 item 6: an apply that would change nothing is answered from the
+/// applied digest, and any input that changed takes the full path: the plan
+/// file (one object), a state file deleted or corrupt (both repaired as
+/// before), a rule, route or address deleted by hand; a symlink or FIFO at the
+/// digest's path is neither followed nor waited on.
+#[test]
+fn an_unchanged_apply_is_answered_from_its_digest_until_an_input_changes() {
+    let ns = example_ns("digest");
+    let dir = TempDir::new("digest");
+    let plan = plan_json(&dir, &["--example"]);
+    let zero = "0 change(s): 0 added, 0 removed\n";
+    assert!(apply(&ns, &dir, &plan).ends_with("12 change(s): 12 added, 0 removed\n"));
+    // A changing apply records no digest; the first unchanged one does.
+    assert_eq!(digest_file(&dir), None);
+    assert_eq!(skipped(&ns, &dir, &plan), (String::new(), zero.to_owned()));
+    assert!(digest_file(&dir).is_some());
+    assert_eq!(skipped(&ns, &dir, &plan).0, zero);
+    assert_eq!(skipped(&ns, &dir, &plan).0, zero);
+
+    // A route deleted by hand: the full path puts it back.
+    ns.ip(&[
+        "route",
+        "del",
+        "default",
+        "via",
+        "10.98.2.1",
+        "table",
+        "10101",
+    ]);
+    let (fast, full) = skipped(&ns, &dir, &plan);
+    assert_eq!(fast, "");
+    assert!(
+        full.ends_with("1 change(s): 1 added, 0 removed\n") && full.contains("via 10.98.2.1"),
+        "{full}"
+    );
+    // The kernel is again as the digest saw it.
+    assert_eq!(skipped(&ns, &dir, &plan).0, zero);
+
+    // One object of the plan changed: applied.
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("10.98.1.21"));
+    std::fs::write(&plan, text.replace("10.98.1.21", "10.98.1.22")).unwrap();
+    let (fast, full) = skipped(&ns, &dir, &plan);
+    assert_eq!(fast, "");
+    assert!(full.contains("10.98.1.22"), "{full}");
+    assert_ne!(full, zero);
+    assert!(ns.addresses().contains(&"eth1 10.98.1.22/32".to_owned()));
+    assert_eq!(skipped(&ns, &dir, &plan).1, zero);
+    assert_eq!(skipped(&ns, &dir, &plan).0, zero);
+
+    // A state file deleted: the full path writes it again.
+    let state = dir.0.join("run/leasehook/iface/eth1.json");
+    let recorded = std::fs::read_to_string(&state).unwrap();
+    std::fs::remove_file(&state).unwrap();
+    assert_eq!(skipped(&ns, &dir, &plan).1, zero);
+    assert!(state.exists(), "state file not written again");
+    assert_eq!(skipped(&ns, &dir, &plan).1, zero);
+    assert_eq!(skipped(&ns, &dir, &plan).0, zero);
+
+    // A state file corrupt: set aside and written again.
+    std::fs::write(&state, &recorded[..recorded.len() / 2]).unwrap();
+    assert_eq!(skipped(&ns, &dir, &plan).1, zero);
+    assert!(dir.0.join("run/leasehook/iface/eth1.json.corrupt").exists());
+    assert!(std::fs::read_to_string(&state).unwrap().ends_with('}'));
+    assert_eq!(skipped(&ns, &dir, &plan).1, zero);
+    assert_eq!(skipped(&ns, &dir, &plan).0, zero);
+
+    // A symlink at the digest's path, to a file holding the right digest:
+    // not followed (the full path, which replaces the link, not its target).
+    let digest = dir.0.join("run/leasehook/applied.digest");
+    let (text, _) = digest_file(&dir).unwrap();
+    let target = dir.file("elsewhere", &text);
+    std::fs::remove_file(&digest).unwrap();
+    std::os::unix::fs::symlink(&target, &digest).unwrap();
+    assert_eq!(apply(&ns, &dir, &plan), zero);
+    assert!(!std::fs::symlink_metadata(&digest).unwrap().is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), text);
+    assert_eq!(skipped(&ns, &dir, &plan).0, zero);
+
+    // A FIFO there: not waited on.
+    std::fs::remove_file(&digest).unwrap();
+    run(Command::new("mkfifo").arg(&digest));
+    assert_eq!(apply(&ns, &dir, &plan), zero);
+    assert!(std::fs::symlink_metadata(&digest).unwrap().is_file());
+    assert_eq!(skipped(&ns, &dir, &plan).0, zero);
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! rtnetlink on a private current-thread tokio runtime) and
 //! [`record::RecordingApplier`] (an in-memory kernel for unit tests).
 
+pub mod digest;
 pub mod monitor;
 pub mod netlink;
 pub mod record;
@@ -29,7 +30,7 @@ use state::InterfaceState;
 pub const PROTOCOL: u8 = 176;
 
 /// A link as the kernel reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KernelLink {
     /// The interface index.
     pub index: u32,
@@ -274,7 +275,7 @@ pub struct Observed {
 }
 
 /// A route of another protocol in a table leasehook may use.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ForeignRoute {
     /// Its table.
     pub table: u32,

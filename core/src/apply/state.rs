@@ -325,8 +325,14 @@ fn read_state_in(dir: &Dir, file: &str) -> Result<Option<InterfaceState>> {
     else {
         return Ok(None);
     };
-    let path = || format!("{:?}", dir.path().join(file));
-    let st: InterfaceState = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+    parse_state(&bytes, &dir.path().join(file)).map(Some)
+}
+
+/// A state file's content, read from `path`: corrupt or of another version is an
+/// error naming it.
+fn parse_state(bytes: &[u8], path: &std::path::Path) -> Result<InterfaceState> {
+    let path = || format!("{path:?}");
+    let st: InterfaceState = serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
         path: path(),
         what: "corrupt state file",
         source: Box::new(e),
@@ -337,7 +343,82 @@ fn read_state_in(dir: &Dir, file: &str) -> Result<Option<InterfaceState>> {
             message: format!("unknown state version {}", st.version),
         });
     }
-    Ok(Some(st))
+    Ok(st)
+}
+
+/// Every state file of `run/leasehook/iface` as bytes, read once: what `leasehook
+/// apply` both parses ([`StateFiles::own`], [`StateFiles::others`]) and hashes
+/// into its applied digest ([`super::digest`]), so the digest covers exactly
+/// what the decision was made from.
+#[derive(Debug, Default)]
+pub struct StateFiles {
+    /// The folder (`run/leasehook/iface`): the files' names are below it.
+    pub dir: PathBuf,
+    /// Why the folder could not be listed (a symlinked `iface`, a file there).
+    pub folder: Option<Error>,
+    /// Each `<name>.json` record (temporary files left over skipped), sorted by
+    /// file name: its bytes, or why it could not be read (a FIFO, a symlink, too
+    /// large).
+    pub files: Vec<(String, Result<Vec<u8>>)>,
+}
+
+/// Reads every state file as [`list_states`] would, keeping the bytes.
+pub fn read_state_files(paths: &Paths) -> StateFiles {
+    let mut out = StateFiles {
+        dir: paths.iface_dir(),
+        ..StateFiles::default()
+    };
+    let (files, errors) = list_records(paths, IFACE, |dir, file, _| {
+        Ok(match dir.read(file, MAX_STATE_BYTES) {
+            // Gone since the folder was listed.
+            Ok(None) => None,
+            Ok(Some(bytes)) => Some((file.to_owned(), Ok(bytes))),
+            Err(p) => Some((file.to_owned(), Err(dir.error(file, &p)))),
+        })
+    });
+    out.files = files;
+    // list_records reports only the folder's own errors here: every file's
+    // is kept above.
+    out.folder = errors.into_iter().next();
+    out
+}
+
+impl StateFiles {
+    /// Interface `name`'s state as [`read_state_or_set_aside`] reads it: a file
+    /// that cannot be read or parsed is logged and set aside.
+    pub fn own(&self, paths: &Paths, name: &IfName) -> Option<InterfaceState> {
+        let bad = |e: &dyn std::fmt::Display| {
+            match set_aside(paths, name) {
+                Ok(to) => log::warn!("{e}; set aside as {to:?}"),
+                Err(e2) => log::warn!("{e}; could not set it aside: {e2}"),
+            }
+            None
+        };
+        if let Some(e) = &self.folder {
+            return bad(e);
+        }
+        let file = format!("{name}.json");
+        match &self.files.iter().find(|(f, _)| *f == file)?.1 {
+            Err(e) => bad(e),
+            Ok(bytes) => match parse_state(bytes, &self.dir.join(&file)) {
+                Ok(st) => Some(st),
+                Err(e) => bad(&e),
+            },
+        }
+    }
+
+    /// Every readable state but those of `skip`, as [`list_states_but`] reads
+    /// them (a file that cannot be read or parsed is passed over).
+    pub fn others(&self, skip: &[&IfName]) -> Vec<InterfaceState> {
+        self.files
+            .iter()
+            .filter(|(f, _)| {
+                let stem = f.strip_suffix(".json").unwrap_or(f);
+                !skip.iter().any(|s| s.as_str() == stem)
+            })
+            .filter_map(|(f, bytes)| parse_state(bytes.as_ref().ok()?, &self.dir.join(f)).ok())
+            .collect()
+    }
 }
 
 /// Reads an interface's state; a bad file is logged and set aside, never fatal:
@@ -523,6 +604,77 @@ mod tests {
         });
         rx.recv_timeout(Duration::from_secs(10))
             .unwrap_or_else(|_| panic!("{what} hangs"))
+    }
+
+    fn recorded(name: &str) -> InterfaceState {
+        let name = IfName::try_new(name).unwrap();
+        let plan = InterfacePlan {
+            name: name.clone(),
+            mac: "02:00:00:00:00:02".parse().unwrap(),
+            primary: false,
+            families: vec![Family::V4],
+            table: Some(10001),
+            metric: None,
+            addresses: Vec::new(),
+            routes: Vec::new(),
+            rules: vec![Rule {
+                from: "10.0.1.20/32".parse().unwrap(),
+                table: 10001,
+                priority: None,
+            }],
+            missing: Vec::new(),
+            refused: Vec::new(),
+        };
+        InterfaceState::record(None, &plan, Profile::Ec2NetUtils)
+    }
+
+    /// `apply --plan` reads the state files once as bytes (what its applied
+    /// digest hashes) and parses them as `read_state_or_set_aside` and
+    /// `list_states_but` did: a good file is read, a corrupt one of the plan's
+    /// interfaces set aside, a FIFO or corrupt file of another's passed over.
+    #[test]
+    fn state_files_read_once_parse_as_the_readers_did() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::new(root.path());
+        let (eth1, eth2, eth3) = (recorded("eth1"), recorded("eth2"), recorded("eth3"));
+        for st in [&eth1, &eth2, &eth3] {
+            write_state(&paths, st).unwrap();
+        }
+        let dir = root.path().join("run/leasehook/iface");
+        std::fs::write(dir.join("eth9.json"), "{").unwrap();
+        std::fs::write(dir.join("eth8.json"), "{").unwrap();
+        std::fs::remove_file(dir.join("eth3.json")).unwrap();
+        mkfifo(&dir.join("eth3.json"));
+        let files = finishes("reading the state files", {
+            let paths = paths.clone();
+            move || read_state_files(&paths)
+        });
+        assert!(files.folder.is_none());
+        let names: Vec<&str> = files.files.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "eth1.json",
+                "eth2.json",
+                "eth3.json",
+                "eth8.json",
+                "eth9.json"
+            ]
+        );
+        let skip = [&eth1.name, &IfName::try_new("eth9").unwrap()];
+        let mut others = files.others(&skip);
+        let (mut before, _) = list_states_but(&paths, &skip);
+        others.sort_by(|a, b| a.name.cmp(&b.name));
+        before.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(others, before);
+        assert_eq!(others, [eth2]);
+        assert_eq!(files.own(&paths, &eth1.name), Some(eth1));
+        assert_eq!(files.own(&paths, &IfName::try_new("eth7").unwrap()), None);
+        assert_eq!(files.own(&paths, &IfName::try_new("eth9").unwrap()), None);
+        assert!(dir.join("eth9.json.corrupt").exists());
+        assert!(!dir.join("eth9.json").exists());
+        assert_eq!(files.own(&paths, &IfName::try_new("eth3").unwrap()), None);
+        assert!(dir.join("eth3.json.corrupt").exists());
     }
 
     #[test]
