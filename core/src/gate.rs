@@ -1013,6 +1013,107 @@ mod tests {
     }
 
     #[test]
+    fn lower_bound_from_is_partition_point_from_anywhere() {
+        let keys = [1_u32, 3, 3, 3, 5, 8, 8, 13, 21, 21, 34];
+        for k in 0..40 {
+            for from in 0..=keys.len() + 2 {
+                assert_eq!(
+                    lower_bound_from(&keys, k, from),
+                    keys.partition_point(|x| *x < k),
+                    "{k} from {from}"
+                );
+            }
+        }
+    }
+
+    /// [`Bounds::hosts`] answers as [`Bounds::source`] does, whatever the order
+    /// of the hosts asked: in order, backwards, repeated, of both families,
+    /// held by this NIC, by another, by both, or a router's.
+    #[test]
+    fn hosts_answer_as_source_in_any_order() {
+        let held = HeldAddresses::of(
+            [
+                ("eth0", "10.98.1.5"),
+                ("eth1", "10.98.1.5"),
+                ("eth0", "10.98.1.9"),
+                ("eth1", "10.98.1.10"),
+                ("eth1", "10.98.1.11"),
+                ("eth2", "10.98.1.12"),
+                ("eth1", "fd00:98:1::10"),
+                ("eth3", "fd00:98:1::11"),
+            ]
+            .map(|(o, a)| (o, a.parse().unwrap())),
+        );
+        let routers = Routers::new(
+            [
+                ("10.98.1.1", "a lease's"),
+                ("fd00:98:1::1", "an RA's"),
+                ("10.98.1.11", "a route's"),
+            ]
+            .map(|(a, w)| Router {
+                address: a.parse().unwrap(),
+                whose: w.to_owned(),
+            })
+            .to_vec(),
+        );
+        let b = Bounds {
+            routers: &routers,
+            ..bounds(&held)
+        };
+        let mut hosts: Vec<IpAddr> = [
+            "10.98.1.0",
+            "10.98.1.1",
+            "10.98.1.5",
+            "10.98.1.9",
+            "10.98.1.10",
+            "10.98.1.11",
+            "10.98.1.12",
+            "10.98.1.13",
+            "10.98.1.255",
+            "10.98.2.1",
+            "127.0.0.1",
+            "fd00:98:1::1",
+            "fd00:98:1::10",
+            "fd00:98:1::11",
+            "fd00:98:1::12",
+            "fd00:99::1",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        let mut orders = vec![hosts.clone()];
+        hosts.reverse();
+        orders.push(hosts.clone());
+        orders.push(
+            hosts
+                .iter()
+                .chain(hosts.iter().rev())
+                .chain(&hosts)
+                .copied()
+                .collect(),
+        );
+        for order in orders {
+            let mut run = b.hosts();
+            for ip in order {
+                assert_eq!(run.source(ip), b.source(IpNet::from(ip)), "{ip}");
+            }
+        }
+        // What the list holds: each kind of answer is asked about.
+        let verdict = |a: &str| b.source(IpNet::from(a.parse::<IpAddr>().unwrap()));
+        assert!(matches!(
+            verdict("10.98.1.5"),
+            Err(Refusal::OtherNic { .. })
+        ));
+        assert!(matches!(verdict("10.98.1.11"), Err(Refusal::Router { .. })));
+        assert!(matches!(
+            verdict("fd00:98:1::11"),
+            Err(Refusal::OtherNic { .. })
+        ));
+        assert_eq!(verdict("10.98.1.10"), Ok(()));
+        assert_eq!(verdict("fd00:98:1::10"), Ok(()));
+    }
+
+    #[test]
     fn never_usable_addresses() {
         for (value, want) in [
             ("0.0.0.0", "unspecified (0.0.0.0/32)"),

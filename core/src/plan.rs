@@ -1265,3 +1265,25 @@ fn cloud_init_addresses(
         .collect();
     ip.refused.extend(refused);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ordered list is kept as it is; any other is sorted and loses its
+    /// repeats (a leased address listed again, sources out of order).
+    #[test]
+    fn sorted_without_repeats_sorts_unless_in_order() {
+        for (list, want) in [
+            (vec![1_u32, 2, 5, 9], vec![1, 2, 5, 9]),
+            (vec![5, 1, 9, 2], vec![1, 2, 5, 9]),
+            (vec![1, 2, 2, 5], vec![1, 2, 5]),
+            (vec![2, 1, 9, 2, 1], vec![1, 2, 9]),
+            (vec![], vec![]),
+        ] {
+            let mut got = list.clone();
+            sorted_without_repeats(&mut got, Ord::cmp);
+            assert_eq!(got, want, "{list:?}");
+        }
+    }
+}
