@@ -715,18 +715,18 @@ pub struct Router {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Routers {
     /// The routers, sorted, one per address.
-    routers: Vec<Router>,
-    /// The IPv4 routers' addresses (the first of `routers`), then the IPv6
-    /// ones' (the rest), in the same order: searched apart from the routers,
-    /// plain arrays of numbers (every source of a plan is looked up).
+    list: Vec<Router>,
+    /// The IPv4 routers' addresses (the first of `list`), in the same order:
+    /// searched apart from the routers, plain arrays of numbers (every source
+    /// of a plan is looked up).
     v4: Vec<u32>,
-    /// The IPv6 routers' addresses.
+    /// The IPv6 routers' addresses (the rest of `list`).
     v6: Vec<u128>,
 }
 
 /// No router known.
 pub static NO_ROUTERS: Routers = Routers {
-    routers: Vec::new(),
+    list: Vec::new(),
     v4: Vec::new(),
     v6: Vec::new(),
 };
@@ -745,7 +745,11 @@ impl Routers {
                 IpAddr::V6(a) => v6.push(u128::from(a)),
             }
         }
-        Self { routers, v4, v6 }
+        Self {
+            list: routers,
+            v4,
+            v6,
+        }
     }
 
     /// The router whose address is `ip`.
@@ -771,12 +775,12 @@ impl Routers {
         };
         cursor.router = at + usize::from(found);
         let offset = if ip.is_ipv6() { self.v4.len() } else { 0 };
-        found.then(|| self.routers.get(offset + at)).flatten()
+        found.then(|| self.list.get(offset + at)).flatten()
     }
 
     /// Every router, sorted by address.
     pub fn iter(&self) -> impl Iterator<Item = &Router> {
-        self.routers.iter()
+        self.list.iter()
     }
 }
 
