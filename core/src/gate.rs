@@ -329,9 +329,12 @@ impl Bits {
     }
 
     fn contains(self, other: Self) -> bool {
-        self.v6 == other.v6
-            && self.len <= other.len
-            && other.base & self.mask(self.len) == self.base
+        self.contains_masked(self.mask(self.len), other)
+    }
+
+    /// [`Bits::contains`], given `self`'s mask (`self.mask(self.len)`).
+    fn contains_masked(self, mask: u128, other: Self) -> bool {
+        self.v6 == other.v6 && self.len <= other.len && other.base & mask == self.base
     }
 
     fn overlaps(self, other: Self) -> bool {
@@ -512,10 +515,44 @@ pub(crate) fn net_order(left: &IpNet, right: &IpNet) -> std::cmp::Ordering {
 /// The places in `keys` (sorted) of the values from `lo` to `hi`.
 fn span<T: Ord + Copy>(keys: &[T], lo: T, hi: T) -> std::ops::Range<usize> {
     let start = keys.partition_point(|k| *k < lo);
-    let len = keys
-        .get(start..)
-        .map_or(0, |rest| rest.partition_point(|k| *k <= hi));
+    let rest = keys.get(start..).unwrap_or_default();
+    // One address (every host source of a plan): its entries are the few right
+    // after `start`, counted without a second binary search.
+    let len = if lo == hi {
+        rest.iter().take_while(|k| **k == lo).count()
+    } else {
+        rest.partition_point(|k| *k <= hi)
+    };
     start..start + len
+}
+
+/// The first place in `keys` (sorted) whose value is not below `k`, searched
+/// from `from` on (a galloping search: 1, 2, 4… places ahead, then a binary
+/// search in the last step), or from the start when `k` lies before `from`. A
+/// NIC's addresses come mostly in order, each next to the last in `keys`: one or
+/// two comparisons each, where a binary search over a plan's thousands takes a
+/// dozen.
+fn lower_bound_from<T: Ord + Copy>(keys: &[T], k: T, from: usize) -> usize {
+    let (before, after) = keys.split_at(from.min(keys.len()));
+    if before.last().is_some_and(|b| *b >= k) {
+        return before.partition_point(|x| *x < k);
+    }
+    let mut end = 1;
+    while end < after.len() && after.get(end - 1).is_some_and(|x| *x < k) {
+        end *= 2;
+    }
+    let window = after.get(..end.min(after.len())).unwrap_or_default();
+    before.len() + window.partition_point(|x| *x < k)
+}
+
+/// Where a run of lookups ([`Hosts`]) got to in the sorted arrays
+/// ([`HeldAddresses`], [`Routers`]), per family: the next lookup starts there.
+/// Only a hint: any value gives the same answers.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cursor {
+    v4: usize,
+    v6: usize,
+    router: usize,
 }
 
 /// No address held by anyone.
@@ -605,6 +642,50 @@ impl HeldAddresses {
         self.within(ip, ip).any(|(_, at)| self.owner(at) == owner)
     }
 
+    /// The place of `name` among the holders.
+    fn place(&self, name: &str) -> Option<usize> {
+        self.owners.binary_search_by(|o| o.as_str().cmp(name)).ok()
+    }
+
+    /// [`HeldAddresses::inside`] for one address, `ip`: its first holder other
+    /// than the one at place `me` ([`HeldAddresses::place`]), searched from
+    /// `cursor` on (which it moves).
+    fn other_holder(&self, ip: IpAddr, me: Option<usize>, cursor: &mut Cursor) -> Option<Held> {
+        // The cursor moves past the address's entries: the next (greater)
+        // address is then the first one it looks at.
+        let (at, owners) = match ip {
+            IpAddr::V4(a) => {
+                let k = u32::from(a);
+                let at = lower_bound_from(&self.v4, k, cursor.v4);
+                let n = self.v4.get(at..).unwrap_or_default();
+                let owners = n.iter().take_while(|x| **x == k).count();
+                cursor.v4 = at + owners;
+                (at, owners)
+            }
+            IpAddr::V6(a) => {
+                let k = u128::from(a);
+                let at = lower_bound_from(&self.v6, k, cursor.v6);
+                let n = self.v6.get(at..).unwrap_or_default();
+                let owners = n.iter().take_while(|x| **x == k).count();
+                cursor.v6 = at + owners;
+                (at, owners)
+            }
+        };
+        let places = match ip {
+            IpAddr::V4(_) => &self.v4_owners,
+            IpAddr::V6(_) => &self.v6_owners,
+        };
+        places
+            .get(at..at + owners)
+            .unwrap_or_default()
+            .iter()
+            .find(|o| Some(**o) != me)
+            .map(|o| Held {
+                address: ip,
+                owner: self.owner(*o).to_owned(),
+            })
+    }
+
     /// The first address inside `net` that someone other than `me` holds.
     pub fn inside(&self, net: &IpNet, me: &str) -> Option<Held> {
         self.within(net.network(), net.broadcast())
@@ -632,10 +713,23 @@ pub struct Router {
 /// address leasehook adds or a rule source (SPEC §3.8): a host that holds its
 /// router's address answers for the router.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Routers(Vec<Router>);
+pub struct Routers {
+    /// The routers, sorted, one per address.
+    list: Vec<Router>,
+    /// The IPv4 routers' addresses (the first of `list`), in the same order:
+    /// searched apart from the routers, plain arrays of numbers (every source
+    /// of a plan is looked up).
+    v4: Vec<u32>,
+    /// The IPv6 routers' addresses (the rest of `list`).
+    v6: Vec<u128>,
+}
 
 /// No router known.
-pub static NO_ROUTERS: Routers = Routers(Vec::new());
+pub static NO_ROUTERS: Routers = Routers {
+    list: Vec::new(),
+    v4: Vec::new(),
+    v6: Vec::new(),
+};
 
 impl Routers {
     /// The list, sorted; an address named twice keeps its first reason in
@@ -643,21 +737,50 @@ impl Routers {
     pub fn new(mut routers: Vec<Router>) -> Self {
         routers.sort();
         routers.dedup_by(|a, b| a.address == b.address);
-        Self(routers)
+        // `IpAddr` sorts IPv4 first: the routers are the IPv4 ones, then the IPv6 ones.
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        for r in &routers {
+            match r.address {
+                IpAddr::V4(a) => v4.push(u32::from(a)),
+                IpAddr::V6(a) => v6.push(u128::from(a)),
+            }
+        }
+        Self {
+            list: routers,
+            v4,
+            v6,
+        }
     }
 
     /// The router whose address is `ip`.
     pub fn find(&self, ip: IpAddr) -> Option<&Router> {
-        // On keys, which sort as the addresses do: `Ipv4Addr`'s comparison is
-        // a `memcmp` call at each step, and every source of a plan is looked up.
-        let k = key(ip);
-        let i = self.0.partition_point(|r| key(r.address) < k);
-        self.0.get(i).filter(|r| r.address == ip)
+        self.find_from(ip, &mut Cursor::default())
+    }
+
+    /// [`Routers::find`] from `cursor` on (which it moves).
+    fn find_from(&self, ip: IpAddr, cursor: &mut Cursor) -> Option<&Router> {
+        // On numbers, which sort as the addresses do: `Ipv4Addr`'s comparison
+        // is a `memcmp` call at each step.
+        let (at, found) = match ip {
+            IpAddr::V4(a) => {
+                let k = u32::from(a);
+                let at = lower_bound_from(&self.v4, k, cursor.router);
+                (at, self.v4.get(at) == Some(&k))
+            }
+            IpAddr::V6(a) => {
+                let k = u128::from(a);
+                let at = lower_bound_from(&self.v6, k, cursor.router);
+                (at, self.v6.get(at) == Some(&k))
+            }
+        };
+        cursor.router = at + usize::from(found);
+        let offset = if ip.is_ipv6() { self.v4.len() } else { 0 };
+        found.then(|| self.list.get(offset + at)).flatten()
     }
 
     /// Every router, sorted by address.
     pub fn iter(&self) -> impl Iterator<Item = &Router> {
-        self.0.iter()
+        self.list.iter()
     }
 }
 
@@ -677,6 +800,28 @@ pub struct Bounds<'a> {
     /// What the kernel's links hold (`ip address`, every link's): no next hop
     /// may be one of them.
     pub local: &'a HeldAddresses,
+}
+
+/// [`Bounds::source`] of host after host, mostly in order (a NIC's addresses):
+/// the NIC's subnets as numbers and its place among the holders are worked
+/// out once, and each lookup in the sorted held addresses and routers starts
+/// where the last one ended. Made by [`Bounds::hosts`].
+#[derive(Debug)]
+pub struct Hosts<'b, 'a> {
+    bounds: &'b Bounds<'a>,
+    /// The NIC's place among the holders ([`HeldAddresses`]), if it holds any.
+    me: Option<usize>,
+    /// `bounds.subnets` as [`Bits`] with their masks, in their order.
+    subnets: Vec<(Bits, u128)>,
+    cursor: Cursor,
+}
+
+impl Hosts<'_, '_> {
+    /// [`Bounds::source`] of the host `ip`.
+    pub fn source(&mut self, ip: IpAddr) -> Result<(), Refusal> {
+        let bounds = self.bounds;
+        bounds.source_at(IpNet::from(ip), Some(self))
+    }
 }
 
 impl Default for Bounds<'_> {
@@ -709,15 +854,46 @@ impl Bounds<'_> {
     /// broadcast address; a prefix strictly inside a subnet (it may cover those
     /// two).
     pub fn source(&self, net: IpNet) -> Result<(), Refusal> {
+        self.source_at(net, None)
+    }
+
+    /// [`Bounds::source`] for a run of hosts, a NIC's addresses, with what
+    /// every one of them needs worked out once ([`Hosts`]).
+    pub fn hosts(&self) -> Hosts<'_, '_> {
+        Hosts {
+            bounds: self,
+            me: self.held.place(self.me),
+            subnets: self
+                .subnets
+                .iter()
+                .map(|s| {
+                    let b = Bits::of(s);
+                    (b, b.mask(b.len))
+                })
+                .collect(),
+            cursor: Cursor::default(),
+        }
+    }
+
+    fn source_at(&self, net: IpNet, hosts: Option<&mut Hosts<'_, '_>>) -> Result<(), Refusal> {
         let net = net.trunc();
         // The containment tests on numbers ([`Bits`]): `IpNet::contains`
         // compares addresses through `memcmp`, and this runs for every source
-        // of a plan (thousands). The first subnet holding `net`, if any.
+        // of a plan (thousands). The first subnet holding `net`, if any (a
+        // subnet of the other family holds nothing of `net`'s).
         let bits = Bits::of(&net);
-        let within = self
-            .subnets_of(&net)
-            .find(|s| Bits::of(s).contains(bits))
-            .copied();
+        let within = match &hosts {
+            Some(h) => h
+                .subnets
+                .iter()
+                .zip(&self.subnets)
+                .find(|((b, mask), _)| b.contains_masked(*mask, bits))
+                .map(|(_, s)| *s),
+            None => self
+                .subnets_of(&net)
+                .find(|s| Bits::of(s).contains(bits))
+                .copied(),
+        };
         // Each of the NIC's subnets passed [`check_subnet`]: it overlaps no
         // special range and covers no metadata service, so nothing inside it
         // does either. Only a value outside them is checked (most of a plan's
@@ -726,13 +902,24 @@ impl Bounds<'_> {
             check_net(net)?;
         }
         let host = net.prefix_len() == net.max_prefix_len();
-        if host && let Some(r) = self.routers.find(net.addr()) {
+        let mut start = Cursor::default();
+        let (cursor, me) = match hosts {
+            Some(h) => (&mut h.cursor, Some(h.me)),
+            None => (&mut start, None),
+        };
+        if host && let Some(r) = self.routers.find_from(net.addr(), cursor) {
             return Err(Refusal::Router {
                 address: r.address,
                 whose: r.whose.clone(),
             });
         }
-        if let Some(h) = self.held.inside(&net, self.me) {
+        let other = if host {
+            let me = me.unwrap_or_else(|| self.held.place(self.me));
+            self.held.other_holder(net.addr(), me, cursor)
+        } else {
+            self.held.inside(&net, self.me)
+        };
+        if let Some(h) = other {
             return Err(Refusal::OtherNic {
                 owner: h.owner,
                 address: h.address,
@@ -827,6 +1014,107 @@ mod tests {
             routers: &NO_ROUTERS,
             local: &NOTHING_HELD,
         }
+    }
+
+    #[test]
+    fn lower_bound_from_is_partition_point_from_anywhere() {
+        let keys = [1_u32, 3, 3, 3, 5, 8, 8, 13, 21, 21, 34];
+        for k in 0..40 {
+            for from in 0..=keys.len() + 2 {
+                assert_eq!(
+                    lower_bound_from(&keys, k, from),
+                    keys.partition_point(|x| *x < k),
+                    "{k} from {from}"
+                );
+            }
+        }
+    }
+
+    /// [`Bounds::hosts`] answers as [`Bounds::source`] does, whatever the order
+    /// of the hosts asked: in order, backwards, repeated, of both families,
+    /// held by this NIC, by another, by both, or a router's.
+    #[test]
+    fn hosts_answer_as_source_in_any_order() {
+        let held = HeldAddresses::of(
+            [
+                ("eth0", "10.98.1.5"),
+                ("eth1", "10.98.1.5"),
+                ("eth0", "10.98.1.9"),
+                ("eth1", "10.98.1.10"),
+                ("eth1", "10.98.1.11"),
+                ("eth2", "10.98.1.12"),
+                ("eth1", "fd00:98:1::10"),
+                ("eth3", "fd00:98:1::11"),
+            ]
+            .map(|(o, a)| (o, a.parse().unwrap())),
+        );
+        let routers = Routers::new(
+            [
+                ("10.98.1.1", "a lease's"),
+                ("fd00:98:1::1", "an RA's"),
+                ("10.98.1.11", "a route's"),
+            ]
+            .map(|(a, w)| Router {
+                address: a.parse().unwrap(),
+                whose: w.to_owned(),
+            })
+            .to_vec(),
+        );
+        let b = Bounds {
+            routers: &routers,
+            ..bounds(&held)
+        };
+        let mut hosts: Vec<IpAddr> = [
+            "10.98.1.0",
+            "10.98.1.1",
+            "10.98.1.5",
+            "10.98.1.9",
+            "10.98.1.10",
+            "10.98.1.11",
+            "10.98.1.12",
+            "10.98.1.13",
+            "10.98.1.255",
+            "10.98.2.1",
+            "127.0.0.1",
+            "fd00:98:1::1",
+            "fd00:98:1::10",
+            "fd00:98:1::11",
+            "fd00:98:1::12",
+            "fd00:99::1",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        let mut orders = vec![hosts.clone()];
+        hosts.reverse();
+        orders.push(hosts.clone());
+        orders.push(
+            hosts
+                .iter()
+                .chain(hosts.iter().rev())
+                .chain(&hosts)
+                .copied()
+                .collect(),
+        );
+        for order in orders {
+            let mut run = b.hosts();
+            for ip in order {
+                assert_eq!(run.source(ip), b.source(IpNet::from(ip)), "{ip}");
+            }
+        }
+        // What the list holds: each kind of answer is asked about.
+        let verdict = |a: &str| b.source(IpNet::from(a.parse::<IpAddr>().unwrap()));
+        assert!(matches!(
+            verdict("10.98.1.5"),
+            Err(Refusal::OtherNic { .. })
+        ));
+        assert!(matches!(verdict("10.98.1.11"), Err(Refusal::Router { .. })));
+        assert!(matches!(
+            verdict("fd00:98:1::11"),
+            Err(Refusal::OtherNic { .. })
+        ));
+        assert_eq!(verdict("10.98.1.10"), Ok(()));
+        assert_eq!(verdict("fd00:98:1::10"), Ok(()));
     }
 
     #[test]

@@ -384,9 +384,13 @@ impl<'a, A: Copy + Into<IpAddr>, P> NicSources<'a, A, P> {
         bounds: &Bounds<'_>,
     ) -> impl Iterator<Item = (A, IpNet, &std::result::Result<(), Refusal>)> {
         let verdicts = self.verdicts.get_or_init(|| {
+            // The list is mostly in order: each lookup in the sorted held
+            // addresses and routers starts where the last one ended
+            // ([`gate::Hosts`]) instead of a binary search over every NIC's.
+            let mut hosts = bounds.hosts();
             self.addrs
                 .iter()
-                .map(|a| bounds.source(IpNet::from((*a).into())))
+                .map(|a| hosts.source((*a).into()))
                 .collect()
         });
         self.addrs
@@ -440,26 +444,35 @@ fn lease_checks<A: Copy + PartialEq + Into<IpAddr>, P>(
 
 /// The NIC's source rules to `table` at `priority`: one for each address, the
 /// leased one and each delegated prefix that passes the gate; the rest are refused.
-fn source_rules<A: Copy + Into<IpAddr>, P: Copy + Into<IpNet>>(
+fn source_rules<A: Copy + PartialEq + Into<IpAddr>, P: Copy + Into<IpNet>>(
     ip: &mut InterfacePlan,
     bounds: &Bounds<'_>,
     nic: &NicSources<'_, A, P>,
     (table, priority): (u32, u32),
 ) {
     let (key, prefix_key) = nic.keys();
-    for (_, from, verdict) in nic.checked(bounds) {
-        match verdict {
-            Ok(()) => ip.rules.push(Rule {
-                from,
-                table,
-                priority: Some(priority),
+    ip.rules.reserve(nic.addrs.len() + nic.prefixes.len() + 1);
+    let refused = &mut ip.refused;
+    ip.rules.extend(
+        nic.checked(bounds)
+            .filter_map(|(_, from, verdict)| match verdict {
+                Ok(()) => Some(Rule {
+                    from,
+                    table,
+                    priority: Some(priority),
+                }),
+                Err(r) => {
+                    refused.push(Refused::new(key, gate::shown(from), r.clone()));
+                    None
+                }
             }),
-            Err(r) => ip
-                .refused
-                .push(Refused::new(key, gate::shown(from), r.clone())),
-        }
-    }
-    let sources = [("lease", IpNet::from(nic.leased.into()))]
+    );
+    // A leased address the metadata lists already has its rule, with the same
+    // verdict ([`lease_checks`] let it pass): asking the gate again only adds a
+    // repeat for the sort to move and drop (and breaks an ordered list).
+    let lease =
+        (!nic.addrs.contains(&nic.leased)).then(|| ("lease", IpNet::from(nic.leased.into())));
+    let sources = lease
         .into_iter()
         .chain(nic.prefixes.iter().map(|p| (prefix_key, (*p).into())));
     let rules = gated_rules(bounds, sources, table, Some(priority), &mut ip.refused);
@@ -474,17 +487,24 @@ fn secondary_addresses<A: Copy + PartialEq + Into<IpAddr>, P>(
     dev: &IfName,
 ) {
     let key = nic.keys().0;
-    for (_, addr, verdict) in nic.checked(bounds).filter(|(a, ..)| *a != nic.leased) {
-        match verdict {
-            Ok(()) => ip.addresses.push(Address {
-                addr,
-                dev: dev.clone(),
+    ip.addresses.reserve(nic.addrs.len());
+    // One `extend`, not a `push` call per address (at `opt-level = "z"` it is
+    // not inlined).
+    let refused = &mut ip.refused;
+    ip.addresses.extend(
+        nic.checked(bounds)
+            .filter(|(a, ..)| *a != nic.leased)
+            .filter_map(|(_, addr, verdict)| match verdict {
+                Ok(()) => Some(Address {
+                    addr,
+                    dev: dev.clone(),
+                }),
+                Err(r) => {
+                    refused.push(Refused::new(key, gate::shown(addr), r.clone()));
+                    None
+                }
             }),
-            Err(r) => ip
-                .refused
-                .push(Refused::new(key, gate::shown(addr), r.clone())),
-        }
-    }
+    );
 }
 
 /// The addresses that pass the gate; the rest go to `refused` under `key`.
@@ -543,7 +563,8 @@ fn refuse_shared_tables(out: &mut [InterfacePlan], metadata: &InstanceNetwork) {
                 metadata
                     .nics
                     .iter()
-                    .filter(|n| n.mac != me.mac && !planned.contains(&n.mac) && key(n) == key(me))
+                    // The numbers first: a MAC's comparison is a `memcmp` call.
+                    .filter(|n| key(n) == key(me) && n.mac != me.mac && !planned.contains(&n.mac))
                     .filter(|n| {
                         n.device_number.unwrap_or(0) != 0 || n.network_card.unwrap_or(0) != 0
                     })
@@ -719,14 +740,28 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
 /// `memcmp` per address) took a seventh of the worst-case plan. Two elements
 /// equal in these orders are equal in every field, so an unstable sort does.
 fn sort_rules_and_addresses(ip: &mut InterfacePlan) {
-    ip.rules.sort_unstable_by(|a, b| {
+    sorted_without_repeats(&mut ip.rules, |a, b| {
         gate::net_order(&a.from, &b.from)
             .then_with(|| (a.table, a.priority).cmp(&(b.table, b.priority)))
     });
-    ip.rules.dedup();
-    ip.addresses
-        .sort_unstable_by(|a, b| gate::net_order(&a.addr, &b.addr).then_with(|| a.dev.cmp(&b.dev)));
-    ip.addresses.dedup();
+    sorted_without_repeats(&mut ip.addresses, |a, b| {
+        gate::net_order(&a.addr, &b.addr).then_with(|| a.dev.cmp(&b.dev))
+    });
+}
+
+/// Sorts `list` by `order` and drops repeats, where two elements `order` finds
+/// equal are equal. A list already strictly in order (a NIC's sources as the
+/// metadata lists them, mostly) is left as it is after one pass of comparisons,
+/// with no sort and no pass of equality tests for repeats.
+fn sorted_without_repeats<T: PartialEq>(
+    list: &mut Vec<T>,
+    order: impl Fn(&T, &T) -> std::cmp::Ordering,
+) {
+    if list.is_sorted_by(|a, b| order(a, b).is_lt()) {
+        return;
+    }
+    list.sort_unstable_by(&order);
+    list.dedup();
 }
 
 /// The NIC as a Kubernetes node's CNI leaves it to the host: its secondary IPs and
@@ -1229,4 +1264,26 @@ fn cloud_init_addresses(
         })
         .collect();
     ip.refused.extend(refused);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ordered list is kept as it is; any other is sorted and loses its
+    /// repeats (a leased address listed again, sources out of order).
+    #[test]
+    fn sorted_without_repeats_sorts_unless_in_order() {
+        for (list, want) in [
+            (vec![1_u32, 2, 5, 9], vec![1, 2, 5, 9]),
+            (vec![5, 1, 9, 2], vec![1, 2, 5, 9]),
+            (vec![1, 2, 2, 5], vec![1, 2, 5]),
+            (vec![2, 1, 9, 2, 1], vec![1, 2, 9]),
+            (vec![], vec![]),
+        ] {
+            let mut got = list.clone();
+            sorted_without_repeats(&mut got, Ord::cmp);
+            assert_eq!(got, want, "{list:?}");
+        }
+    }
 }
