@@ -421,25 +421,39 @@ fn lease_checks<A: Copy + PartialEq + Into<IpAddr>, P>(
     nic: &NicSources<'_, A, P>,
     subnets: &[P],
 ) -> bool {
-    if nic.addrs.is_empty() {
-        ip.missing.push(Missing::Addresses {
-            family: nic.family(),
-        });
-    } else if !nic.addrs.contains(&nic.leased) {
-        ip.missing.push(Missing::LeaseAddress {
-            address: lease.address,
-        });
-    }
-    if subnets.is_empty() {
-        ip.missing.push(Missing::Subnet {
-            family: nic.family(),
-        });
-    }
+    lease_gaps(
+        lease.address,
+        (!nic.addrs.is_empty(), nic.addrs.contains(&nic.leased)),
+        !subnets.is_empty(),
+        &mut ip.missing,
+    );
     if !gate_lease(ip, lease, bounds) {
         return false;
     }
     metadata_address(ip, link, lease, bounds);
     true
+}
+
+/// What the NIC's metadata entry lacks for a lease of `leased`'s family, into
+/// `missing`: any address of that family (else the leased one among them,
+/// `lists.1`), and its subnet. The planner's check of each lease, and the
+/// consistency wait's ([`crate::source::provider::complete::missing`]), which
+/// lists what a plan would lack without planning.
+pub(crate) fn lease_gaps(
+    leased: IpAddr,
+    (lists_any, lists_lease): (bool, bool),
+    has_subnet: bool,
+    missing: &mut Vec<Missing>,
+) {
+    let family = Family::of(&leased);
+    if !lists_any {
+        missing.push(Missing::Addresses { family });
+    } else if !lists_lease {
+        missing.push(Missing::LeaseAddress { address: leased });
+    }
+    if !has_subnet {
+        missing.push(Missing::Subnet { family });
+    }
 }
 
 /// The NIC's source rules to `table` at `priority`: one for each address, the

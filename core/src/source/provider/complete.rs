@@ -6,8 +6,9 @@
 //! event's NIC alone with its leases, under the `ec2-net-utils` scheme
 //! ([`check_config`]), but without planning: the items depend only on the NIC's
 //! own entry (is it there, its `device-number` and `network-card` read with the
-//! planner's own `plan::card_and_device`, whether each lease's family
-//! lists addresses, the leased one, a subnet) and on the top-level `mac`, never
+//! planner's own `plan::card_and_device`, and whether each lease's family
+//! lists addresses, the leased one, a subnet, judged by the planner's own
+//! `plan::lease_gaps`) and on the top-level `mac`, never
 //! on the gate, the routes or the kernel. So a BOUND event plans once, in the
 //! hook, on the kernel as it is after the wait (issue 32 item 4), and the wait
 //! and the plan still agree about "complete": this module's tests check the two
@@ -17,7 +18,7 @@ use std::net::IpAddr;
 
 use crate::error::Result;
 use crate::model::{InstanceNetwork, Missing, Profile};
-use crate::plan::{PlanConfig, card_and_device, table_number};
+use crate::plan::{PlanConfig, card_and_device, lease_gaps, table_number};
 
 use super::{Assessment, NicEvent};
 
@@ -66,33 +67,18 @@ pub fn missing(
         }
         for lease in event.leases() {
             // Per family: the NIC's addresses, the leased one among them, its
-            // subnet (the planner's checks of a lease, before its gate).
-            let (lists_any, lists_lease, has_subnet) = match lease.address {
+            // subnet (the planner's own checks of a lease, before its gate).
+            let (lists, has_subnet) = match lease.address {
                 IpAddr::V4(a) => (
-                    !nic.local_ipv4s.is_empty(),
-                    nic.local_ipv4s.contains(&a),
+                    (!nic.local_ipv4s.is_empty(), nic.local_ipv4s.contains(&a)),
                     !nic.subnet_ipv4_cidr_blocks.is_empty(),
                 ),
                 IpAddr::V6(a) => (
-                    !nic.ipv6s.is_empty(),
-                    nic.ipv6s.contains(&a),
+                    (!nic.ipv6s.is_empty(), nic.ipv6s.contains(&a)),
                     !nic.subnet_ipv6_cidr_blocks.is_empty(),
                 ),
             };
-            if !lists_any {
-                missing.push(Missing::Addresses {
-                    family: lease.family,
-                });
-            } else if !lists_lease {
-                missing.push(Missing::LeaseAddress {
-                    address: lease.address,
-                });
-            }
-            if !has_subnet {
-                missing.push(Missing::Subnet {
-                    family: lease.family,
-                });
-            }
+            lease_gaps(lease.address, lists, has_subnet, &mut missing);
         }
     } else {
         missing.push(Missing::MacFolder);
