@@ -84,9 +84,16 @@ pub(crate) enum Command {
 /// touching the system.
 ///
 /// The planner's settings (`profile`, `table_base`, `priority_base`,
-/// `primary_rules`, `secondary_addresses`) come from the configuration
+/// `primary_rules`, `secondary_addresses`, `nics`) come from the configuration
 /// (ROOT/etc/leasehook/config.yaml and config.d, or --config; then `LEASEHOOK_*`
 /// variables); the flags below win.
+///
+/// `nics:` entries (the ec2-net-utils profile) add the operator's routes to a
+/// NIC's table, rules `to PREFIX lookup <table> priority P` and the first
+/// `prefix_addresses` addresses of each delegated prefix; the plan prints them
+/// in every format, and lists under `refused` each one the gate refused (a /0,
+/// the host's default router, another NIC's subnet without `allow_default`, a
+/// metadata service's address) with the reason.
 ///
 /// Example: leasehook plan --metadata md.json --link eth0=02:00:00:00:00:01
 /// --link eth1=02:00:00:00:00:02 --lease eth0.env --lease eth1.env
@@ -342,6 +349,10 @@ pub(crate) fn parse_ifname(s: &str) -> Result<IfName, Problem> {
 /// in lexical order, then LEASEHOOK_* environment variables (a later one wins a
 /// key). An unknown key or a bad value is an error naming the file, the line and the
 /// key. Every key is described in docs/configuration.md.
+///
+/// `nics:` (per-NIC routes, rules and prefix addresses) is set in files only: it
+/// has no environment variable. Its errors name the entry's key and line
+/// (`nics[0].routes[1].via`).
 #[derive(Debug, Args)]
 pub(crate) struct ConfigArgs {
     #[command(subcommand)]

@@ -480,6 +480,11 @@ fn state_lines(out: &mut String, paths: &Paths, st: &InterfaceState, now: u64, v
                     ", address {}/{} from the metadata (no DHCP)",
                     l.address, l.prefix_len
                 )
+            } else if l.reason == leasehook_core::model::Reason::Autoconf {
+                format!(
+                    ", address {}/{} the kernel configured from router advertisements",
+                    l.address, l.prefix_len
+                )
             } else {
                 format!(", lease {}/{}", l.address, l.prefix_len)
             }

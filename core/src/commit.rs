@@ -300,6 +300,7 @@ mod tests {
                 }],
                 rules: vec![Rule {
                     from: "10.0.1.20/32".parse().unwrap(),
+                    to: None,
                     table: 10001,
                     priority: None,
                 }],

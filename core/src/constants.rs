@@ -53,6 +53,12 @@ pub const IMDS_SYNC_BUDGET: Duration = Duration::from_secs(3);
 /// the waiting worker the hand-over names, see `hook`).
 pub const HOOK_LOCK_POLL: Duration = Duration::from_millis(10);
 
+/// How long the links a lease event found its NIC in stay good for the
+/// snapshot after the wait ([`crate::apply::Applier::snapshot_on`]): a wait
+/// the metadata answered at once (a few milliseconds) reuses them, one that
+/// paused even once ([`IMDS_BACKOFF_MIN`]) or waited for a lock reads them again.
+pub const LINKS_FRESH: Duration = Duration::from_millis(50);
+
 /// The first pause between two rounds of the consistency wait; each pause doubles
 /// it, with jitter.
 pub const IMDS_BACKOFF_MIN: Duration = Duration::from_millis(100);

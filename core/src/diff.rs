@@ -146,6 +146,7 @@ mod tests {
     fn rule(from: &str, table: u32) -> Rule {
         Rule {
             from: from.parse().unwrap(),
+            to: None,
             table,
             priority: Some(table),
         }

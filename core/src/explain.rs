@@ -17,7 +17,7 @@ use ipnet::IpNet;
 use crate::apply::state::InterfaceState;
 use crate::config::Unmanaged;
 use crate::gate::{Refusal, Refused};
-use crate::model::{Address, IfName, MacAddr, Rule};
+use crate::model::{Address, IfName, MacAddr, Reason, Rule};
 use crate::source::provider::Cloud;
 
 /// What the kernel answered for `ip route get TO from ADDR`.
@@ -190,6 +190,12 @@ pub fn gate_rule(r: &Refusal) -> &'static str {
         Refusal::OtherNic { .. } => "never another NIC's address or subnet",
         Refusal::Router { .. } | Refusal::LocalNextHop { .. } => "never a router's address",
         Refusal::TableClaimed { .. } => "one table per NIC (SPEC §3.2)",
+        Refusal::NoTable | Refusal::NoGateway => {
+            "an operator's route or rule needs the NIC's table"
+        }
+        Refusal::HostDefault { .. } | Refusal::OtherSubnet { .. } => {
+            "never the host's default or another NIC's subnet, unless allow_default (SPEC §3.9)"
+        }
     }
 }
 
@@ -214,7 +220,13 @@ pub fn explain<E: std::fmt::Display>(
         let rules: Vec<Rule> = s
             .families
             .values()
-            .flat_map(|f| f.rules.iter().filter(|r| r.from.contains(&addr)))
+            .flat_map(|f| {
+                // A rule to a destination (`nics[].rules`) routes by where
+                // traffic goes, not by its source.
+                f.rules
+                    .iter()
+                    .filter(|r| r.to.is_none() && r.from.contains(&addr))
+            })
             .cloned()
             .collect();
         (!rules.is_empty()).then_some((s, rules))
@@ -337,11 +349,12 @@ pub fn addresses_of(n: &IfName, facts: &Facts) -> Vec<IpAddr> {
         s.leases()
             .into_iter()
             .map(|l| l.address)
-            .chain(
-                s.families
-                    .values()
-                    .flat_map(|f| f.rules.iter().map(|r| r.from.addr())),
-            )
+            .chain(s.families.values().flat_map(|f| {
+                f.rules
+                    .iter()
+                    .filter(|r| r.to.is_none())
+                    .map(|r| r.from.addr())
+            }))
             .collect::<Vec<_>>()
     });
     let linked = facts
@@ -389,10 +402,18 @@ fn origin(s: &InterfaceState, addr: IpAddr, rules: &[Rule], cloud: Option<&Cloud
     } else {
         |c| c.address_keys.ipv6
     });
-    if s.leases().iter().any(|l| l.address == addr) {
-        return format!(
-            "It is {name}'s DHCP lease address, which the metadata lists too{addresses}."
-        );
+    if let Some(l) = s.leases().iter().find(|l| l.address == addr) {
+        return match l.reason {
+            Reason::Metadata => format!(
+                "It is {name}'s address from the metadata{addresses}, which leasehook added (no DHCP serves {name})."
+            ),
+            Reason::Autoconf => format!(
+                "It is the address the kernel configured on {name} from router advertisements, which the metadata vouches for{addresses}."
+            ),
+            _ => format!(
+                "It is {name}'s DHCP lease address, which the metadata lists too{addresses}."
+            ),
+        };
     }
     match rules
         .iter()
@@ -490,6 +511,23 @@ fn nic_reason(
         );
     }
     let table = r_table(s.table);
+    // An IPv6 address the kernel configured from router advertisements beside
+    // the one the metadata vouches for (issue 34: a privacy or stable-privacy
+    // address, another prefix's): never a rule source.
+    if let Some(a @ IpAddr::V6(_)) = addr
+        && let Some(vouched) = s
+            .leases()
+            .iter()
+            .find(|l| l.reason == crate::model::Reason::Autoconf && l.address != a)
+    {
+        return (
+            Verdict::NotApplied,
+            format!(
+                "{a} is an address the kernel configured on {n} that the metadata does not vouch for (it vouches for {}, which the kernel configured from router advertisements): a privacy or stable-privacy address, or another prefix's, gets no rule (the cloud's port security drops its traffic anyway).",
+                vouched.address
+            ),
+        );
+    }
     (
         Verdict::NotApplied,
         match addr {

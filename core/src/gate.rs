@@ -149,6 +149,29 @@ pub enum Refusal {
         /// The NIC (or link) that holds it.
         owner: String,
     },
+    /// An operator's route or rule (`nics:`) for a NIC that has no table of
+    /// its own (the primary without `primary_rules`, a NIC not routed yet).
+    NoTable,
+    /// An operator's route `via: gateway` on a NIC whose table has no
+    /// router of the route's family.
+    NoGateway,
+    /// An operator's destination (`nics:`) that holds the host's default
+    /// router: its traffic would leave through this NIC (lifted by
+    /// `allow_default: true`).
+    HostDefault {
+        /// The router.
+        address: IpAddr,
+        /// Whose it is.
+        whose: String,
+    },
+    /// An operator's destination (`nics:`) that overlaps another NIC's subnet
+    /// (lifted by `allow_default: true`).
+    OtherSubnet {
+        /// The NIC.
+        owner: String,
+        /// Its subnet.
+        subnet: IpNet,
+    },
     /// The NIC's `device-number` gives a table another NIC claims too.
     TableClaimed {
         /// The table.
@@ -214,6 +237,18 @@ impl fmt::Display for Refusal {
                     "{address} is a router ({whose}), never an address of this host"
                 )
             }
+            Self::NoTable => f.write_str(
+                "the NIC has no table of its own (the primary without primary_rules, or not routed yet)",
+            ),
+            Self::NoGateway => f.write_str("the NIC's table has no router of this family"),
+            Self::HostDefault { address, whose } => write!(
+                f,
+                "holds the host's default router {address} ({whose}); allow_default: true lets it"
+            ),
+            Self::OtherSubnet { owner, subnet } => write!(
+                f,
+                "overlaps {owner}'s subnet {subnet}; allow_default: true lets it"
+            ),
             Self::TableClaimed { table, others } => write!(
                 f,
                 "gives table {table}, which {} claim{} too: neither NIC's rules are touched",
@@ -485,18 +520,6 @@ pub struct HeldAddresses {
     owners: Vec<String>,
 }
 
-/// An address as plain numbers that sort as [`IpAddr`] does (IPv4 first, then by
-/// value): compared inline, where `Ipv6Addr`'s comparison is a call per step of
-/// the planner's binary searches.
-type Key = (bool, u128);
-
-fn key(ip: IpAddr) -> Key {
-    match ip {
-        IpAddr::V4(a) => (false, u128::from(u32::from(a))),
-        IpAddr::V6(a) => (true, u128::from(a)),
-    }
-}
-
 /// `IpNet`'s order (by family, address, then length) on plain numbers: the
 /// planner sorts its rules and addresses with it, where `IpNet`'s own comparison
 /// compares the addresses' bytes through `memcmp` at every step.
@@ -564,6 +587,12 @@ pub static NOTHING_HELD: HeldAddresses = HeldAddresses {
     owners: Vec::new(),
 };
 
+/// Whether two names are equal, comparing their bytes only when they are not
+/// the same slice (a holder's pairs all borrow its one name).
+fn same(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
+}
+
 impl HeldAddresses {
     /// The list, sorted and without repeats.
     pub fn new(held: &[Held]) -> Self {
@@ -573,39 +602,43 @@ impl HeldAddresses {
     /// The list of (holder, address) pairs, sorted and without repeats.
     pub fn of<'s>(pairs: impl IntoIterator<Item = (&'s str, IpAddr)>) -> Self {
         let pairs: Vec<(&str, IpAddr)> = pairs.into_iter().collect();
+        // Pairs come grouped by holder: a run of one holder is one name to
+        // sort (a plan of 15 NICs with 100 addresses each sorted 1,500).
         let mut names: Vec<&str> = pairs.iter().map(|(o, _)| *o).collect();
+        names.dedup_by(|a, b| same(a, b));
         names.sort_unstable();
         names.dedup();
-        // Pairs come grouped by holder: the last one's place is asked again.
+        // The last one's place is asked again. Each family is sorted on its
+        // own numbers: (u32, place) pairs sort several times faster than the
+        // (family, u128, place) keys of both families did.
         let mut last: Option<(&str, usize)> = None;
-        let mut held: Vec<(Key, usize)> = pairs
-            .iter()
-            .map(|&(owner, address)| {
-                let at = match last {
-                    Some((name, at)) if name == owner => at,
-                    _ => names.binary_search(&owner).unwrap_or_default(),
-                };
-                last = Some((owner, at));
-                (key(address), at)
-            })
-            .collect();
-        // The names are sorted, so their places sort as the names do.
-        held.sort_unstable();
-        held.dedup();
-        let mut out = Self {
-            owners: names.into_iter().map(str::to_owned).collect(),
-            ..Self::default()
-        };
-        for ((v6, bits), at) in held {
-            if v6 {
-                out.v6.push(bits);
-                out.v6_owners.push(at);
-            } else {
-                out.v4.push(u32::try_from(bits).unwrap_or_default());
-                out.v4_owners.push(at);
+        let mut v4: Vec<(u32, usize)> = Vec::with_capacity(pairs.len());
+        let mut v6: Vec<(u128, usize)> = Vec::new();
+        for &(owner, address) in &pairs {
+            let at = match last {
+                Some((name, at)) if same(name, owner) => at,
+                _ => names.binary_search(&owner).unwrap_or_default(),
+            };
+            last = Some((owner, at));
+            match address {
+                IpAddr::V4(a) => v4.push((u32::from(a), at)),
+                IpAddr::V6(a) => v6.push((u128::from(a), at)),
             }
         }
-        out
+        // The names are sorted, so their places sort as the names do.
+        v4.sort_unstable();
+        v4.dedup();
+        v6.sort_unstable();
+        v6.dedup();
+        let (v4, v4_owners) = v4.into_iter().unzip();
+        let (v6, v6_owners) = v6.into_iter().unzip();
+        Self {
+            owners: names.into_iter().map(str::to_owned).collect(),
+            v4,
+            v4_owners,
+            v6,
+            v6_owners,
+        }
     }
 
     fn owner(&self, at: usize) -> &str {

@@ -248,6 +248,13 @@ pub enum Reason {
     /// the address, and leasehook adds it to the link and owns it (OCI's secondary
     /// VNICs, [`crate::source::provider::Provider::unleased`]).
     Metadata,
+    /// Not a DHCP client's either: the kernel configured the address itself
+    /// from router advertisements (SLAAC; `OpenStack`'s `ipv6_slaac` and
+    /// `ipv6_dhcpv6-stateless` networks), and the metadata vouches for it. The
+    /// NIC gets its rules and table; the address stays the kernel's (never
+    /// added or removed by leasehook), and the lease is in force only while the
+    /// kernel holds it.
+    Autoconf,
 }
 
 /// What leasehook does for an event.
@@ -266,14 +273,25 @@ impl Reason {
     /// The action SPEC §6.1 assigns to this reason.
     pub fn action(self) -> Action {
         match self {
-            Self::Bound | Self::Renew | Self::Rebind | Self::Reboot | Self::Metadata => {
-                Action::Apply
-            }
+            Self::Bound
+            | Self::Renew
+            | Self::Rebind
+            | Self::Reboot
+            | Self::Metadata
+            | Self::Autoconf => Action::Apply,
             Self::Expire | Self::Fail | Self::Release | Self::Stop => Action::Remove,
             Self::Preinit | Self::Medium | Self::Timeout | Self::Depref | Self::Arp => {
                 Action::Ignore
             }
         }
+    }
+}
+
+impl Reason {
+    /// Whether a DHCP client's hook reported it: not [`Reason::Metadata`] nor
+    /// [`Reason::Autoconf`], whose leases no DHCP client holds.
+    pub fn is_dhcp_client(self) -> bool {
+        !matches!(self, Self::Metadata | Self::Autoconf)
     }
 }
 
@@ -294,6 +312,7 @@ impl fmt::Display for Reason {
             Self::Depref => "depref",
             Self::Arp => "arp",
             Self::Metadata => "metadata",
+            Self::Autoconf => "autoconf",
         })
     }
 }
@@ -471,11 +490,15 @@ impl fmt::Display for Profile {
     }
 }
 
-/// `from PREFIX lookup TABLE [priority P]`.
+/// `from PREFIX [to PREFIX] lookup TABLE [priority P]`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Rule {
-    /// The source prefix the rule matches.
+    /// The source prefix the rule matches (`/0`: `from all`).
     pub from: IpNet,
+    /// The destination prefix the rule matches, when it names one (an
+    /// operator's `nics[].rules[].to`, SPEC §3.9); the source rules name none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<IpNet>,
     /// The table it looks up.
     pub table: u32,
     /// Its priority; `None` lets the kernel (or networkd) choose.
@@ -490,9 +513,15 @@ impl Rule {
 }
 
 impl fmt::Display for Rule {
-    /// `from 10.0.1.20/32 lookup 10001 priority 10001`, as `ip rule` reads it.
+    /// `from 10.0.1.20/32 lookup 10001 priority 10001`, as `ip rule` reads it
+    /// (`from 0.0.0.0/0 to 198.51.100.0/24 lookup 10001 priority 9000` for a
+    /// rule with a destination).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "from {} lookup {}", self.from, self.table)?;
+        write!(f, "from {}", self.from)?;
+        if let Some(to) = self.to {
+            write!(f, " to {to}")?;
+        }
+        write!(f, " lookup {}", self.table)?;
         if let Some(p) = self.priority {
             write!(f, " priority {p}")?;
         }
@@ -1031,6 +1060,7 @@ mod tests {
         );
         let rule = Rule {
             from: "10.0.1.20/32".parse().unwrap(),
+            to: None,
             table: 10001,
             priority: Some(10001),
         };

@@ -54,6 +54,10 @@ pub struct PlanConfig {
     /// them.)
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kubernetes: bool,
+    /// `nics:`: the operator's routes, rules and prefix addresses per NIC
+    /// (SPEC §3.9), each through the gate (`docs/planner.md`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nics: Vec<crate::config::NicEntry>,
 }
 
 impl Default for PlanConfig {
@@ -65,6 +69,7 @@ impl Default for PlanConfig {
             primary_rules: false,
             secondary_addresses: true,
             kubernetes: false,
+            nics: Vec::new(),
         }
     }
 }
@@ -214,17 +219,23 @@ fn held_addresses(input: &PlanInput<'_>) -> gate::HeldAddresses {
             .map_or_else(|| format!("the NIC {mac}"), |l| l.name.to_string())
     };
     let owners: Vec<String> = input.metadata.nics.iter().map(|n| name_of(n.mac)).collect();
-    let nics = owners
+    // Plain loops: the nested iterator chain this replaces cost a tenth of a
+    // large plan (`core/benches/plan.rs`).
+    let total = input
+        .metadata
+        .nics
         .iter()
-        .zip(&input.metadata.nics)
-        .flat_map(|(owner, n)| {
-            n.local_ipv4s
-                .iter()
-                .map(|a| IpAddr::V4(*a))
-                .chain(n.ipv6s.iter().map(|a| IpAddr::V6(*a)))
-                .map(move |address| (owner.as_str(), address))
-        });
-    gate::HeldAddresses::of(nics.chain(kernel_addresses(input)))
+        .map(|n| n.local_ipv4s.len() + n.ipv6s.len())
+        .sum::<usize>()
+        + input.link_addresses.len();
+    let mut pairs: Vec<(&str, IpAddr)> = Vec::with_capacity(total);
+    for (owner, n) in owners.iter().zip(&input.metadata.nics) {
+        let owner = owner.as_str();
+        pairs.extend(n.local_ipv4s.iter().map(|a| (owner, IpAddr::V4(*a))));
+        pairs.extend(n.ipv6s.iter().map(|a| (owner, IpAddr::V6(*a))));
+    }
+    pairs.extend(kernel_addresses(input));
+    gate::HeldAddresses::of(pairs)
 }
 
 fn kernel_addresses<'a>(input: &PlanInput<'a>) -> impl Iterator<Item = (&'a str, IpAddr)> + 'a {
@@ -344,6 +355,7 @@ fn gated_rules(
         .filter_map(|(key, from)| match bounds.source(from) {
             Ok(()) => Some(Rule {
                 from: from.trunc(),
+                to: None,
                 table,
                 priority,
             }),
@@ -472,6 +484,7 @@ fn source_rules<A: Copy + PartialEq + Into<IpAddr>, P: Copy + Into<IpNet>>(
             .filter_map(|(_, from, verdict)| match verdict {
                 Ok(()) => Some(Rule {
                     from,
+                    to: None,
                     table,
                     priority: Some(priority),
                 }),
@@ -674,6 +687,12 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
     let held = held_addresses(input);
     let routers = routers(input);
     let local = kernel_held(input);
+    // Only the operator's entries (`nics:`) read these.
+    let (subnets, host_routers) = if cfg.nics.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        (nic_subnets(input), host_routers(input))
+    };
     let mut links: Vec<&Link> = input.links.iter().collect();
     links.sort_by(|a, b| a.name.cmp(&b.name));
     for link in links {
@@ -734,6 +753,14 @@ fn plan_ec2_net_utils(input: &PlanInput<'_>, cfg: &PlanConfig) -> Result<Vec<Int
         if let Some(lease) = v6 {
             plan_v6(&mut ip, link, nic, lease, routed, cfg, &bounds);
         }
+        if !cfg.nics.is_empty() {
+            let others = Others {
+                subnets: &subnets,
+                routers: &host_routers,
+                me: link.mac,
+            };
+            operator_intent(&mut ip, link, nic, &cfg.nics, &bounds, &others);
+        }
         sort_rules_and_addresses(&mut ip);
         out.push(ip);
     }
@@ -757,6 +784,7 @@ fn sort_rules_and_addresses(ip: &mut InterfacePlan) {
     sorted_without_repeats(&mut ip.rules, |a, b| {
         gate::net_order(&a.from, &b.from)
             .then_with(|| (a.table, a.priority).cmp(&(b.table, b.priority)))
+            .then_with(|| a.to.cmp(&b.to))
     });
     sorted_without_repeats(&mut ip.addresses, |a, b| {
         gate::net_order(&a.addr, &b.addr).then_with(|| a.dev.cmp(&b.dev))
@@ -933,13 +961,13 @@ fn plan_v6(
         return;
     }
     if let Some((table, priority)) = routed {
-        // DHCPv6 names no router: the default comes from router advertisements,
-        // and only once the kernel has learned one; else from the metadata's
-        // default gateway on the NIC's subnet (`OpenStack`'s `::/0` route).
-        if let Some(router) = link
-            .ipv6_router
-            .map(IpAddr::V6)
-            .or_else(|| metadata_default(nic, Family::V6, bounds))
+        // DHCPv6 names no router: the default goes through the router the cloud
+        // publishes (a metadata lease's, OCI's `ipv6VirtualRouterIp`; a `::/0`
+        // route, GCE's `gatewayIpv6`, Alibaba's `ipv6-gateway`, `OpenStack`'s
+        // network route), else the one the kernel learned from router
+        // advertisements, once it has learned one.
+        if let Some(router) =
+            published_router_v6(ip, nic, lease, bounds).or_else(|| link.ipv6_router.map(IpAddr::V6))
         {
             ip.routes.push(Route {
                 to: IpNet::V6(Ipv6Net::default()),
@@ -986,12 +1014,7 @@ fn plan_v6(
 /// NIC's subnets that passed the gate.
 fn next_hop(via: IpAddr, bounds: &Bounds<'_>) -> std::result::Result<(), Refusal> {
     gate::check_ip(via)?;
-    local_next_hop(via, bounds)?;
-    if bounds.held.holds(via, bounds.me) {
-        return Err(Refusal::LocalNextHop {
-            owner: bounds.me.to_owned(),
-        });
-    }
+    not_this_host(via, bounds)?;
     let subnets: Vec<IpNet> = bounds
         .subnets
         .iter()
@@ -1030,6 +1053,18 @@ fn lease_router(ip: &mut InterfacePlan, lease: &Lease, bounds: &Bounds<'_>) -> O
     }
 }
 
+/// Refuses a next hop that is this host's: one a kernel link holds
+/// ([`local_next_hop`]), one the NIC lists or another NIC holds.
+fn not_this_host(via: IpAddr, bounds: &Bounds<'_>) -> std::result::Result<(), Refusal> {
+    local_next_hop(via, bounds)?;
+    if bounds.held.holds(via, bounds.me) {
+        return Err(Refusal::LocalNextHop {
+            owner: bounds.me.to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// Refuses a next hop a kernel link holds (`ip address`): a gateway is never
 /// this host's own address.
 fn local_next_hop(via: IpAddr, bounds: &Bounds<'_>) -> std::result::Result<(), Refusal> {
@@ -1047,7 +1082,56 @@ fn metadata_default(nic: &NicMetadata, family: Family, bounds: &Bounds<'_>) -> O
         .iter()
         .filter(|r| r.to.prefix_len() == 0 && Family::of(&r.to.addr()) == family)
         .map(|r| r.via)
-        .find(|via| Family::of(via) == family && next_hop(*via, bounds).is_ok())
+        .find(|via| Family::of(via) == family && published_next_hop(*via, bounds).is_ok())
+}
+
+/// The IPv6 router the cloud publishes for the NIC: the router of a lease the
+/// metadata stands for ([`Reason::Metadata`]: OCI's `ipv6VirtualRouterIp`),
+/// then each `::/0` route the metadata names (GCE's `gatewayIpv6`, Alibaba's
+/// `ipv6-gateway`, `OpenStack`'s network route); the first that passes
+/// [`published_next_hop`]. Each refused one is listed under `router`, so that
+/// `status` and `explain` say why the table has no published default. A
+/// DHCPv6 lease names none.
+fn published_router_v6(
+    ip: &mut InterfacePlan,
+    nic: &NicMetadata,
+    lease: &Lease,
+    bounds: &Bounds<'_>,
+) -> Option<IpAddr> {
+    let leased = lease
+        .routers
+        .first()
+        .filter(|_| lease.reason == Reason::Metadata)
+        .copied();
+    let routes = nic
+        .routes
+        .iter()
+        .filter(|r| r.to.prefix_len() == 0 && matches!(r.to, IpNet::V6(_)))
+        .map(|r| r.via);
+    let mut tried: Vec<IpAddr> = Vec::new();
+    for via in leased.into_iter().chain(routes) {
+        if Family::of(&via) != Family::V6 || tried.contains(&via) {
+            continue;
+        }
+        tried.push(via);
+        match published_next_hop(via, bounds) {
+            Ok(()) => return Some(via),
+            Err(r) => ip.refused.push(Refused::new("router", via, r)),
+        }
+    }
+    None
+}
+
+/// Whether a router the metadata publishes may be a next hop of the NIC. An
+/// IPv6 link-local one (`fe80::/10`: OCI's `ipv6VirtualRouterIp`, GCE's
+/// `gatewayIpv6`) is on the NIC's own link by definition, as the router the
+/// kernel learns from advertisements is: it only must not be this host's
+/// address ([`not_this_host`]). Every other one passes [`next_hop`].
+fn published_next_hop(via: IpAddr, bounds: &Bounds<'_>) -> std::result::Result<(), Refusal> {
+    match via {
+        IpAddr::V6(a) if a.is_unicast_link_local() => not_this_host(via, bounds),
+        _ => next_hop(via, bounds),
+    }
 }
 
 /// The metadata's routes of `family` for the NIC but its default gateway
@@ -1101,6 +1185,253 @@ fn metadata_routes(
             table,
         });
     }
+}
+
+/// What an operator's destination must keep off ([`destination`]): the other
+/// NICs' subnets and the host's default routers.
+struct Others<'a> {
+    /// Every NIC's subnets, each with its NIC's MAC and name ([`nic_subnets`]).
+    subnets: &'a [(MacAddr, String, IpNet)],
+    /// The host's default routers, each with its NIC's MAC when known
+    /// ([`host_routers`]).
+    routers: &'a [(Option<MacAddr>, gate::Router)],
+    /// The NIC planned.
+    me: MacAddr,
+}
+
+/// Every NIC's subnets, each with its MAC and its name (the link's, else the
+/// MAC): the metadata's subnet blocks and each lease's own network.
+fn nic_subnets(input: &PlanInput<'_>) -> Vec<(MacAddr, String, IpNet)> {
+    let name_of = |mac: MacAddr| {
+        input
+            .links
+            .iter()
+            .find(|l| l.mac == mac)
+            .map_or_else(|| format!("the NIC {mac}"), |l| l.name.to_string())
+    };
+    let mut out = Vec::new();
+    for n in &input.metadata.nics {
+        let name = name_of(n.mac);
+        out.extend(
+            n.subnet_ipv4_cidr_blocks
+                .iter()
+                .map(|s| (n.mac, name.clone(), IpNet::V4(s.trunc()))),
+        );
+        out.extend(
+            n.subnet_ipv6_cidr_blocks
+                .iter()
+                .map(|s| (n.mac, name.clone(), IpNet::V6(s.trunc()))),
+        );
+    }
+    for l in input.leases {
+        let (Some(link), Some(net)) = (
+            input.links.iter().find(|k| k.name == l.interface),
+            l.lease.interface_net(),
+        ) else {
+            continue;
+        };
+        out.push((link.mac, link.name.to_string(), net.trunc()));
+    }
+    out
+}
+
+/// The host's default routers: the main table's next hops (read by the
+/// shell), and the primary NIC's lease routers (what `leasehook plan`, which
+/// reads no kernel, knows of the host's default).
+fn host_routers(input: &PlanInput<'_>) -> Vec<(Option<MacAddr>, gate::Router)> {
+    let mut out: Vec<(Option<MacAddr>, gate::Router)> =
+        input.next_hops.iter().map(|r| (None, r.clone())).collect();
+    let primary = input.metadata.primary_mac;
+    for l in input.leases {
+        let Some(link) = input.links.iter().find(|k| k.name == l.interface) else {
+            continue;
+        };
+        if Some(link.mac) != primary {
+            continue;
+        }
+        out.extend(l.lease.routers.iter().map(|r| {
+            (
+                Some(link.mac),
+                gate::Router {
+                    address: *r,
+                    whose: format!("{}'s lease router", l.interface),
+                },
+            )
+        }));
+    }
+    out
+}
+
+/// Whether `to` may be the destination of an operator's route or rule on the
+/// NIC `bounds` are for (SPEC §3.9): no `/0`, no range holding the host's
+/// default router (one outside the NIC's own subnets), none overlapping
+/// another NIC's subnet — unless `allow_default` — and never a special range
+/// or a metadata service's address ([`gate::check_net`]), which
+/// `allow_default` does not lift.
+fn destination(
+    to: IpNet,
+    allow_default: bool,
+    bounds: &Bounds<'_>,
+    others: &Others<'_>,
+) -> std::result::Result<(), Refusal> {
+    if to.prefix_len() == 0 {
+        return if allow_default {
+            Ok(())
+        } else {
+            Err(Refusal::Everything)
+        };
+    }
+    gate::check_net(to)?;
+    if allow_default {
+        return Ok(());
+    }
+    let mine = |a: &IpAddr| bounds.subnets.iter().any(|s| s.contains(a));
+    if let Some((_, r)) = others
+        .routers
+        .iter()
+        .find(|(mac, r)| *mac != Some(others.me) && to.contains(&r.address) && !mine(&r.address))
+    {
+        return Err(Refusal::HostDefault {
+            address: r.address,
+            whose: r.whose.clone(),
+        });
+    }
+    if let Some((_, owner, subnet)) = others
+        .subnets
+        .iter()
+        .find(|(mac, _, n)| *mac != others.me && (n.contains(&to) || to.contains(n)))
+    {
+        return Err(Refusal::OtherSubnet {
+            owner: owner.clone(),
+            subnet: *subnet,
+        });
+    }
+    Ok(())
+}
+
+/// The operator's entries (`nics:`, SPEC §3.9) that name the NIC — by its
+/// link's name or MAC, or by its metadata as `unmanaged` decides — for each
+/// family the plan covers: their routes into the NIC's table (`via: gateway`
+/// is the router of the table's default route; an address must pass
+/// [`next_hop`]), their rules `to PREFIX lookup <table>`, and the first
+/// `prefix_addresses` addresses of each delegated prefix as host addresses.
+/// Every destination passes [`destination`] and every address the gate's
+/// [`Bounds::address`]; what is refused is listed under `nics[i]....`.
+fn operator_intent(
+    ip: &mut InterfacePlan,
+    link: &Link,
+    nic: &NicMetadata,
+    entries: &[crate::config::NicEntry],
+    bounds: &Bounds<'_>,
+    others: &Others<'_>,
+) {
+    let covered = |ip: &InterfacePlan, net: &IpNet| ip.families.contains(&Family::of(&net.addr()));
+    for (i, e) in entries.iter().enumerate() {
+        if !(e.matches.matches(&link.name, Some(link.mac))
+            || e.matches.matches_nic(nic) == Some(true))
+        {
+            continue;
+        }
+        for (j, r) in e.routes.iter().enumerate() {
+            if !covered(ip, &r.to) {
+                continue;
+            }
+            let key = format!("nics[{i}].routes[{j}]");
+            let value = format!("{} via {}", r.to, r.via);
+            let Some(table) = ip.table else {
+                ip.refused.push(Refused::new(&key, value, Refusal::NoTable));
+                continue;
+            };
+            let family = Family::of(&r.to.addr());
+            let via = match r.via {
+                crate::config::Via::Gateway => ip
+                    .routes
+                    .iter()
+                    .find(|d| d.table == table && d.to.prefix_len() == 0 && d.family() == family)
+                    .and_then(|d| d.via)
+                    .ok_or(Refusal::NoGateway),
+                crate::config::Via::Address(a) => next_hop(a, bounds).map(|()| a),
+            };
+            let checked = destination(r.to, e.allow_default, bounds, others).and(via);
+            let via = match checked {
+                Ok(via) => via,
+                Err(reason) => {
+                    ip.refused.push(Refused::new(&key, value, reason));
+                    continue;
+                }
+            };
+            // The plan's own route to the same destination (the default, the
+            // subnet) stays; the kernel holds one route per destination and
+            // table.
+            if ip
+                .routes
+                .iter()
+                .any(|have| have.table == table && have.to == r.to)
+            {
+                continue;
+            }
+            ip.routes.push(Route {
+                to: r.to,
+                via: Some(via),
+                dev: link.name.clone(),
+                scope: None,
+                src: None,
+                table,
+            });
+        }
+        for (j, r) in e.rules.iter().enumerate() {
+            if !covered(ip, &r.to) {
+                continue;
+            }
+            let key = format!("nics[{i}].rules[{j}]");
+            let value = format!("to {} priority {}", r.to, r.priority);
+            let Some(table) = ip.table else {
+                ip.refused.push(Refused::new(&key, value, Refusal::NoTable));
+                continue;
+            };
+            if let Err(reason) = destination(r.to, e.allow_default, bounds, others) {
+                ip.refused.push(Refused::new(&key, value, reason));
+                continue;
+            }
+            let from = match r.to {
+                IpNet::V4(_) => IpNet::V4(Ipv4Net::default()),
+                IpNet::V6(_) => IpNet::V6(Ipv6Net::default()),
+            };
+            ip.rules.push(Rule {
+                from,
+                to: Some(r.to),
+                table,
+                priority: Some(r.priority),
+            });
+        }
+        if e.prefix_addresses > 0 {
+            let n = usize::from(e.prefix_addresses);
+            let key = format!("nics[{i}].prefix_addresses");
+            let v4 = nic.ipv4_prefixes.iter().map(|p| IpNet::V4(*p));
+            let v6 = nic.ipv6_prefixes.iter().map(|p| IpNet::V6(*p));
+            let hosts: Vec<IpNet> = v4
+                .chain(v6)
+                .filter(|p| covered(ip, p))
+                .flat_map(|p| first_hosts(p, n))
+                .collect();
+            let addrs = gated_addresses(bounds, &key, hosts, &link.name, &mut ip.refused);
+            ip.addresses.extend(addrs);
+        }
+    }
+}
+
+/// The first `n` addresses of `prefix` (its network address first: a cloud's
+/// delegated prefix is routed to the NIC whole), as host prefixes.
+fn first_hosts(prefix: IpNet, n: usize) -> impl Iterator<Item = IpNet> {
+    let range = match prefix.trunc() {
+        IpNet::V4(p) => {
+            ipnet::IpAddrRange::from(ipnet::Ipv4AddrRange::new(p.network(), p.broadcast()))
+        }
+        IpNet::V6(p) => {
+            ipnet::IpAddrRange::from(ipnet::Ipv6AddrRange::new(p.network(), p.broadcast()))
+        }
+    };
+    range.take(n).map(IpNet::from)
 }
 
 /// cloud-init's NIC order: NICs present in both the OS and the metadata, sorted by

@@ -143,7 +143,14 @@ fn netplan_ethernet(ip: &InterfacePlan) -> Value {
     if !ip.rules.is_empty() {
         let rules = ip.rules.iter().map(|r| {
             let mut m = Map::new();
-            m.insert("from".into(), json!(host_or_net(&r.from)));
+            // An operator's rule to a destination (`nics[].rules`) is `from all`:
+            // netplan writes no `from` for it.
+            if r.to.is_none() || r.from.prefix_len() > 0 {
+                m.insert("from".into(), json!(host_or_net(&r.from)));
+            }
+            if let Some(to) = r.to {
+                m.insert("to".into(), json!(host_or_net(&to)));
+            }
             m.insert("table".into(), json!(r.table));
             if let Some(p) = r.priority {
                 m.insert("priority".into(), json!(p));
@@ -193,11 +200,14 @@ pub fn networkd(plan: &Plan) -> Vec<(String, String)> {
             let _ = writeln!(s, "Table={}", r.table);
         }
         for r in &ip.rules {
-            let _ = write!(
-                s,
-                "\n[RoutingPolicyRule]\nFrom={}\nTable={}\n",
-                r.from, r.table
-            );
+            s.push_str("\n[RoutingPolicyRule]\n");
+            if r.to.is_none() || r.from.prefix_len() > 0 {
+                let _ = writeln!(s, "From={}", r.from);
+            }
+            if let Some(to) = r.to {
+                let _ = writeln!(s, "To={to}");
+            }
+            let _ = writeln!(s, "Table={}", r.table);
             if let Some(p) = r.priority {
                 let _ = writeln!(s, "Priority={p}");
             }

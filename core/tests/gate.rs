@@ -350,6 +350,7 @@ fn with_rule(rule: &str, priority: u32) -> Plan {
         .unwrap();
     ip.rules.push(Rule {
         from: rule.parse().unwrap(),
+        to: None,
         table: 10001,
         priority: Some(priority),
     });
@@ -429,6 +430,7 @@ fn a_table_another_nic_holds_is_a_conflict() {
     };
     let eth2_rule = Rule {
         from: "10.98.2.30/32".parse().unwrap(),
+        to: None,
         table: 10001,
         priority: Some(10001),
     };
@@ -792,5 +794,82 @@ fn provider_gateways_are_routers() {
         nic.gateways.contains(&"10.98.1.20".parse().unwrap()),
         "{:?}",
         nic.gateways
+    );
+}
+
+// --- Issue 34: the IPv6 router a cloud publishes ----------------------------------
+
+/// The IPv6 default route goes through the router the metadata publishes, a
+/// link-local one included (OCI's `ipv6VirtualRouterIp`, GCE's `gatewayIpv6`:
+/// on the NIC's link, outside every subnet), ahead of the router the kernel
+/// learned from advertisements; one that is this host's own address is not a
+/// router, and the RA's is used.
+#[test]
+fn a_published_ipv6_router_is_the_default_link_local_or_not() {
+    let default_v6 = |p: &Plan| -> Vec<String> {
+        eth1(p)
+            .routes
+            .iter()
+            .filter(|r| r.to.to_string() == "::/0")
+            .map(ToString::to_string)
+            .collect()
+    };
+    let with_route = |via: &str| {
+        let md = metadata::parse_tree(&tree()).unwrap();
+        let mut md = md;
+        let mac = MAC1.parse().unwrap();
+        let nic = md.nics.iter_mut().find(|n| n.mac == mac).unwrap();
+        nic.routes.push(leasehook_core::model::NicRoute {
+            to: "::/0".parse().unwrap(),
+            via: via.parse().unwrap(),
+        });
+        plan(
+            &PlanInput {
+                metadata: &md,
+                links: &links(),
+                leases: &[v6_lease("eth1", "fd00:98:1::20")],
+                link_addresses: &[Address {
+                    addr: "fe80::99/64".parse().unwrap(),
+                    dev: name("eth0"),
+                }],
+                next_hops: &[],
+            },
+            &PlanConfig::default(),
+        )
+        .unwrap()
+    };
+    // The cloud's link-local router, not the RA's (fe80::1).
+    let p = with_route("fe80::a9fe:a9fe");
+    assert_eq!(
+        default_v6(&p),
+        ["default via fe80::a9fe:a9fe dev eth1 table 10001"]
+    );
+    assert_eq!(sources(eth1(&p)), ["fd00:98:1::20/128"]);
+    // A global one on the NIC's subnet.
+    let p = with_route("fd00:98:1::1");
+    assert_eq!(
+        default_v6(&p),
+        ["default via fd00:98:1::1 dev eth1 table 10001"]
+    );
+    // This host's own link-local address (eth0's) is no router: the RA's is
+    // used, and the refusal is listed (status and explain say why).
+    let p = with_route("fe80::99");
+    assert_eq!(default_v6(&p), ["default via fe80::1 dev eth1 table 10001"]);
+    assert!(
+        refused(eth1(&p))
+            .iter()
+            .any(|r| r.starts_with("router fe80::99")),
+        "{:?}",
+        refused(eth1(&p))
+    );
+    // A metadata lease's router (OCI's `ipv6VirtualRouterIp`) likewise.
+    let mut l = v6_lease("eth1", "fd00:98:1::20");
+    l.lease.reason = Reason::Metadata;
+    l.lease.prefix_len = 64;
+    l.lease.routers = vec!["fe80::200:17ff:fe00:1".parse().unwrap()];
+    let p = plan_with(&tree(), &[l], &eth0_addresses());
+    assert_eq!(
+        default_v6(&p),
+        ["default via fe80::200:17ff:fe00:1 dev eth1 table 10001"]
     );
 }

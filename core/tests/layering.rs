@@ -75,7 +75,13 @@ const IO: &[&str] = &[
 ];
 
 /// Plain values that live beside an IO module's loader: pure code may name these.
-const VALUES: &[&str] = &["config::FallbackPolicy", "config::FallbackOff"];
+const VALUES: &[&str] = &[
+    "config::FallbackPolicy",
+    "config::FallbackOff",
+    // The checked `nics:` entries the planner reads (`config/nics.rs` is pure).
+    "config::nics::NicEntry",
+    "config::nics::Via",
+];
 
 /// Forbidden edges, pure or not: a datasource and the applier never import each
 /// other, and the instance-data document does not reach into the boot stage.

@@ -200,6 +200,7 @@ mod tests {
         };
         seen.owned.rules.insert(Rule {
             from: "10.0.1.21/32".parse().unwrap(),
+            to: None,
             table: 10001,
             priority: Some(10001),
         });

@@ -130,6 +130,13 @@ pub trait Applier {
     /// [`Applier::observe`] and [`Applier::main_routes`].
     fn snapshot(&mut self) -> Result<Snapshot> {
         let links = self.links()?;
+        self.snapshot_on(links)
+    }
+
+    /// [`Applier::snapshot`] on `links`, dumped moments before by the caller
+    /// (the hook's event found its NIC in them): the other kinds only, so an
+    /// event whose wait took no time dumps the links once.
+    fn snapshot_on(&mut self, links: Vec<KernelLink>) -> Result<Snapshot> {
         let seen = self.observe(&index_of(&links), &BTreeSet::new())?;
         let main_routes = self.main_routes()?;
         let addresses = seen
@@ -446,6 +453,19 @@ fn gate_rule(
     routes: &[crate::model::Route],
 ) -> std::result::Result<(), crate::gate::Refusal> {
     use crate::gate::{Bounds, Refusal};
+    // An operator's rule (`nics[].rules`): `from all` to a destination that
+    // passed the planner's gate; here it must at least be no special range or
+    // metadata service (a `/0` only `allow_default` plans).
+    if let Some(to) = r.to {
+        if r.from.prefix_len() != 0 {
+            crate::gate::check_net(r.from)?;
+        }
+        return if to.prefix_len() == 0 {
+            Ok(())
+        } else {
+            crate::gate::check_net(to)
+        };
+    }
     crate::gate::check_net(r.from)?;
     if r.from.prefix_len() == r.from.max_prefix_len() {
         return Ok(());
@@ -478,7 +498,7 @@ fn check_other_links<'a>(
             held.inside(net, ip.name.as_str())
                 .map(|h| format!("{} holds {}", h.owner, h.address))
         };
-        for r in &ip.rules {
+        for r in ip.rules.iter().filter(|r| r.to.is_none()) {
             if let Some(who) = covered(&r.from) {
                 return Err(Error::InvalidPlan(format!(
                     "{}: rule {r}: source refused: {who}: another NIC's address",

@@ -419,11 +419,13 @@ fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
 #[cfg(test)]
 fn rule_of(msg: &RuleMessage) -> Option<Rule> {
     let mut owned = false;
-    let (mut src, mut table, mut priority) = (None, u32::from(msg.header.table), None);
+    let (mut src, mut dst, mut table, mut priority) =
+        (None, None, u32::from(msg.header.table), None);
     for a in &msg.attributes {
         match a {
             RuleAttribute::Protocol(p) => owned = u8::from(*p) == PROTOCOL,
             RuleAttribute::Source(ip) => src = Some(*ip),
+            RuleAttribute::Destination(ip) => dst = Some(*ip),
             RuleAttribute::Table(t) => table = *t,
             RuleAttribute::Priority(p) => priority = Some(*p),
             _ => {}
@@ -443,8 +445,13 @@ fn rule_of(msg: &RuleMessage) -> Option<Rule> {
             _ => return None,
         },
     };
+    let to = match dst {
+        Some(ip) => Some(IpNet::new(ip, msg.header.dst_len).ok()?),
+        None => None,
+    };
     Some(Rule {
         from,
+        to,
         table,
         priority,
     })
@@ -556,21 +563,28 @@ fn u32_of(payload: &[u8]) -> Option<u32> {
 /// table, two reserved bytes, action, then a `u32` of flags; its attributes
 /// follow it.
 fn rule_of_bytes(msg: &[u8]) -> std::result::Result<Option<Rule>, &'static str> {
+    const FRA_DST: u16 = 1;
     const FRA_SRC: u16 = 2;
     const FRA_PRIORITY: u16 = 6;
     const FRA_TABLE: u16 = 15;
     const FRA_PROTOCOL: u16 = 21;
     const FR_ACT_TO_TBL: u8 = 1;
-    let Some(&[family, _, src_len, _, table, _, _, action]) = msg.get(HEADER..HEADER + 8) else {
+    let Some(&[family, dst_len, src_len, _, table, _, _, action]) = msg.get(HEADER..HEADER + 8)
+    else {
         return Err(SHORT);
     };
-    let (mut owned, mut src, mut table, mut priority) = (false, None, u32::from(table), None);
+    let (mut owned, mut src, mut dst, mut table, mut priority) =
+        (false, None, None, u32::from(table), None);
     let mut bad = false;
     let attrs = msg.get(HEADER + 12..).ok_or(SHORT)?;
     let fits = each_attribute(attrs, |kind, p| match kind {
         FRA_PROTOCOL => owned = p.first() == Some(&PROTOCOL),
         FRA_SRC => match ip_of(p) {
             Some(ip) => src = Some(ip),
+            None => bad = true,
+        },
+        FRA_DST => match ip_of(p) {
+            Some(ip) => dst = Some(ip),
             None => bad = true,
         },
         FRA_TABLE => match u32_of(p) {
@@ -597,8 +611,18 @@ fn rule_of_bytes(msg: &[u8]) -> std::result::Result<Option<Rule>, &'static str> 
             _ => None,
         },
     };
+    // A destination that does not parse (a length past the family's) is no
+    // rule leasehook wrote: it is not read as one without a destination.
+    let to = match dst {
+        Some(ip) => match IpNet::new(ip, dst_len) {
+            Ok(n) => Some(n),
+            Err(_) => return Ok(None),
+        },
+        None => None,
+    };
     Ok(from.map(|from| Rule {
         from,
+        to,
         table,
         priority,
     }))
@@ -663,6 +687,11 @@ fn rule_message(r: &Rule) -> RuleMessage {
     // `from all` carries no source (the kernel reports it without FRA_SRC).
     if r.from.prefix_len() > 0 {
         msg.attributes.push(RuleAttribute::Source(r.from.addr()));
+    }
+    // `to PREFIX` (an operator's rule, `nics[].rules`): FRA_DST and its length.
+    if let Some(to) = r.to {
+        msg.header.dst_len = to.prefix_len();
+        msg.attributes.push(RuleAttribute::Destination(to.addr()));
     }
     if let Some(p) = r.priority {
         msg.attributes.push(RuleAttribute::Priority(p));
@@ -1184,6 +1213,11 @@ impl Applier for NetlinkApplier {
     /// [`Applier::main_routes`]'s), addresses.
     fn snapshot(&mut self) -> Result<Snapshot> {
         let links = self.links()?;
+        self.snapshot_on(links)
+    }
+
+    /// Three dumps: rules, routes, addresses, on `links`.
+    fn snapshot_on(&mut self, links: Vec<KernelLink>) -> Result<Snapshot> {
         let dumped = self.dump_state(&super::index_of(&links))?;
         Ok(Snapshot {
             links,
@@ -1246,6 +1280,7 @@ mod tests {
     fn rule(from: &str, table: u32, priority: Option<u32>) -> Rule {
         Rule {
             from: from.parse().unwrap(),
+            to: None,
             table,
             priority,
         }
@@ -1284,6 +1319,17 @@ mod tests {
         let mut blackhole = rule_message(&rule("10.3.0.5/32", 10001, Some(9)));
         blackhole.header.action = RuleAction::Blackhole;
         cases.push(blackhole);
+        // An operator's rule to a destination (`nics[].rules`, issue 36), both
+        // families: FRA_DST and its length travel and come back.
+        let to = |from: &str, to: &str| Rule {
+            to: Some(to.parse().unwrap()),
+            ..rule(from, 10001, Some(9000))
+        };
+        let with_dst = [
+            to("0.0.0.0/0", "198.51.100.0/24"),
+            to("::/0", "2001:db8:100::/48"),
+        ];
+        cases.extend(with_dst.iter().map(rule_message));
         let mut ours = 0;
         for m in cases {
             let want = rule_of(&m);
@@ -1291,7 +1337,11 @@ mod tests {
             let got = rule_of_bytes(&bytes(RouteNetlinkMessage::NewRule(m.clone())));
             assert_eq!(got, Ok(want), "{m:?}");
         }
-        assert_eq!(ours, 7);
+        assert_eq!(ours, 9);
+        for r in with_dst {
+            let got = rule_of_bytes(&bytes(RouteNetlinkMessage::NewRule(rule_message(&r))));
+            assert_eq!(got, Ok(Some(r)));
+        }
     }
 
     /// Addresses too: IPv4 (`IFA_LOCAL`, a label) and IPv6 (`IFA_ADDRESS` only),

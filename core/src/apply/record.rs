@@ -26,6 +26,8 @@ pub struct RecordingApplier {
     pub fail_on: Option<(Op, i32)>,
     /// The indexes of the links that are down (`ip link set IF up` takes one out).
     pub down: std::collections::BTreeSet<u32>,
+    /// How many times the links were asked for ([`Applier::links`]).
+    pub link_dumps: usize,
 }
 
 impl RecordingApplier {
@@ -60,6 +62,7 @@ fn err(op: &Op, errno: i32) -> Error {
 
 impl Applier for RecordingApplier {
     fn links(&mut self) -> Result<Vec<KernelLink>> {
+        self.link_dumps += 1;
         Ok(self.links.clone())
     }
 

@@ -619,6 +619,7 @@ mod tests {
             routes: Vec::new(),
             rules: vec![Rule {
                 from: "10.0.1.20/32".parse().unwrap(),
+                to: None,
                 table: 10001,
                 priority: None,
             }],

@@ -82,6 +82,7 @@ fn foreign_objects_survive_apply_and_teardown() {
     let mut k = kernel();
     let foreign_rule = Rule {
         from: "10.98.1.99/32".parse().unwrap(),
+        to: None,
         table: 10001,
         priority: Some(10001),
     };
@@ -385,6 +386,7 @@ fn teardown_many_removes_every_interface_and_the_rest_in_one_run() {
     apply_plan(&mut k, &p, &[]).unwrap();
     let foreign_rule = Rule {
         from: "10.98.1.99/32".parse().unwrap(),
+        to: None,
         table: 10001,
         priority: Some(10001),
     };

@@ -199,6 +199,23 @@ const OWN: &[Key] = &[
         },
     },
     Key {
+        name: "nics",
+        env: None,
+        help: "per-NIC routes, rules and prefix addresses: a list of {match, routes: [{to, via}], rules: [{to, priority}], prefix_addresses, allow_default} (files only: no environment form; default none; docs/configuration.md)",
+        set: |_, s, r| {
+            let Raw::Yaml(v) = r else {
+                return Err(BadValue::Refused(Problem {
+                    reason: "set in a configuration file only".to_owned(),
+                    value: None,
+                }));
+            };
+            s.plan.nics = serde_json::from_value(Value::clone(v))
+                .map_err(|e| bad("expected a list of nics entries", &e.to_string()))?;
+            Ok(())
+        },
+        show: |_, s| serde_json::to_value(&s.plan.nics).unwrap_or(Value::Null),
+    },
+    Key {
         name: "kubernetes",
         env: Some("LEASEHOOK_KUBERNETES"),
         help: "a Kubernetes node with a VPC-native CNI: auto (detect), on or off (default auto; docs/kubernetes.md)",

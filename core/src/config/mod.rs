@@ -16,6 +16,7 @@
 //! `config.yaml` and `config.d` (`/dev/null`: no file, the defaults).
 
 mod keys;
+mod nics;
 mod show;
 #[cfg(test)]
 mod tests;
@@ -40,6 +41,7 @@ use crate::plan::PlanConfig;
 
 pub use crate::error::{BadEntry, BadValue};
 pub use keys::{KEYS, Key};
+pub use nics::{IntentRoute, IntentRule, NicEntry, PREFIX_ADDRESSES_MAX, RULE_PRIORITIES, Via};
 pub use show::{show_json, show_yaml};
 pub use unmanaged::{Unmanaged, glob_match};
 
@@ -513,6 +515,8 @@ struct FileDoc {
     primary_rules: Option<Spanned<Value>>,
     secondary_addresses: Option<Spanned<Value>>,
     unmanaged: Option<Spanned<Value>>,
+    /// `nics:`, read with every leaf's line ([`nics::NicDoc`]).
+    nics: Option<Spanned<Vec<Spanned<nics::NicDoc>>>>,
     kubernetes: Option<Spanned<Value>>,
     provider: Option<Spanned<Value>>,
     imds: Option<ImdsDoc>,
@@ -539,6 +543,7 @@ static FILE_FIELDS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock
         "primary_rules",
         "secondary_addresses",
         "unmanaged",
+        "nics",
         "kubernetes",
         "provider",
         "imds",
@@ -591,6 +596,7 @@ impl<'de> serde::de::Visitor<'de> for FileVisitor {
                 "primary_rules" => doc.primary_rules = map.next_value()?,
                 "secondary_addresses" => doc.secondary_addresses = map.next_value()?,
                 "unmanaged" => doc.unmanaged = map.next_value()?,
+                "nics" => doc.nics = map.next_value()?,
                 "kubernetes" => doc.kubernetes = map.next_value()?,
                 "provider" => doc.provider = map.next_value()?,
                 "imdsv1_fallback" => doc.imdsv1_fallback = map.next_value()?,
@@ -729,6 +735,17 @@ pub fn parse_file(path: &str, text: &str) -> Result<Layer> {
     put("primary_rules", doc.primary_rules);
     put("secondary_addresses", doc.secondary_addresses);
     put("unmanaged", doc.unmanaged);
+    if let Some(n) = doc.nics {
+        // Checked here, where every leaf's line is known; kept as the checked
+        // entries' JSON, which the key's setter reads back.
+        let entries = nics::check(path, n.value)?;
+        let value = serde_json::to_value(entries).map_err(|e| Error::Config {
+            origin: path.to_owned(),
+            key: "nics".to_owned(),
+            problem: Box::new(BadValue::Syntax(e.to_string())),
+        })?;
+        put("nics", Some(Spanned::new(value, n.referenced, n.defined)));
+    }
     put("kubernetes", doc.kubernetes);
     put("provider", doc.provider);
     put("imds.endpoints", imds.endpoints);

@@ -495,7 +495,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
     for (text, want) in [
         (
             shadow,
-            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, oracle, openstack, datasource_list, fallback, datasource, log_level, metrics, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: an unknown field (not shown: it is not a key name), expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, nics, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, oracle, openstack, datasource_list, fallback, datasource, log_level, metrics, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "imds:\n  budget_s: 1\n  SECRET pass: 2\n",
@@ -507,7 +507,7 @@ fn a_file_that_is_not_our_yaml_is_never_quoted() {
         ),
         (
             "tabel_base: 3\n",
-            "configuration /etc/shadow: unknown field `tabel_base`, expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, oracle, openstack, datasource_list, fallback, datasource, log_level, metrics, root at line 1, column 1; see docs/configuration.md for the keys",
+            "configuration /etc/shadow: unknown field `tabel_base`, expected one of enabled, profile, table_base, priority_base, primary_rules, secondary_addresses, unmanaged, nics, kubernetes, provider, imds, imdsv1_fallback, gce, azure, aliyun, oracle, openstack, datasource_list, fallback, datasource, log_level, metrics, root at line 1, column 1; see docs/configuration.md for the keys",
         ),
         (
             "table_base: 1\ntable_base: 2\n",
@@ -560,4 +560,93 @@ fn provider_is_auto_or_ec2_and_a_planned_name_says_so() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("provider") && e.contains(want), "{e}");
+}
+
+/// `nics:` (issue 36): entries read, shown with their origin, and every mistake
+/// named by file, line and the entry's key.
+#[test]
+fn nics_entries_parse_and_mistakes_name_the_line_and_key() {
+    let text = "table_base: 10000\nnics:\n  - match: device-number:1\n    routes:\n      - to: 192.0.2.0/24\n        via: gateway\n      - to: 203.0.113.0/24\n        via: 10.98.1.5\n    rules:\n      - to: 198.51.100.0/24\n        priority: 9000\n    prefix_addresses: 2\n";
+    let l = merged(&[("/c.yaml", text)], &Layers::default()).unwrap();
+    let nics = &l.settings.plan.nics;
+    assert_eq!(nics.len(), 1);
+    assert_eq!(nics[0].matches.to_string(), "device-number:1");
+    assert_eq!(nics[0].routes.len(), 2);
+    assert_eq!(nics[0].routes[0].via, Via::Gateway);
+    assert_eq!(nics[0].routes[1].via.to_string(), "10.98.1.5");
+    assert_eq!(nics[0].rules[0].priority, 9000);
+    assert_eq!(nics[0].prefix_addresses, 2);
+    assert!(!nics[0].allow_default);
+    assert_eq!(l.origin("nics").to_string(), "/c.yaml line 3");
+    let shown = show_yaml(&l);
+    assert!(
+        shown.contains("\"match\":\"device-number:1\"") && shown.contains("# /c.yaml line 3"),
+        "{shown}"
+    );
+    assert_eq!(
+        show_json(&l)["settings"]["nics"][0]["rules"][0]["to"],
+        "198.51.100.0/24"
+    );
+    let entry = "nics:\n  - match: eth1\n";
+    assert_refused(&[
+        (
+            "nics:\n  - routes: []\n",
+            "configuration /c.yaml line 2: nics[0].match: ",
+            "missing",
+        ),
+        (
+            "nics:\n  - match: \"eth1; reboot\"\n",
+            "configuration /c.yaml line 2: nics[0].match: ",
+            "a name holds only",
+        ),
+        (
+            &format!("{entry}    routes:\n      - to: 192.0.2.0/24\n        via: router\n"),
+            "configuration /c.yaml line 5: nics[0].routes[0].via: ",
+            "expected gateway",
+        ),
+        (
+            &format!("{entry}    routes:\n      - to: 192.0.2.1/24\n        via: gateway\n"),
+            "configuration /c.yaml line 4: nics[0].routes[0].to: ",
+            "host bits are set: the prefix is 192.0.2.0/24",
+        ),
+        (
+            &format!("{entry}    routes:\n      - via: gateway\n"),
+            "configuration /c.yaml line 4: nics[0].routes[0].to: ",
+            "missing",
+        ),
+        (
+            &format!(
+                "{entry}    routes:\n      - to: 192.0.2.0/24\n        via: \"2001:db8::1\"\n"
+            ),
+            "line 5: nics[0].routes[0].via: ",
+            "other family",
+        ),
+        (
+            &format!("{entry}    rules:\n      - to: 198.51.100.0/24\n        priority: 0\n"),
+            "configuration /c.yaml line 5: nics[0].rules[0].priority: ",
+            "from 1 to 32765",
+        ),
+        (
+            &format!("{entry}    rules:\n      - to: 198.51.100.0/24\n        priority: 32766\n"),
+            "line 5: nics[0].rules[0].priority: ",
+            "from 1 to 32765",
+        ),
+        (
+            &format!("{entry}    prefix_addresses: 17\n"),
+            "configuration /c.yaml line 3: nics[0].prefix_addresses: ",
+            "from 0 to 16",
+        ),
+        (
+            &format!("{entry}    allow_default: yes please\n"),
+            "configuration /c.yaml line 3: nics[0].allow_default: ",
+            "true or false",
+        ),
+        (
+            &format!("{entry}    rutes: []\n"),
+            "configuration /c.yaml: ",
+            "unknown field `rutes`",
+        ),
+    ]);
+    // No environment form.
+    assert!(KEYS.iter().any(|k| k.name == "nics" && k.env.is_none()));
 }

@@ -76,6 +76,20 @@ impl fmt::Display for Unmanaged {
     }
 }
 
+impl serde::Serialize for Unmanaged {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Unmanaged {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 impl std::str::FromStr for Unmanaged {
     type Err = BadEntry;
     fn from_str(s: &str) -> Result<Self, BadEntry> {

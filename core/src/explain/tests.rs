@@ -19,6 +19,7 @@ fn ip(s: &str) -> IpAddr {
 fn rule(from: &str, table: u32) -> Rule {
     Rule {
         from: from.parse().unwrap(),
+        to: None,
         table,
         priority: Some(table),
     }
@@ -273,6 +274,44 @@ fn the_origin_names_the_clouds_own_key() {
     }
 }
 
+/// A lease no DHCP client holds is not called one: the metadata's address
+/// (OCI's VNIC without DHCP, leasehook added it) and the kernel's SLAAC address
+/// (`OpenStack`) each say where they came from.
+#[test]
+fn the_origin_of_a_lease_no_dhcp_client_holds() {
+    for (reason, words) in [
+        (
+            Reason::Metadata,
+            "eth1's address from the metadata, which leasehook added (no DHCP serves eth1).",
+        ),
+        (
+            Reason::Autoconf,
+            "the address the kernel configured on eth1 from router advertisements",
+        ),
+        (Reason::Bound, "eth1's DHCP lease address"),
+    ] {
+        let mut f = facts();
+        if let Some(l) = f.states[1]
+            .families
+            .get_mut(&Family::V4)
+            .and_then(|fs| fs.lease.as_mut())
+        {
+            l.reason = reason;
+        }
+        let e = explain(ip("10.0.1.20"), &f, &Ok::<_, String>(answer(10001)));
+        let text = e.lines.join("\n");
+        assert!(
+            text.contains(words),
+            "{reason:?}: {words:?} missing from:\n{text}"
+        );
+        assert_eq!(
+            reason == Reason::Bound,
+            text.contains("DHCP lease"),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn a_rule_the_kernel_lost_is_drift_and_missing_keys_are_waiting() {
     let mut f = facts();
@@ -334,4 +373,42 @@ fn iface_lists_recorded_and_held_addresses() {
 fn every_refusal_names_a_gate_rule() {
     assert_eq!(gate_rule(&Refusal::Everything), "never a /0");
     assert!(gate_rule(&Refusal::NoSubnet).contains("subnet"));
+}
+
+#[test]
+fn an_autoconf_address_the_metadata_does_not_vouch_for_is_named() {
+    // Issue 34: eth1's IPv6 half is the kernel's SLAAC address; a privacy
+    // address beside it is not routed, and explain says why.
+    let mut f = facts();
+    let slaac = "fd00:98:1::ff:fe00:2";
+    let eth1 = f
+        .states
+        .iter_mut()
+        .find(|s| s.name == name("eth1"))
+        .unwrap();
+    eth1.families.insert(
+        Family::V6,
+        FamilyState {
+            rules: vec![rule(&format!("{slaac}/128"), 10001)],
+            routes: vec![],
+            addresses: vec![],
+            lease: Some(Lease {
+                family: Family::V6,
+                address: ip(slaac),
+                prefix_len: 64,
+                routers: vec![],
+                reason: Reason::Autoconf,
+            }),
+        },
+    );
+    let privacy = "fd00:98:1::8c1a:2b3c:4d5e:6f70";
+    f.addresses.push(Address {
+        addr: format!("{privacy}/64").parse().unwrap(),
+        dev: name("eth1"),
+    });
+    let e = explain(ip(privacy), &f, &Ok::<_, String>(answer(254)));
+    assert_eq!(e.verdict, Verdict::NotApplied, "{:?}", e.lines);
+    let text = e.lines.join(" ");
+    assert!(text.contains("does not vouch for"), "{text}");
+    assert!(text.contains(slaac), "{text}");
 }

@@ -21,6 +21,7 @@ fn name(n: &str) -> IfName {
 fn rule(from: &str, table: u32, priority: Option<u32>) -> Rule {
     Rule {
         from: from.parse().unwrap(),
+        to: None,
         table,
         priority,
     }

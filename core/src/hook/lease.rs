@@ -13,7 +13,8 @@ use super::hotplug;
 use super::outcome::HookOutcome;
 use super::planning::{find_link, lease_of, os_links};
 use super::wait_apply::{
-    Answer, Applied, Ask, Next, Prepared, Target, log_missing, unanswered, wait_and_apply,
+    Answer, Applied, Ask, Next, Prepared, SeenLinks, Target, log_missing, unanswered,
+    wait_and_apply,
 };
 use crate::apply::state::{self, Paths};
 use crate::apply::{Applier, Report};
@@ -58,6 +59,11 @@ where
             return leave_to_cni(fx.kernel, paths, &event.interface, &why).map(HookOutcome::Kept);
         }
     };
+    let recorded = state::read_state_or_set_aside(paths, &event.interface);
+    if let Some(why) = recorded.as_ref().and_then(|st| from_metadata(st, event)) {
+        return Ok(HookOutcome::Kept(why));
+    }
+    let read_at = Instant::now();
     let kernel_links = fx.kernel.links()?;
     let (link, _) = find_link(&kernel_links, &event.interface)?;
     let os = os_links(&kernel_links, cfg);
@@ -69,7 +75,8 @@ where
         link,
         os,
         leases: vec![lease],
-        recorded: state::read_state_or_set_aside(paths, &event.interface),
+        recorded,
+        links: SeenLinks::new(kernel_links, read_at),
     };
     let budget = how
         .until
@@ -142,21 +149,12 @@ pub(super) fn remove<A: Applier + ?Sized>(
     event: &LeaseEvent,
 ) -> Result<Report> {
     let recorded = state::read_state_or_set_aside(paths, &event.interface);
-    // A NIC leasehook configured from the metadata (no DHCP serves it) is not a
+    // A NIC leasehook configured from the metadata (no DHCP serves it), or from
+    // the address the kernel configured from router advertisements, is not a
     // DHCP client's to take down: a client started on it anyway fails, and its
-    // FAIL or EXPIRE would remove the address the NIC lives on.
-    if let Some(st) = &recorded
-        && st
-            .leases()
-            .iter()
-            .any(|l| l.family == event.family && l.reason == crate::model::Reason::Metadata)
-    {
-        log::info!(
-            "{} {}: configured from the metadata, not by a DHCP client: its {} changes nothing",
-            event.interface,
-            event.family,
-            event.reason
-        );
+    // FAIL or EXPIRE would remove the address the NIC lives on (or its rules).
+    if let Some(why) = recorded.as_ref().and_then(|st| from_metadata(st, event)) {
+        log::info!("{why}");
         return Ok(Report::default());
     }
     let report = crate::commit::remove(
@@ -176,4 +174,25 @@ pub(super) fn remove<A: Applier + ?Sized>(
         event.family
     );
     Ok(report)
+}
+
+/// Why `event` changes nothing, when its family of the NIC was configured from
+/// the metadata ([`crate::model::Reason::Metadata`]: a NIC without DHCP) or from
+/// router advertisements ([`crate::model::Reason::Autoconf`]): that
+/// family is `refresh`'s, which follows the metadata. A DHCP client run on such
+/// a NIC anyway (OCI serves secondary VNICs DHCPv6) gets the address the
+/// metadata gave, already routed: planning its lease over the metadata's would
+/// take that address away (it is leasehook's), and the next refresh would add
+/// it again.
+fn from_metadata(st: &state::InterfaceState, event: &LeaseEvent) -> Option<String> {
+    st.leases()
+        .iter()
+        .any(|l| l.family == event.family && !l.reason.is_dhcp_client())
+        .then(|| {
+            format!(
+                "{} {}: configured from the metadata or router advertisements, not by a DHCP \
+                 client: its {} changes nothing",
+                event.interface, event.family, event.reason
+            )
+        })
 }

@@ -48,6 +48,27 @@ impl Provider for Scripted {
     }
 }
 
+/// [`Scripted`] whose every wait first sleeps `pause` on the clock it is
+/// handed (a wait that paused between rounds).
+struct Pausing<'a>(&'a Scripted, Duration);
+
+impl std::fmt::Debug for Pausing<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Pausing").field(&self.1).finish()
+    }
+}
+
+impl Provider for Pausing<'_> {
+    fn kind(&self) -> ProviderKind {
+        self.0.kind()
+    }
+
+    fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
+        clock.sleep(self.1);
+        self.0.wait_for_nic(nic, policy, clock)
+    }
+}
+
 /// A clock that only moves when slept on.
 struct FakeClock {
     start: Instant,
@@ -202,6 +223,29 @@ fn a_complete_answer_is_applied_and_recorded_with_its_lease() {
     );
     let st = recorded(&cfg).unwrap();
     assert_eq!(st.leases(), [bound().new.unwrap()]);
+}
+
+/// Issue 32, item 4: the links an event found its NIC in are the snapshot's
+/// when the metadata answered at once (one links dump per event); a wait that
+/// paused reads them again, as a link may have come, gone or been renamed.
+#[test]
+fn the_links_are_dumped_once_unless_the_wait_paused() {
+    for (pause, dumps) in [
+        (Duration::ZERO, 1),
+        (crate::constants::LINKS_FRESH, 1),
+        (crate::constants::IMDS_BACKOFF_MIN, 2),
+    ] {
+        let (mut k, cfg, _root) = world();
+        let scripted = Scripted::new([Outcome::Complete(network(true))]);
+        let provider = Pausing(&scripted, pause);
+        let worker = Path::new("/nonexistent/leasehook-worker");
+        let out = with_effects(&mut k, &provider, |fx| {
+            handle_with(fx, &bound(), &cfg, worker)
+        });
+        assert!(matches!(out, HookOutcome::Applied(_)), "{pause:?}: {out:?}");
+        assert_eq!(k.link_dumps, dumps, "{pause:?}");
+        assert_eq!(rules(&k), ["from 10.0.1.20/32 lookup 10001 priority 10001"]);
+    }
 }
 
 #[test]
@@ -910,3 +954,6 @@ fn a_bound_event_plans_once_its_wait_included() {
     assert_eq!(rules(&k), ["from 10.0.1.20/32 lookup 10001 priority 10001"]);
     assert_eq!(plans() - before, 1);
 }
+
+/// Issue 34: addresses the kernel configured from router advertisements.
+mod autoconf;

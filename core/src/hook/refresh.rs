@@ -2,7 +2,10 @@
 //! Performs IO: `leasehook refresh`, which re-checks every recorded interface
 //! against IMDS between leases, under each interface's lock.
 
+use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use super::HookConfig;
 use super::cni::{Gate, kubernetes_gate, leave_to_cni};
@@ -10,13 +13,13 @@ use super::effects::{Effects, Kernel};
 use super::planning::{configures_something, os_links};
 use super::unmanaged::unmanaged_by_metadata;
 use super::wait_apply::{
-    Answer, Applied, Ask, Next, Prepared, Target, apply_answer, unanswered, wait_and_apply,
+    Answer, Applied, Ask, Next, Prepared, SeenLinks, Target, apply_answer, unanswered,
+    wait_and_apply,
 };
 use crate::apply::state::{self, InterfaceState, Paths};
 use crate::apply::{KernelLink, Report};
 use crate::error::Result;
-use crate::model::Reason;
-use crate::model::{IfName, Link, Plan};
+use crate::model::{IfName, Lease, Link, Plan, Reason};
 use crate::source::provider::{
     NicEvent, Outcome, PrimaryUse, Provider, Unleased, UnleasedNic, WaitPolicy,
 };
@@ -239,7 +242,15 @@ fn refresh_recorded(
     let Some(st) = state::read_state_or_set_aside(paths, name) else {
         return Ok(None);
     };
-    let from_metadata = st.leases().iter().any(|l| l.reason == Reason::Metadata);
+    // Configured without a DHCP client: from the metadata (an address leasehook
+    // added), or only from what the kernel configured itself (SLAAC). A NIC the
+    // metadata lists without DHCP is the metadata's to follow even when its
+    // recorded leases are all a DHCP client's (OCI's DHCPv6 on a secondary VNIC
+    // came first): its IPv4 is still the metadata's to add.
+    let leases = st.leases();
+    let from_metadata = leases.iter().any(|l| l.reason == Reason::Metadata)
+        || (!leases.is_empty() && leases.iter().all(|l| !l.reason.is_dhcp_client()))
+        || (!st.families.is_empty() && listed(unleased, st.mac));
     if unleased_only && !from_metadata {
         return Ok(None);
     }
@@ -270,7 +281,8 @@ fn refresh_recorded(
     if from_metadata {
         refresh_unleased(fx, paths, &st, &cfg, unleased).map(Some)
     } else {
-        refresh_one(fx, paths, &st, &cfg, primary_mac, leave_followed).map(Some)
+        let asked = (primary_mac, leave_followed, unleased);
+        refresh_one(fx, paths, &st, &cfg, asked).map(Some)
     }
 }
 
@@ -290,8 +302,11 @@ struct Asked<'a> {
 /// Whether a refresh must ask the metadata for its NICs without DHCP: not when
 /// it refreshes `only` one NIC whose recorded plan holds a family and whose
 /// every lease is a DHCP client's (that list changes nothing for it: see
-/// [`refresh_recorded`]); always for the NICs without DHCP, for every NIC, and
-/// for a NIC with no plan (it may be one without DHCP, new).
+/// [`refresh_recorded`]; the timer's refresh of every NIC finds an address the
+/// kernel configured from router advertisements besides its DHCP lease);
+/// always for the NICs without DHCP, for every NIC, for a NIC whose plan holds
+/// such an address, and for a NIC with no plan (it may be one without DHCP,
+/// new).
 fn needs_unleased(states: &[InterfaceState], only: Option<&IfName>, unleased_only: bool) -> bool {
     let Some(only) = only else {
         return true;
@@ -302,7 +317,7 @@ fn needs_unleased(states: &[InterfaceState], only: Option<&IfName>, unleased_onl
     !states.iter().any(|s| {
         s.name == *only
             && !s.families.is_empty()
-            && s.leases().iter().all(|l| l.reason != Reason::Metadata)
+            && s.leases().iter().all(|l| l.reason.is_dhcp_client())
     })
 }
 
@@ -336,6 +351,7 @@ fn address_new(
     answer: &Unleased,
     nic: &UnleasedNic,
 ) -> Result<Option<RefreshOutcome>> {
+    let read_at = Instant::now();
     let links = fx.kernel.links()?;
     let Some(k) = links.iter().find(|l| l.mac == Some(nic.mac)) else {
         log::debug!(
@@ -361,6 +377,14 @@ fn address_new(
         Gate::Plan(c) => c,
         Gate::Cni(why) => return Ok(Some(RefreshOutcome::Kept(name, why))),
     };
+    let (leases, lapsed) = in_force(fx.kernel, &links, &name, nic.leases.clone())?;
+    if leases.is_empty() {
+        let why = lapsed.unwrap_or_default();
+        return Ok(Some(RefreshOutcome::Kept(name, why)));
+    }
+    if let Some(why) = lapsed {
+        log::info!("{name}: {why}");
+    }
     let _lock = state::lock_interface(paths, &name)?;
     // Another refresh (the timer's, udev's) may have recorded it meanwhile (a
     // state holding no family is none: see `refresh_scoped`).
@@ -377,8 +401,9 @@ fn address_new(
             ipv6_router: None,
         },
         os: os_links(&links, &cfg),
-        leases: nic.leases.clone(),
+        leases,
         recorded: None,
+        links: SeenLinks::new(links.clone(), read_at),
     };
     let answer = Answer {
         network: answer.network.clone(),
@@ -469,6 +494,7 @@ fn refresh_unleased(
     unleased: Option<&Result<Unleased>>,
 ) -> Result<RefreshOutcome> {
     let name = st.name.clone();
+    let read_at = Instant::now();
     let links = fx.kernel.links()?;
     let k = match link_now(fx.kernel, paths, st, &links)? {
         Ok(k) => k,
@@ -502,7 +528,27 @@ fn refresh_unleased(
         );
         return Ok(RefreshOutcome::Unlisted(name, report));
     };
-    let (target, _new_lock) = refresh_target(paths, st, cfg, (k, &links), nic.leases.clone())?;
+    let (leases, why) = in_force(fx.kernel, &links, &k.name, metadata_leases(st, nic))?;
+    let (now, lapsed) = drop_lapsed(fx.kernel, paths, st, &leases, why.as_deref())?;
+    let Some(st) = now.as_ref().filter(|_| !leases.is_empty()) else {
+        // Nothing in force: what lapsed is gone, the rest (if any) stays.
+        if now.is_some() {
+            touch(paths, &name);
+        }
+        return Ok(if lapsed.writes() > 0 || now.is_none() {
+            RefreshOutcome::Refreshed(name, lapsed)
+        } else {
+            RefreshOutcome::Kept(
+                name,
+                why.unwrap_or_else(|| {
+                    "nothing from the metadata to add: its DHCP client holds every family \
+                     the metadata gives"
+                        .to_owned()
+                }),
+            )
+        });
+    };
+    let (target, _new_lock) = refresh_target(paths, st, cfg, (k, &links, read_at), leases)?;
     let answer = Answer {
         network: answer.network.clone(),
         partial: false,
@@ -517,18 +563,160 @@ fn refresh_unleased(
             (Some(k.index), &mut removed),
         )
     })?;
-    Ok(refreshed(paths, st, &target.link.name, applied, removed))
+    let out = refreshed(paths, st, &target.link.name, applied, removed);
+    Ok(with_lapsed(out, &lapsed))
+}
+
+/// Of `leases` for the link `name` (among the kernel's `links`), those in
+/// force: every one a DHCP client or the metadata stands for, and a
+/// [`Reason::Autoconf`] one only while the kernel holds its address on the
+/// link (one `ip address show` dump, made only when there is one): the kernel
+/// configured it from router advertisements and drops it when its prefix's
+/// lifetime runs out. With the leases, why any was left out, naming the
+/// kernel's other global IPv6 addresses on the link: the metadata does not
+/// vouch for them (privacy or stable-privacy addresses, another prefix's), so
+/// they get no rule.
+fn in_force(
+    kernel: &mut dyn Kernel,
+    links: &[KernelLink],
+    name: &IfName,
+    leases: Vec<Lease>,
+) -> Result<(Vec<Lease>, Option<String>)> {
+    if leases.iter().all(|l| l.reason != Reason::Autoconf) {
+        return Ok((leases, None));
+    }
+    let index = links.iter().map(|l| (l.name.clone(), l.index)).collect();
+    let held: Vec<ipnet::IpNet> = kernel
+        .link_addresses(&index)?
+        .into_iter()
+        .filter(|a| a.dev == *name)
+        .map(|a| a.addr)
+        .collect();
+    let (kept, lapsed): (Vec<Lease>, Vec<Lease>) = leases
+        .into_iter()
+        .partition(|l| l.reason != Reason::Autoconf || held.iter().any(|a| a.addr() == l.address));
+    if lapsed.is_empty() {
+        return Ok((kept, None));
+    }
+    let wanted: Vec<String> = lapsed.iter().map(|l| l.address.to_string()).collect();
+    let others: Vec<String> = held
+        .iter()
+        .filter(|a| matches!(a.addr(), IpAddr::V6(v6) if !v6.is_unicast_link_local()))
+        .filter(|a| !kept.iter().any(|l| l.address == a.addr()))
+        .map(ToString::to_string)
+        .collect();
+    let mut why = format!(
+        "IPv6 from router advertisements: the kernel holds no {} on {name} (the address \
+         the metadata vouches for): no IPv6 rules until it does",
+        wanted.join(", ")
+    );
+    if !others.is_empty() {
+        let _ = write!(
+            why,
+            "; it holds {}, which the metadata does not vouch for (a privacy or \
+             stable-privacy address, another prefix's): no rules from them",
+            others.join(", ")
+        );
+    }
+    Ok((kept, Some(why)))
+}
+
+/// Removes the policy routing of each family of `st` whose recorded lease no
+/// DHCP client holds and which has no lease in `leases` now: a
+/// [`Reason::Autoconf`] one (the kernel dropped the address, or the metadata
+/// no longer vouches for it; `why`, when known, is logged), whose address is
+/// the kernel's and never removed, or a [`Reason::Metadata`] one the metadata
+/// no longer gives (a VNIC's IPv6 removed), its address with it. The state
+/// afterwards (`None`: nothing left) and the removals.
+fn drop_lapsed(
+    kernel: &mut dyn Kernel,
+    paths: &Paths,
+    st: &InterfaceState,
+    leases: &[Lease],
+    why: Option<&str>,
+) -> Result<(Option<InterfaceState>, Report)> {
+    let lapsed: Vec<(crate::model::Family, Reason)> = st
+        .leases()
+        .iter()
+        .filter(|l| !l.reason.is_dhcp_client() && !leases.iter().any(|n| n.family == l.family))
+        .map(|l| (l.family, l.reason))
+        .collect();
+    let mut now = Some(st.clone());
+    let mut report = Report::default();
+    for (family, reason) in lapsed {
+        let r = crate::commit::remove(kernel, paths, &st.name, Some(family), now.clone())?;
+        report.ops.extend(r.ops);
+        report.errors.extend(r.errors);
+        if now.as_mut().is_some_and(|s| s.forget(Some(family))) {
+            now = None;
+        }
+        let why = match reason {
+            Reason::Autoconf => {
+                why.unwrap_or("the metadata no longer vouches for an address the kernel configured")
+            }
+            _ => "the metadata no longer gives it",
+        };
+        log::info!("{}: removed its {family} policy routing ({why})", st.name);
+    }
+    if now.is_none() {
+        remove_stamp(paths, &st.name);
+    }
+    Ok((now, report))
+}
+
+/// `out` with the removals of [`drop_lapsed`] in front of its writes.
+fn with_lapsed(out: RefreshOutcome, lapsed: &Report) -> RefreshOutcome {
+    if lapsed.ops.is_empty() && lapsed.errors.is_empty() {
+        return out;
+    }
+    let merge = |mut r: Report| {
+        let mut all = lapsed.clone();
+        all.ops.append(&mut r.ops);
+        all.errors.append(&mut r.errors);
+        all.foreign = r.foreign;
+        all
+    };
+    match out {
+        RefreshOutcome::Refreshed(n, r) => RefreshOutcome::Refreshed(n, merge(r)),
+        RefreshOutcome::Renamed { from, to, report } => RefreshOutcome::Renamed {
+            from,
+            to,
+            report: merge(report),
+        },
+        other => other,
+    }
+}
+
+/// What a NIC without DHCP is planned from when refreshed, per family: the
+/// metadata's lease of it, unless a DHCP client's lease of that family is
+/// recorded (OCI serves a secondary VNIC DHCPv6: that family is the client's,
+/// never planned over from the metadata, and its client's events follow it).
+/// A family configured from the metadata that it no longer gives (a VNIC's
+/// IPv6 removed) is left out, and [`drop_lapsed`] removes it.
+fn metadata_leases(st: &InterfaceState, nic: &UnleasedNic) -> Vec<Lease> {
+    let recorded = st.leases();
+    let by_client = |f: crate::model::Family| {
+        recorded
+            .iter()
+            .any(|l| l.family == f && l.reason.is_dhcp_client())
+    };
+    nic.leases
+        .iter()
+        .filter(|l| !by_client(l.family))
+        .cloned()
+        .collect()
 }
 
 /// What a recorded NIC is planned as when refreshed: its link now (`k`, among
-/// the kernel's `links`), the OS's links, `leases`, its recorded state; and,
+/// the kernel's `links`, read at `read_at`), the OS's links, `leases`, its
+/// recorded state; and,
 /// when its link has another name now, that name's lock (a lease event on the
 /// new name takes it too).
 fn refresh_target(
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
-    (k, links): (&KernelLink, &[KernelLink]),
+    (k, links, read_at): (&KernelLink, &[KernelLink], Instant),
     leases: Vec<crate::model::Lease>,
 ) -> Result<(Target, Option<state::InterfaceLock>)> {
     let lock = if k.name == st.name {
@@ -545,6 +733,7 @@ fn refresh_target(
         os: os_links(links, cfg),
         leases,
         recorded: Some(st.clone()),
+        links: SeenLinks::new(links.to_vec(), read_at),
     };
     Ok((target, lock))
 }
@@ -553,27 +742,44 @@ fn refresh_target(
 /// go), the provider's answer for the recorded leases, then the plan applied
 /// ([`wait_and_apply`]). With `leave_followed`, a NIC a live GCE follower covers
 /// is [`RefreshOutcome::Kept`] once its link is found under its name.
+///
+/// An address the kernel configured from router advertisements that the
+/// metadata vouches for (a [`Reason::Autoconf`] lease of `unleased`'s for the
+/// NIC, else the recorded one when the metadata did not answer) is planned
+/// with the recorded leases, for a family no DHCP client leased, while the
+/// kernel holds it; one that lapsed has its family's policy routing removed.
 pub(super) fn refresh_one(
     fx: &mut Effects<'_>,
     paths: &Paths,
     st: &InterfaceState,
     cfg: &HookConfig,
-    primary_mac: Option<crate::model::MacAddr>,
-    leave_followed: bool,
+    (primary_mac, leave_followed, unleased): (
+        Option<crate::model::MacAddr>,
+        bool,
+        Option<&Result<Unleased>>,
+    ),
 ) -> Result<RefreshOutcome> {
     let name = st.name.clone();
+    let read_at = Instant::now();
     let links = fx.kernel.links()?;
     let k = match link_now(fx.kernel, paths, st, &links)? {
         Ok(k) => k,
         Err(gone) => return Ok(gone),
     };
-    let leases: Vec<crate::model::Lease> = st.leases();
-    if leases.is_empty() {
+    let recorded = st.leases();
+    if recorded.is_empty() {
         return Ok(RefreshOutcome::Kept(
             name,
             "no lease recorded (a plan applied by hand)".to_owned(),
         ));
     }
+    let leases = with_autoconf(recorded, unleased, st.mac);
+    let (leases, why) = in_force(fx.kernel, &links, &k.name, leases)?;
+    let (now, lapsed) = drop_lapsed(fx.kernel, paths, st, &leases, why.as_deref())?;
+    let Some(now) = now else {
+        return Ok(RefreshOutcome::Refreshed(name, lapsed));
+    };
+    let st = &now;
     let primary_use = PrimaryUse::of(&cfg.plan);
     let objects = st.objects();
     if st.primary
@@ -594,7 +800,7 @@ pub(super) fn refresh_one(
     {
         return Ok(RefreshOutcome::Kept(name, why));
     }
-    let (target, _new_lock) = refresh_target(paths, st, cfg, (k, &links), leases.clone())?;
+    let (target, _new_lock) = refresh_target(paths, st, cfg, (k, &links, read_at), leases.clone())?;
     let mut nic = NicEvent::try_new(k.name.clone(), st.mac, leases)?
         .with_peers(target.os.iter().map(|l| l.mac))
         .with_primary_use(primary_use);
@@ -638,7 +844,40 @@ pub(super) fn refresh_one(
             (None, &mut removed),
         )
     })?;
-    Ok(refreshed(paths, st, &target.link.name, applied, removed))
+    let out = refreshed(paths, st, &target.link.name, applied, removed);
+    Ok(with_lapsed(out, &lapsed))
+}
+
+/// The recorded `leases` of a NIC a DHCP client serves (`mac`), with, for each
+/// family none of them covers, the [`Reason::Autoconf`] lease the metadata's
+/// answer (`unleased`) lists for the NIC, or, when it did not answer, the one
+/// recorded. A recorded autoconf lease the answer no longer lists is dropped.
+fn with_autoconf(
+    leases: Vec<Lease>,
+    unleased: Option<&Result<Unleased>>,
+    mac: crate::model::MacAddr,
+) -> Vec<Lease> {
+    let (mut out, recorded): (Vec<Lease>, Vec<Lease>) =
+        leases.into_iter().partition(|l| l.reason.is_dhcp_client());
+    let listed: Vec<Lease> = match unleased {
+        Some(Ok(u)) => u
+            .nics
+            .iter()
+            .filter(|n| n.mac == mac)
+            .flat_map(|n| n.leases.iter().cloned())
+            .filter(|l| l.reason == Reason::Autoconf)
+            .collect(),
+        _ => recorded
+            .into_iter()
+            .filter(|l| l.reason == Reason::Autoconf)
+            .collect(),
+    };
+    for l in listed {
+        if !out.iter().any(|o| o.family == l.family) {
+            out.push(l);
+        }
+    }
+    out
 }
 
 /// The wait's policy for refreshing `st`: the synchronous budget, quiet when

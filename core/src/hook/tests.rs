@@ -154,6 +154,7 @@ fn cloud_init_profile_waits_while_its_table_is_another_nics() {
             }],
             rules: vec![crate::model::Rule {
                 from: "10.0.1.20/32".parse().unwrap(),
+                to: None,
                 table: 102,
                 priority: None,
             }],

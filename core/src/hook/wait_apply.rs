@@ -11,14 +11,15 @@
 //! snapshot, planned from and applied on), the plan made once, the table
 //! check, and the commit ([`crate::commit`]).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::HookConfig;
 use super::effects::{Effects, Kernel};
 use super::planning::{kernel_inputs, log_refused, plan_one, table_held_by_other};
 use super::unmanaged::unmanaged_by_metadata;
 use crate::apply::state::{self, InterfaceState, Paths};
-use crate::apply::{Report, Snapshot};
+use crate::apply::{KernelLink, Report, Snapshot};
+use crate::constants::LINKS_FRESH;
 use crate::error::{Error, Result};
 use crate::model::{InstanceNetwork, Lease, Link, Missing, Plan};
 use crate::source::provider::{NicEvent, Outcome, WaitPolicy};
@@ -58,6 +59,28 @@ pub(super) struct Target {
     /// The state recorded for the NIC (under its lock), which its new state is
     /// built on.
     pub recorded: Option<InterfaceState>,
+    /// The kernel's links the NIC was found in.
+    pub links: SeenLinks,
+}
+
+/// A links dump and when it was read: the snapshot the plan is made from
+/// reuses it while it is fresh ([`LINKS_FRESH`]), so an event whose wait took
+/// no time dumps the links once.
+pub(super) struct SeenLinks {
+    links: Vec<KernelLink>,
+    at: Instant,
+}
+
+impl SeenLinks {
+    /// `links`, read at `at` (the instant before the dump was asked for).
+    pub(super) fn new(links: Vec<KernelLink>, at: Instant) -> Self {
+        Self { links, at }
+    }
+
+    /// The links, while younger than [`LINKS_FRESH`].
+    fn fresh(&self) -> Option<Vec<KernelLink>> {
+        (self.at.elapsed() <= LINKS_FRESH).then(|| self.links.clone())
+    }
 }
 
 /// The metadata's answer a plan is made from.
@@ -143,12 +166,22 @@ pub(super) fn wait_and_apply<T>(
 ) -> Result<Applied<T>> {
     let waiting = fx.clock.now();
     let outcome = fx.provider.wait_for_nic(&ask.nic, &ask.policy, fx.clock);
+    let waited = fx.clock.now().saturating_duration_since(waiting);
     if ask.timed {
         crate::metrics::waited(waiting, fx.clock.now());
     }
     match decide(outcome)? {
         Next::Stop(t) => Ok(Applied::Stopped(t)),
-        Next::Apply(answer) => apply_answer(fx.kernel, (paths, cfg), target, &answer, prepare),
+        Next::Apply(answer) => {
+            // A wait that took time (on the clock it slept on, which tests
+            // fake) may have seen a link come, go or be renamed.
+            let links = if waited <= LINKS_FRESH {
+                target.links.fresh()
+            } else {
+                None
+            };
+            apply_on(fx.kernel, (paths, cfg), (target, links), &answer, prepare)
+        }
     }
 }
 
@@ -161,6 +194,18 @@ pub(super) fn apply_answer<T>(
     kernel: &mut dyn Kernel,
     (paths, cfg): (&Paths, &HookConfig),
     target: &Target,
+    answer: &Answer,
+    prepare: impl FnOnce(&mut dyn Kernel, &Plan) -> Result<Prepared<T>>,
+) -> Result<Applied<T>> {
+    let links = target.links.fresh();
+    apply_on(kernel, (paths, cfg), (target, links), answer, prepare)
+}
+
+/// [`apply_answer`], its snapshot on `links` when they are fresh.
+fn apply_on<T>(
+    kernel: &mut dyn Kernel,
+    (paths, cfg): (&Paths, &HookConfig),
+    (target, links): (&Target, Option<Vec<KernelLink>>),
     answer: &Answer,
     prepare: impl FnOnce(&mut dyn Kernel, &Plan) -> Result<Prepared<T>>,
 ) -> Result<Applied<T>> {
@@ -183,7 +228,10 @@ pub(super) fn apply_answer<T>(
     }
     // The kernel as it is after the wait, read once: the plan is made from it
     // and applied on it (unless the caller writes in between).
-    let seen = kernel.snapshot()?;
+    let seen = match links {
+        Some(links) => kernel.snapshot_on(links)?,
+        None => kernel.snapshot()?,
+    };
     let mut link = target.link.clone();
     let (addresses, next_hops) = kernel_inputs(&seen, &mut link);
     let p = plan_one(

@@ -411,9 +411,13 @@ pub struct UnleasedNic {
     /// The NIC's MAC, by which the OS's link is found.
     pub mac: MacAddr,
     /// At most one per family: the address with its subnet's prefix length and
-    /// the subnet's router, each with [`crate::model::Reason::Metadata`]: the
+    /// the subnet's router, with [`crate::model::Reason::Metadata`]: the
     /// planner then adds the address to the link (owned, like a secondary
-    /// address), which no DHCP client does here.
+    /// address), which no DHCP client does here. Or, with
+    /// [`crate::model::Reason::Autoconf`], the IPv6 address the kernel
+    /// configures from router advertisements that the metadata vouches for
+    /// (`OpenStack`'s SLAAC networks): `refresh` keeps it only while the kernel
+    /// holds it on the link, and the planner routes it but never adds it.
     pub leases: Vec<Lease>,
 }
 
