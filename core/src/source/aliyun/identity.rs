@@ -246,8 +246,9 @@ mod tests {
     fn instance_data_carries_cloud_init_v1_keys() {
         let (d, asked) = run(ecs());
         let d = d.unwrap();
-        // Five top-level keys, the listing, eight keys per NIC, user-data.
-        assert_eq!(asked, 5 + 1 + 2 * 8 + 1);
+        // Five top-level keys, the listing, each key of a folder per NIC,
+        // user-data.
+        assert_eq!(asked, 5 + 1 + 2 * NicKey::ALL.len() + 1);
         assert_eq!(d.datasource, SourceKind::AliYun);
         assert_eq!(d.instance_id, "i-bp1abc");
         assert_eq!(d.cloud_name, "aliyun");

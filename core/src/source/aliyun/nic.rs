@@ -7,8 +7,13 @@
 //!
 //! The ECS tree is EC2's shape with other keys: the top-level `meta-data/mac`
 //! names the primary NIC (ECS: "the MAC of eth0"), and each NIC has a folder
-//! `network/interfaces/macs/<mac>/`. Every key read is required for the lease's
-//! family, so no folder listing is read: a 404 is "not there (yet)".
+//! `network/interfaces/macs/<mac>/`. The keys a lease's family needs are
+//! required, so no folder listing is read: a 404 is "not there (yet)". The keys
+//! and their formats are Alibaba's "instance metadata" page
+//! (<https://help.aliyun.com/zh/ecs/user-guide/view-instance-metadata>), which
+//! lists these IPv6 keys for an ENI: `ipv6s`, `ipv6-prefixes`, `ipv6-gateway`,
+//! `vswitch-ipv6-cidr-block` and `vpc-ipv6-cidr-blocks` (the VPC's /56, not
+//! read, as `vpc-cidr-block` is not: the table routes the vSwitch's block).
 //!
 //! | key | needed for | becomes |
 //! |---|---|---|
@@ -18,12 +23,25 @@
 //! | `netmask` | DHCPv4, only while `vswitch-cidr-block` answers 404 | the subnet, from `primary-ip-address` and the mask |
 //! | `gateway` | DHCPv4 | a check: it must lie in the subnet; the subnet counts as known only once it answers |
 //! | `ipv6s` | DHCPv6 | the IPv6 addresses (`[a,b]`, brackets without quotes, not JSON); must hold the leased address |
-//! | `vswitch-ipv6-cidr-block` | DHCPv6 | the IPv6 subnet |
+//! | `vswitch-ipv6-cidr-block` | DHCPv6 (required) | the IPv6 subnet (a /64 on ECS) |
+//! | `ipv6-gateway` | DHCPv6, asked once (404: none) | the table's IPv6 default route (a `::/0` route) and a router no NIC may hold; it must lie in the subnet or be link-local. Without it the default goes through the router the kernel learned from RAs |
+//! | `ipv6-prefixes` | DHCPv6, asked once (404: none) | delegated IPv6 prefixes (one CIDR, or a list in `ipv6s`'s forms), each a rule source |
 //!
 //! A DHCPv4 event costs five `GET`s when the metadata already agrees (`mac`,
-//! `primary-ip-address`, `private-ipv4s`, `vswitch-cidr-block`, `gateway`), plus
-//! the token's `PUT` when no cached token is fresh. What is absent or does not yet
+//! `primary-ip-address`, `private-ipv4s`, `vswitch-cidr-block`, `gateway`), a
+//! DHCPv6 event six (`mac`, `primary-ip-address`, `ipv6s`,
+//! `vswitch-ipv6-cidr-block`, `ipv6-gateway`, `ipv6-prefixes`), plus the
+//! token's `PUT` when no cached token is fresh. What is absent or does not yet
 //! say what the lease proves is asked again in the next round, nothing else.
+//! Each family waits for its own keys only: a DHCPv4 event never asks an IPv6
+//! key (an IPv6 key published late never holds the IPv4 lease), and a DHCPv6
+//! event is complete once `ipv6s` lists the leased address and the vSwitch's
+//! IPv6 block answers.
+//!
+//! ECS has no IPv6-only ENI: every ENI has a primary private IPv4 address from
+//! its vSwitch's IPv4 block, IPv6 is an addition to a vSwitch
+//! (<https://www.alibabacloud.com/help/en/ecs/user-guide/ip-address>), so
+//! `primary-ip-address` stays the folder's probe for both families.
 //!
 //! # The table number
 //!
@@ -85,13 +103,17 @@ pub enum NicKey {
     Ipv6s,
     /// `vswitch-ipv6-cidr-block`.
     VswitchIpv6CidrBlock,
+    /// `ipv6-gateway`.
+    Ipv6Gateway,
+    /// `ipv6-prefixes`.
+    Ipv6Prefixes,
     /// `network-interface-id` (the boot stage's, for logs and instance-data).
     NetworkInterfaceId,
 }
 
 impl NicKey {
     /// Every key, in the order they are asked for.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 10] = [
         Self::PrimaryIpAddress,
         Self::PrivateIpv4s,
         Self::VswitchCidrBlock,
@@ -99,6 +121,8 @@ impl NicKey {
         Self::Gateway,
         Self::Ipv6s,
         Self::VswitchIpv6CidrBlock,
+        Self::Ipv6Gateway,
+        Self::Ipv6Prefixes,
         Self::NetworkInterfaceId,
     ];
 
@@ -112,6 +136,8 @@ impl NicKey {
             Self::Gateway => "gateway",
             Self::Ipv6s => "ipv6s",
             Self::VswitchIpv6CidrBlock => "vswitch-ipv6-cidr-block",
+            Self::Ipv6Gateway => "ipv6-gateway",
+            Self::Ipv6Prefixes => "ipv6-prefixes",
             Self::NetworkInterfaceId => "network-interface-id",
         }
     }
@@ -207,7 +233,7 @@ fn bad(mac: MacAddr, key: NicKey, reason: impl Into<String>, value: &str) -> Err
 /// (through [`crate::source::provider::doc`]). ECS writes `ipv6s` differently:
 /// `[2408:4000::20,2408:4000::21]`, brackets and commas without quotes, which is
 /// not JSON (Alibaba's terway CNI and cloud-init's Aliyun tests read it so); that
-/// form is taken for `ipv6s`, and a JSON list there too.
+/// form is taken for `ipv6s` (and `ipv6-prefixes`), and a JSON list there too.
 pub fn parse_address_list<A: std::str::FromStr + PartialEq>(
     mac: MacAddr,
     key: NicKey,
@@ -217,7 +243,7 @@ pub fn parse_address_list<A: std::str::FromStr + PartialEq>(
     let items: Vec<String> = match serde_json::from_str::<Value>(text.trim()) {
         Ok(value) => doc::from_value(&value, &path)?,
         Err(e) => match (key, unquoted_list(text)) {
-            (NicKey::Ipv6s, Some(items)) => items,
+            (NicKey::Ipv6s | NicKey::Ipv6Prefixes, Some(items)) => items,
             _ => return Err(bad(mac, key, format!("not a JSON list ({e})"), text)),
         },
     };
@@ -338,13 +364,7 @@ pub fn parse_folder(mac: MacAddr, folder: &BTreeMap<NicKey, String>) -> Result<N
         });
     }
     nic.gateways.extend(gateway.map(std::net::IpAddr::V4));
-    if let Some(v) = folder.get(&NicKey::Ipv6s) {
-        nic.ipv6s = parse_address_list::<Ipv6Addr>(mac, NicKey::Ipv6s, v)?;
-    }
-    if let Some(v) = folder.get(&NicKey::VswitchIpv6CidrBlock) {
-        let block: Ipv6Net = parse_one(mac, NicKey::VswitchIpv6CidrBlock, v, "an IPv6 CIDR block")?;
-        nic.subnet_ipv6_cidr_blocks.push(block.trunc());
-    }
+    parse_ipv6(mac, folder, &mut nic)?;
     if let Some(v) = folder.get(&NicKey::NetworkInterfaceId) {
         let id = v.trim();
         if id.is_empty()
@@ -356,6 +376,88 @@ pub fn parse_folder(mac: MacAddr, folder: &BTreeMap<NicKey, String>) -> Result<N
         nic.interface_id = Some(id.to_owned());
     }
     Ok(nic)
+}
+
+/// The folder's IPv6 keys into `nic`: `ipv6s` (the addresses), the
+/// `vswitch-ipv6-cidr-block` (the subnet), `ipv6-gateway` (the default route of
+/// the NIC's IPv6 table, a `::/0` [`NicRoute`], and one of its routers: it must
+/// lie in the subnet, or be link-local) and `ipv6-prefixes` (delegated
+/// prefixes). Each is read as strictly as the IPv4 keys: a value that does not
+/// parse fails, naming its key; what is well formed but no NIC may hold (a /0,
+/// a metadata service's address, another NIC's address, a gateway that is an
+/// address of the NIC) is the planner's gate's to refuse, as for IPv4.
+fn parse_ipv6(
+    mac: MacAddr,
+    folder: &BTreeMap<NicKey, String>,
+    nic: &mut NicMetadata,
+) -> Result<()> {
+    if let Some(v) = folder.get(&NicKey::Ipv6s) {
+        nic.ipv6s = parse_address_list::<Ipv6Addr>(mac, NicKey::Ipv6s, v)?;
+    }
+    let subnet: Option<Ipv6Net> = folder
+        .get(&NicKey::VswitchIpv6CidrBlock)
+        .map(|v| parse_one(mac, NicKey::VswitchIpv6CidrBlock, v, "an IPv6 CIDR block"))
+        .transpose()?
+        .map(|b: Ipv6Net| b.trunc());
+    nic.subnet_ipv6_cidr_blocks.extend(subnet);
+    let gateway: Option<Ipv6Addr> = folder
+        .get(&NicKey::Ipv6Gateway)
+        .map(|v| parse_one(mac, NicKey::Ipv6Gateway, v, "an IPv6 address"))
+        .transpose()?;
+    if let Some(g) = gateway {
+        // ECS's gateway is an address of the vSwitch's block (Alibaba's example:
+        // `2408:...:a204:ffff:ffff:ffff:fff7` in `2408:...:a204::/64`); a
+        // link-local one is on the link by definition, as an RA's router is.
+        if let Some(s) = subnet
+            && !s.contains(&g)
+            && !g.is_unicast_link_local()
+        {
+            return Err(bad(
+                mac,
+                NicKey::Ipv6Gateway,
+                format!("not in the NIC's IPv6 subnet {s} nor link-local"),
+                &g.to_string(),
+            ));
+        }
+        // The IPv6 default route of the NIC's table goes through the router
+        // the cloud publishes (ahead of the RA's), and that router is never an
+        // address or a rule source of any NIC.
+        nic.routes.push(NicRoute {
+            to: IpNet::V6(Ipv6Net::default()),
+            via: IpAddr::V6(g),
+        });
+        nic.gateways.push(IpAddr::V6(g));
+    }
+    if let Some(v) = folder.get(&NicKey::Ipv6Prefixes) {
+        nic.ipv6_prefixes = parse_prefix_list(mac, v)?;
+    }
+    Ok(())
+}
+
+/// `ipv6-prefixes`: Alibaba's page shows one prefix
+/// (`2001:db8:1234:1a00:XXXX::/80`) and calls the key a list; it is read as
+/// one CIDR block or a list of them in `ipv6s`'s forms (`[a,b]` unquoted, or a
+/// JSON list), at most [`MAX_ADDRESSES`], duplicates dropped, each truncated
+/// to its network.
+fn parse_prefix_list(mac: MacAddr, text: &str) -> Result<Vec<Ipv6Net>> {
+    let key = NicKey::Ipv6Prefixes;
+    let items: Vec<Ipv6Net> = if text.trim().starts_with('[') {
+        parse_address_list(mac, key, text)?
+    } else {
+        vec![parse_one(
+            mac,
+            key,
+            text,
+            "an IPv6 CIDR block or a list of them",
+        )?]
+    };
+    let mut out: Vec<Ipv6Net> = Vec::with_capacity(items.len());
+    for p in items.into_iter().map(|p| p.trunc()) {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    Ok(out)
 }
 
 /// The primary MAC `meta-data/mac` names.
@@ -379,7 +481,12 @@ pub fn keys(event: &NicEvent) -> Vec<NicKey> {
         ]);
     }
     if has(Family::V6) {
-        out.extend([NicKey::Ipv6s, NicKey::VswitchIpv6CidrBlock]);
+        out.extend([
+            NicKey::Ipv6s,
+            NicKey::VswitchIpv6CidrBlock,
+            NicKey::Ipv6Gateway,
+            NicKey::Ipv6Prefixes,
+        ]);
     }
     out
 }
@@ -532,6 +639,10 @@ struct SavedFolder {
     #[serde(default, deserialize_with = "saved_answer")]
     vswitch_ipv6_cidr_block: Option<String>,
     #[serde(default, deserialize_with = "saved_answer")]
+    ipv6_gateway: Option<String>,
+    #[serde(default, deserialize_with = "saved_answer")]
+    ipv6_prefixes: Option<String>,
+    #[serde(default, deserialize_with = "saved_answer")]
     network_interface_id: Option<String>,
 }
 
@@ -546,6 +657,8 @@ impl SavedFolder {
             (NicKey::Gateway, self.gateway),
             (NicKey::Ipv6s, self.ipv6s),
             (NicKey::VswitchIpv6CidrBlock, self.vswitch_ipv6_cidr_block),
+            (NicKey::Ipv6Gateway, self.ipv6_gateway),
+            (NicKey::Ipv6Prefixes, self.ipv6_prefixes),
             (NicKey::NetworkInterfaceId, self.network_interface_id),
         ]
         .into_iter()
@@ -800,13 +913,28 @@ mod tests {
         );
     }
 
+    /// The IPv6 keys of eth1's folder as ECS writes them: `ipv6s` in brackets
+    /// without quotes, the vSwitch's /64, a gateway inside it (Alibaba's
+    /// example: `...:ffff:ffff:ffff:fff7`), one delegated /80.
+    fn v6_tree() -> Tree {
+        let mut tree = good();
+        tree.insert(Request::Key(NicKey::Ipv6s), "[2408:4000::20,2408:4000::21]");
+        tree.insert(Request::Key(NicKey::VswitchIpv6CidrBlock), "2408:4000::/64");
+        tree.insert(
+            Request::Key(NicKey::Ipv6Gateway),
+            "2408:4000::ffff:ffff:ffff:fff7",
+        );
+        tree.insert(
+            Request::Key(NicKey::Ipv6Prefixes),
+            "2408:4000:0:0:8000::/80",
+        );
+        tree
+    }
+
     #[test]
     fn ipv6_leases_read_the_ipv6_keys_only() {
         let ev = event("2408:4000::20");
-        let mut tree = good();
-        // As ECS writes it: brackets, no quotes (not JSON).
-        tree.insert(Request::Key(NicKey::Ipv6s), "[2408:4000::20]");
-        tree.insert(Request::Key(NicKey::VswitchIpv6CidrBlock), "2408:4000::/64");
+        let tree = v6_tree();
         let mut state = Fetched::new();
         assert_eq!(
             round(&ev, &mut state, &[], &tree),
@@ -815,11 +943,151 @@ mod tests {
                 Request::Key(NicKey::PrimaryIpAddress),
                 Request::Key(NicKey::Ipv6s),
                 Request::Key(NicKey::VswitchIpv6CidrBlock),
+                Request::Key(NicKey::Ipv6Gateway),
+                Request::Key(NicKey::Ipv6Prefixes),
             ]
         );
         let a = assess(&ev, &state).unwrap();
         assert!(a.is_complete(), "{:?}", a.missing);
-        assert_eq!(a.network.nics[0].ipv6s.len(), 1);
+        let nic = &a.network.nics[0];
+        assert_eq!(nic.ipv6s.len(), 2);
+        assert_eq!(
+            subnet_of(nic, Family::V6),
+            Some("2408:4000::/64".parse().unwrap())
+        );
+        // The gateway is the table's IPv6 default route and a router.
+        let gw: IpAddr = "2408:4000::ffff:ffff:ffff:fff7".parse().unwrap();
+        assert_eq!(
+            nic.routes,
+            [NicRoute {
+                to: "::/0".parse().unwrap(),
+                via: gw
+            }]
+        );
+        assert_eq!(nic.gateways, [gw]);
+        assert_eq!(
+            nic.ipv6_prefixes,
+            ["2408:4000:0:0:8000::/80".parse::<Ipv6Net>().unwrap()]
+        );
+        // IPv4 keys were not read: no IPv4 address, subnet or route.
+        assert!(nic.local_ipv4s.is_empty() && nic.subnet_ipv4_cidr_blocks.is_empty());
+    }
+
+    #[test]
+    fn a_late_ipv6_key_holds_only_the_ipv6_lease() {
+        // The folder answers its IPv4 keys; no IPv6 key is published yet.
+        let v4 = event("192.168.1.20");
+        let mut state = Fetched::new();
+        let asked = round(&v4, &mut state, &[], &good());
+        assert!(
+            asked.iter().all(|r| !matches!(
+                r,
+                Request::Key(
+                    NicKey::Ipv6s
+                        | NicKey::VswitchIpv6CidrBlock
+                        | NicKey::Ipv6Gateway
+                        | NicKey::Ipv6Prefixes
+                )
+            )),
+            "{asked:?}"
+        );
+        assert!(assess(&v4, &state).unwrap().is_complete());
+
+        // The DHCPv6 lease waits for `ipv6s` and the block, and only for them.
+        let v6 = event("2408:4000::20");
+        let mut state = Fetched::new();
+        round(&v6, &mut state, &[], &good());
+        let a = assess(&v6, &state).unwrap();
+        assert_eq!(
+            a.missing,
+            [
+                Missing::Subnet { family: Family::V6 },
+                Missing::Addresses { family: Family::V6 }
+            ]
+        );
+        let mut later = good();
+        later.insert(Request::Key(NicKey::Ipv6s), "[2408:4000::20]");
+        assert_eq!(
+            round(&v6, &mut state, &a.missing, &later),
+            [
+                Request::Key(NicKey::Ipv6s),
+                Request::Key(NicKey::VswitchIpv6CidrBlock)
+            ]
+        );
+        let a = assess(&v6, &state).unwrap();
+        assert_eq!(a.missing, [Missing::Subnet { family: Family::V6 }]);
+        later.insert(Request::Key(NicKey::VswitchIpv6CidrBlock), "2408:4000::/64");
+        assert_eq!(
+            round(&v6, &mut state, &a.missing, &later),
+            [Request::Key(NicKey::VswitchIpv6CidrBlock)]
+        );
+        // Complete without a gateway (404): the RA's router is the default.
+        let a = assess(&v6, &state).unwrap();
+        assert!(a.is_complete(), "{:?}", a.missing);
+        assert!(a.network.nics[0].routes.is_empty());
+    }
+
+    #[test]
+    fn ipv6_keys_are_read_strictly_naming_the_key() {
+        let read = |key: NicKey, body: &str| {
+            let mut folder: BTreeMap<NicKey, String> = [
+                (NicKey::PrimaryIpAddress, "192.168.1.20"),
+                (NicKey::Ipv6s, "[2408:4000::20]"),
+                (NicKey::VswitchIpv6CidrBlock, "2408:4000::/64"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect();
+            folder.insert(key, body.to_owned());
+            parse_folder(mac(SECONDARY), &folder)
+        };
+        for (key, body, want) in [
+            (
+                NicKey::VswitchIpv6CidrBlock,
+                "2408:4000::",
+                "not an IPv6 CIDR",
+            ),
+            (
+                NicKey::VswitchIpv6CidrBlock,
+                "192.168.1.0/24",
+                "not an IPv6 CIDR",
+            ),
+            (NicKey::Ipv6Gateway, "192.168.1.253", "not an IPv6 address"),
+            (NicKey::Ipv6Gateway, "2408:4000::/64", "not an IPv6 address"),
+            (NicKey::Ipv6Gateway, "[2408:4000::1]", "not an IPv6 address"),
+            (NicKey::Ipv6Gateway, "2408:4001::1", "not in the NIC's IPv6"),
+            (NicKey::Ipv6Prefixes, "2408:4000::", "not an IPv6 CIDR"),
+            (NicKey::Ipv6Prefixes, "[2408:4000::/80,x]", "not an address"),
+            (NicKey::Ipv6Prefixes, "[2408:4000::/80", "not a JSON list"),
+            (NicKey::Ipv6Prefixes, "[10.0.0.0/28]", "not an address"),
+        ] {
+            let e = read(key, body).unwrap_err().to_string();
+            assert!(e.contains(want), "{key:?} {body:?}: {e}");
+            assert!(
+                e.contains(&format!("{SECONDARY}/{}", key.name())),
+                "{key:?}: {e}"
+            );
+        }
+        // A link-local gateway is on the link; white space is allowed.
+        let nic = read(NicKey::Ipv6Gateway, " fe80::1\n").unwrap();
+        assert_eq!(nic.gateways, ["fe80::1".parse::<IpAddr>().unwrap()]);
+        // Prefixes: one, or a list in either form, duplicates dropped.
+        let p: Vec<Ipv6Net> = vec![
+            "2408:4000:0:0:8000::/80".parse().unwrap(),
+            "2408:4000:0:0:9000::/80".parse().unwrap(),
+        ];
+        for text in [
+            "[2408:4000:0:0:8000::/80,2408:4000:0:0:9000::/80]",
+            r#"["2408:4000:0:0:8000::/80", "2408:4000:0:0:9000::/80", "2408:4000:0:0:8000::1/80"]"#,
+        ] {
+            assert_eq!(read(NicKey::Ipv6Prefixes, text).unwrap().ipv6_prefixes, p);
+        }
+        assert!(
+            read(NicKey::Ipv6Prefixes, "[]")
+                .unwrap()
+                .ipv6_prefixes
+                .is_empty()
+        );
     }
 
     #[test]
@@ -1020,6 +1288,87 @@ mod tests {
             let e = parse_saved(&bad).unwrap_err().to_string();
             assert!(e.starts_with(&want), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_dual_stack_eni_plans_ipv6_through_ecs_gateway_in_its_subnet() {
+        // ECS's shape (Alibaba's page): the gateway is an address of the
+        // vSwitch's /64, not link-local.
+        let tree = r#"{"mac": "00:16:3e:00:00:01", "network": {"interfaces": {"macs": {
+              "00:16:3e:00:00:02": {"primary-ip-address": "192.168.1.20",
+                "private-ipv4s": ["192.168.1.20"], "vswitch-cidr-block": "192.168.1.0/24",
+                "gateway": "192.168.1.253", "ipv6s": "[2408:4000::20,2408:4000::21]",
+                "vswitch-ipv6-cidr-block": "2408:4000::/64",
+                "ipv6-gateway": "2408:4000::ffff:ffff:ffff:fff7",
+                "ipv6-prefixes": "2408:4000:0:0:8000::/80"}}}}}"#;
+        let md = parse_saved(tree).unwrap();
+        let m = mac(SECONDARY);
+        let links = [crate::model::Link {
+            name: IfName::try_new("eth1").unwrap(),
+            mac: m,
+            ipv6_router: None,
+        }];
+        let leases = [crate::plan::InterfaceLease {
+            interface: IfName::try_new("eth1").unwrap(),
+            lease: Lease {
+                family: Family::V6,
+                address: "2408:4000::20".parse().unwrap(),
+                prefix_len: 128,
+                routers: vec![],
+                reason: Reason::Bound,
+            },
+        }];
+        let input = crate::plan::PlanInput::new(&md, &links, &leases);
+        let p = crate::plan::plan(&input, &crate::plan::PlanConfig::default()).unwrap();
+        let ip = &p.interfaces[0];
+        let t = 10_000 + device_slot(m);
+        let show = |v: &[String]| v.join("\n");
+        let routes: Vec<String> = ip.routes.iter().map(ToString::to_string).collect();
+        let rules: Vec<String> = ip.rules.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            show(&routes),
+            format!(
+                "default via 2408:4000::ffff:ffff:ffff:fff7 dev eth1 table {t}\n\
+                 2408:4000::/64 dev eth1 table {t}"
+            ),
+            "{ip:?}"
+        );
+        assert_eq!(
+            show(&rules),
+            format!(
+                "from 2408:4000::20/128 lookup {t} priority {t}\n\
+                 from 2408:4000::21/128 lookup {t} priority {t}\n\
+                 from 2408:4000:0:0:8000::/80 lookup {t} priority {t}"
+            )
+        );
+        assert!(ip.refused.is_empty() && ip.missing.is_empty(), "{ip:?}");
+        // The gateway is never an address of the NIC.
+        let bad = tree.replace("2408:4000::21]", "2408:4000::ffff:ffff:ffff:fff7]");
+        let md = parse_saved(&bad).unwrap();
+        let input = crate::plan::PlanInput::new(&md, &links, &leases);
+        let p = crate::plan::plan(&input, &crate::plan::PlanConfig::default()).unwrap();
+        let refused: Vec<(&str, &str)> = p.interfaces[0]
+            .refused
+            .iter()
+            .map(|r| (r.key.as_str(), r.value.as_str()))
+            .collect();
+        // Refused both ways: as the NIC's address (it is a router), and as the
+        // router (it is the NIC's own address), so no default goes through it.
+        assert_eq!(
+            refused,
+            [
+                ("ipv6s", "2408:4000::ffff:ffff:ffff:fff7"),
+                ("router", "2408:4000::ffff:ffff:ffff:fff7")
+            ]
+        );
+        assert!(
+            p.interfaces[0]
+                .routes
+                .iter()
+                .all(|r| r.to.prefix_len() != 0),
+            "{:?}",
+            p.interfaces[0]
+        );
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub static CLOUD: Cloud = Cloud {
         ipv4: Some("private-ipv4s"),
         ipv6: Some("ipv6s"),
         ipv4_prefix: None,
-        ipv6_prefix: None,
+        ipv6_prefix: Some("ipv6-prefixes"),
     },
 };
 

@@ -111,6 +111,51 @@ mod tests {
         }
     }
 
+    /// [`TWO`] with eth1's IPv6 (`ipv6.ipAddress[]`, `ipv6.subnet[]`).
+    const TWO_V6: &str = r#"{"interface":[{"macAddress":"000D3A000001","ipv4":{"ipAddress":[{"privateIpAddress":"10.0.0.4"}],"subnet":[{"address":"10.0.0.0","prefix":"24"}]}},{"macAddress":"000D3A000002","ipv4":{"ipAddress":[{"privateIpAddress":"10.0.1.20"}],"subnet":[{"address":"10.0.1.0","prefix":"24"}]},"ipv6":{"ipAddress":[{"privateIpAddress":"fd00:98:1::20"}],"subnet":[{"address":"fd00:98:1::","prefix":"64"}]}}]}"#;
+
+    /// Issue 34: the wait is per family. While IMDS lists eth1 without its
+    /// IPv6 (published 2 s late), eth1's DHCPv4 lease completes at once and its
+    /// DHCPv6 lease waits; the IPv6 half then completes.
+    #[test]
+    fn an_ipv6_address_published_late_holds_only_the_ipv6_lease() {
+        let late = |t: Duration| {
+            Ok(Some(
+                if t < Duration::from_secs(2) {
+                    TWO
+                } else {
+                    TWO_V6
+                }
+                .to_owned(),
+            ))
+        };
+        let clock = FakeClock::new();
+        let imds = Scripted::every(&clock, late);
+        let out = wait_for_nic(&imds, &event(), &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        assert_eq!(imds.count(), 1);
+
+        let v6 = bound("eth1", "00:0d:3a:00:00:02", "fd00:98:1::20", 128, "fe80::1");
+        let clock = FakeClock::new();
+        let imds = Scripted::every(&clock, late);
+        let out = wait_for_nic(&imds, &v6, &policy(30_000), &clock);
+        let Outcome::Complete(net) = out else {
+            panic!("{out:?}")
+        };
+        assert!(imds.count() > 1, "{}", imds.count());
+        let nic = net.nic("00:0d:3a:00:00:02".parse().unwrap()).unwrap();
+        assert_eq!(
+            nic.ipv6s,
+            ["fd00:98:1::20".parse::<std::net::Ipv6Addr>().unwrap()]
+        );
+
+        // Never published: the DHCPv6 lease ends partial, missing eth1's IPv6.
+        let clock = FakeClock::new();
+        let imds = Scripted::every(&clock, |_| Ok(Some(TWO.to_owned())));
+        let out = wait_for_nic(&imds, &v6, &policy(3_000), &clock);
+        assert!(matches!(out, Outcome::Partial { .. }), "{out:?}");
+    }
+
     #[test]
     fn a_429_is_retried_after_its_retry_after_and_never_read_as_empty() {
         let clock = FakeClock::new();

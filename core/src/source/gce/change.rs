@@ -7,9 +7,9 @@
 //! refresh path must look at again:
 //!
 //! * **changed**: a MAC in both whose routing view differs: its index (`nicN`,
-//!   the table), `ip`, `gateway`, `subnetmask`, `ipAliases` (the parsed
-//!   [`GceNic`]), or one of [`ROUTING_KEYS`] compared as the server wrote them
-//!   (`forwardedIps`, the IPv6 keys);
+//!   the table), `ip`, `gateway`, `subnetmask`, `ipAliases`, `ipv6s`, `ipv6`,
+//!   `gatewayIpv6` (the parsed [`GceNic`]), or one of [`ROUTING_KEYS`] compared
+//!   as the server wrote them (`forwardedIps`, the IPv6 keys);
 //! * **added** / **removed**: a MAC only in the new / the old answer (a NIC
 //!   attached or detached: the refresh path's business too).
 //!

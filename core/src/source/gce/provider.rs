@@ -75,9 +75,9 @@ pub static CLOUD: Cloud = Cloud {
     live: Some(super::follow::LIVE),
     address_keys: AddressKeys {
         ipv4: Some("ip"),
-        ipv6: None,
+        ipv6: Some("ipv6s"),
         ipv4_prefix: Some("ip-aliases"),
-        ipv6_prefix: None,
+        ipv6_prefix: Some("ipv6"),
     },
 };
 

@@ -22,12 +22,46 @@
 //! Network types, as cloud-init's `convert_net_json` reads them: `ipv4_dhcp` and
 //! `ipv6_dhcp`, `ipv6_dhcpv6-stateful` (served by DHCP, so by leasehook's DHCP
 //! hooks as on every cloud), `ipv6_slaac` and `ipv6_dhcpv6-stateless` (addresses
-//! from router advertisements: nothing to wait for), `ipv4` (also `static`) and
-//! `ipv6` (also `static6`): static addresses no DHCP server hands out, which
-//! [`unleased`] turns into the leases a DHCP server would have given. Nova lists
-//! no address or route for a DHCP network (those come with the lease, option
-//! 121 included); the schema allows both on any network, and where they are
-//! listed leasehook reads them.
+//! the kernel configures from router advertisements: see below), `ipv4` (also
+//! `static`) and `ipv6` (also `static6`): static addresses no DHCP server hands
+//! out, which [`unleased`] turns into the leases a DHCP server would have given.
+//! Nova lists no address or route for an `ipv4_dhcp`/`ipv6_dhcp` network (those
+//! come with the lease, option 121 included); the schema allows both on any
+//! network, and where they are listed leasehook reads them.
+//!
+//! # IPv6 by router advertisement (SLAAC)
+//!
+//! Since Pike (2017, Nova commit ccebded0cb, "Update network metadata type
+//! field for IPv6"), Nova names a Neutron subnet's `ipv6_address_mode` in the
+//! type (`ipv6_slaac`, `ipv6_dhcpv6-stateless`, `ipv6_dhcpv6-stateful`) and
+//! lists the port's address with the subnet's netmask and routes on it
+//! (`nova/virt/netutils.py` `_get_nets`); before, such a subnet was
+//! `ipv6_dhcp`. On a SLAAC subnet Neutron gives the port the EUI-64 of its MAC
+//! inside the prefix (oslo.utils `netutils.get_ipv6_addr_by_EUI64`: the MAC with
+//! `ff:fe` in its middle and the universal/local bit flipped, after the /64),
+//! which is the address the kernel configures from the router's advertisement
+//! with `addr_gen_mode` 0. No DHCPv6 lease ever names it, so [`unleased`] lists
+//! it as an [`Reason::Autoconf`] lease: the address the network lists (or,
+//! where a network names only its prefix, `ip_address` the prefix's all-zero
+//! address, the EUI-64 of the link's MAC inside it: [`slaac_address`]). It is in
+//! force only while the kernel holds it on the link (`leasehook refresh` and
+//! the udev add path read the kernel's addresses); the NIC then gets its rules
+//! and table, never the address itself. A network without an address (Nova
+//! before Pike never types one `ipv6_slaac`; hand-written drives may) vouches
+//! for no address: the kernel's are left without rules. So are the kernel's
+//! other autoconf addresses (privacy or stable-privacy ones, another prefix's):
+//! Neutron's port security drops their traffic anyway, since only the port's
+//! fixed IPs may leave it.
+//!
+//! # One IPv6 address per port and subnet
+//!
+//! Nova lists the first IPv4 and the first IPv6 subnet of a port's network and,
+//! of each, the port's first address (`get_network_metadata`,
+//! `_get_first_network`, `subnet['ips'][0]`): the document never names a
+//! secondary IPv6 address of a port, so there is none to add. Where a document
+//! lists two IPv6 networks on one link (a drive written by hand), a static one
+//! besides the leased (or autoconf) address is added as a secondary address like
+//! any cloud's, with its subnet's prefix length.
 //!
 //! `vlan` and `bond` links (and the networks on them) are skipped and named in
 //! [`NetworkData::skipped`], which the caller logs: leasehook plans only NICs the
@@ -63,7 +97,10 @@
 //! Complete once the link with the event's MAC is listed with a network for the
 //! lease's family: `ipv4_dhcp` (or a static `ipv4` network listing the leased
 //! address) for DHCPv4, `ipv6_dhcp` or `ipv6_dhcpv6-stateful` (or a static `ipv6`
-//! listing it) for DHCPv6. A network that lists an address other than the
+//! listing it) for DHCPv6, and for the kernel's SLAAC address
+//! ([`Reason::Autoconf`]) a SLAAC network vouching for it. Each lease is judged
+//! by its own family's networks: an IPv6 network listed late holds only an IPv6
+//! lease, and an IPv6-only link needs no IPv4 network. A network that lists an address other than the
 //! lease's is stale: waited for. The NIC's metadata is then the listed addresses
 //! and subnets, and for a DHCP network that lists none the lease's own address
 //! and network (DHCP is what assigns them on `OpenStack`), with every route of
@@ -71,9 +108,9 @@
 //! as every provider's does.
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv6Net};
 use serde::Deserialize;
 
 use crate::error::{Error, Problem, Result};
@@ -97,6 +134,37 @@ pub const MAX_NETWORKS: usize = 256;
 
 /// The most routes one network may list.
 pub const MAX_ROUTES: usize = 64;
+
+/// The EUI-64 interface identifier of `mac` (RFC 4291 appendix A): `ff:fe` in
+/// its middle and the universal/local bit flipped, as the kernel and Neutron
+/// compute a SLAAC address's last 64 bits.
+pub fn eui64(mac: MacAddr) -> [u8; 8] {
+    let m = mac.octets();
+    [m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]
+}
+
+/// The address a SLAAC network vouches for on the link with `mac`: the one it
+/// lists, or, where it lists only a /64 prefix (`ip_address` the prefix's
+/// all-zero address, which RFC 4291 §2.6.1 reserves for the subnet's routers
+/// and no host holds), the EUI-64 of `mac` inside it. `None` without an
+/// address, or for a prefix that is no /64 (SLAAC on Ethernet needs 64 bits of
+/// interface identifier, RFC 4862 §5.5.3).
+pub fn slaac_address(listed: Option<IpNet>, mac: MacAddr) -> Option<Ipv6Net> {
+    let IpNet::V6(net) = listed? else {
+        return None;
+    };
+    if net.addr() != net.network() {
+        return Some(net);
+    }
+    if net.prefix_len() != 64 {
+        return None;
+    }
+    let mut octets = net.network().octets();
+    if let Some(host) = octets.get_mut(8..) {
+        host.copy_from_slice(&eui64(mac));
+    }
+    Ipv6Net::new(Ipv6Addr::from(octets), 64).ok()
+}
 
 /// What kind of IP configuration a network is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -173,6 +241,17 @@ pub struct OsNetwork {
     pub address: Option<IpNet>,
     /// `routes`.
     pub routes: Vec<NicRoute>,
+}
+
+impl OsNetwork {
+    /// The address the network gives the link with `mac`: the one it lists,
+    /// and for a SLAAC network the one it vouches for ([`slaac_address`]).
+    pub fn address_for(&self, mac: MacAddr) -> Option<IpNet> {
+        if self.kind == NetworkType::Ipv6Slaac {
+            return slaac_address(self.address, mac).map(IpNet::V6);
+        }
+        self.address
+    }
 }
 
 /// A parsed `network_data.json`.
@@ -435,7 +514,7 @@ fn nic_metadata(data: &NetworkData, link: &OsLink) -> NicMetadata {
     n.device_number = Some(device_slot(link.mac));
     n.interface_id = Some(link.id.clone());
     for net in data.networks_of(link) {
-        match net.address {
+        match net.address_for(link.mac) {
             Some(IpNet::V4(a)) => {
                 n.local_ipv4s.push(a.addr());
                 if a.prefix_len() < 32 {
@@ -487,7 +566,7 @@ fn network_for(data: &NetworkData, event: &NicEvent) -> InstanceNetwork {
     for lease in event.leases() {
         let listed = data
             .networks_of(link)
-            .any(|n| n.kind.family() == lease.family && n.address.is_some());
+            .any(|n| n.kind.family() == lease.family && n.address_for(link.mac).is_some());
         let dhcp = data
             .networks_of(link)
             .any(|n| n.kind.is_dhcp() && n.kind.family() == lease.family);
@@ -528,10 +607,11 @@ pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
                 .networks_of(link)
                 .filter(|n| n.kind.family() == lease.family)
                 .collect();
-            let lists_lease = nets
-                .iter()
-                .any(|n| n.address.is_some_and(|a| a.addr() == lease.address));
-            let lists_other = nets.iter().any(|n| n.address.is_some());
+            let lists_lease = nets.iter().any(|n| {
+                n.address_for(link.mac)
+                    .is_some_and(|a| a.addr() == lease.address)
+            });
+            let lists_other = nets.iter().any(|n| n.address_for(link.mac).is_some());
             let dhcp = nets.iter().any(|n| n.kind.is_dhcp());
             if dhcp && !lists_other {
                 from_lease.insert(lease.family);
@@ -563,14 +643,23 @@ pub fn assess(event: &NicEvent, answer: &Answer) -> Result<Assessment> {
     Ok(Assessment { network, missing })
 }
 
-/// The NICs `data` gives static addresses and no DHCP (per family: a static
-/// network of the family, and no DHCP network of it on the link), each with the
-/// lease a DHCP server would have given: the first static address with its
-/// prefix, and the network's default gateway as its router
-/// ([`Reason::Metadata`]). A NIC whose IPv6 comes from router advertisements
-/// (`ipv6_slaac`) gets no IPv6 lease. The primary NIC (the first link) is never
-/// one: its DHCP client (or the image's network configuration) owns it, and a
-/// document listing static networks on it gives it no address from leasehook.
+/// The NICs `data` gives addresses no DHCP server hands out, each with the
+/// leases their addresses stand for, per family:
+///
+/// * a static network of the family and no other kind of network of it on the
+///   link: the lease a DHCP server would have given ([`Reason::Metadata`]: the
+///   planner adds the address), the first static address with its prefix, and
+///   the network's default gateway as its router;
+/// * an IPv6 network whose addresses come from router advertisements
+///   (`ipv6_slaac`, `ipv6_dhcpv6-stateless`) vouching for an address
+///   ([`OsNetwork::address_for`]), and no DHCPv6 network that hands one out:
+///   that address ([`Reason::Autoconf`]: the kernel configures it, the planner
+///   routes it and never adds it), with no router (the table's default goes
+///   through the network's `::/0` route, else the router the kernel learned
+///   from the advertisements).
+///
+/// The primary NIC (the first link) is never one: its DHCP client (or the
+/// image's network configuration) owns it, and the main table routes it.
 pub fn unleased(data: &NetworkData) -> Vec<UnleasedNic> {
     let mut out = Vec::new();
     for link in data.links.iter().skip(1) {
@@ -580,6 +669,10 @@ pub fn unleased(data: &NetworkData) -> Vec<UnleasedNic> {
                 .networks_of(link)
                 .filter(|n| n.kind.family() == family)
                 .collect();
+            if let Some(lease) = autoconf_lease(&nets, link.mac) {
+                leases.push(lease);
+                continue;
+            }
             if nets.iter().any(|n| !n.kind.is_static()) {
                 continue;
             }
@@ -609,6 +702,26 @@ pub fn unleased(data: &NetworkData) -> Vec<UnleasedNic> {
         }
     }
     out
+}
+
+/// The [`Reason::Autoconf`] lease of one family's networks `nets` of the link
+/// with `mac`: the address the first SLAAC network vouches for, unless a DHCP
+/// network of the family hands one out (its client's lease is the NIC's then).
+fn autoconf_lease(nets: &[&OsNetwork], mac: MacAddr) -> Option<Lease> {
+    if nets.iter().any(|n| n.kind.is_dhcp()) {
+        return None;
+    }
+    let address = nets
+        .iter()
+        .filter(|n| n.kind == NetworkType::Ipv6Slaac)
+        .find_map(|n| n.address_for(mac))?;
+    Some(Lease {
+        family: Family::V6,
+        address: address.addr(),
+        prefix_len: address.prefix_len(),
+        routers: Vec::new(),
+        reason: Reason::Autoconf,
+    })
 }
 
 /// A saved `network_data.json` as `leasehook plan --provider openstack` reads it.

@@ -31,6 +31,8 @@
 //!   `/opc/v2/instance/`.
 
 pub mod detect;
+#[cfg(test)]
+mod hook_tests;
 pub mod identity;
 mod provider;
 pub mod services;

@@ -9,6 +9,7 @@
 //! an answer that does not parse ends the wait as `Failed` (never as "no VNIC"); a
 //! 429 or 5xx is retried with the driver's backoff and its `Retry-After`.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 use super::VNICS_PATH;
@@ -110,10 +111,14 @@ pub fn fetch_unleased(
     let net = vnic::parse_vnics(&text)?;
     let bare_metal = net.is_bare_metal();
     for v in net.vnics.iter().skip(1).filter(|v| v.is_vlan(bare_metal)) {
+        let address = v
+            .private_ip
+            .map(IpAddr::V4)
+            .or_else(|| v.ipv6.first().copied().map(IpAddr::V6))
+            .map_or_else(|| "no address yet".to_owned(), |a| a.to_string());
         log::debug!(
-            "OCI VNIC {} ({}) is VLAN {} on physical NIC {}: it has a link only once one with its MAC is created (leasehook does not create it)",
+            "OCI VNIC {} ({address}) is VLAN {} on physical NIC {}: it has a link only once one with its MAC is created (leasehook does not create it)",
             v.mac,
-            v.private_ip,
             v.vlan_tag.unwrap_or_default(),
             v.nic_index.unwrap_or_default()
         );
@@ -241,6 +246,70 @@ mod tests {
         let imds = Scripted::every(&clock, |_| Ok(Some("[]".to_owned())));
         let e = fetch_unleased(&imds, &policy(10_000), &clock).unwrap_err();
         assert!(e.to_string().contains("empty list"), "{e}");
+    }
+
+    #[test]
+    fn an_ipv6_address_published_late_holds_only_the_dhcpv6_lease() {
+        use crate::source::oracle::vnic::tests::DUAL_V6_ONLY_SECONDARY as ANSWER;
+        // Every VNIC's IPv6 addresses appear 2 s after the first answer.
+        let before = ANSWER
+            .replacen(
+                r#""ipv6Addresses" : [ "2603:c020:400d:5d7e::20", "2603:c020:400d:5d7e::21" ],"#,
+                "",
+                1,
+            )
+            .replacen(r#""ipv6Addresses" : [ "2603:c020:400d:5dbb::10" ],"#, "", 1);
+        assert_ne!(before, ANSWER);
+        let script = move |t: Duration| {
+            Ok(Some(if t < Duration::from_secs(2) {
+                before.clone()
+            } else {
+                ANSWER.to_owned()
+            }))
+        };
+        // The primary's DHCPv4 lease: complete at once, its IPv6 not waited for.
+        let clock = FakeClock::new();
+        let imds = Scripted::every(&clock, script.clone());
+        let v4 = event("02:00:17:0d:6b:be", "10.0.0.183", "10.0.0.1");
+        let out = OciNetwork::wait(&imds, &v4, &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        assert_eq!(imds.count(), 1);
+        // The secondary's DHCPv6 lease waits for its address, and only it.
+        let clock = FakeClock::new();
+        let imds = Scripted::every(&clock, script);
+        let v6 = NicEvent::try_new(
+            crate::model::IfName::try_new("ens4").unwrap(),
+            "02:00:17:18:f6:ff".parse().unwrap(),
+            vec![crate::model::Lease {
+                family: crate::model::Family::V6,
+                address: "2603:c020:400d:5d7e::20".parse().unwrap(),
+                prefix_len: 128,
+                routers: Vec::new(),
+                reason: Reason::Bound,
+            }],
+        )
+        .unwrap();
+        let out = OciNetwork::wait(&imds, &v6, &policy(30_000), &clock);
+        assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+        assert!(imds.count() > 1 && clock.t() >= Duration::from_secs(2));
+        // Never published within the budget: Partial, IPv6's addresses missing.
+        let clock = FakeClock::new();
+        let stale = ANSWER.replacen(
+            r#""ipv6Addresses" : [ "2603:c020:400d:5d7e::20", "2603:c020:400d:5d7e::21" ],"#,
+            "",
+            1,
+        );
+        let imds = Scripted::every(&clock, move |_| Ok(Some(stale.clone())));
+        let out = OciNetwork::wait(&imds, &v6, &policy(2_000), &clock);
+        let Outcome::Partial { missing, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            missing,
+            [Missing::Addresses {
+                family: crate::model::Family::V6
+            }]
+        );
     }
 
     #[test]

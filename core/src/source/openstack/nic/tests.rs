@@ -535,3 +535,288 @@ fn state_files_without_routes_still_read_and_routes_round_trip() {
         network(&parse_network_data(TWO).unwrap())
     );
 }
+
+/// One link besides the primary, `fa:16:3e:00:01:14`, with `networks` (JSON
+/// objects without their `link`, which is `b`).
+fn on_eth1(networks: &[&str]) -> String {
+    let nets: Vec<String> = networks
+        .iter()
+        .map(|n| n.replacen('{', r#"{"link":"b","#, 1))
+        .collect();
+    format!(
+        r#"{{"links":[
+        {{"id":"a","type":"phy","ethernet_mac_address":"fa:16:3e:00:00:0a"}},
+        {{"id":"b","type":"phy","ethernet_mac_address":"fa:16:3e:00:01:14"}}],
+      "networks":[{{"type":"ipv4_dhcp","link":"a"}}{}{}]}}"#,
+        if nets.is_empty() { "" } else { "," },
+        nets.join(",")
+    )
+}
+
+/// The EUI-64 of `MAC1` (`fa:16:3e:00:01:14`) inside `2001:db8:1::/64`, as
+/// Neutron gives a port on a SLAAC subnet and the kernel configures it.
+const MAC1_SLAAC: &str = "2001:db8:1:0:f816:3eff:fe00:114";
+
+/// Nova's SLAAC network since Pike: the port's address with the subnet's
+/// netmask and its default gateway (`nova/virt/netutils.py` `_get_nets`).
+fn slaac_network(kind: &str, address: &str) -> String {
+    format!(
+        r#"{{"type":"{kind}","ip_address":"{address}","netmask":"ffff:ffff:ffff:ffff::",
+            "routes":[{{"network":"::","netmask":"::","gateway":"2001:db8:1::1"}}]}}"#
+    )
+}
+
+fn autoconf(address: &str) -> Lease {
+    Lease {
+        reason: Reason::Autoconf,
+        ..lease(address, 64, None)
+    }
+}
+
+#[test]
+fn eui64_is_neutrons_and_the_kernels_slaac_address() {
+    // RFC 4291 appendix A: ff:fe in the middle, the universal/local bit flipped
+    // (oslo.utils `get_ipv6_addr_by_EUI64`: `prefix.first + eui64 ^ (1 << 57)`).
+    assert_eq!(
+        eui64("fa:16:3e:00:01:14".parse().unwrap()),
+        [0xf8, 0x16, 0x3e, 0xff, 0xfe, 0x00, 0x01, 0x14]
+    );
+    let mac1 = "02:00:00:00:00:02".parse().unwrap();
+    let prefix: IpNet = "fd00:98:1::/64".parse().unwrap();
+    assert_eq!(
+        slaac_address(Some(prefix), mac1).unwrap().to_string(),
+        "fd00:98:1::ff:fe00:2/64"
+    );
+    // The address a network lists is the one it vouches for.
+    let listed: IpNet = format!("{MAC1_SLAAC}/64").parse().unwrap();
+    assert_eq!(
+        slaac_address(Some(listed), mac1).map(IpNet::V6),
+        Some(listed)
+    );
+    // No address, an IPv4 one, a prefix SLAAC cannot fill (not /64): none.
+    assert_eq!(slaac_address(None, mac1), None);
+    assert_eq!(
+        slaac_address(Some("10.0.0.0/24".parse().unwrap()), mac1),
+        None
+    );
+    assert_eq!(
+        slaac_address(Some("fd00:98:1::/56".parse().unwrap()), mac1),
+        None
+    );
+}
+
+#[test]
+fn every_ipv6_network_type_and_what_it_gives_the_nic() {
+    let mac1: MacAddr = MAC1.parse().unwrap();
+    let types = [
+        ("ipv6_slaac", NetworkType::Ipv6Slaac),
+        ("ipv6_dhcpv6-stateless", NetworkType::Ipv6Slaac),
+        ("ipv6_dhcpv6-stateful", NetworkType::Ipv6Dhcp),
+        ("ipv6_dhcp", NetworkType::Ipv6Dhcp),
+        ("ipv6", NetworkType::Ipv6Static),
+        ("static6", NetworkType::Ipv6Static),
+    ];
+    for (name, kind) in types {
+        let body = on_eth1(&[&slaac_network(name, MAC1_SLAAC)]);
+        let d = parse_network_data(&body).unwrap();
+        assert_eq!(d.networks[1].kind, kind, "{name}");
+        // The address is the NIC's, with its subnet, whatever the type.
+        let n = network(&d);
+        let nic = n.nic(mac1).unwrap();
+        assert_eq!(nic.ipv6s[0].to_string(), MAC1_SLAAC, "{name}");
+        assert_eq!(
+            nic.subnet_ipv6_cidr_blocks[0].to_string(),
+            "2001:db8:1::/64",
+            "{name}"
+        );
+        let u = unleased(&d);
+        let got: Vec<Reason> = u.iter().flat_map(|n| &n.leases).map(|l| l.reason).collect();
+        match kind {
+            // From router advertisements: the kernel's address, never added.
+            NetworkType::Ipv6Slaac => {
+                assert_eq!(u[0].leases, [autoconf(MAC1_SLAAC)], "{name}");
+            }
+            // A DHCPv6 client's lease serves it.
+            NetworkType::Ipv6Dhcp => assert!(got.is_empty(), "{name}: {got:?}"),
+            // Static: leasehook adds it, with the network's gateway.
+            _ => assert_eq!(
+                u[0].leases,
+                [Lease {
+                    reason: Reason::Metadata,
+                    ..lease(MAC1_SLAAC, 64, Some("2001:db8:1::1"))
+                }],
+                "{name}"
+            ),
+        }
+        // A lease of the address agrees with the document, whatever the type.
+        let a = assess(
+            &event(MAC1, lease(MAC1_SLAAC, 128, None)),
+            &Answer::Body(body),
+        )
+        .unwrap();
+        assert!(a.is_complete(), "{name}: {:?}", a.missing);
+    }
+    // A SLAAC network naming its prefix alone: the EUI-64 of the link's MAC.
+    let d = parse_network_data(&on_eth1(&[&slaac_network("ipv6_slaac", "2001:db8:1::")])).unwrap();
+    assert_eq!(unleased(&d)[0].leases, [autoconf(MAC1_SLAAC)]);
+    assert_eq!(
+        network(&d).nic(mac1).unwrap().ipv6s[0].to_string(),
+        MAC1_SLAAC
+    );
+    // Without an address (Nova before Pike never types one so; metal3 writes
+    // it so): it vouches for no address, and the NIC gets no IPv6 lease.
+    let d = parse_network_data(&on_eth1(&[r#"{"type":"ipv6_slaac"}"#])).unwrap();
+    assert!(unleased(&d).is_empty());
+    // A DHCPv6 network beside the SLAAC one hands out the address: its
+    // client's lease is the NIC's, no autoconf lease.
+    let d = parse_network_data(&on_eth1(&[
+        &slaac_network("ipv6_slaac", MAC1_SLAAC),
+        r#"{"type":"ipv6_dhcpv6-stateful"}"#,
+    ]))
+    .unwrap();
+    assert!(unleased(&d).is_empty());
+    // The primary's SLAAC is its own configuration's (the main table's).
+    let primary = on_eth1(&[]).replace(
+        r#"{"type":"ipv4_dhcp","link":"a"}"#,
+        &slaac_network("ipv6_slaac", "2001:db8:1::f816:3eff:fe00:a").replacen(
+            '{',
+            r#"{"link":"a","#,
+            1,
+        ),
+    );
+    assert!(unleased(&parse_network_data(&primary).unwrap()).is_empty());
+}
+
+#[test]
+fn hostile_slaac_values_are_errors_or_refused() {
+    // An IPv4 address on a SLAAC network, a netmask of the other family: the
+    // document is not used.
+    for (net, key) in [
+        (
+            r#"{"type":"ipv6_slaac","ip_address":"10.0.1.20","netmask":"255.255.255.0"}"#,
+            "networks/1/ip_address",
+        ),
+        (
+            r#"{"type":"ipv6_slaac","ip_address":"2001:db8:1::5","netmask":"255.255.255.0"}"#,
+            "networks/1/netmask",
+        ),
+        (
+            r#"{"type":"ipv6_slaac","ip_address":"2001:db8:1::5","netmask":"ffff:0:ffff::"}"#,
+            "networks/1/netmask",
+        ),
+    ] {
+        let e = parse_network_data(&on_eth1(&[net]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key), "{e}");
+    }
+    // Addresses no NIC may hold as a source (loopback, multicast, link-local,
+    // the metadata service's IPv6 address): vouched for, but refused by the
+    // gate, so the NIC gets no rule from them.
+    for bad in [
+        "::1",
+        "ff02::1",
+        "fe80::f816:3eff:fe00:114",
+        "fd00:ec2::254",
+    ] {
+        let body = on_eth1(&[&format!(
+            r#"{{"type":"ipv6_slaac","ip_address":"{bad}","netmask":"ffff:ffff:ffff:ffff::"}}"#
+        )]);
+        let d = parse_network_data(&body).unwrap();
+        let u = unleased(&d);
+        let l = u[0].leases[0].clone();
+        let p = plan_nics(&network(&d), &[("eth1", MAC1, l)]);
+        let ip = &p.interfaces[0];
+        assert!(
+            ip.rules.is_empty() && ip.addresses.is_empty(),
+            "{bad}: {p:?}"
+        );
+        assert!(!ip.refused.is_empty(), "{bad}: {p:?}");
+    }
+}
+
+#[test]
+fn a_slaac_address_is_routed_never_added() {
+    let body = on_eth1(&[
+        r#"{"type":"ipv4_dhcp"}"#,
+        &slaac_network("ipv6_slaac", MAC1_SLAAC),
+    ]);
+    let d = parse_network_data(&body).unwrap();
+    let l = unleased(&d)[0].leases[0].clone();
+    let p = two_nic_plan(
+        &body,
+        &[
+            ("eth0", MAC0, lease("10.0.0.10", 24, Some("10.0.0.1"))),
+            ("eth1", MAC1, l),
+        ],
+    );
+    let table = 10_000 + device_slot(MAC1.parse().unwrap());
+    let text = crate::render::ip(&p);
+    let want = format!(
+        "# profile ec2-net-utils\n\
+         # eth0 fa:16:3e:00:00:0a primary families ipv4\n\
+         # eth0 missing: local-ipv4s not known\n\
+         # eth1 fa:16:3e:00:01:14 secondary table {table} families ipv6\n\
+         ip -6 route add default via 2001:db8:1::1 dev eth1 table {table}\n\
+         ip -6 route add 2001:db8:1::/64 dev eth1 table {table}\n\
+         ip -6 rule add from {MAC1_SLAAC}/128 lookup {table} priority {table}\n"
+    );
+    assert_eq!(text, want, "{text}");
+    // The kernel's address is never one the plan adds (or so owns).
+    assert!(p.interfaces.iter().all(|i| i.addresses.is_empty()), "{p:?}");
+    assert_valid(&p, &["eth0", "eth1"]);
+}
+
+#[test]
+fn completeness_is_per_family_and_an_ipv6_only_link_needs_no_ipv4() {
+    // An IPv6-only port (no IPv4 network on the link): its DHCPv6 lease
+    // agrees with the document alone.
+    let v6_only = on_eth1(&[&slaac_network("ipv6_dhcpv6-stateful", MAC1_SLAAC)]);
+    let v6 = event(MAC1, lease(MAC1_SLAAC, 128, None));
+    let a = assess(&v6, &Answer::Body(v6_only.clone())).unwrap();
+    assert!(a.is_complete(), "{:?}", a.missing);
+    // So does its SLAAC address.
+    let slaac_only = on_eth1(&[&slaac_network("ipv6_slaac", MAC1_SLAAC)]);
+    let a = assess(
+        &event(MAC1, autoconf(MAC1_SLAAC)),
+        &Answer::Body(slaac_only),
+    )
+    .unwrap();
+    assert!(a.is_complete(), "{:?}", a.missing);
+    // ... named by its prefix alone: the EUI-64 inside it is the listed one.
+    let prefix_only = on_eth1(&[&slaac_network("ipv6_slaac", "2001:db8:1::")]);
+    let a = assess(
+        &event(MAC1, autoconf(MAC1_SLAAC)),
+        &Answer::Body(prefix_only),
+    )
+    .unwrap();
+    assert!(a.is_complete(), "{:?}", a.missing);
+    // A dual-stack port whose IPv6 network is not listed yet: the IPv4 lease
+    // is complete, the IPv6 one waits, for IPv6 items alone.
+    let v4_yet = on_eth1(&[r#"{"type":"ipv4_dhcp"}"#]);
+    let v4 = event(MAC1, lease("10.0.1.20", 24, Some("10.0.1.1")));
+    assert!(
+        assess(&v4, &Answer::Body(v4_yet.clone()))
+            .unwrap()
+            .is_complete()
+    );
+    let a = assess(&v6, &Answer::Body(v4_yet)).unwrap();
+    assert!(!a.missing.is_empty());
+    assert!(
+        a.missing.iter().all(|m| matches!(
+            m,
+            Missing::Addresses { family: Family::V6 } | Missing::Subnet { family: Family::V6 }
+        )),
+        "{:?}",
+        a.missing
+    );
+    // A SLAAC address the network does not vouch for (a privacy address):
+    // not the document's, waited for as a stale answer.
+    let privacy = event(MAC1, autoconf("2001:db8:1::1234:5678:9abc:def0"));
+    let a = assess(&privacy, &Answer::Body(v6_only)).unwrap();
+    assert!(
+        matches!(a.missing[..], [Missing::LeaseAddress { .. }]),
+        "{:?}",
+        a.missing
+    );
+}
