@@ -7,7 +7,12 @@
 //! * at `100.100.100.200:80` (the binary's default), `/latest/meta-data/` with
 //!   one leaf per key and `network/interfaces/macs/<mac>/` folders holding
 //!   `primary-ip-address`, `private-ipv4s` (a JSON list), `netmask`, `gateway`,
-//!   `vpc-cidr-block`, `vswitch-cidr-block`, `network-interface-id`;
+//!   `vpc-cidr-block`, `vswitch-cidr-block`, `network-interface-id`, and on a
+//!   dual-stack instance ([`dual_stack_world`]) `ipv6s` (`[a,b]`: brackets, no
+//!   quotes, not JSON), `ipv6-gateway`, `vswitch-ipv6-cidr-block` and
+//!   `vpc-ipv6-cidr-blocks` (Alibaba's "instance metadata" page,
+//!   <https://help.aliyun.com/zh/ecs/user-guide/view-instance-metadata>; terway's
+//!   `pkg/aliyun/metadata/metadata.go` reads `ipv6s` so);
 //! * hardened mode (the default): `PUT /latest/api/token` with
 //!   `X-aliyun-ecs-metadata-token-ttl-seconds: 1..=21600` hands out a token, and a
 //!   `GET` without a valid `X-aliyun-ecs-metadata-token` gets 401; EC2's header
@@ -103,6 +108,54 @@ pub fn world_tree() -> Value {
     }})
 }
 
+/// The dual-stack VPC's IPv6 block as [`dual_stack_world`] publishes it in
+/// `vpc-ipv6-cidr-blocks` (leasehook does not read it). ECS gives a VPC a /56;
+/// the world's two /64s (`fd00:98:0::/64`, `fd00:98:1::/64`, the shared
+/// contract) differ in their third group, so no /56 holds both: a /48 does.
+pub const VPC_IPV6: &str = "fd00:98::/48";
+
+/// The IPv6 gateway [`dual_stack_world`] publishes on both NICs: the routers'
+/// link-local `fe80::1` (the shared contract). ECS's own page shows an address
+/// of the vSwitch's /64 (`...:ffff:ffff:ffff:fff7`); leasehook takes either.
+pub const IPV6_GATEWAY: &str = "fe80::1";
+
+/// Adds a NIC's IPv6 keys to its folder, as ECS writes them.
+fn with_ipv6(mut folder: Value, ipv6s: &[&str], block: &str) -> Value {
+    if let Some(f) = folder.as_object_mut() {
+        f.insert("ipv6s".into(), json!(format!("[{}]", ipv6s.join(","))));
+        f.insert("ipv6-gateway".into(), json!(IPV6_GATEWAY));
+        f.insert("vswitch-ipv6-cidr-block".into(), json!(block));
+        f.insert(
+            "vpc-ipv6-cidr-blocks".into(),
+            json!(format!("[{VPC_IPV6}]")),
+        );
+    }
+    folder
+}
+
+/// The dual-stack instance of the shared IPv6 world contract, what `--tree`
+/// takes: [`world_tree`] with eth0 also holding `fd00:98:0::10` in
+/// `fd00:98:0::/64`, and eth1 `fd00:98:1::20` (the address dnsmasq leases by
+/// DHCPv6) and `fd00:98:1::21` (a secondary: on ECS the OS adds it, as it adds
+/// secondary private IPv4 addresses) in `fd00:98:1::/64`; both NICs name
+/// [`IPV6_GATEWAY`]. ECS has no IPv6-only ENI (every ENI has a primary private
+/// IPv4 address), so there is no `ipv6_only_world`.
+pub fn dual_stack_world() -> Value {
+    let mut tree = world_tree();
+    for (mac, ipv6s, block) in [
+        (MAC0, &["fd00:98:0::10"][..], "fd00:98:0::/64"),
+        (
+            MAC1,
+            &["fd00:98:1::20", "fd00:98:1::21"][..],
+            "fd00:98:1::/64",
+        ),
+    ] {
+        let folder = &mut tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][mac];
+        *folder = with_ipv6(folder.take(), ipv6s, block);
+    }
+    tree
+}
+
 /// The emulator's configuration: `tree`, ECS's headers, the VPC rule, hardened
 /// mode or not.
 pub fn config(tree: Value, hardened: bool) -> Config {
@@ -117,12 +170,18 @@ pub fn config(tree: Value, hardened: bool) -> Config {
 /// Starts an in-process emulator on `bind` (a loopback address) answering every
 /// source (a loopback client is not in the VPC): for unit-level tests.
 pub fn start_loopback(bind: SocketAddr, tree: Value, hardened: bool) -> io::Result<Emulator> {
+    Emulator::start(bind, loopback_config(tree, hardened))
+}
+
+/// [`config`] answering loopback sources: for in-process tests that also set a
+/// scenario.
+pub fn loopback_config(tree: Value, hardened: bool) -> Config {
     let mut c = config(tree, hardened);
     c.allowed_sources = vec![
         "127.0.0.0/8".parse().unwrap_or_else(|e| panic!("{e}")),
         "::1/128".parse().unwrap_or_else(|e| panic!("{e}")),
     ];
-    Emulator::start(bind, c)
+    c
 }
 
 /// The world's metadata service: `leasehook-emulator --cloud aliyun` on

@@ -103,6 +103,38 @@ pub fn world_instance() -> Value {
     })
 }
 
+/// The world's VM dual-stack (issue 34's contract): [`world_instance`] with
+/// `ipv6.ipAddress[].privateIpAddress` and `ipv6.subnet[]` on both NICs (the
+/// shape cloud-init's Azure tests carry): eth0 `fd00:98::10`, eth1
+/// `fd00:98:1::20` (the one DHCPv6 leases) and `fd00:98:1::21`, each in its
+/// link's /64. Azure's IMDS has no IPv6 gateway: the router is the one router
+/// advertisements name. (Azure has no IPv6-only NIC: every NIC's IP
+/// configurations start with an IPv4 one.)
+pub fn dual_stack_world() -> Value {
+    use crate::world::{ETH0_V6, ETH1_V6, ETH1_V6_SECONDARY};
+    let ipv6 = |addresses: &[&str], subnet: &str| {
+        let ips: Vec<Value> = addresses
+            .iter()
+            .map(|a| json!({"privateIpAddress": a}))
+            .collect();
+        json!({"ipAddress": ips, "subnet": [{"address": subnet, "prefix": "64"}]})
+    };
+    let mut doc = world_instance();
+    if let Some(list) = doc["network"]["interface"].as_array_mut() {
+        for nic in list {
+            let v6 = match nic["macAddress"].as_str() {
+                Some(m) if m == azure_mac(MAC0) => ipv6(&[ETH0_V6], "fd00:98::"),
+                Some(m) if m == azure_mac(MAC1) => {
+                    ipv6(&[ETH1_V6, ETH1_V6_SECONDARY], "fd00:98:1::")
+                }
+                _ => continue,
+            };
+            nic["ipv6"] = v6;
+        }
+    }
+    doc
+}
+
 /// A NIC that appears late (its MAC in either form).
 pub use crate::shell::LateMac as Appear;
 

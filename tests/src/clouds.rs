@@ -17,7 +17,7 @@ use leasehook_core::model::{Family, IfName, Lease, Missing, Reason};
 use leasehook_core::source::provider::{NicEvent, Outcome, WaitPolicy};
 use serde_json::{Value, json};
 
-use crate::world::{CloudDhcp, MAC1, MetadataService, WorldOptions, at_file};
+use crate::world::{CloudDhcp, Ipv6World, MAC1, MetadataService, WorldOptions, at_file};
 
 /// A cloud leasehook serves: Amazon EC2 (IMDSv2, the default provider), Google
 /// Compute Engine, Microsoft Azure, Alibaba Cloud ECS, Oracle Cloud (OCI) and
@@ -355,6 +355,84 @@ impl Cloud {
             metadata,
             ..WorldOptions::default()
         }
+    }
+}
+
+// --- The IPv6 worlds (issue 34) ----------------------------------------------------
+
+impl Cloud {
+    /// The world's instance dual-stack (issue 34's contract: eth0
+    /// `fd00:98::10`, eth1 `fd00:98:1::20` leased and `fd00:98:1::21`), in
+    /// this cloud's own metadata format: what its emulator's `--tree` (Azure:
+    /// `--instance`, Oracle: `--vnics`) takes. `None`: the cloud's emulator has
+    /// no such world wired here yet, and `cloud_table!` runs no IPv6 row for
+    /// it (`cloud_rows::assert_ipv6_rows_listed` checks the two agree).
+    pub fn dual_stack_world(self) -> Option<Value> {
+        match self {
+            Self::Ec2 => Some(crate::world::dual_stack_tree()),
+            Self::Gce => Some(crate::gce_emulator::dual_stack_world()),
+            Self::Azure => Some(crate::azure_emulator::dual_stack_world()),
+            Self::Aliyun => Some(crate::aliyun_emulator::dual_stack_world()),
+            Self::Oracle => Some(crate::oracle_emulator::dual_stack_world()),
+            Self::OpenStack => Some(crate::openstack_emulator::dual_stack_world()),
+        }
+    }
+
+    /// The world's instance with eth1 IPv6-only (its cloud's documented
+    /// IPv6-only NIC: no IPv4 in the metadata), in the format of
+    /// [`Cloud::dual_stack_world`]; `None` where the cloud has no IPv6-only
+    /// NIC (Azure, Alibaba) or its world is not wired here yet.
+    pub fn ipv6_only_world(self) -> Option<Value> {
+        match self {
+            Self::Ec2 => Some(crate::world::ipv6_only_tree()),
+            Self::Gce => Some(crate::gce_emulator::ipv6_only_world()),
+            Self::Oracle => Some(crate::oracle_emulator::ipv6_only_world()),
+            Self::OpenStack => Some(crate::openstack_emulator::ipv6_only_world()),
+            Self::Azure | Self::Aliyun => None,
+        }
+    }
+
+    /// The world's IPv6 on this cloud ([`Ipv6World`]: the DHCPv6 leases, eth1's
+    /// secondaries), dual-stack or (`ipv6_only`) not: the contract's addresses,
+    /// where a cloud's format forces others (GCE's /96) that cloud's.
+    pub fn ipv6_world(self, ipv6_only: bool) -> Ipv6World {
+        let mut v6 = if ipv6_only {
+            Ipv6World::ipv6_only()
+        } else {
+            Ipv6World::dual_stack()
+        };
+        if self == Self::Gce {
+            // DHCPv6 leases the first address of the NIC's /96, and the
+            // metadata lists that one only: the rest of the range is the
+            // user's, routed to the VM by the rule from the /96.
+            use crate::gce_emulator::{ETH0_IPV6, ETH1_IPV6};
+            ETH0_IPV6.clone_into(&mut v6.eth0);
+            ETH1_IPV6.clone_into(&mut v6.eth1);
+            v6.eth1_secondaries.clear();
+        }
+        if self == Self::OpenStack {
+            // Nova lists the first address of a port's IPv6 subnet only.
+            v6.eth1_secondaries.clear();
+        }
+        v6
+    }
+
+    /// The options of a world on this cloud ([`Cloud::world`]) whose metadata
+    /// service serves `doc` (a [`Cloud::dual_stack_world`]): EC2's IMDS its
+    /// tree, the others' emulator with `doc` as the argument that takes it.
+    pub fn world_serving(self, doc: &Value) -> WorldOptions {
+        let flag = match self {
+            Self::Ec2 => {
+                return WorldOptions {
+                    tree: Some(doc.clone()),
+                    ..self.world(Vec::new())
+                };
+            }
+            Self::Azure => "--instance",
+            Self::Oracle => "--vnics",
+            Self::Gce | Self::Aliyun | Self::OpenStack => "--tree",
+        };
+        self.world(vec![flag.to_owned(), doc.to_string()])
     }
 }
 

@@ -13,7 +13,11 @@
 //! (one entry a line, containers with a trailing `/`), a string or number its
 //! text, `null` or a missing key 404. With `?recursive=true` a container answers
 //! JSON whose keys are camelCase (`ipAliases`, `networkInterfaces`), as the real
-//! server does, except the user's keys under `attributes`.
+//! server does, except the user's keys under `attributes`. [`world_tree`] is the
+//! test world's IPv4 instance; [`dual_stack_world`] and [`ipv6_only_world`] add
+//! GCE's IPv6 keys (issue 34: `ipv6s` written uncompressed, the NIC's /96 in
+//! `ipv6`, `gateway-ipv6`), which `?recursive=true` writes `ipv6s`, `ipv6`,
+//! `gatewayIpv6`.
 //!
 //! # The rules it enforces
 //!
@@ -239,6 +243,87 @@ pub fn world_tree() -> Value {
         },
         "project": {"project-id": "leasehook-test", "numeric-project-id": 123_456_789}
     })
+}
+
+/// eth0's IPv6 address in [`dual_stack_world`]: the first of its /96
+/// ([`ETH0_IPV6_RANGE`]), which GCE's DHCPv6 leases. The shared world's
+/// `fd00:98:0::10` cannot be: GCE leases the first address of the NIC's /96,
+/// whose last 32 bits are 0.
+pub const ETH0_IPV6: &str = "fd00:98::10:0:0";
+
+/// eth0's /96 in [`dual_stack_world`], inside the shared world's
+/// `fd00:98:0::/64`.
+pub const ETH0_IPV6_RANGE: &str = "fd00:98::10:0:0/96";
+
+/// eth1's IPv6 address in [`dual_stack_world`] and [`ipv6_only_world`], the
+/// one dnsmasq must lease it on GCE (for the shared world's `fd00:98:1::20`):
+/// the first of [`ETH1_IPV6_RANGE`].
+pub const ETH1_IPV6: &str = "fd00:98:1::20:0:0";
+
+/// eth1's /96, inside the shared world's `fd00:98:1::/64`.
+pub const ETH1_IPV6_RANGE: &str = "fd00:98:1::20:0:0/96";
+
+/// An address of eth1's range other than the leased one (the shared world's
+/// secondary `fd00:98:1::21`): GCE lists none besides the first ("applications
+/// can use any of the IP addresses in the /96 range"), so the metadata does not
+/// name it; the rule from the range covers it.
+pub const ETH1_IPV6_SECONDARY: &str = "fd00:98:1::20:0:21";
+
+/// The IPv6 gateway the worlds publish (`gateway-ipv6`), link-local: the shared
+/// world gives `gw0` and `gw1` `fe80::1`.
+pub const IPV6_GATEWAY: &str = "fe80::1";
+
+/// An address as GCE writes `ipv6s`: every group, none left out
+/// (`fd20:172:1610:7003:0:1:0:0` on a real VM).
+fn uncompressed(a: &str) -> String {
+    let a: std::net::Ipv6Addr = a.parse().unwrap_or_else(|e| panic!("{a}: {e}"));
+    a.segments()
+        .iter()
+        .map(|s| format!("{s:x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Adds a NIC's IPv6 keys as GCE publishes them (`ipv6s`, `ipv6`,
+/// `gateway-ipv6`, `dhcpv6-refresh`, `forwarded-ipv6s`; path names, which the
+/// recursive answer writes `ipv6s`, `ipv6`, `gatewayIpv6`, ...).
+fn with_ipv6(nic: &mut Value, address: &str, range: &str) {
+    if let Value::Object(m) = nic {
+        m.insert("ipv6s".to_owned(), json!([uncompressed(address)]));
+        m.insert("ipv6".to_owned(), json!([range]));
+        m.insert("gateway-ipv6".to_owned(), json!(IPV6_GATEWAY));
+        m.insert("dhcpv6-refresh".to_owned(), json!("2219726792944608985"));
+        m.insert("forwarded-ipv6s".to_owned(), json!([]));
+    }
+}
+
+/// [`world_tree`] with both NICs dual-stack (issue 34's shared world, in GCE's
+/// format): eth0 [`ETH0_IPV6`] in [`ETH0_IPV6_RANGE`], eth1 [`ETH1_IPV6`] in
+/// [`ETH1_IPV6_RANGE`], both behind [`IPV6_GATEWAY`].
+pub fn dual_stack_world() -> Value {
+    let mut tree = world_tree();
+    for (i, address, range) in [
+        (0, ETH0_IPV6, ETH0_IPV6_RANGE),
+        (1, ETH1_IPV6, ETH1_IPV6_RANGE),
+    ] {
+        if let Some(nic) = tree["instance"]["network-interfaces"].get_mut(i) {
+            with_ipv6(nic, address, range);
+        }
+    }
+    tree
+}
+
+/// [`dual_stack_world`] with eth1 IPv6-only: its entry has no `ip`, `gateway`,
+/// `subnetmask` or `ip-aliases` (an IPv6-only interface has no IPv4 address),
+/// its IPv6 keys as in the dual-stack world.
+pub fn ipv6_only_world() -> Value {
+    let mut tree = dual_stack_world();
+    if let Some(Value::Object(nic)) = tree["instance"]["network-interfaces"].get_mut(1) {
+        for key in ["ip", "gateway", "subnetmask", "ip-aliases"] {
+            nic.remove(key);
+        }
+    }
+    tree
 }
 
 /// How many requests of `log` were long polls: held (their `open` line) or

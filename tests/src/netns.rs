@@ -239,8 +239,16 @@ impl Netns {
                         .as_u64()
                         .map(|l| format!("/{l}"))
                         .unwrap_or_default();
+                    // A rule to a destination (leasehook's `nics:` rules) names it.
+                    let dst = r["dst"].as_str().map_or_else(String::new, |d| {
+                        let len = r["dstlen"]
+                            .as_u64()
+                            .map(|l| format!("/{l}"))
+                            .unwrap_or_default();
+                        format!(" to {d}{len}")
+                    });
                     format!(
-                        "{} from {src}{len} lookup {} proto {}",
+                        "{} from {src}{len}{dst} lookup {} proto {}",
                         r["priority"],
                         r["table"].as_str().unwrap_or("?"),
                         protocol(r)

@@ -180,6 +180,111 @@ pub fn world_network_data() -> Value {
     })
 }
 
+/// eth0's IPv6 address in the dual-stack worlds (`fd00:98:0::10`), in
+/// [`ETH0_V6_SUBNET`].
+pub const ETH0_V6: &str = "fd00:98::10";
+
+/// eth0's IPv6 subnet in the dual-stack worlds.
+pub const ETH0_V6_SUBNET: &str = "fd00:98::/64";
+
+/// eth1's IPv6 addresses in [`dual_stack_world`] and [`ipv6_only_world`]: the
+/// one dnsmasq leases by DHCPv6, alone. The contract's secondary
+/// `fd00:98:1::21` is not listed: Nova's `network_data.json` names only the
+/// port's first address of its network's first IPv6 subnet
+/// (`nova/virt/netutils.py`: `_get_first_network`, `subnet['ips'][0]`), so
+/// `OpenStack` has no secondary IPv6 address for the OS to add.
+pub const ETH1_V6: &[&str] = &["fd00:98:1::20"];
+
+/// eth1's IPv6 subnet in every dual-stack world.
+pub const ETH1_V6_SUBNET: &str = "fd00:98:1::/64";
+
+/// eth1's address in [`slaac_world`]: the EUI-64 of `MAC1` inside
+/// [`ETH1_V6_SUBNET`], the address Neutron gives a port on a SLAAC subnet and
+/// the kernel configures from the router's advertisement.
+pub const ETH1_SLAAC: &str = "fd00:98:1::ff:fe00:2";
+
+/// The IPv6 gateway every world's IPv6 network publishes (its `::/0` route):
+/// the routers' link-local `fe80::1`, which Neutron accepts as an IPv6
+/// subnet's `gateway_ip` (`neutron/ipam/utils.py` `check_gateway_in_subnet`
+/// skips the subnet check for a link-local one).
+pub const V6_GATEWAY: &str = "fe80::1";
+
+/// An IPv6 network on `link`, as Nova writes one since Pike for a Neutron
+/// subnet with `ipv6_address_mode` `mode` (type `ipv6_<mode>`): the port's
+/// address with the subnet's netmask, the default route through the subnet's
+/// gateway (`nova/virt/netutils.py` `_get_nets`). `network_id` is the
+/// port's Neutron network's, whose IPv4 subnet is listed too.
+fn v6_network(id: &str, link: &str, mode: &str, address: &str, network_id: &str) -> Value {
+    json!({"id": id, "type": format!("ipv6_{mode}"), "link": link,
+           "ip_address": address, "netmask": "ffff:ffff:ffff:ffff::",
+           "routes": [{"network": "::", "netmask": "::", "gateway": V6_GATEWAY}],
+           "network_id": network_id})
+}
+
+/// [`world_tree`] with `network_data`.
+fn tree_with(network_data: &Value) -> Value {
+    json!({
+        "meta_data": world_meta_data(),
+        "network_data": network_data,
+        "user_data": "#cloud-config\n{}\n",
+    })
+}
+
+/// The world's network data with eth1's IPv6 by `eth1_mode`, eth0's by
+/// DHCPv6 (`dhcpv6-stateful`): Nova's networks for two dual-stack ports.
+fn dual_stack_network_data(eth1_mode: &str, eth1_address: &str) -> Value {
+    let mut nd = world_network_data();
+    if let Some(Value::Array(nets)) = nd.get_mut("networks") {
+        let (net0, net1) = (
+            "5b4a2b8c-0000-4000-8000-00000000aaaa",
+            "5b4a2b8c-0000-4000-8000-00000000bbbb",
+        );
+        let eth0 = v6_network(
+            "network0v6",
+            "tap0a0a0a0a-00",
+            "dhcpv6-stateful",
+            ETH0_V6,
+            net0,
+        );
+        nets.insert(1, eth0);
+        let eth1 = v6_network(
+            "network1v6",
+            "tap0b0b0b0b-01",
+            eth1_mode,
+            eth1_address,
+            net1,
+        );
+        nets.insert(3, eth1);
+    }
+    nd
+}
+
+/// The contract's dual-stack instance (issue 34), as `--tree` takes it: eth0
+/// and eth1 on their IPv4 DHCP networks as in [`world_tree`], and each on an
+/// IPv6 subnet whose address DHCPv6 hands out (`ipv6_dhcpv6-stateful`, so
+/// eth1's is the lease dnsmasq gives, [`ETH1_V6`]), with [`V6_GATEWAY`].
+pub fn dual_stack_world() -> Value {
+    tree_with(&dual_stack_network_data("dhcpv6-stateful", ETH1_V6[0]))
+}
+
+/// The contract's IPv6-only variant: [`dual_stack_world`] with no IPv4
+/// network on eth1's link (a port on an IPv6-only Neutron network; Nova lists
+/// only the subnets the port has), nor the IPv4 routes.
+pub fn ipv6_only_world() -> Value {
+    let mut nd = dual_stack_network_data("dhcpv6-stateful", ETH1_V6[0]);
+    if let Some(Value::Array(nets)) = nd.get_mut("networks") {
+        nets.retain(|n| n["id"] != "network1");
+    }
+    tree_with(&nd)
+}
+
+/// [`dual_stack_world`] with eth1's IPv6 subnet in SLAAC mode
+/// (`ipv6_slaac`): Nova lists [`ETH1_SLAAC`], the EUI-64 of `MAC1`, which no
+/// DHCPv6 server leases and the kernel configures from the advertisement.
+pub fn slaac_world() -> Value {
+    tree_with(&dual_stack_network_data("slaac", ETH1_SLAAC))
+}
+
 /// The world's `meta_data.json`, as Nova writes it.
 pub fn world_meta_data() -> Value {
     json!({
@@ -415,4 +520,101 @@ pub fn make_config_drive(tree: &Value, label: &str, image: &std::path::Path) -> 
     );
     let _ = std::fs::remove_dir_all(&src);
     "iso9660"
+}
+
+#[cfg(test)]
+mod tests {
+    use leasehook_core::model::{Family, IfName, Lease, MacAddr, Reason};
+    use leasehook_core::source::openstack::nic::{
+        Answer, NetworkType, assess, parse_network_data, slaac_address, unleased,
+    };
+    use leasehook_core::source::provider::NicEvent;
+
+    use super::*;
+
+    fn lease(address: &str, reason: Reason) -> Lease {
+        let address: IpAddr = address.parse().unwrap();
+        Lease {
+            family: Family::of(&address),
+            address,
+            prefix_len: if address.is_ipv4() { 24 } else { 128 },
+            routers: Vec::new(),
+            reason,
+        }
+    }
+
+    fn complete(tree: &Value, mac: &str, l: Lease) -> bool {
+        let event = NicEvent::try_new(
+            IfName::try_new("eth1").unwrap(),
+            mac.parse().unwrap(),
+            vec![l],
+        )
+        .unwrap();
+        let body = tree["network_data"].to_string();
+        assess(&event, &Answer::Body(body)).unwrap().is_complete()
+    }
+
+    /// The kinds of eth1's networks in `tree`.
+    fn eth1_kinds(tree: &Value) -> Vec<NetworkType> {
+        let d = parse_network_data(&tree["network_data"].to_string()).unwrap();
+        let link = d.link(MAC1.parse().unwrap()).unwrap();
+        d.networks_of(link).map(|n| n.kind).collect()
+    }
+
+    #[test]
+    fn the_worlds_are_novas_shapes_and_leasehook_reads_them() {
+        let dual = dual_stack_world();
+        assert_eq!(
+            eth1_kinds(&dual),
+            [NetworkType::Ipv4Dhcp, NetworkType::Ipv6Dhcp]
+        );
+        // dnsmasq's DHCPv6 lease and the DHCPv4 one agree with it; eth0's too.
+        assert!(complete(&dual, MAC1, lease(ETH1_V6[0], Reason::Bound)));
+        assert!(complete(&dual, MAC1, lease("10.98.1.20", Reason::Bound)));
+        assert!(complete(&dual, MAC0, lease(ETH0_V6, Reason::Bound)));
+        assert!(!complete(
+            &dual,
+            MAC1,
+            lease("fd00:98:1::21", Reason::Bound)
+        ));
+        // IPv6-only: no IPv4 network on eth1, its DHCPv6 lease is enough.
+        let v6 = ipv6_only_world();
+        assert_eq!(eth1_kinds(&v6), [NetworkType::Ipv6Dhcp]);
+        assert!(complete(&v6, MAC1, lease(ETH1_V6[0], Reason::Bound)));
+        // SLAAC: the EUI-64 of MAC1, an autoconf lease no DHCP server gives.
+        let slaac = slaac_world();
+        assert_eq!(
+            eth1_kinds(&slaac),
+            [NetworkType::Ipv4Dhcp, NetworkType::Ipv6Slaac]
+        );
+        let mac1: MacAddr = MAC1.parse().unwrap();
+        let prefix = ETH1_V6_SUBNET.parse().unwrap();
+        assert_eq!(
+            slaac_address(Some(prefix), mac1)
+                .unwrap()
+                .addr()
+                .to_string(),
+            ETH1_SLAAC
+        );
+        let d = parse_network_data(&slaac["network_data"].to_string()).unwrap();
+        let u = unleased(&d);
+        assert_eq!(u.len(), 1);
+        assert_eq!(u[0].mac, mac1);
+        assert_eq!(u[0].leases.len(), 1);
+        assert_eq!(u[0].leases[0].reason, Reason::Autoconf);
+        assert_eq!(u[0].leases[0].address.to_string(), ETH1_SLAAC);
+        assert!(complete(&slaac, MAC1, lease(ETH1_SLAAC, Reason::Autoconf)));
+        // Every world still serves the rest of world_tree.
+        for t in [&dual, &v6, &slaac] {
+            assert_eq!(t["meta_data"]["uuid"], INSTANCE_ID);
+            assert!(
+                t["network_data"]["networks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|n| n["type"].as_str().unwrap().starts_with("ipv6"))
+                    .all(|n| n["routes"][0]["gateway"] == V6_GATEWAY)
+            );
+        }
+    }
 }

@@ -5,7 +5,11 @@
 //!
 //! * `GET /opc/v2/vnics/`: every VNIC, a JSON list, the primary first
 //!   (`vnicId, privateIp, vlanTag, macAddr, virtualRouterIp, subnetCidrBlock`,
-//!   `nicIndex` on bare metal, the IPv6 keys when given). `GET /opc/v2/instance/`
+//!   `nicIndex` on bare metal, the IPv6 keys when given: `ipv6Addresses`,
+//!   `ipv6SubnetCidrBlock`, `ipv6VirtualRouterIp`; an IPv6-only VNIC has no
+//!   `privateIp` nor `virtualRouterIp` and `subnetCidrBlock` `"<null>"`). The
+//!   worlds: [`world_vnics`] (IPv4), [`dual_stack_world`] and [`ipv6_only_world`]
+//!   (issue 34's shared instance). `GET /opc/v2/instance/`
 //!   the instance document, and below it any key (`/opc/v2/instance/region`: a
 //!   leaf as text, an object as JSON), as OCI serves them.
 //! * Enforced as an instance with IMDSv1 disabled: every `/opc/v2/` request must
@@ -71,6 +75,76 @@ pub fn world_vnics() -> Value {
     json!([
         vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 1039),
         vnic(MAC1, "10.98.1.20", "10.98.1.0/24", "10.98.1.1", 1041),
+    ])
+}
+
+/// The IPv6 router every VNIC of the dual-stack worlds publishes
+/// (`ipv6VirtualRouterIp`): link-local, as OCI's are (`fe80::200:17ff:fe40:8972`
+/// in cloud-init's recorded answers); the namespace world's routers carry it.
+pub const IPV6_ROUTER: &str = "fe80::1";
+
+/// eth0's IPv6 in the dual-stack worlds: its address and subnet.
+pub const ETH0_IPV6: (&str, &str) = ("fd00:98:0::10", "fd00:98:0::/64");
+
+/// eth1's IPv6 addresses in the dual-stack worlds: the one dnsmasq also leases
+/// by DHCPv6 (OCI serves DHCPv6 on every VNIC), then a secondary one.
+pub const ETH1_IPV6: [&str; 2] = ["fd00:98:1::20", "fd00:98:1::21"];
+
+/// eth1's IPv6 subnet in the dual-stack worlds.
+pub const ETH1_IPV6_SUBNET: &str = "fd00:98:1::/64";
+
+/// `entry` with IPv6: `ipv6Addresses` (a list of strings, as OCI writes it),
+/// `ipv6SubnetCidrBlock` and `ipv6VirtualRouterIp` ([`IPV6_ROUTER`]).
+pub fn with_ipv6(mut entry: Value, addresses: &[&str], subnet: &str) -> Value {
+    entry["ipv6Addresses"] = json!(addresses);
+    entry["ipv6SubnetCidrBlock"] = subnet.into();
+    entry["ipv6VirtualRouterIp"] = IPV6_ROUTER.into();
+    entry
+}
+
+/// One `/opc/v2/vnics/` entry of a VNIC in an IPv6-only subnet, in the shape
+/// of cloud-init's recorded OCI answers: no `privateIp`, no `virtualRouterIp`,
+/// `subnetCidrBlock` the text `"<null>"`; its IPv6 as [`with_ipv6`] gives it.
+pub fn ipv6_only_vnic(mac: &str, addresses: &[&str], subnet: &str, vlan_tag: u16) -> Value {
+    let entry = json!({
+        "vnicId": format!("ocid1.vnic.oc1.iad.{}", mac.replace(':', "")),
+        "vlanTag": vlan_tag,
+        "macAddr": mac.to_uppercase(),
+        "subnetCidrBlock": "<null>",
+    });
+    with_ipv6(entry, addresses, subnet)
+}
+
+/// Issue 34's dual-stack instance, as `--vnics` takes it: eth0 the primary VNIC
+/// (10.98.0.10, and `fd00:98:0::10` in `fd00:98:0::/64`), eth1 a secondary VNIC
+/// (10.98.1.20, and [`ETH1_IPV6`] in [`ETH1_IPV6_SUBNET`]), each through
+/// [`IPV6_ROUTER`].
+pub fn dual_stack_world() -> Value {
+    json!([
+        with_ipv6(
+            vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 1039),
+            &[ETH0_IPV6.0],
+            ETH0_IPV6.1
+        ),
+        with_ipv6(
+            vnic(MAC1, "10.98.1.20", "10.98.1.0/24", "10.98.1.1", 1041),
+            &ETH1_IPV6,
+            ETH1_IPV6_SUBNET
+        ),
+    ])
+}
+
+/// Issue 34's IPv6-only variant, as `--vnics` takes it: eth0 as in
+/// [`dual_stack_world`], eth1 an IPv6-only VNIC ([`ipv6_only_vnic`]) with the
+/// same IPv6.
+pub fn ipv6_only_world() -> Value {
+    json!([
+        with_ipv6(
+            vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 1039),
+            &[ETH0_IPV6.0],
+            ETH0_IPV6.1
+        ),
+        ipv6_only_vnic(MAC1, &ETH1_IPV6, ETH1_IPV6_SUBNET, 1041),
     ])
 }
 
@@ -376,6 +450,56 @@ mod tests {
         assert_eq!(log[0].header, "Bearer%20Oracle");
         assert_eq!(log[1].header, "-");
         assert_eq!(log[1].status, "401");
+    }
+
+    #[test]
+    fn the_dual_stack_and_ipv6_only_worlds_are_what_leasehook_reads() {
+        use leasehook_core::model::{Family, Reason};
+        use leasehook_core::source::oracle::vnic::{parse_vnics, unleased};
+
+        let c = Config {
+            world: Served {
+                vnics: dual_stack_world(),
+                ..Served::default()
+            },
+            ..Config::default()
+        };
+        let e = Emulator::start("127.0.0.1:0".parse().unwrap(), c).unwrap();
+        let (s, body) = get(&e.base_url(), "GET", "/opc/v2/vnics/", &AUTHZ);
+        assert_eq!(s, 200);
+        let net = parse_vnics(&body).unwrap();
+        let eth1 = net.vnic(MAC1.parse().unwrap()).unwrap().metadata();
+        let listed: Vec<String> = eth1.ipv6s.iter().map(ToString::to_string).collect();
+        assert_eq!(listed, ETH1_IPV6);
+        assert_eq!(
+            eth1.subnet_ipv6_cidr_blocks[0].to_string(),
+            ETH1_IPV6_SUBNET
+        );
+        assert_eq!(eth1.local_ipv4s[0].to_string(), "10.98.1.20");
+        let eth0 = net.primary().unwrap().metadata();
+        assert_eq!(eth0.ipv6s[0].to_string(), "fd00:98::10");
+        let u = unleased(&net);
+        let families: Vec<Family> = u.nics[0].leases.iter().map(|l| l.family).collect();
+        assert_eq!(families, [Family::V4, Family::V6]);
+
+        // IPv6-only: eth1 has no IPv4 at all, one IPv6 lease through the router.
+        let net = parse_vnics(&ipv6_only_world().to_string()).unwrap();
+        let eth1 = net.vnic(MAC1.parse().unwrap()).unwrap();
+        assert_eq!(eth1.ipv4(), None);
+        let u = unleased(&net);
+        assert_eq!(u.nics[0].leases.len(), 1);
+        let lease = &u.nics[0].leases[0];
+        assert_eq!(
+            (
+                lease.family,
+                lease.address.to_string(),
+                lease.prefix_len,
+                lease.reason
+            ),
+            (Family::V6, ETH1_IPV6[0].to_owned(), 128, Reason::Metadata)
+        );
+        assert_eq!(lease.routers[0].to_string(), IPV6_ROUTER);
+        assert_eq!(ipv6_only_world()[1]["subnetCidrBlock"], "<null>");
     }
 
     #[test]

@@ -10,6 +10,12 @@
 //!   emulator on 169.254.169.254:80, an echo host on 198.51.100.10:80 that answers
 //!   with the caller's address, and `rp_filter=1` (an ENI's source/destination
 //!   check: a packet whose source belongs to the other subnet is dropped).
+//!   With [`WorldOptions::ipv6`] ([`Ipv6World`], issue 34) the router also
+//!   speaks IPv6 to both NICs: `gw0` `fd00:98::1/64`, both links' only
+//!   link-local address `fe80::1` (the gateway the clouds publish), router
+//!   advertisements from dnsmasq, DHCPv6 for both MACs, an IPv6 echo host on
+//!   [`ECHO6`] and an IPv6 source check (rules: a packet from the other link's
+//!   subnet is dropped).
 //! * instance: `eth0` (02:00:00:00:00:01, device-number 0, 10.98.0.10) and `eth1`
 //!   (02:00:00:00:00:02, device-number 1, 10.98.1.20 + 10.98.1.21, `fd00:98:1::20`),
 //!   where real `dhclient` runs with leasehook's exit hook. The hook is placed in
@@ -80,6 +86,105 @@ pub fn default_tree() -> Value {
         }}}
     }}})
 }
+
+/// eth0's DHCPv6 address in the IPv6 worlds ([`Ipv6World`]), in `fd00:98::/64`.
+pub const ETH0_V6: &str = "fd00:98::10";
+/// eth1's DHCPv6 address, in `fd00:98:1::/64` (the default world's too).
+pub const ETH1_V6: &str = "fd00:98:1::20";
+/// eth1's secondary IPv6 address in the IPv6 worlds: the metadata lists it,
+/// no DHCP leases it (the plan adds it where the cloud's OS must).
+pub const ETH1_V6_SECONDARY: &str = "fd00:98:1::21";
+/// The IPv6 echo host beyond the router (documentation range, RFC 3849;
+/// the address gate lets it pass: `cloud_rows` checks).
+pub const ECHO6: &str = "2001:db8:100::10";
+/// The link-local address of the router on both links in the IPv6 worlds:
+/// the IPv6 gateway the clouds publish, and the source of its router
+/// advertisements (the links have no other link-local address).
+pub const ROUTER_V6_LINK_LOCAL: &str = "fe80::1";
+
+/// EC2's dual-stack instance ([`Ipv6World`], issue 34's contract): the
+/// default tree with `ipv6s` and `subnet-ipv6-cidr-blocks` on both ENIs,
+/// eth1 listing its DHCPv6 address and the secondary [`ETH1_V6_SECONDARY`]
+/// (newline-separated leaves, as IMDS writes lists). EC2 publishes no IPv6
+/// gateway: the router is the one router advertisements name.
+pub fn dual_stack_tree() -> Value {
+    let mut tree = default_tree();
+    let macs = &mut tree["latest"]["meta-data"]["network"]["interfaces"]["macs"];
+    macs[MAC0]["ipv6s"] = json!(ETH0_V6);
+    macs[MAC0]["subnet-ipv6-cidr-blocks"] = json!("fd00:98::/64");
+    macs[MAC1]["ipv6s"] = json!(format!("{ETH1_V6}\n{ETH1_V6_SECONDARY}"));
+    macs[MAC1]["subnet-ipv6-cidr-blocks"] = json!("fd00:98:1::/64");
+    tree
+}
+
+/// EC2's instance whose eth1 is an IPv6-only ENI: [`dual_stack_tree`] with
+/// eth1's `local-ipv4s` and `subnet-ipv4-cidr-block` gone (an ENI in an
+/// IPv6-only subnet has `ipv6s` and no `local-ipv4s`, as cloud-init's EC2
+/// tests carry it).
+pub fn ipv6_only_tree() -> Value {
+    let mut tree = dual_stack_tree();
+    let eth1 = &mut tree["latest"]["meta-data"]["network"]["interfaces"]["macs"][MAC1];
+    if let Some(o) = eth1.as_object_mut() {
+        o.remove("local-ipv4s");
+        o.remove("subnet-ipv4-cidr-block");
+    }
+    tree
+}
+
+/// The IPv6 of a world's instance (issue 34's shared contract): besides
+/// today's DHCPv6 on `gw1`, `gw0` gets `fd00:98::1/64`, both router links the
+/// link-local [`ROUTER_V6_LINK_LOCAL`] only, dnsmasq sends router
+/// advertisements on both (managed: addresses only by DHCPv6, no SLAAC) and
+/// leases each NIC its DHCPv6 address (fixed per MAC), the router's IPv6
+/// rules drop a packet from the other link's subnet (the clouds' source
+/// check: IPv6 has no `rp_filter`), an IPv6 echo host answers on [`ECHO6`],
+/// and the instance's eth1 learns its router at a higher metric than eth0's
+/// (as an OS gives a secondary NIC), so the main table's IPv6 default is
+/// eth0's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ipv6World {
+    /// Whether eth1 has IPv4 too (its DHCPv4); false: an IPv6-only NIC,
+    /// which no DHCPv4 serves.
+    pub eth1_ipv4: bool,
+    /// eth0's DHCPv6 address (canonical text, as `ip` shows it).
+    pub eth0: String,
+    /// eth1's DHCPv6 address.
+    pub eth1: String,
+    /// eth1's other IPv6 addresses, which the metadata lists and no DHCP leases.
+    pub eth1_secondaries: Vec<String>,
+}
+
+impl Ipv6World {
+    /// Both NICs dual-stack, with the contract's addresses ([`ETH0_V6`],
+    /// [`ETH1_V6`], [`ETH1_V6_SECONDARY`]).
+    pub fn dual_stack() -> Self {
+        Self {
+            eth1_ipv4: true,
+            eth0: ETH0_V6.to_owned(),
+            eth1: ETH1_V6.to_owned(),
+            eth1_secondaries: vec![ETH1_V6_SECONDARY.to_owned()],
+        }
+    }
+
+    /// [`Ipv6World::dual_stack`] with eth1 IPv6-only.
+    pub fn ipv6_only() -> Self {
+        Self {
+            eth1_ipv4: false,
+            ..Self::dual_stack()
+        }
+    }
+
+    /// Every IPv6 address of eth1: the leased one, then the secondaries.
+    pub fn eth1_all(&self) -> Vec<&str> {
+        std::iter::once(self.eth1.as_str())
+            .chain(self.eth1_secondaries.iter().map(String::as_str))
+            .collect()
+    }
+}
+
+/// The metric at which the instance's eth1 learns its IPv6 router in the IPv6
+/// worlds (`ra_defrtr_metric`; eth0 keeps the kernel's 1024).
+pub const ETH1_RA_METRIC: &str = "2048";
 
 // ---- DHCP options per cloud (issue 31; docs/clouds.md "DHCP options per cloud") ----
 
@@ -204,6 +309,9 @@ pub struct WorldOptions {
     /// of the workspace's hook (in `/etc/netns/<instance>/dhcp/`), the shim built
     /// beside the tests and a private root.
     pub installed: bool,
+    /// The IPv6 world ([`Ipv6World`]); `None`: DHCPv6 on `gw1` only, no
+    /// router advertisements, no IPv6 on `gw0` (the default).
+    pub ipv6: Option<Ipv6World>,
 }
 
 impl Default for WorldOptions {
@@ -219,6 +327,7 @@ impl Default for WorldOptions {
             metadata: None,
             extra_hook_env: Vec::new(),
             installed: false,
+            ipv6: None,
         }
     }
 }
@@ -277,6 +386,8 @@ pub struct World {
     imds: Option<Child>,
     pub(crate) dhclients: BTreeMap<String, Child>,
     pub(crate) hook_env: Vec<(String, String)>,
+    /// The IPv6 world it was built with ([`WorldOptions::ipv6`]).
+    pub ipv6: Option<Ipv6World>,
 }
 
 /// Asserts what [`World::bind_primary_timed`] measured: the primary's BOUND
@@ -344,14 +455,39 @@ fn dnsmasq_conf(dir: &Path, opts: &WorldOptions) -> String {
     // DHCP does that (CloudDhcp: the cloud's options, never more).
     conf.push_str("dhcp-ignore-names\n");
     if opts.dhcp.serves(1) {
-        conf.push_str(
-            "dhcp-range=set:n1,10.98.1.100,10.98.1.200,255.255.255.0,2m\n\
-             dhcp-range=set:n1v6,fd00:98:1::100,fd00:98:1::1ff,64,2m\n",
-        );
+        if eth1_ipv4(opts) {
+            conf.push_str("dhcp-range=set:n1,10.98.1.100,10.98.1.200,255.255.255.0,2m\n");
+        }
+        conf.push_str("dhcp-range=set:n1v6,fd00:98:1::100,fd00:98:1::1ff,64,2m\n");
     }
-    let _ = writeln!(conf, "dhcp-host={MAC0},10.98.0.10");
-    if opts.dhcp.serves(1) {
-        let _ = writeln!(conf, "dhcp-host={MAC1},10.98.1.20,[fd00:98:1::20]");
+    match &opts.ipv6 {
+        None => {
+            let _ = writeln!(conf, "dhcp-host={MAC0},10.98.0.10");
+            if opts.dhcp.serves(1) {
+                let _ = writeln!(conf, "dhcp-host={MAC1},10.98.1.20,[fd00:98:1::20]");
+            }
+        }
+        Some(v6) => {
+            // Router advertisements on both links, every 4 s (the instance's
+            // router solicitations may go out before dnsmasq listens), the
+            // router valid for 600 s (dnsmasq's default, three intervals, could
+            // lapse on a loaded machine between two of them). A range
+            // without a mode advertises its prefix without the A bit and with
+            // the M bit: no SLAAC, addresses only from DHCPv6.
+            conf.push_str(
+                "dhcp-range=set:n0v6,fd00:98::100,fd00:98::1ff,64,2m\n\
+                 enable-ra\nra-param=gw0,4,600\nra-param=gw1,4,600\n",
+            );
+            let _ = writeln!(conf, "dhcp-host={MAC0},10.98.0.10,[{}]", v6.eth0);
+            if opts.dhcp.serves(1) {
+                let v4 = if v6.eth1_ipv4 { "10.98.1.20," } else { "" };
+                let _ = writeln!(conf, "dhcp-host={MAC1},{v4}[{}]", v6.eth1);
+            } else {
+                // Advertisements need a range on the link; one serving only
+                // hosts named by MAC serves eth1 nothing (no DHCP on eth1).
+                conf.push_str("dhcp-range=set:n1v6,fd00:98:1::,static,64,2m\n");
+            }
+        }
     }
     for l in opts.dhcp.dnsmasq_lines() {
         let _ = writeln!(conf, "{l}");
@@ -367,6 +503,11 @@ fn dnsmasq_conf(dir: &Path, opts: &WorldOptions) -> String {
         let _ = writeln!(conf, "{l}");
     }
     conf
+}
+
+/// Whether eth1 has IPv4 in the world (all but an IPv6-only eth1).
+fn eth1_ipv4(opts: &WorldOptions) -> bool {
+    opts.ipv6.as_ref().is_none_or(|v6| v6.eth1_ipv4)
 }
 
 /// Removes `/etc/netns/lht-PID-...` folders whose test process `PID` is gone and
@@ -429,11 +570,16 @@ pub fn install_hook(ns: &str, installed: bool) -> PathBuf {
 /// The seconds between the start and end marks [`World::time_exit_hooks`]
 /// wrote for the first BOUND (or REBOOT), once both are there.
 pub fn exit_hooks_seconds(file: &Path) -> Option<f64> {
+    exit_hooks_seconds_of(file, &["BOUND", "REBOOT"])
+}
+
+/// [`exit_hooks_seconds`] for the first event of one of `reasons` (`BOUND6`).
+pub fn exit_hooks_seconds_of(file: &Path, reasons: &[&str]) -> Option<f64> {
     let text = std::fs::read_to_string(file).ok()?;
     let mark = |which: &str| {
         text.lines()
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|f| f.len() == 3 && matches!(f[0], "BOUND" | "REBOOT") && f[1] == which)
+            .find(|f| f.len() == 3 && reasons.contains(&f[0]) && f[1] == which)
             .and_then(|f| f[2].parse::<f64>().ok())
     };
     Some(mark("end")? - mark("start")?)
@@ -510,6 +656,122 @@ print('ready', flush=True)
 s.serve_forever()
 ";
 
+/// The IPv6 echo host (python): [`ECHO_SERVER`] on [`ECHO6`], port 80.
+pub const ECHO6_SERVER: &str = "\
+import http.server, socket
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = self.client_address[0].encode()
+        self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers(); self.wfile.write(b)
+    def log_message(self, *a): pass
+class S(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+s = S(('2001:db8:100::10', 80), H)
+print('ready', flush=True)
+s.serve_forever()
+";
+
+/// A router link of an IPv6 world ([`Ipv6World`]), still down: no link-local
+/// address of its own, [`ROUTER_V6_LINK_LOCAL`] instead (so its router
+/// advertisements come from the address the clouds publish).
+fn router_link_ipv6(router: &Netns, gw: &str) {
+    router.ip(&["link", "set", gw, "addrgenmode", "none"]);
+    router.ip(&[
+        "-6",
+        "address",
+        "add",
+        &format!("{ROUTER_V6_LINK_LOCAL}/64"),
+        "dev",
+        gw,
+        "nodad",
+    ]);
+}
+
+/// The rest of the router's side of an IPv6 world: `fd00:98::1/64` on `gw0`,
+/// forwarding (a router's neighbour advertisements carry the router flag;
+/// without it the instance drops the default route it learned), the echo
+/// host's [`ECHO6`] on `lo`, and the source check: rules, ahead of the local
+/// table, that drop a packet coming in on one link from the other link's
+/// subnet.
+fn router_ipv6(router: &Netns) {
+    router.ip(&[
+        "-6",
+        "address",
+        "add",
+        "fd00:98::1/64",
+        "dev",
+        "gw0",
+        "nodad",
+    ]);
+    router.sysctl("net.ipv6.conf.all.forwarding", "1");
+    router.ip(&["-6", "address", "add", &format!("{ECHO6}/128"), "dev", "lo"]);
+    router.ip(&["-6", "rule", "add", "pref", "1000", "lookup", "local"]);
+    router.ip(&["-6", "rule", "del", "pref", "0", "lookup", "local"]);
+    for (gw, other) in [("gw0", "fd00:98:1::/64"), ("gw1", "fd00:98::/64")] {
+        router.ip(&[
+            "-6",
+            "rule",
+            "add",
+            "pref",
+            "100",
+            "iif",
+            gw,
+            "from",
+            other,
+            "blackhole",
+        ]);
+    }
+}
+
+/// Joins the router and the instance: the two links (MACs, addresses, the
+/// IPv4 source check), the router's loopback services, and the IPv6 world's
+/// router side when `opts` asks for one.
+fn wire(router: &Netns, inst: &Netns, opts: &WorldOptions) {
+    for key in [
+        "net.ipv6.conf.all.accept_dad",
+        "net.ipv6.conf.default.accept_dad",
+    ] {
+        inst.sysctl(key, "0");
+        router.sysctl(key, "0");
+    }
+    for (n, mac) in [(0u8, MAC0), (1, MAC1)] {
+        let (gw, eth) = (format!("gw{n}"), format!("eth{n}"));
+        router.ip(&[
+            "link", "add", "name", &gw, "type", "veth", "peer", "name", &eth, "netns", &inst.name,
+        ]);
+        inst.ip(&["link", "set", &eth, "address", mac]);
+        router.ip(&["address", "add", &format!("10.98.{n}.1/24"), "dev", &gw]);
+        let lease_router = opts.dhcp.router(n);
+        if lease_router != format!("10.98.{n}.1") {
+            router.ip(&["address", "add", &format!("{lease_router}/24"), "dev", &gw]);
+        }
+        router.sysctl(&format!("net.ipv4.conf.{gw}.rp_filter"), "1");
+        if opts.ipv6.is_some() {
+            router_link_ipv6(router, &gw);
+            if n == 1 {
+                inst.sysctl("net.ipv6.conf.eth1.ra_defrtr_metric", ETH1_RA_METRIC);
+            }
+        }
+        router.ip(&["link", "set", &gw, "up"]);
+        inst.ip(&["link", "set", &eth, "up"]);
+    }
+    router.ip(&[
+        "-6",
+        "address",
+        "add",
+        "fd00:98:1::1/64",
+        "dev",
+        "gw1",
+        "nodad",
+    ]);
+    router.sysctl("net.ipv4.conf.all.rp_filter", "1");
+    if opts.ipv6.is_some() {
+        router_ipv6(router);
+    }
+    router.ip(&["address", "add", "169.254.169.254/32", "dev", "lo"]);
+    router.ip(&["address", "add", "198.51.100.10/32", "dev", "lo"]);
+}
+
 impl World {
     /// A world with Debian's option-121 exit hook (isc-dhcp-client's
     /// `rfc3442-classless-routes`, copied from this machine) beside leasehook's,
@@ -573,41 +835,7 @@ impl World {
         let dir = TempDir::new(tag);
         let root = dir.0.join("root");
         std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{root:?}: {e}"));
-        for key in [
-            "net.ipv6.conf.all.accept_dad",
-            "net.ipv6.conf.default.accept_dad",
-        ] {
-            inst.sysctl(key, "0");
-            router.sysctl(key, "0");
-        }
-        for (n, mac) in [(0u8, MAC0), (1, MAC1)] {
-            let (gw, eth) = (format!("gw{n}"), format!("eth{n}"));
-            router.ip(&[
-                "link", "add", "name", &gw, "type", "veth", "peer", "name", &eth, "netns",
-                &inst.name,
-            ]);
-            inst.ip(&["link", "set", &eth, "address", mac]);
-            router.ip(&["address", "add", &format!("10.98.{n}.1/24"), "dev", &gw]);
-            let lease_router = opts.dhcp.router(n);
-            if lease_router != format!("10.98.{n}.1") {
-                router.ip(&["address", "add", &format!("{lease_router}/24"), "dev", &gw]);
-            }
-            router.sysctl(&format!("net.ipv4.conf.{gw}.rp_filter"), "1");
-            router.ip(&["link", "set", &gw, "up"]);
-            inst.ip(&["link", "set", &eth, "up"]);
-        }
-        router.ip(&[
-            "-6",
-            "address",
-            "add",
-            "fd00:98:1::1/64",
-            "dev",
-            "gw1",
-            "nodad",
-        ]);
-        router.sysctl("net.ipv4.conf.all.rp_filter", "1");
-        router.ip(&["address", "add", "169.254.169.254/32", "dev", "lo"]);
-        router.ip(&["address", "add", "198.51.100.10/32", "dev", "lo"]);
+        wire(&router, &inst, opts);
 
         let mut services = Vec::new();
         let conf = dnsmasq_conf(&dir.0, opts);
@@ -625,7 +853,11 @@ impl World {
         // A DISCOVER sent before dnsmasq listens is retried only seconds later:
         // start clients only once dnsmasq has announced its DHCP ranges.
         let log = dir.0.join("dnsmasq.log");
-        let ranges = if opts.dhcp.serves(1) { 2 } else { 1 };
+        let ranges = if opts.dhcp.serves(1) && eth1_ipv4(opts) {
+            2
+        } else {
+            1
+        };
         let mut exited = None;
         let ready = wait_until(Duration::from_secs(30), || {
             exited = child.try_wait().ok().flatten();
@@ -651,6 +883,11 @@ impl World {
         let mut echo = router.command("/usr/bin/python3");
         echo.args(["-c", ECHO_SERVER]);
         services.push(start_ready(echo, "echo host"));
+        if opts.ipv6.is_some() {
+            let mut echo6 = router.command("/usr/bin/python3");
+            echo6.args(["-c", ECHO6_SERVER]);
+            services.push(start_ready(echo6, "IPv6 echo host"));
+        }
 
         let etc = install_hook(&inst.name, opts.installed);
         let (root, hook_env) = hook_env(opts, root);
@@ -664,6 +901,7 @@ impl World {
             imds,
             dhclients: BTreeMap::new(),
             hook_env,
+            ipv6: opts.ipv6.clone(),
         }
     }
 
@@ -776,7 +1014,41 @@ impl World {
             .args(self.dhclient_args(iface, v6))
             .arg(iface);
         let out = run(&mut cmd);
-        // The hook's lines of this run go to the same log as the client's.
+        self.append_client_log(&tag, &out.stderr);
+        if let Some(mut c) = self.dhclients.remove(&tag) {
+            let _ = c.wait();
+        }
+    }
+
+    /// What dhclient does when `iface`'s DHCPv6 lease of `address` reaches the
+    /// end of its valid lifetime (dnsmasq's shortest lease is 2 minutes, so a
+    /// test cannot wait for it): the client, killed here so that it sends
+    /// nothing more, would run `dhclient-script` with `reason=EXPIRE6` and the
+    /// lease's `old_*` variables, which removes the address and runs the exit
+    /// hooks. Run so, with the client's `-e` environment, in the instance; its
+    /// output goes to the client's log.
+    pub fn dhclient_expire6(&mut self, iface: &str, address: &str) {
+        let tag = format!("{iface}-6");
+        if let Some(mut c) = self.dhclients.remove(&tag) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let mut cmd = self.inst.command("env");
+        cmd.arg("-i")
+            .arg("PATH=/usr/sbin:/usr/bin:/sbin:/bin")
+            .arg("reason=EXPIRE6")
+            .arg(format!("interface={iface}"))
+            .arg(format!("old_ip6_address={address}"))
+            .arg("old_ip6_prefixlen=128")
+            .args(self.hook_env.iter().map(|(k, v)| format!("{k}={v}")))
+            .arg("/sbin/dhclient-script");
+        let out = run(&mut cmd);
+        self.append_client_log(&tag, &out.stderr);
+    }
+
+    /// Appends `lines` (a run's stderr: the hook's lines) to the log of the
+    /// client `tag` (`eth1`, `eth1-6`), where its own lines go.
+    fn append_client_log(&self, tag: &str, lines: &[u8]) {
         let log = self.dir.0.join(format!("dhclient-{tag}.log"));
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .append(true)
@@ -784,10 +1056,7 @@ impl World {
             .open(&log)
         {
             use std::io::Write as _;
-            let _ = f.write_all(&out.stderr);
-        }
-        if let Some(mut c) = self.dhclients.remove(&tag) {
-            let _ = c.wait();
+            let _ = f.write_all(lines);
         }
     }
 
@@ -913,6 +1182,13 @@ impl World {
                 report()
             );
         }
+    }
+
+    /// An HTTP GET to the IPv6 echo host ([`ECHO6`]) from `src` inside the
+    /// instance; the address the echo host saw, or `None` when the connection
+    /// failed (within 2 s: a packet the source check drops is never answered).
+    pub fn echo6_from(&self, src: &str) -> Option<String> {
+        self.inst.http_get(ECHO6, 80, Some(src))
     }
 
     /// leasehook's own rules in the instance (`ip rule` lines with `proto 176`).
@@ -1198,11 +1474,13 @@ impl World {
         let want = match (iface, v6) {
             ("eth0", false) => "10.98.0.10",
             (_, false) => "10.98.1.20",
-            (_, true) => "fd00:98:1::20",
-        };
+            ("eth0", true) => self.ipv6.as_ref().map_or(ETH0_V6, |w| w.eth0.as_str()),
+            (_, true) => self.ipv6.as_ref().map_or(ETH1_V6, |w| w.eth1.as_str()),
+        }
+        .to_owned();
         let fam = if v6 { "-6" } else { "-4" };
         let ok = wait_until(Duration::from_secs(40), || {
-            self.inst.ip(&[fam, "addr", "show", iface]).contains(want)
+            self.inst.ip(&[fam, "addr", "show", iface]).contains(&want)
         });
         assert!(ok, "{iface} got no lease:\n{}", self.log(iface, v6));
     }

@@ -3,11 +3,13 @@
 //! single-card EC2 instances.
 //!
 //! Every generated instance (2–4 ENIs, secondary IPs, `ipv4-prefix`, ENIs sharing a
-//! subnet, gaps in device numbers) is built twice, each time as a VPC "router"
-//! namespace (dnsmasq with a fixed lease per MAC, the IMDS emulator on
-//! 169.254.169.254 serving the same tree, the echo host, and an ENI-like source
-//! check: strict `rp_filter` on one port per ENI, each ENI's addresses routed to its
-//! own port) and an instance namespace:
+//! subnet, gaps in device numbers; IPv4-only, dual-stack and IPv6-only subnets with
+//! `ipv6s`, `ipv6-prefix`) is built twice, each time as a VPC "router" namespace
+//! (dnsmasq with a fixed DHCPv4 and DHCPv6 lease per MAC and router advertisements,
+//! the IMDS emulator on 169.254.169.254 serving the same tree, the echo hosts, and
+//! an ENI-like source check: strict `rp_filter` on one port per ENI, each ENI's
+//! addresses routed to its own port, and for IPv6 policy rules per port) and an
+//! instance namespace:
 //!
 //! * **ec2-net-utils**: the Debian package's own `setup-policy-routes` and `lib.sh`
 //!   (extracted by `scripts/fetch-ec2-net-utils-oracle.sh`, never installed) under
@@ -16,7 +18,10 @@
 //!   does (`EC2_IF_INITIAL_SETUP=true`, `start`, then `cleanup`). Its
 //!   `80-ec2.network` matches drivers (`ena ixgbevf vif`); the copy used here
 //!   matches `Name=eth*`, the veths, and is otherwise the package's.
-//! * **leasehook**: real dhclient on every NIC with leasehook's exit hook.
+//!   Its refresh (`refresh-policy-routes@.timer`) runs once on an IPv6 ENI whose
+//!   IPv6 rules the first `start` left out (it found no IPv6 address yet).
+//! * **leasehook**: real dhclient (`-4` on every ENI with IPv4, `-6` on every ENI
+//!   with IPv6) with leasehook's exit hook.
 //!
 //! Then the kernels are compared: every rule, every route of every policy table,
 //! every global address, and traffic from every address of every ENI must reach the
@@ -39,14 +44,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use leasehook_tests::netns::{Netns, TempDir, require_root, sibling_bin};
 use leasehook_tests::world::{
     ECHO_SERVER, install_hook, kill_namespace, kill_workers, start_bus, start_imds, start_ready,
@@ -62,6 +67,41 @@ const DEFAULT_PARALLEL: usize = 6;
 const TABLE_BASE: u32 = 10000;
 /// ec2-net-utils 2.4.1's `metric_base` (`lib.sh`): `RouteMetric=512 + 10·device`.
 const METRIC_BASE: u32 = 512;
+/// The IPv6 echo host (documentation prefix), beside the IPv4 one on the router's `lo`.
+const ECHO6: &str = "2001:db8:ec2::10";
+/// A UDP sink on both echo addresses, port 81, writing each datagram it receives
+/// (the probe's entry) as a line to the file `argv[1]`. The echo hosts show
+/// traffic that got an answer; a control sent out of the wrong ENI gets none
+/// whether the router drops it or only its reply goes astray (back through the
+/// ENI that owns the address, to a socket bound to the other). The sink tells
+/// the two apart: a control must never arrive.
+const SINK_SERVER: &str = "\
+import socket, sys, threading
+out = open(sys.argv[1], 'a', buffering=1)
+def serve(fam, addr):
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.bind((addr, 81))
+    while True:
+        out.write(s.recvfrom(512)[0].decode(errors='replace') + '\\n')
+for fam, addr in ((socket.AF_INET, '198.51.100.10'), (socket.AF_INET6, '2001:db8:ec2::10')):
+    threading.Thread(target=serve, args=(fam, addr), daemon=True).start()
+print('ready', flush=True)
+threading.Event().wait()
+";
+/// The IPv6 echo host: the IPv4 one's body (the client's address), on [`ECHO6`].
+const ECHO6_SERVER: &str = "\
+import http.server, socket
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = self.client_address[0].encode()
+        self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers(); self.wfile.write(b)
+    def log_message(self, *a): pass
+class S(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+s = S(('2001:db8:ec2::10', 80), H)
+print('ready', flush=True)
+s.serve_forever()
+";
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key)
@@ -87,6 +127,15 @@ struct Subnet {
     free: Vec<u32>,
     /// Offsets of /28 blocks still free for `ipv4-prefix`.
     free_prefixes: Vec<u32>,
+    /// The subnet has IPv4 (false: an IPv6-only subnet, whose ENIs list no
+    /// `local-ipv4s`).
+    v4: bool,
+    /// `subnet-ipv6-cidr-blocks` (a /64), for a dual-stack or IPv6-only subnet.
+    net6: Option<Ipv6Net>,
+    /// Host offsets still free for IPv6 addresses.
+    free6: Vec<u16>,
+    /// Numbers of /80 blocks still free for `ipv6-prefix`.
+    free_prefixes6: Vec<u16>,
 }
 
 impl Subnet {
@@ -96,6 +145,15 @@ impl Subnet {
 
     fn gateway(&self) -> Ipv4Addr {
         self.host(1)
+    }
+
+    /// The `::offset` host of the IPv6 subnet (offset 1: the router's address).
+    fn host6(&self, offset: u16) -> Option<Ipv6Addr> {
+        self.net6.map(|n| {
+            let mut seg = n.network().segments();
+            seg[7] = offset;
+            Ipv6Addr::from(seg)
+        })
     }
 }
 
@@ -107,8 +165,13 @@ struct Nic {
     device: u32,
     subnet: usize,
     /// `local-ipv4s`; the first is the one DHCP leases.
+    /// Empty on an IPv6-only ENI.
     addrs: Vec<Ipv4Addr>,
     prefix: Option<Ipv4Net>,
+    /// `ipv6s`; the first is the one DHCPv6 leases.
+    addrs6: Vec<Ipv6Addr>,
+    /// `ipv6-prefix` (a /80, as EC2 delegates them).
+    prefix6: Option<Ipv6Net>,
 }
 
 #[derive(Debug, Clone)]
@@ -135,6 +198,10 @@ fn new_subnet(rng: &mut Rng, s: usize) -> Subnet {
         net,
         free,
         free_prefixes,
+        v4: true,
+        net6: None,
+        free6: Vec::new(),
+        free_prefixes6: Vec::new(),
     }
 }
 
@@ -181,24 +248,90 @@ fn generate(rng: &mut Rng, id: usize) -> Instance {
             subnet,
             addrs,
             prefix,
+            addrs6: Vec::new(),
+            prefix6: None,
         });
     }
     Instance { id, nics, subnets }
+}
+
+/// IPv6 on a generated instance, drawn from its own stream so that the IPv4
+/// shapes stay what [`generate`] makes of the seed: each subnet is IPv4-only
+/// (30 %), dual-stack (50 %) or IPv6-only (20 %; never the primary's, whose IPv4
+/// reaches IMDS at 169.254.169.254 on both sides). An ENI of an IPv6 subnet lists
+/// 1–3 `ipv6s` (the first leased by DHCPv6) and sometimes an `ipv6-prefix` /80;
+/// an ENI of an IPv6-only subnet lists no `local-ipv4s`, as EC2 serves it.
+fn add_ipv6(rng: &mut Rng, inst: &mut Instance) {
+    let primary = inst.nics[0].subnet;
+    let id = u16::try_from(inst.id).unwrap();
+    for (s, sn) in inst.subnets.iter_mut().enumerate() {
+        let (v6, v4) = match rng.below(10) {
+            0..=2 => (false, true),
+            3..=7 => (true, true),
+            _ => (true, s == primary),
+        };
+        sn.v4 = v4;
+        if v6 {
+            let seg = 0x60 + u16::try_from(s).unwrap();
+            sn.net6 =
+                Some(Ipv6Net::new(Ipv6Addr::new(0xfd00, seg, id, 0, 0, 0, 0, 0), 64).unwrap());
+            let mut free: Vec<u16> = (0x20..=0x3f).collect();
+            rng.shuffle(&mut free);
+            sn.free6 = free;
+            sn.free_prefixes6 = vec![1, 2, 3, 4];
+        }
+    }
+    for nic in &mut inst.nics {
+        let sn = &mut inst.subnets[nic.subnet];
+        if !sn.v4 {
+            nic.addrs.clear();
+            nic.prefix = None;
+        }
+        let Some(net6) = sn.net6 else { continue };
+        let count = rng.range(1, 3);
+        let offsets: Vec<u16> = (0..count).filter_map(|_| sn.free6.pop()).collect();
+        nic.addrs6 = offsets.into_iter().filter_map(|o| sn.host6(o)).collect();
+        if rng.chance(35) && !sn.free_prefixes6.is_empty() {
+            let k = sn.free_prefixes6.remove(0);
+            let mut seg = net6.network().segments();
+            seg[4] = k;
+            nic.prefix6 = Some(Ipv6Net::new(Ipv6Addr::from(seg), 80).unwrap());
+        }
+    }
+}
+
+/// An IMDS list leaf: one value a line.
+fn lines<T: ToString>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 impl Instance {
     fn tree(&self) -> Value {
         let mut macs = serde_json::Map::new();
         for nic in &self.nics {
+            let sn = &self.subnets[nic.subnet];
             let mut m = json!({
                 "device-number": nic.device.to_string(),
                 "interface-id": nic.eni,
                 "mac": nic.mac,
-                "local-ipv4s": nic.addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"),
-                "subnet-ipv4-cidr-block": self.subnets[nic.subnet].net.to_string(),
             });
+            if !nic.addrs.is_empty() {
+                m["local-ipv4s"] = json!(lines(&nic.addrs));
+                m["subnet-ipv4-cidr-block"] = json!(sn.net.to_string());
+            }
             if let Some(p) = nic.prefix {
                 m["ipv4-prefix"] = json!(p.to_string());
+            }
+            if let Some(net6) = sn.net6 {
+                m["ipv6s"] = json!(lines(&nic.addrs6));
+                m["subnet-ipv6-cidr-blocks"] = json!(net6.to_string());
+            }
+            if let Some(p) = nic.prefix6 {
+                m["ipv6-prefix"] = json!(p.to_string());
             }
             macs.insert(nic.mac.clone(), m);
         }
@@ -214,24 +347,30 @@ impl Instance {
     fn describe(&self) -> String {
         let mut s = format!("instance {}:", self.id);
         for n in &self.nics {
-            let _ = write!(
-                s,
-                "\n  {} {} device-number {} subnet {} local-ipv4s {:?}{}",
-                n.iface,
-                n.mac,
-                n.device,
-                self.subnets[n.subnet].net,
-                n.addrs,
-                n.prefix
-                    .map(|p| format!(" ipv4-prefix {p}"))
-                    .unwrap_or_default()
-            );
+            let sn = &self.subnets[n.subnet];
+            let _ = write!(s, "\n  {} {} device-number {}", n.iface, n.mac, n.device);
+            if !n.addrs.is_empty() {
+                let _ = write!(s, " subnet {} local-ipv4s {:?}", sn.net, n.addrs);
+            }
+            if let Some(p) = n.prefix {
+                let _ = write!(s, " ipv4-prefix {p}");
+            }
+            if let Some(net6) = sn.net6 {
+                let _ = write!(s, " subnet {net6} ipv6s {:?}", n.addrs6);
+            }
+            if let Some(p) = n.prefix6 {
+                let _ = write!(s, " ipv6-prefix {p}");
+            }
         }
         s
     }
 
     fn nic(&self, iface: &str) -> Option<&Nic> {
         self.nics.iter().find(|n| n.iface == iface)
+    }
+
+    fn has_ipv6(&self) -> bool {
+        self.nics.iter().any(|n| !n.addrs6.is_empty())
     }
 }
 
@@ -248,7 +387,7 @@ fn dnsmasq_conf(inst: &Instance, dir: &Path) -> String {
     for n in 0..inst.nics.len() {
         let _ = writeln!(conf, "interface=gw{n}");
     }
-    for s in &inst.subnets {
+    for s in inst.subnets.iter().filter(|s| s.v4) {
         let _ = writeln!(
             conf,
             "dhcp-range={},static,{},2m",
@@ -256,8 +395,24 @@ fn dnsmasq_conf(inst: &Instance, dir: &Path) -> String {
             s.net.netmask()
         );
     }
+    // DHCPv6 (fixed addresses only) and router advertisements with the M flag, as
+    // a VPC's router sends them: the default router is the router's link-local
+    // address; the address comes from DHCPv6.
+    if inst.has_ipv6() {
+        conf.push_str("enable-ra\n");
+    }
+    for net6 in inst.subnets.iter().filter_map(|s| s.net6) {
+        let _ = writeln!(conf, "dhcp-range={},static,64,2m", net6.network());
+    }
     for n in &inst.nics {
-        let _ = writeln!(conf, "dhcp-host={},{}", n.mac, n.addrs[0]);
+        let mut host = n.mac.clone();
+        if let Some(a) = n.addrs.first() {
+            let _ = write!(host, ",{a}");
+        }
+        if let Some(a) = n.addrs6.first() {
+            let _ = write!(host, ",[{a}]");
+        }
+        let _ = writeln!(conf, "dhcp-host={host}");
     }
     conf
 }
@@ -313,7 +468,9 @@ impl Drop for Side {
 /// `policy-routes@IF.service` for each NIC. `spr.status` gets `IF start-status
 /// cleanup-status` lines, `spr.done` (`networkctl status` of every link) the moment
 /// all have finished and every link runs on the package's `70-IF.network` and is
-/// `configured` again after the package's `networkctl reload`.
+/// `configured` again after the package's `networkctl reload`, every IPv6 ENI
+/// (`IFACES6`) holds its DHCPv6 address and RA default route, and the refresh
+/// has run where it is needed (`RULES6`; `spr-late6`, `spr-refresh.status`).
 const ORACLE_SUPERVISOR: &str = r#"
 set -e
 mount -t tmpfs -o mode=0755 tmpfs /run
@@ -345,18 +502,64 @@ done
 for p in $pids; do wait "$p"; done
 # Done when every link runs on the file the package generated for it
 # (70-IF.network, after its `networkctl reload`) and is configured again.
+configured() {
+    n=0
+    while [ $n -lt 300 ]; do
+        ok=1
+        for i in $IFACES; do
+            st=$(networkctl status --no-pager "$i" 2>&1)
+            case "$st" in *"Network File: /run/systemd/network/70-$i.network"*) ;; *) ok=0 ;; esac
+            case "$st" in *"State: routable (configured)"*) ;; *) ok=0 ;; esac
+        done
+        [ $ok = 1 ] && return
+        sleep 0.1
+        n=$((n + 1))
+    done
+}
+configured
+# A link's IPv6 comes on its own time: networkd may call it configured on its
+# DHCPv4 lease alone, before its RA and DHCPv6 are through. Wait for both on every
+# IPv6 ENI (the DHCPv6 address, the RA's default route), as leasehook's side
+# waits for its DHCPv6 lease: the two steady states are what is compared.
 n=0
 while [ $n -lt 300 ]; do
     ok=1
-    for i in $IFACES; do
-        st=$(networkctl status --no-pager "$i" 2>&1)
-        case "$st" in *"Network File: /run/systemd/network/70-$i.network"*) ;; *) ok=0 ;; esac
-        case "$st" in *"State: routable (configured)"*) ;; *) ok=0 ;; esac
+    for i in $IFACES6; do
+        ip -6 address show dev "$i" scope global | grep -q inet6 || ok=0
+        [ -n "$(ip -6 route show default dev "$i")" ] || ok=0
     done
     [ $ok = 1 ] && break
     sleep 0.1
     n=$((n + 1))
 done
+# The package's refresh (refresh-policy-routes@IF.timer: `start` without
+# EC2_IF_INITIAL_SETUP, then `cleanup`, 30 s after the first and every 60 s) on
+# the secondary IPv6 ENIs whose IPv6 rules the first `start` left out: it writes
+# them only if the ENI holds a global IPv6 address at that moment
+# (`subnet_supports_ipv6`), and networkd may call a link configured on its
+# DHCPv4 lease alone. On every other ENI a refresh rewrites the same files and
+# changes nothing (`_install_and_reload`), so it is not run there.
+late=
+for i in $RULES6; do
+    [ -e "/run/systemd/network/70-$i.network.d/ec2net_policy_6.conf" ] || late="$late $i"
+done
+echo "$late" > "$WORLD/spr-late6"
+if [ -n "$late" ]; then
+    pids=
+    for i in $late; do
+        (
+            LIBDIR_OVERRIDE="$ORACLE/usr/share/amazon-ec2-net-utils" \
+                bash -x "$ORACLE/usr/bin/setup-policy-routes" "$i" start >> "$WORLD/spr-$i.log" 2>&1
+            s=$?
+            LIBDIR_OVERRIDE="$ORACLE/usr/share/amazon-ec2-net-utils" \
+                bash -x "$ORACLE/usr/bin/setup-policy-routes" "$i" cleanup >> "$WORLD/spr-$i.log" 2>&1
+            echo "$i $s $?" >> "$WORLD/spr-refresh.status"
+        ) &
+        pids="$pids $!"
+    done
+    for p in $pids; do wait "$p"; done
+    configured
+fi
 for i in $IFACES; do
     echo "== $i"
     networkctl status --no-pager "$i" 2>&1
@@ -389,23 +592,63 @@ fn build(inst: &Instance, kind: Kind) -> Side {
         "net.ipv6.conf.default.accept_dad",
     ] {
         side.inst.sysctl(key, "0");
+        side.router.sysctl(key, "0");
     }
+    // A router: its neighbour advertisements carry the router flag, which a host
+    // needs to keep it as its default router.
+    side.router.sysctl("net.ipv6.conf.all.forwarding", "1");
     side.router.sysctl("net.ipv4.conf.all.rp_filter", "1");
     for (k, nic) in inst.nics.iter().enumerate() {
         let gw = format!("gw{k}");
         let sn = &inst.subnets[nic.subnet];
         side.router.veth_to(&gw, &side.inst, &nic.iface, &nic.mac);
+        // A fixed MAC, so the port's link-local address, the IPv6 default router,
+        // is the same on both sides.
+        side.router.ip(&[
+            "link",
+            "set",
+            &gw,
+            "address",
+            &format!("02:ee:00:00:00:{k:02x}"),
+        ]);
+        // leasehook's side as its docs tell the operator (migrating.md, networkd.md):
+        // the primary's default route first in the main table. IPv4's is the first
+        // DHCP client's; IPv6's come from the kernel's RA handling, one per NIC
+        // with the same metric 1024 unless told, and the kernel may then send the
+        // primary's IPv6 traffic (no rules) out of a secondary ENI, whose source
+        // check drops it. So each NIC's RA default route gets ec2-net-utils'
+        // metric, 512 + 10·device, as networkd gets it on the other side.
+        if kind == Kind::Leasehook {
+            side.inst.sysctl(
+                &format!("net.ipv6.conf.{}.ra_defrtr_metric", nic.iface),
+                &(METRIC_BASE + 10 * nic.device).to_string(),
+            );
+        }
         // The same gateway address on every port of a shared subnet; which port
         // owns which address is the router's /32 routes, as the VPC knows which ENI
         // holds which address.
-        side.router.ip(&[
-            "address",
-            "add",
-            &format!("{}/{}", sn.gateway(), sn.net.prefix_len()),
-            "dev",
-            &gw,
-            "noprefixroute",
-        ]);
+        if sn.v4 {
+            side.router.ip(&[
+                "address",
+                "add",
+                &format!("{}/{}", sn.gateway(), sn.net.prefix_len()),
+                "dev",
+                &gw,
+                "noprefixroute",
+            ]);
+        }
+        if let Some(router6) = sn.host6(1) {
+            side.router.ip(&[
+                "-6",
+                "address",
+                "add",
+                &format!("{router6}/64"),
+                "dev",
+                &gw,
+                "noprefixroute",
+                "nodad",
+            ]);
+        }
         side.router
             .sysctl(&format!("net.ipv4.conf.{gw}.rp_filter"), "1");
         side.router.ip(&["link", "set", &gw, "up"]);
@@ -418,11 +661,24 @@ fn build(inst: &Instance, kind: Kind) -> Side {
             side.router
                 .ip(&["route", "add", &p.to_string(), "dev", &gw]);
         }
+        for a in &nic.addrs6 {
+            side.router
+                .ip(&["-6", "route", "add", &format!("{a}/128"), "dev", &gw]);
+        }
+        if let Some(p) = nic.prefix6 {
+            side.router
+                .ip(&["-6", "route", "add", &p.to_string(), "dev", &gw]);
+        }
+    }
+    if inst.has_ipv6() {
+        ipv6_source_check(&side.router, inst);
     }
     side.router
         .ip(&["address", "add", "169.254.169.254/32", "dev", "lo"]);
     side.router
         .ip(&["address", "add", "198.51.100.10/32", "dev", "lo"]);
+    side.router
+        .ip(&["-6", "address", "add", &format!("{ECHO6}/128"), "dev", "lo"]);
 
     let conf = side
         .dir
@@ -438,11 +694,13 @@ fn build(inst: &Instance, kind: Kind) -> Side {
         .unwrap_or_else(|e| panic!("failed to start dnsmasq (is it installed?): {e}"));
     side.children.push(child);
     let log = side.dir.0.join("dnsmasq.log");
+    let v4 = inst.subnets.iter().filter(|s| s.v4).count();
+    let v6 = inst.subnets.iter().filter(|s| s.net6.is_some()).count();
     assert!(
         wait_until(Duration::from_secs(30), || std::fs::read_to_string(&log)
-            .is_ok_and(
-                |l| l.matches("DHCP, static leases only on").count() >= inst.subnets.len()
-            )),
+            .is_ok_and(|l| l.matches("DHCP, static leases only on").count()
+                >= v4
+                && l.matches("DHCPv6, static leases only on").count() >= v6)),
         "dnsmasq did not start: {}",
         std::fs::read_to_string(side.dir.0.join("dnsmasq.err")).unwrap_or_default()
     );
@@ -455,6 +713,13 @@ fn build(inst: &Instance, kind: Kind) -> Side {
     let mut echo = side.router.command("/usr/bin/python3");
     echo.args(["-c", ECHO_SERVER]);
     side.children.push(start_ready(echo, "echo host"));
+    let mut echo6 = side.router.command("/usr/bin/python3");
+    echo6.args(["-c", ECHO6_SERVER]);
+    side.children.push(start_ready(echo6, "IPv6 echo host"));
+    let mut sink = side.router.command("/usr/bin/python3");
+    sink.args(["-c", SINK_SERVER])
+        .arg(side.dir.0.join("sink.log"));
+    side.children.push(start_ready(sink, "UDP sink"));
 
     match kind {
         Kind::Oracle => start_oracle(&mut side, inst),
@@ -463,10 +728,61 @@ fn build(inst: &Instance, kind: Kind) -> Side {
     side
 }
 
+/// The ENI source check for IPv6, where `rp_filter` does not reach (it is
+/// IPv4's): a packet that comes in on a port from a global address that is not
+/// that port's ENI's (`ipv6s`, `ipv6-prefix`) is dropped, as the VPC drops a
+/// packet an ENI sends from another ENI's address. Policy rules, so that the
+/// test needs iproute2 only (`scripts/test.sh` installs neither nftables nor
+/// ip6tables): per port, its own sources (and
+/// link-local and `::`, for neighbour discovery and DHCPv6) go on to the routing
+/// tables, everything else hits a blackhole; the `local` table moves behind them,
+/// so packets to the router's own addresses (the echo host) are checked too.
+fn ipv6_source_check(router: &Netns, inst: &Instance) {
+    const CHECKED: &str = "1000";
+    router.ip(&["-6", "rule", "add", "priority", CHECKED, "lookup", "local"]);
+    router.ip(&["-6", "rule", "del", "priority", "0", "lookup", "local"]);
+    for (k, nic) in inst.nics.iter().enumerate() {
+        let gw = format!("gw{k}");
+        let own = nic
+            .addrs6
+            .iter()
+            .map(|a| format!("{a}/128"))
+            .chain(nic.prefix6.map(|p| p.to_string()))
+            .chain(["fe80::/10".to_owned(), "::/128".to_owned()]);
+        for from in own {
+            router.ip(&[
+                "-6", "rule", "add", "priority", "100", "iif", &gw, "from", &from, "goto", CHECKED,
+            ]);
+        }
+        router.ip(&[
+            "-6",
+            "rule",
+            "add",
+            "priority",
+            "200",
+            "iif",
+            &gw,
+            "blackhole",
+        ]);
+    }
+}
+
 fn start_oracle(side: &mut Side, inst: &Instance) {
     let (bus, sock) = start_bus(&side.dir, "bus");
     side.children.push(bus);
     let ifaces: Vec<&str> = inst.nics.iter().map(|n| n.iface.as_str()).collect();
+    let ifaces6: Vec<&str> = inst
+        .nics
+        .iter()
+        .filter(|n| !n.addrs6.is_empty())
+        .map(|n| n.iface.as_str())
+        .collect();
+    // The ENIs ec2-net-utils writes IPv6 rules for: the secondaries with IPv6.
+    let rules6: Vec<&str> = inst.nics[1..]
+        .iter()
+        .filter(|n| !n.addrs6.is_empty())
+        .map(|n| n.iface.as_str())
+        .collect();
     let mut cmd = side.inst.command("env");
     cmd.arg("-i")
         .arg("PATH=/usr/sbin:/usr/bin:/sbin:/bin")
@@ -478,6 +794,8 @@ fn start_oracle(side: &mut Side, inst: &Instance) {
         .arg(format!("ORACLE={}", oracle_root().display()))
         .arg(format!("WORLD={}", side.dir.0.display()))
         .arg(format!("IFACES={}", ifaces.join(" ")))
+        .arg(format!("IFACES6={}", ifaces6.join(" ")))
+        .arg(format!("RULES6={}", rules6.join(" ")))
         .args(["sh", "-c", ORACLE_SUPERVISOR]);
     side.children.push(start_ready(cmd, "systemd-networkd"));
 }
@@ -492,11 +810,31 @@ fn start_leasehook(side: &mut Side, inst: &Instance) {
         ("LEASEHOOK_ROOT".to_owned(), side.root.display().to_string()),
         ("LEASEHOOK_LOG_LEVEL".to_owned(), "debug".to_owned()),
     ];
+    let spawn = |side: &mut Side, i: &str, v6: bool| {
+        let tag = if v6 { format!("{i}-6") } else { i.to_owned() };
+        let log = std::fs::File::create(side.dir.0.join(format!("dhclient-{tag}.log"))).unwrap();
+        let mut cmd = side.inst.command("dhclient");
+        cmd.args(["-d", "-v", if v6 { "-6" } else { "-4" }]);
+        for (k, v) in &env {
+            cmd.arg("-e").arg(format!("{k}={v}"));
+        }
+        cmd.arg("-lf")
+            .arg(side.dir.0.join(format!("dhclient-{tag}.leases")))
+            .arg("-pf")
+            .arg(side.dir.0.join(format!("dhclient-{tag}.pid")))
+            .arg(i)
+            .stdout(Stdio::null())
+            .stderr(log);
+        side.children.push(
+            cmd.spawn()
+                .unwrap_or_else(|e| panic!("failed to start dhclient: {e}")),
+        );
+    };
     // The primary first: the main table's default route is the first client's
     // (dhclient-script adds one per interface, and later ones find it taken), and
-    // on EC2 it is the primary's.
-    for (k, nic) in inst.nics.iter().enumerate() {
-        if k == 1 {
+    // on EC2 it is the primary's. An IPv6-only ENI runs no DHCPv4 client.
+    for nic in inst.nics.iter().filter(|n| !n.addrs.is_empty()) {
+        if nic.iface != inst.nics[0].iface {
             let want = format!("inet {}/", inst.nics[0].addrs[0]);
             assert!(
                 wait_until(Duration::from_secs(40), || side
@@ -508,30 +846,36 @@ fn start_leasehook(side: &mut Side, inst: &Instance) {
                 side.file(&format!("dhclient-{}.log", inst.nics[0].iface))
             );
         }
+        spawn(side, &nic.iface, false);
+    }
+    // DHCPv6 once the kernel has the link's router from an advertisement: the
+    // DHCPv6 lease names no router, so the hook's plan takes the one the kernel
+    // learned (`ip -6 route show default dev IF`), and on a VPC the RA that
+    // answers the link's router solicitation comes before DHCPv6's four-message
+    // exchange. (Were it later, the table's default route would wait for
+    // `leasehook refresh`; this test does not run it.)
+    for nic in inst.nics.iter().filter(|n| !n.addrs6.is_empty()) {
         let i = &nic.iface;
-        let log = std::fs::File::create(side.dir.0.join(format!("dhclient-{i}.log"))).unwrap();
-        let mut cmd = side.inst.command("dhclient");
-        cmd.args(["-d", "-v", "-4"]);
-        for (k, v) in &env {
-            cmd.arg("-e").arg(format!("{k}={v}"));
-        }
-        cmd.arg("-lf")
-            .arg(side.dir.0.join(format!("dhclient-{i}.leases")))
-            .arg("-pf")
-            .arg(side.dir.0.join(format!("dhclient-{i}.pid")))
-            .arg(i)
-            .stdout(Stdio::null())
-            .stderr(log);
-        side.children.push(
-            cmd.spawn()
-                .unwrap_or_else(|e| panic!("failed to start dhclient: {e}")),
+        assert!(
+            wait_until(Duration::from_secs(30), || !side
+                .inst
+                .ip(&["-6", "route", "show", "default", "dev", i])
+                .trim()
+                .is_empty()),
+            "{i} learned no IPv6 router from the router advertisements"
         );
+        spawn(side, i, true);
     }
 }
 
 impl Side {
     fn file(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.0.join(name)).unwrap_or_default()
+    }
+
+    /// The entries the sink received (what crossed the router's source check).
+    fn sunk(&self) -> BTreeSet<String> {
+        self.file("sink.log").lines().map(str::to_owned).collect()
     }
 
     /// Everything a failure report needs from this side.
@@ -542,15 +886,28 @@ impl Side {
             self.dir.0.display()
         );
         let names: Vec<String> = match self.kind {
-            Kind::Oracle => ["spr.status", "spr.done", "networkd.log"]
-                .into_iter()
-                .map(str::to_owned)
-                .chain(inst.nics.iter().map(|n| format!("spr-{}.log", n.iface)))
-                .collect(),
+            Kind::Oracle => [
+                "spr.status",
+                "spr-refresh.status",
+                "spr.done",
+                "networkd.log",
+            ]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(inst.nics.iter().map(|n| format!("spr-{}.log", n.iface)))
+            .collect(),
             Kind::Leasehook => inst
                 .nics
                 .iter()
+                .filter(|n| !n.addrs.is_empty())
                 .map(|n| format!("dhclient-{}.log", n.iface))
+                .chain(
+                    inst.nics
+                        .iter()
+                        .filter(|n| !n.addrs6.is_empty())
+                        .map(|n| format!("dhclient-{}-6.log", n.iface)),
+                )
+                .chain(["dnsmasq.log".to_owned()])
                 .collect(),
         };
         for n in names {
@@ -573,12 +930,20 @@ impl Side {
             Kind::Oracle => wait_until(Duration::from_secs(90), || {
                 self.dir.0.join("spr.done").exists()
             }),
+            // Every NIC recorded with each family it has a lease of.
             Kind::Leasehook => wait_until(Duration::from_secs(60), || {
                 inst.nics.iter().all(|n| {
-                    self.root
-                        .join("run/leasehook/iface")
-                        .join(format!("{}.json", n.iface))
-                        .exists()
+                    let state: Value = std::fs::read(
+                        self.root
+                            .join("run/leasehook/iface")
+                            .join(format!("{}.json", n.iface)),
+                    )
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .unwrap_or_default();
+                    let has = |f: &str| state["families"].get(f).is_some();
+                    (n.addrs.is_empty() || has("ipv4"))
+                        && (n.addrs6.is_empty() || has("ipv6"))
                         && !self
                             .root
                             .join("run/leasehook/pending")
@@ -591,9 +956,6 @@ impl Side {
             return Err(format!("{} did not finish", self.kind.name()));
         }
         if self.kind == Kind::Oracle {
-            let status = self.file("spr.status");
-            let mut lines: Vec<&str> = status.lines().collect();
-            lines.sort_unstable();
             let want: Vec<String> = {
                 let mut w: Vec<String> = inst
                     .nics
@@ -603,10 +965,24 @@ impl Side {
                 w.sort();
                 w
             };
-            if lines != want {
-                return Err(format!(
-                    "setup-policy-routes did not succeed on every NIC: {lines:?}"
-                ));
+            let late = self.file("spr-late6");
+            let want_refresh: Vec<String> = {
+                let mut w: Vec<String> = late
+                    .split_whitespace()
+                    .map(|i| format!("{i} 0 0"))
+                    .collect();
+                w.sort();
+                w
+            };
+            for (run, want) in [("spr.status", want), ("spr-refresh.status", want_refresh)] {
+                let status = self.file(run);
+                let mut lines: Vec<&str> = status.lines().collect();
+                lines.sort_unstable();
+                if lines != want {
+                    return Err(format!(
+                        "setup-policy-routes did not succeed on every NIC ({run}): {lines:?}"
+                    ));
+                }
             }
             let networkctl = self.file("spr.done");
             let blocks: Vec<&str> = networkctl.split("== ").skip(1).collect();
@@ -643,20 +1019,37 @@ impl Side {
         Ok(last)
     }
 
-    /// For every address: the address the echo host saw (or the error). An
-    /// `ADDR@IF` entry sends from ADDR bound to interface IF (the negative control).
+    /// For every address: the address the echo host (IPv4's or IPv6's, by the
+    /// address's family) saw, or the error. An `ADDR@IF` entry sends from ADDR
+    /// bound to interface IF (the negative control; `IP_FREEBIND`, since IPv6 binds
+    /// a socket bound to IF only to IF's own addresses). Each entry is also sent as
+    /// a UDP datagram to the sink ([`SINK_SERVER`], read with [`Side::sunk`]),
+    /// which sees what crossed the source check whatever way a reply would take.
     fn echo(&self, targets: &[String]) -> BTreeMap<String, String> {
         const PROBE: &str = "\
 import socket, sys
 for t in sys.argv[1:]:
     a, _, dev = t.partition('@')
+    v6 = ':' in a
+    fam = socket.AF_INET6 if v6 else socket.AF_INET
     try:
-        s = socket.socket()
+        u = socket.socket(fam, socket.SOCK_DGRAM)
+        if dev:
+            u.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, dev.encode())
+            u.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND
+        u.bind((a, 0))
+        for _ in range(3):
+            u.sendto(t.encode(), ('2001:db8:ec2::10' if v6 else '198.51.100.10', 81))
+    except Exception:
+        pass
+    try:
+        s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET)
         if dev:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, dev.encode())
+            s.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND
         s.settimeout(2 if not dev else 1)
         s.bind((a, 0))
-        s.connect(('198.51.100.10', 80))
+        s.connect(('2001:db8:ec2::10' if v6 else '198.51.100.10', 80))
         s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')
         body = s.makefile('rb').read().split(b'\\r\\n\\r\\n', 1)[1].decode()
         print(t, body.strip())
@@ -691,6 +1084,8 @@ struct Rule {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Route {
+    /// An IPv6 route (`ip -6`).
+    v6: bool,
     table: String,
     dst: String,
     gateway: Option<String>,
@@ -754,6 +1149,7 @@ impl Kernel {
                     continue;
                 }
                 k.routes.insert(Route {
+                    v6: fam == "-6",
                     table,
                     dst,
                     gateway: s(&r["gateway"]),
@@ -905,7 +1301,7 @@ fn compare(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
         .routes
         .iter()
         .filter(is_policy)
-        .filter(|r| r.table == primary_table)
+        .filter(|r| r.table == primary_table && !r.v6)
         .collect();
     let sn0 = &inst.subnets[primary.subnet];
     let want_primary: BTreeSet<(String, Option<String>, String)> = [
@@ -951,12 +1347,12 @@ fn compare(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
     // (subnet) there, 176 here.
     let norm = |side: Kind, routes: &BTreeSet<Route>, errs: &mut Vec<String>| -> BTreeSet<Key> {
         let mut out = BTreeSet::new();
-        for r in routes.iter().filter(is_policy) {
+        for r in routes.iter().filter(is_policy).filter(|r| !r.v6) {
             if side == Kind::Oracle && r.table == primary_table {
                 continue;
             }
             let nic = inst.nic(&r.dev);
-            let leased = nic.map(|n| n.addrs[0].to_string());
+            let leased = nic.and_then(|n| n.addrs.first()).map(ToString::to_string);
             let device = nic.map_or(u32::MAX, |n| n.device);
             let default = r.dst == "default";
             let (want_src, want_metric, want_proto) = match (side, default) {
@@ -994,10 +1390,14 @@ fn compare(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
     // Known difference 3, main table: ec2-net-utils' default route per NIC has
     // metric 512 + 10·device; leasehook puts nothing in the main table (dhclient's
     // own routes are there).
-    for nic in &inst.nics {
+    for nic in inst.nics.iter().filter(|n| !n.addrs.is_empty()) {
         let want = u64::from(METRIC_BASE + 10 * nic.device);
         let ok = ec2.routes.iter().any(|r| {
-            r.table == "main" && r.dst == "default" && r.dev == nic.iface && r.metric == Some(want)
+            !r.v6
+                && r.table == "main"
+                && r.dst == "default"
+                && r.dev == nic.iface
+                && r.metric == Some(want)
         });
         if !ok {
             errs.push(format!(
@@ -1018,7 +1418,7 @@ fn compare(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
     // (its secondary addresses, `AddPrefixRoute=false`) carry noprefixroute,
     // leasehook's do not.
     for (side, k) in [(Kind::Oracle, ec2), (Kind::Leasehook, lh)] {
-        for a in &k.addrs {
+        for a in k.addrs.iter().filter(|a| !a.cidr.contains(':')) {
             let host = a.cidr.ends_with("/32");
             let want = side == Kind::Oracle && host;
             if a.noprefixroute != want {
@@ -1032,6 +1432,7 @@ fn compare(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
     let addrs = |k: &Kernel| -> BTreeSet<(String, String)> {
         k.addrs
             .iter()
+            .filter(|a| !a.cidr.contains(':'))
             .map(|a| (a.dev.clone(), a.cidr.clone()))
             .collect()
     };
@@ -1058,6 +1459,8 @@ fn compare(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
         }
     }
 
+    errs.extend(compare_v6(inst, ec2, lh));
+
     // Known difference 5: ec2-net-utils names each link after its ENI and its
     // device-number (altnames); leasehook names nothing.
     for nic in &inst.nics {
@@ -1076,12 +1479,208 @@ fn compare(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
     errs
 }
 
+/// The link-local address of the router's port `k` (its fixed MAC
+/// `02:ee:00:00:00:k`, EUI-64): the IPv6 default router of the ENI behind it.
+fn router_ll(k: usize) -> String {
+    format!("fe80::ee:ff:fe00:{k:x}")
+}
+
+/// The IPv6 half of [`compare`]. What amazon-ec2-net-utils 2.4.1's `lib.sh` does
+/// for IPv6, and so what is expected of it: per ENI a table holding `[Route]
+/// Gateway=_ipv6ra` (the RA's router, which networkd installs with the
+/// `[IPv6AcceptRA] RouteMetric` 512 + 10·device, `proto ra`) and a `[Route]
+/// Destination=` per `subnet-ipv6-cidr-blocks` entry (`proto static`, the
+/// kernel's IPv6 default metric 1024), the primary's table too; `from` rules
+/// (`ec2net_policy_6.conf`) for every `ipv6s` entry and `ipv6-prefix` on the
+/// secondaries; and no address but the one DHCPv6 leases (its aliases are
+/// `local-ipv4s` only), which networkd adds as a /128 `noprefixroute`.
+/// leasehook: the same table routes and rules (proto 176, metric 1024 both), no
+/// table for the primary, every `ipv6s` entry as a /128 (dhclient-script adds
+/// the leased one).
+fn compare_v6(inst: &Instance, ec2: &Kernel, lh: &Kernel) -> Vec<String> {
+    /// A policy route without what the known differences are about.
+    type Key = (String, String, Option<String>, String);
+    let mut errs = Vec::new();
+    let primary_table = table_of(&inst.nics[0]);
+    let port = |dev: &str| inst.nics.iter().position(|n| n.iface == dev);
+    let policy = |r: &&Route| r.v6 && r.table != "main" && r.table != "default";
+
+    // Known difference 1, IPv6: ec2-net-utils fills the primary's table with
+    // the primary's IPv6 routes too.
+    let primary = &inst.nics[0];
+    let got: BTreeSet<Key> = ec2
+        .routes
+        .iter()
+        .filter(policy)
+        .filter(|r| r.table == primary_table)
+        .map(|r| {
+            (
+                r.table.clone(),
+                r.dst.clone(),
+                r.gateway.clone(),
+                r.dev.clone(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<Key> = inst.subnets[primary.subnet]
+        .net6
+        .filter(|_| !primary.addrs6.is_empty())
+        .map(|net6| {
+            [
+                (
+                    primary_table.clone(),
+                    "default".to_owned(),
+                    Some(router_ll(0)),
+                    primary.iface.clone(),
+                ),
+                (
+                    primary_table.clone(),
+                    net6.to_string(),
+                    None,
+                    primary.iface.clone(),
+                ),
+            ]
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+    if got != want {
+        errs.push(format!(
+            "known difference 1 changed (IPv6): ec2-net-utils' table {primary_table} holds {got:?}"
+        ));
+    }
+
+    // Known differences 2 and 3, IPv6: the table's default route is networkd's
+    // `proto ra` with metric 512 + 10·device there, 176 with the kernel's
+    // default metric 1024 here; the subnet route has metric 1024 on both sides
+    // and no `src` on either (leasehook gives only IPv4's subnet route a source).
+    let norm = |side: Kind, routes: &BTreeSet<Route>, errs: &mut Vec<String>| -> BTreeSet<Key> {
+        let mut out = BTreeSet::new();
+        for r in routes.iter().filter(policy) {
+            if side == Kind::Oracle && r.table == primary_table {
+                continue;
+            }
+            let device = inst.nic(&r.dev).map_or(u32::MAX, |n| n.device);
+            let default = r.dst == "default";
+            let (want_metric, want_proto) = match (side, default) {
+                (Kind::Oracle, true) => (u64::from(METRIC_BASE + 10 * device), "ra"),
+                (Kind::Oracle, false) => (1024, "static"),
+                (Kind::Leasehook, _) => (1024, "176"),
+            };
+            let want_gw = default.then(|| port(&r.dev).map(router_ll)).flatten();
+            if r.prefsrc.is_some()
+                || r.metric != Some(want_metric)
+                || r.proto != want_proto
+                || r.gateway != want_gw
+            {
+                errs.push(format!(
+                    "{} IPv6 route outside the known differences (want gateway {want_gw:?} \
+                     metric {want_metric} proto {want_proto}): {r:?}",
+                    side.name()
+                ));
+            }
+            out.insert((
+                r.table.clone(),
+                r.dst.clone(),
+                r.gateway.clone(),
+                r.dev.clone(),
+            ));
+        }
+        out
+    };
+    let et = norm(Kind::Oracle, &ec2.routes, &mut errs);
+    let lt = norm(Kind::Leasehook, &lh.routes, &mut errs);
+    for r in et.difference(&lt) {
+        errs.push(format!("IPv6 policy route only in ec2-net-utils: {r:?}"));
+    }
+    for r in lt.difference(&et) {
+        errs.push(format!("IPv6 policy route only in leasehook: {r:?}"));
+    }
+    // And what the metadata says, whatever the two agree on: each secondary
+    // IPv6 ENI's table routes its subnet and defaults to its port's router.
+    for nic in inst.nics[1..].iter().filter(|n| !n.addrs6.is_empty()) {
+        let t = table_of(nic);
+        let net6 = inst.subnets[nic.subnet].net6.map(|n| n.to_string());
+        let k = port(&nic.iface).unwrap_or(usize::MAX);
+        for (dst, gw) in [
+            ("default".to_owned(), Some(router_ll(k))),
+            (net6.unwrap_or_default(), None),
+        ] {
+            if !lt.contains(&(t.clone(), dst.clone(), gw.clone(), nic.iface.clone())) {
+                errs.push(format!(
+                    "leasehook's table {t} lacks {dst} via {gw:?} dev {}",
+                    nic.iface
+                ));
+            }
+        }
+    }
+
+    // IPv6 main table: networkd's RA default routes carry the NIC's metric
+    // there; here the kernel's do, with the metric the operator gives them
+    // (`ra_defrtr_metric`, see `build`). leasehook puts nothing there.
+    for (side, k) in [(Kind::Oracle, ec2), (Kind::Leasehook, lh)] {
+        for nic in inst.nics.iter().filter(|n| !n.addrs6.is_empty()) {
+            let want = u64::from(METRIC_BASE + 10 * nic.device);
+            let gw = port(&nic.iface).map(router_ll);
+            if !k.routes.iter().any(|r| {
+                r.v6 && r.table == "main"
+                    && r.dst == "default"
+                    && r.dev == nic.iface
+                    && r.gateway == gw
+                    && r.metric == Some(want)
+                    && r.proto == "ra"
+            }) {
+                errs.push(format!(
+                    "{}: no main-table RA default via {gw:?} dev {} metric {want}",
+                    side.name(),
+                    nic.iface
+                ));
+            }
+        }
+    }
+
+    // Known differences 6 and 7, addresses: ec2-net-utils holds the DHCPv6
+    // address alone, /128 `noprefixroute` (networkd's); leasehook every `ipv6s`
+    // entry as /128 without the flag (dhclient-script's leased one, its own
+    // secondaries), whose host route the kernel puts in the main table.
+    for (side, k) in [(Kind::Oracle, ec2), (Kind::Leasehook, lh)] {
+        let got: BTreeSet<(String, String, bool)> = k
+            .addrs
+            .iter()
+            .filter(|a| a.cidr.contains(':'))
+            .map(|a| (a.dev.clone(), a.cidr.clone(), a.noprefixroute))
+            .collect();
+        let want: BTreeSet<(String, String, bool)> = inst
+            .nics
+            .iter()
+            .flat_map(|n| {
+                let held = if side == Kind::Oracle {
+                    &n.addrs6[..n.addrs6.len().min(1)]
+                } else {
+                    &n.addrs6[..]
+                };
+                held.iter()
+                    .map(|a| (n.iface.clone(), format!("{a}/128"), side == Kind::Oracle))
+            })
+            .collect();
+        if got != want {
+            errs.push(format!(
+                "{} IPv6 addresses outside the known differences: {got:?}, want {want:?}",
+                side.name()
+            ));
+        }
+    }
+    errs
+}
+
 // ---------------------------------------------------------------------------
 // The test
 
 struct Outcome {
     errors: Vec<String>,
     echoed: usize,
+    /// Secondary IPv6 ENIs whose rules ec2-net-utils' first `start` left out.
+    late6: usize,
     side_by_side: String,
 }
 
@@ -1122,18 +1721,62 @@ fn run_instance(inst: &Instance) -> Outcome {
         .nics
         .iter()
         .flat_map(|n| n.addrs.iter().map(ToString::to_string))
+        .chain(
+            inst.nics
+                .iter()
+                .flat_map(|n| n.addrs6.iter().map(ToString::to_string)),
+        )
         .collect();
-    let control = format!("{}@{}", inst.nics[1].addrs[0], inst.nics[0].iface);
-    targets.push(control.clone());
+    let mut controls = Vec::new();
+    if let Some(n) = inst.nics[1..].iter().find(|n| !n.addrs.is_empty()) {
+        controls.push(format!("{}@{}", n.addrs[0], inst.nics[0].iface));
+    }
+    let v6: Vec<&Nic> = inst.nics.iter().filter(|n| !n.addrs6.is_empty()).collect();
+    if let [a, b, ..] = v6[..] {
+        controls.push(format!("{}@{}", b.addrs6[0], a.iface));
+    }
+    targets.extend(controls.iter().cloned());
     let mut echoed = 0;
     let answers: Vec<BTreeMap<String, String>> = std::thread::scope(|scope| {
         let handles = [ec2, lh].map(|side| scope.spawn(|| side.echo(&targets)));
         handles.map(|h| h.join().unwrap()).into()
     });
+    // Known difference 6: ec2-net-utils does not add the secondary `ipv6s`, so
+    // nothing can be sent from them there.
+    let unheld: BTreeSet<String> = inst
+        .nics
+        .iter()
+        .flat_map(|n| n.addrs6.iter().skip(1).map(ToString::to_string))
+        .collect();
     for (side, got) in [ec2, lh].into_iter().zip(&answers) {
+        // What got an answer has reached the sink too (it proves the sink
+        // listens); a control must not have.
+        let answered: Vec<&String> = targets.iter().filter(|t| got.get(*t) == Some(*t)).collect();
+        wait_until(Duration::from_secs(2), || {
+            let sunk = side.sunk();
+            answered.iter().all(|t| sunk.contains(*t))
+        });
+        let sunk = side.sunk();
+        for t in &answered {
+            if !sunk.contains(*t) {
+                errors.push(format!("{}: the sink did not get {t}", side.kind.name()));
+            }
+        }
+        for t in controls.iter().filter(|t| sunk.contains(*t)) {
+            errors.push(format!(
+                "{}: the source check let {t} through (the sink got it)",
+                side.kind.name()
+            ));
+        }
         for t in &targets {
             let r = got.get(t).map_or("no answer", String::as_str);
-            if *t == control {
+            if side.kind == Kind::Oracle && unheld.contains(t) {
+                if !r.starts_with("failed:") {
+                    errors.push(format!(
+                        "ec2-net-utils sent from {t}, which it does not add ({r})"
+                    ));
+                }
+            } else if controls.contains(t) {
                 if !r.starts_with("failed:") {
                     errors.push(format!(
                         "{}: the source check let {t} through ({r})",
@@ -1154,9 +1797,11 @@ fn run_instance(inst: &Instance) -> Outcome {
             errors.push(lh.logs(inst));
         }
     }
+    let late6 = ec2.file("spr-late6").split_whitespace().count();
     Outcome {
         errors,
         echoed,
+        late6,
         side_by_side,
     }
 }
@@ -1216,7 +1861,15 @@ fn ec2_net_utils_and_leasehook_leave_the_same_policy_routing() {
         "CI runs at least 20 instances (LEASEHOOK_EC2NU_INSTANCES={count})"
     );
     let mut rng = Rng::new(seed);
-    let instances: Vec<Instance> = (0..count).map(|i| generate(&mut rng, i)).collect();
+    // IPv6 from a stream of its own: the IPv4 shapes are those of the seed alone.
+    let mut rng6 = Rng::new(seed ^ 0x6666_6666);
+    let instances: Vec<Instance> = (0..count)
+        .map(|i| {
+            let mut inst = generate(&mut rng, i);
+            add_ipv6(&mut rng6, &mut inst);
+            inst
+        })
+        .collect();
     let shared = instances.iter().filter(|i| {
         let subnets: BTreeSet<usize> = i.nics.iter().map(|n| n.subnet).collect();
         subnets.len() < i.nics.len()
@@ -1239,6 +1892,11 @@ fn ec2_net_utils_and_leasehook_leave_the_same_policy_routing() {
         .iter()
         .filter(|i| i.nics.iter().any(|n| n.addrs.len() > 1))
         .count();
+    let with = |f: &dyn Fn(&Nic) -> bool| instances.iter().filter(|i| i.nics.iter().any(f)).count();
+    let dual = with(&|n| !n.addrs.is_empty() && !n.addrs6.is_empty());
+    let v6only = with(&|n| n.addrs.is_empty());
+    let prefixes6 = with(&|n| n.prefix6.is_some());
+    let secondaries6 = with(&|n| n.addrs6.len() > 1);
     let started = Instant::now();
     let next = AtomicUsize::new(0);
     let results: Mutex<BTreeMap<usize, Outcome>> = Mutex::new(BTreeMap::new());
@@ -1256,6 +1914,7 @@ fn ec2_net_utils_and_leasehook_leave_the_same_policy_routing() {
     });
     let results = results.into_inner().unwrap();
     let echoed: usize = results.values().map(|o| o.echoed).sum();
+    let late6: usize = results.values().map(|o| o.late6).sum();
     let failed: Vec<(&usize, &Outcome)> = results
         .iter()
         .filter(|(_, o)| !o.errors.is_empty())
@@ -1270,14 +1929,18 @@ fn ec2_net_utils_and_leasehook_leave_the_same_policy_routing() {
     eprintln!(
         "ec2-net-utils differential: {} single-card instances (seed {seed:#x}; {shared} with two \
          ENIs in one subnet, {gaps} with gaps in device numbers, {prefixes} with ipv4-prefix, \
-         {secondaries} with secondary IPs), {} with unexplained differences, {echoed} addresses \
-         echoed through the source check on both sides, {:.1} s",
+         {secondaries} with secondary IPs; IPv6: {dual} with dual-stack ENIs, {v6only} with \
+         IPv6-only ENIs, {prefixes6} with ipv6-prefix, {secondaries6} with secondary ipv6s), {} \
+         with unexplained differences, {echoed} addresses echoed through the source check on \
+         both sides, {late6} IPv6 ENIs whose rules ec2-net-utils' first start left to its \
+         refresh, {:.1} s",
         results.len(),
         failed.len(),
         started.elapsed().as_secs_f64()
     );
     assert_eq!(results.len(), count, "not every instance ran");
     assert!(count < 20 || (shared > 0 && gaps > 0 && prefixes > 0 && secondaries > 0));
+    assert!(count < 20 || (dual > 0 && v6only > 0 && prefixes6 > 0 && secondaries6 > 0));
     if !failed.is_empty() {
         let mut report = String::new();
         for (i, o) in failed.iter().take(3) {

@@ -184,6 +184,262 @@ mod in_process {
     }
 }
 
+/// Issue 34: GCE's IPv6 keys through the provider's wait against the emulator's
+/// dual-stack and IPv6-only worlds, each family complete on its own, and the
+/// gate over what the wait returns.
+mod ipv6 {
+    use std::time::{Duration, Instant};
+
+    use leasehook_core::model::{Family, IfName, InstanceNetwork, Lease, Link, Missing, Reason};
+    use leasehook_core::plan::{InterfaceLease, PlanConfig, PlanInput, plan};
+    use leasehook_core::source::gce::GceProvider;
+    use leasehook_core::source::provider::{NicEvent, Outcome, Provider, SystemClock};
+    use leasehook_tests::clouds::budget;
+    use leasehook_tests::gce_emulator::{
+        Config, ETH0_IPV6, ETH1_IPV6, ETH1_IPV6_RANGE, GceEmulator, IPV6_GATEWAY, dual_stack_world,
+        ipv6_only_world,
+    };
+    use leasehook_tests::world::{MAC0, MAC1};
+    use serde_json::{Value, json};
+
+    const V4: &str = "10.98.1.20";
+
+    fn start(tree: Value) -> GceEmulator {
+        GceEmulator::start("127.0.0.1:0".parse().unwrap(), Config::new(tree)).unwrap()
+    }
+
+    /// A lease as GCE's DHCP gives it: IPv4 a /32 through its gateway, IPv6
+    /// the range's first address, no router (DHCPv6 names none).
+    fn lease(address: &str) -> Lease {
+        let address: std::net::IpAddr = address.parse().unwrap();
+        let v4 = address.is_ipv4();
+        Lease {
+            family: Family::of(&address),
+            address,
+            prefix_len: if v4 { 32 } else { 128 },
+            routers: if v4 {
+                vec![[10, 98, 1, 1].into()]
+            } else {
+                Vec::new()
+            },
+            reason: Reason::Bound,
+        }
+    }
+
+    /// eth1's event with these leases.
+    fn event(leases: &[&str]) -> NicEvent {
+        let leases = leases.iter().map(|a| lease(a)).collect();
+        NicEvent::try_new(
+            IfName::try_new("eth1").unwrap(),
+            MAC1.parse().unwrap(),
+            leases,
+        )
+        .unwrap()
+    }
+
+    fn wait(emu: &GceEmulator, event: &NicEvent, secs: u64) -> Outcome {
+        GceProvider::try_new(Some(&emu.base_url()))
+            .unwrap()
+            .wait_for_nic(event, &budget(secs), &SystemClock)
+    }
+
+    fn complete(emu: &GceEmulator, event: &NicEvent) -> InstanceNetwork {
+        match wait(emu, event, 10) {
+            Outcome::Complete(net) => net,
+            other => panic!("{other:?}: {:?}", emu.log()),
+        }
+    }
+
+    /// eth1's plan (eth0 linked too, no lease) over `net`, as `ip` lines.
+    fn plan_eth1(net: &InstanceNetwork, leases: &[&str]) -> String {
+        let links: Vec<Link> = [("eth0", MAC0), ("eth1", MAC1)]
+            .iter()
+            .map(|(n, m)| Link {
+                name: IfName::try_new(n).unwrap(),
+                mac: m.parse().unwrap(),
+                ipv6_router: None,
+            })
+            .collect();
+        let leases: Vec<InterfaceLease> = leases
+            .iter()
+            .map(|a| InterfaceLease {
+                interface: IfName::try_new("eth1").unwrap(),
+                lease: lease(a),
+            })
+            .collect();
+        let p = plan(
+            &PlanInput::new(net, &links, &leases),
+            &PlanConfig::default(),
+        )
+        .unwrap();
+        leasehook_core::render::ip(&p)
+    }
+
+    #[test]
+    fn a_dual_stack_nic_is_complete_in_one_request() {
+        let emu = start(dual_stack_world());
+        let net = complete(&emu, &event(&[V4, ETH1_IPV6]));
+        assert_eq!(emu.log().len(), 1, "{:?}", emu.log());
+        let nic = net.nic(MAC1.parse().unwrap()).unwrap();
+        assert_eq!(
+            nic.ipv6s,
+            [ETH1_IPV6.parse::<std::net::Ipv6Addr>().unwrap()]
+        );
+        assert_eq!(nic.ipv6_prefixes[0].to_string(), ETH1_IPV6_RANGE);
+        assert_eq!(nic.subnet_ipv6_cidr_blocks[0].to_string(), "fd00:98:1::/64");
+        assert!(
+            nic.gateways.contains(&IPV6_GATEWAY.parse().unwrap()),
+            "{nic:?}"
+        );
+        let eth0 = net.nic(MAC0.parse().unwrap()).unwrap();
+        assert_eq!(eth0.ipv6s[0].to_string(), ETH0_IPV6);
+        let text = plan_eth1(&net, &[V4, ETH1_IPV6]);
+        for line in [
+            "ip -6 route add default via fe80::1 dev eth1 table 10001",
+            "ip -6 route add fd00:98:1::/64 dev eth1 table 10001",
+            "ip -6 rule add from fd00:98:1::20:0:0/128 lookup 10001 priority 10001",
+            "ip -6 rule add from fd00:98:1::20:0:0/96 lookup 10001 priority 10001",
+            "ip -4 rule add from 10.98.1.20/32 lookup 10001 priority 10001",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}:\n{text}");
+        }
+        // The range's first address is the DHCPv6 client's, the rest the
+        // VM's to use: leasehook adds no address.
+        assert!(!text.contains("address add"), "{text}");
+    }
+
+    #[test]
+    fn an_ipv6_only_nic_is_complete_from_its_dhcpv6_lease_alone() {
+        let emu = start(ipv6_only_world());
+        let net = complete(&emu, &event(&[ETH1_IPV6]));
+        assert_eq!(emu.log().len(), 1, "{:?}", emu.log());
+        let nic = net.nic(MAC1.parse().unwrap()).unwrap();
+        assert!(nic.local_ipv4s.is_empty() && nic.subnet_ipv4_cidr_blocks.is_empty());
+        let text = plan_eth1(&net, &[ETH1_IPV6]);
+        assert!(
+            text.contains("eth1 02:00:00:00:00:02 secondary table 10001 families ipv6\n")
+                && text.contains("ip -6 route add default via fe80::1 dev eth1 table 10001")
+                && !text.contains("ip -4"),
+            "{text}"
+        );
+        // An IPv4 lease there waits for IPv4 keys that never come.
+        match wait(&emu, &event(&[V4]), 1) {
+            Outcome::Partial { missing, .. } => assert_eq!(
+                missing,
+                [
+                    Missing::Subnet { family: Family::V4 },
+                    Missing::Addresses { family: Family::V4 }
+                ]
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn ipv6_keys_published_late_hold_only_the_ipv6_half() {
+        let mut tree = dual_stack_world();
+        let nic1 = tree["instance"]["network-interfaces"][1]
+            .as_object_mut()
+            .unwrap();
+        let mut late: Vec<(String, Value)> = Vec::new();
+        for key in ["ipv6s", "ipv6", "gateway-ipv6"] {
+            late.push((key.to_owned(), nic1.remove(key).unwrap()));
+        }
+        let emu = start(tree);
+        // The IPv4 lease is not held by the missing IPv6 keys.
+        complete(&emu, &event(&[V4]));
+        assert_eq!(emu.log().len(), 1, "{:?}", emu.log());
+        // The IPv6 lease (and a dual event, for its IPv6 half) waits for them.
+        let dual = event(&[V4, ETH1_IPV6]);
+        let t0 = Instant::now();
+        let net = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(600));
+                for (key, value) in &late {
+                    emu.set(
+                        &format!("instance/network-interfaces/1/{key}"),
+                        value.clone(),
+                    )
+                    .unwrap();
+                }
+            });
+            complete(&emu, &dual)
+        });
+        assert!(t0.elapsed() >= Duration::from_millis(600));
+        let rounds = emu.log().iter().filter(|e| e.method == "GET").count() - 1;
+        assert!(rounds >= 2, "{:?}", emu.log());
+        let nic = net.nic(MAC1.parse().unwrap()).unwrap();
+        assert_eq!(nic.ipv6_prefixes[0].to_string(), ETH1_IPV6_RANGE);
+        // Before they came, the IPv6 half alone was missing.
+        let emu = start({
+            let mut t = dual_stack_world();
+            t["instance"]["network-interfaces"][1]["ipv6s"] = json!(null);
+            t
+        });
+        match wait(&emu, &dual, 1) {
+            Outcome::Partial { missing, .. } => assert_eq!(
+                missing,
+                [
+                    Missing::Subnet { family: Family::V6 },
+                    Missing::Addresses { family: Family::V6 }
+                ]
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hostile_ipv6_values_are_refused_by_the_gate() {
+        let mut tree = dual_stack_world();
+        let nic1 = &mut tree["instance"]["network-interfaces"][1];
+        // A /0 range, the metadata service's own address (EC2's IPv6 IMDS, which
+        // the gate refuses on every cloud) and eth0's address, listed for eth1.
+        nic1["ipv6"] = json!(["::/0", "fd00:98:1:0:0:20::/96", "fd00:98::10:0:0/128"]);
+        nic1["ipv6s"] = json!([
+            "fd00:98:1:0:0:20:0:0",
+            "fd00:ec2:0:0:0:0:0:254",
+            "fd00:98:0:0:0:10:0:0"
+        ]);
+        let emu = start(tree);
+        let net = complete(&emu, &event(&[V4, ETH1_IPV6]));
+        let text = plan_eth1(&net, &[V4, ETH1_IPV6]);
+        for line in [
+            "# eth1 refused: ipv6-prefix ::/0: ",
+            "# eth1 refused: ipv6s fd00:ec2::254: ",
+            "# eth1 refused: ipv6s fd00:98::10:0:0: ",
+            "# eth1 refused: ipv6-prefix fd00:98::10:0:0",
+        ] {
+            assert!(text.lines().any(|l| l.starts_with(line)), "{line}:\n{text}");
+        }
+        // The subnet is the first address's /64 alone: no route to where the
+        // refused entries point.
+        let routes: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("ip -6 route"))
+            .collect();
+        assert_eq!(
+            routes,
+            [
+                "ip -6 route add default via fe80::1 dev eth1 table 10001",
+                "ip -6 route add fd00:98:1::/64 dev eth1 table 10001",
+            ],
+            "{text}"
+        );
+        let rules: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("ip -6 rule"))
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                "ip -6 rule add from fd00:98:1::20:0:0/96 lookup 10001 priority 10001",
+                "ip -6 rule add from fd00:98:1::20:0:0/128 lookup 10001 priority 10001",
+            ],
+            "{text}"
+        );
+    }
+}
+
 #[cfg(feature = "netns")]
 mod world {
     use leasehook_tests::clouds::Cloud;

@@ -15,7 +15,7 @@
 //! | [`refresh_addresses_the_secondary_vnic_and_takes_it_away_when_it_goes`] | refresh gives eth1 10.98.1.20/24, its rules and table, traffic passes the source check; again: nothing changes; IMDS down, 401, 503, garbage, dropped: nothing changes; `flush` removes the address too; the VNIC detached (no longer listed) removes everything; attached again, back; the link deleted removes everything |
 //! | [`an_address_someone_else_configured_is_left_alone`] | the address put there first by hand gets rules and a table, is never removed (`flush`, detach) |
 //! | [`a_vnic_listed_late_is_configured_by_the_next_refresh`] | the emulator lists eth1 only 4 s after its first answer (an attach the metadata has not caught up with): the first refresh configures nothing and removes nothing, the next one configures it |
-//! | [`refresh_gives_the_secondary_vnic_its_ipv6_address_too`] | a VNIC with `ipv6Addresses` and `ipv6SubnetCidrBlock`: refresh adds `fd00:98:1::20/64` beside the IPv4 address, its rule and subnet route in the VNIC's table; again, nothing changes |
+//! | [`refresh_gives_the_secondary_vnic_its_ipv6_address_too`] | a VNIC with `ipv6Addresses` and `ipv6SubnetCidrBlock`: refresh adds `fd00:98:1::20/128` (the length a DHCPv6 client gives it) beside the IPv4 address, its rule and subnet route in the VNIC's table; again, nothing changes |
 //! | [`a_bare_metal_vlan_vnic_without_its_link_is_left_alone`] | bare metal (`nicIndex`): a VLAN VNIC (`vlanTag` 100) whose macvlan nobody created has no link by its MAC: refresh succeeds and configures nothing, creates no link |
 //! | [`a_hostile_vnic_list_touches_neither_lo_nor_the_dhcp_primary`] | issue 30: the list's first entry a MAC no NIC has, eth0's MAC (its lease from a real dhclient) second, a VNIC with MAC `00:00:00:00:00:00` (10.200.0.5 in 10.0.0.0/8): eth0 stays the primary (no rules, no second address), `lo` gets nothing and `ip route get` of the gateway and of another subnet's host still leave by eth0; eth1 is configured and passes traffic |
 //! | [`udev_add_path_configures_the_new_vnic`] | the command the udev rule chain runs for a new link (parsed from `hooks/udev/` and `hooks/systemd/`) brings eth1 up and configures it |
@@ -401,7 +401,7 @@ fn refresh_gives_the_secondary_vnic_its_ipv6_address_too() {
     assert!(
         w.inst
             .addresses()
-            .contains(&"eth1 fd00:98:1::20/64".to_owned()),
+            .contains(&"eth1 fd00:98:1::20/128".to_owned()),
         "{out}\n{}",
         report(&w)
     );

@@ -7,7 +7,7 @@
 //! and `hook/src`) whose code names the cloud are counted: the folder's name
 //! anywhere in a line, in any case, comments and test code left out (`//`
 //! lines, trailing `//` comments, `#[cfg(test)]` modules, `tests.rs`,
-//! `*_tests.rs` and files below a `tests` folder). It reads text, not Rust: a
+//! `*_tests.rs` and files below a `tests` or `*_tests` folder). It reads text, not Rust: a
 //! `//` inside a string (a URL) ends that line's code there too.
 
 use std::fmt::Write as _;
@@ -178,7 +178,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 
 fn is_test_file(rel: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap_or(rel);
-    name == "tests.rs" || name.ends_with("_tests.rs") || rel.split('/').any(|c| c == "tests")
+    name == "tests.rs"
+        || name.ends_with("_tests.rs")
+        || rel
+            .split('/')
+            .any(|c| c == "tests" || c.ends_with("_tests"))
 }
 
 /// The lines of `text` that are code (1-based numbers): comment lines, trailing
@@ -306,6 +310,8 @@ mod tests {
         assert!(is_test_file("core/src/apply/tests.rs"));
         assert!(is_test_file("core/src/hook/lease_tests.rs"));
         assert!(is_test_file("core/src/boot/run/tests/x.rs"));
+        // A test module's own folder (`mod autoconf;` inside `lease_tests.rs`).
+        assert!(is_test_file("core/src/hook/lease_tests/autoconf.rs"));
         assert!(!is_test_file("core/src/hook/refresh.rs"));
     }
 

@@ -43,7 +43,7 @@ matrix! {
         fault: "OCI lists eth0's MAC (its DHCP lease recorded by the hook) as a secondary VNIC, the first entry a MAC no NIC has",
         does: "eth0 stays the primary (OCI's DHCP serves the primary VNIC only; a NIC with a DHCP lease is never one without DHCP): no metadata address, no rules, no table on eth0; eth1 stays as it was",
         files: &[FileWant::Unchanged(STATE), FileWant::Unchanged("run/leasehook/iface/eth0.json")],
-        log: "eth0: 0 change(s)",
+        log: "eth0: unchanged (nothing from the metadata to add: its DHCP client holds every family",
         not_in_log: "eth0: no DHCP",
         max_secs: 3.5,
         run: run_links_oci_dhcp_primary_listed_second,
