@@ -134,7 +134,7 @@ main() {
     bb_ver=$(candidate "$BUSYBOX")
     [[ -n "$bb_ver" && "$bb_ver" != "(none)" ]] || die "$SUITE has no $BUSYBOX"
     # This script and tests/vm/init make the initramfs: a change to either redoes it.
-    want="$kpkg $meta_ver $BUSYBOX $bb_ver $(cat "$INIT" "$0" | sha256sum | cut -d' ' -f1)"
+    want="$kpkg $meta_ver $BUSYBOX $bb_ver $(cat "$INIT" scripts/fetch-vlan-kernel.sh | sha256sum | cut -d' ' -f1)"
 
     if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -s "$INITRAMFS" &&
         -s "$KERNEL/boot/vmlinuz-$kver" && -s "$KERNEL/usr/lib/modules/$kver/modules.dep" ]]; then
