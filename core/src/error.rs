@@ -378,9 +378,6 @@ pub enum NetlinkCause {
     /// The netlink socket failed (sending, receiving, opening).
     #[error("{0}")]
     Socket(std::io::Error),
-    /// The netlink library failed.
-    #[error("{0}")]
-    Library(Box<rtnetlink::Error>),
     /// The netlink library refused to build the request (a gateway or source of
     /// another family than the destination): nothing was sent.
     #[error("{0}")]
@@ -402,7 +399,7 @@ impl NetlinkCause {
         match self {
             Self::Kernel(e) | Self::Socket(e) => e.raw_os_error(),
             Self::NoSuchLink(_) => Some(libc::ENODEV),
-            Self::Library(_) | Self::Request(_) | Self::NoAnswer => None,
+            Self::Request(_) | Self::NoAnswer => None,
             Self::Applier(e) => e.errno(),
         }
     }

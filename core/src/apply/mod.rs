@@ -7,8 +7,8 @@
 //! back what this run added if a write fails. Teardown is best effort: it goes through
 //! every object and reports every failure.
 //!
-//! Two appliers implement the seam: [`netlink::NetlinkApplier`] (performs IO:
-//! rtnetlink on a private current-thread tokio runtime) and
+//! Two appliers implement the seam: [`netlink::NetlinkApplier`] (performs IO: a
+//! plain synchronous netlink socket, netlink-packet-route's messages) and
 //! [`record::RecordingApplier`] (an in-memory kernel for unit tests).
 
 pub mod digest;

@@ -6,17 +6,15 @@
 //! (synchronous) netlink socket: writes pack many requests into one datagram, and
 //! a dump's answer is looked at before it is parsed, so that what no caller reads
 //! (the local table's routes, two for each address of the host) costs no parsing
-//! (see `docs/performance.md`). The rest (bringing a link up, `ip route get`) goes
-//! through rtnetlink, which is asynchronous; the runtime it needs is a
-//! current-thread tokio runtime private to [`NetlinkApplier`] (no thread is
-//! spawned), made at its first use, and those methods block on it. Nothing of tokio
-//! appears in the API. Both sockets belong to the network namespace the applier was
-//! created in.
+//! (see `docs/performance.md`). The two single requests (bringing a link up, `ip
+//! route get`) go through the same socket, answered and acknowledged: not through
+//! rtnetlink's asynchronous handle, whose tokio runtime and connection were about
+//! 70 KB of each release binary for two requests (docs/packaging.md).
+//! The socket belongs to the network namespace the applier was created in.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use futures_util::TryStreamExt as _;
 use ipnet::IpNet;
 use rtnetlink::packet_core::{
     NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
@@ -32,7 +30,7 @@ use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
-use rtnetlink::{AddressMessageBuilder, Handle, LinkUnspec, RouteMessageBuilder};
+use rtnetlink::{AddressMessageBuilder, RouteMessageBuilder};
 
 use super::{Applier, KernelLink, LinkIndex, MainRoute, Observed, PROTOCOL, Snapshot};
 use crate::diff::{Op, State};
@@ -49,10 +47,6 @@ fn owned_table(t: u32) -> bool {
 /// Applies operations through rtnetlink.
 #[derive(Debug)]
 pub struct NetlinkApplier {
-    /// rtnetlink's runtime and connection, for what is not a dump or a write
-    /// ([`Self::rtnetlink`]): made at the first such call, which most runs never
-    /// make.
-    rtnetlink: Option<(tokio::runtime::Runtime, Handle)>,
     writer: Writer,
     /// How many dump requests (`NLM_F_DUMP`) were sent: see [`Self::dumps`].
     dumps: usize,
@@ -74,47 +68,11 @@ fn setup(e: std::io::Error) -> Error {
     failure("netlink socket".to_owned(), NetlinkCause::Socket(e))
 }
 
-fn nl_error(object: &str, e: rtnetlink::Error) -> Error {
-    let cause = match e {
-        rtnetlink::Error::NetlinkError(m) => NetlinkCause::Kernel(m.to_io()),
-        other => NetlinkCause::Library(Box::new(other)),
-    };
-    failure(object.to_owned(), cause)
-}
-
 impl NetlinkApplier {
     /// Opens a netlink connection in the current network namespace.
     pub fn try_new() -> Result<Self> {
         let writer = Writer::try_new().map_err(setup)?;
-        Ok(Self {
-            rtnetlink: None,
-            writer,
-            dumps: 0,
-        })
-    }
-
-    /// rtnetlink's runtime and a handle on its connection, opened at the first
-    /// call (in the namespace the applier was created in: callers that enter
-    /// another namespace create an applier there).
-    fn rtnetlink(&mut self) -> Result<(&tokio::runtime::Runtime, Handle)> {
-        if self.rtnetlink.is_none() {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_io()
-                .build()
-                .map_err(setup)?;
-            let handle = rt
-                .block_on(async {
-                    let (conn, handle, _) = rtnetlink::new_connection()?;
-                    tokio::spawn(conn);
-                    Ok::<_, std::io::Error>(handle)
-                })
-                .map_err(setup)?;
-            self.rtnetlink = Some((rt, handle));
-        }
-        match &self.rtnetlink {
-            Some((rt, handle)) => Ok((rt, handle.clone())),
-            None => Err(failure("netlink socket".to_owned(), NetlinkCause::NoAnswer)),
-        }
+        Ok(Self { writer, dumps: 0 })
     }
 
     /// How many dump requests (`NLM_F_DUMP`: every link, address, route or rule)
@@ -129,28 +87,32 @@ impl NetlinkApplier {
     /// `ip link set IF up` for link `index` when it is not up (`IFF_UP`): `true`
     /// when it was down. A link that is up is not written to.
     pub fn bring_up(&mut self, index: u32) -> Result<bool> {
-        let (rt, handle) = self.rtnetlink()?;
-        rt.block_on(async move {
-            let object = || format!("ip link set {index} up");
-            let msgs: Vec<LinkMessage> = handle
-                .link()
-                .get()
-                .match_index(index)
-                .execute()
-                .try_collect()
-                .await
-                .map_err(|e| nl_error(&object(), e))?;
-            if msgs.iter().all(|m| m.header.flags.contains(LinkFlags::Up)) {
-                return Ok(false);
-            }
-            handle
-                .link()
-                .set(LinkUnspec::new_with_index(index).up().build())
-                .execute()
-                .await
-                .map_err(|e| nl_error(&object(), e))?;
-            Ok(true)
-        })
+        let object = format!("ip link set {index} up");
+        let mut get = LinkMessage::default();
+        get.header.index = index;
+        let up =
+            self.writer
+                .request(RouteNetlinkMessage::GetLink(get), 0, &object, |m| match m {
+                    RouteNetlinkMessage::NewLink(m) => Some(m.header.flags.contains(LinkFlags::Up)),
+                    _ => None,
+                })?;
+        if up.iter().all(|up| *up) {
+            return Ok(false);
+        }
+        // What rtnetlink's `LinkUnspec::new_with_index(index).up()` sent: the
+        // index, `IFF_UP` in the flags and in the change mask, no attribute; and
+        // its `link().set()` flags.
+        let mut set = LinkMessage::default();
+        set.header.index = index;
+        set.header.flags = LinkFlags::Up;
+        set.header.change_mask = LinkFlags::Up;
+        self.writer.request(
+            RouteNetlinkMessage::SetLink(set),
+            NLM_F_EXCL | NLM_F_CREATE,
+            &object,
+            |_| None::<()>,
+        )?;
+        Ok(true)
     }
 }
 
@@ -209,16 +171,16 @@ impl NetlinkApplier {
         // As `ip route get` asks: without it the kernel names table main whatever
         // table the route came from.
         query.header.flags |= RouteFlags::LookupTable;
-        let (rt, handle) = self.rtnetlink()?;
-        let msgs: Vec<RouteMessage> = rt.block_on(async move {
-            handle
-                .route()
-                .get(query)
-                .execute()
-                .try_collect()
-                .await
-                .map_err(|e| nl_error(&object, e))
-        })?;
+        let msgs =
+            self.writer.request(
+                RouteNetlinkMessage::GetRoute(query),
+                0,
+                &object,
+                |m| match m {
+                    RouteNetlinkMessage::NewRoute(m) => Some(m),
+                    _ => None,
+                },
+            )?;
         for m in &msgs {
             route.table = u32::from(m.header.table);
             for a in &m.attributes {
@@ -824,7 +786,40 @@ impl Writer {
         wanted: impl Fn(&[u8]) -> bool,
         pick: impl Fn(RouteNetlinkMessage) -> Option<T>,
     ) -> Result<Vec<T>> {
-        self.dump_raw(payload, what, |msg| {
+        self.parsed(payload, NLM_F_REQUEST | NLM_F_DUMP, what, wanted, pick)
+    }
+
+    /// One request that is not a dump, `flags` added to `NLM_F_REQUEST |
+    /// NLM_F_ACK`: what `pick` takes of the messages the kernel answers before
+    /// its acknowledgement (a `get`'s one message, none for a `set`), parsed. An
+    /// error answer is the kernel's errno; a failed socket an error naming `what`.
+    fn request<T>(
+        &mut self,
+        payload: RouteNetlinkMessage,
+        flags: u16,
+        what: &str,
+        pick: impl Fn(RouteNetlinkMessage) -> Option<T>,
+    ) -> Result<Vec<T>> {
+        self.parsed(
+            payload,
+            NLM_F_REQUEST | NLM_F_ACK | flags,
+            what,
+            |_| true,
+            pick,
+        )
+    }
+
+    /// [`Self::exchange`], each answer that `wanted` keeps parsed and given to
+    /// `pick`.
+    fn parsed<T>(
+        &mut self,
+        payload: RouteNetlinkMessage,
+        flags: u16,
+        what: &str,
+        wanted: impl Fn(&[u8]) -> bool,
+        pick: impl Fn(RouteNetlinkMessage) -> Option<T>,
+    ) -> Result<Vec<T>> {
+        self.exchange(payload, flags, what, |msg| {
             if !wanted(msg) {
                 return Ok(None);
             }
@@ -849,12 +844,28 @@ impl Writer {
         &mut self,
         payload: RouteNetlinkMessage,
         what: &str,
+        take: impl FnMut(&[u8]) -> std::result::Result<Option<T>, String>,
+    ) -> Result<Vec<T>> {
+        self.exchange(payload, NLM_F_REQUEST | NLM_F_DUMP, what, take)
+    }
+
+    /// Sends `payload` with the header's `flags` and gives `take` each message of
+    /// the answer (its bytes, netlink header first) until the dump's end
+    /// (`NLMSG_DONE`) or, for a request with `NLM_F_ACK`, the acknowledgement
+    /// (`NLMSG_ERROR` with no errno). What `take` returns is
+    /// kept; its error, an error answer or a failed socket is an error naming
+    /// `what`.
+    fn exchange<T>(
+        &mut self,
+        payload: RouteNetlinkMessage,
+        flags: u16,
+        what: &str,
         mut take: impl FnMut(&[u8]) -> std::result::Result<Option<T>, String>,
     ) -> Result<Vec<T>> {
         let mut found = Vec::new();
         let failed = |cause| failure(what.to_owned(), cause);
         let mut req = NetlinkMessage::from(payload);
-        req.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+        req.header.flags = flags;
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
         req.header.sequence_number = seq;
@@ -888,7 +899,7 @@ impl Writer {
                                 std::io::Error::from_raw_os_error(errno),
                             )));
                         }
-                        if kind == NLMSG_DONE {
+                        if kind == NLMSG_DONE || flags & NLM_F_ACK != 0 {
                             return Ok(found);
                         }
                     }
