@@ -24,7 +24,9 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressMessage, AddressProtocol,
 };
-use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkLayerType, LinkMessage};
+use rtnetlink::packet_route::link::{
+    InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, MacVlanMode,
+};
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteProtocol, RouteScope, RouteVia,
 };
@@ -32,8 +34,11 @@ use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
-use rtnetlink::{AddressMessageBuilder, Handle, LinkUnspec, RouteMessageBuilder};
+use rtnetlink::{
+    AddressMessageBuilder, Handle, LinkMacVlan, LinkUnspec, LinkVlan, RouteMessageBuilder,
+};
 
+use super::links::{LinkDetail, LinkKernel, LinkKind, NewKind, NewLink, nics_of};
 use super::{Applier, KernelLink, LinkIndex, MainRoute, Observed, PROTOCOL, Snapshot};
 use crate::diff::{Op, State};
 use crate::error::{Error, NetlinkCause, Result};
@@ -382,15 +387,30 @@ fn main_route_of(msg: &RouteMessage) -> Option<MainRoute> {
 /// reported with a MAC: `lo` (whose address is all zeros) or a link with an
 /// all-zero, multicast or broadcast address can never be taken for the NIC a
 /// metadata answer lists under such a MAC.
-fn link_of(msg: &LinkMessage) -> Option<KernelLink> {
+fn link_of(msg: &LinkMessage) -> Option<LinkDetail> {
     let mut name = None;
     let mut address = None;
     let mut port = msg.header.flags.contains(LinkFlags::Port);
+    let (mut kind, mut lower, mut alias) = (LinkKind::Device, None, None);
     for a in &msg.attributes {
         match a {
             LinkAttribute::IfName(n) => name = IfName::try_new(n).ok(),
             LinkAttribute::Address(bytes) => address = Some(bytes.as_slice()),
             LinkAttribute::Controller(_) => port = true,
+            LinkAttribute::Link(i) => lower = Some(*i),
+            LinkAttribute::IfAlias(s) => alias = Some(s.clone()),
+            LinkAttribute::LinkInfo(infos) => {
+                for i in infos {
+                    if let LinkInfo::Kind(k) = i {
+                        kind = match k {
+                            InfoKind::Veth => LinkKind::Veth,
+                            InfoKind::MacVlan => LinkKind::Macvlan,
+                            InfoKind::Vlan => LinkKind::Vlan,
+                            _ => LinkKind::Other,
+                        };
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -400,10 +420,13 @@ fn link_of(msg: &LinkMessage) -> Option<KernelLink> {
         port,
         address,
     };
-    Some(KernelLink {
+    Some(LinkDetail {
         index: msg.header.index,
         name: name?,
         mac: super::nic_mac(&facts).ok(),
+        kind,
+        lower,
+        alias,
     })
 }
 
@@ -1166,10 +1189,76 @@ impl NetlinkApplier {
     }
 }
 
-impl Applier for NetlinkApplier {
-    fn links(&mut self) -> Result<Vec<KernelLink>> {
+impl LinkKernel for NetlinkApplier {
+    fn link_details(&mut self) -> Result<Vec<LinkDetail>> {
         self.dumps += 1;
         Ok(self.writer.links()?.iter().filter_map(link_of).collect())
+    }
+
+    fn add_link(&mut self, new: &NewLink, lower: u32) -> Result<u32> {
+        let (rt, handle) = self.rtnetlink()?;
+        let name = new.name.as_str();
+        let msg = match new.kind {
+            NewKind::Macvlan(mac) => LinkMacVlan::new(name, lower, MacVlanMode::Vepa)
+                .address(mac.octets().to_vec())
+                .up()
+                .build(),
+            NewKind::Vlan(id, mac) => {
+                let b = LinkVlan::new(name, lower, id).up();
+                match mac {
+                    Some(m) => b.address(m.octets().to_vec()).build(),
+                    None => b.build(),
+                }
+            }
+        };
+        let alias = new.alias();
+        rt.block_on(async move {
+            let object = format!("ip link add {name}");
+            let link = handle.link();
+            link.add(msg)
+                .execute()
+                .await
+                .map_err(|e| nl_error(&object, e))?;
+            let got: Vec<LinkMessage> = link
+                .get()
+                .match_name(name.to_owned())
+                .execute()
+                .try_collect()
+                .await
+                .map_err(|e| nl_error(&object, e))?;
+            let index = got
+                .first()
+                .map(|m| m.header.index)
+                .ok_or_else(|| failure(object.clone(), NetlinkCause::NoAnswer))?;
+            let marked = link
+                .set(LinkUnspec::new_with_index(index).alias(alias).build())
+                .execute()
+                .await;
+            if let Err(e) = marked {
+                // Unmarked, it would never be leasehook's to delete.
+                let _ = link.del(index).execute().await;
+                return Err(nl_error(&format!("ip link set {name} alias"), e));
+            }
+            Ok(index)
+        })
+    }
+
+    fn del_link(&mut self, index: u32) -> Result<()> {
+        let (rt, handle) = self.rtnetlink()?;
+        rt.block_on(async move {
+            handle
+                .link()
+                .del(index)
+                .execute()
+                .await
+                .map_err(|e| nl_error(&format!("ip link del {index}"), e))
+        })
+    }
+}
+
+impl Applier for NetlinkApplier {
+    fn links(&mut self) -> Result<Vec<KernelLink>> {
+        Ok(nics_of(&self.link_details()?))
     }
 
     /// One dump each of rules, routes and addresses (both families in one

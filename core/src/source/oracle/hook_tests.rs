@@ -469,6 +469,20 @@ impl crate::apply::Applier for CniNode {
     }
 }
 
+impl crate::apply::links::LinkKernel for CniNode {
+    fn link_details(&mut self) -> Result<Vec<crate::apply::links::LinkDetail>> {
+        crate::apply::links::LinkKernel::link_details(&mut self.0)
+    }
+
+    fn add_link(&mut self, new: &crate::apply::links::NewLink, lower: u32) -> Result<u32> {
+        crate::apply::links::LinkKernel::add_link(&mut self.0, new, lower)
+    }
+
+    fn del_link(&mut self, index: u32) -> Result<()> {
+        crate::apply::links::LinkKernel::del_link(&mut self.0, index)
+    }
+}
+
 impl crate::hook::Kernel for CniNode {
     fn node_view(
         &mut self,
