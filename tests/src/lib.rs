@@ -22,6 +22,7 @@ pub mod netns;
 pub mod oracle_emulator;
 pub mod scenarios;
 pub mod shell;
+pub mod vm;
 pub mod world;
 
 use std::path::PathBuf;
