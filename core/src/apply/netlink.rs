@@ -25,7 +25,7 @@ use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressMessage, AddressProtocol,
 };
 use rtnetlink::packet_route::link::{
-    InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, MacVlanMode,
+    InfoData, InfoKind, InfoVlan, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage,
 };
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteProtocol, RouteScope, RouteVia,
@@ -34,9 +34,7 @@ use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
-use rtnetlink::{
-    AddressMessageBuilder, Handle, LinkMacVlan, LinkUnspec, LinkVlan, RouteMessageBuilder,
-};
+use rtnetlink::{AddressMessageBuilder, Handle, LinkUnspec, RouteMessageBuilder};
 
 use super::links::{LinkDetail, LinkKernel, LinkKind, NewKind, NewLink, nics_of};
 use super::{Applier, KernelLink, LinkIndex, MainRoute, Observed, PROTOCOL, Snapshot};
@@ -1195,64 +1193,72 @@ impl LinkKernel for NetlinkApplier {
         Ok(self.writer.links()?.iter().filter_map(link_of).collect())
     }
 
+    /// On the synchronous socket, one datagram: the link created (`NLM_F_EXCL`),
+    /// then its alias set by name; a link whose alias failed is deleted.
     fn add_link(&mut self, new: &NewLink, lower: u32) -> Result<u32> {
-        let (rt, handle) = self.rtnetlink()?;
-        let name = new.name.as_str();
-        let msg = match new.kind {
-            NewKind::Macvlan(mac) => LinkMacVlan::new(name, lower, MacVlanMode::Vepa)
-                .address(mac.octets().to_vec())
-                .up()
-                .build(),
+        let name = new.name.to_string();
+        let mut info = vec![LinkInfo::Kind(InfoKind::MacVlan)];
+        let mut made = LinkMessage::default();
+        made.header.flags = LinkFlags::Up;
+        made.header.change_mask = LinkFlags::Up;
+        made.attributes = vec![
+            LinkAttribute::IfName(name.clone()),
+            LinkAttribute::Link(lower),
+        ];
+        let mac = match new.kind {
+            NewKind::Macvlan(mac) => Some(mac),
             NewKind::Vlan(id, mac) => {
-                let b = LinkVlan::new(name, lower, id).up();
-                match mac {
-                    Some(m) => b.address(m.octets().to_vec()).build(),
-                    None => b.build(),
-                }
+                info = vec![
+                    LinkInfo::Kind(InfoKind::Vlan),
+                    LinkInfo::Data(InfoData::Vlan(vec![InfoVlan::Id(id)])),
+                ];
+                mac
             }
         };
-        let alias = new.alias();
-        rt.block_on(async move {
-            let object = format!("ip link add {name}");
-            let link = handle.link();
-            link.add(msg)
-                .execute()
-                .await
-                .map_err(|e| nl_error(&object, e))?;
-            let got: Vec<LinkMessage> = link
-                .get()
-                .match_name(name.to_owned())
-                .execute()
-                .try_collect()
-                .await
-                .map_err(|e| nl_error(&object, e))?;
-            let index = got
-                .first()
-                .map(|m| m.header.index)
-                .ok_or_else(|| failure(object.clone(), NetlinkCause::NoAnswer))?;
-            let marked = link
-                .set(LinkUnspec::new_with_index(index).alias(alias).build())
-                .execute()
-                .await;
-            if let Err(e) = marked {
-                // Unmarked, it would never be leasehook's to delete.
-                let _ = link.del(index).execute().await;
-                return Err(nl_error(&format!("ip link set {name} alias"), e));
-            }
-            Ok(index)
-        })
+        if let Some(m) = mac {
+            made.attributes
+                .push(LinkAttribute::Address(m.octets().to_vec()));
+        }
+        made.attributes.push(LinkAttribute::LinkInfo(info));
+        let mut marked = LinkMessage::default();
+        marked.attributes = vec![
+            LinkAttribute::IfName(name.clone()),
+            LinkAttribute::IfAlias(new.alias()),
+        ];
+        let mut msgs = vec![
+            NetlinkMessage::from(RouteNetlinkMessage::NewLink(made)),
+            NetlinkMessage::from(RouteNetlinkMessage::NewLink(marked)),
+        ];
+        msgs[0].header.flags = ADD;
+        msgs[1].header.flags = DEL;
+        let mut answers = self.writer.send_batch(msgs).into_iter();
+        let object = format!("ip link add {name}");
+        if let Some(Err(e)) = answers.next() {
+            return Err(failure(object, e.cause()));
+        }
+        let index = self
+            .link_details()?
+            .into_iter()
+            .find(|d| d.name == new.name)
+            .map(|d| d.index)
+            .ok_or_else(|| failure(object, NetlinkCause::NoSuchLink(new.name.clone())))?;
+        if let Some(Err(e)) = answers.next() {
+            // Unmarked, it would never be leasehook's to delete.
+            let _ = self.del_link(index);
+            return Err(failure(format!("ip link set {name} alias"), e.cause()));
+        }
+        Ok(index)
     }
 
     fn del_link(&mut self, index: u32) -> Result<()> {
-        let (rt, handle) = self.rtnetlink()?;
-        rt.block_on(async move {
-            handle
-                .link()
-                .del(index)
-                .execute()
-                .await
-                .map_err(|e| nl_error(&format!("ip link del {index}"), e))
-        })
+        let mut gone = LinkMessage::default();
+        gone.header.index = index;
+        let mut msg = NetlinkMessage::from(RouteNetlinkMessage::DelLink(gone));
+        msg.header.flags = DEL;
+        match self.writer.send_batch(vec![msg]).pop() {
+            Some(Err(e)) => Err(failure(format!("ip link del {index}"), e.cause())),
+            _ => Ok(()),
+        }
     }
 }
 
