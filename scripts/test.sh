@@ -63,10 +63,20 @@ step "amazon-ec2-net-utils oracle"
 ensure_packages curl
 scripts/fetch-ec2-net-utils-oracle.sh
 
+# Debian's kernel for the tests that need 802.1Q VLAN links (tests/src/vm.rs):
+# this kernel has none, so they run again inside a QEMU VM booted on it. The
+# kernel and busybox-static are extracted under target/vm, never installed;
+# kmod makes the kernel's modules.dep and loads its modules inside the VM, and
+# ping is what the VLAN test sends.
+step "VLAN kernel (QEMU VM)"
+ensure_packages qemu-system-x86 kmod xz-utils iputils-ping
+scripts/fetch-vlan-kernel.sh
+
 step "shellcheck"
 shellcheck -s sh hooks/dhclient/leasehook hooks/dhclient/leasehook.sh hooks/networkd-dispatcher/50-leasehook \
     hooks/networkmanager/90-leasehook hooks/dhcpcd/90-leasehook hooks/udhcpc/leasehook.script
 shellcheck scripts/*.sh .ci/run
+shellcheck -s sh tests/vm/init
 shellcheck -s sh packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm
 shellcheck -s sh packaging/rpm/post packaging/rpm/preun packaging/rpm/postun
 
