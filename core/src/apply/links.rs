@@ -246,8 +246,9 @@ pub fn plan_links(wanted: &[(MacAddr, NicLink)], details: &[LinkDetail], delete:
             Parent::NicIndex(i) => nics.get(usize::from(i)).map(|p| (*p, usize::from(i))),
             Parent::Mac(m) => nics
                 .iter()
-                .position(|p| p.mac == Some(m))
-                .map(|i| (nics[i], i)),
+                .enumerate()
+                .find(|(_, p)| p.mac == Some(m))
+                .map(|(i, p)| (*p, i)),
         };
         let Some((p, n)) = found else {
             plan.refused.push(format!(
@@ -276,7 +277,7 @@ pub fn plan_links(wanted: &[(MacAddr, NicLink)], details: &[LinkDetail], delete:
             match by_name(&mname) {
                 Some(d) if d.ours() == Some(*mac) => lower = Lower::Index(d.index),
                 Some(d) => {
-                    plan.refused.push(conflict(mac, d));
+                    plan.refused.push(conflict(*mac, d));
                     continue;
                 }
                 None => {
@@ -293,7 +294,7 @@ pub fn plan_links(wanted: &[(MacAddr, NicLink)], details: &[LinkDetail], delete:
         match by_name(&vname) {
             Some(d) if d.ours() == Some(*mac) => {}
             Some(d) => {
-                plan.refused.push(conflict(mac, d));
+                plan.refused.push(conflict(*mac, d));
                 continue;
             }
             None => steps.push(NewLink {
@@ -310,7 +311,7 @@ pub fn plan_links(wanted: &[(MacAddr, NicLink)], details: &[LinkDetail], delete:
     plan
 }
 
-fn conflict(mac: &MacAddr, d: &LinkDetail) -> String {
+fn conflict(mac: MacAddr, d: &LinkDetail) -> String {
     format!(
         "{mac}: a link named {} exists that leasehook did not create (alias {:?}): left alone, \
          no link created for this NIC",
@@ -394,11 +395,8 @@ pub fn reconcile(
                 }
             }
         }
-        for (_, n) in made {
-            log::info!(
-                "{n}: created for {} (alias {ALIAS_PREFIX}{0})",
-                steps[0].owner
-            );
+        for (step, (_, n)) in steps.iter().zip(made) {
+            log::info!("{n}: created for {0} (alias {ALIAS_PREFIX}{0})", step.owner);
             report.created.push(n.clone());
         }
     }
@@ -406,6 +404,7 @@ pub fn reconcile(
 }
 
 #[cfg(test)]
+#[allow(clippy::many_single_char_names)]
 mod tests {
     use super::*;
     use crate::apply::Applier as _;
@@ -497,7 +496,7 @@ mod tests {
     fn a_link_of_the_same_name_someone_else_made_is_left_alone() {
         let mut k = host();
         // The operator's macvlan, unmarked (another MAC, no alias).
-        let idx = k.links.len() as u32 + 2;
+        let idx = 9;
         k.links.push(crate::apply::KernelLink {
             index: idx,
             name: name("ens300f0.7"),
@@ -518,7 +517,7 @@ mod tests {
         assert_eq!(names(&k), before);
         // And a link already carrying the VNIC's MAC (oci-utils made it) is the NIC.
         k.links.push(crate::apply::KernelLink {
-            index: 9,
+            index: 10,
             name: name("mine"),
             mac: Some(mac(OTHER)),
         });

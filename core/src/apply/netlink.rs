@@ -1225,13 +1225,12 @@ impl LinkKernel for NetlinkApplier {
             LinkAttribute::IfName(name.clone()),
             LinkAttribute::IfAlias(new.alias()),
         ];
-        let mut msgs = vec![
-            NetlinkMessage::from(RouteNetlinkMessage::NewLink(made)),
-            NetlinkMessage::from(RouteNetlinkMessage::NewLink(marked)),
-        ];
-        msgs[0].header.flags = ADD;
-        msgs[1].header.flags = DEL;
-        let mut answers = self.writer.send_batch(msgs).into_iter();
+        let msgs = [(made, ADD), (marked, DEL)].map(|(m, flags)| {
+            let mut msg = NetlinkMessage::from(RouteNetlinkMessage::NewLink(m));
+            msg.header.flags = flags;
+            msg
+        });
+        let mut answers = self.writer.send_batch(msgs.into()).into_iter();
         let object = format!("ip link add {name}");
         if let Some(Err(e)) = answers.next() {
             return Err(failure(object, e.cause()));
