@@ -926,3 +926,144 @@ fn a_lease_event_dumps_each_kind_of_kernel_state_once() {
     // three: rules, routes, addresses.
     assert_eq!((bound.0, renew.0), (5, 5));
 }
+
+/// Whether this kernel makes an 802.1Q VLAN (tried on `link` in `ns`, removed again).
+fn vlan_works(ns: &Netns, link: &str) -> bool {
+    let ok = Command::new("ip")
+        .args([
+            "-n", &ns.name, "link", "add", "link", link, "name", "probe9",
+        ])
+        .args(["type", "vlan", "id", "9"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        ns.ip(&["link", "del", "probe9"]);
+    }
+    ok
+}
+
+/// Issue 36 item 3, the real kernel's part: the macvlan leasehook creates
+/// carries the VNIC's MAC and the alias `leasehook:<MAC>` (as `ip -d link`
+/// shows them), is up, sits on the NIC, is found by the MAC; the operator's
+/// macvlan of the same naming (no alias) is never leasehook's; with nothing
+/// listed, only leasehook's link is deleted. Then a VLAN VNIC: on a kernel
+/// without 802.1Q (this CI's) the VLAN is refused and the macvlan made for it
+/// deleted again (the rollback, in the kernel); with 802.1Q both exist and the
+/// lookup by MAC takes the VLAN, not the macvlan under it.
+#[test]
+fn links_leasehook_creates_are_marked_found_by_mac_and_only_they_are_deleted() {
+    use leasehook_core::apply::Applier as _;
+    use leasehook_core::apply::links::{
+        LinkKernel as _, LinkKind, Lower, NewKind, NewLink, NicLink, Parent, reconcile,
+    };
+    use leasehook_core::apply::netlink::NetlinkApplier;
+    use leasehook_core::model::{IfName, MacAddr};
+
+    let ns = Netns::new("ocilinks");
+    ns.veth("eth0", "02:00:00:00:00:01", "peer0");
+    // The operator's macvlan, named as leasehook would name one, unmarked.
+    ns.ip(&[
+        "link", "add", "link", "eth0", "name", "eth0.7", "type", "macvlan",
+    ]);
+    ns.ip(&["link", "set", "eth0.7", "address", "02:aa:00:00:00:07"]);
+    let names = |ns: &Netns| -> Vec<String> {
+        let mut n: Vec<String> = ns
+            .ip_json(&["link", "show"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["ifname"].as_str().unwrap().to_owned())
+            .collect();
+        n.sort();
+        n
+    };
+    let vnic: MacAddr = "02:00:17:05:cf:51".parse().unwrap();
+    let (eth0, made, found, details) = ns.run_in(move || {
+        let mut k = NetlinkApplier::try_new().unwrap();
+        let links = k.links().unwrap();
+        let eth0 = links
+            .iter()
+            .find(|l| l.name.as_str() == "eth0")
+            .unwrap()
+            .index;
+        let new = NewLink {
+            name: IfName::try_new("eth0.100").unwrap(),
+            lower: Lower::Index(eth0),
+            kind: NewKind::Macvlan(vnic),
+            owner: vnic,
+        };
+        let made = k.add_link(&new, eth0).unwrap();
+        let found = k
+            .links()
+            .unwrap()
+            .into_iter()
+            .find(|l| l.mac == Some(vnic))
+            .map(|l| l.name.to_string());
+        (eth0, made, found, k.link_details().unwrap())
+    });
+    assert_eq!(found.as_deref(), Some("eth0.100"));
+    let ours = details.iter().find(|d| d.index == made).unwrap();
+    assert_eq!(
+        (ours.kind, ours.lower, ours.ours()),
+        (LinkKind::Macvlan, Some(eth0), Some(vnic))
+    );
+    let theirs = details
+        .iter()
+        .find(|d| d.name.as_str() == "eth0.7")
+        .unwrap();
+    assert_eq!((theirs.kind, theirs.ours()), (LinkKind::Macvlan, None));
+    let shown = &ns.ip_json(&["-d", "link", "show", "eth0.100"])[0];
+    assert_eq!(shown["ifalias"], "leasehook:02:00:17:05:cf:51", "{shown}");
+    assert_eq!(shown["address"], "02:00:17:05:cf:51", "{shown}");
+    assert_eq!(shown["link"], "eth0", "{shown}");
+    assert_eq!(shown["linkinfo"]["info_kind"], "macvlan", "{shown}");
+    assert!(
+        shown["flags"].as_array().unwrap().iter().any(|f| f == "UP"),
+        "{shown}"
+    );
+
+    // Nothing listed: leasehook's link goes, the operator's stays.
+    let r = ns.run_in(|| reconcile(&mut NetlinkApplier::try_new().unwrap(), &[], true));
+    assert_eq!(r.deleted, [IfName::try_new("eth0.100").unwrap()], "{r:?}");
+    assert_eq!(names(&ns), ["eth0", "eth0.7", "lo", "peer0"]);
+
+    // A VLAN VNIC on physical NIC 0 (eth0, before peer0 by name).
+    let vlan = vlan_works(&ns, "eth0");
+    let want = [(
+        vnic,
+        NicLink::MacvlanVlan {
+            parent: Parent::NicIndex(0),
+            vlan: 5,
+        },
+    )];
+    let (r, found) = ns.run_in(move || {
+        let mut k = NetlinkApplier::try_new().unwrap();
+        let r = reconcile(&mut k, &want, true);
+        let found: Vec<String> = k
+            .links()
+            .unwrap()
+            .into_iter()
+            .filter(|l| l.mac == Some(vnic))
+            .map(|l| l.name.to_string())
+            .collect();
+        (r, found)
+    });
+    if vlan {
+        assert!(r.problems.is_empty(), "{r:?}");
+        assert_eq!(found, ["eth0v5"], "{r:?}");
+        let shown = &ns.ip_json(&["-d", "link", "show", "eth0v5"])[0];
+        assert_eq!(shown["link"], "eth0.5", "{shown}");
+        assert_eq!(shown["ifalias"], "leasehook:02:00:17:05:cf:51", "{shown}");
+    } else {
+        assert!(r.created.is_empty(), "{r:?}");
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.contains("could not create eth0v5")),
+            "{r:?}"
+        );
+        assert!(found.is_empty(), "{found:?}");
+        assert_eq!(names(&ns), ["eth0", "eth0.7", "lo", "peer0"]);
+    }
+}

@@ -16,7 +16,7 @@
 //! | [`an_address_someone_else_configured_is_left_alone`] | the address put there first by hand gets rules and a table, is never removed (`flush`, detach) |
 //! | [`a_vnic_listed_late_is_configured_by_the_next_refresh`] | the emulator lists eth1 only 4 s after its first answer (an attach the metadata has not caught up with): the first refresh configures nothing and removes nothing, the next one configures it |
 //! | [`refresh_gives_the_secondary_vnic_its_ipv6_address_too`] | a VNIC with `ipv6Addresses` and `ipv6SubnetCidrBlock`: refresh adds `fd00:98:1::20/128` (the length a DHCPv6 client gives it) beside the IPv4 address, its rule and subnet route in the VNIC's table; again, nothing changes |
-//! | [`a_bare_metal_vlan_vnic_without_its_link_is_left_alone`] | bare metal (`nicIndex`): a VLAN VNIC (`vlanTag` 100) whose macvlan nobody created has no link by its MAC: refresh succeeds and configures nothing, creates no link |
+//! | [`a_bare_metal_vlan_vnic_is_linked_routed_and_removed`] | bare metal (`nicIndex`, issue 36 item 3; needs 802.1Q: in the VM on a kernel without it): refresh creates the VLAN VNIC's macvlan `eth1.100` and VLAN `eth1v100` on physical NIC 1 (alias `leasehook:<MAC>`), its address, rule and table on the VLAN, traffic passes the router's source check on VLAN 100; again: nothing changes; a 503: nothing changes; detached: leasehook's links, address, rule and table go, the operator's macvlan `eth1.200` stays |
 //! | [`a_hostile_vnic_list_touches_neither_lo_nor_the_dhcp_primary`] | issue 30: the list's first entry a MAC no NIC has, eth0's MAC (its lease from a real dhclient) second, a VNIC with MAC `00:00:00:00:00:00` (10.200.0.5 in 10.0.0.0/8): eth0 stays the primary (no rules, no second address), `lo` gets nothing and `ip route get` of the gateway and of another subnet's host still leave by eth0; eth1 is configured and passes traffic |
 //! | [`udev_add_path_configures_the_new_vnic`] | the command the udev rule chain runs for a new link (parsed from `hooks/udev/` and `hooks/systemd/`) brings eth1 up and configures it |
 //! | [`the_boot_stage_configures_the_secondary_vnic`] | `leasehook init` (network stage) on a root whose DMI says Oracle, `provider` left `auto`: it detects Oracle, records it, and its last step brings eth1 up and configures it from the metadata (traffic passes); a second run changes nothing |
@@ -489,46 +489,138 @@ fn a_hostile_vnic_list_touches_neither_lo_nor_the_dhcp_primary() {
     assert_eq!(snapshot(&w), before, "{again}");
 }
 
+/// The bare-metal VLAN VNIC's MAC (OCI writes it upper case).
+const VLAN_MAC: &str = "02:00:17:00:00:99";
+
+/// Every link of the instance: name, kind, lower link, alias.
+fn links(w: &World) -> Vec<String> {
+    let mut all: Vec<String> = w
+        .inst
+        .ip_json(&["-d", "link", "show"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {} {} {}",
+                l["ifname"].as_str().unwrap_or("?"),
+                l["linkinfo"]["info_kind"].as_str().unwrap_or("-"),
+                l["link"].as_str().unwrap_or("-"),
+                l["ifalias"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    all.sort();
+    all
+}
+
 #[test]
-fn a_bare_metal_vlan_vnic_without_its_link_is_left_alone() {
-    let mut primary =
-        leasehook_tests::oracle_emulator::vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 0);
+fn a_bare_metal_vlan_vnic_is_linked_routed_and_removed() {
+    if leasehook_tests::vm::in_vlan_kernel("a_bare_metal_vlan_vnic_is_linked_routed_and_removed") {
+        return;
+    }
+    // Bare metal (`nicIndex` on every entry): eth0 is physical NIC 0 and the
+    // primary VNIC; the secondary VNIC is VLAN 100 on physical NIC 1, eth1.
+    let vnic = leasehook_tests::oracle_emulator::vnic;
+    let mut primary = vnic(MAC0, "10.98.0.10", "10.98.0.0/24", "10.98.0.1", 0);
     primary["nicIndex"] = serde_json::json!(0);
-    let mut vlan = leasehook_tests::oracle_emulator::vnic(
-        "02:00:17:00:00:99",
-        "10.98.1.30",
-        "10.98.1.0/24",
-        "10.98.1.1",
-        100,
-    );
-    vlan["nicIndex"] = serde_json::json!(0);
+    let mut vlan = vnic(VLAN_MAC, "10.98.1.30", "10.98.1.0/24", "10.98.1.1", 100);
+    vlan["nicIndex"] = serde_json::json!(1);
     let mut opts = oracle_opts(&[]);
     if let Some(m) = opts.metadata.as_mut() {
         m.args.push("--vnics".to_owned());
         m.args.push(serde_json::json!([primary, vlan]).to_string());
     }
     let mut w = World::new("oci-bm", &opts);
+    // The VCN's side of the VLAN: the subnet's router on VLAN 100 of eth1's
+    // wire, the source check (rp_filter) on it.
+    w.router
+        .ip(&["address", "del", "10.98.1.1/24", "dev", "gw1"]);
+    w.router.ip(&[
+        "link", "add", "link", "gw1", "name", "gw1.100", "type", "vlan", "id", "100",
+    ]);
+    w.router.sysctl("net.ipv4.conf.gw1/100.rp_filter", "1");
+    w.router
+        .ip(&["address", "add", "10.98.1.1/24", "dev", "gw1.100"]);
+    w.router.ip(&["link", "set", "gw1.100", "up"]);
     w.bind("eth0", false);
-    let links = |w: &World| {
-        let mut names: Vec<String> = w
-            .inst
-            .ip_json(&["link", "show"])
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|l| l["ifname"].as_str().unwrap_or("?").to_owned())
-            .collect();
-        names.sort();
-        names
-    };
-    let before = (links(&w), snapshot(&w));
+    // The operator's macvlan on eth1, named as leasehook names one: never touched.
+    w.inst.ip(&[
+        "link", "add", "link", "eth1", "name", "eth1.200", "type", "macvlan",
+    ]);
+    let before = links(&w);
+
     let out = refresh(&w);
-    assert_eq!((links(&w), snapshot(&w)), before, "{out}\n{}", report(&w));
-    assert!(w.our_rules().is_empty(), "{out}\n{}", report(&w));
+    let alias = format!("leasehook:{VLAN_MAC}");
+    let mut expected = before.clone();
+    expected.push(format!("eth1.100 macvlan eth1 {alias}"));
+    expected.push(format!("eth1v100 vlan eth1.100 {alias}"));
+    expected.sort();
+    assert_eq!(links(&w), expected, "{out}\n{}", report(&w));
+    let shown = &w.inst.ip_json(&["-d", "link", "show", "eth1v100"])[0];
+    assert_eq!(shown["address"], VLAN_MAC, "{shown}");
+    assert_eq!(shown["linkinfo"]["info_data"]["id"], 100, "{shown}");
+    // The address, rule and table on the VLAN, as for any VNIC without DHCP.
+    let t = table(VLAN_MAC);
     assert!(
-        !w.root.join("run/leasehook/iface/eth1.json").exists(),
+        wait_until(Duration::from_secs(10), || w
+            .inst
+            .addresses()
+            .contains(&"eth1v100 10.98.1.30/24".to_owned())),
+        "{out}\n{}",
+        report(&w)
+    );
+    assert_eq!(
+        w.our_rules(),
+        [format!("{t} from 10.98.1.30 lookup {t} proto 176")],
+        "{out}\n{}",
+        report(&w)
+    );
+    let mut routes = w.our_routes();
+    routes.sort();
+    assert_eq!(
+        routes,
+        [
+            format!(
+                "10.98.1.0/24 via - dev eth1v100 scope link src 10.98.1.30 table {t} proto 176"
+            ),
+            format!("default via 10.98.1.1 dev eth1v100 scope - src - table {t} proto 176"),
+        ],
+        "{out}\n{}",
+        report(&w)
+    );
+    assert_traffic(&w, "10.98.1.30");
+    assert_traffic(&w, "10.98.0.10");
+
+    // Again: nothing changes.
+    let again = (links(&w), snapshot(&w));
+    refresh(&w);
+    assert_eq!((links(&w), snapshot(&w)), again, "{}", report(&w));
+    // The metadata unreachable (503): nothing changes, no link goes.
+    let fault = w.dir.0.join(FAULT_FILE);
+    std::fs::write(&fault, "503").unwrap();
+    let quick = [
+        ("LEASEHOOK_IMDS_BUDGET_S", "1"),
+        ("LEASEHOOK_IMDS_SYNC_BUDGET_S", "1"),
+    ];
+    let out = leasehook(&w, &["refresh", "-v"], &quick);
+    let out = output_text(&out) + &format!("{:?}", out.status);
+    assert!(out.contains("eth1v100: not checked: "), "{out}");
+    assert_eq!((links(&w), snapshot(&w)), again, "{out}\n{}", report(&w));
+    std::fs::remove_file(&fault).unwrap();
+
+    // Detached: what leasehook created goes (links, address, rule, table), the
+    // operator's macvlan and the physical NICs stay.
+    std::fs::write(w.dir.0.join(DETACHED_FILE), format!("{VLAN_MAC}\n")).unwrap();
+    let out = refresh(&w);
+    assert_eq!(links(&w), before, "{out}\n{}", report(&w));
+    assert!(w.our_rules().is_empty(), "{out}\n{}", report(&w));
+    assert!(w.our_routes().is_empty(), "{out}\n{}", report(&w));
+    assert!(
+        !w.root.join("run/leasehook/iface/eth1v100.json").exists(),
         "{out}"
     );
+    assert_traffic(&w, "10.98.0.10");
 }
 
 #[test]

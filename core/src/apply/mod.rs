@@ -12,6 +12,7 @@
 //! [`record::RecordingApplier`] (an in-memory kernel for unit tests).
 
 pub mod digest;
+pub mod links;
 pub mod monitor;
 pub mod netlink;
 pub mod record;

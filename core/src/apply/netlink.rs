@@ -22,7 +22,9 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressMessage, AddressProtocol,
 };
-use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkLayerType, LinkMessage};
+use rtnetlink::packet_route::link::{
+    InfoData, InfoKind, InfoVlan, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage,
+};
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteProtocol, RouteScope, RouteVia,
 };
@@ -32,6 +34,7 @@ use rtnetlink::sys::protocols::NETLINK_ROUTE;
 use rtnetlink::sys::{Socket, SocketAddr};
 use rtnetlink::{AddressMessageBuilder, RouteMessageBuilder};
 
+use super::links::{LinkDetail, LinkKernel, LinkKind, NewKind, NewLink, nics_of};
 use super::{Applier, KernelLink, LinkIndex, MainRoute, Observed, PROTOCOL, Snapshot};
 use crate::diff::{Op, State};
 use crate::error::{Error, NetlinkCause, Result};
@@ -344,15 +347,30 @@ fn main_route_of(msg: &RouteMessage) -> Option<MainRoute> {
 /// reported with a MAC: `lo` (whose address is all zeros) or a link with an
 /// all-zero, multicast or broadcast address can never be taken for the NIC a
 /// metadata answer lists under such a MAC.
-fn link_of(msg: &LinkMessage) -> Option<KernelLink> {
+fn link_of(msg: &LinkMessage) -> Option<LinkDetail> {
     let mut name = None;
     let mut address = None;
     let mut port = msg.header.flags.contains(LinkFlags::Port);
+    let (mut kind, mut lower, mut alias) = (LinkKind::Device, None, None);
     for a in &msg.attributes {
         match a {
             LinkAttribute::IfName(n) => name = IfName::try_new(n).ok(),
             LinkAttribute::Address(bytes) => address = Some(bytes.as_slice()),
             LinkAttribute::Controller(_) => port = true,
+            LinkAttribute::Link(i) => lower = Some(*i),
+            LinkAttribute::IfAlias(s) => alias = Some(s.clone()),
+            LinkAttribute::LinkInfo(infos) => {
+                for i in infos {
+                    if let LinkInfo::Kind(k) = i {
+                        kind = match k {
+                            InfoKind::Veth => LinkKind::Veth,
+                            InfoKind::MacVlan => LinkKind::Macvlan,
+                            InfoKind::Vlan => LinkKind::Vlan,
+                            _ => LinkKind::Other,
+                        };
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -362,10 +380,13 @@ fn link_of(msg: &LinkMessage) -> Option<KernelLink> {
         port,
         address,
     };
-    Some(KernelLink {
+    Some(LinkDetail {
         index: msg.header.index,
         name: name?,
         mac: super::nic_mac(&facts).ok(),
+        kind,
+        lower,
+        alias,
     })
 }
 
@@ -1177,10 +1198,83 @@ impl NetlinkApplier {
     }
 }
 
-impl Applier for NetlinkApplier {
-    fn links(&mut self) -> Result<Vec<KernelLink>> {
+impl LinkKernel for NetlinkApplier {
+    fn link_details(&mut self) -> Result<Vec<LinkDetail>> {
         self.dumps += 1;
         Ok(self.writer.links()?.iter().filter_map(link_of).collect())
+    }
+
+    /// On the synchronous socket, one datagram: the link created (`NLM_F_EXCL`),
+    /// then its alias set by name; a link whose alias failed is deleted.
+    fn add_link(&mut self, new: &NewLink, lower: u32) -> Result<u32> {
+        let name = new.name.to_string();
+        let mut info = vec![LinkInfo::Kind(InfoKind::MacVlan)];
+        let mut made = LinkMessage::default();
+        made.header.flags = LinkFlags::Up;
+        made.header.change_mask = LinkFlags::Up;
+        made.attributes = vec![
+            LinkAttribute::IfName(name.clone()),
+            LinkAttribute::Link(lower),
+        ];
+        let mac = match new.kind {
+            NewKind::Macvlan(mac) => Some(mac),
+            NewKind::Vlan(id, mac) => {
+                info = vec![
+                    LinkInfo::Kind(InfoKind::Vlan),
+                    LinkInfo::Data(InfoData::Vlan(vec![InfoVlan::Id(id)])),
+                ];
+                mac
+            }
+        };
+        if let Some(m) = mac {
+            made.attributes
+                .push(LinkAttribute::Address(m.octets().to_vec()));
+        }
+        made.attributes.push(LinkAttribute::LinkInfo(info));
+        let mut marked = LinkMessage::default();
+        marked.attributes = vec![
+            LinkAttribute::IfName(name.clone()),
+            LinkAttribute::IfAlias(new.alias()),
+        ];
+        let msgs = [(made, ADD), (marked, DEL)].map(|(m, flags)| {
+            let mut msg = NetlinkMessage::from(RouteNetlinkMessage::NewLink(m));
+            msg.header.flags = flags;
+            msg
+        });
+        let mut answers = self.writer.send_batch(msgs.into()).into_iter();
+        let object = format!("ip link add {name}");
+        if let Some(Err(e)) = answers.next() {
+            return Err(failure(object, e.cause()));
+        }
+        let index = self
+            .link_details()?
+            .into_iter()
+            .find(|d| d.name == new.name)
+            .map(|d| d.index)
+            .ok_or_else(|| failure(object, NetlinkCause::NoSuchLink(new.name.clone())))?;
+        if let Some(Err(e)) = answers.next() {
+            // Unmarked, it would never be leasehook's to delete.
+            let _ = self.del_link(index);
+            return Err(failure(format!("ip link set {name} alias"), e.cause()));
+        }
+        Ok(index)
+    }
+
+    fn del_link(&mut self, index: u32) -> Result<()> {
+        let mut gone = LinkMessage::default();
+        gone.header.index = index;
+        let mut msg = NetlinkMessage::from(RouteNetlinkMessage::DelLink(gone));
+        msg.header.flags = DEL;
+        match self.writer.send_batch(vec![msg]).pop() {
+            Some(Err(e)) => Err(failure(format!("ip link del {index}"), e.cause())),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Applier for NetlinkApplier {
+    fn links(&mut self) -> Result<Vec<KernelLink>> {
+        Ok(nics_of(&self.link_details()?))
     }
 
     /// One dump each of rules, routes and addresses (both families in one

@@ -6,10 +6,11 @@
 
 use std::collections::BTreeSet;
 
+use super::links::{LinkDetail, LinkKernel, LinkKind, NewKind, NewLink, nics_of};
 use super::{Applier, KernelLink, LinkIndex, Observed};
 use crate::diff::{Op, State};
 use crate::error::{Error, NetlinkCause, Result};
-use crate::model::Address;
+use crate::model::{Address, IfName};
 
 /// The in-memory kernel.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +29,23 @@ pub struct RecordingApplier {
     pub down: std::collections::BTreeSet<u32>,
     /// How many times the links were asked for ([`Applier::links`]).
     pub link_dumps: usize,
+    /// What the kernel says of a link besides its name and MAC, by index (a
+    /// link not here is a device with no alias).
+    pub details: std::collections::BTreeMap<u32, LinkExtra>,
+    /// Links that cannot be created (`add_link` fails with `EOPNOTSUPP`, as
+    /// a kernel without 802.1Q answers), by name.
+    pub refuse_links: BTreeSet<IfName>,
+}
+
+/// A link's kind, lower link and alias in the [`RecordingApplier`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkExtra {
+    /// Its kind.
+    pub kind: LinkKind,
+    /// `IFLA_LINK`.
+    pub lower: Option<u32>,
+    /// `IFLA_IFALIAS`.
+    pub alias: Option<String>,
 }
 
 impl RecordingApplier {
@@ -49,6 +67,94 @@ impl RecordingApplier {
     }
 }
 
+impl RecordingApplier {
+    fn detailed(&self) -> Vec<LinkDetail> {
+        self.links
+            .iter()
+            .map(|l| {
+                let x = self.details.get(&l.index);
+                LinkDetail {
+                    index: l.index,
+                    name: l.name.clone(),
+                    mac: l.mac,
+                    kind: x.map_or(LinkKind::Device, |x| x.kind),
+                    lower: x.and_then(|x| x.lower),
+                    alias: x.and_then(|x| x.alias.clone()),
+                }
+            })
+            .collect()
+    }
+}
+
+fn link_err(what: String, errno: i32) -> Error {
+    Error::Netlink {
+        object: what,
+        cause: NetlinkCause::Kernel(std::io::Error::from_raw_os_error(errno)),
+        note: String::new(),
+        rolled_back: 0,
+        rollback_errors: Vec::new(),
+    }
+}
+
+/// Answers as the kernel does: `EEXIST` for a name taken, `ENODEV` for a
+/// lower link it does not have; deleting a link deletes the links on it.
+impl LinkKernel for RecordingApplier {
+    fn link_details(&mut self) -> Result<Vec<LinkDetail>> {
+        self.link_dumps += 1;
+        Ok(self.detailed())
+    }
+
+    fn add_link(&mut self, new: &NewLink, lower: u32) -> Result<u32> {
+        let what = format!("ip link add {}", new.name);
+        if self.refuse_links.contains(&new.name) {
+            return Err(link_err(what, libc::EOPNOTSUPP));
+        }
+        if self.links.iter().any(|l| l.name == new.name) {
+            return Err(link_err(what, libc::EEXIST));
+        }
+        let Some(under) = self.links.iter().find(|l| l.index == lower) else {
+            return Err(link_err(what, libc::ENODEV));
+        };
+        let (kind, mac) = match new.kind {
+            NewKind::Macvlan(m) => (LinkKind::Macvlan, Some(m)),
+            NewKind::Vlan(_, m) => (LinkKind::Vlan, m.or(under.mac)),
+        };
+        let index = self.links.iter().map(|l| l.index).max().unwrap_or(1) + 1;
+        self.links.push(KernelLink {
+            index,
+            name: new.name.clone(),
+            mac,
+        });
+        self.details.insert(
+            index,
+            LinkExtra {
+                kind,
+                lower: Some(lower),
+                alias: Some(new.alias()),
+            },
+        );
+        Ok(index)
+    }
+
+    fn del_link(&mut self, index: u32) -> Result<()> {
+        if !self.links.iter().any(|l| l.index == index) {
+            return Err(link_err(format!("ip link del {index}"), libc::ENODEV));
+        }
+        let mut gone = vec![index];
+        while let Some(i) = gone.pop() {
+            self.links.retain(|l| l.index != i);
+            self.details.remove(&i);
+            gone.extend(
+                self.details
+                    .iter()
+                    .filter(|(_, x)| x.lower == Some(i))
+                    .map(|(j, _)| *j),
+            );
+        }
+        Ok(())
+    }
+}
+
 /// The kernel's answer `errno` to `op`.
 fn err(op: &Op, errno: i32) -> Error {
     Error::Netlink {
@@ -63,7 +169,7 @@ fn err(op: &Op, errno: i32) -> Error {
 impl Applier for RecordingApplier {
     fn links(&mut self) -> Result<Vec<KernelLink>> {
         self.link_dumps += 1;
-        Ok(self.links.clone())
+        Ok(nics_of(&self.detailed()))
     }
 
     fn observe(&mut self, links: &LinkIndex, recorded: &BTreeSet<Address>) -> Result<Observed> {

@@ -14,7 +14,7 @@ use crate::source::provider::{Clock, Provider};
 /// The kernel the lease path is handed: the [`Applier`], and the reads and
 /// writes only the hooks make (what the Kubernetes gate reads, bringing a link
 /// up). [`NetlinkApplier`] in production; the recording fake in tests.
-pub trait Kernel: Applier {
+pub trait Kernel: Applier + crate::apply::links::LinkKernel {
     /// What the Kubernetes gate decides on ([`crate::kubernetes::observe::detect`]).
     fn node_view(
         &mut self,

@@ -556,6 +556,7 @@ fn unleased(address: Option<&str>) -> Result<crate::source::provider::Unleased> 
                     routers: vec!["10.0.1.1".parse().unwrap()],
                     reason: Reason::Metadata,
                 }],
+                link: None,
             }
         })
         .into_iter()
@@ -563,7 +564,11 @@ fn unleased(address: Option<&str>) -> Result<crate::source::provider::Unleased> 
     if address.is_none() {
         network.nics.retain(|n| n.mac.to_string() != ETH1_MAC);
     }
-    Ok(Unleased { nics, network })
+    Ok(Unleased {
+        nics,
+        network,
+        owns_links: false,
+    })
 }
 
 fn refresh_unleasing(

@@ -194,6 +194,18 @@ fn refresh_scoped(
         }
     }
     if let Some(Ok(u)) = &unleased {
+        // The links leasehook creates (OCI bare metal's VLAN VNICs), before
+        // any NIC is looked for by its MAC; deleted only with this answer in
+        // hand and on a refresh of every NIC (the NICs above, unlisted, have
+        // had their objects removed already).
+        if u.owns_links {
+            let wanted: Vec<_> = u
+                .nics
+                .iter()
+                .filter_map(|n| Some((n.mac, n.link?)))
+                .collect();
+            crate::apply::links::reconcile(fx.kernel, &wanted, only.is_none());
+        }
         for nic in &u.nics {
             if let Some(why) = nic.mac.nobodys() {
                 log::warn!(

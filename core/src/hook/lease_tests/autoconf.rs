@@ -39,6 +39,7 @@ impl Provider for Nova {
         Some(parse_network_data(&self.0.borrow()).map(|d| Unleased {
             nics: nic::unleased(&d),
             network: nic::network(&d),
+            owns_links: false,
         }))
     }
 }

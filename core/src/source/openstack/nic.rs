@@ -698,6 +698,7 @@ pub fn unleased(data: &NetworkData) -> Vec<UnleasedNic> {
             out.push(UnleasedNic {
                 mac: link.mac,
                 leases,
+                link: None,
             });
         }
     }

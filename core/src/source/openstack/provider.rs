@@ -135,6 +135,7 @@ impl Provider for OpenStackProvider {
             Ok(Unleased {
                 nics: nic::unleased(&data),
                 network: nic::network(&data),
+                owns_links: false,
             })
         }))
     }

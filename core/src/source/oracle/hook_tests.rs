@@ -469,6 +469,20 @@ impl crate::apply::Applier for CniNode {
     }
 }
 
+impl crate::apply::links::LinkKernel for CniNode {
+    fn link_details(&mut self) -> Result<Vec<crate::apply::links::LinkDetail>> {
+        crate::apply::links::LinkKernel::link_details(&mut self.0)
+    }
+
+    fn add_link(&mut self, new: &crate::apply::links::NewLink, lower: u32) -> Result<u32> {
+        crate::apply::links::LinkKernel::add_link(&mut self.0, new, lower)
+    }
+
+    fn del_link(&mut self, index: u32) -> Result<()> {
+        crate::apply::links::LinkKernel::del_link(&mut self.0, index)
+    }
+}
+
 impl crate::hook::Kernel for CniNode {
     fn node_view(
         &mut self,
@@ -508,4 +522,65 @@ fn a_vnic_the_cni_owns_gets_no_ipv6_address_either() {
     );
     assert!(node.0.writes.is_empty(), "{:?}", node.0.writes);
     assert!(recorded(&cfg).is_none());
+}
+
+/// Issue 36 item 3 through `refresh`: a bare-metal VLAN VNIC gets its macvlan
+/// and VLAN on physical NIC 1 (eth1) and is configured on the VLAN in the same
+/// run; a metadata error changes nothing; detached, its objects and then
+/// leasehook's links go, the physical NICs stay.
+#[test]
+fn a_bare_metal_vlan_vnic_gets_its_links_and_loses_them_when_detached() {
+    const VLAN_MAC: &str = "02:00:17:00:00:99";
+    let (mut k, cfg, _root) = setup();
+    let mut primary = vnic(
+        MAC0,
+        Some(("10.98.0.10", "10.98.0.0/24", "10.98.0.1")),
+        None,
+    );
+    primary["nicIndex"] = json!(0);
+    primary["vlanTag"] = json!(0);
+    let mut vlan = vnic(
+        VLAN_MAC,
+        Some(("10.98.1.30", "10.98.1.0/24", "10.98.1.1")),
+        None,
+    );
+    vlan["nicIndex"] = json!(1);
+    vlan["vlanTag"] = json!(100);
+    let oci = Oci::new(json!([primary.clone(), vlan]).to_string());
+    let out = refresh(&mut k, &oci, &cfg);
+    let vname = IfName::try_new("eth1v100").unwrap();
+    assert!(
+        matches!(&out[..], [RefreshOutcome::Addressed(n, _)] if *n == vname),
+        "{out:?}"
+    );
+    let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["eth0", "eth1", "eth1.100", "eth1v100"]);
+    assert!(
+        k.owned
+            .addresses
+            .iter()
+            .any(|a| a.dev == vname && a.addr.to_string() == "10.98.1.30/24"),
+        "{:?}",
+        k.owned
+    );
+    // The metadata failing: nothing changes, no link goes.
+    let before = (k.links.clone(), k.owned.clone());
+    oci.set("not json".to_owned());
+    refresh(&mut k, &oci, &cfg);
+    assert_eq!((k.links.clone(), k.owned.clone()), before);
+    // Detached.
+    oci.set(json!([primary]).to_string());
+    let out = refresh(&mut k, &oci, &cfg);
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, RefreshOutcome::Unlisted(n, _) if *n == vname)),
+        "{out:?}"
+    );
+    let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["eth0", "eth1"]);
+    assert!(
+        k.owned.addresses.is_empty() && k.owned.rules.is_empty(),
+        "{:?}",
+        k.owned
+    );
 }

@@ -73,10 +73,10 @@
 //! first entry has `nicIndex`) the primary VNIC is the physical NIC, and a
 //! secondary VNIC with a `vlanTag` other than 0 is a VLAN on physical NIC
 //! `nicIndex`: Oracle's `secondary_vnic_all_configure.sh` creates a macvlan with
-//! the VNIC's MAC on that NIC and a VLAN of that tag on the macvlan. Until someone
-//! creates that link, no link has the VNIC's MAC, and leasehook (which finds NICs
-//! by MAC) configures nothing for it ([`OciVnic::is_vlan`]; `docs/clouds.md` says
-//! what creating it would take).
+//! the VNIC's MAC on that NIC and a VLAN of that tag on the macvlan. leasehook
+//! does the same ([`unleased`] asks for a [`NicLink::MacvlanVlan`], which
+//! `refresh` creates and owns: [`crate::apply::links`]), and the VLAN, found by
+//! the VNIC's MAC, is configured like any VNIC without DHCP.
 //!
 //! # The table number
 //!
@@ -96,6 +96,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
+use crate::apply::links::{NicLink, Parent};
 use crate::error::{Error, Result};
 use crate::model::{
     Family, InstanceNetwork, Lease, MacAddr, NicMetadata, NicRoute, Problem, Reason,
@@ -485,9 +486,11 @@ pub fn to_instance(net: &OciNetwork) -> InstanceNetwork {
 }
 
 /// Every VNIC but the primary, with the leases DHCP would have given them
-/// ([`OciVnic::leases`]), in OCI's order; bare-metal VLAN VNICs included (they
-/// have no link until one with their MAC is created).
+/// ([`OciVnic::leases`]), in OCI's order; a bare-metal VLAN VNIC with the link
+/// leasehook creates for it ([`NicLink::MacvlanVlan`] on physical NIC
+/// `nicIndex`).
 pub fn unleased(net: &OciNetwork) -> Unleased {
+    let bare_metal = net.is_bare_metal();
     Unleased {
         nics: net
             .vnics
@@ -496,9 +499,14 @@ pub fn unleased(net: &OciNetwork) -> Unleased {
             .map(|v| UnleasedNic {
                 mac: v.mac,
                 leases: v.leases(),
+                link: v.is_vlan(bare_metal).then(|| NicLink::MacvlanVlan {
+                    parent: Parent::NicIndex(v.nic_index.unwrap_or_default()),
+                    vlan: v.vlan_tag.unwrap_or_default(),
+                }),
             })
             .collect(),
         network: to_instance(net),
+        owns_links: bare_metal,
     }
 }
 

@@ -117,7 +117,7 @@ pub fn fetch_unleased(
             .or_else(|| v.ipv6.first().copied().map(IpAddr::V6))
             .map_or_else(|| "no address yet".to_owned(), |a| a.to_string());
         log::debug!(
-            "OCI VNIC {} ({address}) is VLAN {} on physical NIC {}: it has a link only once one with its MAC is created (leasehook does not create it)",
+            "OCI VNIC {} ({address}) is VLAN {} on physical NIC {}: leasehook creates its macvlan and VLAN",
             v.mac,
             v.vlan_tag.unwrap_or_default(),
             v.nic_index.unwrap_or_default()

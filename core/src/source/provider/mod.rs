@@ -403,6 +403,10 @@ pub struct Unleased {
     /// The metadata those NICs were read from, as [`Outcome::Complete`] would
     /// carry it (the primary MAC, every NIC listed): what `plan` reads for them.
     pub network: InstanceNetwork,
+    /// Whether leasehook's own links are reconciled with this answer (OCI bare
+    /// metal, [`crate::apply::links`]): created for each [`UnleasedNic::link`],
+    /// deleted when their NIC is no longer listed. `false`: none is looked for.
+    pub owns_links: bool,
 }
 
 /// One NIC without DHCP: its MAC, and what a DHCP server would have said.
@@ -419,6 +423,10 @@ pub struct UnleasedNic {
     /// (`OpenStack`'s SLAAC networks): `refresh` keeps it only while the kernel
     /// holds it on the link, and the planner routes it but never adds it.
     pub leases: Vec<Lease>,
+    /// The link the OS must create for it (OCI bare metal's VLAN VNICs), which
+    /// leasehook creates and owns ([`crate::apply::links`]); `None`: the NIC
+    /// has a link of its own.
+    pub link: Option<crate::apply::links::NicLink>,
 }
 
 /// A cloud, as the boot stage asks it: who this instance is. A trait apart from
