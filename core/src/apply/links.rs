@@ -14,43 +14,10 @@
 
 use crate::error::Result;
 use crate::model::{IfName, MacAddr};
+pub use crate::model::{NicLink, Parent};
 
 /// The alias prefix of a link leasehook created: `leasehook:<MAC>`.
 pub const ALIAS_PREFIX: &str = "leasehook:";
-
-/// Which link a created link sits on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parent {
-    /// The physical NIC the cloud numbers so (OCI's `nicIndex`): the NICs
-    /// sorted by the first number in their name, as oci-utils does
-    /// ([`physical_nics`]).
-    NicIndex(u8),
-    /// The NIC with this MAC.
-    Mac(MacAddr),
-}
-
-/// The link a NIC of the metadata needs the OS to create; the NIC's MAC is
-/// the one the metadata lists for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NicLink {
-    /// OCI bare metal: a macvlan with the NIC's MAC on `parent`, named
-    /// `<parent>.<vlan>`, and on it the VLAN `vlan`, named `<parent>v<vlan>`
-    /// (oci-utils' names), which is the NIC (it inherits the MAC).
-    MacvlanVlan {
-        /// The physical NIC.
-        parent: Parent,
-        /// The 802.1Q id (`vlanTag`).
-        vlan: u16,
-    },
-    /// A VLAN `vlan` with the NIC's MAC on `parent`, named `<parent>.<vlan>`
-    /// (GCE's VLAN NICs; no source asks for it yet).
-    Vlan {
-        /// The parent NIC.
-        parent: Parent,
-        /// The 802.1Q id.
-        vlan: u16,
-    },
-}
 
 /// What kind of link the kernel reports (`IFLA_INFO_KIND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

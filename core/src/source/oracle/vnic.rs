@@ -96,11 +96,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
-use crate::apply::links::{NicLink, Parent};
 use crate::error::{Error, Result};
 use crate::model::{
     Family, InstanceNetwork, Lease, MacAddr, NicMetadata, NicRoute, Problem, Reason,
 };
+use crate::model::{NicLink, Parent};
 use crate::source::provider::doc::{self, bad};
 use crate::source::provider::{Assessment, NicEvent, Unleased, UnleasedNic, complete};
 

@@ -426,7 +426,7 @@ pub struct UnleasedNic {
     /// The link the OS must create for it (OCI bare metal's VLAN VNICs), which
     /// leasehook creates and owns ([`crate::apply::links`]); `None`: the NIC
     /// has a link of its own.
-    pub link: Option<crate::apply::links::NicLink>,
+    pub link: Option<crate::model::NicLink>,
 }
 
 /// A cloud, as the boot stage asks it: who this instance is. A trait apart from
