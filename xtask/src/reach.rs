@@ -208,6 +208,11 @@ fn code_lines(text: &str) -> Vec<(usize, String)> {
             cfg_test = true;
             continue;
         }
+        // More attributes between `#[cfg(test)]` and its module
+        // (`#[allow(...)]`) keep it a test module.
+        if cfg_test && trimmed.starts_with("#[") {
+            continue;
+        }
         if cfg_test && declares_module(trimmed) {
             cfg_test = false;
             if !trimmed.ends_with(';') {
@@ -266,6 +271,14 @@ mod tests {
         assert!(declares_module("pub mod x {"));
         assert!(!declares_module("pub fn modx() {"));
         assert!(!declares_module("pub(crate) fn f() {"));
+    }
+
+    #[test]
+    fn attributes_after_cfg_test_keep_it_a_test_module() {
+        let text = "#[cfg(test)]\n#[allow(clippy::x)]\nmod tests {\n    const G: K = K::Gce;\n}\n\
+                    #[allow(dead_code)]\nfn gce() {}\n";
+        let lines: Vec<usize> = code_lines(text).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(lines, [6, 7]);
     }
 
     #[test]
