@@ -158,6 +158,61 @@ pub fn recorded_conflicts(paths: &Paths) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The prefix of the conflict records of the links leasehook creates
+/// ([`crate::apply::links`]): `link:<MAC>` per NIC, `link:kernel` for what
+/// names none. No interface can be named so (the kernel refuses `:`).
+pub const LINK_CONFLICT: &str = "link:";
+
+/// Records the problems of the last [`crate::apply::links::reconcile`] below
+/// `run/leasehook/conflict/` (one `link:<MAC>` file per NIC, by the MAC the
+/// message starts with; `link:kernel` for the rest), removing the records of
+/// problems that are gone, so `status` shows them (degraded) for as long as
+/// they last.
+pub fn record_link_problems(paths: &Paths, problems: &[String]) {
+    let mut by_file = std::collections::BTreeMap::<String, Vec<&str>>::new();
+    for p in problems {
+        let mac = p
+            .split_once(": ")
+            .and_then(|(m, _)| m.parse::<crate::model::MacAddr>().ok());
+        let file = mac.map_or_else(
+            || format!("{LINK_CONFLICT}kernel"),
+            |m| format!("{LINK_CONFLICT}{m}"),
+        );
+        by_file.entry(file).or_default().push(p);
+    }
+    if let Ok(Some(dir)) = paths.run_folder(Some(CONFLICT), false) {
+        for old in dir.names().unwrap_or_default() {
+            if old.starts_with(LINK_CONFLICT)
+                && !by_file.contains_key(&old)
+                && let Err(e) = state::remove_run_file(paths, Some(CONFLICT), &old)
+            {
+                log::warn!("{e}");
+            }
+        }
+    }
+    for (file, lines) in by_file {
+        let mut text = lines.join("; ");
+        // `status` reads at most 4 KiB of a record.
+        if text.len() > 4000 {
+            let mut cut = 4000;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str(" ...");
+        }
+        text.push('\n');
+        let before = state::read_run_file(paths, Some(CONFLICT), &file, 4096);
+        if before.ok().flatten().as_deref() == Some(text.as_bytes()) {
+            continue;
+        }
+        if let Err(e) = state::write_run_file(paths, Some(CONFLICT), &file, text.as_bytes(), 0o644)
+        {
+            log::warn!("{e}");
+        }
+    }
+}
+
 /// Names the owner of the route in the way of a conflict when a tool found below
 /// the root uses its table or protocol ([`crate::coexist`]), and records the
 /// message in `run/leasehook/conflict/<iface>`: the same message there already

@@ -204,7 +204,8 @@ fn refresh_scoped(
                 .iter()
                 .filter_map(|n| Some((n.mac, n.link?)))
                 .collect();
-            crate::apply::links::reconcile(fx.kernel, &wanted, only.is_none());
+            let report = crate::apply::links::reconcile(fx.kernel, &wanted, only.is_none());
+            crate::commit::record_link_problems(&paths, &report.problems);
         }
         for nic in &u.nics {
             if let Some(why) = nic.mac.nobodys() {

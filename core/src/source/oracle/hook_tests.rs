@@ -584,3 +584,61 @@ fn a_bare_metal_vlan_vnic_gets_its_links_and_loses_them_when_detached() {
         k.owned
     );
 }
+
+/// A link of the name leasehook would create that it did not create (an
+/// operator's macvlan `eth1.100`, no alias): left alone, and the conflict
+/// recorded for `status` (`run/leasehook/conflict/link:<MAC>`) until the link
+/// is gone and leasehook's own links are made.
+#[test]
+fn a_link_in_the_way_is_recorded_for_status_until_it_is_gone() {
+    const VLAN_MAC: &str = "02:00:17:00:00:99";
+    let (mut k, cfg, _root) = setup();
+    let mut primary = vnic(
+        MAC0,
+        Some(("10.98.0.10", "10.98.0.0/24", "10.98.0.1")),
+        None,
+    );
+    primary["nicIndex"] = json!(0);
+    primary["vlanTag"] = json!(0);
+    let mut vlan = vnic(
+        VLAN_MAC,
+        Some(("10.98.1.30", "10.98.1.0/24", "10.98.1.1")),
+        None,
+    );
+    vlan["nicIndex"] = json!(1);
+    vlan["vlanTag"] = json!(100);
+    let parent = k.links.iter().find(|l| l.name == eth1()).unwrap().index;
+    k.links.push(crate::apply::KernelLink {
+        index: 90,
+        name: IfName::try_new("eth1.100").unwrap(),
+        mac: Some("02:aa:00:00:00:01".parse().unwrap()),
+    });
+    k.details.insert(
+        90,
+        crate::apply::record::LinkExtra {
+            kind: crate::apply::links::LinkKind::Macvlan,
+            lower: Some(parent),
+            alias: None,
+        },
+    );
+    let oci = Oci::new(json!([primary, vlan]).to_string());
+    refresh(&mut k, &oci, &cfg);
+    let paths = crate::apply::state::Paths::new(&cfg.root);
+    let conflicts = crate::commit::recorded_conflicts(&paths);
+    assert!(
+        matches!(&conflicts[..], [(file, why)]
+            if file == &format!("link:{VLAN_MAC}") && why.contains("eth1.100") && why.contains("did not create")),
+        "{conflicts:?}"
+    );
+    assert!(k.links.iter().all(|l| l.name.as_str() != "eth1v100"));
+    // The operator removes their link: leasehook makes its own, the record goes.
+    k.links.retain(|l| l.index != 90);
+    k.details.remove(&90);
+    refresh(&mut k, &oci, &cfg);
+    assert!(k.links.iter().any(|l| l.name.as_str() == "eth1v100"));
+    assert!(
+        crate::commit::recorded_conflicts(&paths).is_empty(),
+        "{:?}",
+        crate::commit::recorded_conflicts(&paths)
+    );
+}
