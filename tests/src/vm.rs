@@ -11,7 +11,8 @@
 //! Inside the VM (PID 1 is `tests/vm/init`): the host's root, shared read-only
 //! over 9p, under a tmpfs overlay, so every host path is there and writable, and
 //! nothing written goes back to the host; fresh tmpfs on `/tmp`, `/run`,
-//! `/var/tmp`, `/dev/shm`; root; the kernel's modules from the fetched tree,
+//! `/var/tmp` (unless the checkout, the test executable or the VM's kernel is
+//! in one: a clone in `/tmp`), `/dev/shm`; root; the kernel's modules from the fetched tree,
 //! loaded on demand by the host's own `modprobe`; no network but loopback
 //! (QEMU `-nic none`); this process's environment, its working directory and
 //! `LEASEHOOK_IN_VM=1`. The test executable runs with `--exact NAME
@@ -181,9 +182,23 @@ fn run_script(kernel: &Kernel, exe: &Path, test_name: &str) -> Vec<u8> {
         b"# Written by tests/src/vm.rs; run by the VM's init (tests/vm/init).\n\
           # One function, so that the shell has read it all before it mounts.\n\
           main() {\n\
-          for d in /tmp /var/tmp /dev/shm; do mkdir -p $d; mount -t tmpfs -o mode=1777 tmpfs $d; done\n\
-          mount -t tmpfs -o mode=755 tmpfs /run\n\
-          mkdir -p /run/lock /dev/pts\n\
+          mkdir -p /dev/shm; mount -t tmpfs -o mode=1777 tmpfs /dev/shm\n",
+    );
+    // A fresh tmpfs on the host's scratch folders, but never over the
+    // checkout, the test executable or the VM's files (a clone in /tmp, as CI
+    // makes): those stay the host's, under the overlay, writable all the same.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let host_paths = [cwd.as_path(), exe, kernel.image.as_path()];
+    for (dir, mode) in [("/tmp", "1777"), ("/var/tmp", "1777"), ("/run", "755")] {
+        if host_paths.iter().any(|p| p.starts_with(dir)) {
+            continue;
+        }
+        s.extend_from_slice(
+            format!("mkdir -p {dir}; mount -t tmpfs -o mode={mode} tmpfs {dir}\n").as_bytes(),
+        );
+    }
+    s.extend_from_slice(
+        b"mkdir -p /run/lock /dev/pts\n\
           mount -t devpts devpts /dev/pts\n\
           mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null\n\
           mkdir -p /usr/lib/modules\n",
