@@ -524,14 +524,9 @@ fn a_vnic_the_cni_owns_gets_no_ipv6_address_either() {
     assert!(recorded(&cfg).is_none());
 }
 
-/// Issue 36 item 3 through `refresh`: a bare-metal VLAN VNIC gets its macvlan
-/// and VLAN on physical NIC 1 (eth1) and is configured on the VLAN in the same
-/// run; a metadata error changes nothing; detached, its objects and then
-/// leasehook's links go, the physical NICs stay.
-#[test]
-fn a_bare_metal_vlan_vnic_gets_its_links_and_loses_them_when_detached() {
-    const VLAN_MAC: &str = "02:00:17:00:00:99";
-    let (mut k, cfg, _root) = setup();
+/// A bare-metal shape's VNICs: the primary on physical NIC 0 (untagged) and
+/// `vlan_mac`'s VNIC as VLAN 100 on physical NIC 1 (eth1).
+fn bare_metal(vlan_mac: &str) -> (Value, Value) {
     let mut primary = vnic(
         MAC0,
         Some(("10.98.0.10", "10.98.0.0/24", "10.98.0.1")),
@@ -540,12 +535,24 @@ fn a_bare_metal_vlan_vnic_gets_its_links_and_loses_them_when_detached() {
     primary["nicIndex"] = json!(0);
     primary["vlanTag"] = json!(0);
     let mut vlan = vnic(
-        VLAN_MAC,
+        vlan_mac,
         Some(("10.98.1.30", "10.98.1.0/24", "10.98.1.1")),
         None,
     );
     vlan["nicIndex"] = json!(1);
     vlan["vlanTag"] = json!(100);
+    (primary, vlan)
+}
+
+/// Issue 36 item 3 through `refresh`: a bare-metal VLAN VNIC gets its macvlan
+/// and VLAN on physical NIC 1 (eth1) and is configured on the VLAN in the same
+/// run; a metadata error changes nothing; detached, its objects and then
+/// leasehook's links go, the physical NICs stay.
+#[test]
+fn a_bare_metal_vlan_vnic_gets_its_links_and_loses_them_when_detached() {
+    const VLAN_MAC: &str = "02:00:17:00:00:99";
+    let (mut k, cfg, _root) = setup();
+    let (primary, vlan) = bare_metal(VLAN_MAC);
     let oci = Oci::new(json!([primary.clone(), vlan]).to_string());
     let out = refresh(&mut k, &oci, &cfg);
     let vname = IfName::try_new("eth1v100").unwrap();
@@ -593,20 +600,7 @@ fn a_bare_metal_vlan_vnic_gets_its_links_and_loses_them_when_detached() {
 fn a_link_in_the_way_is_recorded_for_status_until_it_is_gone() {
     const VLAN_MAC: &str = "02:00:17:00:00:99";
     let (mut k, cfg, _root) = setup();
-    let mut primary = vnic(
-        MAC0,
-        Some(("10.98.0.10", "10.98.0.0/24", "10.98.0.1")),
-        None,
-    );
-    primary["nicIndex"] = json!(0);
-    primary["vlanTag"] = json!(0);
-    let mut vlan = vnic(
-        VLAN_MAC,
-        Some(("10.98.1.30", "10.98.1.0/24", "10.98.1.1")),
-        None,
-    );
-    vlan["nicIndex"] = json!(1);
-    vlan["vlanTag"] = json!(100);
+    let (primary, vlan) = bare_metal(VLAN_MAC);
     let parent = k.links.iter().find(|l| l.name == eth1()).unwrap().index;
     k.links.push(crate::apply::KernelLink {
         index: 90,
