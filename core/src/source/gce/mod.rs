@@ -19,7 +19,9 @@
 //! * **Fewest requests.** One `instance/network-interfaces/?recursive=true` per
 //!   round of the wait answers every NIC at once ([`nic`]); the boot stage adds
 //!   `instance/id`, `instance/hostname`, `instance/zone` and the user-data
-//!   attributes.
+//!   attributes; a refresh of every NIC adds
+//!   `instance/vlan-network-interfaces/?recursive=true`, the Dynamic NICs
+//!   ([`vlan`]).
 //! * **Live.** `leasehook watch` follows the NIC list with the server's long poll
 //!   (`wait_for_change=true&last_etag=E`, one request held for minutes, [`live`]);
 //!   which NICs an answer changed is [`change`]'s pure decision.
@@ -32,6 +34,7 @@ pub mod live;
 pub mod nic;
 mod provider;
 pub mod services;
+pub mod vlan;
 pub mod wait;
 
 use ureq::Body;

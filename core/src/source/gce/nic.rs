@@ -221,28 +221,35 @@ pub fn parse_interfaces(body: &str) -> Result<Vec<GceNic>> {
         nic.index = index;
     }
     for (i, nic) in nics.iter().enumerate() {
-        let key = |name: &str| format!("{whole}/{i}/{name}");
         if nics.iter().take(i).any(|n| n.mac == nic.mac) {
             return Err(bad(
-                key("mac"),
+                format!("{whole}/{i}/mac"),
                 "two NICs with one MAC",
                 &nic.mac.to_string(),
             ));
         }
-        if let Some(m) = nic.subnetmask
-            && Ipv4Net::with_netmask(Ipv4Addr::UNSPECIFIED, m).is_err()
-        {
-            return Err(bad(
-                key("subnetmask"),
-                "not a contiguous netmask",
-                &m.to_string(),
-            ));
-        }
-        doc::at_most(&nic.ip_aliases, MAX_ALIASES, &key("ipAliases"), "ranges")?;
-        doc::at_most(&nic.ipv6s, MAX_ALIASES, &key("ipv6s"), "addresses")?;
-        doc::at_most(&nic.ipv6, MAX_ALIASES, &key("ipv6"), "ranges")?;
+        check_entry(nic, &format!("{whole}/{i}"))?;
     }
     Ok(nics)
+}
+
+/// What the types cannot say of one entry at `key` (a vNIC's, or a Dynamic
+/// NIC's, [`super::vlan`]): a contiguous `subnetmask`, at most
+/// [`MAX_ALIASES`] alias ranges, IPv6 addresses and IPv6 ranges.
+pub(crate) fn check_entry(nic: &GceNic, key: &str) -> Result<()> {
+    let key = |name: &str| format!("{key}/{name}");
+    if let Some(m) = nic.subnetmask
+        && Ipv4Net::with_netmask(Ipv4Addr::UNSPECIFIED, m).is_err()
+    {
+        return Err(bad(
+            key("subnetmask"),
+            "not a contiguous netmask",
+            &m.to_string(),
+        ));
+    }
+    doc::at_most(&nic.ip_aliases, MAX_ALIASES, &key("ipAliases"), "ranges")?;
+    doc::at_most(&nic.ipv6s, MAX_ALIASES, &key("ipv6s"), "addresses")?;
+    doc::at_most(&nic.ipv6, MAX_ALIASES, &key("ipv6"), "ranges")
 }
 
 /// The NICs as the planner reads them: nic0 is the primary.

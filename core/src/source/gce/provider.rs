@@ -4,13 +4,17 @@
 //! and the boot stage's datasource, [`GceSource`].
 
 use super::identity::GceSource;
-use super::nic::Answer;
-use super::{GCE_ENDPOINT, Gce, nic};
-use crate::error::Result;
+use super::nic::{Answer, INTERFACES_PATH, parse_interfaces};
+use super::vlan::{VLANS_PATH, parse_vlans};
+use super::{GCE_ENDPOINT, GCE_ROOT, Gce, nic, vlan};
+use crate::error::{Error, Result};
+use crate::model::{InstanceNetwork, Problem};
+use crate::source::provider::http::Fetch;
+use crate::source::provider::retry::Retrying;
 use crate::source::provider::session::Document;
 use crate::source::provider::{
     AddressKeys, Clock, Cloud, CloudSource, EndpointKey, Identity, NicEvent, Outcome, Provider,
-    ProviderKind, WaitPolicy,
+    ProviderKind, Unleased, WaitPolicy,
 };
 use crate::source::{Datasource, SourceKind};
 
@@ -48,6 +52,48 @@ impl Provider for GceProvider {
             Err(e) => Outcome::Failed(e),
         }
     }
+
+    /// The Dynamic NICs, VLANs on a vNIC ([`vlan`]), which nothing serves DHCP.
+    fn unleased(&self, policy: &WaitPolicy, clock: &dyn Clock) -> Option<Result<Unleased>> {
+        Some(
+            self.client()
+                .and_then(|gce| fetch_unleased(&gce, policy, clock)),
+        )
+    }
+}
+
+/// One `instance/vlan-network-interfaces/?recursive=true`, and, when it is
+/// there, one `network-interfaces/?recursive=true` for the parents' MACs, each
+/// asked again within `policy` while it fails in a way waiting can fix. A 404:
+/// the instance has no Dynamic NIC (and leasehook's VLAN links go). Any error
+/// changes nothing for the caller.
+fn fetch_unleased(fetch: &dyn Fetch, policy: &WaitPolicy, clock: &dyn Clock) -> Result<Unleased> {
+    let r = Retrying::new(policy, clock, "GCE");
+    let Some(body) = r.get(fetch, &format!("{GCE_ROOT}{VLANS_PATH}"))? else {
+        return Ok(Unleased {
+            nics: Vec::new(),
+            network: InstanceNetwork::default(),
+            owns_links: true,
+        });
+    };
+    let vnics = r
+        .get(fetch, &format!("{GCE_ROOT}{INTERFACES_PATH}"))?
+        .ok_or_else(|| Error::Metadata {
+            key: format!("{GCE_ROOT}/instance/network-interfaces"),
+            problem: Problem::missing(),
+        })?;
+    let vnics = parse_interfaces(&vnics)?;
+    let vlans = parse_vlans(&body, &vnics)?;
+    for v in &vlans {
+        log::debug!(
+            "GCE Dynamic NIC {} ({}) is VLAN {} on nic{}: leasehook creates its VLAN",
+            v.gce_name(),
+            v.nic.mac,
+            v.vlan,
+            v.parent
+        );
+    }
+    Ok(vlan::unleased(&vnics, &vlans))
 }
 
 impl Identity for GceProvider {
@@ -109,6 +155,50 @@ mod tests {
             ProviderKind::of(&crate::source::gce::CLOUD).to_string(),
             "gce"
         );
+    }
+
+    #[test]
+    fn dynamic_nics_cost_one_request_when_there_are_none_and_two_when_there_are() {
+        use crate::source::provider::fake::{FakeClock, Scripted, http, policy};
+        let vlans = format!("{GCE_ROOT}{VLANS_PATH}");
+        let vnics = format!("{GCE_ROOT}{INTERFACES_PATH}");
+        // None (a 404): one request, nothing listed, leasehook's links owned
+        // (so they go).
+        let clock = FakeClock::new();
+        let f = Scripted::new(&clock);
+        let u = fetch_unleased(&f, &policy(3_000), &clock).unwrap();
+        assert_eq!(f.requests(), std::slice::from_ref(&vlans));
+        assert!(u.nics.is_empty() && u.owns_links);
+        // One on nic0: its parent's MAC comes from the vNICs' list; a 503 is
+        // asked again.
+        let clock = FakeClock::new();
+        let f = Scripted::new(&clock)
+            .value(
+                &vlans,
+                r#"{"0":{"5":{"mac":"42:01:0a:00:02:1e","ip":"10.0.2.30","gateway":"10.0.2.1","subnetmask":"255.255.255.0"}}}"#,
+            )
+            .value(&vnics, crate::source::gce::nic::tests::TWO);
+        f.fail(&vlans, vec![http(503, None)]);
+        let u = fetch_unleased(&f, &policy(3_000), &clock).unwrap();
+        assert_eq!(f.requests(), [vlans.as_str(), &vlans, &vnics]);
+        assert_eq!(u.nics.len(), 1);
+        assert_eq!(
+            u.nics[0].link,
+            Some(crate::model::NicLink::Vlan {
+                parent: crate::model::Parent::Mac("42:01:0a:00:00:0a".parse().unwrap()),
+                vlan: 5
+            })
+        );
+        // The vNICs' list missing, or garbage: an error, never "no Dynamic NIC".
+        let clock = FakeClock::new();
+        let f = Scripted::new(&clock).value(&vlans, "{}");
+        let e = fetch_unleased(&f, &policy(1_000), &clock).unwrap_err();
+        assert!(e.to_string().contains("network-interfaces"), "{e}");
+        let clock = FakeClock::new();
+        let f = Scripted::new(&clock)
+            .value(&vlans, "<html>")
+            .value(&vnics, crate::source::gce::nic::tests::TWO);
+        assert!(fetch_unleased(&f, &policy(1_000), &clock).is_err());
     }
 
     #[test]
