@@ -17,7 +17,10 @@
 //! test world's IPv4 instance; [`dual_stack_world`] and [`ipv6_only_world`] add
 //! GCE's IPv6 keys (issue 34: `ipv6s` written uncompressed, the NIC's /96 in
 //! `ipv6`, `gateway-ipv6`), which `?recursive=true` writes `ipv6s`, `ipv6`,
-//! `gatewayIpv6`.
+//! `gatewayIpv6`. A test that sets `instance/vlan-network-interfaces` (parent
+//! index, then VLAN id, then the Dynamic NIC's entry with `parent-interface`
+//! and `vlan`) is served it as the server serves Dynamic NICs; unset, it is a
+//! 404, as on an instance without one.
 //!
 //! # The rules it enforces
 //!

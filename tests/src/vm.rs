@@ -10,7 +10,7 @@
 //!
 //! Inside the VM (PID 1 is `tests/vm/init`): the host's root, shared read-only
 //! over 9p, under a tmpfs overlay, so every host path is there and writable, and
-//! nothing written goes back to the host; fresh tmpfs on `/tmp`, `/run`,
+//! nothing written goes back to the host; fresh tmpfs on `/etc/netns`, `/tmp`, `/run`,
 //! `/var/tmp` (unless the checkout, the test executable or the VM's kernel is
 //! in one: a clone in `/tmp`), `/dev/shm`; root; the kernel's modules from the fetched tree,
 //! loaded on demand by the host's own `modprobe`; no network but loopback
@@ -197,6 +197,10 @@ fn run_script(kernel: &Kernel, exe: &Path, test_name: &str) -> Vec<u8> {
             format!("mkdir -p {dir}; mount -t tmpfs -o mode={mode} tmpfs {dir}\n").as_bytes(),
         );
     }
+    // The namespaces' private /etc (`ip netns exec` binds /etc/netns/<ns>/*):
+    // the host's tests make and sweep theirs there while the VM runs, and the
+    // 9p view of a folder changing underneath is not to be trusted.
+    s.extend_from_slice(b"mkdir -p /etc/netns; mount -t tmpfs -o mode=755 tmpfs /etc/netns\n");
     s.extend_from_slice(
         b"mkdir -p /run/lock /dev/pts\n\
           mount -t devpts devpts /dev/pts\n\

@@ -15,7 +15,10 @@
 //!   get rules and a table whose default route reaches the /32 lease's gateway,
 //!   traffic from them passes the router's source check, RELEASE removes
 //!   everything, renewals write nothing, and the hot-plug race hands over to the
-//!   worker. Needs root, isc-dhcp-client, dnsmasq, systemd-networkd,
+//!   worker. A Dynamic NIC (VLAN 7 on nic1, issue 36) gets its VLAN, /32, rule
+//!   and table from `refresh` and loses them when the list's 404 says it is gone
+//!   (in a VM with Debian's kernel where the host has no 802.1Q).
+//!   Needs root, isc-dhcp-client, dnsmasq, systemd-networkd,
 //!   networkd-dispatcher and dbus-daemon, and fails, never skips, without them.
 
 #![cfg(test)]
@@ -590,6 +593,150 @@ mod world {
         w.bind("eth1", false);
         wait_installed(&w, "after the lease came back");
         assert_eq!(w.our_routes().len(), 3, "{}", report(&w));
+    }
+
+    /// The Dynamic NIC's MAC (GCE derives a MAC from the address: 10.98.2.30).
+    const DYNAMIC_MAC: &str = "42:01:0a:62:02:1e";
+
+    /// Every link of the instance: name, kind, lower link, alias.
+    fn links(w: &World) -> Vec<String> {
+        let mut all: Vec<String> = w
+            .inst
+            .ip_json(&["-d", "link", "show"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                format!(
+                    "{} {} {} {}",
+                    l["ifname"].as_str().unwrap_or("?"),
+                    l["linkinfo"]["info_kind"].as_str().unwrap_or("-"),
+                    l["link"].as_str().unwrap_or("-"),
+                    l["ifalias"].as_str().unwrap_or("-")
+                )
+            })
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// Issue 36 item 3: a Dynamic NIC (VLAN 7 on nic1, the metadata's
+    /// `vlan-network-interfaces/1/7`, no DHCP) gets its VLAN `eth1.7` with its
+    /// MAC, its /32 address, rule and table from `refresh`; traffic from it
+    /// passes the router's source check on VLAN 7; again, nothing changes; the
+    /// operator's VLAN-named link is left alone; removed from the metadata
+    /// (a 404), what leasehook created goes. Needs 802.1Q: in the VM on a
+    /// kernel without it.
+    #[test]
+    fn a_dynamic_nic_is_linked_routed_and_removed() {
+        if leasehook_tests::vm::in_vlan_kernel("world::a_dynamic_nic_is_linked_routed_and_removed")
+        {
+            return;
+        }
+        let mut w = world("gce-dyn", &options(&json!({})));
+        // The VPC's side: the Dynamic NIC's subnet's gateway on VLAN 7 of
+        // eth1's wire, the source check on it.
+        w.router.ip(&[
+            "link", "add", "link", "gw1", "name", "gw1.7", "type", "vlan", "id", "7",
+        ]);
+        w.router.sysctl("net.ipv4.conf.gw1/7.rp_filter", "1");
+        w.router
+            .ip(&["address", "add", "10.98.2.1/24", "dev", "gw1.7"]);
+        w.router.ip(&["link", "set", "gw1.7", "up"]);
+        w.bind("eth0", false);
+        // Google's name for a VLAN of eth0, taken by the operator's macvlan.
+        w.inst.ip(&[
+            "link", "add", "link", "eth0", "name", "eth0.9", "type", "macvlan",
+        ]);
+        // Two Dynamic NICs as the metadata server lists them: VLAN 7 on nic1,
+        // and VLAN 9 on nic0, whose name the operator's link holds.
+        let entry = |mac: &str, subnet: u8, parent: u8, vlan: u16| {
+            json!({
+                "mac": mac, "ip": format!("10.98.{subnet}.30"), "gateway": format!("10.98.{subnet}.1"),
+                "subnetmask": "255.255.255.0", "mtu": 1460, "vlan": vlan,
+                "parent-interface": format!("/computeMetadata/v1/instance/network-interfaces/{parent}/"),
+                "network": "projects/123456789/networks/dyn"
+            })
+        };
+        w.gce_set(
+            "instance/vlan-network-interfaces",
+            &json!({
+                "1": {"7": entry(DYNAMIC_MAC, 2, 1, 7)},
+                "0": {"9": entry("42:01:0a:62:03:1e", 3, 0, 9)}
+            }),
+        );
+        let before = links(&w);
+
+        let out = w.leasehook_ok(&["refresh", "-v"], &[], || report(&w));
+        let alias = format!("leasehook:{DYNAMIC_MAC}");
+        let mut expected = before.clone();
+        expected.push(format!("eth1.7 vlan eth1 {alias}"));
+        expected.sort();
+        assert_eq!(links(&w), expected, "{out}\n{}", report(&w));
+        assert!(
+            out.contains("eth0.9 exists that leasehook did not create"),
+            "{out}"
+        );
+        let shown = &w.inst.ip_json(&["-d", "link", "show", "eth1.7"])[0];
+        assert_eq!(shown["address"], DYNAMIC_MAC, "{shown}");
+        assert_eq!(shown["linkinfo"]["info_data"]["id"], 7, "{shown}");
+        let t = 10_000
+            + leasehook_core::source::provider::slot::device_slot(DYNAMIC_MAC.parse().unwrap());
+        assert!(
+            w.inst
+                .addresses()
+                .contains(&"eth1.7 10.98.2.30/32".to_owned()),
+            "{out}\n{}",
+            report(&w)
+        );
+        assert_eq!(
+            w.our_rules(),
+            [format!("{t} from 10.98.2.30 lookup {t} proto 176")],
+            "{out}\n{}",
+            report(&w)
+        );
+        let mut routes = w.our_routes();
+        routes.sort();
+        assert_eq!(
+            routes,
+            [
+                format!(
+                    "10.98.2.0/24 via - dev eth1.7 scope link src 10.98.2.30 table {t} proto 176"
+                ),
+                format!("10.98.2.1 via - dev eth1.7 scope link src - table {t} proto 176"),
+                format!("default via 10.98.2.1 dev eth1.7 scope - src - table {t} proto 176"),
+            ],
+            "{out}\n{}",
+            report(&w)
+        );
+        assert_traffic(&w, &["10.98.2.30", "10.98.0.10"]);
+        // `status` names the link in the way.
+        let status = w.leasehook(&["status"], &[]);
+        let text = leasehook_tests::world::output_text(&status);
+        assert!(text.contains("conflict: "), "{text}");
+
+        // Again: nothing changes.
+        let again = (links(&w), w.our_rules(), w.our_routes(), w.inst.addresses());
+        w.leasehook_ok(&["refresh"], &[], || report(&w));
+        assert_eq!(
+            (links(&w), w.our_rules(), w.our_routes(), w.inst.addresses()),
+            again,
+            "{}",
+            report(&w)
+        );
+
+        // Removed (the metadata server's 404 for the list): leasehook's link,
+        // address, rule and table go; the operator's link and the vNICs stay.
+        w.gce_set("instance/vlan-network-interfaces", &serde_json::Value::Null);
+        let out = w.leasehook_ok(&["refresh", "-v"], &[], || report(&w));
+        assert_eq!(links(&w), before, "{out}\n{}", report(&w));
+        assert!(w.our_rules().is_empty(), "{out}\n{}", report(&w));
+        assert!(w.our_routes().is_empty(), "{out}\n{}", report(&w));
+        assert!(
+            !w.root.join("run/leasehook/iface/eth1.7.json").exists(),
+            "{out}"
+        );
+        assert_traffic(&w, &["10.98.0.10"]);
     }
 
     #[test]
