@@ -184,17 +184,19 @@ pub struct LinkPlan {
 }
 
 /// Pure: what to create for `wanted` (each NIC's MAC and link) among the
-/// kernel's links `details`, and, when `delete`, which of leasehook's links
-/// go (those whose MAC is not in `wanted`).
-pub fn plan_links(wanted: &[(MacAddr, NicLink)], details: &[LinkDetail], delete: bool) -> LinkPlan {
+/// kernel's links `details`, and, with `listed` (every MAC the metadata lists,
+/// the unmanaged ones included), which of leasehook's links go: those whose
+/// MAC is not among them. `None`: none goes.
+pub fn plan_links(
+    wanted: &[(MacAddr, NicLink)],
+    details: &[LinkDetail],
+    listed: Option<&[MacAddr]>,
+) -> LinkPlan {
     let mut plan = LinkPlan::default();
-    if delete {
+    if let Some(listed) = listed {
         let gone: Vec<&LinkDetail> = details
             .iter()
-            .filter(|d| {
-                d.ours()
-                    .is_some_and(|m| !wanted.iter().any(|(w, _)| *w == m))
-            })
+            .filter(|d| d.ours().is_some_and(|m| !listed.contains(&m)))
             .collect();
         plan.delete = gone
             .iter()
@@ -299,15 +301,16 @@ pub struct LinkReport {
     pub problems: Vec<String>,
 }
 
-/// Creates the links `wanted` needs and, when `delete`, deletes leasehook's
-/// links whose NIC is not in `wanted` (the caller passes `delete` only with an
-/// answer of the metadata in hand: never on a fetch failure). A NIC whose
-/// creation fails at a later step gets back what this run made for it. Every
-/// problem is logged; none stops the other NICs.
+/// Creates the links `wanted` needs and, with `listed`, deletes leasehook's
+/// links whose NIC is not among the MACs it holds (the caller passes it only
+/// with an answer of the metadata in hand: never on a fetch failure; an
+/// unmanaged NIC is listed, not wanted: its link, if leasehook made one, stays).
+/// A NIC whose creation fails at a later step gets back what this run made for
+/// it. Every problem is logged; none stops the other NICs.
 pub fn reconcile(
     kernel: &mut dyn LinkKernel,
     wanted: &[(MacAddr, NicLink)],
-    delete: bool,
+    listed: Option<&[MacAddr]>,
 ) -> LinkReport {
     let mut report = LinkReport::default();
     let details = match kernel.link_details() {
@@ -318,7 +321,7 @@ pub fn reconcile(
             return report;
         }
     };
-    let plan = plan_links(wanted, &details, delete);
+    let plan = plan_links(wanted, &details, listed);
     for why in plan.refused {
         log::warn!("{why}");
         report.problems.push(why);
@@ -421,7 +424,7 @@ mod tests {
     #[test]
     fn the_macvlan_and_its_vlan_are_created_marked_and_the_vlan_is_the_nic() {
         let mut k = host();
-        let r = reconcile(&mut k, &[want(VNIC, 1, 100)], true);
+        let r = reconcile(&mut k, &[want(VNIC, 1, 100)], Some(&[mac(VNIC)]));
         assert_eq!(
             r.created,
             [name("ens300f1.100"), name("ens300f1v100")],
@@ -455,7 +458,7 @@ mod tests {
         assert_eq!(nics.len(), 1);
         assert_eq!(nics[0].name.as_str(), "ens300f1v100");
         // Again: nothing to do.
-        let again = reconcile(&mut k, &[want(VNIC, 1, 100)], true);
+        let again = reconcile(&mut k, &[want(VNIC, 1, 100)], Some(&[mac(VNIC)]));
         assert_eq!(again, LinkReport::default());
     }
 
@@ -478,7 +481,7 @@ mod tests {
             },
         );
         let before = names(&k);
-        let r = reconcile(&mut k, &[want(VNIC, 0, 7)], true);
+        let r = reconcile(&mut k, &[want(VNIC, 0, 7)], Some(&[mac(VNIC)]));
         assert!(r.created.is_empty() && r.deleted.is_empty(), "{r:?}");
         assert!(r.problems[0].contains("did not create"), "{r:?}");
         assert_eq!(names(&k), before);
@@ -488,14 +491,15 @@ mod tests {
             name: name("mine"),
             mac: Some(mac(OTHER)),
         });
-        let r = reconcile(&mut k, &[want(OTHER, 0, 8)], true);
+        let r = reconcile(&mut k, &[want(OTHER, 0, 8)], Some(&[mac(OTHER)]));
         assert_eq!(r, LinkReport::default());
     }
 
     #[test]
     fn only_leasehooks_links_of_an_unlisted_nic_are_deleted() {
         let mut k = host();
-        reconcile(&mut k, &[want(VNIC, 0, 100), want(OTHER, 0, 200)], true);
+        let both = [want(VNIC, 0, 100), want(OTHER, 0, 200)];
+        reconcile(&mut k, &both, Some(&[mac(VNIC), mac(OTHER)]));
         // Someone else's macvlan with a leasehook-like name but no alias.
         k.links.push(crate::apply::KernelLink {
             index: 20,
@@ -510,11 +514,14 @@ mod tests {
                 alias: Some("mine".into()),
             },
         );
-        // Without `delete` (one NIC's refresh) nothing goes.
-        let r = reconcile(&mut k, &[want(VNIC, 0, 100)], false);
+        // Without the list (one NIC's refresh) nothing goes.
+        let r = reconcile(&mut k, &[want(VNIC, 0, 100)], None);
         assert_eq!(r, LinkReport::default());
         assert_eq!(names(&k).len(), 7);
-        let r = reconcile(&mut k, &[want(VNIC, 0, 100)], true);
+        // Listed but not wanted (unmanaged): its links stay.
+        let r = reconcile(&mut k, &[], Some(&[mac(VNIC), mac(OTHER)]));
+        assert_eq!(r, LinkReport::default());
+        let r = reconcile(&mut k, &[want(VNIC, 0, 100)], Some(&[mac(VNIC)]));
         // The macvlan is deleted; its VLAN goes with it.
         assert_eq!(r.deleted, [name("ens300f0.200")], "{r:?}");
         assert_eq!(
@@ -528,7 +535,7 @@ mod tests {
             ]
         );
         // Nothing listed any more: every link of leasehook's goes, the rest stays.
-        reconcile(&mut k, &[], true);
+        reconcile(&mut k, &[], Some(&[]));
         assert_eq!(names(&k), ["ens300f1", "ens300f0", "ens300f0.300"]);
     }
 
@@ -536,7 +543,7 @@ mod tests {
     fn a_vlan_the_kernel_refuses_takes_its_macvlan_back() {
         let mut k = host();
         k.refuse_links.insert(name("ens300f0v5"));
-        let r = reconcile(&mut k, &[want(VNIC, 0, 5)], true);
+        let r = reconcile(&mut k, &[want(VNIC, 0, 5)], Some(&[mac(VNIC)]));
         assert!(r.created.is_empty(), "{r:?}");
         assert!(
             r.problems[0].contains("could not create ens300f0v5"),
@@ -556,7 +563,7 @@ mod tests {
             lower: None,
             alias: None,
         }];
-        let p = plan_links(&[want(VNIC, 0, 4095), want(OTHER, 3, 1)], &d, true);
+        let p = plan_links(&[want(VNIC, 0, 4095), want(OTHER, 3, 1)], &d, None);
         let made: Vec<&str> = p.create[0].iter().map(|n| n.name.as_str()).collect();
         assert_eq!(made, ["nic0.4095", "nic0v4095"]);
         assert!(p.refused[0].contains("no physical NIC"), "{p:?}");
@@ -568,7 +575,7 @@ mod tests {
                 vlan: 12,
             },
         );
-        let p = plan_links(&[gce], &d, true);
+        let p = plan_links(&[gce], &d, None);
         assert_eq!(p.create[0].len(), 1);
         assert_eq!(p.create[0][0].name.as_str(), "enp94s0f0np0.12");
         assert_eq!(p.create[0][0].kind, NewKind::Vlan(12, Some(mac(OTHER))));

@@ -199,12 +199,26 @@ fn refresh_scoped(
         // hand and on a refresh of every NIC (the NICs above, unlisted, have
         // had their objects removed already).
         if u.owns_links {
+            // An unmanaged NIC gets no link from leasehook; one it made before
+            // stays (the NIC is still listed).
+            let by_name = cfg
+                .unmanaged
+                .iter()
+                .any(|e| matches!(e, crate::config::Unmanaged::Name(_)));
+            let links = if by_name && !u.nics.is_empty() {
+                fx.kernel.links().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
             let wanted: Vec<_> = u
                 .nics
                 .iter()
+                .filter(|n| !unmanaged_link(cfg, u, &links, n.mac))
                 .filter_map(|n| Some((n.mac, n.link?)))
                 .collect();
-            let report = crate::apply::links::reconcile(fx.kernel, &wanted, only.is_none());
+            let listed: Vec<_> = u.nics.iter().map(|n| n.mac).collect();
+            let listed = only.is_none().then_some(listed.as_slice());
+            let report = crate::apply::links::reconcile(fx.kernel, &wanted, listed);
             crate::commit::record_link_problems(&paths, &report.problems);
         }
         for nic in &u.nics {
@@ -297,6 +311,31 @@ fn refresh_recorded(
         let asked = (primary_mac, leave_followed, unleased);
         refresh_one(fx, paths, &st, &cfg, asked).map(Some)
     }
+}
+
+/// Whether `unmanaged` names the NIC `mac` whose link leasehook would create:
+/// by its MAC, by what the metadata says of it (`interface-id:nic0.5`, GCE's
+/// name of a Dynamic NIC; an OCI VNIC's OCID), or by the name of a link that
+/// already has its MAC (a glob cannot name a link not made yet).
+fn unmanaged_link(
+    cfg: &HookConfig,
+    answer: &Unleased,
+    links: &[crate::apply::KernelLink],
+    mac: crate::model::MacAddr,
+) -> bool {
+    let by_metadata = answer.network.nic(mac).is_some_and(|nic| {
+        cfg.unmanaged
+            .iter()
+            .any(|u| u.needs_metadata() && u.matches_nic(nic) == Some(true))
+    });
+    by_metadata
+        || cfg
+            .unmanaged
+            .iter()
+            .any(|u| matches!(u, crate::config::Unmanaged::Mac(m) if *m == mac))
+        || links
+            .iter()
+            .any(|l| l.mac == Some(mac) && cfg.is_unmanaged(&l.name, Some(mac)))
 }
 
 /// What [`refresh_scoped`] learned once for every recorded NIC.

@@ -636,3 +636,32 @@ fn a_link_in_the_way_is_recorded_for_status_until_it_is_gone() {
         crate::commit::recorded_conflicts(&paths)
     );
 }
+
+/// An unmanaged VNIC (`unmanaged:` by MAC, by its OCID, or by the name of the
+/// link leasehook made for it) gets no link from leasehook; a link made before
+/// it became unmanaged stays while the metadata lists the VNIC.
+#[test]
+fn an_unmanaged_vlan_vnic_gets_no_link_and_keeps_the_one_it_has() {
+    const VLAN_MAC: &str = "02:00:17:00:00:99";
+    let (primary, vlan) = bare_metal(VLAN_MAC);
+    let ocid = vlan["vnicId"].as_str().unwrap().to_owned();
+    let oci = Oci::new(json!([primary, vlan]).to_string());
+    let only_physical =
+        |k: &RecordingApplier| k.links.iter().map(|l| l.name.as_str()).eq(["eth0", "eth1"]);
+    for entry in [VLAN_MAC.to_owned(), format!("interface-id:{ocid}")] {
+        let (mut k, mut cfg, _root) = setup();
+        cfg.unmanaged = vec![entry.parse().unwrap()];
+        refresh(&mut k, &oci, &cfg);
+        assert!(only_physical(&k), "{entry}: {:?}", k.links);
+        assert!(k.owned.addresses.is_empty(), "{entry}: {:?}", k.owned);
+    }
+    // Made while managed, then unmanaged by the VLAN's name: it stays, and
+    // leasehook leaves its address and rules alone too.
+    let (mut k, mut cfg, _root) = setup();
+    refresh(&mut k, &oci, &cfg);
+    assert!(k.links.iter().any(|l| l.name.as_str() == "eth1v100"));
+    cfg.unmanaged = vec!["eth1v*".parse().unwrap()];
+    let before = k.links.clone();
+    refresh(&mut k, &oci, &cfg);
+    assert_eq!(k.links, before);
+}
