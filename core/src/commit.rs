@@ -202,15 +202,21 @@ pub fn record_link_problems(paths: &Paths, problems: &[String]) {
             text.push_str(" ...");
         }
         text.push('\n');
-        let before = state::read_run_file(paths, Some(CONFLICT), &file, 4096);
-        if before.ok().flatten().as_deref() == Some(text.as_bytes()) {
-            continue;
-        }
-        if let Err(e) = state::write_run_file(paths, Some(CONFLICT), &file, text.as_bytes(), 0o644)
-        {
-            log::warn!("{e}");
-        }
+        write_conflict(paths, &file, &text);
     }
+}
+
+/// Writes `text` to the conflict record `file` unless it holds it already
+/// (logging what cannot be written); whether it did hold it (a repeat).
+fn write_conflict(paths: &Paths, file: &str, text: &str) -> bool {
+    let before = state::read_run_file(paths, Some(CONFLICT), file, 4096);
+    if before.ok().flatten().as_deref() == Some(text.as_bytes()) {
+        return true;
+    }
+    if let Err(e) = state::write_run_file(paths, Some(CONFLICT), file, text.as_bytes(), 0o644) {
+        log::warn!("{e}");
+    }
+    false
 }
 
 /// Names the owner of the route in the way of a conflict when a tool found below
@@ -232,16 +238,10 @@ fn record_conflict(paths: &Paths, mut e: Error) -> Error {
     };
     *owner = crate::coexist::owner_of(&found, *table, *protocol);
     let name = iface.to_string();
-    let line = format!("{e}\n");
-    let before = state::read_run_file(paths, Some(CONFLICT), &name, 4096);
-    if before.ok().flatten().as_deref() == Some(line.as_bytes()) {
-        if let Error::Conflict { repeated, .. } = &mut e {
-            *repeated = true;
-        }
-    } else if let Err(we) =
-        state::write_run_file(paths, Some(CONFLICT), &name, line.as_bytes(), 0o644)
+    if write_conflict(paths, &name, &format!("{e}\n"))
+        && let Error::Conflict { repeated, .. } = &mut e
     {
-        log::warn!("{we}");
+        *repeated = true;
     }
     e
 }

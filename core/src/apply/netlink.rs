@@ -1102,6 +1102,8 @@ fn next_message(data: &[u8]) -> Option<(u16, u32, &[u8], &[u8])> {
 const ADD: u16 = NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE;
 /// Flags of a delete request.
 const DEL: u16 = NLM_F_REQUEST | NLM_F_ACK;
+/// Flags of a change to an existing object (`ip link set`).
+const SET: u16 = NLM_F_REQUEST | NLM_F_ACK;
 
 /// The netlink request for one operation, flagged like `ip ... add` (create,
 /// exclusive) or `ip ... del`.
@@ -1236,7 +1238,7 @@ impl LinkKernel for NetlinkApplier {
             LinkAttribute::IfName(name.clone()),
             LinkAttribute::IfAlias(new.alias()),
         ];
-        let msgs = [(made, ADD), (marked, DEL)].map(|(m, flags)| {
+        let msgs = [(made, ADD), (marked, SET)].map(|(m, flags)| {
             let mut msg = NetlinkMessage::from(RouteNetlinkMessage::NewLink(m));
             msg.header.flags = flags;
             msg
