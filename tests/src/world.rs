@@ -1191,6 +1191,29 @@ impl World {
         self.inst.http_get(ECHO6, 80, Some(src))
     }
 
+    /// Every link of the instance, sorted, as `NAME KIND LOWER ALIAS` (`-` for
+    /// none: `eth1.7 vlan eth1 leasehook:42:01:…`, `eth0 veth - -`).
+    pub fn link_kinds(&self) -> Vec<String> {
+        let shown = self.inst.ip_json(&["-d", "link", "show"]);
+        let mut all: Vec<String> = shown
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|l| {
+                format!(
+                    "{} {} {} {}",
+                    l["ifname"].as_str().unwrap_or("?"),
+                    l["linkinfo"]["info_kind"].as_str().unwrap_or("-"),
+                    l["link"].as_str().unwrap_or("-"),
+                    l["ifalias"].as_str().unwrap_or("-")
+                )
+            })
+            .collect();
+        all.sort();
+        all
+    }
+
     /// leasehook's own rules in the instance (`ip rule` lines with `proto 176`).
     pub fn our_rules(&self) -> Vec<String> {
         self.inst

@@ -598,28 +598,6 @@ mod world {
     /// The Dynamic NIC's MAC (GCE derives a MAC from the address: 10.98.2.30).
     const DYNAMIC_MAC: &str = "42:01:0a:62:02:1e";
 
-    /// Every link of the instance: name, kind, lower link, alias.
-    fn links(w: &World) -> Vec<String> {
-        let mut all: Vec<String> = w
-            .inst
-            .ip_json(&["-d", "link", "show"])
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|l| {
-                format!(
-                    "{} {} {} {}",
-                    l["ifname"].as_str().unwrap_or("?"),
-                    l["linkinfo"]["info_kind"].as_str().unwrap_or("-"),
-                    l["link"].as_str().unwrap_or("-"),
-                    l["ifalias"].as_str().unwrap_or("-")
-                )
-            })
-            .collect();
-        all.sort();
-        all
-    }
-
     /// Issue 36 item 3: a Dynamic NIC (VLAN 7 on nic1, the metadata's
     /// `vlan-network-interfaces/1/7`, no DHCP) gets its VLAN `eth1.7` with its
     /// MAC, its /32 address, rule and table from `refresh`; traffic from it
@@ -665,14 +643,14 @@ mod world {
                 "0": {"9": entry("42:01:0a:62:03:1e", 3, 0, 9)}
             }),
         );
-        let before = links(&w);
+        let before = w.link_kinds();
 
         let out = w.leasehook_ok(&["refresh", "-v"], &[], || report(&w));
         let alias = format!("leasehook:{DYNAMIC_MAC}");
         let mut expected = before.clone();
         expected.push(format!("eth1.7 vlan eth1 {alias}"));
         expected.sort();
-        assert_eq!(links(&w), expected, "{out}\n{}", report(&w));
+        assert_eq!(w.link_kinds(), expected, "{out}\n{}", report(&w));
         assert!(
             out.contains("eth0.9 exists that leasehook did not create"),
             "{out}"
@@ -716,10 +694,20 @@ mod world {
         assert!(text.contains("conflict: "), "{text}");
 
         // Again: nothing changes.
-        let again = (links(&w), w.our_rules(), w.our_routes(), w.inst.addresses());
+        let again = (
+            w.link_kinds(),
+            w.our_rules(),
+            w.our_routes(),
+            w.inst.addresses(),
+        );
         w.leasehook_ok(&["refresh"], &[], || report(&w));
         assert_eq!(
-            (links(&w), w.our_rules(), w.our_routes(), w.inst.addresses()),
+            (
+                w.link_kinds(),
+                w.our_rules(),
+                w.our_routes(),
+                w.inst.addresses()
+            ),
             again,
             "{}",
             report(&w)
@@ -729,7 +717,7 @@ mod world {
         // address, rule and table go; the operator's link and the vNICs stay.
         w.gce_set("instance/vlan-network-interfaces", &serde_json::Value::Null);
         let out = w.leasehook_ok(&["refresh", "-v"], &[], || report(&w));
-        assert_eq!(links(&w), before, "{out}\n{}", report(&w));
+        assert_eq!(w.link_kinds(), before, "{out}\n{}", report(&w));
         assert!(w.our_rules().is_empty(), "{out}\n{}", report(&w));
         assert!(w.our_routes().is_empty(), "{out}\n{}", report(&w));
         assert!(

@@ -1024,7 +1024,7 @@ fn links_leasehook_creates_are_marked_found_by_mac_and_only_they_are_deleted() {
     );
 
     // Nothing listed: leasehook's link goes, the operator's stays.
-    let r = ns.run_in(|| reconcile(&mut NetlinkApplier::try_new().unwrap(), &[], true));
+    let r = ns.run_in(|| reconcile(&mut NetlinkApplier::try_new().unwrap(), &[], Some(&[])));
     assert_eq!(r.deleted, [IfName::try_new("eth0.100").unwrap()], "{r:?}");
     assert_eq!(names(&ns), ["eth0", "eth0.7", "lo", "peer0"]);
 
@@ -1039,7 +1039,7 @@ fn links_leasehook_creates_are_marked_found_by_mac_and_only_they_are_deleted() {
     )];
     let (r, found) = ns.run_in(move || {
         let mut k = NetlinkApplier::try_new().unwrap();
-        let r = reconcile(&mut k, &want, true);
+        let r = reconcile(&mut k, &want, Some(&[vnic]));
         let found: Vec<String> = k
             .links()
             .unwrap()

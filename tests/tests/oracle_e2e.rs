@@ -492,28 +492,6 @@ fn a_hostile_vnic_list_touches_neither_lo_nor_the_dhcp_primary() {
 /// The bare-metal VLAN VNIC's MAC (OCI writes it upper case).
 const VLAN_MAC: &str = "02:00:17:00:00:99";
 
-/// Every link of the instance: name, kind, lower link, alias.
-fn links(w: &World) -> Vec<String> {
-    let mut all: Vec<String> = w
-        .inst
-        .ip_json(&["-d", "link", "show"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            format!(
-                "{} {} {} {}",
-                l["ifname"].as_str().unwrap_or("?"),
-                l["linkinfo"]["info_kind"].as_str().unwrap_or("-"),
-                l["link"].as_str().unwrap_or("-"),
-                l["ifalias"].as_str().unwrap_or("-")
-            )
-        })
-        .collect();
-    all.sort();
-    all
-}
-
 #[test]
 fn a_bare_metal_vlan_vnic_is_linked_routed_and_removed() {
     if leasehook_tests::vm::in_vlan_kernel("a_bare_metal_vlan_vnic_is_linked_routed_and_removed") {
@@ -548,7 +526,7 @@ fn a_bare_metal_vlan_vnic_is_linked_routed_and_removed() {
     w.inst.ip(&[
         "link", "add", "link", "eth1", "name", "eth1.200", "type", "macvlan",
     ]);
-    let before = links(&w);
+    let before = w.link_kinds();
 
     let out = refresh(&w);
     let alias = format!("leasehook:{VLAN_MAC}");
@@ -556,7 +534,7 @@ fn a_bare_metal_vlan_vnic_is_linked_routed_and_removed() {
     expected.push(format!("eth1.100 macvlan eth1 {alias}"));
     expected.push(format!("eth1v100 vlan eth1.100 {alias}"));
     expected.sort();
-    assert_eq!(links(&w), expected, "{out}\n{}", report(&w));
+    assert_eq!(w.link_kinds(), expected, "{out}\n{}", report(&w));
     let shown = &w.inst.ip_json(&["-d", "link", "show", "eth1v100"])[0];
     assert_eq!(shown["address"], VLAN_MAC, "{shown}");
     assert_eq!(shown["linkinfo"]["info_data"]["id"], 100, "{shown}");
@@ -593,9 +571,9 @@ fn a_bare_metal_vlan_vnic_is_linked_routed_and_removed() {
     assert_traffic(&w, "10.98.0.10");
 
     // Again: nothing changes.
-    let again = (links(&w), snapshot(&w));
+    let again = (w.link_kinds(), snapshot(&w));
     refresh(&w);
-    assert_eq!((links(&w), snapshot(&w)), again, "{}", report(&w));
+    assert_eq!((w.link_kinds(), snapshot(&w)), again, "{}", report(&w));
     // The metadata unreachable (503): nothing changes, no link goes.
     let fault = w.dir.0.join(FAULT_FILE);
     std::fs::write(&fault, "503").unwrap();
@@ -606,14 +584,19 @@ fn a_bare_metal_vlan_vnic_is_linked_routed_and_removed() {
     let out = leasehook(&w, &["refresh", "-v"], &quick);
     let out = output_text(&out) + &format!("{:?}", out.status);
     assert!(out.contains("eth1v100: not checked: "), "{out}");
-    assert_eq!((links(&w), snapshot(&w)), again, "{out}\n{}", report(&w));
+    assert_eq!(
+        (w.link_kinds(), snapshot(&w)),
+        again,
+        "{out}\n{}",
+        report(&w)
+    );
     std::fs::remove_file(&fault).unwrap();
 
     // Detached: what leasehook created goes (links, address, rule, table), the
     // operator's macvlan and the physical NICs stay.
     std::fs::write(w.dir.0.join(DETACHED_FILE), format!("{VLAN_MAC}\n")).unwrap();
     let out = refresh(&w);
-    assert_eq!(links(&w), before, "{out}\n{}", report(&w));
+    assert_eq!(w.link_kinds(), before, "{out}\n{}", report(&w));
     assert!(w.our_rules().is_empty(), "{out}\n{}", report(&w));
     assert!(w.our_routes().is_empty(), "{out}\n{}", report(&w));
     assert!(
