@@ -231,8 +231,9 @@ fn waiting_line(w: &Waiting, now: u64) -> String {
     format!("{who}: {} waiting {what}{since}; {budget}", w.reason)
 }
 
-/// What degrades the health, per interface: a failed last event, drift, a
-/// refusal, a worker past its budget or gone.
+/// What degrades the health, per interface: a failed last event, a refresh
+/// the metadata did not answer, drift, a refusal, a worker past its budget or
+/// gone.
 fn judge(nics: &BTreeMap<IfName, Nic>, health: &mut Health, now: u64) {
     for (name, nic) in nics {
         if let Some(ev) = &nic.last
@@ -241,6 +242,14 @@ fn judge(nics: &BTreeMap<IfName, Nic>, health: &mut Health, now: u64) {
             health.degraded.push(format!(
                 "{name}: its last event ({} {}) failed: {}",
                 ev.client, ev.reason, ev.outcome
+            ));
+        }
+        if let Some(ev) = &nic.last
+            && let leasehook_core::hook::last_event::EventOutcome::Unchecked(why) = &ev.outcome
+        {
+            health.degraded.push(format!(
+                "{name}: not checked by its last refresh ({why}): the routing applied before \
+                 stays, a change of the NIC's metadata is not followed until it answers"
             ));
         }
         if !nic.drift.is_empty() {

@@ -69,6 +69,14 @@ fn imds_down_during_refresh_exits_1_naming_the_nic_and_stamps_nothing() {
         !text.contains("refreshed 0 s ago") && !text.contains("refreshed 1 s ago"),
         "a failed refresh shows as fresh: {text}"
     );
+    // Degraded, naming each NIC the refresh could not check, until one does.
+    assert_eq!(status.status.code(), Some(1), "{text}");
+    for nic in ["eth0", "eth1"] {
+        assert!(
+            text.contains(&format!("{nic}: not checked by its last refresh (IMDS")),
+            "{nic}: {text}"
+        );
+    }
 
     // IMDS back: checked, stamped, exit 0, and nothing printed (nothing changed).
     w.restart_imds(&leasehook_tests::world::default_tree(), &json!({}));
@@ -84,6 +92,7 @@ fn imds_down_during_refresh_exits_1_naming_the_nic_and_stamps_nothing() {
         text.contains("refreshed 0 s ago") || text.contains("refreshed 1 s ago"),
         "{text}"
     );
+    assert_eq!(status.status.code(), Some(0), "{text}");
 
     // A stamp is renewed only by a check that succeeds: IMDS down again, the
     // stamp keeps its time.

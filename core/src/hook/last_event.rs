@@ -3,8 +3,8 @@
 //! `<root>/run/leasehook/last-event/<ifname>.json`, which `leasehook status`
 //! reads: which client ran the hook and why (its reason), when, and what came of
 //! it (applied with N changes, unchanged, partial, deferred to a worker, removed,
-//! kept and why, a conflict naming the object, an error with its cause,
-//! unmanaged).
+//! kept and why, not checked (a refresh the metadata did not answer), a
+//! conflict naming the object, an error with its cause, unmanaged).
 //!
 //! Written by the hook binary after each event, by the detached worker when its
 //! wait ends and by `leasehook refresh` per NIC: one small file per NIC, replaced
@@ -50,6 +50,9 @@ pub enum EventOutcome {
     Removed(usize),
     /// Nothing changed, and why.
     Kept(String),
+    /// A refresh could not ask the metadata (why): what was applied stays,
+    /// and a change of the NIC's metadata is not followed until it answers.
+    Unchecked(String),
     /// Another NIC's table, or an object leasehook does not own in the way.
     Conflict(String),
     /// The event failed; the cause.
@@ -68,6 +71,7 @@ impl EventOutcome {
             Self::Deferred(_) => "deferred",
             Self::Removed(_) => "removed",
             Self::Kept(_) => "kept",
+            Self::Unchecked(_) => "unchecked",
             Self::Conflict(_) => "conflict",
             Self::Error(_) => "error",
             Self::Unmanaged => "unmanaged",
@@ -123,7 +127,7 @@ impl EventOutcome {
 
     fn detail(&self) -> Option<&str> {
         match self {
-            Self::Kept(s) | Self::Conflict(s) | Self::Error(s) => Some(s),
+            Self::Kept(s) | Self::Unchecked(s) | Self::Conflict(s) | Self::Error(s) => Some(s),
             _ => None,
         }
     }
@@ -150,6 +154,10 @@ impl std::fmt::Display for EventOutcome {
             Self::Deferred(pid) => write!(f, "waiting for the metadata in worker {pid}"),
             Self::Removed(n) => write!(f, "removed {n} object(s)"),
             Self::Kept(why) => write!(f, "nothing changed: {why}"),
+            Self::Unchecked(why) => write!(
+                f,
+                "not checked: {why}; what was applied before stays, unfollowed"
+            ),
             Self::Conflict(why) => write!(f, "CONFLICT: {why}"),
             Self::Error(why) => write!(f, "FAILED: {why}"),
             Self::Unmanaged => f.write_str("unmanaged (configuration key unmanaged): left alone"),
@@ -265,6 +273,7 @@ impl LastEvent {
             "deferred" => EventOutcome::Deferred(number("pid").and_then(|n| fit("pid", n))?),
             "removed" => EventOutcome::Removed(whole("changes")?),
             "kept" => EventOutcome::Kept(text("detail")?),
+            "unchecked" => EventOutcome::Unchecked(text("detail")?),
             "conflict" => EventOutcome::Conflict(text("detail")?),
             "error" => EventOutcome::Error(text("detail")?),
             "unmanaged" => EventOutcome::Unmanaged,
@@ -425,6 +434,7 @@ mod tests {
             EventOutcome::Deferred(4242),
             EventOutcome::Removed(2),
             EventOutcome::Kept("IMDS did not answer".to_owned()),
+            EventOutcome::Unchecked("IMDS did not answer usefully (HTTP 503)".to_owned()),
             EventOutcome::Conflict("ip -4 route add ...: File exists".to_owned()),
             EventOutcome::Error("no link named eth1".to_owned()),
             EventOutcome::Unmanaged,

@@ -1043,8 +1043,9 @@ fn record_refresh(paths: &Paths, outcomes: &[RefreshOutcome]) {
             R::LinkGone(n, r) | R::Unlisted(n, r) => (n, EventOutcome::Removed(r.writes())),
             R::Kept(n, why) => (n, EventOutcome::Kept(why.clone())),
             // The metadata could not be asked: what was applied stays (not a
-            // failure of the NIC's routing; `refresh` itself exits 1).
-            R::Unchecked(n, why) => (n, EventOutcome::Kept(format!("not checked: {why}"))),
+            // failure of the NIC's routing; `refresh` itself exits 1, `status`
+            // says degraded until a refresh checks it).
+            R::Unchecked(n, why) => (n, EventOutcome::Unchecked(why.clone())),
         };
         let ev = LastEvent::now("refresh", "REFRESH", outcome);
         record(paths, name, &ev, ev.at_ms);
