@@ -120,7 +120,8 @@ pub enum Refusal {
     /// A prefix on a NIC whose subnet of the family is not known, so nothing
     /// bounds it.
     NoSubnet,
-    /// The subnet's network or broadcast address as a host.
+    /// The subnet's network or broadcast address (IPv6: its subnet-router
+    /// anycast address) as a host.
     SubnetEdge {
         /// The subnet.
         subnet: IpNet,
@@ -216,8 +217,13 @@ impl fmt::Display for Refusal {
                 write!(f, "as wide as the NIC's whole subnet {subnet}")
             }
             Self::NoSubnet => f.write_str("a prefix, and the NIC's subnet is not known"),
-            Self::SubnetEdge { subnet } => {
+            Self::SubnetEdge {
+                subnet: subnet @ IpNet::V4(_),
+            } => {
                 write!(f, "the network or broadcast address of the subnet {subnet}")
+            }
+            Self::SubnetEdge { subnet } => {
+                write!(f, "the subnet-router anycast address of the subnet {subnet}")
             }
             Self::OtherNic { owner, address } => {
                 write!(f, "{owner} holds {address}: another NIC's address")
@@ -968,15 +974,20 @@ impl Bounds<'_> {
                 return Err(Refusal::WholeSubnet { subnet: s });
             }
             // IPv4 subnets up to /30 have a network and a broadcast address that
-            // no host holds. A prefix strictly inside the subnet may cover them:
-            // nothing is ever sent from them, so its rule takes no one's traffic
-            // (amazon-ec2-net-utils routes such a prefix too).
-            if let IpNet::V4(s4) = s
-                && host
-                && s4.prefix_len() <= 30
-                && (net.addr() == IpAddr::V4(s4.network())
-                    || net.addr() == IpAddr::V4(s4.broadcast()))
-            {
+            // no host holds; IPv6 subnets up to /126 a subnet-router anycast
+            // address (all host bits 0, RFC 4291 §2.6.1; a /127 has none, RFC
+            // 6164), which the routers hold. A prefix strictly inside the subnet
+            // may cover them: nothing is ever sent from them, so its rule takes
+            // no one's traffic (amazon-ec2-net-utils routes such a prefix too).
+            let edge = match s {
+                IpNet::V4(s4) => {
+                    s4.prefix_len() <= 30
+                        && (net.addr() == IpAddr::V4(s4.network())
+                            || net.addr() == IpAddr::V4(s4.broadcast()))
+                }
+                IpNet::V6(s6) => s6.prefix_len() <= 126 && net.addr() == IpAddr::V6(s6.network()),
+            };
+            if host && edge {
                 return Err(Refusal::SubnetEdge { subnet: s });
             }
         } else {
@@ -1239,6 +1250,10 @@ mod tests {
             (
                 "fd00:98:2::1/128",
                 "not inside the NIC's subnet (fd00:98:1::/64)",
+            ),
+            (
+                "fd00:98:1::/128",
+                "the subnet-router anycast address of the subnet fd00:98:1::/64",
             ),
         ] {
             assert_eq!(
