@@ -281,11 +281,15 @@ pub fn plan_links(
 }
 
 fn conflict(mac: MacAddr, d: &LinkDetail) -> String {
+    let alias = d
+        .alias
+        .as_deref()
+        .filter(|a| !a.is_empty())
+        .map_or_else(|| "no alias".to_owned(), |a| format!("alias {a:?}"));
     format!(
-        "{mac}: a link named {} exists that leasehook did not create (alias {:?}): left alone, \
+        "{mac}: a link named {} exists that leasehook did not create ({alias}): left alone, \
          no link created for this NIC",
-        d.name,
-        d.alias.as_deref().unwrap_or("")
+        d.name
     )
 }
 
