@@ -951,6 +951,16 @@ pub enum Parent {
     Mac(MacAddr),
 }
 
+impl fmt::Display for Parent {
+    /// `physical NIC 1` (OCI's `nicIndex`), `NIC with MAC 42:01:…`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NicIndex(i) => write!(f, "physical NIC {i}"),
+            Self::Mac(m) => write!(f, "NIC with MAC {m}"),
+        }
+    }
+}
+
 /// The link a NIC of the metadata needs the OS to create; the NIC's MAC is
 /// the one the metadata lists for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -220,9 +220,8 @@ pub fn plan_links(
                 .map(|(i, p)| (*p, i)),
         };
         let Some((p, n)) = found else {
-            plan.refused.push(format!(
-                "{mac}: no physical NIC {parent:?} to put VLAN {vlan} on"
-            ));
+            plan.refused
+                .push(format!("{mac}: no {parent} to put VLAN {vlan} on"));
             continue;
         };
         let (Some(mname), Some(vname)) = (name(&p.name, n, '.', vlan), name(&p.name, n, 'v', vlan))
@@ -570,7 +569,10 @@ mod tests {
         let p = plan_links(&[want(VNIC, 0, 4095), want(OTHER, 3, 1)], &d, None);
         let made: Vec<&str> = p.create[0].iter().map(|n| n.name.as_str()).collect();
         assert_eq!(made, ["nic0.4095", "nic0v4095"]);
-        assert!(p.refused[0].contains("no physical NIC"), "{p:?}");
+        assert!(
+            p.refused[0].ends_with(": no physical NIC 3 to put VLAN 1 on"),
+            "{p:?}"
+        );
         // A GCE-style VLAN with its own MAC on the NIC with a given MAC.
         let gce = (
             mac(OTHER),
@@ -580,6 +582,17 @@ mod tests {
             },
         );
         let p = plan_links(&[gce], &d, None);
+        let orphan = (
+            mac(VNIC),
+            NicLink::Vlan {
+                parent: Parent::Mac(mac("42:01:0a:00:00:0a")),
+                vlan: 3,
+            },
+        );
+        assert!(
+            plan_links(&[orphan], &d, None).refused[0]
+                .ends_with(": no NIC with MAC 42:01:0a:00:00:0a to put VLAN 3 on")
+        );
         assert_eq!(p.create[0].len(), 1);
         assert_eq!(p.create[0][0].name.as_str(), "enp94s0f0np0.12");
         assert_eq!(p.create[0][0].kind, NewKind::Vlan(12, Some(mac(OTHER))));
