@@ -200,7 +200,8 @@ fn refresh_scoped(
         // had their objects removed already).
         if u.owns_links {
             // An unmanaged NIC gets no link from leasehook; one it made before
-            // stays (the NIC is still listed).
+            // stays (the NIC is still listed). A MAC no NIC can have (hostile
+            // metadata) gets none either: it is refused below.
             let by_name = cfg
                 .unmanaged
                 .iter()
@@ -213,7 +214,7 @@ fn refresh_scoped(
             let wanted: Vec<_> = u
                 .nics
                 .iter()
-                .filter(|n| !unmanaged_link(cfg, u, &links, n.mac))
+                .filter(|n| n.mac.nobodys().is_none() && !unmanaged_link(cfg, u, &links, n.mac))
                 .filter_map(|n| Some((n.mac, n.link?)))
                 .collect();
             let listed: Vec<_> = u.nics.iter().map(|n| n.mac).collect();

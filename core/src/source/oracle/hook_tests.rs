@@ -665,3 +665,18 @@ fn an_unmanaged_vlan_vnic_gets_no_link_and_keeps_the_one_it_has() {
     refresh(&mut k, &oci, &cfg);
     assert_eq!(k.links, before);
 }
+
+/// Hostile metadata: a VLAN VNIC whose MAC no NIC can have (all zero,
+/// multicast) gets no link made for it, and nothing else.
+#[test]
+fn a_vlan_vnic_with_nobodys_mac_gets_no_link() {
+    for bad in ["00:00:00:00:00:00", "01:00:5e:00:00:01"] {
+        let (mut k, cfg, _root) = setup();
+        let (primary, vlan) = bare_metal(bad);
+        let oci = Oci::new(json!([primary, vlan]).to_string());
+        refresh(&mut k, &oci, &cfg);
+        let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["eth0", "eth1"], "{bad}");
+        assert!(k.owned.addresses.is_empty(), "{bad}: {:?}", k.owned);
+    }
+}
