@@ -124,15 +124,7 @@ pub(super) fn links(macs: &[&str]) -> Vec<crate::model::Link> {
 fn world() -> (RecordingApplier, HookConfig, tempfile::TempDir) {
     let kernel = RecordingApplier::with_links(links(&["02:00:00:00:00:01", ETH1_MAC]));
     let root = tempfile::tempdir().unwrap();
-    let env: crate::event::Env = [
-        ("LEASEHOOK_CONFIG", "/dev/null"),
-        ("LEASEHOOK_IMDS_BUDGET_S", "3"),
-    ]
-    .iter()
-    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-    .collect();
-    let mut cfg = HookConfig::load(&env).unwrap();
-    cfg.root = root.path().to_owned();
+    let cfg = HookConfig::for_test(root.path(), &[("LEASEHOOK_IMDS_BUDGET_S", "3")]);
     (kernel, cfg, root)
 }
 

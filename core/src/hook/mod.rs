@@ -153,6 +153,20 @@ impl HookConfig {
     pub fn load(env: &crate::event::Env) -> Result<Self> {
         config::load(&Layers::from_env(env.clone())).map(|l| Self::from_settings(&l.settings))
     }
+
+    /// For tests: the built-in defaults (no configuration file) with the
+    /// `LEASEHOOK_*` variables `vars`, everything below `root`.
+    #[cfg(test)]
+    pub(crate) fn for_test(root: &Path, vars: &[(&str, &str)]) -> Self {
+        let env: crate::event::Env = [("LEASEHOOK_CONFIG", "/dev/null")]
+            .iter()
+            .chain(vars)
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut cfg = Self::load(&env).unwrap_or_else(|e| panic!("{vars:?}: {e}"));
+        cfg.root = root.to_owned();
+        cfg
+    }
 }
 
 /// Handles one event from a shim. `worker` is the shim's own executable, started

@@ -67,12 +67,7 @@ fn cloud_init_world(
         old: None,
     };
     let root = tempfile::tempdir().unwrap();
-    let mut cfg = HookConfig::load(&env(&[
-        ("LEASEHOOK_CONFIG", "/dev/null"),
-        ("LEASEHOOK_PROFILE", "cloud-init"),
-    ]))
-    .unwrap();
-    cfg.root = root.path().to_owned();
+    let cfg = HookConfig::for_test(root.path(), &[("LEASEHOOK_PROFILE", "cloud-init")]);
     (applier, network, event, cfg, root)
 }
 
@@ -226,8 +221,7 @@ fn a_nic_unmanaged_by_its_metadata_is_never_touched() {
 #[test]
 fn inert_when_disabled_or_off_cloud_this_boot() {
     let root = tempfile::tempdir().unwrap();
-    let mut cfg = HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null")])).unwrap();
-    cfg.root = root.path().to_owned();
+    let mut cfg = HookConfig::for_test(root.path(), &[]);
     assert_eq!(inert(&cfg), None);
     cfg.enabled = false;
     assert!(inert(&cfg).is_some_and(|w| w.contains("enabled is false")));
@@ -261,8 +255,7 @@ fn inert_when_disabled_or_off_cloud_this_boot() {
 #[test]
 fn auto_without_a_boot_verdict_goes_by_dmi() {
     let root = tempfile::tempdir().unwrap();
-    let mut cfg = HookConfig::load(&env(&[("LEASEHOOK_CONFIG", "/dev/null")])).unwrap();
-    cfg.root = root.path().to_owned();
+    let mut cfg = HookConfig::for_test(root.path(), &[]);
     // No boot.json, no DMI: EC2, as before the key.
     assert_eq!(provider(&cfg).unwrap().kind(), kind("ec2"));
     let dmi = root.path().join("sys/class/dmi/id");

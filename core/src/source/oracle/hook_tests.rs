@@ -144,15 +144,7 @@ fn links() -> Vec<Link> {
 
 fn setup() -> (RecordingApplier, HookConfig, tempfile::TempDir) {
     let root = tempfile::tempdir().unwrap();
-    let env: crate::event::Env = [
-        ("LEASEHOOK_CONFIG", "/dev/null"),
-        ("LEASEHOOK_IMDS_BUDGET_S", "3"),
-    ]
-    .iter()
-    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-    .collect();
-    let mut cfg = HookConfig::load(&env).unwrap();
-    cfg.root = root.path().to_owned();
+    let cfg = HookConfig::for_test(root.path(), &[("LEASEHOOK_IMDS_BUDGET_S", "3")]);
     (RecordingApplier::with_links(links()), cfg, root)
 }
 
