@@ -95,6 +95,12 @@ pub(crate) enum Command {
 /// the host's default router, another NIC's subnet without `allow_default`, a
 /// metadata service's address) with the reason.
 ///
+/// NICs no DHCP serves (OCI's secondary VNICs, Google Cloud's Dynamic NICs,
+/// `OpenStack`'s static networks) have no lease to plan from a file, nor do the
+/// links leasehook creates for them (an OCI bare-metal VNIC's macvlan and VLAN,
+/// a Dynamic NIC's VLAN): `leasehook refresh --without-dhcp` configures them
+/// from the live metadata, and `leasehook status` shows what it did.
+///
 /// Example: leasehook plan --metadata md.json --link eth0=02:00:00:00:00:01
 /// --link eth1=02:00:00:00:00:02 --lease eth0.env --lease eth1.env
 #[derive(Debug, Args)]
