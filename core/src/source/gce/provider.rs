@@ -201,6 +201,113 @@ mod tests {
         assert!(fetch_unleased(&f, &policy(1_000), &clock).is_err());
     }
 
+    /// GCE as the hooks ask it, over a scripted metadata server.
+    struct FakeGce<'c>(crate::source::provider::fake::Scripted<'c>);
+
+    impl std::fmt::Debug for FakeGce<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("FakeGce")
+        }
+    }
+
+    impl Provider for FakeGce<'_> {
+        fn kind(&self) -> ProviderKind {
+            ProviderKind::of(&CLOUD)
+        }
+
+        fn wait_for_nic(&self, nic: &NicEvent, policy: &WaitPolicy, clock: &dyn Clock) -> Outcome {
+            Answer::wait(&self.0, nic, policy, clock)
+        }
+
+        fn unleased(&self, policy: &WaitPolicy, clock: &dyn Clock) -> Option<Result<Unleased>> {
+            Some(fetch_unleased(&self.0, policy, clock))
+        }
+    }
+
+    /// Issue 36 item 3 through `refresh`, in process: a Dynamic NIC (VLAN 5
+    /// on nic1) gets its VLAN `eth1.5` with its MAC, its /32 and rule in the
+    /// same run; the list's 404 takes all of it away, the vNICs stay.
+    #[test]
+    fn refresh_links_and_routes_a_dynamic_nic_and_takes_it_away() {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+
+        use crate::apply::record::RecordingApplier;
+        use crate::hook::{Effects, HookConfig, refresh_with};
+        use crate::model::{IfName, Link};
+        use crate::source::provider::fake::{FakeClock, Scripted};
+
+        const DYNAMIC: &str = "42:01:0a:00:02:1e";
+        let vlans: Rc<RefCell<Option<String>>> = Rc::new(RefCell::new(Some(format!(
+            r#"{{"1":{{"5":{{"mac":"{DYNAMIC}","ip":"10.0.2.30","gateway":"10.0.2.1","subnetmask":"255.255.255.0","vlan":5}}}}}}"#
+        ))));
+        let served = Rc::clone(&vlans);
+        let scripted = Scripted::untimed()
+            .value(
+                &format!("{GCE_ROOT}{INTERFACES_PATH}"),
+                crate::source::gce::nic::tests::TWO,
+            )
+            .leaf(&format!("{GCE_ROOT}{VLANS_PATH}"), move |_| {
+                Ok(served.borrow().clone())
+            });
+        let gce = FakeGce(scripted);
+        let mut k = RecordingApplier::with_links(
+            [("eth0", "42:01:0a:00:00:0a"), ("eth1", "42:01:0a:00:01:14")]
+                .iter()
+                .map(|(n, m)| Link {
+                    name: IfName::try_new(n).unwrap(),
+                    mac: m.parse().unwrap(),
+                    ipv6_router: None,
+                })
+                .collect(),
+        );
+        let root = tempfile::tempdir().unwrap();
+        let cfg = HookConfig::for_test(root.path(), &[("LEASEHOOK_IMDS_BUDGET_S", "3")]);
+        let clock = FakeClock::new();
+        let refresh = |k: &mut RecordingApplier| {
+            let mut fx = Effects {
+                kernel: k,
+                provider: &gce,
+                clock: &clock,
+            };
+            refresh_with(&mut fx, None, &cfg).unwrap()
+        };
+        let out = refresh(&mut k);
+        let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["eth0", "eth1", "eth1.5"], "{out:?}");
+        let vlan = k
+            .links
+            .iter()
+            .find(|l| l.name.as_str() == "eth1.5")
+            .unwrap();
+        assert_eq!(vlan.mac, Some(DYNAMIC.parse().unwrap()));
+        let table = 10_000 + crate::source::provider::slot::device_slot(DYNAMIC.parse().unwrap());
+        assert!(
+            k.owned
+                .addresses
+                .iter()
+                .any(|a| a.dev.as_str() == "eth1.5" && a.addr.to_string() == "10.0.2.30/32"),
+            "{:?}",
+            k.owned
+        );
+        assert!(
+            k.owned.rules.iter().any(|r| r.table == table),
+            "{:?}",
+            k.owned
+        );
+        // Gone from the metadata (a 404 for the list): the VLAN and what was on
+        // it go.
+        *vlans.borrow_mut() = None;
+        refresh(&mut k);
+        let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["eth0", "eth1"]);
+        assert!(
+            k.owned.addresses.is_empty() && k.owned.rules.is_empty(),
+            "{:?}",
+            k.owned
+        );
+    }
+
     #[test]
     fn the_endpoint_is_checked_when_the_provider_is_built() {
         let e = GceProvider::try_new(Some("http://metadata.google.internal"))
