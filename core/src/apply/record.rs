@@ -49,6 +49,11 @@ pub struct LinkExtra {
 }
 
 impl RecordingApplier {
+    /// The links' names, in the kernel's order.
+    pub fn link_names(&self) -> Vec<&str> {
+        self.links.iter().map(|l| l.name.as_str()).collect()
+    }
+
     /// An empty kernel holding `links`, numbered from 2 as a machine's NICs are
     /// after `lo`.
     pub fn with_links(links: Vec<crate::model::Link>) -> Self {

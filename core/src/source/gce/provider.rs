@@ -273,8 +273,7 @@ mod tests {
             refresh_with(&mut fx, None, &cfg).unwrap()
         };
         let out = refresh(&mut k);
-        let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["eth0", "eth1", "eth1.5"], "{out:?}");
+        assert_eq!(k.link_names(), ["eth0", "eth1", "eth1.5"], "{out:?}");
         let vlan = k
             .links
             .iter()
@@ -299,8 +298,7 @@ mod tests {
         // it go.
         *vlans.borrow_mut() = None;
         refresh(&mut k);
-        let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["eth0", "eth1"]);
+        assert_eq!(k.link_names(), ["eth0", "eth1"]);
         assert!(
             k.owned.addresses.is_empty() && k.owned.rules.is_empty(),
             "{:?}",

@@ -552,8 +552,7 @@ fn a_bare_metal_vlan_vnic_gets_its_links_and_loses_them_when_detached() {
         matches!(&out[..], [RefreshOutcome::Addressed(n, _)] if *n == vname),
         "{out:?}"
     );
-    let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
-    assert_eq!(names, ["eth0", "eth1", "eth1.100", "eth1v100"]);
+    assert_eq!(k.link_names(), ["eth0", "eth1", "eth1.100", "eth1v100"]);
     assert!(
         k.owned
             .addresses
@@ -575,8 +574,7 @@ fn a_bare_metal_vlan_vnic_gets_its_links_and_loses_them_when_detached() {
             .any(|o| matches!(o, RefreshOutcome::Unlisted(n, _) if *n == vname)),
         "{out:?}"
     );
-    let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
-    assert_eq!(names, ["eth0", "eth1"]);
+    assert_eq!(k.link_names(), ["eth0", "eth1"]);
     assert!(
         k.owned.addresses.is_empty() && k.owned.rules.is_empty(),
         "{:?}",
@@ -638,8 +636,7 @@ fn an_unmanaged_vlan_vnic_gets_no_link_and_keeps_the_one_it_has() {
     let (primary, vlan) = bare_metal(VLAN_MAC);
     let ocid = vlan["vnicId"].as_str().unwrap().to_owned();
     let oci = Oci::new(json!([primary, vlan]).to_string());
-    let only_physical =
-        |k: &RecordingApplier| k.links.iter().map(|l| l.name.as_str()).eq(["eth0", "eth1"]);
+    let only_physical = |k: &RecordingApplier| k.link_names() == ["eth0", "eth1"];
     for entry in [VLAN_MAC.to_owned(), format!("interface-id:{ocid}")] {
         let (mut k, mut cfg, _root) = setup();
         cfg.unmanaged = vec![entry.parse().unwrap()];
@@ -667,8 +664,7 @@ fn a_vlan_vnic_with_nobodys_mac_gets_no_link() {
         let (primary, vlan) = bare_metal(bad);
         let oci = Oci::new(json!([primary, vlan]).to_string());
         refresh(&mut k, &oci, &cfg);
-        let names: Vec<&str> = k.links.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["eth0", "eth1"], "{bad}");
+        assert_eq!(k.link_names(), ["eth0", "eth1"], "{bad}");
         assert!(k.owned.addresses.is_empty(), "{bad}: {:?}", k.owned);
     }
 }
